@@ -1,0 +1,60 @@
+/**
+ * Wiring (STYLE: parsers → express-openapi-validator → routers → one error
+ * middleware, last). Everything the app needs is passed in, so tests can build
+ * it on a temporary data dir.
+ */
+import express from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import type { Config } from './config.ts';
+import type { Db } from './storage/db.ts';
+import type { Logger } from './logger.ts';
+import type { Clock } from './domain/clock.ts';
+import type { Catalog } from './domain/catalog.ts';
+import { requestId } from './http/request-id.ts';
+import { accessLog } from './http/access-log.ts';
+import { bearerHandler } from './http/auth.ts';
+import { errorMiddleware, notFoundHandler } from './http/errors.ts';
+import { modelsRouter } from './routes/models.ts';
+
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  clock: Clock;
+  catalog: Catalog;
+}
+
+/** JSON body limits per operation (spec Limits table); everything else gets the default. */
+const JSON_LIMITS: Array<[string, number]> = [
+  ['/api/generate/text/v1/chat/completions', 160_000],
+  ['/api/generate/extract/video', 16_000],
+];
+const DEFAULT_JSON_LIMIT = 1_000_000;
+
+export function createApp(deps: AppDeps): express.Express {
+  const { config, db, logger, clock } = deps;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(requestId);
+  app.use(accessLog(logger));
+
+  for (const [path, limit] of JSON_LIMITS) app.use(path, express.json({ limit }));
+  app.use(express.json({ limit: DEFAULT_JSON_LIMIT }));
+
+  app.use(
+    OpenApiValidator.middleware({
+      apiSpec: config.openapiPath,
+      validateRequests: { allowUnknownQueryParameters: false },
+      validateResponses: config.validateResponses,
+      validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix) } },
+      validateFormats: 'full',
+    }),
+  );
+
+  app.use(modelsRouter(deps));
+
+  app.use(notFoundHandler);
+  app.use(errorMiddleware);
+  return app;
+}

@@ -1,0 +1,195 @@
+/**
+ * `gemforge admin …`: the reference server's stand-in for the signed-in account
+ * settings page. Works on the same DATA_DIR / DATABASE_URL as the server (also
+ * while it runs) and prints JSON on stdout; bad arguments exit 2 with a message.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { loadConfig } from '../config.ts';
+import { openDb, type Db } from '../storage/db.ts';
+import { systemClock } from '../domain/clock.ts';
+import * as accounts from '../domain/accounts.ts';
+import * as ledger from '../domain/ledger.ts';
+import { verifyLedger } from '../domain/ledger-verify.ts';
+
+export class UsageError extends Error {}
+
+const USAGE = `usage: gemforge admin <command>
+  account create --name N [--gems G] [--llm-allowance A] [--paid-consent]
+  account update ID [--gems G] [--llm-allowance A] [--paid-consent|--no-paid-consent] [--state active|blocked|unavailable]
+  account show ID
+  key create --account ID --name N --scopes read,generate [--cap C] [--expires ISO-8601]
+  key revoke KEY_ID
+  key list --account ID
+  ledger verify`;
+
+type Handler = (db: Db, args: string[]) => Promise<{ output: unknown; exitCode?: number }>;
+
+function wholeNumber(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+    throw new UsageError(`${flag} must be a whole number ≥ 0, got "${value}"`);
+  }
+  return Number(value);
+}
+
+function required(value: string | undefined, flag: string): string {
+  if (value === undefined || value === '') throw new UsageError(`${flag} is required`);
+  return value;
+}
+
+function onePositional(positionals: string[], what: string): string {
+  if (positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
+  return positionals[0];
+}
+
+type Values = Record<string, string | boolean | undefined>;
+
+function parse(args: string[], options: ParseArgsConfig['options']): { values: Values; positionals: string[] } {
+  try {
+    const { values, positionals } = parseArgs({ args, options, allowPositionals: true, strict: true, allowNegative: true });
+    return { values: values as Values, positionals };
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+const STATES = ['active', 'blocked', 'unavailable'] as const;
+
+async function showAccount(db: Db, id: string) {
+  const account = await accounts.requireAccount(db, id);
+  const keys = await accounts.listKeys(db, id);
+  const summary = await ledger.accountSummary(db, systemClock, id, keys.map((k) => k.id));
+  return {
+    id: account.id,
+    name: account.name,
+    state: account.state,
+    balance: summary.balance,
+    llmAllowance: account.llm_allowance,
+    llmAllowanceUsed: summary.llmAllowanceUsed,
+    paidConsent: account.paid_consent,
+    month: summary.month,
+    outstandingReservations: summary.outstandingReservations,
+    keys: keys.map((k) => ({ ...accounts.describeKey(k), spendThisMonth: summary.keySpendThisMonth[k.id] })),
+    createdAt: account.created_at,
+  };
+}
+
+const commands: Record<string, Handler> = {
+  async 'account create'(db, args) {
+    const { values, positionals } = parse(args, {
+      name: { type: 'string' },
+      gems: { type: 'string' },
+      'llm-allowance': { type: 'string' },
+      'paid-consent': { type: 'boolean' },
+    });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const gems = wholeNumber(values.gems as string | undefined, '--gems') ?? 0;
+    const account = await accounts.createAccount(db, systemClock, {
+      name: required(values.name as string | undefined, '--name'),
+      llmAllowance: wholeNumber(values['llm-allowance'] as string | undefined, '--llm-allowance'),
+      paidConsent: Boolean(values['paid-consent']),
+    });
+    if (gems > 0) await ledger.credit(db, systemClock, account.id, gems, 'admin: initial Gems');
+    return { output: await showAccount(db, account.id) };
+  },
+
+  async 'account update'(db, args) {
+    const { values, positionals } = parse(args, {
+      gems: { type: 'string' },
+      'llm-allowance': { type: 'string' },
+      'paid-consent': { type: 'boolean' },
+      state: { type: 'string' },
+    });
+    const id = onePositional(positionals, 'account ID');
+    const state = values.state as string | undefined;
+    if (state !== undefined && !STATES.includes(state as (typeof STATES)[number])) {
+      throw new UsageError(`--state must be one of ${STATES.join(', ')}`);
+    }
+    const gems = wholeNumber(values.gems as string | undefined, '--gems');
+    await accounts.updateAccount(db, systemClock, id, {
+      llmAllowance: wholeNumber(values['llm-allowance'] as string | undefined, '--llm-allowance'),
+      paidConsent: values['paid-consent'] as boolean | undefined,
+      state: state as accounts.AccountPatch['state'],
+    });
+    if (gems !== undefined) await ledger.setBalance(db, systemClock, id, gems);
+    return { output: await showAccount(db, id) };
+  },
+
+  async 'account show'(db, args) {
+    const { positionals } = parse(args, {});
+    return { output: await showAccount(db, onePositional(positionals, 'account ID')) };
+  },
+
+  async 'key create'(db, args) {
+    const { values, positionals } = parse(args, {
+      account: { type: 'string' },
+      name: { type: 'string' },
+      scopes: { type: 'string' },
+      cap: { type: 'string' },
+      expires: { type: 'string' },
+    });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const scopes = required(values.scopes as string | undefined, '--scopes').split(',').map((s) => s.trim());
+    for (const s of scopes) if (s !== 'read' && s !== 'generate') throw new UsageError(`unknown scope "${s}" (use read, generate)`);
+    let expiresAt: Date | undefined;
+    if (values.expires !== undefined) {
+      expiresAt = new Date(values.expires as string);
+      if (Number.isNaN(expiresAt.getTime()) || !/^\d{4}-\d{2}-\d{2}/.test(values.expires as string)) {
+        throw new UsageError(`--expires must be an ISO-8601 date-time, got "${values.expires}"`);
+      }
+    }
+    const { key, secret } = await accounts.createKey(db, systemClock, 'gf', {
+      accountId: required(values.account as string | undefined, '--account'),
+      name: required(values.name as string | undefined, '--name'),
+      scopes: [...new Set(scopes)] as accounts.Scope[],
+      monthlyCap: wholeNumber(values.cap as string | undefined, '--cap'),
+      expiresAt,
+    });
+    return { output: { ...accounts.describeKey(key), secret, note: 'The secret is shown once; only its hash is stored.' } };
+  },
+
+  async 'key revoke'(db, args) {
+    const { positionals } = parse(args, {});
+    return { output: accounts.describeKey(await accounts.revokeKey(db, systemClock, onePositional(positionals, 'key ID'))) };
+  },
+
+  async 'key list'(db, args) {
+    const { values, positionals } = parse(args, { account: { type: 'string' } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const keys = await accounts.listKeys(db, required(values.account as string | undefined, '--account'));
+    return { output: { keys: keys.map(accounts.describeKey) } };
+  },
+
+  async 'ledger verify'(db, args) {
+    parse(args, {});
+    const report = await verifyLedger(db);
+    return { output: report, exitCode: report.ok ? 0 : 1 };
+  },
+};
+
+/** Runs one admin command; returns the process exit code. */
+export async function runAdmin(argv: string[], io = { out: process.stdout, err: process.stderr }): Promise<number> {
+  const name = argv.slice(0, 2).join(' ');
+  const handler = commands[name];
+  if (!handler) {
+    io.err.write(`${argv.length ? `unknown command "gemforge admin ${argv.join(' ')}"\n` : ''}${USAGE}\n`);
+    return 2;
+  }
+  const config = loadConfig();
+  let db: Db | undefined;
+  try {
+    db = await openDb(config);
+    const { output, exitCode = 0 } = await handler(db, argv.slice(2));
+    io.out.write(`${JSON.stringify(output, null, 2)}\n`);
+    return exitCode;
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof accounts.AdminError) {
+      io.err.write(`gemforge admin ${name}: ${error.message}\n`);
+      return 2;
+    }
+    io.err.write(`gemforge admin ${name}: failed: ${(error as Error).message}\n`);
+    return 1;
+  } finally {
+    await db?.destroy();
+  }
+}

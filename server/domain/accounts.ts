@@ -1,0 +1,177 @@
+/**
+ * Accounts and API keys: the use cases behind the admin CLI (the reference
+ * server's stand-in for the account settings page) and bearer authentication.
+ */
+import crypto from 'node:crypto';
+import type { Db } from '../storage/db.ts';
+import { inTransaction } from '../storage/db.ts';
+import * as store from '../storage/accounts.ts';
+import type { AccountRow, AccountState, ApiKeyRow } from '../storage/accounts.ts';
+import { ApiError, invalidApiKey } from '../errors.ts';
+import { newId } from './ids.ts';
+import type { Clock } from './clock.ts';
+
+export type Scope = 'read' | 'generate';
+export const MAX_ACTIVE_KEYS = 50;
+
+/** Who is calling: the key and its account, after every access check passed. */
+export interface Principal {
+  key: ApiKeyRow;
+  account: AccountRow;
+}
+
+/** A domain rule broken by an admin command (bad arguments, unknown IDs). */
+export class AdminError extends Error {}
+
+export function hashSecret(secret: string): string {
+  return crypto.createHash('sha256').update(secret).digest('hex');
+}
+
+export interface NewAccount {
+  name: string;
+  llmAllowance?: number | undefined;
+  paidConsent?: boolean | undefined;
+  state?: AccountState | undefined;
+}
+
+export async function createAccount(db: Db, clock: Clock, input: NewAccount): Promise<AccountRow> {
+  const now = clock.now().toISOString();
+  const row: AccountRow = {
+    id: newId('acct'),
+    name: input.name,
+    state: input.state ?? 'active',
+    llm_allowance: input.llmAllowance ?? 0,
+    paid_consent: input.paidConsent ?? false,
+    created_at: now,
+    updated_at: now,
+  };
+  await store.insertAccount(db, row);
+  return row;
+}
+
+export async function requireAccount(db: Db, id: string): Promise<AccountRow> {
+  const account = await store.findAccount(db, id);
+  if (!account) throw new AdminError(`no account with id ${id}`);
+  return account;
+}
+
+export interface AccountPatch {
+  llmAllowance?: number | undefined;
+  paidConsent?: boolean | undefined;
+  state?: AccountState | undefined;
+}
+
+export async function updateAccount(db: Db, clock: Clock, id: string, patch: AccountPatch): Promise<AccountRow> {
+  await requireAccount(db, id);
+  await store.updateAccount(db, id, {
+    ...(patch.llmAllowance !== undefined && { llm_allowance: patch.llmAllowance }),
+    ...(patch.paidConsent !== undefined && { paid_consent: patch.paidConsent }),
+    ...(patch.state !== undefined && { state: patch.state }),
+    updated_at: clock.now().toISOString(),
+  });
+  return requireAccount(db, id);
+}
+
+export interface NewKey {
+  accountId: string;
+  name: string;
+  scopes: Scope[];
+  monthlyCap?: number | undefined;
+  expiresAt?: Date | undefined;
+}
+
+/** Creates a key and returns its secret, which is never stored or shown again. */
+export async function createKey(
+  db: Db,
+  clock: Clock,
+  prefix: string,
+  input: NewKey,
+): Promise<{ key: ApiKeyRow; secret: string }> {
+  if (input.scopes.length === 0) throw new AdminError('a key needs at least one scope (read, generate)');
+  if (input.expiresAt && input.expiresAt.getTime() <= clock.now().getTime()) {
+    throw new AdminError('the expiry must be in the future');
+  }
+  const secret = `${prefix}_${crypto.randomBytes(32).toString('hex')}`;
+  const key: ApiKeyRow = {
+    id: newId('key'),
+    account_id: input.accountId,
+    name: input.name,
+    secret_hash: hashSecret(secret),
+    secret_hint: secret.slice(-4),
+    scope_read: input.scopes.includes('read'),
+    scope_generate: input.scopes.includes('generate'),
+    monthly_cap: input.monthlyCap ?? null,
+    expires_at: input.expiresAt ? input.expiresAt.toISOString() : null,
+    revoked_at: null,
+    created_at: clock.now().toISOString(),
+  };
+  await inTransaction(db, async (trx) => {
+    if (!(await store.findAccount(trx, input.accountId))) throw new AdminError(`no account with id ${input.accountId}`);
+    const active = await store.countActiveKeys(trx, input.accountId);
+    if (active >= MAX_ACTIVE_KEYS) {
+      throw new AdminError(`account ${input.accountId} already has ${MAX_ACTIVE_KEYS} non-revoked keys; revoke one first`);
+    }
+    await store.insertKey(trx, key);
+  });
+  return { key, secret };
+}
+
+export async function revokeKey(db: Db, clock: Clock, id: string): Promise<ApiKeyRow> {
+  const key = await store.findKey(db, id);
+  if (!key) throw new AdminError(`no key with id ${id}`);
+  await store.revokeKey(db, id, clock.now().toISOString());
+  return (await store.findKey(db, id))!;
+}
+
+export async function listKeys(db: Db, accountId: string): Promise<ApiKeyRow[]> {
+  await requireAccount(db, accountId);
+  return store.listKeys(db, accountId);
+}
+
+/** The public view of a key: never the secret or its hash. */
+export function describeKey(key: ApiKeyRow) {
+  return {
+    id: key.id,
+    accountId: key.account_id,
+    name: key.name,
+    scopes: [key.scope_read && 'read', key.scope_generate && 'generate'].filter(Boolean),
+    monthlyCap: key.monthly_cap,
+    expiresAt: key.expires_at,
+    revokedAt: key.revoked_at,
+    createdAt: key.created_at,
+    hint: `…${key.secret_hint}`,
+  };
+}
+
+const KEY_SHAPE = /^[a-z]+_[0-9a-f]{64}$/;
+
+/**
+ * Resolves a bearer secret to a principal, or throws the spec's error:
+ * 401 INVALID_API_KEY (missing, malformed, unknown, expired, revoked),
+ * 403 ACCOUNT_BLOCKED / ACCOUNT_UNAVAILABLE, 403 INSUFFICIENT_SCOPE.
+ */
+export async function authenticate(
+  db: Db,
+  clock: Clock,
+  prefix: string,
+  secret: string | undefined,
+  scope: Scope | undefined,
+): Promise<Principal> {
+  if (!secret || !KEY_SHAPE.test(secret) || !secret.startsWith(`${prefix}_`)) throw invalidApiKey();
+  const key = await store.findKeyByHash(db, hashSecret(secret));
+  if (!key || key.revoked_at) throw invalidApiKey();
+  if (key.expires_at && Date.parse(key.expires_at) <= clock.now().getTime()) throw invalidApiKey();
+  const account = await store.findAccount(db, key.account_id);
+  if (!account) throw invalidApiKey();
+  if (account.state === 'blocked') throw new ApiError(403, 'ACCOUNT_BLOCKED', 'This account is blocked.');
+  if (account.state === 'unavailable') {
+    throw new ApiError(403, 'ACCOUNT_UNAVAILABLE', 'This account is not available: its setup is unfinished.');
+  }
+  if (scope === 'read' && !key.scope_read) throw insufficientScope('read');
+  if (scope === 'generate' && !key.scope_generate) throw insufficientScope('generate');
+  return { key, account };
+}
+
+function insufficientScope(scope: Scope): ApiError {
+  return new ApiError(403, 'INSUFFICIENT_SCOPE', `This API key lacks the "${scope}" scope needed for this operation.`);
+}

@@ -1,0 +1,84 @@
+/**
+ * `gemforge admin ledger verify`: recomputes everything from the append-only
+ * rows and reports every broken invariant. Other modules (tasks, idempotency)
+ * add their own checks through `extraChecks`.
+ */
+import type { Db } from '../storage/db.ts';
+import { allEntries, allReservations, type EntryRow } from '../storage/ledger.ts';
+
+export interface VerifyReport {
+  ok: boolean;
+  checked: { accounts: number; reservations: number; entries: number };
+  problems: string[];
+}
+
+export type ExtraCheck = (db: Db) => Promise<string[]>;
+
+export async function verifyLedger(db: Db, extraChecks: ExtraCheck[] = []): Promise<VerifyReport> {
+  const reservations = await allReservations(db);
+  const entries = await allEntries(db);
+  const problems: string[] = [];
+  const byReservation = new Map<string, EntryRow[]>();
+
+  for (const e of entries) {
+    if (!Number.isSafeInteger(e.allowance) || !Number.isSafeInteger(e.paid)) problems.push(`entry ${e.id}: amounts are not whole Gems`);
+    if (e.type !== 'credit' && (e.allowance < 0 || e.paid < 0)) problems.push(`entry ${e.id}: negative ${e.type}`);
+    if (e.type === 'credit' && (e.allowance !== 0 || e.reservation_id)) problems.push(`entry ${e.id}: a credit moves paid Gems only`);
+    if (e.type !== 'credit') {
+      if (!e.reservation_id) problems.push(`entry ${e.id}: ${e.type} without a reservation`);
+      else byReservation.set(e.reservation_id, [...(byReservation.get(e.reservation_id) ?? []), e]);
+    }
+  }
+
+  const known = new Set(reservations.map((r) => r.id));
+  for (const id of byReservation.keys()) if (!known.has(id)) problems.push(`entries refer to unknown reservation ${id}`);
+
+  for (const r of reservations) {
+    const rows = byReservation.get(r.id) ?? [];
+    const of = (t: string) => rows.filter((e) => e.type === t);
+    const [holds, posts, voids] = [of('hold'), of('post'), of('void')];
+    const where = `reservation ${r.id}`;
+    if (holds.length !== 1) {
+      problems.push(`${where}: ${holds.length} hold entries (expected 1)`);
+      continue;
+    }
+    const hold = holds[0];
+    if (hold.allowance !== r.hold_allowance || hold.paid !== r.hold_paid) problems.push(`${where}: hold entry differs from the reservation`);
+    const total = r.hold_allowance + r.hold_paid;
+    if (r.state === 'held') {
+      if (posts.length || voids.length) problems.push(`${where}: held but already posted or voided`);
+      if (r.charged !== 0 || r.released !== 0) problems.push(`${where}: held but shows charged/released amounts`);
+      continue;
+    }
+    if (voids.length !== 1 || posts.length > 1) {
+      problems.push(`${where}: settled ${posts.length + voids.length} times (expected once)`);
+      continue;
+    }
+    const post = posts[0] ?? { allowance: 0, paid: 0 };
+    const voided = voids[0];
+    if (post.allowance + voided.allowance !== hold.allowance || post.paid + voided.paid !== hold.paid) {
+      problems.push(`${where}: charge plus release differs from the hold`);
+    }
+    const charged = post.allowance + post.paid;
+    if (charged > total) problems.push(`${where}: charge ${charged} exceeds the reservation ${total}`);
+    if (r.charged !== charged || r.released !== voided.allowance + voided.paid) problems.push(`${where}: row amounts differ from its entries`);
+    if (r.charged + r.released !== total) problems.push(`${where}: charged + released = ${r.charged + r.released}, reserved ${total}`);
+    if (r.state === 'released' && r.charged !== 0) problems.push(`${where}: released but charged ${r.charged}`);
+  }
+
+  // Replay paid balances in order: no account may ever have gone below zero.
+  const running = new Map<string, number>();
+  for (const e of entries) {
+    const delta = e.type === 'credit' ? e.paid : e.type === 'hold' ? -e.paid : e.type === 'void' ? e.paid : 0;
+    const next = (running.get(e.account_id) ?? 0) + delta;
+    running.set(e.account_id, next);
+    if (next < 0) problems.push(`account ${e.account_id}: paid balance went to ${next} at entry ${e.id}`);
+  }
+
+  for (const check of extraChecks) problems.push(...(await check(db)));
+  return {
+    ok: problems.length === 0,
+    checked: { accounts: running.size, reservations: reservations.length, entries: entries.length },
+    problems,
+  };
+}

@@ -1,0 +1,261 @@
+/**
+ * The Gem ledger: the one module with the spec's money rules (STYLE habit 6).
+ *
+ *   reserve  → holds Gems before dispatch (checks maxGems, key cap, balance or
+ *              LLM allowance + consented paid Gems)
+ *   settle   → posts a charge ≤ the reservation once, releases the rest
+ *   release  → voids the whole reservation (nothing charged)
+ *
+ * Every movement is an append-only `ledger_entries` row; balances and spends are
+ * sums over them. Each operation runs in one transaction that locks the account
+ * and key rows (Postgres) or holds SQLite's single writer, so no interleaving can
+ * take a balance, an allowance or a key cap past its limit.
+ */
+import type { Knex } from 'knex';
+import { ApiError } from '../errors.ts';
+import { inTransaction, isSqlite, type Db } from '../storage/db.ts';
+import * as store from '../storage/ledger.ts';
+import type { Purpose, ReservationRow } from '../storage/ledger.ts';
+import { findAccount, findKey } from '../storage/accounts.ts';
+import { newId } from './ids.ts';
+import { utcMonth, type Clock } from './clock.ts';
+
+export type { Purpose, ReservationRow };
+
+export interface ReserveRequest {
+  accountId: string;
+  keyId: string | null;
+  /** `media` spends the Gem balance; `llm` spends the LLM allowance, then consented paid Gems. */
+  purpose: Purpose;
+  /** Whole Gems: the media quote, or the text/extraction conservative maximum. */
+  amount: number;
+  /** The request's own ceiling; above it → 409 PRICE_CHANGED, nothing reserved. */
+  maxGems?: number | undefined;
+  ref?: string | undefined;
+}
+
+export interface Settlement {
+  charged: number;
+  released: number;
+}
+
+const gems = (n: number) => `${n} Gem${n === 1 ? '' : 's'}`;
+
+function assertWhole(n: number, what: string): void {
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`${what} must be a non-negative whole number of Gems, got ${n}`);
+}
+
+/** Spend of a key in a month: charges posted that month plus every open hold, whatever its month. */
+async function keySpend(trx: Knex.Transaction | Db, keyId: string, month: string): Promise<number> {
+  const posted = await store.postedInMonth(trx, { key_id: keyId }, month);
+  const held = await store.outstanding(trx, { key_id: keyId });
+  return posted.allowance + posted.paid + held.allowance + held.paid;
+}
+
+/** LLM allowance used in a month: allowance charges posted that month plus open allowance holds. */
+async function allowanceUsed(trx: Knex.Transaction | Db, accountId: string, month: string): Promise<number> {
+  const posted = await store.postedInMonth(trx, { account_id: accountId }, month);
+  const held = await store.outstanding(trx, { account_id: accountId });
+  return posted.allowance + held.allowance;
+}
+
+/**
+ * Reserves `amount` Gems, or throws the spec's error naming the limit hit and
+ * the amount needed: 409 PRICE_CHANGED, 402 API_KEY_LIMIT, 402 INSUFFICIENT_GEMS
+ * (media balance), 402 LLM_QUOTA_EXHAUSTED (allowance and paid-Gem consent).
+ */
+export async function reserve(db: Db, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
+  assertWhole(req.amount, 'amount');
+  if (req.maxGems !== undefined && req.amount > req.maxGems) {
+    throw new ApiError(
+      409,
+      'PRICE_CHANGED',
+      `This request costs up to ${gems(req.amount)}, above its maxGems ceiling of ${req.maxGems}. Reduce the cost or raise maxGems to at least ${req.amount}.`,
+    );
+  }
+  return inTransaction(db, (trx) => reserveIn(trx, db, clock, req));
+}
+
+async function reserveIn(trx: Knex.Transaction, db: Db, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
+  const lock = !isSqlite(db);
+  await store.lockAccountRow(trx, req.accountId, lock);
+  const account = await findAccount(trx, req.accountId);
+  if (!account) throw new Error(`reserve: unknown account ${req.accountId}`);
+  const now = clock.now();
+  const month = utcMonth(now);
+
+  if (req.keyId) {
+    await store.lockKeyRow(trx, req.keyId, lock);
+    const key = await findKey(trx, req.keyId);
+    if (key && key.monthly_cap !== null) {
+      if (key.monthly_cap === 0) {
+        throw new ApiError(402, 'API_KEY_LIMIT', `This API key's monthly Gem cap is 0, which disables spending; this request needs ${gems(req.amount)}.`);
+      }
+      const spent = await keySpend(trx, req.keyId, month);
+      if (spent + req.amount > key.monthly_cap) {
+        throw new ApiError(
+          402,
+          'API_KEY_LIMIT',
+          `This API key's monthly cap of ${gems(key.monthly_cap)} cannot cover this request: ${gems(spent)} are already charged this UTC month or held, and this request needs ${gems(req.amount)} (${gems(key.monthly_cap - spent)} left). The cap is not raised automatically.`,
+        );
+      }
+    }
+  }
+
+  const balance = await store.paidBalance(trx, req.accountId);
+  let holdAllowance = 0;
+  let holdPaid = 0;
+  if (req.purpose === 'media') {
+    if (balance < req.amount) {
+      throw new ApiError(
+        402,
+        'INSUFFICIENT_GEMS',
+        `The account's Gem balance of ${gems(balance)} cannot cover this request, which needs ${gems(req.amount)}.`,
+      );
+    }
+    holdPaid = req.amount;
+  } else {
+    const used = await allowanceUsed(trx, req.accountId, month);
+    const left = Math.max(0, account.llm_allowance - used);
+    holdAllowance = Math.min(left, req.amount);
+    holdPaid = req.amount - holdAllowance;
+    if (holdPaid > 0 && !account.paid_consent) {
+      throw new ApiError(
+        402,
+        'LLM_QUOTA_EXHAUSTED',
+        `The account's monthly LLM allowance has ${gems(left)} left and this request needs up to ${gems(req.amount)}; paid Gems are not used because the account has not consented to paid LLM usage.`,
+      );
+    }
+    if (holdPaid > balance) {
+      throw new ApiError(
+        402,
+        'LLM_QUOTA_EXHAUSTED',
+        `This request needs up to ${gems(req.amount)}: the monthly LLM allowance has ${gems(left)} left and the Gem balance of ${gems(balance)} cannot cover the remaining ${gems(holdPaid)}.`,
+      );
+    }
+  }
+
+  const row: ReservationRow = {
+    id: newId('rsv'),
+    account_id: req.accountId,
+    key_id: req.keyId,
+    purpose: req.purpose,
+    ref: req.ref ?? null,
+    hold_allowance: holdAllowance,
+    hold_paid: holdPaid,
+    state: 'held',
+    charged: 0,
+    released: 0,
+    month,
+    created_at: now.toISOString(),
+    settled_at: null,
+  };
+  await store.insertReservation(trx, row);
+  await store.insertEntry(trx, {
+    account_id: row.account_id,
+    key_id: row.key_id,
+    reservation_id: row.id,
+    type: 'hold',
+    allowance: holdAllowance,
+    paid: holdPaid,
+    month,
+    created_at: row.created_at,
+    note: null,
+  });
+  return row;
+}
+
+/**
+ * Settles a held reservation once: charges `charge` (clamped to the reservation,
+ * allowance part first) and releases the rest. Returns what was charged and released.
+ * Throws when the reservation is not held any more (settlement happens once).
+ */
+export async function settle(db: Db, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
+  assertWhole(charge, 'charge');
+  return inTransaction(db, (trx) => close(trx, clock, reservationId, charge));
+}
+
+/** Releases a held reservation entirely: nothing is charged. */
+export async function release(db: Db, clock: Clock, reservationId: string): Promise<Settlement> {
+  return inTransaction(db, (trx) => close(trx, clock, reservationId, 0));
+}
+
+/** Settle or release inside a caller's transaction (so a task and its money move together). */
+export async function close(trx: Knex.Transaction, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
+  const r = await store.findReservation(trx, reservationId);
+  if (!r) throw new Error(`settle: unknown reservation ${reservationId}`);
+  if (r.state !== 'held') throw new Error(`settle: reservation ${reservationId} is already ${r.state}`);
+  const total = r.hold_allowance + r.hold_paid;
+  const charged = Math.min(charge, total);
+  const postAllowance = Math.min(charged, r.hold_allowance);
+  const postPaid = charged - postAllowance;
+  const now = clock.now();
+  const month = utcMonth(now);
+  const at = now.toISOString();
+  const closed = await store.closeReservation(trx, r.id, {
+    state: charged > 0 ? 'settled' : 'released',
+    charged,
+    released: total - charged,
+    settled_at: at,
+  });
+  if (!closed) throw new Error(`settle: reservation ${reservationId} was closed concurrently`);
+  const base = { account_id: r.account_id, key_id: r.key_id, reservation_id: r.id, month, created_at: at, note: null };
+  if (charged > 0) await store.insertEntry(trx, { ...base, type: 'post', allowance: postAllowance, paid: postPaid });
+  await store.insertEntry(trx, {
+    ...base,
+    type: 'void',
+    allowance: r.hold_allowance - postAllowance,
+    paid: r.hold_paid - postPaid,
+  });
+  return { charged, released: total - charged };
+}
+
+/** Adds (or with a negative amount, removes) paid Gems; never below zero. */
+export async function credit(db: Db, clock: Clock, accountId: string, amount: number, note: string): Promise<number> {
+  if (!Number.isSafeInteger(amount)) throw new Error('credit must be a whole number of Gems');
+  return inTransaction(db, async (trx) => {
+    await store.lockAccountRow(trx, accountId, !isSqlite(db));
+    const balance = await store.paidBalance(trx, accountId);
+    if (balance + amount < 0) throw new Error(`the balance of ${balance} cannot go below zero`);
+    if (amount !== 0) {
+      const now = clock.now();
+      await store.insertEntry(trx, {
+        account_id: accountId,
+        key_id: null,
+        reservation_id: null,
+        type: 'credit',
+        allowance: 0,
+        paid: amount,
+        month: utcMonth(now),
+        created_at: now.toISOString(),
+        note,
+      });
+    }
+    return balance + amount;
+  });
+}
+
+/** Sets the paid balance to `target` with one correcting credit row. */
+export async function setBalance(db: Db, clock: Clock, accountId: string, target: number): Promise<number> {
+  const balance = await store.paidBalance(db, accountId);
+  return credit(db, clock, accountId, target - balance, 'admin: set balance');
+}
+
+export async function balanceOf(db: Db, accountId: string): Promise<number> {
+  return store.paidBalance(db, accountId);
+}
+
+/** The money picture of an account in the current UTC month (for `admin account show`). */
+export async function accountSummary(db: Db, clock: Clock, accountId: string, keyIds: string[]) {
+  const month = utcMonth(clock.now());
+  const held = await store.outstanding(db, { account_id: accountId });
+  const keys: Record<string, number> = {};
+  for (const id of keyIds) keys[id] = await keySpend(db, id, month);
+  return {
+    month,
+    balance: await store.paidBalance(db, accountId),
+    llmAllowanceUsed: await allowanceUsed(db, accountId, month),
+    outstandingReservations: { count: held.count, gems: held.allowance + held.paid, allowance: held.allowance, paid: held.paid },
+    keySpendThisMonth: keys,
+  };
+}

@@ -1,0 +1,45 @@
+/**
+ * The one error type of the service (STYLE habit 5). Domain code throws
+ * `ApiError(status, code, message)` with the spec's codes; the error middleware
+ * turns it into the Error envelope.
+ */
+
+/** Statuses the spec allows an error response to carry. */
+export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 502 | 503;
+
+/**
+ * 409 codes a client must not retry as they are: their response carries
+ * `x-should-retry: false` (stock OpenAI-style SDKs retry every 409 otherwise).
+ * REQUEST_UNCERTAIN and REFERENCES_PROCESSING are left retryable: the spec asks
+ * for a replay of the same identity with backoff, which is what an SDK retry is.
+ */
+const NO_RETRY_CODES = new Set(['IDEMPOTENCY_CONFLICT', 'REQUEST_FAILED', 'PRICE_CHANGED', 'ANALYSIS_FAILED']);
+
+export class ApiError extends Error {
+  readonly status: ErrorStatus;
+  readonly code: string | undefined;
+
+  constructor(status: ErrorStatus, code: string | undefined, message: string) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+
+  /** Whether a stock SDK should be told not to retry this response. */
+  get shouldNotRetry(): boolean {
+    return this.status === 409 && this.code !== undefined && NO_RETRY_CODES.has(this.code);
+  }
+
+  /** The spec's Error envelope. */
+  toEnvelope(): { error: { code?: string; message: string } } {
+    return this.code === undefined
+      ? { error: { message: this.message } }
+      : { error: { code: this.code, message: this.message } };
+  }
+}
+
+export const invalidRequest = (message: string) => new ApiError(422, 'INVALID_REQUEST', message);
+export const notFound = (message = 'Not found.') => new ApiError(404, 'NOT_FOUND', message);
+export const invalidApiKey = () =>
+  new ApiError(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');

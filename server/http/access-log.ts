@@ -1,0 +1,18 @@
+/** One structured log line per request, bound to its request id. Never logs headers (keys). */
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from '../logger.ts';
+
+export function accessLog(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const started = process.hrtime.bigint();
+    req.log = logger.child({ requestId: req.id });
+    res.on('finish', () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      req.log?.info(
+        { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key: req.principal?.key.id },
+        'request',
+      );
+    });
+    next();
+  };
+}

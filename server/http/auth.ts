@@ -1,0 +1,32 @@
+/**
+ * The bearer security handler for express-openapi-validator. It parses
+ * `Authorization: Bearer <key>` itself (the validator's own check is loose) and
+ * resolves the key and scope through the accounts domain.
+ */
+import type { Request } from 'express';
+import type { Db } from '../storage/db.ts';
+import type { Clock } from '../domain/clock.ts';
+import { authenticate, type Scope } from '../domain/accounts.ts';
+import { ApiError } from '../errors.ts';
+
+const BEARER = /^Bearer ([^\s]+)$/;
+
+export function bearerHandler(db: Db, clock: Clock, prefix: string) {
+  return async (req: Request, scopes: string[]): Promise<boolean> => {
+    const match = BEARER.exec(req.get('authorization') ?? '');
+    try {
+      const scope = scopes[0] as Scope | undefined;
+      req.principal = await authenticate(db, clock, prefix, match?.[1], scope);
+      return true;
+    } catch (error) {
+      if (error instanceof ApiError) {
+        req.authError = error;
+        throw { status: error.status, message: error.message };
+      }
+      // A database failure is not the caller's fault: answer 503, never 401.
+      req.authError = new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'The service is temporarily unavailable; retry later.');
+      req.log?.error({ err: error }, 'authentication failed unexpectedly');
+      throw { status: 500, message: 'unavailable' };
+    }
+  };
+}

@@ -1,0 +1,28 @@
+/** What the server attaches to a request as it passes through the middleware. */
+import type { Principal } from '../domain/accounts.ts';
+import type { ApiError } from '../errors.ts';
+import type { Request } from 'express';
+import type { Logger } from '../logger.ts';
+import { ApiError as ApiErrorClass } from '../errors.ts';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** Request id (also in `x-request-id`). */
+      id: string;
+      /** A logger bound to this request's id. */
+      log?: Logger;
+      /** Set by the bearer security handler once the key passed every check. */
+      principal?: Principal;
+      /** The precise auth failure; express-openapi-validator keeps only its message. */
+      authError?: ApiError;
+    }
+  }
+}
+
+/** The authenticated caller; routes behind `security` always have one. */
+export function principalOf(req: Request): Principal {
+  if (!req.principal) throw new ApiErrorClass(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
+  return req.principal;
+}

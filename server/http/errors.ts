@@ -1,0 +1,101 @@
+/**
+ * The one error middleware (STYLE habit 5): every failure, whoever raised it,
+ * leaves as the spec's Error envelope with one of the spec's statuses.
+ * - ApiError from the domain: its status and code.
+ * - express-openapi-validator: 404/405 → 404 NOT_FOUND; request validation → 422
+ *   INVALID_REQUEST; 415 → 422; security → the precise auth error; response
+ *   validation (a handler broke the contract) → 503, logged.
+ * - body parsers: malformed JSON → 400 INVALID_JSON; too large → 413.
+ * - anything else → 503 TEMPORARILY_UNAVAILABLE with a safe message, logged.
+ * HEAD errors carry no body.
+ */
+import type { NextFunction, Request, Response } from 'express';
+import { ApiError } from '../errors.ts';
+
+interface ValidatorIssue {
+  path?: string;
+  message?: string;
+  errorCode?: string;
+}
+
+interface HttpLikeError {
+  status?: number;
+  statusCode?: number;
+  type?: string;
+  errors?: ValidatorIssue[];
+  message?: string;
+  path?: string;
+}
+
+const unavailable = () =>
+  new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'The service is temporarily unavailable; retry later with the same identity.');
+
+/** Turns a validator issue path (`/body/parameters/ratio`) into a readable field name. */
+function describeIssue(issue: ValidatorIssue): string {
+  const where = (issue.path ?? '').replace(/^\.?\/?/, '').replaceAll('/', '.').replace(/^headers\./, 'header ');
+  const message = issue.message ?? 'is invalid';
+  return where ? `${where} ${message}` : message;
+}
+
+function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
+  const status = err.status ?? err.statusCode;
+  if (req.authError && (status === 401 || status === 403 || status === 500)) return req.authError;
+  if (err.type === 'entity.parse.failed') {
+    return new ApiError(400, 'INVALID_JSON', 'The request body is not valid JSON.');
+  }
+  if (err.type === 'entity.too.large' || status === 413) {
+    return new ApiError(413, 'INVALID_REQUEST', 'The request body is too large for this operation.');
+  }
+  if (err.type?.startsWith('entity.') || err.type === 'charset.unsupported' || err.type === 'encoding.unsupported') {
+    return new ApiError(400, 'INVALID_REQUEST', err.message ?? 'The request body could not be read.');
+  }
+  if (status === 404 || status === 405) return new ApiError(404, 'NOT_FOUND', 'No such route.');
+  if (status === 401) return new ApiError(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
+  if (status === 403) return new ApiError(403, 'INSUFFICIENT_SCOPE', 'This API key lacks the scope needed for this operation.');
+  if (status === 415) {
+    return new ApiError(422, 'INVALID_REQUEST', `Unsupported Content-Type "${req.get('content-type') ?? ''}" for this operation.`);
+  }
+  if (status === 400 && Array.isArray(err.errors)) {
+    const detail = err.errors.slice(0, 5).map(describeIssue).join('; ');
+    return new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${detail}.`);
+  }
+  return undefined;
+}
+
+function send(res: Response, req: Request, error: ApiError): void {
+  res.status(error.status);
+  if (error.shouldNotRetry) res.setHeader('x-should-retry', 'false');
+  if (req.method === 'HEAD') {
+    res.end();
+    return;
+  }
+  // Not res.json(): that is response-validated, and an error must never be rewritten.
+  res.type('json').send(JSON.stringify(error.toEnvelope()));
+}
+
+export function errorMiddleware(err: unknown, req: Request, res: Response, _next: NextFunction): void {
+  let error: ApiError;
+  if (err instanceof ApiError) {
+    error = err;
+  } else {
+    const mapped = err && typeof err === 'object' ? fromValidator(err as HttpLikeError, req) : undefined;
+    if (mapped) {
+      error = mapped;
+    } else {
+      req.log?.error({ err, requestId: req.id }, 'unexpected failure');
+      error = unavailable();
+    }
+  }
+  if (error.status >= 500) req.log?.warn({ code: error.code, requestId: req.id }, error.message);
+  if (res.headersSent) {
+    // Mid-stream failure: the stream's own writer reports it; just make sure the response ends.
+    if (!res.writableEnded) res.end();
+    return;
+  }
+  send(res, req, error);
+}
+
+/** Fallback for requests no route answered. */
+export function notFoundHandler(_req: Request, _res: Response, next: NextFunction): void {
+  next(new ApiError(404, 'NOT_FOUND', 'No such route.'));
+}

@@ -1,0 +1,50 @@
+/**
+ * Starting and stopping a whole server: database, catalog, app, listener.
+ * `main.ts` uses it for `npm start`; tests use it on port 0 with a temp DATA_DIR.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Config } from './config.ts';
+import { createApp } from './app.ts';
+import { openDb, type Db } from './storage/db.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { loadCatalog } from './domain/catalog.ts';
+import { systemClock, type Clock } from './domain/clock.ts';
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  db: Db;
+  logger: Logger;
+  close(): Promise<void>;
+}
+
+export async function startServer(config: Config, options: { clock?: Clock } = {}): Promise<RunningServer> {
+  const logger = createLogger(config.logLevel);
+  const catalog = loadCatalog(config.catalogPath);
+  const db = await openDb(config);
+  const clock = options.clock ?? systemClock;
+  const app = createApp({ config, db, logger, clock, catalog });
+  const server = http.createServer(app);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'server' : 'sqlite' }, 'gemforge listening');
+  let closed = false;
+  return {
+    url,
+    port,
+    db,
+    logger,
+    async close() {
+      if (closed) return;
+      closed = true;
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await db.destroy();
+    },
+  };
+}

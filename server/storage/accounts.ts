@@ -1,0 +1,100 @@
+/** Account and API-key rows. Plain rows in, plain rows out. */
+import type { Db } from './db.ts';
+import type { Knex } from 'knex';
+
+type Conn = Db | Knex.Transaction;
+
+export type AccountState = 'active' | 'blocked' | 'unavailable';
+
+export interface AccountRow {
+  id: string;
+  name: string;
+  state: AccountState;
+  llm_allowance: number;
+  paid_consent: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ApiKeyRow {
+  id: string;
+  account_id: string;
+  name: string;
+  secret_hash: string;
+  secret_hint: string;
+  scope_read: boolean;
+  scope_generate: boolean;
+  monthly_cap: number | null;
+  expires_at: string | null;
+  revoked_at: string | null;
+  created_at: string;
+}
+
+/** SQLite returns booleans as 0/1 and big integers as numbers; normalise both drivers. */
+function toAccount(row: Record<string, unknown>): AccountRow {
+  return {
+    ...(row as unknown as AccountRow),
+    llm_allowance: Number(row.llm_allowance),
+    paid_consent: Boolean(row.paid_consent),
+  };
+}
+
+function toKey(row: Record<string, unknown>): ApiKeyRow {
+  return {
+    ...(row as unknown as ApiKeyRow),
+    scope_read: Boolean(row.scope_read),
+    scope_generate: Boolean(row.scope_generate),
+    monthly_cap: row.monthly_cap === null || row.monthly_cap === undefined ? null : Number(row.monthly_cap),
+  };
+}
+
+export async function insertAccount(db: Conn, row: AccountRow): Promise<void> {
+  await db('accounts').insert(row);
+}
+
+export async function findAccount(db: Conn, id: string): Promise<AccountRow | undefined> {
+  const row = await db('accounts').where({ id }).first();
+  return row ? toAccount(row) : undefined;
+}
+
+export async function updateAccount(
+  db: Conn,
+  id: string,
+  patch: Partial<Pick<AccountRow, 'state' | 'llm_allowance' | 'paid_consent' | 'name'>> & { updated_at: string },
+): Promise<void> {
+  await db('accounts').where({ id }).update(patch);
+}
+
+export async function listAccountIds(db: Conn): Promise<string[]> {
+  const rows = await db('accounts').select('id').orderBy('created_at');
+  return rows.map((r: { id: string }) => r.id);
+}
+
+export async function insertKey(db: Conn, row: ApiKeyRow): Promise<void> {
+  await db('api_keys').insert(row);
+}
+
+export async function findKeyByHash(db: Conn, secretHash: string): Promise<ApiKeyRow | undefined> {
+  const row = await db('api_keys').where({ secret_hash: secretHash }).first();
+  return row ? toKey(row) : undefined;
+}
+
+export async function findKey(db: Conn, id: string): Promise<ApiKeyRow | undefined> {
+  const row = await db('api_keys').where({ id }).first();
+  return row ? toKey(row) : undefined;
+}
+
+export async function listKeys(db: Conn, accountId: string): Promise<ApiKeyRow[]> {
+  const rows = await db('api_keys').where({ account_id: accountId }).orderBy('created_at');
+  return rows.map(toKey);
+}
+
+/** Keys not revoked (expired keys still count, as in the account settings page). */
+export async function countActiveKeys(db: Conn, accountId: string): Promise<number> {
+  const row = await db('api_keys').where({ account_id: accountId }).whereNull('revoked_at').count({ n: '*' }).first();
+  return Number(row?.n ?? 0);
+}
+
+export async function revokeKey(db: Conn, id: string, at: string): Promise<number> {
+  return db('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at });
+}

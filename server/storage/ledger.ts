@@ -1,0 +1,133 @@
+/** Ledger rows and the sums the ledger rules need. Plain rows in, plain numbers out. */
+import type { Knex } from 'knex';
+import type { Db } from './db.ts';
+
+type Conn = Db | Knex.Transaction;
+
+export type EntryType = 'credit' | 'hold' | 'post' | 'void';
+export type ReservationState = 'held' | 'settled' | 'released';
+export type Purpose = 'media' | 'llm';
+
+export interface ReservationRow {
+  id: string;
+  account_id: string;
+  key_id: string | null;
+  purpose: Purpose;
+  ref: string | null;
+  hold_allowance: number;
+  hold_paid: number;
+  state: ReservationState;
+  charged: number;
+  released: number;
+  month: string;
+  created_at: string;
+  settled_at: string | null;
+}
+
+export interface EntryRow {
+  id?: number;
+  account_id: string;
+  key_id: string | null;
+  reservation_id: string | null;
+  type: EntryType;
+  allowance: number;
+  paid: number;
+  month: string;
+  created_at: string;
+  note: string | null;
+}
+
+const NUMERIC_RESERVATION = ['hold_allowance', 'hold_paid', 'charged', 'released'] as const;
+
+function toReservation(row: Record<string, unknown>): ReservationRow {
+  const out = { ...row } as unknown as ReservationRow;
+  for (const k of NUMERIC_RESERVATION) out[k] = Number(row[k]);
+  return out;
+}
+
+function toEntry(row: Record<string, unknown>): EntryRow {
+  return { ...(row as unknown as EntryRow), allowance: Number(row.allowance), paid: Number(row.paid) };
+}
+
+export async function insertEntry(db: Conn, entry: EntryRow): Promise<void> {
+  await db('ledger_entries').insert(entry);
+}
+
+export async function insertReservation(db: Conn, row: ReservationRow): Promise<void> {
+  await db('reservations').insert(row);
+}
+
+export async function findReservation(db: Conn, id: string): Promise<ReservationRow | undefined> {
+  const row = await db('reservations').where({ id }).first();
+  return row ? toReservation(row) : undefined;
+}
+
+/** Moves a held reservation to its final state; returns false when it was no longer held. */
+export async function closeReservation(
+  db: Conn,
+  id: string,
+  patch: { state: ReservationState; charged: number; released: number; settled_at: string },
+): Promise<boolean> {
+  const n = await db('reservations').where({ id, state: 'held' }).update(patch);
+  return n === 1;
+}
+
+/** The account's paid Gem balance: credits, minus paid holds, plus paid voids. */
+export async function paidBalance(db: Conn, accountId: string): Promise<number> {
+  const row = await db('ledger_entries')
+    .where({ account_id: accountId })
+    .select(
+      db.raw(
+        "COALESCE(SUM(CASE type WHEN 'credit' THEN paid WHEN 'hold' THEN -paid WHEN 'void' THEN paid ELSE 0 END), 0) AS balance",
+      ),
+    )
+    .first();
+  return Number(row?.balance ?? 0);
+}
+
+/** Gems still held by open reservations, split by pool. */
+export async function outstanding(
+  db: Conn,
+  filter: { account_id?: string; key_id?: string },
+): Promise<{ allowance: number; paid: number; count: number }> {
+  const row = await db('reservations')
+    .where({ ...filter, state: 'held' })
+    .select(
+      db.raw('COALESCE(SUM(hold_allowance), 0) AS allowance'),
+      db.raw('COALESCE(SUM(hold_paid), 0) AS paid'),
+      db.raw('COUNT(*) AS count'),
+    )
+    .first();
+  return { allowance: Number(row?.allowance ?? 0), paid: Number(row?.paid ?? 0), count: Number(row?.count ?? 0) };
+}
+
+/** Charges posted in one UTC month, split by pool. */
+export async function postedInMonth(
+  db: Conn,
+  filter: { account_id?: string; key_id?: string },
+  month: string,
+): Promise<{ allowance: number; paid: number }> {
+  const row = await db('ledger_entries')
+    .where({ ...filter, type: 'post', month })
+    .select(db.raw('COALESCE(SUM(allowance), 0) AS allowance'), db.raw('COALESCE(SUM(paid), 0) AS paid'))
+    .first();
+  return { allowance: Number(row?.allowance ?? 0), paid: Number(row?.paid ?? 0) };
+}
+
+export async function allReservations(db: Conn): Promise<ReservationRow[]> {
+  return (await db('reservations').select('*').orderBy('created_at')).map(toReservation);
+}
+
+export async function allEntries(db: Conn): Promise<EntryRow[]> {
+  return (await db('ledger_entries').select('*').orderBy('id')).map(toEntry);
+}
+
+export async function lockAccountRow(db: Conn, accountId: string, lock: boolean): Promise<void> {
+  const q = db('accounts').where({ id: accountId }).select('id');
+  await (lock ? q.forUpdate() : q);
+}
+
+export async function lockKeyRow(db: Conn, keyId: string, lock: boolean): Promise<void> {
+  const q = db('api_keys').where({ id: keyId }).select('id');
+  await (lock ? q.forUpdate() : q);
+}

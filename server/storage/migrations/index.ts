@@ -1,0 +1,30 @@
+/**
+ * Numbered, forward-only migrations (STYLE habit 8). Each runs in its own
+ * transaction (knex's default). Add a file, append it here; never edit a landed one.
+ */
+import type { Knex } from 'knex';
+import * as m001 from './001_accounts_keys.ts';
+import * as m002 from './002_ledger.ts';
+
+interface Migration {
+  up(db: Knex): Promise<void>;
+}
+
+const migrations: Array<[string, Migration]> = [
+  ['001_accounts_keys', m001],
+  ['002_ledger', m002],
+];
+
+export const migrationSource: Knex.MigrationSource<string> = {
+  async getMigrations() {
+    return migrations.map(([name]) => name);
+  },
+  getMigrationName(name) {
+    return name;
+  },
+  async getMigration(name) {
+    const found = migrations.find(([n]) => n === name);
+    if (!found) throw new Error(`unknown migration ${name}`);
+    return { up: found[1].up, down: async () => { throw new Error('migrations are forward-only'); } };
+  },
+};
