@@ -48,7 +48,7 @@ export function createApp(deps: AppDeps): express.Express {
       validateRequests: { allowUnknownQueryParameters: false },
       validateResponses: config.validateResponses,
       validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix) } },
-      validateFormats: 'full',
+      validateFormats: true,
     }),
   );
 

@@ -95,7 +95,15 @@ export function errorMiddleware(err: unknown, req: Request, res: Response, _next
   send(res, req, error);
 }
 
-/** Fallback for requests no route answered. */
-export function notFoundHandler(_req: Request, _res: Response, next: NextFunction): void {
+/**
+ * Fallback for requests no route answered: a contract operation this server does
+ * not serve (yet) is 503 WORKFLOW_UNAVAILABLE; anything else is 404 NOT_FOUND.
+ */
+export function notFoundHandler(req: Request, _res: Response, next: NextFunction): void {
+  const operationId = (req as Request & { openapi?: { schema?: { operationId?: string } } }).openapi?.schema?.operationId;
+  if (operationId) {
+    next(new ApiError(503, 'WORKFLOW_UNAVAILABLE', `The ${operationId} workflow is not available on this server.`));
+    return;
+  }
   next(new ApiError(404, 'NOT_FOUND', 'No such route.'));
 }

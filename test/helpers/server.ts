@@ -1,0 +1,88 @@
+/**
+ * Starts the real server on port 0 with a temporary DATA_DIR (STYLE habit 9)
+ * and gives tests what they need to drive it: accounts and keys made through
+ * the same domain code the admin CLI uses, and small HTTP helpers.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig, type Config } from '../../server/config.ts';
+import { startServer, type RunningServer } from '../../server/server.ts';
+import * as accounts from '../../server/domain/accounts.ts';
+import * as ledger from '../../server/domain/ledger.ts';
+import { systemClock, type Clock } from '../../server/domain/clock.ts';
+
+export interface TestServer extends RunningServer {
+  dataDir: string;
+  config: Config;
+  /** Makes an account (with Gems and LLM allowance) and returns its id. */
+  account(input?: { gems?: number; llmAllowance?: number; paidConsent?: boolean; state?: 'active' | 'blocked' | 'unavailable' }): Promise<string>;
+  /** Makes a key on an account and returns its secret. */
+  key(accountId: string, input?: { scopes?: accounts.Scope[]; cap?: number; expiresAt?: Date; name?: string }): Promise<{ id: string; secret: string }>;
+  /** An account with a key holding both scopes. */
+  user(input?: { gems?: number; llmAllowance?: number; paidConsent?: boolean; cap?: number }): Promise<{ accountId: string; keyId: string; secret: string }>;
+  /** fetch against the server with a bearer key. */
+  call(method: string, url: string, init?: { key?: string; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
+}
+
+/** A fresh, empty data directory under the OS temp dir. */
+export function tempDataDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-test-'));
+}
+
+export async function startTestServer(
+  options: { env?: Record<string, string>; clock?: Clock; config?: Partial<Config>; dataDir?: string } = {},
+): Promise<TestServer> {
+  const dataDir = options.dataDir ?? tempDataDir();
+  const config = loadConfig({ LOG_LEVEL: 'silent', ...options.env, DATA_DIR: dataDir, PORT: '0' }, options.config);
+  const clock = options.clock ?? systemClock;
+  const running = await startServer(config, { clock });
+  const { db } = running;
+
+  const server: TestServer = {
+    ...running,
+    dataDir,
+    config,
+    async close() {
+      await running.close();
+      if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+    async account(input = {}) {
+      const a = await accounts.createAccount(db, clock, { name: 'test', ...input });
+      if (input.gems) await ledger.credit(db, clock, a.id, input.gems, 'test grant');
+      return a.id;
+    },
+    async key(accountId, input = {}) {
+      const { key, secret } = await accounts.createKey(db, clock, config.keyPrefix, {
+        accountId,
+        name: input.name ?? 'test key',
+        scopes: input.scopes ?? ['read', 'generate'],
+        monthlyCap: input.cap,
+        expiresAt: input.expiresAt,
+      });
+      return { id: key.id, secret };
+    },
+    async user(input = {}) {
+      const accountId = await server.account({ gems: 1000, ...input });
+      const { id, secret } = await server.key(accountId, { cap: input.cap });
+      return { accountId, keyId: id, secret };
+    },
+    async call(method, url, init = {}) {
+      const headers: Record<string, string> = { ...init.headers };
+      if (init.key) headers.authorization = `Bearer ${init.key}`;
+      let body: string | undefined;
+      if (init.body !== undefined) {
+        body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+        headers['content-type'] ??= 'application/json';
+      }
+      return fetch(new URL(url, running.url), { method, headers, body });
+    },
+  };
+  return server;
+}
+
+/** Reads an error response and returns its envelope, asserting nothing else is in it. */
+export async function errorOf(res: Response): Promise<{ status: number; code?: string; message: string; keys: string[] }> {
+  const body = (await res.json()) as { error: { code?: string; message: string } };
+  return { status: res.status, code: body.error?.code, message: body.error?.message, keys: Object.keys(body) };
+}
