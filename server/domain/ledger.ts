@@ -65,6 +65,11 @@ async function allowanceUsed(trx: Knex.Transaction | Db, accountId: string, mont
  * (media balance), 402 LLM_QUOTA_EXHAUSTED (allowance and paid-Gem consent).
  */
 export async function reserve(db: Db, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
+  return inTransaction(db, (trx) => reserveTx(trx, clock, req));
+}
+
+/** `reserve` inside a caller's transaction, so a claim, a reservation and a task commit together. */
+export async function reserveTx(trx: Knex.Transaction, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
   assertWhole(req.amount, 'amount');
   if (req.maxGems !== undefined && req.amount > req.maxGems) {
     throw new ApiError(
@@ -73,11 +78,7 @@ export async function reserve(db: Db, clock: Clock, req: ReserveRequest): Promis
       `This request costs up to ${gems(req.amount)}, above its maxGems ceiling of ${req.maxGems}. Reduce the cost or raise maxGems to at least ${req.amount}.`,
     );
   }
-  return inTransaction(db, (trx) => reserveIn(trx, db, clock, req));
-}
-
-async function reserveIn(trx: Knex.Transaction, db: Db, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
-  const lock = !isSqlite(db);
+  const lock = !isSqlite(trx);
   await store.lockAccountRow(trx, req.accountId, lock);
   const account = await findAccount(trx, req.accountId);
   if (!account) throw new Error(`reserve: unknown account ${req.accountId}`);
@@ -214,7 +215,7 @@ export async function close(trx: Knex.Transaction, clock: Clock, reservationId: 
 export async function credit(db: Db, clock: Clock, accountId: string, amount: number, note: string): Promise<number> {
   if (!Number.isSafeInteger(amount)) throw new Error('credit must be a whole number of Gems');
   return inTransaction(db, async (trx) => {
-    await store.lockAccountRow(trx, accountId, !isSqlite(db));
+    await store.lockAccountRow(trx, accountId, !isSqlite(trx));
     const balance = await store.paidBalance(trx, accountId);
     if (balance + amount < 0) throw new Error(`the balance of ${balance} cannot go below zero`);
     if (amount !== 0) {

@@ -54,7 +54,7 @@ function openSqlite(dataDir: string): Db {
 }
 
 /** True for SQLite, whose single writer makes row locks unnecessary. */
-export function isSqlite(db: Db): boolean {
+export function isSqlite(db: Db | Knex.Transaction): boolean {
   return db.client.config.client === 'sqlite3';
 }
 
@@ -76,7 +76,8 @@ export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Pr
   }
 }
 
-/** `SELECT … FOR UPDATE` where the database has row locks (Postgres); a no-op on SQLite. */
-export function lockRows<T extends Knex.QueryBuilder>(db: Db, query: T): T {
-  return isSqlite(db) ? query : (query.forUpdate() as T);
+/** True when an error is a unique/primary-key violation (SQLite or Postgres). */
+export function isUniqueViolation(error: unknown): boolean {
+  const e = error as { code?: string; message?: string };
+  return e?.code === '23505' || /SQLITE_CONSTRAINT: (UNIQUE|PRIMARY KEY)/.test(e?.message ?? '');
 }

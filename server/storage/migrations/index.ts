@@ -5,6 +5,7 @@
 import type { Knex } from 'knex';
 import * as m001 from './001_accounts_keys.ts';
 import * as m002 from './002_ledger.ts';
+import * as m004 from './004_idempotency.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -13,6 +14,7 @@ interface Migration {
 const migrations: Array<[string, Migration]> = [
   ['001_accounts_keys', m001],
   ['002_ledger', m002],
+  ['004_idempotency', m004],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

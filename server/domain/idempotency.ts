@@ -1,0 +1,185 @@
+/**
+ * Exactly-once submission (spec "Idempotency rules"): the one module that
+ * decides what a request with an Idempotency-Key may do.
+ *
+ * An identity is (API key, Idempotency-Key). It binds the operation and a
+ * canonical fingerprint of the validated body. Its record moves
+ *   (none) → pending → completed | released | uncertain
+ * or is created directly as completed when the outcome is decided inside the
+ * claiming transaction (media: the task row is the durable outcome).
+ *
+ * Admission failures (422, 402, PRICE_CHANGED, REFERENCES_PROCESSING, a 503
+ * before dispatch) throw inside the claiming transaction, so the claim rolls
+ * back with the reservation and nothing is retained.
+ */
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
+import { ApiError } from '../errors.ts';
+import { inTransaction, isUniqueViolation, type Db } from '../storage/db.ts';
+import * as store from '../storage/idempotency.ts';
+import type { IdempotencyRow, RecordState } from '../storage/idempotency.ts';
+import type { Clock } from './clock.ts';
+
+export type { IdempotencyRow, RecordState };
+
+export interface Identity {
+  keyId: string;
+  accountId: string;
+  idemKey: string;
+  /** The contract's operationId: one identity never serves two operations. */
+  operation: string;
+  /** `fingerprint(body)` of the validated body (defaults applied). */
+  fingerprint: string;
+}
+
+/** Canonical JSON: keys sorted at every depth, so key order never changes a fingerprint. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+export function fingerprint(body: unknown): string {
+  return crypto.createHash('sha256').update(canonicalJson(body)).digest('hex');
+}
+
+const conflict = () =>
+  new ApiError(
+    409,
+    'IDEMPOTENCY_CONFLICT',
+    'This Idempotency-Key was already used with a different request body or operation. Use a new key for a new request.',
+  );
+const uncertain = () =>
+  new ApiError(
+    409,
+    'REQUEST_UNCERTAIN',
+    'The original request with this Idempotency-Key is still pending or its outcome is unknown. Keep the same key and body and check again later with backoff; it will not be dispatched again.',
+  );
+const failed = () =>
+  new ApiError(
+    409,
+    'REQUEST_FAILED',
+    'The original request with this Idempotency-Key definitively failed and nothing was charged. A new attempt needs a new Idempotency-Key.',
+  );
+
+/**
+ * Reads the identity's record and applies the replay rules: a different body or
+ * operation → IDEMPOTENCY_CONFLICT; pending/uncertain → REQUEST_UNCERTAIN;
+ * released → REQUEST_FAILED; completed → the record (the caller replays it);
+ * none → undefined (the caller may claim it).
+ */
+export async function lookup(db: Db | Knex.Transaction, id: Identity): Promise<IdempotencyRow | undefined> {
+  const row = await store.findRecord(db, id.keyId, id.idemKey);
+  if (!row) return undefined;
+  if (row.operation !== id.operation || row.fingerprint !== id.fingerprint) throw conflict();
+  if (row.state === 'pending' || row.state === 'uncertain') throw uncertain();
+  if (row.state === 'released') throw failed();
+  return row;
+}
+
+export interface ClaimOutcome {
+  state: 'pending' | 'completed';
+  ref?: string | null;
+  reservationId?: string | null;
+  responseStatus?: number | null;
+  responseBody?: string | null;
+}
+
+export type SubmitResult<T> = { created: true; value: T } | { created: false; record: IdempotencyRow };
+
+/**
+ * Claims an identity and runs `admit` in the same transaction. `admit` reserves,
+ * creates the durable work and says what the record holds; if it throws, the
+ * claim rolls back (nothing retained). When another request holds or has
+ * completed the identity, returns its record (or throws the replay error).
+ */
+export async function submit<T>(
+  db: Db,
+  clock: Clock,
+  id: Identity,
+  admit: (trx: Knex.Transaction) => Promise<{ value: T; outcome: ClaimOutcome }>,
+): Promise<SubmitResult<T>> {
+  const existing = await lookup(db, id);
+  if (existing) return { created: false, record: existing };
+  try {
+    return await inTransaction(db, async (trx) => {
+      const again = await lookup(trx, id);
+      if (again) return { created: false as const, record: again };
+      const now = clock.now().toISOString();
+      // Insert first: the primary key makes a concurrent claim of this identity fail here.
+      await store.insertRecord(trx, {
+        key_id: id.keyId,
+        idem_key: id.idemKey,
+        account_id: id.accountId,
+        operation: id.operation,
+        fingerprint: id.fingerprint,
+        state: 'pending',
+        ref: null,
+        reservation_id: null,
+        response_status: null,
+        response_body: null,
+        created_at: now,
+        updated_at: now,
+      });
+      const { value, outcome } = await admit(trx);
+      await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], {
+        state: outcome.state,
+        ref: outcome.ref ?? null,
+        reservation_id: outcome.reservationId ?? null,
+        response_status: outcome.responseStatus ?? null,
+        response_body: outcome.responseBody ?? null,
+        updated_at: now,
+      });
+      return { created: true as const, value };
+    });
+  } catch (error) {
+    if (!isUniqueViolation(error)) throw error;
+    // Someone else claimed it between our lookup and insert: replay their outcome.
+    const record = await lookup(db, id);
+    if (!record) throw uncertain();
+    return { created: false, record };
+  }
+}
+
+/** Records the final response of a pending identity (text, extraction). */
+export async function complete(
+  trx: Db | Knex.Transaction,
+  clock: Clock,
+  id: Pick<Identity, 'keyId' | 'idemKey'>,
+  result: { ref?: string | null; responseStatus: number; responseBody: string },
+): Promise<void> {
+  const ok = await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], {
+    state: 'completed',
+    ref: result.ref ?? null,
+    response_status: result.responseStatus,
+    response_body: result.responseBody,
+    updated_at: clock.now().toISOString(),
+  });
+  if (!ok) throw new Error(`idempotency: ${id.idemKey} was not pending`);
+}
+
+/** The work certainly did not happen and nothing was charged: replays get REQUEST_FAILED. */
+export async function markReleased(trx: Db | Knex.Transaction, clock: Clock, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {
+  await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending', 'uncertain'], {
+    state: 'released',
+    updated_at: clock.now().toISOString(),
+  });
+}
+
+/** The outcome cannot be known: replays get REQUEST_UNCERTAIN, the reservation stays held. */
+export async function markUncertain(trx: Db | Knex.Transaction, clock: Clock, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {
+  await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], {
+    state: 'uncertain',
+    updated_at: clock.now().toISOString(),
+  });
+}
+
+/** Identities still pending or uncertain (for operators and `ledger verify`). */
+export async function unresolved(db: Db): Promise<IdempotencyRow[]> {
+  return store.recordsInState(db, ['pending', 'uncertain']);
+}

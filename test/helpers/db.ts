@@ -1,0 +1,48 @@
+/** A migrated database in a temp dir, for unit and property tests of the domain. */
+import fs from 'node:fs';
+import { openDb, type Db } from '../../server/storage/db.ts';
+import * as accounts from '../../server/domain/accounts.ts';
+import type { Clock } from '../../server/domain/clock.ts';
+import { tempDataDir } from './server.ts';
+
+export interface TestDb {
+  db: Db;
+  dir: string;
+  close(): Promise<void>;
+}
+
+export async function openTestDb(dir = tempDataDir()): Promise<TestDb> {
+  const db = await openDb({ dataDir: dir });
+  return {
+    db,
+    dir,
+    async close() {
+      await db.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A clock tests move by hand, e.g. across a UTC month boundary. */
+export class ManualClock implements Clock {
+  constructor(private t: Date) {}
+  now(): Date {
+    return new Date(this.t);
+  }
+  set(t: Date | string): void {
+    this.t = new Date(t);
+  }
+  advance(ms: number): void {
+    this.t = new Date(this.t.getTime() + ms);
+  }
+}
+
+export async function makeAccountWithKey(
+  db: Db,
+  clock: Clock,
+  input: { llmAllowance?: number; paidConsent?: boolean; cap?: number } = {},
+): Promise<{ accountId: string; keyId: string }> {
+  const a = await accounts.createAccount(db, clock, { name: 'a', llmAllowance: input.llmAllowance, paidConsent: input.paidConsent });
+  const { key } = await accounts.createKey(db, clock, 'gf', { accountId: a.id, name: 'k', scopes: ['generate'], monthlyCap: input.cap });
+  return { accountId: a.id, keyId: key.id };
+}
