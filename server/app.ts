@@ -3,6 +3,7 @@
  * middleware, last). Everything the app needs is passed in, so tests can build
  * it on a temporary data dir.
  */
+import nodePath from 'node:path';
 import express from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Config } from './config.ts';
@@ -15,6 +16,8 @@ import { accessLog } from './http/access-log.ts';
 import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { modelsRouter } from './routes/models.ts';
+import { ASSETS_PATH, assetsRouter, rawUploadPlaceholder } from './routes/assets.ts';
+import { VOICES_PATH, voicesRouter, voiceUploadCleanup, voiceUploadErrors, VOICE_UPLOAD_LIMITS } from './routes/voices.ts';
 
 export interface AppDeps {
   config: Config;
@@ -41,6 +44,9 @@ export function createApp(deps: AppDeps): express.Express {
 
   for (const [path, limit] of JSON_LIMITS) app.use(path, express.json({ limit }));
   app.use(express.json({ limit: DEFAULT_JSON_LIMIT }));
+  // Raw uploads are streamed by their handler, never parsed (see routes/assets.ts).
+  app.use(ASSETS_PATH, rawUploadPlaceholder);
+  app.use(VOICES_PATH, voiceUploadCleanup);
 
   app.use(
     OpenApiValidator.middleware({
@@ -49,12 +55,17 @@ export function createApp(deps: AppDeps): express.Express {
       validateResponses: config.validateResponses,
       validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix) } },
       validateFormats: true,
+      // Voice uploads: multer inside the validator, files on disk (never 50 MiB in memory).
+      fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
     }),
   );
 
   app.use(modelsRouter(deps));
+  app.use(assetsRouter(deps));
+  app.use(voicesRouter(deps));
 
   app.use(notFoundHandler);
+  app.use(voiceUploadErrors);
   app.use(errorMiddleware);
   return app;
 }

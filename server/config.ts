@@ -3,6 +3,7 @@
  * Nothing else in the server reads `process.env`.
  */
 import path from 'node:path';
+import { bundledFfmpegPath, bundledFfprobePath } from './media/binaries.ts';
 
 export interface Config {
   /** Interface to bind (`HOST`, default 127.0.0.1). */
@@ -23,6 +24,38 @@ export interface Config {
   openapiPath: string;
   /** Prefix of API key secrets (fixed: `gf`). */
   keyPrefix: string;
+  /** ffmpeg binary (`FFMPEG_PATH`, default the npm-shipped static build). */
+  ffmpegPath: string;
+  /** ffprobe binary (`FFPROBE_PATH`, default the npm-shipped static build). */
+  ffprobePath: string;
+  /** The public voice catalog seeded at start (`VOICE_CATALOG_PATH`). */
+  voiceCatalogPath: string;
+  /**
+   * OpenAI-compatible transcription endpoint (`TRANSCRIPTION_URL`, a base such as
+   * `http://host:8000` or `…/v1`, or the full `…/v1/audio/transcriptions`); when
+   * absent the embedded voice-activity check stands in for transcription.
+   */
+  transcriptionUrl: string | undefined;
+  /** Bearer key for the transcription endpoint (`TRANSCRIPTION_API_KEY`). */
+  transcriptionApiKey: string | undefined;
+  /** Model name sent to the transcription endpoint (`TRANSCRIPTION_MODEL`, default whisper-1). */
+  transcriptionModel: string;
+  /** Pause between streamed tokens of the local text model in ms (`TEXT_STREAM_DELAY_MS`, default 5). */
+  textStreamDelayMs: number;
+  /**
+   * OpenAI-compatible chat-completions server for real text (`TEXT_UPSTREAM_URL`, a base
+   * such as `http://localhost:11434`, `…/v1`, or the full `…/v1/chat/completions`).
+   */
+  textUpstreamUrl: string | undefined;
+  /** Bearer key for the upstream (`TEXT_UPSTREAM_API_KEY`). */
+  textUpstreamApiKey: string | undefined;
+  /**
+   * Catalog text model → upstream model name (`TEXT_UPSTREAM_MODELS`, e.g.
+   * `gemforge-text-1=llama3.2,other-id=qwen2.5`). Unmapped text models stay local.
+   */
+  textUpstreamModels: Record<string, string>;
+  /** Honour `[[scenario:…]]` prompt markers (`SCENARIOS_ENABLED`, default true). */
+  scenariosEnabled: boolean;
 }
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -41,6 +74,24 @@ function parsePort(value: string | undefined): number {
   return port;
 }
 
+function parseDelay(value: string | undefined): number {
+  if (value === undefined || value === '') return 5;
+  const ms = Number(value);
+  if (!Number.isFinite(ms) || ms < 0 || ms > 60_000) throw new Error(`TEXT_STREAM_DELAY_MS must be 0-60000, got "${value}"`);
+  return ms;
+}
+
+/** `a=b,c=d` → `{a: 'b', c: 'd'}`. */
+function parseMapping(value: string | undefined, name: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of (value ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0 || eq === pair.length - 1) throw new Error(`${name} must look like "catalog-id=upstream-model,…", got "${pair}"`);
+    out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
+  }
+  return out;
+}
+
 /** Builds the configuration from an environment (defaults to `process.env`), with overrides for tests. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const production = env.NODE_ENV === 'production';
@@ -54,6 +105,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     catalogPath: path.resolve(env.CATALOG_PATH || path.join(root, 'server/catalog/models.yaml')),
     openapiPath: path.resolve(env.OPENAPI_PATH || path.join(root, 'openapi/openapi.yaml')),
     keyPrefix: 'gf',
+    ffmpegPath: env.FFMPEG_PATH || bundledFfmpegPath(),
+    ffprobePath: env.FFPROBE_PATH || bundledFfprobePath(),
+    voiceCatalogPath: path.resolve(env.VOICE_CATALOG_PATH || path.join(root, 'server/catalog/voices.yaml')),
+    transcriptionUrl: env.TRANSCRIPTION_URL || undefined,
+    transcriptionApiKey: env.TRANSCRIPTION_API_KEY || undefined,
+    transcriptionModel: env.TRANSCRIPTION_MODEL || 'whisper-1',
+    textStreamDelayMs: parseDelay(env.TEXT_STREAM_DELAY_MS),
+    textUpstreamUrl: env.TEXT_UPSTREAM_URL || undefined,
+    textUpstreamApiKey: env.TEXT_UPSTREAM_API_KEY || undefined,
+    textUpstreamModels: parseMapping(env.TEXT_UPSTREAM_MODELS, 'TEXT_UPSTREAM_MODELS'),
+    scenariosEnabled: parseBool(env.SCENARIOS_ENABLED, true),
     ...overrides,
   };
 }

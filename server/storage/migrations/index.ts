@@ -5,6 +5,7 @@
 import type { Knex } from 'knex';
 import * as m001 from './001_accounts_keys.ts';
 import * as m002 from './002_ledger.ts';
+import * as m003 from './003_assets_voices.ts';
 import * as m004 from './004_idempotency.ts';
 
 interface Migration {
@@ -14,6 +15,7 @@ interface Migration {
 const migrations: Array<[string, Migration]> = [
   ['001_accounts_keys', m001],
   ['002_ledger', m002],
+  ['003_assets_voices', m003],
   ['004_idempotency', m004],
 ];
 

@@ -1,0 +1,213 @@
+/**
+ * Reference media assets: upload (stream → temp file → sniff → probe → blob
+ * store → row), the usability check later generation requests make, and task
+ * outputs stored as assets.
+ */
+import fsp from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import type { Db } from '../storage/db.ts';
+import * as store from '../storage/assets.ts';
+import type { AssetKind, AssetRow } from '../storage/assets.ts';
+import { BlobTooLargeError, commitTemp, putBlobFromFile, receiveToTemp, type TempBlob } from '../storage/blobs.ts';
+import { ApiError, invalidRequest } from '../errors.ts';
+import { FAMILY_NAMES, sniff, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
+import { probeAv, probeImage } from '../media/probe.ts';
+import { newId } from './ids.ts';
+import type { Clock } from './clock.ts';
+
+export type { AssetKind, AssetRow };
+
+/** 30 MiB: the spec's asset upload limit (exactly this many bytes passes). */
+export const MAX_ASSET_BYTES = 30 * 1024 * 1024;
+/** X-Filename is truncated (not rejected) beyond this many characters. */
+export const MAX_FILENAME_CHARS = 255;
+
+export interface MediaTools {
+  dataDir: string;
+  ffprobePath: string;
+}
+
+export interface UploadInput {
+  accountId: string;
+  contentType: string | undefined;
+  filename: string | undefined;
+  body: Readable;
+}
+
+/** Truncates to 255 characters without splitting a surrogate pair. */
+export function truncateFilename(name: string | undefined): string | null {
+  if (name === undefined || name === '') return null;
+  const chars = Array.from(name);
+  return chars.length <= MAX_FILENAME_CHARS ? name : chars.slice(0, MAX_FILENAME_CHARS).join('');
+}
+
+export function payloadTooLarge(limit: number): ApiError {
+  return new ApiError(413, 'INVALID_REQUEST', `The upload is larger than ${limit} bytes (${limit / 1024 / 1024} MiB).`);
+}
+
+/** What probing found, in row columns. */
+type Probed = Pick<AssetRow, 'width' | 'height' | 'duration_seconds' | 'video_codec' | 'audio_codec' | 'has_audio'>;
+
+const SHARP_FORMATS: Partial<Record<MediaFamily, string>> = { png: 'png', jpeg: 'jpeg', webp: 'webp', gif: 'gif' };
+
+/** Demuxer names ffprobe reports for each audio/video family. */
+const DEMUXERS: Partial<Record<MediaFamily, RegExp>> = {
+  isobmff: /mov|mp4/,
+  webm: /matroska|webm/,
+  mp3: /^mp3$/,
+  wav: /^wav$/,
+  ogg: /^ogg$/,
+  aac: /^aac$/,
+  flac: /^flac$/,
+};
+
+/**
+ * Checks a stored file against its declared type by probing it, and returns the
+ * metadata to store. Throws 422 INVALID_REQUEST when it does not decode as that type.
+ */
+export async function probeAs(tools: MediaTools, file: string, type: SupportedType): Promise<Probed> {
+  const what = `${FAMILY_NAMES[type.family]} (${type.mime})`;
+  if (type.kind === 'image') {
+    const image = await probeImage(file).catch(() => undefined);
+    if (!image || image.format !== SHARP_FORMATS[type.family]) throw invalidRequest(`The body could not be decoded as a ${what}.`);
+    return { width: image.width, height: image.height, duration_seconds: null, video_codec: null, audio_codec: null, has_audio: null };
+  }
+  const av = await probeAv(tools.ffprobePath, file).catch(() => undefined);
+  if (!av || !DEMUXERS[type.family]!.test(av.formatName)) throw invalidRequest(`The body could not be decoded as ${what}.`);
+  if (type.kind === 'video' && !av.video) throw invalidRequest(`The body has no video stream; it is not a ${type.mime} video.`);
+  if (type.kind === 'audio' && av.video) {
+    throw invalidRequest(`The body has a video stream; upload it as video/${type.family === 'isobmff' ? 'mp4' : 'webm'}, not ${type.mime}.`);
+  }
+  if (type.kind === 'audio' && !av.audio) throw invalidRequest(`The body has no audio stream; it is not ${what}.`);
+  return {
+    width: av.video?.width ?? null,
+    height: av.video?.height ?? null,
+    duration_seconds: av.durationSeconds,
+    video_codec: av.video?.codec ?? null,
+    audio_codec: av.audio?.codec ?? null,
+    has_audio: av.audio !== null,
+  };
+}
+
+/** Rejects a body whose first bytes are not the declared type (or nothing at all). */
+export function checkSniffed(head: Buffer, size: number, type: SupportedType): void {
+  if (size === 0) throw invalidRequest('The body is empty: send the file bytes (1 byte to 30 MiB).');
+  const found = sniff(head);
+  if (!found) throw invalidRequest(`The body is not a supported media file (declared ${type.mime}; its bytes match no supported format).`);
+  if (found !== type.family) {
+    throw invalidRequest(`The body is a ${FAMILY_NAMES[found]} file, which does not match the declared Content-Type ${type.mime}.`);
+  }
+}
+
+/** Resolves the declared Content-Type to a supported type or throws 422. */
+export function requireSupportedType(contentType: string | undefined): SupportedType {
+  const type = supportedType(contentType);
+  if (!type) throw invalidRequest(`Unsupported Content-Type "${contentType ?? ''}" for an asset upload.`);
+  return type;
+}
+
+/**
+ * Handles one upload: streams the body to disk (413 beyond 30 MiB, checked
+ * while streaming), checks its bytes against the declared type, probes it, stores
+ * the blob and the row. The asset is `ready` when this returns.
+ */
+export async function uploadAsset(db: Db, clock: Clock, tools: MediaTools, input: UploadInput): Promise<AssetRow> {
+  const type = requireSupportedType(input.contentType);
+  let temp: TempBlob;
+  try {
+    temp = await receiveToTemp(tools.dataDir, input.body, { maxBytes: MAX_ASSET_BYTES });
+  } catch (error) {
+    if (error instanceof BlobTooLargeError) throw payloadTooLarge(MAX_ASSET_BYTES);
+    throw error;
+  }
+  try {
+    checkSniffed(temp.head, temp.size, type);
+    const probed = await probeAs(tools, temp.path, type);
+    await commitTemp(tools.dataDir, temp);
+    const row: AssetRow = {
+      id: newId('asset'),
+      account_id: input.accountId,
+      kind: type.kind,
+      mime_type: type.mime,
+      state: 'ready',
+      size_bytes: temp.size,
+      blob_sha256: temp.sha256,
+      filename: truncateFilename(input.filename),
+      ...probed,
+      origin: 'upload',
+      task_id: null,
+      expires_at: null,
+      deleted_at: null,
+      created_at: clock.now().toISOString(),
+    };
+    await store.insertAsset(db, row);
+    return row;
+  } finally {
+    await fsp.rm(temp.path, { force: true });
+  }
+}
+
+const KIND_WORDS: Record<AssetKind, string> = { image: 'an image', video: 'a video', audio: 'an audio' };
+
+/**
+ * The reference check generation requests make: returns the asset row when it
+ * is owned by `accountId`, not deleted, of one of `kinds` (when given) and ready.
+ * Throws 422 INVALID_REFERENCE (unknown, deleted, another account's, wrong kind)
+ * or 409 REFERENCES_PROCESSING (not ready yet).
+ */
+export async function requireUsableAsset(db: Db, accountId: string, assetId: string, kinds?: AssetKind[]): Promise<AssetRow> {
+  const row = await store.findAsset(db, assetId);
+  const expected = kinds && kinds.length > 0 ? `${kinds.map((k) => KIND_WORDS[k]).join(' or ')} asset` : 'an asset';
+  if (!row || row.account_id !== accountId || row.deleted_at || row.state === 'failed') {
+    throw new ApiError(422, 'INVALID_REFERENCE', `Reference asset ${assetId} is not usable: expected ${expected} owned by this account.`);
+  }
+  if (kinds && kinds.length > 0 && !kinds.includes(row.kind)) {
+    throw new ApiError(422, 'INVALID_REFERENCE', `Reference asset ${assetId} is ${KIND_WORDS[row.kind]} asset; expected ${expected}.`);
+  }
+  if (row.state !== 'ready') {
+    throw new ApiError(409, 'REFERENCES_PROCESSING', `Reference asset ${assetId} is still processing; retry when it is ready.`);
+  }
+  return row;
+}
+
+export interface OutputAssetInput {
+  accountId: string;
+  taskId: string;
+  /** The produced file; it is copied into the blob store (the caller removes it). */
+  file: string;
+  /** Canonical MIME type of the output (image/png, video/mp4, audio/mpeg, …). */
+  mimeType: string;
+  /** When the stored output may be removed (output storage is not permanent). */
+  expiresAt: Date | null;
+  /** Probe the file for dimensions/duration/codecs (default true). */
+  probe?: boolean;
+}
+
+/** Stores a task's output file as a ready asset of that account (origin `output`). */
+export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools, input: OutputAssetInput): Promise<AssetRow> {
+  const type = supportedType(input.mimeType);
+  if (!type) throw new Error(`unsupported output type ${input.mimeType}`);
+  const probed: Probed =
+    input.probe === false
+      ? { width: null, height: null, duration_seconds: null, video_codec: null, audio_codec: null, has_audio: null }
+      : await probeAs(tools, input.file, type);
+  const { sha256, size } = await putBlobFromFile(tools.dataDir, input.file);
+  const row: AssetRow = {
+    id: newId('asset'),
+    account_id: input.accountId,
+    kind: type.kind,
+    mime_type: type.mime,
+    state: 'ready',
+    size_bytes: size,
+    blob_sha256: sha256,
+    filename: null,
+    ...probed,
+    origin: 'output',
+    task_id: input.taskId,
+    expires_at: input.expiresAt ? input.expiresAt.toISOString() : null,
+    deleted_at: null,
+    created_at: clock.now().toISOString(),
+  };
+  await store.insertAsset(db, row);
+  return row;
+}

@@ -1,0 +1,135 @@
+/**
+ * Content-addressed blob store: DATA_DIR/blobs/<sha[0:2]>/<sha256>. Bytes are
+ * written to a temp file under DATA_DIR/tmp while being hashed and counted, then
+ * renamed into place (atomic on one file system), so a reader never sees a
+ * partial blob and identical bytes are stored once.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+
+const SHA256 = /^[0-9a-f]{64}$/;
+
+/** A body that went over its size limit while being received. */
+export class BlobTooLargeError extends Error {
+  constructor(readonly maxBytes: number) {
+    super(`more than ${maxBytes} bytes`);
+    this.name = 'BlobTooLargeError';
+  }
+}
+
+/** Bytes received into a temp file, not yet in the store. */
+export interface TempBlob {
+  path: string;
+  sha256: string;
+  size: number;
+  /** The first bytes (for content sniffing). */
+  head: Buffer;
+}
+
+export function tmpDir(dataDir: string): string {
+  return path.join(dataDir, 'tmp');
+}
+
+/** A fresh temp file path under DATA_DIR/tmp (the directory is created). */
+export async function tempPath(dataDir: string, suffix = ''): Promise<string> {
+  const dir = tmpDir(dataDir);
+  await fsp.mkdir(dir, { recursive: true });
+  return path.join(dir, `${crypto.randomBytes(12).toString('hex')}${suffix}`);
+}
+
+/** Where the blob with this SH-256 lives (whether or not it exists). */
+export function blobPath(dataDir: string, sha256: string): string {
+  if (!SHA256.test(sha256)) throw new Error(`not a sha256: ${sha256}`);
+  return path.join(dataDir, 'blobs', sha256.slice(0, 2), sha256);
+}
+
+/** A read stream over a stored blob. */
+export function openBlob(dataDir: string, sha256: string): fs.ReadStream {
+  return fs.createReadStream(blobPath(dataDir, sha256));
+}
+
+/**
+ * Streams `source` into a temp file, hashing and counting as it goes; rejects
+ * with BlobTooLargeError as soon as more than `maxBytes` arrived (the temp file
+ * is removed and `source` is no longer read). Memory use is one chunk at a time.
+ */
+export async function receiveToTemp(
+  dataDir: string,
+  source: Readable,
+  options: { maxBytes: number; headBytes?: number },
+): Promise<TempBlob> {
+  const file = await tempPath(dataDir);
+  const out = fs.createWriteStream(file, { flags: 'wx' });
+  const hash = crypto.createHash('sha256');
+  const headBytes = options.headBytes ?? 4100;
+  const headChunks: Buffer[] = [];
+  let headLength = 0;
+  let size = 0;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const fail = (error: unknown) => {
+        source.off('data', onData);
+        source.unpipe?.();
+        source.pause();
+        reject(error);
+      };
+      const onData = (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > options.maxBytes) return fail(new BlobTooLargeError(options.maxBytes));
+        hash.update(chunk);
+        if (headLength < headBytes) {
+          headChunks.push(chunk.subarray(0, headBytes - headLength));
+          headLength += Math.min(chunk.length, headBytes - headLength);
+        }
+        // Backpressure: stop reading the socket until the disk caught up.
+        if (!out.write(chunk)) {
+          source.pause();
+          out.once('drain', () => source.resume());
+        }
+      };
+      source.on('data', onData);
+      source.once('end', () => out.end(resolve));
+      source.once('error', fail);
+      source.once('aborted', () => fail(new Error('request aborted')));
+      out.once('error', fail);
+      source.resume();
+    });
+  } catch (error) {
+    out.destroy();
+    await fsp.rm(file, { force: true });
+    throw error;
+  }
+  return { path: file, sha256: hash.digest('hex'), size, head: Buffer.concat(headChunks) };
+}
+
+/** Moves a received temp file into the store (or drops it when the blob already exists). */
+export async function commitTemp(dataDir: string, temp: TempBlob): Promise<string> {
+  const target = blobPath(dataDir, temp.sha256);
+  await fsp.mkdir(path.dirname(target), { recursive: true });
+  try {
+    await fsp.access(target);
+    await fsp.rm(temp.path, { force: true });
+  } catch {
+    await fsp.rename(temp.path, target);
+  }
+  return target;
+}
+
+/** Stores a stream; see receiveToTemp for the size limit. */
+export async function putBlobFromStream(
+  dataDir: string,
+  source: Readable,
+  options: { maxBytes?: number } = {},
+): Promise<{ sha256: string; size: number }> {
+  const temp = await receiveToTemp(dataDir, source, { maxBytes: options.maxBytes ?? Number.MAX_SAFE_INTEGER });
+  await commitTemp(dataDir, temp);
+  return { sha256: temp.sha256, size: temp.size };
+}
+
+/** Stores a copy of a file (the file itself is left where it is). */
+export async function putBlobFromFile(dataDir: string, file: string): Promise<{ sha256: string; size: number }> {
+  return putBlobFromStream(dataDir, fs.createReadStream(file));
+}
