@@ -16,6 +16,7 @@ import { accessLog } from './http/access-log.ts';
 import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { modelsRouter } from './routes/models.ts';
+import { textRouter } from './routes/text.ts';
 import { ASSETS_PATH, assetsRouter, rawUploadPlaceholder } from './routes/assets.ts';
 import { VOICES_PATH, voicesRouter, voiceUploadCleanup, voiceUploadErrors, VOICE_UPLOAD_LIMITS } from './routes/voices.ts';
 
@@ -61,6 +62,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
 
   app.use(modelsRouter(deps));
+  app.use(textRouter(deps));
   app.use(assetsRouter(deps));
   app.use(voicesRouter(deps));
 

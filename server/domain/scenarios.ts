@@ -1,0 +1,53 @@
+/**
+ * Scenario triggers: prompt markers, like test card numbers, that drive the
+ * reference server into a contract state on purpose and deterministically
+ * (STYLE, "what no anchor does"). A marker is `[[scenario:NAME]]` or
+ * `[[scenario:NAME:ARG:ARG…]]`, e.g. `[[scenario:stream-error]]` or
+ * `[[scenario:processing:5]]`. Configuration `SCENARIOS_ENABLED=false` turns
+ * them all off: markers are then ordinary text.
+ *
+ * Each workflow decides which names it honours (text: `stream-error`,
+ * `uncertain`, `provider-unavailable`; see `TEXT_SCENARIOS`). Unknown names are
+ * ignored, so a new marker never breaks an old workflow.
+ */
+
+/** One marker found in a prompt: its name and its `:`-separated arguments. */
+export interface Scenario {
+  name: string;
+  args: string[];
+}
+
+// Names are lowercase words with dashes; arguments are anything but `]` and `:`.
+const MARKER = /\[\[scenario:([a-z0-9][a-z0-9-]{0,63})((?::[^\]:\s]{1,64}){0,8})\]\]/g;
+
+/** Text scenarios (issue 7). The media workflows add their own names beside these. */
+export const TEXT_SCENARIOS = {
+  /** The stream fails part-way: some chunks, then an error frame (non-stream: 502); measured usage is billed. */
+  streamError: 'stream-error',
+  /** The outcome is left uncertain: reservation held, every replay 409 REQUEST_UNCERTAIN. */
+  uncertain: 'uncertain',
+  /** 503 PROVIDER_UNAVAILABLE before anything is claimed: the same identity may be retried. */
+  providerUnavailable: 'provider-unavailable',
+} as const;
+
+/** Every marker in `text`, in order of appearance; none when scenarios are disabled. */
+export function scenarioOf(text: string, enabled: boolean): Scenario[] {
+  if (!enabled) return [];
+  const found: Scenario[] = [];
+  for (const match of text.matchAll(MARKER)) {
+    const args = match[2] ? match[2].slice(1).split(':') : [];
+    found.push({ name: match[1], args });
+  }
+  return found;
+}
+
+/** The first marker with this name, if any. */
+export function findScenario(scenarios: Scenario[], name: string): Scenario | undefined {
+  return scenarios.find((s) => s.name === name);
+}
+
+/** `text` without its markers (what a provider sees), when scenarios are enabled. */
+export function stripScenarios(text: string, enabled: boolean): string {
+  if (!enabled) return text;
+  return text.replace(MARKER, '').replace(/[ \t]{2,}/g, ' ').trim();
+}

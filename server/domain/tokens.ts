@@ -1,0 +1,61 @@
+/**
+ * Token counting with a real BPE tokenizer (gpt-tokenizer, o200k_base). The
+ * local text provider measures its usage with it; the text use case uses it
+ * for the conservative input bound and for measuring partial output.
+ */
+import { countTokens as bpeCount, decode, encode } from 'gpt-tokenizer';
+
+export interface ChatLikeMessage {
+  role: string;
+  content: string;
+}
+
+/** Tokens added per message by the chat framing (`<|start|>role<|message|>…<|end|>`). */
+const PER_MESSAGE = 3;
+/** Tokens that prime the assistant's reply. */
+const REPLY_PRIMING = 3;
+
+export function countTokens(text: string): number {
+  return text.length === 0 ? 0 : bpeCount(text);
+}
+
+export function encodeText(text: string): number[] {
+  return encode(text);
+}
+
+/** The prompt tokens of a conversation, as the local model counts them (usage `prompt_tokens`). */
+export function chatPromptTokens(messages: ChatLikeMessage[]): number {
+  let total = REPLY_PRIMING;
+  for (const m of messages) total += PER_MESSAGE + countTokens(m.role) + countTokens(m.content);
+  return total;
+}
+
+/**
+ * An upper bound of the prompt tokens of a conversation under any byte-level
+ * tokenizer (every token covers at least one UTF-8 byte), plus a generous
+ * framing allowance per message: what a remote model can charge at most.
+ */
+export function chatPromptTokenUpperBound(messages: ChatLikeMessage[]): number {
+  let total = 16;
+  for (const m of messages) total += 8 + Buffer.byteLength(m.role, 'utf8') + Buffer.byteLength(m.content, 'utf8');
+  return total;
+}
+
+/**
+ * Splits text into deltas of whole tokens for streaming. A token that ends in
+ * the middle of a multi-byte character is joined with the next ones, so every
+ * delta is valid text and the deltas concatenate to `decode(tokens)`.
+ */
+export function* tokenDeltas(tokens: number[]): Generator<{ text: string; tokens: number }> {
+  let pending: number[] = [];
+  for (const t of tokens) {
+    pending.push(t);
+    const text = decode(pending);
+    if (text.endsWith('\uFFFD') && pending.length < 4) continue;
+    yield { text, tokens: pending.length };
+    pending = [];
+  }
+  if (pending.length) yield { text: decode(pending), tokens: pending.length };
+}
+
+export { decode as decodeTokens };

@@ -1,0 +1,33 @@
+/**
+ * Which provider serves a text model: the upstream one for catalog IDs mapped
+ * in TEXT_UPSTREAM_MODELS (when TEXT_UPSTREAM_URL is set), the local stand-in
+ * for every other text model.
+ */
+import type { Config } from '../../config.ts';
+import { LocalTextProvider } from './local.ts';
+import { UpstreamTextProvider } from './upstream.ts';
+import type { TextProvider } from './types.ts';
+
+export * from './types.ts';
+
+export interface ResolvedTextProvider {
+  provider: TextProvider;
+  /** The model name the provider is asked for. */
+  model: string;
+}
+
+export type TextProviders = (catalogModelId: string) => ResolvedTextProvider;
+
+export function createTextProviders(
+  config: Pick<Config, 'textStreamDelayMs' | 'textUpstreamUrl' | 'textUpstreamApiKey' | 'textUpstreamModels'>,
+): TextProviders {
+  const local = new LocalTextProvider({ delayMs: config.textStreamDelayMs });
+  const upstream = config.textUpstreamUrl
+    ? new UpstreamTextProvider({ url: config.textUpstreamUrl, apiKey: config.textUpstreamApiKey })
+    : undefined;
+  return (id) => {
+    const mapped = config.textUpstreamModels[id];
+    if (upstream && mapped) return { provider: upstream, model: mapped };
+    return { provider: local, model: id };
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * The text provider interface: what the text use case needs from a model that
+ * writes chat completions, local or remote.
+ */
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export type FinishReason = 'stop' | 'length';
+
+export interface TextGenerationRequest {
+  /** The provider's own model name (the catalog ID for the local provider, the mapped name upstream). */
+  model: string;
+  messages: ChatMessage[];
+  max_tokens: number;
+  temperature?: number | undefined;
+  top_p?: number | undefined;
+  response_format?: { type: 'text' | 'json_object' } | undefined;
+}
+
+/** What a provider yields: text deltas, then exactly one finish (with usage when the provider reports it). */
+export type TextEvent =
+  | { type: 'delta'; content: string }
+  | { type: 'finish'; finish_reason: FinishReason; usage?: Usage | undefined };
+
+export interface TextProvider {
+  readonly name: string;
+  /** An upper bound of the prompt tokens this provider can bill for `messages` (for the reservation). */
+  promptTokenUpperBound(messages: ChatMessage[]): number;
+  /** Runs one completion. Fails with a ProviderError; any other error counts as an uncertain outcome. */
+  generate(request: TextGenerationRequest): AsyncIterable<TextEvent>;
+}
+
+/**
+ * How a provider call failed, which decides the money and the replay:
+ * - `refused`: the provider certainly did no work (connection refused, a 4xx
+ *   before generation): the reservation is released, replays get REQUEST_FAILED.
+ * - `failed`: generation stopped part-way and the usage so far is known: it is
+ *   billed, and the identity becomes uncertain.
+ * - `uncertain`: work may have happened and its usage is unknown: the
+ *   reservation stays held, replays get REQUEST_UNCERTAIN.
+ */
+export type ProviderFailure = 'refused' | 'failed' | 'uncertain';
+
+export class ProviderError extends Error {
+  readonly failure: ProviderFailure;
+  /** For `refused`: whether the provider is unavailable (503) or rejected the request (502). */
+  readonly unavailable: boolean;
+  /** For `failed`: the usage measured so far. */
+  readonly usage: Usage | undefined;
+
+  constructor(failure: ProviderFailure, message: string, options: { unavailable?: boolean; usage?: Usage; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'ProviderError';
+    this.failure = failure;
+    this.unavailable = options.unavailable ?? false;
+    this.usage = options.usage;
+  }
+}
+
+export function usageOf(prompt: number, completion: number): Usage {
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}

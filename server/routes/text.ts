@@ -1,0 +1,134 @@
+/**
+ * POST /api/generate/text/v1/chat/completions: HTTP ↔ the text use case.
+ * JSON completions go through `res.json` (response-validated); streams are
+ * written as SSE frames with `res.write`, which response validation leaves alone.
+ */
+import { Router, type Request, type Response } from 'express';
+import type { components } from '../../generated/api.ts';
+import type { AppDeps } from '../app.ts';
+import { ApiError } from '../errors.ts';
+import { principalOf } from '../http/context.ts';
+import { createChatCompletion, type ChatCompletion, type ChatCompletionRequest, type LiveGeneration, type TextDeps } from '../domain/text.ts';
+import { createTextProviders, type TextProviders } from '../providers/text/index.ts';
+
+type Chunk = components['schemas']['ChatCompletionChunk'];
+
+const PATH = '/api/generate/text/v1/chat/completions';
+
+export function textRouter(deps: AppDeps, options: { providers?: TextProviders } = {}): Router {
+  const text: TextDeps = {
+    db: deps.db,
+    clock: deps.clock,
+    catalog: deps.catalog,
+    logger: deps.logger,
+    providers: options.providers ?? createTextProviders(deps.config),
+    scenariosEnabled: deps.config.scenariosEnabled,
+  };
+  const router = Router();
+  router.post(PATH, async (req, res) => {
+    const body = req.body as ChatCompletionRequest;
+    const outcome = await createChatCompletion(text, principalOf(req), req.get('idempotency-key') ?? '', body);
+    const stream = body.stream === true;
+    if (outcome.type === 'replay') {
+      if (stream) replayStream(res, outcome.completion);
+      else res.status(200).json(outcome.completion);
+      return;
+    }
+    if (stream) {
+      await liveStream(req, res, outcome.generation);
+      return;
+    }
+    const result = await outcome.generation.result;
+    if (result instanceof ApiError) throw result;
+    res.status(200).json(result);
+  });
+  return router;
+}
+
+function startStream(res: Response): void {
+  res.status(200);
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-cache');
+  res.setHeader('X-Accel-Buffering', 'no');
+  res.flushHeaders();
+}
+
+/** Writes one SSE frame; resolves once the socket took it (or the client is gone). */
+function frame(res: Response, data: string): Promise<void> {
+  if (res.writableEnded || res.destroyed) return Promise.resolve();
+  if (res.write(`data: ${data}\n\n`)) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.once('drain', done);
+    res.once('close', done);
+  });
+}
+
+const chunkOf = (
+  g: Pick<ChatCompletion, 'id' | 'created' | 'model'>,
+  delta: Chunk['choices'][number]['delta'],
+  finishReason: Chunk['choices'][number]['finish_reason'],
+  usage?: ChatCompletion['usage'],
+): string => {
+  const chunk: Chunk = {
+    id: g.id,
+    object: 'chat.completion.chunk',
+    created: g.created,
+    model: g.model,
+    choices: [{ index: 0, delta, finish_reason: finishReason }],
+  };
+  if (usage) chunk.usage = usage;
+  return JSON.stringify(chunk);
+};
+
+/** The final chunk carries finish_reason and usage, then `[DONE]` ends the stream. */
+async function finishStream(res: Response, completion: ChatCompletion): Promise<void> {
+  await frame(res, chunkOf(completion, {}, completion.choices[0]?.finish_reason ?? 'stop', completion.usage));
+  await frame(res, '[DONE]');
+  res.end();
+}
+
+/** A completed streaming identity replays as one chunk with the whole answer, the usage chunk and `[DONE]`. */
+function replayStream(res: Response, completion: ChatCompletion): void {
+  startStream(res);
+  void frame(res, chunkOf(completion, { role: 'assistant', content: completion.choices[0]?.message.content ?? '' }, null));
+  void finishStream(res, completion);
+}
+
+const errorFrame = (error: ApiError) => JSON.stringify(error.toEnvelope());
+
+/**
+ * Streams a live generation. Headers wait for the first event, so a failure
+ * before any output still answers with a plain JSON error; after that, a
+ * failure is an error frame and the stream ends without `[DONE]`. When the
+ * client leaves, we stop writing; the generation goes on and settles.
+ */
+async function liveStream(req: Request, res: Response, generation: LiveGeneration): Promise<void> {
+  let gone = false;
+  res.on('close', () => {
+    if (!res.writableFinished) gone = true;
+  });
+  let first = true;
+  for await (const event of generation.events) {
+    if (gone) break;
+    if (!res.headersSent) {
+      if (event.type === 'error') throw event.error;
+      startStream(res);
+    }
+    if (event.type === 'delta') {
+      await frame(res, chunkOf(generation, first ? { role: 'assistant', content: event.content } : { content: event.content }, null));
+      first = false;
+    } else if (event.type === 'end') {
+      await finishStream(res, event.completion);
+    } else {
+      req.log?.warn({ code: event.error.code, completion: generation.id }, 'text stream failed after headers');
+      await frame(res, errorFrame(event.error));
+      res.end();
+    }
+  }
+  if (gone) req.log?.info({ completion: generation.id }, 'client left the stream; the generation continues and settles');
+}
