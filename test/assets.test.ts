@@ -32,7 +32,7 @@ describe('assets', () => {
     const bytes = typeof body === 'string' ? fs.readFileSync(body) : body;
     const h: Record<string, string> = { authorization: `Bearer ${k}`, ...headers };
     if (contentType !== undefined) h['content-type'] = contentType;
-    return fetch(new URL(ASSETS, s.url), { method: 'POST', headers: h, body: bytes });
+    return fetch(new URL(ASSETS, s.url), { method: 'POST', headers: h, body: bytes as Uint8Array<ArrayBuffer> });
   }
 
   async function created(res: Response): Promise<assetStore.AssetRow> {

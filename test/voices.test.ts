@@ -54,7 +54,7 @@ describe('voices', () => {
 
   async function send(parts: Part[], k = key): Promise<Response> {
     const { body, contentType } = multipart(parts);
-    return fetch(new URL(VOICES, s.url), { method: 'POST', headers: { authorization: `Bearer ${k}`, 'content-type': contentType }, body });
+    return fetch(new URL(VOICES, s.url), { method: 'POST', headers: { authorization: `Bearer ${k}`, 'content-type': contentType }, body: body as Uint8Array<ArrayBuffer> });
   }
 
   const fileParts = (file: Buffer | string, duration: string, filename = 'narration.wav'): Part[] => [
