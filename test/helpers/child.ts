@@ -1,0 +1,73 @@
+/**
+ * The real server as a child process (`node --import tsx server/main.ts`), for
+ * tests that kill it (SIGKILL mid-work) and start it again on the same DATA_DIR.
+ * The child logs JSON at LOG_LEVEL=info; its start line carries `url`.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+export interface ServerChild {
+  url: string;
+  child: ChildProcess;
+  /** Every log line the child printed so far (parsed JSON, or `{ raw }`). */
+  logs: Array<Record<string, unknown>>;
+  /** Resolves with the exit code or signal once the child is gone. */
+  exited: Promise<number | NodeJS.Signals | null>;
+  /** Sends a signal (default SIGTERM) and waits for the exit. */
+  kill(signal?: NodeJS.Signals): Promise<number | NodeJS.Signals | null>;
+}
+
+/**
+ * Starts the server on a free port with `env` added to this process's
+ * environment (DATA_DIR is required) and waits until it logs its URL.
+ */
+export async function startServerChild(env: Record<string, string> & { DATA_DIR: string }, timeoutMs = 30_000): Promise<ServerChild> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'test', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | NodeJS.Signals | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the server child did not start within ${timeoutMs} ms\n${stderr}`));
+    }, timeoutMs);
+    const lines = readline.createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      let entry: Record<string, unknown>;
+      try {
+        entry = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        entry = { raw: line };
+      }
+      logs.push(entry);
+      if (typeof entry.url === 'string') {
+        clearTimeout(timer);
+        resolve(entry.url);
+      }
+    });
+    void exited.then((how) => {
+      clearTimeout(timer);
+      reject(new Error(`the server child exited (${String(how)}) before listening\n${stderr}`));
+    });
+  });
+
+  return {
+    url,
+    child,
+    logs,
+    exited,
+    async kill(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}

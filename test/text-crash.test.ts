@@ -1,0 +1,78 @@
+/**
+ * A server killed (SIGKILL) in the middle of a streamed completion: after a
+ * restart on the same data, the identity answers REQUEST_UNCERTAIN (never a new
+ * dispatch), the reservation stays held, and the ledger verifies.
+ */
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { openDb } from '../server/storage/db.ts';
+import * as accounts from '../server/domain/accounts.ts';
+import { systemClock } from '../server/domain/clock.ts';
+import { verifyLedger } from '../server/domain/ledger-verify.ts';
+import { tempDataDir } from './helpers/server.ts';
+import { startServerChild, type ServerChild } from './helpers/child.ts';
+import { sseEvents } from './helpers/sse.ts';
+
+const PATH = '/api/generate/text/v1/chat/completions';
+
+describe('text generation across a crash', () => {
+  const dataDir = tempDataDir();
+  const children: ServerChild[] = [];
+  after(async () => {
+    for (const c of children) await c.kill('SIGKILL');
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('when the server is SIGKILLed mid-stream and restarted, then a replay is 409 REQUEST_UNCERTAIN and the ledger verifies with the reservation held', async () => {
+    const db = await openDb({ dataDir });
+    const account = await accounts.createAccount(db, systemClock, { name: 'crash', llmAllowance: 100 });
+    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'k', scopes: ['generate'] });
+    await db.destroy();
+
+    const env = { DATA_DIR: dataDir, TEXT_STREAM_DELAY_MS: '200' };
+    const first = await startServerChild(env);
+    children.push(first);
+    const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'A slow answer, please.' }], stream: true };
+    const init = {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': 'crash-1' },
+      body: JSON.stringify(body),
+    };
+    const controller = new AbortController();
+    const res = await fetch(`${first.url}${PATH}`, { ...init, signal: controller.signal });
+    assert.equal(res.status, 200);
+    const events = sseEvents(res);
+    const chunk = JSON.parse((await events.next()).value as string) as { id: string };
+    assert.match(chunk.id, /^chatcmpl_/);
+
+    assert.equal(await first.kill('SIGKILL'), 'SIGKILL');
+    controller.abort();
+    await events.return(undefined).catch(() => undefined);
+
+    const second = await startServerChild(env);
+    children.push(second);
+    for (let i = 0; i < 2; i++) {
+      const replay = await fetch(`${second.url}${PATH}`, init);
+      assert.equal(replay.status, 409);
+      const envelope = (await replay.json()) as { error: { code: string; message: string } };
+      assert.equal(envelope.error.code, 'REQUEST_UNCERTAIN');
+      assert.match(envelope.error.message, /will not be dispatched again/);
+    }
+    await second.kill('SIGTERM');
+
+    const check = await openDb({ dataDir });
+    try {
+      const report = await verifyLedger(check);
+      assert.deepEqual(report.problems, []);
+      assert.equal(report.ok, true);
+      const rows = await check('reservations').where({ ref: chunk.id });
+      assert.equal(rows.length, 1);
+      assert.equal(rows[0].state, 'held');
+      const record = await check('idempotency_records').where({ idem_key: 'crash-1' }).first();
+      assert.equal(record.state, 'pending');
+    } finally {
+      await check.destroy();
+    }
+  });
+});

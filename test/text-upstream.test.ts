@@ -1,0 +1,213 @@
+/**
+ * The OpenAI-compatible upstream provider at the real server, against a small
+ * fake upstream started here. The last user message picks the fake's behaviour
+ * (`mode:…`).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
+import { readStream } from './helpers/sse.ts';
+import type { ReservationRow } from '../server/storage/ledger.ts';
+
+const PATH = '/api/generate/text/v1/chat/completions';
+let n = 0;
+const newKey = () => `up-${process.pid}-${++n}`;
+
+interface Seen {
+  url: string;
+  authorization: string | undefined;
+  body: Record<string, unknown> & { messages: Array<{ role: string; content: string }> };
+}
+
+const chunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) =>
+  `data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'fake-llama', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
+
+/** A fake OpenAI-compatible server. */
+function fakeUpstream(seen: Seen[]): http.Server {
+  return http.createServer((req, res) => {
+    let raw = '';
+    req.on('data', (d: Buffer) => (raw += d.toString()));
+    req.on('end', () => {
+      const body = JSON.parse(raw) as Seen['body'];
+      seen.push({ url: req.url ?? '', authorization: req.headers.authorization, body });
+      const mode = /mode:([a-z0-9-]+)/.exec(body.messages.at(-1)?.content ?? '')?.[1] ?? 'default';
+      if (mode === '400' || mode === '503' || mode === '500') {
+        res.writeHead(Number(mode), { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: `fake ${mode}` } }));
+        return;
+      }
+      if (mode === 'json') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            id: 'up-2',
+            object: 'chat.completion',
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Whole JSON answer' }, finish_reason: 'length' }],
+            usage: { prompt_tokens: 20, completion_tokens: 4, total_tokens: 24 },
+          }),
+        );
+        return;
+      }
+      // CRLF line ends and a comment line: the reader must cope with both.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': keep-alive\r\n\r\n');
+      res.write(chunk({ role: 'assistant', content: '' }).replaceAll('\n', '\r\n'));
+      res.write(chunk({ content: 'Hello' }));
+      res.write(chunk({ content: ' from upstream' }));
+      if (mode === 'break') {
+        setTimeout(() => res.socket?.destroy(), 20);
+        return;
+      }
+      res.write(chunk({}, 'stop'));
+      if (mode === 'default') res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 } })}\n\n`);
+      if (mode === 'huge-usage') res.write(`data: ${JSON.stringify({ id: 'up-1', choices: [], usage: { prompt_tokens: 5_000_000, completion_tokens: 5_000_000, total_tokens: 10_000_000 } })}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+  });
+}
+
+async function listen(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+describe('text generation through an OpenAI-compatible upstream', () => {
+  const seen: Seen[] = [];
+  const upstream = fakeUpstream(seen);
+  let s: TestServer;
+  let key: string;
+  let accountId: string;
+
+  before(async () => {
+    const base = await listen(upstream);
+    s = await startTestServer({
+      env: { TEXT_UPSTREAM_URL: `${base}/v1`, TEXT_UPSTREAM_API_KEY: 'sk-fake', TEXT_UPSTREAM_MODELS: 'gemforge-text-1=fake-llama' },
+    });
+    const u = await s.user({ llmAllowance: 1000 });
+    key = u.secret;
+    accountId = u.accountId;
+  });
+  after(async () => {
+    await s.close();
+    upstream.closeAllConnections();
+    await new Promise((r) => upstream.close(r));
+  });
+
+  const post = (idemKey: string, body: unknown) => s.call('POST', PATH, { key, body, headers: { 'idempotency-key': idemKey } });
+  const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'gemforge-text-1', messages: [{ role: 'user', content }], ...extra });
+  const reservation = async (ref: string) => (await s.db('reservations').where({ ref }).first()) as ReservationRow;
+  const lastReservation = async () => (await s.db('reservations').where({ account_id: accountId }).orderBy('created_at', 'desc').first()) as ReservationRow;
+
+  it('when a completion is asked, then the request is forwarded with the mapped model, key and parameters, and usage comes from the upstream', async () => {
+    const res = await post(newKey(), ask('mode:default hi', { temperature: 0.4, top_p: 0.5, max_tokens: 300, response_format: { type: 'text' } }));
+    assert.equal(res.status, 200);
+    const c = (await res.json()) as { id: string; choices: Array<{ message: { content: string }; finish_reason: string }>; usage: unknown; model: string };
+    assert.equal(c.choices[0].message.content, 'Hello from upstream');
+    assert.equal(c.choices[0].finish_reason, 'stop');
+    assert.equal(c.model, 'gemforge-text-1');
+    assert.deepEqual(c.usage, { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 });
+    const got = seen.at(-1)!;
+    assert.equal(got.url, '/v1/chat/completions');
+    assert.equal(got.authorization, 'Bearer sk-fake');
+    assert.equal(got.body.model, 'fake-llama');
+    assert.equal(got.body.temperature, 0.4);
+    assert.equal(got.body.top_p, 0.5);
+    assert.equal(got.body.max_tokens, 300);
+    assert.deepEqual(got.body.response_format, { type: 'text' });
+    assert.equal(got.body.stream, true);
+    assert.deepEqual(got.body.stream_options, { include_usage: true });
+    const r = await reservation(c.id);
+    assert.equal(r.state, 'settled');
+    assert.equal(r.charged, 1);
+  });
+
+  it('when the client streams, then upstream deltas are re-framed and the final chunk carries the upstream usage', async () => {
+    const r = await readStream(await post(newKey(), ask('mode:default stream', { stream: true })));
+    assert.equal(r.done, true);
+    assert.equal(r.content, 'Hello from upstream');
+    assert.deepEqual(r.usage, { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 });
+    assert.equal(r.finishReason, 'stop');
+  });
+
+  it('when the upstream reports no usage, then the whole conservative reservation is charged', async () => {
+    const res = await post(newKey(), ask('mode:no-usage'));
+    assert.equal(res.status, 200);
+    const c = (await res.json()) as { id: string };
+    const r = await reservation(c.id);
+    assert.equal(r.charged, r.hold_allowance + r.hold_paid);
+    assert.ok(r.charged > 1);
+  });
+
+  it('when the upstream reports usage above the reservation, then the charge is clamped to the reservation', async () => {
+    const c = (await (await post(newKey(), ask('mode:huge-usage'))).json()) as { id: string };
+    const r = await reservation(c.id);
+    assert.equal(r.charged, r.hold_allowance + r.hold_paid);
+  });
+
+  it('when the upstream answers one JSON completion instead of a stream, then it is accepted', async () => {
+    const r = await readStream(await post(newKey(), ask('mode:json', { stream: true })));
+    assert.equal(r.content, 'Whole JSON answer');
+    assert.equal(r.finishReason, 'length');
+    assert.deepEqual(r.usage, { prompt_tokens: 20, completion_tokens: 4, total_tokens: 24 });
+  });
+
+  it('when the upstream rejects the request (4xx), then 502 PROVIDER_ERROR, nothing charged, and replays answer REQUEST_FAILED', async () => {
+    const k = newKey();
+    const e = await errorOf(await post(k, ask('mode:400')));
+    assert.deepEqual([e.status, e.code], [502, 'PROVIDER_ERROR']);
+    const r = await lastReservation();
+    assert.deepEqual([r.state, r.charged], ['released', 0]);
+    const again = await post(k, ask('mode:400'));
+    assert.equal(again.headers.get('x-should-retry'), 'false');
+    assert.equal((await errorOf(again)).code, 'REQUEST_FAILED');
+  });
+
+  it('when the upstream is overloaded (503), then 503 PROVIDER_UNAVAILABLE even for a stream, and nothing is charged', async () => {
+    const e = await errorOf(await post(newKey(), ask('mode:503', { stream: true })));
+    assert.deepEqual([e.status, e.code], [503, 'PROVIDER_UNAVAILABLE']);
+    assert.equal((await lastReservation()).state, 'released');
+  });
+
+  it('when the upstream fails with a 500 after accepting, then 409 REQUEST_UNCERTAIN and the reservation stays held', async () => {
+    const k = newKey();
+    assert.equal((await errorOf(await post(k, ask('mode:500')))).code, 'REQUEST_UNCERTAIN');
+    assert.equal((await lastReservation()).state, 'held');
+    assert.equal((await errorOf(await post(k, ask('mode:500')))).code, 'REQUEST_UNCERTAIN');
+  });
+
+  it('when the upstream stream breaks off, then the client stream ends with a REQUEST_UNCERTAIN frame and no [DONE]; the reservation stays held', async () => {
+    const k = newKey();
+    const r = await readStream(await post(k, ask('mode:break', { stream: true })));
+    assert.equal(r.content, 'Hello from upstream');
+    assert.equal(r.done, false);
+    assert.equal(r.error?.code, 'REQUEST_UNCERTAIN');
+    assert.equal((await lastReservation()).state, 'held');
+    assert.equal((await errorOf(await post(k, ask('mode:break', { stream: true })))).code, 'REQUEST_UNCERTAIN');
+  });
+});
+
+describe('text generation with an unreachable upstream', () => {
+  let s: TestServer;
+  before(async () => {
+    // A port that was just free: nothing listens there.
+    const probe = http.createServer();
+    const base = await listen(probe);
+    await new Promise((r) => probe.close(r));
+    s = await startTestServer({ env: { TEXT_UPSTREAM_URL: base, TEXT_UPSTREAM_MODELS: 'gemforge-text-1=fake-llama' } });
+  });
+  after(() => s.close());
+
+  it('when the connection is refused, then 503 PROVIDER_UNAVAILABLE, nothing charged, and a replay answers REQUEST_FAILED', async () => {
+    const u = await s.user({ llmAllowance: 100 });
+    const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'anyone there?' }] };
+    const k = newKey();
+    const e = await errorOf(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': k } }));
+    assert.deepEqual([e.status, e.code], [503, 'PROVIDER_UNAVAILABLE']);
+    const rows = (await s.db('reservations').where({ account_id: u.accountId })) as ReservationRow[];
+    assert.deepEqual(rows.map((r) => [r.state, r.charged]), [['released', 0]]);
+    const again = await errorOf(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': k } }));
+    assert.deepEqual([again.status, again.code], [409, 'REQUEST_FAILED']);
+  });
+});
