@@ -19,6 +19,22 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * express-openapi-validator does not fail at start-up on an invalid contract: it
+ * answers every request 500 instead. One unauthenticated request proves the
+ * contract loaded (it must answer 401) and warms the validator up.
+ */
+async function selfCheck(url: string, server: http.Server, db: Db): Promise<void> {
+  const res = await fetch(`${url}/api/generate/models`, { headers: { 'x-request-id': 'startup-self-check' } });
+  await res.arrayBuffer();
+  if (res.status !== 401) {
+    server.closeAllConnections();
+    server.close();
+    await db.destroy();
+    throw new Error(`the contract did not load (self-check answered ${res.status}); run "npm run lint:contract"`);
+  }
+}
+
 export async function startServer(config: Config, options: { clock?: Clock } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
   const catalog = loadCatalog(config.catalogPath);
@@ -32,6 +48,7 @@ export async function startServer(config: Config, options: { clock?: Clock } = {
   });
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  await selfCheck(url, server, db);
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'server' : 'sqlite' }, 'gemforge listening');
   let closed = false;
   return {

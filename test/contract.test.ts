@@ -1,0 +1,65 @@
+/**
+ * The contract itself: generated/ is not stale, the server enforces the
+ * contract on its own responses, and a broken contract stops start-up.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
+import { startTestServer } from './helpers/server.ts';
+
+const root = path.resolve(import.meta.dirname, '..');
+
+describe('contract', () => {
+  it('when the generator runs on the contract, then its output equals the committed generated/api.ts', () => {
+    const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'gen-')), 'api.ts');
+    execFileSync(
+      process.execPath,
+      [path.join(root, 'node_modules/openapi-typescript/bin/cli.js'), 'openapi/openapi.yaml', '--default-non-nullable', 'false', '-o', out],
+      { cwd: root, stdio: 'pipe' },
+    );
+    const fresh = fs.readFileSync(out, 'utf8');
+    const committed = fs.readFileSync(path.join(root, 'generated/api.ts'), 'utf8');
+    assert.ok(fresh === committed, 'generated/api.ts is stale: run "npm run generate" and commit the result');
+  });
+
+  it('when the contract describes the whole interface, then it has the eleven operations on nine paths', () => {
+    const doc = YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8'));
+    assert.equal(doc.openapi, '3.1.0');
+    assert.equal(doc.info.version, '1.0.0');
+    const paths = Object.keys(doc.paths);
+    assert.equal(paths.length, 9);
+    const ops = paths.flatMap((p) => Object.keys(doc.paths[p]).filter((m) => ['get', 'head', 'post', 'put', 'patch', 'delete'].includes(m)));
+    assert.equal(ops.length, 11);
+    assert.deepEqual(doc.components.schemas.Error.additionalProperties, false);
+  });
+
+  it('when a handler returns a response that breaks the contract, then the client gets 503 in the envelope, not the bad body', async () => {
+    const catalog = YAML.parse(fs.readFileSync(path.join(root, 'server/catalog/models.yaml'), 'utf8'));
+    catalog.models[0].baseGems = 'cheap'; // the contract says number
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catalog-'));
+    fs.writeFileSync(path.join(dir, 'models.yaml'), YAML.stringify(catalog));
+    const s = await startTestServer({ env: { CATALOG_PATH: path.join(dir, 'models.yaml') } });
+    try {
+      const user = await s.user();
+      const res = await s.call('GET', '/api/generate/models', { key: user.secret });
+      assert.equal(res.status, 503);
+      const body = await res.json();
+      assert.equal(body.error.code, 'TEMPORARILY_UNAVAILABLE');
+      assert.ok(!JSON.stringify(body).includes('cheap'));
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('when the contract file is invalid, then the server refuses to start instead of answering 500s', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'contract-'));
+    const doc = YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8'));
+    doc.paths['/api/generate/models'].get.responses = 'broken';
+    fs.writeFileSync(path.join(dir, 'openapi.yaml'), YAML.stringify(doc));
+    await assert.rejects(startTestServer({ env: { OPENAPI_PATH: path.join(dir, 'openapi.yaml') } }), /contract did not load/);
+  });
+});
