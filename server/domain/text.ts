@@ -149,6 +149,24 @@ function providerMessages(messages: ChatMessage[], scenariosEnabled: boolean): {
   return { messages: out, lastUser };
 }
 
+/** The rules the schema cannot express, checked before anything is claimed. */
+function admissible(deps: TextDeps, request: ChatCompletionRequest) {
+  const model = deps.catalog.find(request.model);
+  if (!model || model.kind !== 'text' || model.available !== true) {
+    throw new ApiError(422, 'MODEL_UNAVAILABLE', `"${request.model}" is not an available text model; list the text models with GET /api/generate/models.`);
+  }
+  const conversationBytes = Buffer.byteLength(JSON.stringify(request.messages), 'utf8');
+  if (conversationBytes > MAX_CONVERSATION_BYTES) {
+    throw new ApiError(422, 'INVALID_REQUEST', `The serialized conversation is ${conversationBytes} bytes; at most ${MAX_CONVERSATION_BYTES} are allowed.`);
+  }
+  const { messages, lastUser } = providerMessages(request.messages, deps.scenariosEnabled);
+  const scenarios = scenarioOf(lastUser, deps.scenariosEnabled);
+  if (findScenario(scenarios, TEXT_SCENARIOS.providerUnavailable)) {
+    throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The text provider is unavailable (scenario provider-unavailable); nothing was claimed. Retry later with the same Idempotency-Key.');
+  }
+  return { model, messages, scenarios };
+}
+
 /**
  * Creates a chat completion or replays a completed one. Admission errors are
  * thrown (nothing claimed); once admitted, the outcome arrives through the
@@ -173,20 +191,7 @@ export async function createChatCompletion(
   const existing = await idem.lookup(deps.db, identity);
   if (existing) return { type: 'replay', completion: savedCompletion(existing) };
 
-  const model = deps.catalog.find(request.model);
-  if (!model || model.kind !== 'text' || model.available !== true) {
-    throw new ApiError(422, 'MODEL_UNAVAILABLE', `"${request.model}" is not an available text model; list the text models with GET /api/generate/models.`);
-  }
-  const conversationBytes = Buffer.byteLength(JSON.stringify(request.messages), 'utf8');
-  if (conversationBytes > MAX_CONVERSATION_BYTES) {
-    throw new ApiError(422, 'INVALID_REQUEST', `The serialized conversation is ${conversationBytes} bytes; at most ${MAX_CONVERSATION_BYTES} are allowed.`);
-  }
-  const { messages, lastUser } = providerMessages(request.messages, deps.scenariosEnabled);
-  const scenarios = scenarioOf(lastUser, deps.scenariosEnabled);
-  if (findScenario(scenarios, TEXT_SCENARIOS.providerUnavailable)) {
-    throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The text provider is unavailable (scenario provider-unavailable); nothing was claimed. Retry later with the same Idempotency-Key.');
-  }
-
+  const { model, messages, scenarios } = admissible(deps, request);
   const rates = ratesOf(model.pricing, model.id);
   const { provider, model: providerModel } = deps.providers(model.id);
   const amount = conservativeMaximum(rates, provider.promptTokenUpperBound(messages), request.max_tokens);
