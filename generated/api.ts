@@ -486,6 +486,13 @@ export interface components {
             variant?: string;
             /** @description Model-specific style input. */
             style?: string;
+            /**
+             * @description Image file format of the outputs, where the model's `outputFormats`
+             *     capability offers it (gemforge extension).
+             * @default png
+             * @enum {string}
+             */
+            outputFormat?: "png" | "jpeg" | "webp";
             seed?: components["schemas"]["Seed"];
         };
         /**

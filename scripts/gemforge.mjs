@@ -9,6 +9,9 @@ let code;
 if (command === 'admin') {
   const { runAdmin } = await import('../server/cli/admin.ts');
   code = await runAdmin(rest);
+} else if (command === 'worker') {
+  const { runWorker } = await import('../server/cli/worker.ts');
+  code = await runWorker();
 } else {
   process.stderr.write(
     'usage: gemforge admin <command>   (account, key and ledger administration; run "gemforge admin" for the list)\n',

@@ -18,6 +18,10 @@ import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { ASSETS_PATH, assetsRouter, rawUploadPlaceholder } from './routes/assets.ts';
+import { mediaRouter } from './routes/media.ts';
+import { tasksRouter } from './routes/tasks.ts';
+import { filesRouter } from './routes/files.ts';
+import type { UrlSigner } from './domain/signing.ts';
 import { VOICES_PATH, voicesRouter, voiceUploadCleanup, voiceUploadErrors, VOICE_UPLOAD_LIMITS } from './routes/voices.ts';
 
 export interface AppDeps {
@@ -26,6 +30,7 @@ export interface AppDeps {
   logger: Logger;
   clock: Clock;
   catalog: Catalog;
+  signer: UrlSigner;
 }
 
 /** JSON body limits per operation (spec Limits table); everything else gets the default. */
@@ -42,6 +47,9 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('etag', false);
   app.use(requestId);
   app.use(accessLog(logger));
+
+  // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
+  app.use(filesRouter(deps));
 
   for (const [path, limit] of JSON_LIMITS) app.use(path, express.json({ limit }));
   app.use(express.json({ limit: DEFAULT_JSON_LIMIT }));
@@ -63,6 +71,8 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(modelsRouter(deps));
   app.use(textRouter(deps));
+  app.use(mediaRouter(deps));
+  app.use(tasksRouter(deps));
   app.use(assetsRouter(deps));
   app.use(voicesRouter(deps));
 

@@ -56,6 +56,20 @@ export interface Config {
   textUpstreamModels: Record<string, string>;
   /** Honour `[[scenario:…]]` prompt markers (`SCENARIOS_ENABLED`, default true). */
   scenariosEnabled: boolean;
+  /** Run the media worker inside the server (`WORKER_ENABLED`, default true; off when `gemforge worker` runs it). */
+  workerEnabled: boolean;
+  /** Jobs a worker runs at once (`WORKER_CONCURRENCY`, default 2). */
+  workerConcurrency: number;
+  /** A running job's lease in ms (`WORKER_LEASE_MS`, default 30000); a worker that stops renewing it loses the job. */
+  workerLeaseMs: number;
+  /** How often an idle worker looks for jobs, in ms (`WORKER_POLL_MS`, default 250). */
+  workerPollMs: number;
+  /** Lifetime of a signed output URL in seconds (`SIGNED_URL_TTL_SECONDS`, default 3600). */
+  signedUrlTtlSeconds: number;
+  /** How long task outputs are kept, in seconds (`OUTPUT_RETENTION_SECONDS`, default 7 days). */
+  outputRetentionSeconds: number;
+  /** Public base URL for signed links (`PUBLIC_BASE_URL`); default: the request's own host. */
+  publicBaseUrl: string | undefined;
 }
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -92,6 +106,13 @@ function parseMapping(value: string | undefined, name: string): Record<string, s
   return out;
 }
 
+function parseWhole(value: string | undefined, fallback: number, name: string, min: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < min) throw new Error(`${name} must be a whole number ≥ ${min}, got "${value}"`);
+  return n;
+}
+
 /** Builds the configuration from an environment (defaults to `process.env`), with overrides for tests. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const production = env.NODE_ENV === 'production';
@@ -116,6 +137,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     textUpstreamApiKey: env.TEXT_UPSTREAM_API_KEY || undefined,
     textUpstreamModels: parseMapping(env.TEXT_UPSTREAM_MODELS, 'TEXT_UPSTREAM_MODELS'),
     scenariosEnabled: parseBool(env.SCENARIOS_ENABLED, true),
+    workerEnabled: parseBool(env.WORKER_ENABLED, true),
+    workerConcurrency: parseWhole(env.WORKER_CONCURRENCY, 2, 'WORKER_CONCURRENCY', 1),
+    workerLeaseMs: parseWhole(env.WORKER_LEASE_MS, 30_000, 'WORKER_LEASE_MS', 100),
+    workerPollMs: parseWhole(env.WORKER_POLL_MS, 250, 'WORKER_POLL_MS', 10),
+    signedUrlTtlSeconds: parseWhole(env.SIGNED_URL_TTL_SECONDS, 3600, 'SIGNED_URL_TTL_SECONDS', 1),
+    outputRetentionSeconds: parseWhole(env.OUTPUT_RETENTION_SECONDS, 7 * 24 * 3600, 'OUTPUT_RETENTION_SECONDS', 1),
+    publicBaseUrl: env.PUBLIC_BASE_URL ? env.PUBLIC_BASE_URL.replace(/\/+$/, '') : undefined,
     ...overrides,
   };
 }

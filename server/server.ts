@@ -10,6 +10,9 @@ import { openDb, type Db } from './storage/db.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { loadCatalog } from './domain/catalog.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
+import { createSigner, loadServerSecret } from './domain/signing.ts';
+import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
+import { startWorker, type RunningWorker } from './worker/worker.ts';
 
 export interface RunningServer {
   url: string;
@@ -35,12 +38,30 @@ async function selfCheck(url: string, server: http.Server, db: Db): Promise<void
   }
 }
 
-export async function startServer(config: Config, options: { clock?: Clock } = {}): Promise<RunningServer> {
+/** Starts the media worker on a database (in the server, or alone with `gemforge worker`). */
+export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, providers: MediaProviders = defaultMediaProviders()): RunningWorker {
+  return startWorker({
+    db,
+    clock,
+    logger,
+    providers,
+    dataDir: config.dataDir,
+    ffmpegPath: config.ffmpegPath,
+    ffprobePath: config.ffprobePath,
+    outputRetentionSeconds: config.outputRetentionSeconds,
+    concurrency: config.workerConcurrency,
+    leaseMs: config.workerLeaseMs,
+    pollMs: config.workerPollMs,
+  });
+}
+
+export async function startServer(config: Config, options: { clock?: Clock; providers?: MediaProviders } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
   const catalog = loadCatalog(config.catalogPath);
   const db = await openDb(config);
   const clock = options.clock ?? systemClock;
-  const app = createApp({ config, db, logger, clock, catalog });
+  const signer = createSigner(loadServerSecret(config.dataDir), config.signedUrlTtlSeconds);
+  const app = createApp({ config, db, logger, clock, catalog, signer });
   const server = http.createServer(app);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -49,7 +70,8 @@ export async function startServer(config: Config, options: { clock?: Clock } = {
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   await selfCheck(url, server, db);
-  logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'server' : 'sqlite' }, 'gemforge listening');
+  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, options.providers) : undefined;
+  logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'server' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
   let closed = false;
   return {
     url,
@@ -61,6 +83,7 @@ export async function startServer(config: Config, options: { clock?: Clock } = {
       closed = true;
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await worker?.stop();
       await db.destroy();
     },
   };

@@ -10,6 +10,7 @@ import { systemClock } from '../domain/clock.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as ledger from '../domain/ledger.ts';
 import { verifyLedger } from '../domain/ledger-verify.ts';
+import { operatorSettle, verifyTasks } from '../domain/tasks.ts';
 
 export class UsageError extends Error {}
 
@@ -20,7 +21,8 @@ const USAGE = `usage: gemforge admin <command>
   key create --account ID --name N --scopes read,generate [--cap C] [--expires ISO-8601]
   key revoke KEY_ID
   key list --account ID
-  ledger verify`;
+  ledger verify
+  task settle TASK_ID --failed|--succeeded   settle a task held after an interruption`;
 
 type Handler = (db: Db, args: string[]) => Promise<{ output: unknown; exitCode?: number }>;
 
@@ -162,8 +164,20 @@ const commands: Record<string, Handler> = {
 
   async 'ledger verify'(db, args) {
     parse(args, {});
-    const report = await verifyLedger(db);
+    const report = await verifyLedger(db, [verifyTasks]);
     return { output: report, exitCode: report.ok ? 0 : 1 };
+  },
+
+  async 'task settle'(db, args) {
+    const { values, positionals } = parse(args, { failed: { type: 'boolean' }, succeeded: { type: 'boolean' } });
+    const id = onePositional(positionals, 'task ID');
+    if (Boolean(values.failed) === Boolean(values.succeeded)) throw new UsageError('give exactly one of --failed or --succeeded');
+    try {
+      const task = await operatorSettle(db, systemClock, id, values.failed ? 'failed' : 'succeeded');
+      return { output: { id: task.id, status: task.status, reservationId: task.reservation_id } };
+    } catch (error) {
+      throw new accounts.AdminError((error as Error).message);
+    }
   },
 };
 

@@ -83,7 +83,7 @@ export async function lookup(db: Db | Knex.Transaction, id: Identity): Promise<I
 }
 
 export interface ClaimOutcome {
-  state: 'pending' | 'completed';
+  state: 'pending' | 'completed' | 'uncertain';
   ref?: string | null;
   reservationId?: string | null;
   responseStatus?: number | null;

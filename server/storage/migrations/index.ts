@@ -7,6 +7,7 @@ import * as m001 from './001_accounts_keys.ts';
 import * as m002 from './002_ledger.ts';
 import * as m003 from './003_assets_voices.ts';
 import * as m004 from './004_idempotency.ts';
+import * as m005 from './005_tasks.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -17,6 +18,7 @@ const migrations: Array<[string, Migration]> = [
   ['002_ledger', m002],
   ['003_assets_voices', m003],
   ['004_idempotency', m004],
+  ['005_tasks', m005],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,0 +1,220 @@
+/**
+ * Media tasks: submission (idempotent claim + reservation + task + job in one
+ * transaction), the read-only view, and settlement at a terminal status.
+ */
+import type { Knex } from 'knex';
+import type { components } from '../../generated/api.ts';
+import { ApiError } from '../errors.ts';
+import { inTransaction, type Db } from '../storage/db.ts';
+import * as store from '../storage/tasks.ts';
+import * as jobs from '../storage/jobs.ts';
+import { findAsset } from '../storage/assets.ts';
+import { findReservation } from '../storage/ledger.ts';
+import type { OutputRow, TaskRow, TaskStatus } from '../storage/tasks.ts';
+import * as idem from './idempotency.ts';
+import * as ledger from './ledger.ts';
+import { newId } from './ids.ts';
+import type { Clock } from './clock.ts';
+import type { Principal } from './accounts.ts';
+import type { UrlSigner } from './signing.ts';
+import { MEDIA_SCENARIOS, type PreparedMedia } from './media-request.ts';
+import { findScenario } from './scenarios.ts';
+
+export type TaskView = components['schemas']['Task'];
+export type { TaskRow, OutputRow };
+
+export const TERMINAL = store.TERMINAL;
+
+const uncertainSubmission = () =>
+  new ApiError(
+    409,
+    'REQUEST_UNCERTAIN',
+    'The outcome of this submission is uncertain. Keep the same Idempotency-Key and body and check again later with backoff; it will not be dispatched again.',
+  );
+
+export interface SubmitInput {
+  principal: Principal;
+  idemKey: string;
+  operation: 'createImage' | 'createVideo' | 'createAudio';
+  body: unknown;
+  maxGems: number | undefined;
+  prepared: PreparedMedia;
+}
+
+/**
+ * Submits prepared media work exactly once per identity. New work → the queued
+ * task (created: true); an exact replay → the existing task (created: false).
+ */
+export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Promise<{ created: boolean; task: TaskRow }> {
+  const { principal, prepared } = input;
+  const identity: idem.Identity = {
+    keyId: principal.key.id,
+    accountId: principal.account.id,
+    idemKey: input.idemKey,
+    operation: input.operation,
+    fingerprint: idem.fingerprint(input.body),
+  };
+  if (findScenario(prepared.scenarios, MEDIA_SCENARIOS.providerUnavailable)) {
+    // Decided before anything is claimed: nothing retained, the identity may be retried.
+    await idem.lookup(db, identity);
+    throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The generation provider is unavailable; retry later with the same Idempotency-Key.');
+  }
+  const uncertain = Boolean(findScenario(prepared.scenarios, MEDIA_SCENARIOS.uncertain));
+  const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
+  const result = await idem.submit(db, clock, identity, async (trx) => {
+    const reservation = await ledger.reserveTx(trx, clock, {
+      accountId: principal.account.id,
+      keyId: principal.key.id,
+      purpose: 'media',
+      amount: quote,
+      maxGems: input.maxGems,
+    });
+    if (uncertain) {
+      // Dispatched, then the outcome was lost: the reservation stays held, no task is visible.
+      return { value: undefined, outcome: { state: 'uncertain' as const, reservationId: reservation.id } };
+    }
+    const task = await createTask(trx, clock, principal, prepared, reservation.id);
+    return { value: task, outcome: { state: 'completed' as const, ref: task.id, reservationId: reservation.id } };
+  });
+  if (result.created) {
+    if (!result.value) throw uncertainSubmission();
+    return { created: true, task: result.value };
+  }
+  const task = result.record.ref ? await store.findTask(db, result.record.ref) : undefined;
+  if (!task) throw uncertainSubmission();
+  return { created: false, task };
+}
+
+async function createTask(trx: Knex.Transaction, clock: Clock, principal: Principal, prepared: PreparedMedia, reservationId: string): Promise<TaskRow> {
+  const now = clock.now().toISOString();
+  const task: TaskRow = {
+    id: newId('task'),
+    account_id: principal.account.id,
+    key_id: principal.key.id,
+    kind: prepared.kind,
+    model: prepared.model.id,
+    request: JSON.stringify({ ...prepared.request, scenarios: prepared.scenarios }),
+    status: 'queued',
+    reservation_id: reservationId,
+    error_code: null,
+    error_message: null,
+    created_at: now,
+    updated_at: now,
+    finished_at: null,
+  };
+  const outputs: OutputRow[] = prepared.outputPrices.map((price, idx) => ({ task_id: task.id, idx, status: 'pending', price, asset_id: null, error: null }));
+  await store.insertTask(trx, task, outputs);
+  await jobs.enqueue(trx, task.id, now);
+  return task;
+}
+
+/** An owned task, or 404 NOT_FOUND (unknown, deleted, another account's). */
+export async function requireOwnedTask(db: Db, accountId: string, id: string): Promise<TaskRow> {
+  const task = await store.findTask(db, id);
+  if (!task || task.account_id !== accountId) throw new ApiError(404, 'NOT_FOUND', `No task with id ${id}.`);
+  return task;
+}
+
+/**
+ * The task as the contract shows it, with freshly signed output URLs. Pure read:
+ * it never progresses generation, settles billing or repairs anything.
+ */
+export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl: string, task: TaskRow): Promise<TaskView> {
+  const [outputs, reservation] = await Promise.all([store.findOutputs(db, task.id), findReservation(db, task.reservation_id)]);
+  const quoted = reservation ? reservation.hold_allowance + reservation.hold_paid : 0;
+  const now = clock.now();
+  const views = await Promise.all(
+    outputs.map(async (o) => {
+      const asset = o.asset_id && o.status === 'succeeded' ? await findAsset(db, o.asset_id) : undefined;
+      const usable = asset && !asset.deleted_at;
+      return {
+        index: o.idx,
+        status: o.status,
+        asset: usable ? { id: asset.id, kind: asset.kind, mimeType: asset.mime_type, url: signer.sign(baseUrl, asset.id, now) } : null,
+      };
+    }),
+  );
+  return {
+    id: task.id,
+    status: task.status,
+    quotedGems: quoted,
+    chargedGems: reservation?.charged ?? 0,
+    releasedGems: reservation?.released ?? 0,
+    error: task.error_code ? { code: task.error_code, message: task.error_message ?? '' } : null,
+    outputs: views,
+    kind: task.kind,
+    model: task.model,
+    createdAt: task.created_at,
+    updatedAt: task.updated_at,
+  };
+}
+
+export interface Finish {
+  status: Extract<TaskStatus, 'succeeded' | 'partial' | 'failed' | 'cancelled'>;
+  error?: { code: string; message: string } | null;
+  /** Override the charge (operator settlement); default: the prices of succeeded outputs. */
+  charge?: number;
+}
+
+/**
+ * Moves a task to a terminal status and settles its reservation in the same
+ * transaction: charge the succeeded outputs, release the rest. Runs once: a
+ * task already terminal is left alone (returns false).
+ */
+export async function finishTask(trx: Knex.Transaction, clock: Clock, taskId: string, finish: Finish): Promise<boolean> {
+  const task = await store.findTask(trx, taskId);
+  if (!task || TERMINAL.has(task.status)) return false;
+  const now = clock.now().toISOString();
+  await store.updateUnfinishedOutputs(trx, taskId, { status: 'failed', error: finish.error?.message ?? 'not produced' });
+  const outputs = await store.findOutputs(trx, taskId);
+  const charge = finish.charge ?? outputs.filter((o) => o.status === 'succeeded').reduce((sum, o) => sum + o.price, 0);
+  const moved = await store.transitionTask(trx, taskId, ['queued', 'processing'], {
+    status: finish.status,
+    error_code: finish.error?.code ?? null,
+    error_message: finish.error?.message ?? null,
+    updated_at: now,
+    finished_at: now,
+  });
+  if (!moved) return false;
+  await ledger.close(trx, clock, task.reservation_id, charge);
+  return true;
+}
+
+/** The terminal status the succeeded outputs imply. */
+export function statusFromOutputs(outputs: OutputRow[]): Finish['status'] {
+  const ok = outputs.filter((o) => o.status === 'succeeded').length;
+  return ok === outputs.length ? 'succeeded' : ok > 0 ? 'partial' : 'failed';
+}
+
+/**
+ * `gemforge admin task settle ID --failed|--succeeded`: an operator settles a
+ * task whose outcome the worker could not know (job held, reservation held).
+ */
+export async function operatorSettle(db: Db, clock: Clock, taskId: string, outcome: 'failed' | 'succeeded'): Promise<TaskRow> {
+  await inTransaction(db, async (trx) => {
+    const task = await store.findTask(trx, taskId);
+    if (!task) throw new Error(`no task with id ${taskId}`);
+    if (TERMINAL.has(task.status)) throw new Error(`task ${taskId} is already ${task.status}`);
+    const done = await finishTask(trx, clock, taskId, outcome === 'failed'
+      ? { status: 'failed', error: { code: 'GENERATION_FAILED', message: 'The generation failed; nothing was charged.' } }
+      : { status: 'succeeded', charge: await store.sumOutputPrices(trx, taskId) });
+    if (!done) throw new Error(`task ${taskId} could not be settled`);
+    const job = await jobs.findJobByTask(trx, taskId);
+    if (job) await jobs.setState(trx, job.id, 'done', clock.now().toISOString(), `settled by operator: ${outcome}`);
+  });
+  return (await store.findTask(db, taskId))!;
+}
+
+/** Ledger-verify check: every terminal task settled exactly its reservation; open tasks still hold theirs. */
+export async function verifyTasks(db: Db): Promise<string[]> {
+  const problems: string[] = [];
+  for (const t of await store.tasksWithMoney(db)) {
+    if (TERMINAL.has(t.status)) {
+      if (t.rstate === 'held') problems.push(`task ${t.id}: ${t.status} but its reservation is still held`);
+      else if (t.charged + t.released !== t.hold) problems.push(`task ${t.id}: charged ${t.charged} + released ${t.released} ≠ quoted ${t.hold}`);
+    } else if (t.rstate !== 'held') {
+      problems.push(`task ${t.id}: ${t.status} but its reservation is already ${t.rstate}`);
+    }
+  }
+  return problems;
+}

@@ -1,0 +1,57 @@
+/**
+ * POST /api/generate/image (and, on the same path shape, video and audio):
+ * translate HTTP ↔ the media use case. 202 {task, created: true} for new work,
+ * 200 {task, created: false} for an accepted replay.
+ */
+import { Router, type Request, type Response } from 'express';
+import type { components } from '../../generated/api.ts';
+import type { AppDeps } from '../app.ts';
+import { principalOf } from '../http/context.ts';
+import { submitMedia, viewTask } from '../domain/tasks.ts';
+import type { PrepareContext, PreparedMedia } from '../domain/media-request.ts';
+import { prepareImage } from '../domain/media-image.ts';
+import { scenarioOf } from '../domain/scenarios.ts';
+
+type Submission = components['schemas']['Submission'];
+type MediaBody = { model: string; prompt: string; maxGems?: number };
+
+/** The absolute base for signed links: configured, or this request's own origin. */
+export function baseUrlOf(req: Request, configured: string | undefined): string {
+  return configured ?? `${req.protocol}://${req.get('host')}`;
+}
+
+type Preparer = (ctx: PrepareContext, body: never) => Promise<PreparedMedia>;
+
+const OPERATIONS: Array<{ path: string; operation: 'createImage' | 'createVideo' | 'createAudio'; prepare: Preparer }> = [
+  { path: '/api/generate/image', operation: 'createImage', prepare: prepareImage as Preparer },
+];
+
+/** Registers a media kind's route (video and audio add theirs the same way). */
+export function addMediaOperation(path: string, operation: 'createVideo' | 'createAudio', prepare: Preparer): void {
+  OPERATIONS.push({ path, operation, prepare });
+}
+
+export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'config' | 'signer'>): Router {
+  const { db, clock, catalog, config, signer } = deps;
+  const router = Router();
+  for (const { path, operation, prepare } of OPERATIONS) {
+    router.post(path, async (req: Request, res: Response) => {
+      const principal = principalOf(req);
+      const body = req.body as MediaBody;
+      const scenarios = scenarioOf(body.prompt, config.scenariosEnabled);
+      const prepared = await prepare({ db, catalog, accountId: principal.account.id, scenarios, scenariosEnabled: config.scenariosEnabled }, body as never);
+      const { created, task } = await submitMedia(db, clock, {
+        principal,
+        idemKey: req.get('idempotency-key')!,
+        operation,
+        body,
+        maxGems: body.maxGems,
+        prepared,
+      });
+      const view = await viewTask(db, clock, signer, baseUrlOf(req, config.publicBaseUrl), task);
+      const response: Submission = { task: view, created };
+      res.status(created ? 202 : 200).json(response);
+    });
+  }
+  return router;
+}

@@ -1,0 +1,87 @@
+/**
+ * The durable job queue (STYLE habit 7): a job is a row claimed atomically with
+ * a lease. A worker that stops heart-beating loses its lease; its jobs are then
+ * recovered according to the provider's declared resume policy.
+ */
+import type { Knex } from 'knex';
+import { inTransaction, isSqlite, type Db } from './db.ts';
+
+type Conn = Db | Knex.Transaction;
+
+export type JobState = 'queued' | 'running' | 'done' | 'held';
+
+export interface JobRow {
+  id: number;
+  task_id: string;
+  state: JobState;
+  attempts: number;
+  run_at: string;
+  locked_at: string | null;
+  locked_by: string | null;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export async function enqueue(db: Conn, taskId: string, nowIso: string): Promise<void> {
+  await db('jobs').insert({ task_id: taskId, state: 'queued', attempts: 0, run_at: nowIso, created_at: nowIso, updated_at: nowIso });
+}
+
+/**
+ * Claims the next due job for `workerId`: one conditional UPDATE, so two workers
+ * (threads or processes) can never both win the same row.
+ */
+export async function claimNext(db: Db, workerId: string, nowIso: string): Promise<JobRow | undefined> {
+  return inTransaction(db, async (trx) => {
+    let pick = trx('jobs').where({ state: 'queued' }).where('run_at', '<=', nowIso).orderBy('run_at').orderBy('id').first('id');
+    if (!isSqlite(db)) pick = pick.forUpdate().skipLocked();
+    const candidate = (await pick) as { id: number } | undefined;
+    if (!candidate) return undefined;
+    const n = await trx('jobs')
+      .where({ id: candidate.id, state: 'queued' })
+      .update({ state: 'running', locked_at: nowIso, locked_by: workerId, updated_at: nowIso, attempts: trx.raw('attempts + 1') });
+    if (n !== 1) return undefined;
+    return trx('jobs').where({ id: candidate.id }).first();
+  });
+}
+
+/** Renews the lease; false when the job is no longer this worker's. */
+export async function heartbeat(db: Conn, jobId: number, workerId: string, nowIso: string): Promise<boolean> {
+  return (await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ locked_at: nowIso })) === 1;
+}
+
+export async function finish(db: Conn, jobId: number, nowIso: string): Promise<void> {
+  await db('jobs').where({ id: jobId }).update({ state: 'done', locked_at: null, locked_by: null, updated_at: nowIso });
+}
+
+export async function setState(db: Conn, jobId: number, state: JobState, nowIso: string, lastError?: string): Promise<void> {
+  await db('jobs')
+    .where({ id: jobId })
+    .update({ state, locked_at: null, locked_by: null, updated_at: nowIso, ...(lastError !== undefined && { last_error: lastError.slice(0, 2000) }) });
+}
+
+/** Running jobs whose lease expired (their worker died or hung). */
+export async function expiredLeases(db: Conn, olderThanIso: string): Promise<JobRow[]> {
+  return db('jobs').where({ state: 'running' }).where('locked_at', '<', olderThanIso).select('*');
+}
+
+export async function findJobByTask(db: Conn, taskId: string): Promise<JobRow | undefined> {
+  return db('jobs').where({ task_id: taskId }).first();
+}
+
+/** Requeues an expired running job unless someone else took it meanwhile. */
+export async function requeueExpired(db: Conn, jobId: number, olderThanIso: string, nowIso: string): Promise<boolean> {
+  const n = await db('jobs')
+    .where({ id: jobId, state: 'running' })
+    .where('locked_at', '<', olderThanIso)
+    .update({ state: 'queued', locked_at: null, locked_by: null, run_at: nowIso, updated_at: nowIso });
+  return n === 1;
+}
+
+export async function holdExpired(db: Conn, jobId: number, olderThanIso: string, nowIso: string, reason: string): Promise<boolean> {
+  const n = await db('jobs')
+    .where({ id: jobId, state: 'running' })
+    .where('locked_at', '<', olderThanIso)
+    .update({ state: 'held', locked_at: null, locked_by: null, updated_at: nowIso, last_error: reason });
+  return n === 1;
+}

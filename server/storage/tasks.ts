@@ -1,0 +1,95 @@
+/** Task and task-output rows. */
+import type { Knex } from 'knex';
+import type { Db } from './db.ts';
+
+type Conn = Db | Knex.Transaction;
+
+export type TaskStatus = 'queued' | 'processing' | 'succeeded' | 'partial' | 'failed' | 'cancelled';
+export type OutputStatus = 'pending' | 'processing' | 'succeeded' | 'failed' | 'expired';
+export const TERMINAL: ReadonlySet<TaskStatus> = new Set(['succeeded', 'partial', 'failed', 'cancelled']);
+
+export interface TaskRow {
+  id: string;
+  account_id: string;
+  key_id: string;
+  kind: 'image' | 'video' | 'audio';
+  model: string;
+  request: string;
+  status: TaskStatus;
+  reservation_id: string;
+  error_code: string | null;
+  error_message: string | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+export interface OutputRow {
+  task_id: string;
+  idx: number;
+  status: OutputStatus;
+  price: number;
+  asset_id: string | null;
+  error: string | null;
+}
+
+export async function insertTask(db: Conn, task: TaskRow, outputs: OutputRow[]): Promise<void> {
+  await db('tasks').insert(task);
+  if (outputs.length) await db('task_outputs').insert(outputs);
+}
+
+export async function findTask(db: Conn, id: string): Promise<TaskRow | undefined> {
+  return (await db('tasks').where({ id }).first()) as TaskRow | undefined;
+}
+
+export async function findOutputs(db: Conn, taskId: string): Promise<OutputRow[]> {
+  const rows = await db('task_outputs').where({ task_id: taskId }).orderBy('idx');
+  return rows.map((r: OutputRow) => ({ ...r, price: Number(r.price) }));
+}
+
+export async function updateTask(db: Conn, id: string, patch: Partial<TaskRow>): Promise<void> {
+  await db('tasks').where({ id }).update(patch);
+}
+
+/** Moves a task from one of `from` to a new status; false when it was elsewhere. */
+export async function transitionTask(db: Conn, id: string, from: TaskStatus[], patch: Partial<TaskRow>): Promise<boolean> {
+  return (await db('tasks').where({ id }).whereIn('status', from).update(patch)) === 1;
+}
+
+export async function updateOutput(db: Conn, taskId: string, idx: number, patch: Partial<OutputRow>): Promise<void> {
+  await db('task_outputs').where({ task_id: taskId, idx }).update(patch);
+}
+
+export async function updateUnfinishedOutputs(db: Conn, taskId: string, patch: Partial<OutputRow>): Promise<void> {
+  await db('task_outputs').where({ task_id: taskId }).whereIn('status', ['pending', 'processing']).update(patch);
+}
+
+/** Outputs whose stored asset has passed its retention time. */
+export async function expiredOutputs(db: Conn, nowIso: string, limit: number): Promise<Array<OutputRow & { blob_sha256: string }>> {
+  return db('task_outputs as o')
+    .join('assets as a', 'a.id', 'o.asset_id')
+    .where('o.status', 'succeeded')
+    .whereNull('a.deleted_at')
+    .whereNotNull('a.expires_at')
+    .where('a.expires_at', '<=', nowIso)
+    .select('o.*', 'a.blob_sha256')
+    .limit(limit);
+}
+
+/** Terminal tasks with their reservation amounts (for ledger verify). */
+export async function tasksWithMoney(db: Conn): Promise<Array<TaskRow & { hold: number; charged: number; released: number; rstate: string }>> {
+  const rows = await db('tasks as t')
+    .join('reservations as r', 'r.id', 't.reservation_id')
+    .select('t.*', db.raw('(r.hold_allowance + r.hold_paid) as hold'), 'r.charged', 'r.released', 'r.state as rstate');
+  return rows.map((r: Record<string, unknown>) => ({ ...(r as unknown as TaskRow), hold: Number(r.hold), charged: Number(r.charged), released: Number(r.released), rstate: String(r.rstate) }));
+}
+
+export async function sumOutputPrices(db: Conn, taskId: string): Promise<number> {
+  const row = await db('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first();
+  return Number(row?.total ?? 0);
+}
+
+/** Whether any live asset still points at a blob (outputs may share bytes). */
+export async function blobInUse(db: Conn, sha256: string): Promise<boolean> {
+  return Boolean(await db('assets').where({ blob_sha256: sha256 }).whereNull('deleted_at').first('id'));
+}

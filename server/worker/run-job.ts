@@ -1,0 +1,144 @@
+/**
+ * Running one claimed job: the task goes `processing`, each output slot is
+ * generated and stored as an asset, and the terminal status is written together
+ * with the settlement (charge the succeeded outputs, release the rest).
+ * Slots already stored by an earlier, interrupted run are kept, so a rerun never
+ * makes or charges an output twice.
+ */
+import fsp from 'node:fs/promises';
+import type { Db } from '../storage/db.ts';
+import { inTransaction } from '../storage/db.ts';
+import * as tasks from '../storage/tasks.ts';
+import * as jobs from '../storage/jobs.ts';
+import type { JobRow } from '../storage/jobs.ts';
+import { findAsset } from '../storage/assets.ts';
+import { blobPath, tempPath } from '../storage/blobs.ts';
+import { createOutputAsset } from '../domain/assets.ts';
+import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
+import { MEDIA_SCENARIOS } from '../domain/media-request.ts';
+import { findScenario, type Scenario } from '../domain/scenarios.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Logger } from '../logger.ts';
+import type { MediaProviders } from '../providers/media.ts';
+import { MediaGenerationError, type MediaTools } from '../providers/media-types.ts';
+
+export interface JobContext {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  providers: MediaProviders;
+  dataDir: string;
+  ffmpegPath: string;
+  ffprobePath: string;
+  outputRetentionSeconds: number;
+  /** True once the worker is stopping: long waits end early, the job is left for recovery. */
+  stopping(): boolean;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits `seconds`, in short slices, unless the worker stops; returns false when it stopped. */
+async function hold(ctx: JobContext, seconds: number): Promise<boolean> {
+  const until = Date.now() + seconds * 1000;
+  while (Date.now() < until) {
+    if (ctx.stopping()) return false;
+    await sleep(Math.min(100, until - Date.now()));
+  }
+  return true;
+}
+
+function toolsFor(ctx: JobContext, accountId: string): MediaTools {
+  return {
+    dataDir: ctx.dataDir,
+    ffmpegPath: ctx.ffmpegPath,
+    ffprobePath: ctx.ffprobePath,
+    tempFile: (suffix) => tempPath(ctx.dataDir, suffix),
+    async assetFile(assetId) {
+      const asset = await findAsset(ctx.db, assetId);
+      if (!asset || asset.account_id !== accountId || asset.deleted_at) throw new MediaGenerationError('INVALID_REFERENCE', `Reference ${assetId} is gone.`);
+      return blobPath(ctx.dataDir, asset.blob_sha256);
+    },
+  };
+}
+
+async function settle(ctx: JobContext, job: JobRow, finish: Finish): Promise<void> {
+  await inTransaction(ctx.db, async (trx) => {
+    await finishTask(trx, ctx.clock, job.task_id, finish);
+    await jobs.finish(trx, job.id, ctx.clock.now().toISOString());
+  });
+}
+
+/** Runs a claimed job to a terminal task, or returns early (job left running) when the worker stops. */
+export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
+  const { db, clock } = ctx;
+  const task = await tasks.findTask(db, job.task_id);
+  if (!task || TERMINAL.has(task.status)) {
+    await jobs.finish(db, job.id, clock.now().toISOString());
+    return;
+  }
+  const request = JSON.parse(task.request) as Record<string, unknown> & { scenarios?: Scenario[] };
+  const scenarios = request.scenarios ?? [];
+  const now = clock.now().toISOString();
+  await tasks.transitionTask(db, task.id, ['queued'], { status: 'processing', updated_at: now });
+  await tasks.updateUnfinishedOutputs(db, task.id, { status: 'processing' });
+
+  const wait = findScenario(scenarios, MEDIA_SCENARIOS.processing) ?? findScenario(scenarios, MEDIA_SCENARIOS.unresumable);
+  if (wait && !(await hold(ctx, Math.min(Number(wait.args[0] ?? 5) || 5, 3600)))) return;
+  if (findScenario(scenarios, MEDIA_SCENARIOS.cancel)) {
+    await settle(ctx, job, { status: 'cancelled', error: { code: 'CANCELLED', message: 'The task was cancelled before it produced any output; nothing was charged.' } });
+    return;
+  }
+  if (findScenario(scenarios, MEDIA_SCENARIOS.fail)) {
+    await settle(ctx, job, { status: 'failed', error: { code: 'GENERATION_FAILED', message: 'The generation failed; nothing was charged.' } });
+    return;
+  }
+
+  const provider = ctx.providers[task.kind];
+  if (!provider) {
+    await settle(ctx, job, { status: 'failed', error: { code: 'WORKFLOW_UNAVAILABLE', message: `No ${task.kind} generator is configured on this server.` } });
+    return;
+  }
+  const tools = toolsFor(ctx, task.account_id);
+  const partial = Boolean(findScenario(scenarios, MEDIA_SCENARIOS.partial));
+  const slots = await tasks.findOutputs(db, task.id);
+  for (const slot of slots) {
+    if (slot.status === 'succeeded') continue; // stored by an earlier run
+    if (ctx.stopping()) return;
+    if (partial && slot.idx > 0) {
+      await tasks.updateOutput(db, task.id, slot.idx, { status: 'failed', error: 'This output could not be generated.' });
+      continue;
+    }
+    try {
+      const out = await provider.generate({ taskId: task.id, accountId: task.account_id, model: task.model, request, index: slot.idx, slots: slots.length }, tools);
+      const expiresAt = new Date(clock.now().getTime() + ctx.outputRetentionSeconds * 1000);
+      try {
+        const asset = await createOutputAsset(db, clock, { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath }, {
+          accountId: task.account_id,
+          taskId: task.id,
+          file: out.file,
+          mimeType: out.mimeType,
+          expiresAt,
+        });
+        await tasks.updateOutput(db, task.id, slot.idx, { status: 'succeeded', asset_id: asset.id, error: null });
+      } finally {
+        await fsp.rm(out.file, { force: true });
+      }
+    } catch (error) {
+      const safe = error instanceof MediaGenerationError ? error.message : 'This output could not be generated.';
+      ctx.logger.warn({ err: error, taskId: task.id, slot: slot.idx }, 'output generation failed');
+      await tasks.updateOutput(db, task.id, slot.idx, { status: 'failed', error: safe });
+    }
+  }
+  const outputs = await tasks.findOutputs(db, task.id);
+  const status = statusFromOutputs(outputs);
+  const failedCount = outputs.filter((o) => o.status !== 'succeeded').length;
+  await settle(ctx, job, {
+    status,
+    error:
+      status === 'succeeded'
+        ? null
+        : status === 'partial'
+          ? { code: 'PARTIAL_FAILURE', message: `${failedCount} of ${outputs.length} outputs could not be generated; they were not charged.` }
+          : { code: 'GENERATION_FAILED', message: outputs.find((o) => o.error)?.error ?? 'The generation failed; nothing was charged.' },
+  });
+}
