@@ -14,7 +14,7 @@ import { verifyTasks } from '../server/domain/tasks.ts';
 const IMAGE = '/api/generate/image';
 
 async function upload(s: TestServer, key: string, bytes: Buffer, type: string): Promise<string> {
-  const res = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': type }, body: bytes });
+  const res = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': type }, body: new Uint8Array(bytes) });
   assert.equal(res.status, 201, await res.clone().text());
   return ((await res.json()) as { asset: { id: string } }).asset.id;
 }
