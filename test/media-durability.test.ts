@@ -10,6 +10,7 @@ import path from 'node:path';
 import { startTestServer, tempDataDir } from './helpers/server.ts';
 import { startServerChild } from './helpers/child.ts';
 import { assertSettled, newKey, type TaskBody } from './helpers/tasks.ts';
+import { assertOneIdentityRace } from './helpers/exactly-once.ts';
 import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import * as ledger from '../server/domain/ledger.ts';
@@ -60,24 +61,12 @@ describe('media durability', () => {
     const s = await startTestServer();
     try {
       const user = await s.user({ gems: 1000 });
-      const idemKey = newKey('race');
       const body = { model: 'gemforge-image-1', prompt: 'one of a kind', parameters: { resolution: '512' } };
-      const results = await Promise.all(Array.from({ length: 120 }, () => post(s.url, user.secret, idemKey, body)));
-      const created = results.filter((r) => r.status === 202);
-      assert.equal(created.length, 1);
-      const taskId = created[0].body.task.id;
-      for (const r of results) {
-        if (r.status === 202) continue;
-        if (r.status === 200) {
-          assert.equal(r.body.created, false);
-          assert.equal(r.body.task.id, taskId);
-        } else {
-          assert.equal(r.status, 409);
-          assert.equal(r.body.error.code, 'REQUEST_UNCERTAIN');
-        }
-      }
+      const race = await assertOneIdentityRace(s.db, { url: s.url, path: IMAGE, key: user.secret, idemKey: newKey('race'), body, accountId: user.accountId, n: 120 });
+      assert.equal(race.statuses[202], 1, 'one submission created the task');
+      const ids = new Set(race.bodies.filter((r) => r.status !== 409).map((r) => (r.body as { task: { id: string } }).task.id));
+      assert.equal(ids.size, 1, 'every replay shows the same task');
       assert.equal((await s.db('tasks').where({ account_id: user.accountId })).length, 1);
-      assert.equal((await s.db('reservations').where({ account_id: user.accountId })).length, 1);
       assert.equal(await ledger.balanceOf(s.db, user.accountId), 998);
     } finally {
       await s.close();
