@@ -17,7 +17,7 @@ import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, type MediaFamily } from '../media/sniff.ts';
 import { probeAv } from '../media/probe.ts';
 import { decodePcm } from '../media/pcm.ts';
-import { analyzeSpeech } from '../media/vad.ts';
+import { analyzeSpeechOffThread } from '../media/vad-thread.ts';
 import { NoSpeechError, TranscriptionUnavailableError, type TranscriptionProvider } from '../media/transcription.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
@@ -197,7 +197,7 @@ export async function createVoice(db: Db, clock: Clock, tools: VoiceMediaTools, 
     );
   }
 
-  const analysis = analyzeSpeech(pcm.samples, pcm.sampleRate);
+  const analysis = await analyzeSpeechOffThread(pcm.samples, pcm.sampleRate);
   const mimeType = FAMILY_MIME[family]!;
   let transcript;
   try {

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { decodePcm } from '../../server/media/pcm.ts';
 import { analyzeSpeech } from '../../server/media/vad.ts';
 import { transcriptionEndpoint } from '../../server/media/transcription.ts';
+import { analyzeSpeechOffThread } from '../../server/media/vad-thread.ts';
 import * as media from '../helpers/media.ts';
 
 async function analyze(file: string) {
@@ -62,6 +63,20 @@ describe('voice-activity check', () => {
     const a = await analyze(await pulsingTone());
     assert.equal(a.speech, false);
     assert.match(a.reason!, /steady tone/);
+  });
+
+  it('when a long recording is analysed off-thread, then the result is the same and the event loop keeps running', async () => {
+    const sampleRate = 8000;
+    const x = new Float32Array(sampleRate * 120);
+    for (let i = 0; i < x.length; i++) x[i] = 0.3 * Math.sin((2 * Math.PI * 150 * i) / sampleRate);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 5);
+    const started = Date.now();
+    const threaded = await analyzeSpeechOffThread(x, sampleRate);
+    const elapsed = Date.now() - started;
+    clearInterval(timer);
+    assert.deepEqual(threaded, analyzeSpeech(x, sampleRate));
+    assert.ok(ticks >= elapsed / 5 / 4, `event loop ticked ${ticks} times in ${elapsed} ms`);
   });
 
   it('when an empty signal is analysed, then it is silent, not an error', () => {
