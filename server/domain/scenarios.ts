@@ -30,6 +30,14 @@ export const TEXT_SCENARIOS = {
   providerUnavailable: 'provider-unavailable',
 } as const;
 
+/** Extraction scenarios (issue 8), beside `uncertain` and `provider-unavailable` as text has them. */
+export const EXTRACT_SCENARIOS = {
+  /** The analyzer "returns" malformed output: its usage is billed and the answer is 409 ANALYSIS_FAILED, retained for replay. */
+  analysisFailed: 'analysis-failed',
+  uncertain: TEXT_SCENARIOS.uncertain,
+  providerUnavailable: TEXT_SCENARIOS.providerUnavailable,
+} as const;
+
 /** Every marker in `text`, in order of appearance; none when scenarios are disabled. */
 export function scenarioOf(text: string, enabled: boolean): Scenario[] {
   if (!enabled) return [];
