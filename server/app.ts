@@ -21,6 +21,7 @@ import { ASSETS_PATH, assetsRouter, rawUploadPlaceholder } from './routes/assets
 import { mediaRouter } from './routes/media.ts';
 import { tasksRouter } from './routes/tasks.ts';
 import { filesRouter } from './routes/files.ts';
+import { docsRouter } from './routes/docs.ts';
 import type { UrlSigner } from './domain/signing.ts';
 import { VOICES_PATH, voicesRouter, voiceUploadCleanup, voiceUploadErrors, VOICE_UPLOAD_LIMITS } from './routes/voices.ts';
 
@@ -50,6 +51,8 @@ export function createApp(deps: AppDeps): express.Express {
 
   // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
   app.use(filesRouter(deps));
+  // The contract (/openapi.yaml) and the API reference page (/docs): public, outside the API paths.
+  app.use(docsRouter(deps));
 
   for (const [path, limit] of JSON_LIMITS) app.use(path, express.json({ limit }));
   app.use(express.json({ limit: DEFAULT_JSON_LIMIT }));
