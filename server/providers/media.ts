@@ -1,9 +1,10 @@
 /** The media providers by kind: the embedded local generators unless configured otherwise. */
 import type { MediaProvider } from './media-types.ts';
 import { localImageProvider } from './image/local.ts';
+import { localVideoProvider } from './video/local.ts';
 
 export type MediaProviders = Partial<Record<'image' | 'video' | 'audio', MediaProvider>>;
 
 export function defaultMediaProviders(): MediaProviders {
-  return { image: localImageProvider };
+  return { image: localImageProvider, video: localVideoProvider };
 }
