@@ -33,7 +33,10 @@ function closeAfterResponse(req: Request, res: Response): void {
   res.setHeader('connection', 'close');
   req.unpipe();
   res.once('finish', () => {
-    // Give the client a moment to read the response before the socket goes away.
+    // Node would now drain (read and discard) the rest of the body: stop reading
+    // the socket instead, and give the client a moment to read the response
+    // before the connection goes away.
+    req.socket.pause();
     setTimeout(() => req.socket.destroy(), 200).unref();
   });
 }
