@@ -1,0 +1,321 @@
+/**
+ * Video analysis (issue 8): the synchronous, idempotent, metered extraction call.
+ *
+ *   replay a completed identity (its saved 200 or 409 ANALYSIS_FAILED) before any check
+ *   → check what the schema cannot (owned ready video, 25 MiB / 120 s, scenario 503)
+ *   → quote the conservative whole-Gem maximum (262,144 input + 8,192 output tokens)
+ *   → claim the identity and reserve in one transaction (idempotency.submit, state pending)
+ *   → run the analysis provider, parse its raw answer
+ *   → settle the measured usage (≤ the reservation; all of it when usage is missing)
+ *     and complete the identity with the response in one transaction.
+ *
+ * A billed answer that does not parse completes the identity with a saved
+ * 409 ANALYSIS_FAILED, which replays answer again with no new charge.
+ */
+import fs from 'node:fs/promises';
+import type { components, operations } from '../../generated/api.ts';
+import { ApiError, invalidRequest } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import { blobPath } from '../storage/blobs.ts';
+import { inTransaction, type Db } from '../storage/db.ts';
+import { AnalysisError, type AnalysisProvider, type AnalysisUsage } from '../providers/analysis/index.ts';
+import type { Principal } from './accounts.ts';
+import { requireUsableAsset, type AssetRow } from './assets.ts';
+import type { Catalog } from './catalog.ts';
+import type { Clock } from './clock.ts';
+import * as idem from './idempotency.ts';
+import { newId } from './ids.ts';
+import * as ledger from './ledger.ts';
+import { EXTRACT_SCENARIOS, findScenario, scenarioOf, stripScenarios } from './scenarios.ts';
+
+export type ExtractionRequest = operations['extractVideo']['requestBody']['content']['application/json'];
+export type Extraction = components['schemas']['Extraction'];
+type ExtractionBody = Extraction['extraction'];
+type Frame = components['schemas']['ExtractionFrame'];
+type Segment = components['schemas']['ExtractionSegment'];
+
+export const OPERATION = 'extractVideo';
+/** Spec Limits: the video must be under 25 MiB … */
+export const MAX_VIDEO_BYTES = 25 * 1024 * 1024;
+/** … and shorter than 120 seconds. */
+export const MAX_VIDEO_SECONDS = 120;
+/** Spec: the reservation covers this many video input tokens … */
+export const RESERVED_INPUT_TOKENS = 262_144;
+/** … plus this many output tokens. */
+export const RESERVED_OUTPUT_TOKENS = 8_192;
+
+export interface AnalysisRates {
+  inputPerThousandTokens: number;
+  outputPerThousandTokens: number;
+}
+
+export interface ExtractDeps {
+  db: Db;
+  clock: Clock;
+  catalog: Catalog;
+  logger: Logger;
+  provider: AnalysisProvider;
+  /** DATA_DIR, where the blobs are. */
+  dataDir: string;
+  scenariosEnabled: boolean;
+}
+
+// Rates can be fractional: keep float noise (1.0000000002) from adding a whole Gem.
+const ceilGems = (x: number) => Math.ceil(x - 1e-9);
+
+/** The reservation: ceil((262,144 × input rate + 8,192 × output rate) / 1000), at least 1 Gem. */
+export function conservativeMaximum(rates: AnalysisRates): number {
+  return Math.max(1, ceilGems((RESERVED_INPUT_TOKENS * rates.inputPerThousandTokens + RESERVED_OUTPUT_TOKENS * rates.outputPerThousandTokens) / 1000));
+}
+
+/** The charge for measured usage: ceil(measured cost) in whole Gems (never above `reserved`). */
+export function measuredCharge(rates: AnalysisRates, usage: AnalysisUsage, reserved: number): number {
+  const cost = (usage.inputTokens * rates.inputPerThousandTokens + usage.outputTokens * rates.outputPerThousandTokens) / 1000;
+  return Math.min(reserved, Math.max(0, ceilGems(cost)));
+}
+
+function ratesOf(catalog: Catalog): AnalysisRates {
+  const { inputPerThousandTokens: input, outputPerThousandTokens: output } = catalog.analysis.pricing;
+  if (typeof input !== 'number' || typeof output !== 'number' || input < 0 || output < 0) {
+    throw new Error(`catalog: analysis model ${catalog.analysis.id} needs pricing.inputPerThousandTokens and outputPerThousandTokens`);
+  }
+  return { inputPerThousandTokens: input, outputPerThousandTokens: output };
+}
+
+const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(2);
+
+/** The size and length limits, from the metadata probed at upload. */
+export function checkVideoLimits(asset: Pick<AssetRow, 'id' | 'size_bytes' | 'duration_seconds'>): number {
+  if (asset.size_bytes >= MAX_VIDEO_BYTES) {
+    throw invalidRequest(
+      `Video ${asset.id} is ${asset.size_bytes} bytes (${mib(asset.size_bytes)} MiB); the size limit for analysis is under 25 MiB (${MAX_VIDEO_BYTES} bytes).`,
+    );
+  }
+  const duration = asset.duration_seconds;
+  if (duration === null || !Number.isFinite(duration)) {
+    throw invalidRequest(`The duration of video ${asset.id} could not be determined from its metadata; analysis needs a video shorter than 120 seconds.`);
+  }
+  if (duration >= MAX_VIDEO_SECONDS) {
+    throw invalidRequest(`Video ${asset.id} lasts ${duration} seconds; the duration limit for analysis is shorter than ${MAX_VIDEO_SECONDS} seconds.`);
+  }
+  return duration;
+}
+
+/** The rules the schema cannot express, checked before anything is claimed. */
+async function admissible(deps: ExtractDeps, principal: Principal, request: Required<Pick<ExtractionRequest, 'prompt'>> & ExtractionRequest) {
+  if (request.model !== deps.catalog.analysis.id) {
+    throw new ApiError(422, 'MODEL_UNAVAILABLE', `"${request.model}" is not the analysis model; use "${deps.catalog.analysis.id}".`);
+  }
+  const asset = await requireUsableAsset(deps.db, principal.account.id, request.videoAssetId, ['video']);
+  const durationSeconds = checkVideoLimits(asset);
+  const file = blobPath(deps.dataDir, asset.blob_sha256);
+  try {
+    await fs.access(file);
+  } catch {
+    throw new ApiError(422, 'INVALID_REFERENCE', `The stored bytes of video ${asset.id} are no longer available.`);
+  }
+  const scenarios = scenarioOf(request.prompt, deps.scenariosEnabled);
+  if (findScenario(scenarios, EXTRACT_SCENARIOS.providerUnavailable)) {
+    throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The analysis provider is unavailable (scenario provider-unavailable); nothing was claimed. Retry later with the same Idempotency-Key.');
+  }
+  return { asset, durationSeconds, file, scenarios };
+}
+
+/**
+ * Analyses a video or replays a completed identity. Every failure is thrown as
+ * ApiError (the first response of an ANALYSIS_FAILED identity included).
+ */
+export async function extractVideo(deps: ExtractDeps, principal: Principal, idemKey: string, body: ExtractionRequest): Promise<Extraction> {
+  // Defaults applied, so an absent prompt and '' are the same identity.
+  const request = { ...body, prompt: body.prompt ?? '' };
+  const identity: idem.Identity = {
+    keyId: principal.key.id,
+    accountId: principal.account.id,
+    idemKey,
+    operation: OPERATION,
+    fingerprint: idem.fingerprint(request),
+  };
+  // A completed identity replays before any current check (its result is retained).
+  const existing = await idem.lookup(deps.db, identity);
+  if (existing) return savedResponse(existing);
+
+  const { asset, durationSeconds, file, scenarios } = await admissible(deps, principal, request);
+  const rates = ratesOf(deps.catalog);
+  const amount = conservativeMaximum(rates);
+  const id = newId('ext');
+
+  const claim = await idem.submit(deps.db, deps.clock, identity, async (trx) => {
+    const rsv = await ledger.reserveTx(trx, deps.clock, {
+      accountId: principal.account.id,
+      keyId: principal.key.id,
+      purpose: 'llm',
+      amount,
+      maxGems: request.maxGems,
+      ref: id,
+    });
+    return { value: rsv, outcome: { state: 'pending' as const, ref: id, reservationId: rsv.id } };
+  });
+  if (!claim.created) return savedResponse(claim.record);
+
+  const run: Run = { id, identity, reservationId: claim.value.id, reserved: amount, rates };
+  const log = deps.logger.child({ extraction: id, asset: asset.id, provider: deps.provider.name });
+  if (findScenario(scenarios, EXTRACT_SCENARIOS.uncertain)) {
+    throw await fail(deps, run, new AnalysisError('uncertain', 'The outcome of this analysis is unknown (scenario uncertain).'), log);
+  }
+  let result;
+  try {
+    result = await deps.provider.analyze({
+      model: deps.catalog.analysis.id,
+      prompt: stripScenarios(request.prompt, deps.scenariosEnabled),
+      video: {
+        file,
+        mimeType: asset.mime_type,
+        sizeBytes: asset.size_bytes,
+        durationSeconds,
+        width: asset.width,
+        height: asset.height,
+        hasAudio: asset.has_audio === true,
+      },
+    });
+  } catch (error) {
+    throw await fail(deps, run, error, log);
+  }
+  // The scenario keeps the billed usage and breaks the answer, as a model's malformed output would.
+  const output = findScenario(scenarios, EXTRACT_SCENARIOS.analysisFailed) ? result.output.slice(0, Math.floor(result.output.length / 2)) : result.output;
+  const parsed = parseExtraction(output);
+  // Missing usage keeps the conservative reservation (spec).
+  const charge = result.usage ? measuredCharge(rates, result.usage, amount) : amount;
+  log.info({ usage: result.usage ?? null, charge, reserved: amount, parsed: Boolean(parsed) }, 'analysis finished');
+  if (!parsed) {
+    const error = new ApiError(
+      409,
+      'ANALYSIS_FAILED',
+      `The analysis result could not be parsed; its measured usage (${charge} Gem${charge === 1 ? '' : 's'}) is billed. Replays of this Idempotency-Key return this answer again with no new charge; a new analysis needs a new key.`,
+    );
+    await settle(deps, run, charge, 409, JSON.stringify(error.toEnvelope()), log);
+    throw error;
+  }
+  const response: Extraction = { id, extraction: parsed };
+  await settle(deps, run, charge, 200, JSON.stringify(response), log);
+  return response;
+}
+
+interface Run {
+  id: string;
+  identity: idem.Identity;
+  reservationId: string;
+  reserved: number;
+  rates: AnalysisRates;
+}
+
+const uncertainError = () =>
+  new ApiError(
+    409,
+    'REQUEST_UNCERTAIN',
+    'The outcome of this analysis is unknown and its reservation stays held. Keep the Idempotency-Key and body and check again later with backoff; it will not be dispatched again.',
+  );
+
+/** Charges and completes the identity with its response, in one transaction; a failure leaves it uncertain. */
+async function settle(deps: ExtractDeps, run: Run, charge: number, status: number, responseBody: string, log: Logger): Promise<void> {
+  try {
+    await inTransaction(deps.db, async (trx) => {
+      await ledger.close(trx, deps.clock, run.reservationId, charge);
+      await idem.complete(trx, deps.clock, run.identity, { ref: run.id, responseStatus: status, responseBody });
+    });
+  } catch (error) {
+    log.error({ err: error }, 'could not settle the analysis');
+    await idem.markUncertain(deps.db, deps.clock, run.identity).catch(() => undefined);
+    throw uncertainError();
+  }
+}
+
+/** Records a failed analysis by its failure class and returns what the first response reports. */
+async function fail(deps: ExtractDeps, run: Run, error: unknown, log: Logger): Promise<ApiError> {
+  const failure = error instanceof AnalysisError ? error.failure : 'uncertain';
+  log.warn({ err: error, failure }, 'analysis failed');
+  try {
+    if (failure === 'refused') {
+      // Certainly no billable work: release everything; replays answer REQUEST_FAILED.
+      await inTransaction(deps.db, async (trx) => {
+        await ledger.close(trx, deps.clock, run.reservationId, 0);
+        await idem.markReleased(trx, deps.clock, run.identity);
+      });
+      const message = (error as AnalysisError).message;
+      return (error as AnalysisError).unavailable
+        ? new ApiError(503, 'PROVIDER_UNAVAILABLE', `The analysis provider is unavailable; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`)
+        : new ApiError(502, 'PROVIDER_ERROR', `${message} Nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`);
+    }
+    // Work may have happened and its usage is unknown: keep the reservation held.
+    await idem.markUncertain(deps.db, deps.clock, run.identity);
+  } catch (recordError) {
+    // The record stays pending, which replays also answer REQUEST_UNCERTAIN.
+    log.error({ err: recordError }, 'could not record the failed analysis');
+  }
+  return uncertainError();
+}
+
+/** The retained response of a completed identity: the saved 200 body, or its saved error again. */
+function savedResponse(record: idem.IdempotencyRow): Extraction {
+  if (record.response_status === 200 && record.response_body) return JSON.parse(record.response_body) as Extraction;
+  if (record.response_status === 409 && record.response_body) {
+    const saved = JSON.parse(record.response_body) as { error: { code?: string; message: string } };
+    throw new ApiError(409, saved.error.code, saved.error.message);
+  }
+  throw uncertainError();
+}
+
+const REASONS = new Set<Frame['reason']>(['scene_start', 'sharpest', 'representative']);
+const isNum = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+const ms = (t: number) => Math.round(t * 1000) / 1000;
+
+/**
+ * Parses a provider's raw answer into the contract's extraction object, or
+ * undefined when it is malformed (not JSON, missing or mistyped fields). What
+ * parses is made to keep the contract's promises: frame times rounded to ms,
+ * within [0, durationSeconds], unique and sorted; segments clamped, ordered and
+ * not overlapping.
+ */
+export function parseExtraction(text: string): ExtractionBody | undefined {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const r = raw as Record<string, unknown>;
+  if (typeof r.analysis !== 'string' || !isNum(r.durationSeconds) || r.durationSeconds < 0 || !Array.isArray(r.frames)) return undefined;
+  const duration = r.durationSeconds;
+  const frames = new Map<number, Frame>();
+  for (const f of r.frames as unknown[]) {
+    if (!f || typeof f !== 'object') return undefined;
+    const { timeSeconds, reason, score } = f as Record<string, unknown>;
+    if (!isNum(timeSeconds) || !REASONS.has(reason as Frame['reason']) || (score !== undefined && !isNum(score))) return undefined;
+    const t = ms(timeSeconds);
+    if (t < 0 || t > duration || frames.has(t)) continue;
+    const frame: Frame = { timeSeconds: t, reason: reason as Frame['reason'] };
+    if (score !== undefined) frame.score = Math.min(1, Math.max(0, score as number));
+    frames.set(t, frame);
+  }
+  const out: ExtractionBody = { analysis: r.analysis, durationSeconds: duration, frames: [...frames.values()].sort((a, b) => a.timeSeconds - b.timeSeconds) };
+  if (r.segments === undefined) return out;
+  if (!Array.isArray(r.segments)) return undefined;
+  const segments: Segment[] = [];
+  for (const s of r.segments as unknown[]) {
+    if (!s || typeof s !== 'object') return undefined;
+    const { startSeconds, endSeconds, description } = s as Record<string, unknown>;
+    if (!isNum(startSeconds) || !isNum(endSeconds) || typeof description !== 'string') return undefined;
+    segments.push({ startSeconds: ms(Math.min(duration, Math.max(0, startSeconds))), endSeconds: ms(Math.min(duration, Math.max(0, endSeconds))), description });
+  }
+  segments.sort((a, b) => a.startSeconds - b.startSeconds || a.endSeconds - b.endSeconds);
+  const ordered: Segment[] = [];
+  let end = 0;
+  for (const s of segments) {
+    const start = Math.max(s.startSeconds, end);
+    if (s.endSeconds <= start) continue;
+    ordered.push({ startSeconds: start, endSeconds: s.endSeconds, description: s.description });
+    end = s.endSeconds;
+  }
+  out.segments = ordered;
+  return out;
+}

@@ -1,0 +1,30 @@
+/**
+ * POST /api/generate/extract/video: HTTP ↔ the extraction use case. The answer
+ * goes through `res.json` (response-validated); every failure, a replayed
+ * 409 ANALYSIS_FAILED included, is an ApiError for the error middleware.
+ */
+import { Router } from 'express';
+import type { AppDeps } from '../app.ts';
+import { principalOf } from '../http/context.ts';
+import { extractVideo, type ExtractDeps, type ExtractionRequest } from '../domain/extract.ts';
+import { createAnalysisProvider, type AnalysisProvider } from '../providers/analysis/index.ts';
+
+export const EXTRACT_PATH = '/api/generate/extract/video';
+
+export function extractRouter(deps: AppDeps, options: { provider?: AnalysisProvider } = {}): Router {
+  const extract: ExtractDeps = {
+    db: deps.db,
+    clock: deps.clock,
+    catalog: deps.catalog,
+    logger: deps.logger,
+    provider: options.provider ?? createAnalysisProvider(deps.config),
+    dataDir: deps.config.dataDir,
+    scenariosEnabled: deps.config.scenariosEnabled,
+  };
+  const router = Router();
+  router.post(EXTRACT_PATH, async (req, res) => {
+    const extraction = await extractVideo(extract, principalOf(req), req.get('idempotency-key') ?? '', req.body as ExtractionRequest);
+    res.status(200).json(extraction);
+  });
+  return router;
+}
