@@ -17,6 +17,7 @@ import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
+import { extractRouter } from './routes/extract.ts';
 import { ASSETS_PATH, assetsRouter, rawUploadPlaceholder } from './routes/assets.ts';
 import { mediaRouter } from './routes/media.ts';
 import { tasksRouter } from './routes/tasks.ts';
@@ -74,6 +75,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(modelsRouter(deps));
   app.use(textRouter(deps));
+  app.use(extractRouter(deps));
   app.use(mediaRouter(deps));
   app.use(tasksRouter(deps));
   app.use(assetsRouter(deps));
