@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The `gemforge` command. `admin …` and `worker` act on the server's data
-// (DATA_DIR / DATABASE_URL); every other command is the API client CLI.
+// (DATA_DIR / DATABASE_URL); every other command is the API client CLI (client/cli/).
 import { register } from 'tsx/esm/api';
 
 register();
@@ -13,9 +13,8 @@ if (command === 'admin') {
   const { runWorker } = await import('../server/cli/worker.ts');
   code = await runWorker();
 } else {
-  process.stderr.write(
-    'usage: gemforge admin <command>   (account, key and ledger administration; run "gemforge admin" for the list)\n',
-  );
-  code = 2;
+  // The API client CLI (client/cli): models, upload, voices, image, video, speech, music, text, extract, task.
+  const { runCli } = await import('../client/cli/main.ts');
+  code = await runCli(process.argv.slice(2));
 }
 process.exitCode = code;
