@@ -2,9 +2,10 @@
 import type { MediaProvider } from './media-types.ts';
 import { localImageProvider } from './image/local.ts';
 import { localVideoProvider } from './video/local.ts';
+import { localAudioProvider } from './audio/index.ts';
 
 export type MediaProviders = Partial<Record<'image' | 'video' | 'audio', MediaProvider>>;
 
 export function defaultMediaProviders(): MediaProviders {
-  return { image: localImageProvider, video: localVideoProvider };
+  return { image: localImageProvider, video: localVideoProvider, audio: localAudioProvider };
 }

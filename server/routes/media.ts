@@ -11,6 +11,7 @@ import { submitMedia, viewTask } from '../domain/tasks.ts';
 import type { PrepareContext, PreparedMedia } from '../domain/media-request.ts';
 import { prepareImage } from '../domain/media-image.ts';
 import { prepareVideo } from '../domain/media-video.ts';
+import { prepareAudio } from '../domain/media-audio.ts';
 import { scenarioOf } from '../domain/scenarios.ts';
 
 type Submission = components['schemas']['Submission'];
@@ -26,6 +27,7 @@ type Preparer = (ctx: PrepareContext, body: never) => Promise<PreparedMedia>;
 const OPERATIONS: Array<{ path: string; operation: 'createImage' | 'createVideo' | 'createAudio'; prepare: Preparer }> = [
   { path: '/api/generate/image', operation: 'createImage', prepare: prepareImage as Preparer },
   { path: '/api/generate/video', operation: 'createVideo', prepare: prepareVideo as Preparer },
+  { path: '/api/generate/audio', operation: 'createAudio', prepare: prepareAudio as Preparer },
 ];
 
 /** Registers a media kind's route (video and audio add theirs the same way). */
