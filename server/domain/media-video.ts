@@ -5,7 +5,7 @@
  * and the quote (price per second by resolution, plus audio).
  */
 import type { components } from '../../generated/api.ts';
-import { invalidRequest } from '../errors.ts';
+import { ApiError, invalidRequest } from '../errors.ts';
 import type { AssetKind } from '../storage/assets.ts';
 import { requireUsableAsset } from './assets.ts';
 import {
@@ -21,6 +21,7 @@ import {
 } from './media-request.ts';
 
 type VideoRequest = components['schemas']['VideoRequest'];
+type VideoParameters = components['schemas']['MediaParametersVideo'];
 type VideoMode = 'text-to-video' | 'image-to-video';
 
 /** The video part of a model's catalog capabilities (server/catalog/models.yaml). */
@@ -84,18 +85,90 @@ function checkCount(group: ReferenceGroup, modelId: string, what: string): void 
   }
 }
 
-/** Reference videos and audios must be within the model's `referenceDurations` (seconds). */
-async function checkDurations(ctx: PrepareContext, group: ReferenceGroup, modelId: string): Promise<void> {
-  if (!group.durations) return;
-  const { min, max } = group.durations;
-  for (const id of group.ids) {
-    const row = await requireUsableAsset(ctx.db, ctx.accountId, id, [group.kind]);
+/** One reference as the request names it (`parameters.referenceVideos[0]`, `referenceAssetIds[1]`, …). */
+interface NamedReference {
+  name: string;
+  id: string;
+  kind: AssetKind;
+  durations?: { min: number; max: number };
+}
+
+function named(group: ReferenceGroup): NamedReference[] {
+  return group.ids.map((id, i) => ({ name: `${group.name}[${i}]`, id, kind: group.kind, durations: group.durations }));
+}
+
+/**
+ * Each reference must be owned, of its kind and ready (the shared check, its
+ * 422 prefixed with the parameter's name), and reference videos and audios
+ * within the model's `referenceDurations` (seconds).
+ */
+async function checkNamedReferences(ctx: PrepareContext, refs: NamedReference[], modelId: string): Promise<void> {
+  for (const ref of refs) {
+    let row;
+    try {
+      row = await requireUsableAsset(ctx.db, ctx.accountId, ref.id, [ref.kind]);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 422) throw new ApiError(422, error.code, `${ref.name}: ${error.message}`);
+      throw error;
+    }
+    if (!ref.durations) continue;
+    const { min, max } = ref.durations;
     const seconds = row.duration_seconds;
     if (seconds === null || seconds < min || seconds > max) {
       const length = seconds === null ? 'of unknown length' : `${seconds} s long`;
-      throw invalidRequest(`${group.name}: ${group.kind} asset ${id} is ${length}; model ${modelId} accepts reference ${group.kind} of ${min}–${max} s.`);
+      throw invalidRequest(`${ref.name}: ${ref.kind} asset ${ref.id} is ${length}; model ${modelId} accepts reference ${ref.kind} of ${min}–${max} s.`);
     }
   }
+  // The shared check once more for the `references-processing` scenario.
+  await checkReferences(ctx, refs.map((r) => ({ id: r.id, kinds: [r.kind] })));
+}
+
+/**
+ * First and end frames, reference videos, audios and (top-level) visual
+ * reference images: counts within the model's limits (images by resolution),
+ * then each one checked as the request names it.
+ */
+async function checkVideoReferences(
+  ctx: PrepareContext,
+  caps: VideoCapabilities,
+  p: VideoParameters,
+  referenceAssetIds: string[],
+  resolution: string,
+  id: string,
+): Promise<{ referenceVideos: string[]; referenceAudios: string[]; referenceImages: string[] }> {
+  const videoName = p.referenceVideo && p.referenceVideos?.length ? 'parameters.referenceVideo and referenceVideos together' : p.referenceVideo ? 'parameters.referenceVideo' : 'parameters.referenceVideos';
+  const videos: ReferenceGroup = {
+    name: videoName,
+    ids: [...(p.referenceVideo ? [p.referenceVideo] : []), ...(p.referenceVideos ?? [])],
+    kind: 'video',
+    max: caps.maxReferenceVideos,
+    durations: caps.referenceDurations?.video,
+  };
+  const audios: ReferenceGroup = { name: 'parameters.referenceAudios', ids: p.referenceAudios ?? [], kind: 'audio', max: caps.maxReferenceAudios, durations: caps.referenceDurations?.audio };
+  const images: ReferenceGroup = {
+    name: 'referenceAssetIds',
+    ids: referenceAssetIds,
+    kind: 'image',
+    max: caps.maxReferenceImagesByResolution?.[resolution] ?? caps.maxReferenceImages,
+  };
+  checkCount(videos, id, 'reference videos');
+  checkCount(audios, id, 'reference audios');
+  checkCount(images, id, `visual reference images at resolution ${resolution}`);
+
+  await checkNamedReferences(
+    ctx,
+    [
+      ...(p.sourceImage ? [{ name: 'parameters.sourceImage', id: p.sourceImage, kind: 'image' as const }] : []),
+      ...(p.endFrame ? [{ name: 'parameters.endFrame', id: p.endFrame, kind: 'image' as const }] : []),
+      ...(p.referenceVideo ? [{ name: 'parameters.referenceVideo', id: p.referenceVideo, kind: 'video' as const, durations: videos.durations }] : []),
+      ...named({ ...videos, name: 'parameters.referenceVideos', ids: p.referenceVideos ?? [] }),
+      ...named(audios),
+      ...named(images),
+    ],
+    id,
+  );
+
+  return { referenceVideos: videos.ids, referenceAudios: audios.ids, referenceImages: images.ids };
 }
 
 export async function prepareVideo(ctx: PrepareContext, body: VideoRequest): Promise<PreparedMedia> {
@@ -117,32 +190,7 @@ export async function prepareVideo(ctx: PrepareContext, body: VideoRequest): Pro
   const resolution = oneOf('resolution', p.resolution ?? caps.defaultResolution, caps.resolutions, id);
   const audio = oneOf('audio', p.audio ?? (caps.audio.includes(false) ? false : caps.audio[0]), caps.audio, id);
 
-  const videoName = p.referenceVideo && p.referenceVideos?.length ? 'parameters.referenceVideo and referenceVideos together' : p.referenceVideo ? 'parameters.referenceVideo' : 'parameters.referenceVideos';
-  const videos: ReferenceGroup = {
-    name: videoName,
-    ids: [...(p.referenceVideo ? [p.referenceVideo] : []), ...(p.referenceVideos ?? [])],
-    kind: 'video',
-    max: caps.maxReferenceVideos,
-    durations: caps.referenceDurations?.video,
-  };
-  const audios: ReferenceGroup = { name: 'parameters.referenceAudios', ids: p.referenceAudios ?? [], kind: 'audio', max: caps.maxReferenceAudios, durations: caps.referenceDurations?.audio };
-  const images: ReferenceGroup = {
-    name: 'referenceAssetIds',
-    ids: body.referenceAssetIds ?? [],
-    kind: 'image',
-    max: caps.maxReferenceImagesByResolution?.[resolution] ?? caps.maxReferenceImages,
-  };
-  checkCount(videos, id, 'reference videos');
-  checkCount(audios, id, 'reference audios');
-  checkCount(images, id, `visual reference images at resolution ${resolution}`);
-
-  await checkReferences(ctx, [
-    ...(p.sourceImage ? [{ id: p.sourceImage, kinds: ['image' as const] }] : []),
-    ...(p.endFrame ? [{ id: p.endFrame, kinds: ['image' as const] }] : []),
-    ...[videos, audios, images].flatMap((g) => g.ids.map((r) => ({ id: r, kinds: [g.kind] }))),
-  ]);
-  await checkDurations(ctx, videos, id);
-  await checkDurations(ctx, audios, id);
+  const references = await checkVideoReferences(ctx, caps, p, body.referenceAssetIds ?? [], resolution, id);
 
   const total = videoQuote(model.pricing as unknown as VideoPricing, resolution, duration, audio);
   return {
@@ -162,9 +210,7 @@ export async function prepareVideo(ctx: PrepareContext, body: VideoRequest): Pro
       seed: p.seed ?? null,
       sourceImage: p.sourceImage ?? null,
       endFrame: p.endFrame ?? null,
-      referenceVideos: videos.ids,
-      referenceAudios: audios.ids,
-      referenceImages: images.ids,
+      ...references,
       mimeType: 'video/mp4',
     },
   };
