@@ -881,14 +881,25 @@ export interface components {
         };
         /** @description A suggested frame (not a captured asset). */
         ExtractionFrame: {
+            /** @description Time of the frame from the start of the video, in seconds (millisecond precision); unique within `frames`. */
             timeSeconds: number;
-            /** @enum {string} */
+            /**
+             * @description Why it is suggested: `scene_start` the first frame after a cut (or at 0),
+             *     `sharpest` the frame with the most detail in its scene, `representative` the
+             *     frame closest to its scene's average picture.
+             * @enum {string}
+             */
             reason: "scene_start" | "sharpest" | "representative";
+            /** @description Strength of the suggestion, 0–1 (for `scene_start`: how clear the cut is; for `sharpest`: how sharp). */
             score?: number;
         };
+        /** @description A part of the video (a scene), in order; segments do not overlap. */
         ExtractionSegment: {
+            /** @description Start of the segment, in seconds. */
             startSeconds: number;
+            /** @description End of the segment, in seconds (after `startSeconds`, at most `durationSeconds`). */
             endSeconds: number;
+            /** @description What the segment shows. */
             description: string;
         };
     };
