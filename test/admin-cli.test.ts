@@ -4,21 +4,26 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 
 const bin = path.resolve(import.meta.dirname, '../scripts/gemforge.mjs');
 
-function admin(dataDir: string, ...args: string[]): { code: number; json: any; stderr: string } {
-  const r = spawnSync(process.execPath, [bin, 'admin', ...args], { env: { ...process.env, DATA_DIR: dataDir }, encoding: 'utf8' });
-  let json: unknown;
-  try {
-    json = JSON.parse(r.stdout);
-  } catch {
-    json = undefined;
-  }
-  return { code: r.status ?? -1, json, stderr: r.stderr };
+/** Runs `gemforge admin …` without blocking the test process (the server keeps answering meanwhile). */
+function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [bin, 'admin', ...args], { env: { ...process.env, DATA_DIR: dataDir }, encoding: 'utf8' }, (error, stdout, stderr) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+      resolve({ code, json, stderr });
+    });
+  });
 }
 
 describe('admin CLI', () => {
@@ -29,14 +34,14 @@ describe('admin CLI', () => {
   after(() => s.close());
 
   it('when a newcomer makes an account and a read key with the CLI, then the key lists models and revoking it stops access', async () => {
-    const acct = admin(s.dataDir, 'account', 'create', '--name', 'Ada', '--gems', '500', '--llm-allowance', '100', '--paid-consent');
+    const acct = await admin(s.dataDir, 'account', 'create', '--name', 'Ada', '--gems', '500', '--llm-allowance', '100', '--paid-consent');
     assert.equal(acct.code, 0, acct.stderr);
     assert.match(acct.json.id, /^acct_/);
     assert.equal(acct.json.balance, 500);
     assert.equal(acct.json.llmAllowance, 100);
     assert.equal(acct.json.paidConsent, true);
 
-    const key = admin(s.dataDir, 'key', 'create', '--account', acct.json.id, '--name', 'laptop', '--scopes', 'read', '--cap', '0');
+    const key = await admin(s.dataDir, 'key', 'create', '--account', acct.json.id, '--name', 'laptop', '--scopes', 'read', '--cap', '0');
     assert.equal(key.code, 0, key.stderr);
     assert.match(key.json.secret, /^gf_[0-9a-f]{64}$/);
     assert.deepEqual(key.json.scopes, ['read']);
@@ -44,32 +49,32 @@ describe('admin CLI', () => {
 
     assert.equal((await s.call('GET', '/api/generate/models', { key: key.json.secret })).status, 200);
 
-    const list = admin(s.dataDir, 'key', 'list', '--account', acct.json.id);
+    const list = await admin(s.dataDir, 'key', 'list', '--account', acct.json.id);
     assert.equal(list.code, 0);
     assert.equal(list.json.keys.length, 1);
     assert.ok(!JSON.stringify(list.json).includes(key.json.secret.slice(3)), 'a list never shows a secret');
 
-    const revoked = admin(s.dataDir, 'key', 'revoke', key.json.id);
+    const revoked = await admin(s.dataDir, 'key', 'revoke', key.json.id);
     assert.equal(revoked.code, 0);
     assert.ok(revoked.json.revokedAt);
     assert.equal((await s.call('GET', '/api/generate/models', { key: key.json.secret })).status, 401);
 
-    const blocked = admin(s.dataDir, 'account', 'update', acct.json.id, '--state', 'blocked', '--gems', '20', '--no-paid-consent');
+    const blocked = await admin(s.dataDir, 'account', 'update', acct.json.id, '--state', 'blocked', '--gems', '20', '--no-paid-consent');
     assert.equal(blocked.code, 0, blocked.stderr);
     assert.equal(blocked.json.state, 'blocked');
     assert.equal(blocked.json.balance, 20);
     assert.equal(blocked.json.paidConsent, false);
 
-    const show = admin(s.dataDir, 'account', 'show', acct.json.id);
+    const show = await admin(s.dataDir, 'account', 'show', acct.json.id);
     assert.equal(show.code, 0);
     for (const field of ['balance', 'llmAllowanceUsed', 'outstandingReservations', 'keys']) assert.ok(field in show.json, field);
 
-    const verify = admin(s.dataDir, 'ledger', 'verify');
+    const verify = await admin(s.dataDir, 'ledger', 'verify');
     assert.equal(verify.code, 0);
     assert.equal(verify.json.ok, true);
   });
 
-  it('when the arguments are bad, then a clear message goes to stderr and the exit is non-zero', () => {
+  it('when the arguments are bad, then a clear message goes to stderr and the exit is non-zero', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['account', 'create'], /--name is required/],
       [['account', 'create', '--name', 'x', '--gems', '-5'], /--gems|argument/],
@@ -83,7 +88,7 @@ describe('admin CLI', () => {
       [['frobnicate'], /unknown command/],
     ];
     for (const [args, message] of cases) {
-      const r = admin(s.dataDir, ...args);
+      const r = await admin(s.dataDir, ...args);
       assert.notEqual(r.code, 0, `${args.join(' ')} should fail`);
       assert.match(r.stderr, message, `${args.join(' ')}: ${r.stderr}`);
       assert.equal(r.json, undefined, 'nothing on stdout');
@@ -93,14 +98,14 @@ describe('admin CLI', () => {
   it('when a key would be the 51st non-revoked key of an account, then it is refused', async () => {
     const accountId = await s.account();
     for (let i = 0; i < 50; i++) await s.key(accountId);
-    const r = admin(s.dataDir, 'key', 'create', '--account', accountId, '--name', 'one-too-many', '--scopes', 'read');
+    const r = await admin(s.dataDir, 'key', 'create', '--account', accountId, '--name', 'one-too-many', '--scopes', 'read');
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /50 non-revoked keys/);
   });
 
   it('when an expiry in the past is given, then the key is refused', async () => {
     const accountId = await s.account();
-    const r = admin(s.dataDir, 'key', 'create', '--account', accountId, '--name', 'old', '--scopes', 'read', '--expires', '2001-01-01T00:00:00Z');
+    const r = await admin(s.dataDir, 'key', 'create', '--account', accountId, '--name', 'old', '--scopes', 'read', '--expires', '2001-01-01T00:00:00Z');
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /future/);
   });
