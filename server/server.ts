@@ -63,6 +63,10 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const signer = createSigner(loadServerSecret(config.dataDir), config.signedUrlTtlSeconds);
   const app = createApp({ config, db, logger, clock, catalog, signer });
   const server = http.createServer(app);
+  // Longer than common client and proxy idle timeouts, so a pooled connection is
+  // not closed by the server just as a client reuses it.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
