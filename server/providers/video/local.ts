@@ -185,7 +185,8 @@ export function ffmpegArgs(req: LocalVideoRequest, inputs: VideoInputs, output: 
   if (audio) args.push('-map', audio, '-c:a', 'aac', '-b:a', '128k');
   else args.push('-an');
   args.push(
-    '-c:v', 'libx264', '-preset', 'ultrafast', '-crf', '26', '-pix_fmt', 'yuv420p', '-r', String(fps),
+    // A fixed encoder thread count keeps the bytes the same on machines with more cores.
+    '-c:v', 'libx264', '-preset', 'ultrafast', '-crf', '26', '-threads', '2', '-pix_fmt', 'yuv420p', '-r', String(fps),
     '-map_metadata', '-1', '-fflags', '+bitexact', '-movflags', '+faststart', '-f', 'mp4', output,
   );
   return args;
