@@ -435,7 +435,7 @@ export interface components {
         };
         /**
          * @description An owned asset ID returned by `createAsset` (or a task output asset ID).
-         * @example ast_3f9c2a71d04b4e8c
+         * @example asset_3f9c2a71d04b4e8c5a1b2c3d
          */
         AssetId: string;
         /** @description Public model ID from discovery. */
@@ -967,20 +967,20 @@ export interface components {
                  *             "index": 0,
                  *             "status": "succeeded",
                  *             "asset": {
-                 *               "id": "ast_out_5b2d7e91c0a4",
+                 *               "id": "asset_5b2d7e91c0a4e1f2a3b4c5d6",
                  *               "kind": "image",
                  *               "mimeType": "image/png",
-                 *               "url": "http://127.0.0.1:8080/files/ast_out_5b2d7e91c0a4?expires=1736939400&sig=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                 *               "url": "http://127.0.0.1:8080/files/asset_5b2d7e91c0a4e1f2a3b4c5d6?expires=1736939400&sig=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
                  *             }
                  *           },
                  *           {
                  *             "index": 1,
                  *             "status": "succeeded",
                  *             "asset": {
-                 *               "id": "ast_out_a90c33f1e27b",
+                 *               "id": "asset_a90c33f1e27b4c5d6e7f8091",
                  *               "kind": "image",
                  *               "mimeType": "image/png",
-                 *               "url": "http://127.0.0.1:8080/files/ast_out_a90c33f1e27b?expires=1736939400&sig=60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
+                 *               "url": "http://127.0.0.1:8080/files/asset_a90c33f1e27b4c5d6e7f8091?expires=1736939400&sig=60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
                  *             }
                  *           }
                  *         ],
@@ -1327,57 +1327,141 @@ export interface operations {
                      *       "models": [
                      *         {
                      *           "id": "gemforge-image-1",
-                     *           "name": "gemforge Image 1",
+                     *           "name": "Gemforge Image 1",
                      *           "kind": "image",
                      *           "available": true,
                      *           "baseGems": 4,
                      *           "capabilities": {
-                     *             "aspectRatios": [
+                     *             "ratios": [
                      *               "1:1",
+                     *               "4:3",
+                     *               "3:4",
                      *               "16:9",
                      *               "9:16",
-                     *               "4:3",
-                     *               "3:4"
+                     *               "3:2",
+                     *               "2:3"
                      *             ],
+                     *             "defaultRatio": "1:1",
                      *             "resolutions": [
-                     *               "1K",
-                     *               "2K"
+                     *               "512",
+                     *               "1024",
+                     *               "2048"
                      *             ],
+                     *             "defaultResolution": "1024",
                      *             "maxOutputs": 4,
-                     *             "maxReferenceImages": 4,
+                     *             "outputFormats": [
+                     *               "png",
+                     *               "jpeg",
+                     *               "webp"
+                     *             ],
                      *             "negativePrompt": true,
+                     *             "magicPrompt": true,
                      *             "background": [
                      *               "auto",
                      *               "transparent",
                      *               "opaque"
-                     *             ]
+                     *             ],
+                     *             "variants": [
+                     *               "standard",
+                     *               "vivid",
+                     *               "muted"
+                     *             ],
+                     *             "styles": [
+                     *               "photo",
+                     *               "illustration",
+                     *               "pixel",
+                     *               "watercolor"
+                     *             ],
+                     *             "sourceImage": "optional",
+                     *             "referenceImages": {
+                     *               "max": 4
+                     *             },
+                     *             "maxPromptChars": 30000
                      *           }
                      *         },
                      *         {
                      *           "id": "gemforge-image-edit-1",
-                     *           "name": "gemforge Image Edit 1",
+                     *           "name": "Gemforge Image Edit 1",
                      *           "kind": "image",
                      *           "available": true,
                      *           "baseGems": 6,
                      *           "capabilities": {
-                     *             "requiresSourceImage": true,
-                     *             "aspectRatios": [
+                     *             "ratios": [
                      *               "1:1",
+                     *               "4:3",
+                     *               "3:4",
                      *               "16:9",
                      *               "9:16"
                      *             ],
+                     *             "defaultRatio": "1:1",
                      *             "resolutions": [
-                     *               "1K"
+                     *               "512",
+                     *               "1024"
                      *             ],
-                     *             "maxOutputs": 2
+                     *             "defaultResolution": "1024",
+                     *             "maxOutputs": 2,
+                     *             "outputFormats": [
+                     *               "png"
+                     *             ],
+                     *             "negativePrompt": false,
+                     *             "magicPrompt": false,
+                     *             "background": [],
+                     *             "variants": [
+                     *               "standard"
+                     *             ],
+                     *             "styles": [],
+                     *             "sourceImage": "required",
+                     *             "referenceImages": {
+                     *               "max": 2
+                     *             },
+                     *             "maxPromptChars": 4000
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "gemforge-image-legacy",
+                     *           "name": "Gemforge Image (legacy, retired)",
+                     *           "kind": "image",
+                     *           "available": false,
+                     *           "baseGems": 2,
+                     *           "capabilities": {
+                     *             "ratios": [
+                     *               "1:1"
+                     *             ],
+                     *             "defaultRatio": "1:1",
+                     *             "resolutions": [
+                     *               "512"
+                     *             ],
+                     *             "defaultResolution": "512",
+                     *             "maxOutputs": 1,
+                     *             "outputFormats": [
+                     *               "png"
+                     *             ],
+                     *             "negativePrompt": false,
+                     *             "magicPrompt": false,
+                     *             "background": [],
+                     *             "variants": [
+                     *               "standard"
+                     *             ],
+                     *             "styles": [],
+                     *             "sourceImage": "none",
+                     *             "referenceImages": {
+                     *               "max": 0
+                     *             },
+                     *             "maxPromptChars": 1000
                      *           }
                      *         },
                      *         {
                      *           "id": "gemforge-video-1",
-                     *           "name": "gemforge Video 1",
+                     *           "name": "Gemforge Video 1",
                      *           "kind": "video",
                      *           "capabilities": {
                      *             "inputs": [
+                     *               "text",
+                     *               "image",
+                     *               "video",
+                     *               "audio"
+                     *             ],
+                     *             "modes": [
                      *               "text-to-video",
                      *               "image-to-video"
                      *             ],
@@ -1386,52 +1470,90 @@ export interface operations {
                      *               "9:16",
                      *               "1:1"
                      *             ],
+                     *             "defaultRatio": "16:9",
                      *             "durations": [
-                     *               5,
-                     *               10
+                     *               2,
+                     *               4,
+                     *               6,
+                     *               8
                      *             ],
+                     *             "defaultDuration": 4,
                      *             "resolutions": [
+                     *               "480p",
                      *               "720p",
                      *               "1080p"
                      *             ],
-                     *             "audio": true,
+                     *             "defaultResolution": "720p",
+                     *             "audio": [
+                     *               false,
+                     *               true
+                     *             ],
+                     *             "endFrame": true,
                      *             "maxReferenceImages": 3,
                      *             "maxReferenceImagesByResolution": {
+                     *               "480p": 3,
                      *               "720p": 3,
-                     *               "1080p": 2
+                     *               "1080p": 1
                      *             },
                      *             "maxReferenceVideos": 1,
                      *             "maxReferenceAudios": 1,
                      *             "referenceDurations": {
-                     *               "maxVideoSeconds": 10
-                     *             }
+                     *               "video": {
+                     *                 "min": 1,
+                     *                 "max": 10
+                     *               },
+                     *               "audio": {
+                     *                 "min": 1,
+                     *                 "max": 30
+                     *               }
+                     *             },
+                     *             "maxPromptChars": 5000
                      *           }
                      *         },
                      *         {
                      *           "id": "gemforge-video-lite-1",
-                     *           "name": "gemforge Video Lite 1",
+                     *           "name": "Gemforge Video Lite 1",
                      *           "kind": "video",
                      *           "capabilities": {
                      *             "inputs": [
+                     *               "text"
+                     *             ],
+                     *             "modes": [
                      *               "text-to-video"
                      *             ],
                      *             "aspectRatios": [
                      *               "16:9",
                      *               "9:16"
                      *             ],
+                     *             "defaultRatio": "16:9",
                      *             "durations": [
-                     *               5
+                     *               2,
+                     *               4
                      *             ],
+                     *             "defaultDuration": 2,
                      *             "resolutions": [
+                     *               "480p",
                      *               "720p"
                      *             ],
-                     *             "audio": false,
-                     *             "maxReferenceImages": 0
+                     *             "defaultResolution": "480p",
+                     *             "audio": [
+                     *               false
+                     *             ],
+                     *             "endFrame": false,
+                     *             "maxReferenceImages": 0,
+                     *             "maxReferenceImagesByResolution": {
+                     *               "480p": 0,
+                     *               "720p": 0
+                     *             },
+                     *             "maxReferenceVideos": 0,
+                     *             "maxReferenceAudios": 0,
+                     *             "referenceDurations": {},
+                     *             "maxPromptChars": 2000
                      *           }
                      *         },
                      *         {
                      *           "id": "gemforge-speech-1",
-                     *           "name": "gemforge Speech 1",
+                     *           "name": "Gemforge Speech and Voice Cloning 1",
                      *           "kind": "audio",
                      *           "available": true,
                      *           "capabilities": {
@@ -1439,19 +1561,39 @@ export interface operations {
                      *               "speech",
                      *               "voice_clone"
                      *             ],
-                     *             "maxPromptChars": 2000
+                     *             "maxPromptChars": 2000,
+                     *             "speed": {
+                     *               "min": 0.5,
+                     *               "max": 2,
+                     *               "default": 1
+                     *             },
+                     *             "volume": {
+                     *               "min": -6,
+                     *               "max": 6,
+                     *               "default": 0,
+                     *               "unit": "dB"
+                     *             },
+                     *             "temperature": {
+                     *               "min": 0,
+                     *               "max": 1,
+                     *               "default": 0.7
+                     *             },
+                     *             "outputFormat": "audio/wav",
+                     *             "languages": [
+                     *               "en"
+                     *             ]
                      *           }
                      *         },
                      *         {
                      *           "id": "gemforge-music-1",
-                     *           "name": "gemforge Music 1",
+                     *           "name": "Gemforge Music 1",
                      *           "kind": "audio",
                      *           "available": true,
                      *           "capabilities": {
                      *             "operations": [
                      *               "music"
                      *             ],
-                     *             "musicModes": [
+                     *             "modes": [
                      *               "simple",
                      *               "advanced"
                      *             ],
@@ -1462,15 +1604,32 @@ export interface operations {
                      *               "120",
                      *               "180",
                      *               "240"
-                     *             ]
+                     *             ],
+                     *             "autoDurationSeconds": 30,
+                     *             "vocalGender": [
+                     *               "auto",
+                     *               "m",
+                     *               "f"
+                     *             ],
+                     *             "instrumental": [
+                     *               "on",
+                     *               "off"
+                     *             ],
+                     *             "cover": true,
+                     *             "maxPromptChars": {
+                     *               "simple": 5000,
+                     *               "advanced": 3000
+                     *             },
+                     *             "outputFormat": "audio/wav"
                      *           }
                      *         },
                      *         {
                      *           "id": "gemforge-text-1",
-                     *           "name": "gemforge Text 1",
+                     *           "name": "Gemforge Text 1 (local, deterministic; not a language model)",
                      *           "kind": "text",
                      *           "available": true,
                      *           "capabilities": {
+                     *             "contextTokens": 32768,
                      *             "maxOutputTokens": 8192,
                      *             "responseFormats": [
                      *               "text",
@@ -1687,10 +1846,10 @@ export interface operations {
                      *             "index": 0,
                      *             "status": "succeeded",
                      *             "asset": {
-                     *               "id": "ast_out_5b2d7e91c0a4",
+                     *               "id": "asset_5b2d7e91c0a4e1f2a3b4c5d6",
                      *               "kind": "image",
                      *               "mimeType": "image/png",
-                     *               "url": "http://127.0.0.1:8080/files/ast_out_5b2d7e91c0a4?expires=1736939400&sig=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                     *               "url": "http://127.0.0.1:8080/files/asset_5b2d7e91c0a4e1f2a3b4c5d6?expires=1736939400&sig=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
                      *             }
                      *           },
                      *           {
@@ -1789,10 +1948,10 @@ export interface operations {
                     /**
                      * @example {
                      *       "asset": {
-                     *         "id": "ast_3f9c2a71d04b4e8c",
+                     *         "id": "asset_3f9c2a71d04b4e8c5a1b2c3d",
                      *         "kind": "image",
                      *         "state": "ready",
-                     *         "url": "http://127.0.0.1:8080/files/ast_3f9c2a71d04b4e8c?expires=1736939400&sig=2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+                     *         "url": "http://127.0.0.1:8080/files/asset_3f9c2a71d04b4e8c5a1b2c3d?expires=1736939400&sig=2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
                      *       }
                      *     }
                      */
@@ -2046,7 +2205,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "model": "gemforge-video-analysis-1",
-                 *       "videoAssetId": "ast_vid_0c7b3e55a2f1",
+                 *       "videoAssetId": "asset_0c7b3e55a2f1a2b3c4d5e6f7",
                  *       "prompt": "Describe each scene and suggest a thumbnail frame.",
                  *       "maxGems": 200
                  *     }
