@@ -89,7 +89,7 @@ function summary(m: Measured): string {
   const lines = [
     `Measured without a model (local analyzer): ${resolution}, ${sec(video.durationSeconds)}, ${audioPhrase(m)}.`,
     `${plural(m.scenes.length, 'scene')}${cuts.length ? ` (cuts at ${cuts.join(', ')})` : ' (no cuts)'}: ` +
-      m.scenes.map((s, i) => `${i + 1}) ${sec(s.startSeconds)}–${sec(s.endSeconds)} ${s.colours[0]?.name ?? 'mixed'}`).join('; ') +
+      m.scenes.map((s, i) => `${i + 1}) ${sec(s.startSeconds)}–${sec(s.endSeconds)} ${s.colours[0] && s.colours[0].share >= 0.4 ? s.colours[0].name : 'mixed colours'}`).join('; ') +
       '.',
     `Motion: ${motionLevel(m.motion)} (mean frame difference ${pct1(m.motion)}). Brightness: ${brightnessWord(m.brightness)} (${pct(m.brightness)}).`,
     `Dominant colours: ${colourPhrase(m.colours)}.`,
@@ -147,13 +147,30 @@ export interface LocalAnalyzerOptions {
   ffmpegPath: string;
   /** DATA_DIR: sampled frames are written under its tmp/ while decoding. */
   dataDir: string;
+  /** Analyses decoding at once (default 2); more wait their turn, so a burst cannot start an ffmpeg per request. */
+  concurrency?: number;
 }
 
 export class LocalAnalysisProvider implements AnalysisProvider {
   readonly name = 'local';
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
   constructor(private readonly options: LocalAnalyzerOptions) {}
 
   async analyze(request: AnalysisRequest): Promise<AnalysisResult> {
+    // A finishing analysis hands its slot straight to the next waiter, so the limit holds.
+    if (this.running >= (this.options.concurrency ?? 2)) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.running++;
+    try {
+      return await this.run(request);
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+
+  private async run(request: AnalysisRequest): Promise<AnalysisResult> {
     const { video, prompt } = request;
     let decoded: Decoded;
     try {
