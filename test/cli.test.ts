@@ -1,0 +1,171 @@
+/**
+ * The gemforge CLI as a subprocess (`node scripts/gemforge.mjs …`) against a
+ * real test server: an image to a PNG on disk, --json, errors with the spec's
+ * code and a hint, models, streamed text, resuming a task, and a time-out that
+ * prints the resume command without resubmitting.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { startTestServer, type TestServer } from './helpers/server.ts';
+import * as media from './helpers/media.ts';
+
+const BIN = path.resolve(import.meta.dirname, '../scripts/gemforge.mjs');
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function gemforge(args: string[], env: Record<string, string>): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
+      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('gemforge CLI', () => {
+  let s: TestServer;
+  let env: Record<string, string>;
+  let dir: string;
+  before(async () => {
+    s = await startTestServer({ env: { WORKER_POLL_MS: '20', TEXT_STREAM_DELAY_MS: '0' } });
+    const u = await s.user({ gems: 10_000, llmAllowance: 10_000 });
+    env = { GEMFORGE_API_KEY: u.secret, GEMFORGE_BASE_URL: s.url, GEMFORGE_POLL_SCHEDULE_MS: '100' };
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-cli-'));
+  });
+  after(async () => {
+    await s.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('when an image is asked for with --out, then a real PNG lands in the folder and its path is printed', async () => {
+    const out = path.join(dir, 'fox');
+    const run = await gemforge(['image', 'a red fox', '--model', 'gemforge-image-1', '--out', out, '--param', 'resolution=512', '--param', 'ratio=4:3'], env);
+    assert.equal(run.code, 0, run.stderr);
+    const printed = run.stdout.trim().split('\n');
+    assert.equal(printed.length, 1);
+    assert.equal(path.dirname(printed[0]), out);
+    const meta = await sharp(printed[0]).metadata();
+    assert.equal(meta.format, 'png');
+    assert.equal(meta.width, 512);
+    assert.equal(meta.height, 384);
+    assert.match(run.stderr, /task task_\w+ created .*Idempotency-Key gf-/);
+    assert.match(run.stderr, /succeeded: 2 Gems charged/);
+  });
+
+  it('when --json is given, then stdout is one JSON document with the task, the files and the identity', async () => {
+    const run = await gemforge(['image', 'a blue fox', '--out', path.join(dir, 'json'), '--param', 'resolution=512', '--param', 'outputCount=2', '--json'], env);
+    assert.equal(run.code, 0, run.stderr);
+    const result = JSON.parse(run.stdout) as { task: { status: string; id: string }; files: Array<{ path: string; mimeType: string }>; idempotencyKey: string; created: boolean };
+    assert.equal(result.task.status, 'succeeded');
+    assert.equal(result.files.length, 2);
+    assert.equal(result.created, true);
+    for (const f of result.files) assert.equal((await sharp(f.path).metadata()).format, 'png');
+
+    // The same --idempotency-key replays the task instead of making new work.
+    const replay = await gemforge(['image', 'a blue fox', '--out', path.join(dir, 'json2'), '--param', 'resolution=512', '--param', 'outputCount=2', '--json', '--idempotency-key', result.idempotencyKey], env);
+    const again = JSON.parse(replay.stdout) as typeof result;
+    assert.equal(again.created, false);
+    assert.equal(again.task.id, result.task.id);
+  });
+
+  it('when the key is wrong, then the spec code and a hint are printed and the exit code is non-zero', async () => {
+    const run = await gemforge(['image', 'a fox', '--model', 'gemforge-image-1'], { ...env, GEMFORGE_API_KEY: `gf_${'0'.repeat(64)}` });
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /error: INVALID_API_KEY \(HTTP 401\)/);
+    assert.match(run.stderr, /hint: .*GEMFORGE_API_KEY/);
+    const json = await gemforge(['models', '--json'], { ...env, GEMFORGE_API_KEY: 'nope' });
+    assert.equal(json.code, 1);
+    assert.equal((JSON.parse(json.stdout) as { error: { code: string } }).error.code, 'INVALID_API_KEY');
+    const missing = await gemforge(['models'], { GEMFORGE_BASE_URL: s.url });
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /GEMFORGE_API_KEY/);
+  });
+
+  it('when a price is over --max-gems, then PRICE_CHANGED is printed with its hint and nothing is retried', async () => {
+    const run = await gemforge(['image', 'a fox', '--model', 'gemforge-image-1', '--max-gems', '0'], env);
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /error: PRICE_CHANGED \(HTTP 409\)/);
+    assert.match(run.stderr, /hint: .*--max-gems/);
+    assert.doesNotMatch(run.stderr, /retrying/);
+  });
+
+  it('when models are listed, then each model is a line with its kind', async () => {
+    const run = await gemforge(['models'], env);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /^gemforge-image-1\s+image\s/m);
+    assert.match(run.stdout, /^gemforge-text-1\s+text\s/m);
+    const json = JSON.parse((await gemforge(['models', '--json'], env)).stdout) as { accountingPeriod: string };
+    assert.equal(json.accountingPeriod, 'UTC calendar month');
+  });
+
+  it('when text is streamed, then the answer is printed; an errored stream exits non-zero with the key to replay', async () => {
+    const run = await gemforge(['text', 'hi', '--model', 'gemforge-text-1', '--stream'], env);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /You said: "hi"/);
+    const plain = await gemforge(['text', 'hello there', '--system', 'Be brief.', '--max-tokens', '200'], env);
+    assert.equal(plain.code, 0, plain.stderr);
+    assert.match(plain.stdout, /hello there/);
+    const broken = await gemforge(['text', 'break [[scenario:stream-error]]', '--stream'], env);
+    assert.equal(broken.code, 1);
+    assert.match(broken.stderr, /error: PROVIDER_ERROR/);
+    assert.match(broken.stderr, /--idempotency-key gf-[\w-]+/);
+  });
+
+  it('when the wait times out, then the task ID and the resume command are printed; the resume command saves the output', async () => {
+    const out = path.join(dir, 'slow');
+    const run = await gemforge(['image', 'slow fox [[scenario:processing:2]]', '--param', 'resolution=512', '--out', out, '--timeout', '0.3'], env);
+    assert.equal(run.code, 75, run.stderr);
+    const resume = run.stderr.match(/gemforge (task (task_\w+) --wait --out (\S+))/);
+    assert.ok(resume, run.stderr);
+    assert.equal(resume[3], out);
+    assert.match(run.stderr, /nothing was resubmitted/);
+    const again = await gemforge(resume[1].split(' '), env);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal((await sharp(again.stdout.trim()).metadata()).format, 'png');
+    const show = await gemforge(['task', resume[2]], env);
+    assert.match(show.stdout, new RegExp(`^${resume[2]} succeeded`));
+  });
+
+  it('when Ctrl-C comes while waiting, then the CLI stops with the task ID and the resume command, exit 130', async () => {
+    const child = spawn(process.execPath, [BIN, 'image', 'slow fox [[scenario:processing:5]]', '--param', 'resolution=512', '--out', path.join(dir, 'int')], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => {
+      stderr += d;
+      if (/task task_\w+ created/.test(stderr) && !child.killed) setTimeout(() => child.kill('SIGINT'), 300);
+    });
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    assert.equal(code, 130, stderr);
+    assert.match(stderr, /interrupted: task (task_\w+) goes on \(nothing was resubmitted\)/);
+    assert.match(stderr, /gemforge task task_\w+ --wait --out /);
+  });
+
+  it('when media is uploaded and voices are listed, then IDs are printed', async () => {
+    const upload = await gemforge(['upload', await media.image('png')], env);
+    assert.equal(upload.code, 0, upload.stderr);
+    assert.match(upload.stdout.trim(), /^\S+$/);
+    const voices = await gemforge(['voices', '--scope', 'explore', '--language', 'en'], env);
+    assert.equal(voices.code, 0, voices.stderr);
+    assert.ok(voices.stdout.trim().split('\n').length > 1);
+    const noRights = await gemforge(['voices', 'add', await media.speech(20), '--duration', '20'], env);
+    assert.equal(noRights.code, 2);
+    assert.match(noRights.stderr, /--rights-confirmed/);
+  });
+
+  it('when a command or flag is unknown, then the usage is printed with exit code 2', async () => {
+    assert.equal((await gemforge(['paint', 'x'], env)).code, 2);
+    const bad = await gemforge(['image', 'x', '--colour', 'red'], env);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /usage: gemforge/);
+  });
+});
