@@ -33,9 +33,11 @@ export async function* sseData(body: ReadableStream<Uint8Array>, signal?: AbortS
     for (;;) {
       const { value, done } = await reader.read();
       buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
-      // Complete lines only; a trailing partial line waits for more bytes.
-      const lines = buffer.split(/\r\n|\r|\n/);
-      buffer = done ? '' : (lines.pop() ?? '');
+      // Complete lines only; a trailing partial line waits for more bytes, and so does a
+      // trailing CR (its LF may be in the next read: CRLF must not count as two line ends).
+      const held = !done && buffer.endsWith('\r') ? '\r' : '';
+      const lines = (held ? buffer.slice(0, -1) : buffer).split(/\r\n|\r|\n/);
+      buffer = done ? '' : (lines.pop() ?? '') + held;
       for (const line of lines) {
         if (line === '') {
           if (data.length) yield data.join('\n');
