@@ -536,20 +536,11 @@ export interface components {
         MediaParametersAudio: {
             /** @description Voice ID from `listVoices` or `createVoice`. Required for `speech` and `voice_clone`. */
             voiceProfileId?: string;
-            /**
-             * @description Speech speed.
-             * @default 1
-             */
+            /** @description Speech speed, 0.5–2; 1 when absent. `speech` and `voice_clone` only (rejected for `music`). */
             speed?: number;
-            /**
-             * @description Speech volume in dB.
-             * @default 0
-             */
+            /** @description Speech volume in dB, −6 to 6; 0 when absent. `speech` and `voice_clone` only (rejected for `music`). */
             volume?: number;
-            /**
-             * @description Speech sampling temperature.
-             * @default 0.7
-             */
+            /** @description Speech sampling temperature, 0–1; 0.7 when absent. `speech` and `voice_clone` only (rejected for `music`). */
             temperature?: number;
             /**
              * @description Music mode; `simple` when absent.

@@ -250,6 +250,8 @@ describe('audio generation', () => {
       [speak('hi', { ...v, provider: 'x' }), 'INVALID_REQUEST', /provider/],
       [music({ voiceProfileId: SAWYER }), 'INVALID_REQUEST', /voiceProfileId is a speech and voice_clone parameter/],
       [music({ speed: 1.5 }), 'INVALID_REQUEST', /speed is a speech/],
+      [music({ speed: 1 }), 'INVALID_REQUEST', /speed is a speech/],
+      [music({ volume: 0 }), 'INVALID_REQUEST', /volume is a speech/],
       [music({ temperature: 0.2 }), 'INVALID_REQUEST', /temperature is a speech/],
       [music({ style: 'jazz' }), 'INVALID_REQUEST', /style belongs to advanced mode/],
       [music({ musicMode: 'simple', title: 'Song' }), 'INVALID_REQUEST', /title belongs to advanced mode/],

@@ -65,19 +65,9 @@ function requireOperationModel(catalog: Catalog, id: string, operation: Operatio
   return requireModel(catalog, id, 'audio');
 }
 
-/**
- * The values the contract's schema fills in for absent speech controls (the
- * validator applies schema defaults), so a music request always carries them;
- * only a different value shows the caller sent one.
- */
-const SCHEMA_DEFAULTS: Record<string, unknown> = { speed: 1, volume: 0, temperature: 0.7 };
-
 /** Parameters that belong to the other operation → 422 naming the first one. */
 function rejectForeign(p: AudioParameters, names: readonly string[], operation: Operation): void {
-  const found = names.find((n) => {
-    const value = (p as Record<string, unknown>)[n];
-    return value !== undefined && value !== SCHEMA_DEFAULTS[n];
-  });
+  const found = names.find((n) => (p as Record<string, unknown>)[n] !== undefined);
   if (found) {
     const belongs = (SPEECH_PARAMETERS as readonly string[]).includes(found) ? 'speech and voice_clone' : 'music';
     throw invalidRequest(`parameters.${found} is a ${belongs} parameter; operation ${operation} does not accept it.`);
