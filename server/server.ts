@@ -9,6 +9,7 @@ import { createApp } from './app.ts';
 import { openDb, type Db } from './storage/db.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { loadCatalog } from './domain/catalog.ts';
+import { seedCatalogVoices } from './domain/voices.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { createSigner, loadServerSecret } from './domain/signing.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
@@ -60,6 +61,13 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const catalog = loadCatalog(config.catalogPath);
   const db = await openDb(config);
   const clock = options.clock ?? systemClock;
+  // The public voices exist before the first request (a bad voice catalog stops the start).
+  try {
+    await seedCatalogVoices(db, clock, config.voiceCatalogPath);
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
   const signer = createSigner(loadServerSecret(config.dataDir), config.signedUrlTtlSeconds);
   const app = createApp({ config, db, logger, clock, catalog, signer });
   const server = http.createServer(app);

@@ -140,9 +140,14 @@ describe('gemforge CLI', () => {
       env: { PATH: process.env.PATH ?? '', ...env },
     });
     let stderr = '';
+    let interrupted = false;
     child.stderr.on('data', (d) => {
       stderr += d;
-      if (/task task_\w+ created/.test(stderr) && !child.killed) setTimeout(() => child.kill('SIGINT'), 300);
+      // One Ctrl-C only: a second one after the CLI's handler is gone would end it by the signal.
+      if (/task task_\w+ created/.test(stderr) && !interrupted) {
+        interrupted = true;
+        setTimeout(() => child.kill('SIGINT'), 300);
+      }
     });
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     assert.equal(code, 130, stderr);

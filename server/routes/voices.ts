@@ -9,7 +9,7 @@ import { Router, type NextFunction, type Request, type Response } from 'express'
 import type { operations } from '../../generated/api.ts';
 import type { AppDeps } from '../app.ts';
 import { principalOf } from '../http/context.ts';
-import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES, seedCatalogVoices } from '../domain/voices.ts';
+import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES } from '../domain/voices.ts';
 import { transcriberFor } from '../media/transcription.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 
@@ -58,24 +58,12 @@ export function voiceUploadErrors(err: unknown, req: Request, _res: Response, ne
   next(err);
 }
 
-export function voicesRouter({ db, clock, config, logger }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'logger'>): Router {
+export function voicesRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'config'>): Router {
   const router = Router();
   const transcriber = transcriberFor(config);
 
-  // Seed the public catalog now; a request that arrives first waits for it (or retries it).
-  let seeded: Promise<unknown> = seedCatalogVoices(db, clock, config.voiceCatalogPath).catch((error: unknown) => {
-    logger.warn({ err: error }, 'voice catalog not seeded yet');
-    seeded = Promise.resolve(undefined);
-    return 'failed';
-  });
-  const ensureSeeded = async () => {
-    if ((await seeded) === 'failed') seeded = seedCatalogVoices(db, clock, config.voiceCatalogPath);
-    await seeded;
-  };
-
   router.get(VOICES_PATH, async (req, res) => {
     const principal = principalOf(req);
-    await ensureSeeded();
     const q = req.query as { scope?: string; page?: string | number; language?: string };
     const body: ListVoices = await listVoices(db, principal.account.id, {
       scope: q.scope === 'explore' ? 'explore' : 'mine',
