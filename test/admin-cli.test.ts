@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { startTestServer, type TestServer } from './helpers/server.ts';
+import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 
 const bin = path.resolve(import.meta.dirname, '../scripts/gemforge.mjs');
 
@@ -108,5 +108,51 @@ describe('admin CLI', () => {
     const r = await admin(s.dataDir, 'key', 'create', '--account', accountId, '--name', 'old', '--scopes', 'read', '--expires', '2001-01-01T00:00:00Z');
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /future/);
+  });
+
+  it('when an operator releases an uncertain identity, then its reservation is freed, replays answer REQUEST_FAILED and the ledger verifies', async () => {
+    const user = await s.user({ gems: 100, cap: 10 });
+    const body = { model: 'gemforge-image-1', prompt: 'lost [[scenario:uncertain]]', parameters: { resolution: '512' } };
+    const headers = { 'idempotency-key': 'lost-1' };
+    const first = await s.call('POST', '/api/generate/image', { key: user.secret, body, headers });
+    assert.equal((await errorOf(first)).code, 'REQUEST_UNCERTAIN');
+
+    const held = await admin(s.dataDir, 'account', 'show', user.accountId);
+    assert.equal(held.json.outstandingReservations.count, 1);
+    const quoted = held.json.outstandingReservations.gems;
+    assert.ok(quoted > 0);
+
+    const list = await admin(s.dataDir, 'identity', 'list', '--account', user.accountId);
+    assert.equal(list.code, 0, list.stderr);
+    assert.deepEqual(
+      list.json.identities.map((i: { keyId: string; idempotencyKey: string; state: string }) => [i.keyId, i.idempotencyKey, i.state]),
+      [[user.keyId, 'lost-1', 'uncertain']],
+    );
+
+    const released = await admin(s.dataDir, 'identity', 'release', user.keyId, 'lost-1');
+    assert.equal(released.code, 0, released.stderr);
+    assert.equal(released.json.state, 'released');
+    assert.equal(released.json.releasedGems, quoted);
+
+    const replay = await s.call('POST', '/api/generate/image', { key: user.secret, body, headers });
+    assert.equal((await errorOf(replay)).code, 'REQUEST_FAILED');
+    const after = await admin(s.dataDir, 'account', 'show', user.accountId);
+    assert.equal(after.json.outstandingReservations.count, 0);
+    assert.equal(after.json.balance, 100, 'nothing was charged');
+    assert.equal((await admin(s.dataDir, 'ledger', 'verify')).code, 0);
+
+    const again = await admin(s.dataDir, 'identity', 'release', user.keyId, 'lost-1');
+    assert.equal(again.code, 2);
+    assert.match(again.stderr, /already released/);
+    assert.equal((await admin(s.dataDir, 'identity', 'list', '--account', user.accountId)).json.identities.length, 0);
+  });
+
+  it('when an operator names an unknown identity or leaves out an argument, then the release is refused with a message', async () => {
+    const unknown = await admin(s.dataDir, 'identity', 'release', 'key_nope', 'nope');
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /no identity nope for key key_nope/);
+    const missing = await admin(s.dataDir, 'identity', 'release', 'key_nope');
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /KEY_ID and IDEMPOTENCY_KEY/);
   });
 });

@@ -11,6 +11,7 @@ import * as accounts from '../domain/accounts.ts';
 import * as ledger from '../domain/ledger.ts';
 import { verifyLedger } from '../domain/ledger-verify.ts';
 import { operatorSettle, verifyTasks } from '../domain/tasks.ts';
+import * as idem from '../domain/idempotency.ts';
 
 export class UsageError extends Error {}
 
@@ -22,7 +23,11 @@ const USAGE = `usage: gemforge admin <command>
   key revoke KEY_ID
   key list --account ID
   ledger verify
-  task settle TASK_ID --failed|--succeeded   settle a task held after an interruption`;
+  task settle TASK_ID --failed|--succeeded   settle a task held after an interruption
+  identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)
+  identity release KEY_ID IDEMPOTENCY_KEY [--pending]
+                                            the work certainly did not happen: release its reservation;
+                                            replays then answer REQUEST_FAILED`;
 
 type Handler = (db: Db, args: string[]) => Promise<{ output: unknown; exitCode?: number }>;
 
@@ -175,6 +180,24 @@ const commands: Record<string, Handler> = {
     try {
       const task = await operatorSettle(db, systemClock, id, values.failed ? 'failed' : 'succeeded');
       return { output: { id: task.id, status: task.status, reservationId: task.reservation_id } };
+    } catch (error) {
+      throw new accounts.AdminError((error as Error).message);
+    }
+  },
+
+  async 'identity list'(db, args) {
+    const { values, positionals } = parse(args, { account: { type: 'string' } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const rows = (await idem.unresolved(db)).filter((r) => values.account === undefined || r.account_id === values.account);
+    return { output: { identities: rows.map(idem.describeRecord) } };
+  },
+
+  async 'identity release'(db, args) {
+    const { values, positionals } = parse(args, { pending: { type: 'boolean' } });
+    if (positionals.length !== 2) throw new UsageError('expected KEY_ID and IDEMPOTENCY_KEY (see `gemforge admin identity list`)');
+    try {
+      const { record, releasedGems } = await idem.operatorRelease(db, systemClock, positionals[0], positionals[1], { pending: values.pending === true });
+      return { output: { ...idem.describeRecord(record), releasedGems } };
     } catch (error) {
       throw new accounts.AdminError((error as Error).message);
     }

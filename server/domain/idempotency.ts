@@ -18,7 +18,9 @@ import { ApiError } from '../errors.ts';
 import { inTransaction, isUniqueViolation, type Db } from '../storage/db.ts';
 import * as store from '../storage/idempotency.ts';
 import type { IdempotencyRow, RecordState } from '../storage/idempotency.ts';
+import { findReservation } from '../storage/ledger.ts';
 import type { Clock } from './clock.ts';
+import { close } from './ledger.ts';
 
 export type { IdempotencyRow, RecordState };
 
@@ -182,4 +184,57 @@ export async function markUncertain(trx: Db | Knex.Transaction, clock: Clock, id
 /** Identities still pending or uncertain (for operators and `ledger verify`). */
 export async function unresolved(db: Db): Promise<IdempotencyRow[]> {
   return store.recordsInState(db, ['pending', 'uncertain']);
+}
+
+/** What an operator sees of an identity (`gemforge admin identity …`). */
+export function describeRecord(row: IdempotencyRow) {
+  return {
+    keyId: row.key_id,
+    idempotencyKey: row.idem_key,
+    accountId: row.account_id,
+    operation: row.operation,
+    state: row.state,
+    ref: row.ref,
+    reservationId: row.reservation_id,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/**
+ * `gemforge admin identity release KEY_ID IDEMPOTENCY_KEY`: an operator has
+ * established that the work of an uncertain identity did not happen (the spec
+ * has no automatic timeout release). Its held reservation is released in full
+ * and every replay answers REQUEST_FAILED, so the client makes a new identity.
+ * A pending identity is released only with `pending: true`, for a request the
+ * operator knows is dead (its server was killed); a live request finishing
+ * afterwards fails its settlement and charges nothing. An identity whose
+ * reservation was already charged is refused: Gems were spent on it, so "nothing
+ * happened" would be false.
+ */
+export async function operatorRelease(
+  db: Db,
+  clock: Clock,
+  keyId: string,
+  idemKey: string,
+  options: { pending?: boolean } = {},
+): Promise<{ record: IdempotencyRow; releasedGems: number }> {
+  return inTransaction(db, async (trx) => {
+    const row = await store.findRecord(trx, keyId, idemKey);
+    if (!row) throw new Error(`no identity ${idemKey} for key ${keyId}`);
+    if (row.state === 'completed' || row.state === 'released') throw new Error(`identity ${idemKey} is already ${row.state}`);
+    if (row.state === 'pending' && !options.pending) {
+      throw new Error(`identity ${idemKey} is pending: its request may still be running; pass --pending only when it certainly is not (its server was killed)`);
+    }
+    let releasedGems = 0;
+    if (row.reservation_id) {
+      const reservation = await findReservation(trx, row.reservation_id);
+      if (reservation?.state === 'settled') {
+        throw new Error(`identity ${idemKey}: its reservation ${reservation.id} was already charged ${reservation.charged} Gems, so it cannot be released as "nothing happened"`);
+      }
+      if (reservation?.state === 'held') releasedGems = (await close(trx, clock, reservation.id, 0)).released;
+    }
+    await markReleased(trx, clock, { keyId, idemKey });
+    return { record: (await store.findRecord(trx, keyId, idemKey))!, releasedGems };
+  });
 }

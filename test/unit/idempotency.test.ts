@@ -121,4 +121,31 @@ describe('idempotency', () => {
       if (r.status === 'rejected') assert.equal((r.reason as ApiError).code, 'REQUEST_UNCERTAIN');
     }
   });
+
+  /** Claims an identity that stays pending with a held reservation of `amount`. */
+  async function pendingWithReservation(idemKey: string, amount: number): Promise<string> {
+    const r = await idem.submit(t.db, clock, identity(who.keyId, who.accountId, idemKey, { p: idemKey }), async (trx) => {
+      const rsv = await ledger.reserveTx(trx, clock, { ...who, purpose: 'media', amount });
+      return { value: rsv.id, outcome: { state: 'pending' as const, reservationId: rsv.id } };
+    });
+    assert.equal(r.created, true);
+    return r.created ? r.value : '';
+  }
+
+  it('when an operator releases a pending identity without saying it is dead, then it is refused; with pending, then the hold is released', async () => {
+    await pendingWithReservation('k-op-pending', 7);
+    await assert.rejects(idem.operatorRelease(t.db, clock, who.keyId, 'k-op-pending'), /may still be running/);
+    const { record, releasedGems } = await idem.operatorRelease(t.db, clock, who.keyId, 'k-op-pending', { pending: true });
+    assert.equal(record.state, 'released');
+    assert.equal(releasedGems, 7);
+    await rejectsWith(idem.submit(t.db, clock, identity(who.keyId, who.accountId, 'k-op-pending', { p: 'k-op-pending' }), admitCompleted('x')), 'REQUEST_FAILED');
+  });
+
+  it('when an uncertain identity was already charged, then the operator cannot release it as if nothing happened', async () => {
+    const reservationId = await pendingWithReservation('k-op-charged', 9);
+    await ledger.settle(t.db, clock, reservationId, 4);
+    await idem.markUncertain(t.db, clock, { keyId: who.keyId, idemKey: 'k-op-charged' });
+    await assert.rejects(idem.operatorRelease(t.db, clock, who.keyId, 'k-op-charged'), /already charged 4 Gems/);
+    await rejectsWith(idem.submit(t.db, clock, identity(who.keyId, who.accountId, 'k-op-charged', { p: 'k-op-charged' }), admitCompleted('x')), 'REQUEST_UNCERTAIN');
+  });
 });
