@@ -6,10 +6,19 @@ export function accessLog(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const started = process.hrtime.bigint();
     req.log = logger.child({ requestId: req.id });
-    res.on('finish', () => {
+    // 'close' comes for every response, also one the client abandoned (a stream
+    // cut mid-way never emits 'finish'); `complete` says which it was.
+    res.on('close', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       req.log?.info(
-        { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key: req.principal?.key.id },
+        {
+          method: req.method,
+          path: req.path,
+          status: res.statusCode,
+          ms: Math.round(ms * 10) / 10,
+          key: req.principal?.key.id,
+          ...(res.writableFinished ? {} : { complete: false }),
+        },
         'request',
       );
     });
