@@ -281,7 +281,7 @@ describe('audio generation', () => {
 
   // ------------------------------------------------------------ money and scenarios
 
-  it('when 60 simultaneous requests share one identity, then exactly one reservation and one task exist', async () => {
+  it('when 100 simultaneous requests share one identity, then exactly one reservation and one task exist', async () => {
     const racer = await s.user({ gems: 1000 });
     const result = await assertOneIdentityRace(s.db, {
       url: s.url,
@@ -290,7 +290,7 @@ describe('audio generation', () => {
       idemKey: newKey('audio-race'),
       body: speak('Only once, please.', { voiceProfileId: SAWYER }),
       accountId: racer.accountId,
-      n: 60,
+      n: 100,
     });
     const ids = new Set(result.bodies.filter((r) => r.status === 200 || r.status === 202).map((r) => (r.body as { task: { id: string } }).task.id));
     assert.equal(ids.size, 1);

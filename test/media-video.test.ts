@@ -259,10 +259,10 @@ describe('video generation', () => {
     assertSettled(await waitForTask(s, user.secret, first.body.task.id));
   });
 
-  it('when 60 video submissions with one identity arrive at once, then one task and one reservation exist and the rest replay or answer REQUEST_UNCERTAIN', async () => {
+  it('when 100 video submissions with one identity arrive at once, then one task and one reservation exist and the rest replay or answer REQUEST_UNCERTAIN', async () => {
     const racer = await s.user({ gems: 100 });
     const body = { model: 'gemforge-video-lite-1', prompt: 'one of a kind', parameters: { mode: 'text-to-video' } };
-    const race = await assertOneIdentityRace(s.db, { url: s.url, path: VIDEO, key: racer.secret, idemKey: newKey('video-race'), body, accountId: racer.accountId, n: 60 });
+    const race = await assertOneIdentityRace(s.db, { url: s.url, path: VIDEO, key: racer.secret, idemKey: newKey('video-race'), body, accountId: racer.accountId, n: 100 });
     assert.equal(race.statuses[202], 1);
     const ids = new Set(race.bodies.filter((r) => r.status !== 409).map((r) => (r.body as { task: { id: string } }).task.id));
     assert.equal(ids.size, 1);

@@ -13,6 +13,7 @@
  * 409 ANALYSIS_FAILED, which replays answer again with no new charge.
  */
 import fs from 'node:fs/promises';
+import { setTimeout } from 'node:timers/promises';
 import type { components, operations } from '../../generated/api.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import type { Logger } from '../logger.ts';
@@ -162,6 +163,8 @@ export async function extractVideo(deps: ExtractDeps, principal: Principal, idem
   if (findScenario(scenarios, EXTRACT_SCENARIOS.uncertain)) {
     throw await fail(deps, run, new AnalysisError('uncertain', 'The outcome of this analysis is unknown (scenario uncertain).'), log);
   }
+  const slow = findScenario(scenarios, EXTRACT_SCENARIOS.processing);
+  if (slow) await setTimeout(Math.min(Number(slow.args[0]) || 5, 60) * 1000);
   let result;
   try {
     result = await deps.provider.analyze({

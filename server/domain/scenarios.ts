@@ -34,6 +34,8 @@ export const TEXT_SCENARIOS = {
 export const EXTRACT_SCENARIOS = {
   /** The analyzer "returns" malformed output: its usage is billed and the answer is 409 ANALYSIS_FAILED, retained for replay. */
   analysisFailed: 'analysis-failed',
+  /** `processing:N`: the analysis takes N seconds longer (at most 60), to exercise client time-outs and crashes. */
+  processing: 'processing',
   uncertain: TEXT_SCENARIOS.uncertain,
   providerUnavailable: TEXT_SCENARIOS.providerUnavailable,
 } as const;
