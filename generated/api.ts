@@ -1136,11 +1136,15 @@ export interface components {
         };
         /**
          * @description `PROVIDER_ERROR`: an upstream provider failed. Keep the identity and back off; a 5xx
-         *     never permits a new identity.
+         *     never permits a new identity. When the answer carries `x-should-retry: false` the
+         *     failure is final and retained (for example a text completion whose provider failed
+         *     part-way, its measured usage billed): replays of the identity return the same answer
+         *     with no new inference and no new charge.
          */
         BadGateway: {
             headers: {
                 "x-request-id": components["headers"]["XRequestId"];
+                "x-should-retry": components["headers"]["XShouldRetry"];
                 [name: string]: unknown;
             };
             content: {

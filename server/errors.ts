@@ -18,17 +18,20 @@ const NO_RETRY_CODES = new Set(['IDEMPOTENCY_CONFLICT', 'REQUEST_FAILED', 'PRICE
 export class ApiError extends Error {
   readonly status: ErrorStatus;
   readonly code: string | undefined;
+  /** A retained, final outcome: retrying the same identity only returns it again. */
+  readonly final: boolean;
 
-  constructor(status: ErrorStatus, code: string | undefined, message: string) {
+  constructor(status: ErrorStatus, code: string | undefined, message: string, options: { final?: boolean } = {}) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
+    this.final = options.final === true;
   }
 
   /** Whether a stock SDK should be told not to retry this response. */
   get shouldNotRetry(): boolean {
-    return this.status === 409 && this.code !== undefined && NO_RETRY_CODES.has(this.code);
+    return this.final || (this.status === 409 && this.code !== undefined && NO_RETRY_CODES.has(this.code));
   }
 
   /** The spec's Error envelope. */

@@ -398,7 +398,7 @@ describe('text generation', () => {
   });
 
   describe('scenario triggers', () => {
-    it('when the last user message has [[scenario:stream-error]] and streams, then chunks, a PROVIDER_ERROR frame, no [DONE]; usage so far is billed; replays are uncertain', async () => {
+    it('when the last user message has [[scenario:stream-error]] and streams, then chunks, a PROVIDER_ERROR frame, no [DONE]; usage so far is billed; replays return the same final error', async () => {
       const u = await s.user({ llmAllowance: 100 });
       const k = newKey();
       const body = ask('Fail me part-way [[scenario:stream-error]]', { stream: true });
@@ -411,14 +411,22 @@ describe('text generation', () => {
       const row = await reservationOf(s, r.chunks[0].id);
       assert.equal(row.state, 'settled');
       assert.equal(row.charged, 1);
-      await expectError(await post(s, u.secret, k, body), 409, 'REQUEST_UNCERTAIN');
+      const replay = await post(s, u.secret, k, body);
+      assert.equal(replay.headers.get('x-should-retry'), 'false');
+      assert.match(await expectError(replay, 502, 'PROVIDER_ERROR'), /final/);
+      await expectError(await post(s, u.secret, k, { ...body, stream: false }), 409, 'IDEMPOTENCY_CONFLICT');
+      assert.equal((await reservationOf(s, r.chunks[0].id)).charged, 1, 'replays charge nothing');
     });
 
-    it('when [[scenario:stream-error]] comes without streaming, then 502 PROVIDER_ERROR', async () => {
+    it('when [[scenario:stream-error]] comes without streaming, then 502 PROVIDER_ERROR, final: replays return it with x-should-retry false', async () => {
       const u = await s.user({ llmAllowance: 100 });
       const k = newKey();
-      await expectError(await post(s, u.secret, k, ask('[[scenario:stream-error:2]] fail')), 502, 'PROVIDER_ERROR');
-      await expectError(await post(s, u.secret, k, ask('[[scenario:stream-error:2]] fail')), 409, 'REQUEST_UNCERTAIN');
+      const first = await post(s, u.secret, k, ask('[[scenario:stream-error:2]] fail'));
+      assert.equal(first.headers.get('x-should-retry'), 'false');
+      const original = await expectError(first, 502, 'PROVIDER_ERROR');
+      const replay = await post(s, u.secret, k, ask('[[scenario:stream-error:2]] fail'));
+      assert.equal(replay.headers.get('x-should-retry'), 'false');
+      assert.deepEqual(await expectError(replay, 502, 'PROVIDER_ERROR'), original);
       const rows = await reservationsOf(s, u.accountId);
       assert.equal(rows.length, 1);
       assert.equal(rows[0].state, 'settled');

@@ -234,6 +234,11 @@ export async function createChatCompletion(
 }
 
 function savedCompletion(record: idem.IdempotencyRow): ChatCompletion {
+  if (record.response_status === 502 && record.response_body) {
+    // A billed part-way failure is a final outcome, retained like a completion.
+    const saved = JSON.parse(record.response_body) as { error: { code?: string; message: string } };
+    throw new ApiError(502, saved.error.code, saved.error.message, { final: true });
+  }
   if (record.response_status !== 200 || !record.response_body) {
     throw new ApiError(409, 'REQUEST_UNCERTAIN', 'The original request with this Idempotency-Key has no retained response; keep the key and check again later.');
   }
@@ -351,17 +356,23 @@ async function fail(deps: TextDeps, run: Run, error: unknown, deltas: number, te
         : new ApiError(502, 'PROVIDER_ERROR', 'The text provider rejected the request; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.');
     }
     if (failure === 'failed') {
-      // Part-way failure with known usage: bill what was measured; the identity is left uncertain.
+      // Part-way failure with known usage: a definite outcome. Bill what was measured
+      // and retain the error as the identity's response, so every replay returns it
+      // (no new inference, no new charge) instead of leaving the client uncertain.
       const usage = (error as ProviderError).usage ?? measure(run.messages, text);
-      await inTransaction(deps.db, async (trx) => {
-        await ledger.close(trx, deps.clock, run.reservationId, Math.min(measuredCharge(run.rates, usage), run.reserved));
-        await idem.markUncertain(trx, deps.clock, run.identity);
-      });
-      return new ApiError(
+      const charge = Math.min(measuredCharge(run.rates, usage), run.reserved);
+      const failed = new ApiError(
         502,
         'PROVIDER_ERROR',
-        'The text provider failed part-way through this completion; the usage measured so far is billed. Replays of this identity answer REQUEST_UNCERTAIN.',
+        `The text provider failed part-way through this completion; the usage measured so far is billed (${charge} Gem${charge === 1 ? '' : 's'}). ` +
+          'This outcome is final: replays of this Idempotency-Key return it again with no new inference or charge; to try again, send a new request with a new Idempotency-Key.',
+        { final: true },
       );
+      await inTransaction(deps.db, async (trx) => {
+        await ledger.close(trx, deps.clock, run.reservationId, charge);
+        await idem.complete(trx, deps.clock, run.identity, { ref: run.id, responseStatus: 502, responseBody: JSON.stringify(failed.toEnvelope()) });
+      });
+      return failed;
     }
     // Work may have happened and its usage is unknown: keep the reservation held.
     await idem.markUncertain(deps.db, deps.clock, run.identity);
