@@ -146,6 +146,39 @@ describe('foundation', () => {
     await expectError(res, 400);
   });
 
+  it('when the body is valid JSON but not an object, then 422 INVALID_REQUEST; an undecodable gzip body, then 400', async () => {
+    for (const body of ['null', '"text"', '7']) {
+      await expectError(await s.call('POST', '/api/generate/image', { key: generateKey, headers: { 'idempotency-key': 'a3' }, body }), 422, 'INVALID_REQUEST');
+    }
+    const gz = await s.call('POST', '/api/generate/image', { key: generateKey, headers: { 'idempotency-key': 'a4', 'content-encoding': 'gzip' }, body: 'not gzip' });
+    await expectError(gz, 400, 'INVALID_REQUEST');
+  });
+
+  it('when the auth scheme is written in another case, then the key is still accepted', async () => {
+    for (const scheme of ['bearer', 'BEARER']) {
+      const res = await s.call('GET', MODELS, { headers: { authorization: `${scheme} ${readKey}` } });
+      assert.equal(res.status, 200);
+    }
+  });
+
+  it('when a task ID cannot be an ID at all (too long), then 404 NOT_FOUND, not 422', async () => {
+    await expectError(await s.call('GET', `/api/generate/tasks/${'a'.repeat(200)}`, { key: readKey }), 404, 'NOT_FOUND');
+    const head = await s.call('HEAD', `/api/generate/tasks/${'a'.repeat(200)}`, { key: readKey });
+    assert.equal(head.status, 404);
+  });
+
+  it('when the extraction names another model, then 422 MODEL_UNAVAILABLE naming the analysis model', async () => {
+    const res = await s.call('POST', '/api/generate/extract/video', {
+      key: generateKey,
+      headers: { 'idempotency-key': 'a5' },
+      body: { model: 'gemforge-text-1', videoAssetId: 'asset_0123456789abcdef01234567' },
+    });
+    assert.equal(res.status, 422);
+    const e = (await res.json()) as { error: { code: string; message: string } };
+    assert.equal(e.error.code, 'MODEL_UNAVAILABLE');
+    assert.match(e.error.message, /gemforge-video-analysis-1/);
+  });
+
   it('when a field breaks the contract, then 422 INVALID_REQUEST naming it', async () => {
     const res = await s.call('POST', '/api/generate/image', {
       key: generateKey,

@@ -180,6 +180,15 @@ describe('audio generation', () => {
     }
   });
 
+  it('when the text has astral characters (emoji), then each counts as one character against the 2,000 limit', async () => {
+    const atLimit = await submit(s, user.secret, AUDIO, { ...speak('é'.repeat(1999) + '😀', { voiceProfileId: SAWYER }), maxGems: 0 });
+    // PRICE_CHANGED comes after the length check: 2,000 characters passed it.
+    assert.equal(atLimit.body.error?.code, 'PRICE_CHANGED', JSON.stringify(atLimit.body));
+    const over = await submit(s, user.secret, AUDIO, { ...speak('😀'.repeat(2001), { voiceProfileId: SAWYER }), maxGems: 0 });
+    assert.equal(over.status, 422);
+    assert.match(over.body.error.message, /prompt .*(2000|2,000)/);
+  });
+
   // ------------------------------------------------------------ music
 
   it('when 30 s of music is asked for, then a real 30 s WAV with a steady pulse is charged 2 Gems; duration off gives the model’s 30 s', async () => {

@@ -192,6 +192,10 @@ describe('image generation', () => {
     assert.equal(replay.status, 200);
     assert.equal(replay.body.created, false);
     assert.equal(replay.body.task.id, first.body.task.id);
+    // The spec's defaults written out are the same request.
+    const explicit = await submit(s, user.secret, IMAGE, { ...body, referenceAssetIds: [] }, first.idemKey);
+    assert.equal(explicit.status, 200, JSON.stringify(explicit.body));
+    assert.equal(explicit.body.task.id, first.body.task.id);
     const before = await ledger.balanceOf(s.db, user.accountId);
     const changed = await submit(s, user.secret, IMAGE, { ...body, prompt: 'something else' }, first.idemKey);
     assert.equal(changed.status, 409);

@@ -246,6 +246,33 @@ describe('voices', () => {
     assert.deepEqual(fs.readdirSync(`${s.dataDir}/tmp/multipart`), [], 'temp files are removed');
   });
 
+  it('when a multipart body ends in the middle of the file, then 422 and the server keeps serving', async () => {
+    const res = await fetch(new URL(VOICES, s.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'multipart/form-data; boundary=XX' },
+      body: '--XX\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\nabc',
+    });
+    const e = await errorOf(res);
+    assert.equal(e.status, 422, e.message);
+    assert.equal(e.code, 'INVALID_REQUEST');
+    assert.equal((await fetch(new URL(`${VOICES}?scope=explore`, s.url), { headers: { authorization: `Bearer ${key}` } })).status, 200);
+  });
+
+  it('when the client drops the connection part-way through the file, then the server keeps serving and leaves no temp file', async () => {
+    // The text fields first, as browsers send them, so the cut falls inside the file part.
+    const { body, contentType } = multipart(fileParts(await media.speech(20), '20').reverse());
+    const { port } = new URL(s.url);
+    await new Promise<void>((resolve) => {
+      const req = http.request({ host: '127.0.0.1', port, path: VOICES, method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': contentType, 'content-length': body.length } });
+      req.on('error', () => resolve());
+      req.on('close', () => resolve());
+      req.write(body.subarray(0, Math.floor(body.length / 2)), () => setTimeout(() => req.destroy(), 200));
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal((await fetch(new URL(`${VOICES}?scope=explore`, s.url), { headers: { authorization: `Bearer ${key}` } })).status, 200);
+    assert.deepEqual(fs.readdirSync(`${s.dataDir}/tmp/multipart`), [], 'temp files are removed');
+  });
+
   // ------------------------------------------------------------ transcription (voice activity)
 
   const negatives: Array<[string, () => Promise<string>, RegExp]> = [

@@ -68,8 +68,10 @@ export function unsupported(name: string, modelId: string): ApiError {
   return invalidRequest(`parameters.${name} is not supported by model ${modelId}.`);
 }
 
+/** Characters are Unicode code points, as the contract's maxLength counts them (an emoji is one). */
 export function checkPromptLength(prompt: string, max: number, modelId: string, what = 'prompt'): void {
-  if (prompt.length > max) throw invalidRequest(`${what} is ${prompt.length} characters; model ${modelId} accepts at most ${max}.`);
+  const chars = Array.from(prompt).length;
+  if (chars > max) throw invalidRequest(`${what} is ${chars} characters; model ${modelId} accepts at most ${max}.`);
 }
 
 /**

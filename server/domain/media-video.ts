@@ -116,7 +116,7 @@ async function checkNamedReferences(ctx: PrepareContext, refs: NamedReference[],
     const seconds = row.duration_seconds;
     if (seconds === null || seconds < min || seconds > max) {
       const length = seconds === null ? 'of unknown length' : `${seconds} s long`;
-      throw invalidRequest(`${ref.name}: ${ref.kind} asset ${ref.id} is ${length}; model ${modelId} accepts reference ${ref.kind} of ${min}–${max} s.`);
+      throw new ApiError(422, 'INVALID_REFERENCE', `${ref.name}: ${ref.kind} asset ${ref.id} is ${length}; model ${modelId} accepts reference ${ref.kind} of ${min}–${max} s.`);
     }
   }
   // The shared check once more for the `references-processing` scenario.

@@ -42,6 +42,16 @@ export interface SubmitInput {
 }
 
 /**
+ * The fingerprint of a media body with the spec's defaults applied: `parameters`
+ * is filled with `{}` by the validator, and `referenceAssetIds: []` written out
+ * is the same request as leaving it out.
+ */
+function mediaFingerprint(body: unknown): string {
+  const { referenceAssetIds, ...rest } = body as { referenceAssetIds?: unknown[] };
+  return idem.fingerprint(Array.isArray(referenceAssetIds) && referenceAssetIds.length === 0 ? rest : body);
+}
+
+/**
  * Submits prepared media work exactly once per identity. New work → the queued
  * task (created: true); an exact replay → the existing task (created: false).
  */
@@ -52,7 +62,7 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
     accountId: principal.account.id,
     idemKey: input.idemKey,
     operation: input.operation,
-    fingerprint: idem.fingerprint(input.body),
+    fingerprint: mediaFingerprint(input.body),
   };
   if (findScenario(prepared.scenarios, MEDIA_SCENARIOS.providerUnavailable)) {
     // Decided before anything is claimed: nothing retained, the identity may be retried.

@@ -9,7 +9,8 @@ import type { Clock } from '../domain/clock.ts';
 import { authenticate, type Scope } from '../domain/accounts.ts';
 import { ApiError } from '../errors.ts';
 
-const BEARER = /^Bearer ([^\s]+)$/;
+// The scheme is case-insensitive (RFC 9110 §11.1); the key itself is not.
+const BEARER = /^Bearer +([^\s]+) *$/i;
 
 export function bearerHandler(db: Db, clock: Clock, prefix: string) {
   return async (req: Request, scopes: string[]): Promise<boolean> => {

@@ -37,11 +37,34 @@ function describeIssue(issue: ValidatorIssue): string {
   return where ? `${where} ${message}` : message;
 }
 
+/** The `const` of the operation's `model` field, from the contract the validator matched. */
+function constModelOf(req: Request): string | undefined {
+  const op = (req as Request & { openapi?: { schema?: { requestBody?: { content?: Record<string, { schema?: { properties?: { model?: { const?: unknown } } } }> } } } }).openapi?.schema;
+  const model = op?.requestBody?.content?.['application/json']?.schema?.properties?.model?.const;
+  return typeof model === 'string' ? model : undefined;
+}
+
+function isJson(text: unknown): boolean {
+  if (typeof text !== 'string') return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
   const status = err.status ?? err.statusCode;
   if (req.authError && (status === 401 || status === 403 || status === 500)) return req.authError;
   if (err.type === 'entity.parse.failed') {
+    // Strict JSON parsing refuses valid JSON that is not an object or array (`null`, `"x"`, `1`).
+    if (isJson((err as { body?: unknown }).body)) return new ApiError(422, 'INVALID_REQUEST', 'The request body must be a JSON object.');
     return new ApiError(400, 'INVALID_JSON', 'The request body is not valid JSON.');
+  }
+  if (typeof (err as { code?: unknown }).code === 'string' && /^Z_/.test((err as { code: string }).code)) {
+    // zlib: a body that does not decode with its Content-Encoding (gzip, deflate, br).
+    return new ApiError(400, 'INVALID_REQUEST', `The request body could not be decoded with Content-Encoding "${req.get('content-encoding') ?? ''}".`);
   }
   if (err.type === 'entity.too.large' || status === 413) {
     return new ApiError(413, 'INVALID_REQUEST', 'The request body is too large for this operation.');
@@ -56,6 +79,16 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
     return new ApiError(422, 'INVALID_REQUEST', `Unsupported Content-Type "${req.get('content-type') ?? ''}" for this operation.`);
   }
   if (status === 400 && Array.isArray(err.errors)) {
+    // A path parameter that cannot be an ID (too long, wrong characters) names no task: 404.
+    if (err.errors.length > 0 && err.errors.every((i) => /^\/?params\//.test(i.path?.replace(/^\./, '') ?? ''))) {
+      return new ApiError(404, 'NOT_FOUND', 'No such task.');
+    }
+    // The extraction's model is a schema constant: any other model is not available there.
+    const modelIssue = err.errors.find((i) => /^\/?body\/model$/.test(i.path?.replace(/^\./, '') ?? '') && /constant/.test(i.message ?? ''));
+    if (modelIssue) {
+      const allowed = constModelOf(req);
+      return new ApiError(422, 'MODEL_UNAVAILABLE', allowed ? `This operation is served only by model ${allowed}.` : 'This model does not serve this operation.');
+    }
     const detail = err.errors.slice(0, 5).map(describeIssue).join('; ');
     return new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${detail}.`);
   }

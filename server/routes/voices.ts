@@ -28,13 +28,22 @@ interface UploadedFile {
   path: string;
 }
 
-const filesOf = (req: Request): UploadedFile[] => ((req as Request & { files?: UploadedFile[] }).files ?? []);
+const filesOf = (req: Request): UploadedFile[] => {
+  const files = (req as Request & { files?: unknown }).files;
+  return Array.isArray(files) ? (files as UploadedFile[]) : [];
+};
 
-/** Before the validator: whatever happens, multer's temp files go when the response closes. */
+/**
+ * Before the validator: whatever happens, multer's temp files go when the
+ * response closes. A body cut off mid-file leaves multer's file entry without a
+ * path (multer removed the partial file itself), so only real paths are removed.
+ */
 export function voiceUploadCleanup(req: Request, res: Response, next: NextFunction): void {
   if (req.method === 'POST') {
     res.once('close', () => {
-      for (const f of filesOf(req)) fs.rm(f.path, { force: true }, () => {});
+      for (const f of filesOf(req)) {
+        if (typeof f?.path === 'string' && f.path) fs.rm(f.path, { force: true }, () => {});
+      }
     });
   }
   next();
@@ -52,7 +61,8 @@ export function voiceUploadErrors(err: unknown, req: Request, _res: Response, ne
   if (/Too many (fields|parts)|Unexpected field|Field (name|value) too long/i.test(message)) {
     return next(invalidRequest(`Only the fields file, duration and rightsConfirmed are allowed (${message}).`));
   }
-  if (/multipart|boundary/i.test(message) && (e.status === 400 || e.status === 500)) {
+  // busboy's words for a multipart body that is cut off or malformed.
+  if (/multipart|boundary|Unexpected end of (form|file)|Malformed part header|Part terminated early/i.test(message) && (e.status === undefined || e.status === 400 || e.status === 500)) {
     return next(invalidRequest('The body must be multipart/form-data with the fields file, duration and rightsConfirmed.'));
   }
   next(err);
