@@ -322,7 +322,7 @@ export interface paths {
          * @description Synchronous JSON video analysis (not a media task) over an owned, ready video asset.
          *
          *     - The single analysis model ID is **`gemforge-video-analysis-1`**; `model` must be
-         *       exactly that value.
+         *       exactly that value (any other model answers `422 MODEL_UNAVAILABLE`).
          *     - The JSON body is at most 16,000 bytes (larger answers `413`). Unknown fields are
          *       rejected.
          *     - The video must be under 25 MiB and shorter than 120 seconds; metadata, ownership

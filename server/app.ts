@@ -11,6 +11,7 @@ import type { Db } from './storage/db.ts';
 import type { Logger } from './logger.ts';
 import type { Clock } from './domain/clock.ts';
 import type { Catalog } from './domain/catalog.ts';
+import { jsonBody } from './http/body.ts';
 import { requestId } from './http/request-id.ts';
 import { accessLog } from './http/access-log.ts';
 import { bearerHandler } from './http/auth.ts';
@@ -55,8 +56,9 @@ export function createApp(deps: AppDeps): express.Express {
   // The contract (/openapi.yaml) and the API reference page (/docs): public, outside the API paths.
   app.use(docsRouter(deps));
 
-  for (const [path, limit] of JSON_LIMITS) app.use(path, express.json({ limit }));
-  app.use(express.json({ limit: DEFAULT_JSON_LIMIT }));
+  for (const [path, limit] of JSON_LIMITS) app.use(path, jsonBody(limit));
+  // Raw and multipart uploads are never JSON, whatever Content-Type a client claims.
+  app.use((req, res, next) => (req.path === ASSETS_PATH || req.path === VOICES_PATH ? next() : jsonBody(DEFAULT_JSON_LIMIT)(req, res, next)));
   // Raw uploads are streamed by their handler, never parsed (see routes/assets.ts).
   app.use(ASSETS_PATH, rawUploadPlaceholder);
   app.use(VOICES_PATH, voiceUploadCleanup);

@@ -245,8 +245,8 @@ describe('video analysis', () => {
       assetId = await upload(user.secret, rgbSilent);
     });
 
-    it('when the model is not the analysis model, then 422 INVALID_REQUEST', async () => {
-      await expectError(await post(user.secret, newKey(), { model: 'gemforge-text-1', videoAssetId: assetId }), 422, 'INVALID_REQUEST');
+    it('when the model is not the analysis model, then 422 MODEL_UNAVAILABLE', async () => {
+      await expectError(await post(user.secret, newKey(), { model: 'gemforge-text-1', videoAssetId: assetId }), 422, 'MODEL_UNAVAILABLE');
     });
 
     it('when the prompt is longer than 2,000 characters, then 422 INVALID_REQUEST (2,000 passes)', async () => {

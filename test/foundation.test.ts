@@ -146,6 +146,21 @@ describe('foundation', () => {
     await expectError(res, 400);
   });
 
+  it('when the body is malformed or too large, then a bad key, a missing scope or an unknown route is still told first', async () => {
+    const bad = '{"model": ';
+    await expectError(await s.call('POST', '/api/generate/image', { headers: { 'idempotency-key': 'b1' }, body: bad }), 401, 'INVALID_API_KEY');
+    await expectError(await s.call('POST', '/api/generate/image', { key: readKey, headers: { 'idempotency-key': 'b1' }, body: bad }), 403, 'INSUFFICIENT_SCOPE');
+    await expectError(await s.call('POST', '/api/generate/nothing', { key: generateKey, body: bad }), 404, 'NOT_FOUND');
+    const big = JSON.stringify({ model: 'x', prompt: 'p'.repeat(2_000_000) });
+    await expectError(await s.call('POST', '/api/generate/image', { headers: { 'idempotency-key': 'b1' }, body: big }), 401, 'INVALID_API_KEY');
+    await expectError(await s.call('POST', '/api/generate/image', { key: generateKey, headers: { 'idempotency-key': 'b1' }, body: big }), 413);
+  });
+
+  it('when an asset upload claims application/json, then 422 unsupported Content-Type, not a JSON error', async () => {
+    const res = await s.call('POST', '/api/generate/assets', { key: generateKey, headers: { 'content-type': 'application/json' }, body: '{"not": "media"}' });
+    await expectError(res, 422, 'INVALID_REQUEST');
+  });
+
   it('when the body is valid JSON but not an object, then 422 INVALID_REQUEST; an undecodable gzip body, then 400', async () => {
     for (const body of ['null', '"text"', '7']) {
       await expectError(await s.call('POST', '/api/generate/image', { key: generateKey, headers: { 'idempotency-key': 'a3' }, body }), 422, 'INVALID_REQUEST');

@@ -8,6 +8,7 @@ import type { Db } from '../storage/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import { authenticate, type Scope } from '../domain/accounts.ts';
 import { ApiError } from '../errors.ts';
+import { bodyErrorOf } from './errors.ts';
 
 // The scheme is case-insensitive (RFC 9110 §11.1); the key itself is not.
 const BEARER = /^Bearer +([^\s]+) *$/i;
@@ -18,7 +19,6 @@ export function bearerHandler(db: Db, clock: Clock, prefix: string) {
     try {
       const scope = scopes[0] as Scope | undefined;
       req.principal = await authenticate(db, clock, prefix, match?.[1], scope);
-      return true;
     } catch (error) {
       if (error instanceof ApiError) {
         req.authError = error;
@@ -29,5 +29,11 @@ export function bearerHandler(db: Db, clock: Clock, prefix: string) {
       req.log?.error({ err: error }, 'authentication failed unexpectedly');
       throw { status: 500, message: 'unavailable' };
     }
+    if (req.bodyError !== undefined) {
+      // The caller is known: now the body's own problem (400/413) is theirs to hear.
+      req.authError = bodyErrorOf(req.bodyError, req) ?? new ApiError(400, 'INVALID_REQUEST', 'The request body could not be read.');
+      throw { status: req.authError.status, message: req.authError.message };
+    }
+    return true;
   };
 }

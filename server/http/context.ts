@@ -17,6 +17,8 @@ declare global {
       principal?: Principal;
       /** The precise auth failure; express-openapi-validator keeps only its message. */
       authError?: ApiError;
+      /** A body that could not be parsed, reported once the caller is authenticated (http/body.ts). */
+      bodyError?: unknown;
     }
   }
 }

@@ -54,9 +54,11 @@ function isJson(text: unknown): boolean {
   }
 }
 
-function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
+/** A body parser's failure (malformed JSON, too large, undecodable) as the spec's error; undefined for anything else. */
+export function bodyErrorOf(error: unknown, req: Request): ApiError | undefined {
+  if (!error || typeof error !== 'object') return undefined;
+  const err = error as HttpLikeError;
   const status = err.status ?? err.statusCode;
-  if (req.authError && (status === 401 || status === 403 || status === 500)) return req.authError;
   if (err.type === 'entity.parse.failed') {
     // Strict JSON parsing refuses valid JSON that is not an object or array (`null`, `"x"`, `1`).
     if (isJson((err as { body?: unknown }).body)) return new ApiError(422, 'INVALID_REQUEST', 'The request body must be a JSON object.');
@@ -72,6 +74,15 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
   if (err.type?.startsWith('entity.') || err.type === 'charset.unsupported' || err.type === 'encoding.unsupported') {
     return new ApiError(400, 'INVALID_REQUEST', err.message ?? 'The request body could not be read.');
   }
+  return undefined;
+}
+
+function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
+  const status = err.status ?? err.statusCode;
+  // Security failures, and body failures reported after authentication (http/body.ts).
+  if (req.authError && [400, 401, 403, 413, 422, 500].includes(status ?? 0)) return req.authError;
+  const body = bodyErrorOf(err, req);
+  if (body) return body;
   if (status === 404 || status === 405) return new ApiError(404, 'NOT_FOUND', 'No such route.');
   if (status === 401) return new ApiError(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
   if (status === 403) return new ApiError(403, 'INSUFFICIENT_SCOPE', 'This API key lacks the scope needed for this operation.');
