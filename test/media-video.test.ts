@@ -229,8 +229,8 @@ describe('video generation', () => {
       [t2v({ referenceVideo: 'asset_missing' }), 'INVALID_REFERENCE', /^parameters\.referenceVideo: .*asset_missing/],
       [t2v({ referenceVideo: shortVid }), 'INVALID_REFERENCE', /parameters\.referenceVideo: video asset \S+ is 0\.5 s long; model gemforge-video-1 accepts reference video of 1–10 s\./],
       [t2v({ referenceVideos: [longVid] }), 'INVALID_REFERENCE', /parameters\.referenceVideos\[0\]: video asset \S+ is 12(\.\d+)? s long; .*1–10 s/],
-      [t2v({ referenceAudios: [shortAud] }), 'INVALID_REQUEST', /parameters\.referenceAudios\[0\]: audio asset \S+ is 0\.5 s long; .*reference audio of 1–30 s/],
-      [t2v({ referenceAudios: [longAud] }), 'INVALID_REQUEST', /parameters\.referenceAudios\[0\]: audio asset \S+ is 31(\.\d+)? s long; .*1–30 s/],
+      [t2v({ referenceAudios: [shortAud] }), 'INVALID_REFERENCE', /parameters\.referenceAudios\[0\]: audio asset \S+ is 0\.5 s long; .*reference audio of 1–30 s/],
+      [t2v({ referenceAudios: [longAud] }), 'INVALID_REFERENCE', /parameters\.referenceAudios\[0\]: audio asset \S+ is 31(\.\d+)? s long; .*1–30 s/],
     ];
     const before = await ledger.balanceOf(s.db, user.accountId);
     for (const [body, code, message] of cases) {
