@@ -7,13 +7,15 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { startTestServer, type TestServer } from './helpers/server.ts';
+import { dbEnvFor } from './helpers/database.ts';
 
 const bin = path.resolve(import.meta.dirname, '../scripts/gemforge.mjs');
 
 /** Runs `gemforge admin …` without blocking the test process (the server keeps answering meanwhile). */
-function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+async function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  const env = { ...process.env, ...(await dbEnvFor(dataDir)) };
   return new Promise((resolve) => {
-    execFile(process.execPath, [bin, 'admin', ...args], { env: { ...process.env, DATA_DIR: dataDir }, encoding: 'utf8' }, (error, stdout, stderr) => {
+    execFile(process.execPath, [bin, 'admin', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => {
       let json: unknown;
       try {
         json = JSON.parse(stdout);

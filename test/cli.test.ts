@@ -140,9 +140,13 @@ describe('gemforge CLI', () => {
       env: { PATH: process.env.PATH ?? '', ...env },
     });
     let stderr = '';
+    let interrupted = false; // one Ctrl-C: a second one (after the CLI's handler is gone) would kill it outright
     child.stderr.on('data', (d) => {
       stderr += d;
-      if (/task task_\w+ created/.test(stderr) && !child.killed) setTimeout(() => child.kill('SIGINT'), 300);
+      if (/task task_\w+ created/.test(stderr) && !interrupted) {
+        interrupted = true;
+        setTimeout(() => child.kill('SIGINT'), 300);
+      }
     });
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     assert.equal(code, 130, stderr);

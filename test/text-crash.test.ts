@@ -7,6 +7,7 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { openDb } from '../server/storage/db.ts';
+import { dbOptionsFor } from './helpers/database.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
@@ -25,7 +26,7 @@ describe('text generation across a crash', () => {
   });
 
   it('when the server is SIGKILLed mid-stream and restarted, then a replay is 409 REQUEST_UNCERTAIN and the ledger verifies with the reservation held', async () => {
-    const db = await openDb({ dataDir });
+    const db = await openDb(await dbOptionsFor(dataDir));
     const account = await accounts.createAccount(db, systemClock, { name: 'crash', llmAllowance: 100 });
     const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'k', scopes: ['generate'] });
     await db.destroy();
@@ -61,7 +62,7 @@ describe('text generation across a crash', () => {
     }
     await second.kill('SIGTERM');
 
-    const check = await openDb({ dataDir });
+    const check = await openDb(await dbOptionsFor(dataDir));
     try {
       const report = await verifyLedger(check);
       assert.deepEqual(report.problems, []);

@@ -1,11 +1,13 @@
 /**
  * The real server as a child process (`node --import tsx server/main.ts`), for
  * tests that kill it (SIGKILL mid-work) and start it again on the same DATA_DIR.
- * The child logs JSON at LOG_LEVEL=info; its start line carries `url`.
+ * The child logs JSON at LOG_LEVEL=info; its start line carries `url`. Under
+ * TEST_DATABASE_URL it gets DATABASE_URL of the data dir's Postgres database.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
+import { dbEnvFor } from './database.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -27,7 +29,7 @@ export interface ServerChild {
 export async function startServerChild(env: Record<string, string> & { DATA_DIR: string }, timeoutMs = 30_000): Promise<ServerChild> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'test', ...env },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'test', ...(await dbEnvFor(env.DATA_DIR)), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Array<Record<string, unknown>> = [];

@@ -7,6 +7,7 @@ import { verifyLedger } from '../../server/domain/ledger-verify.ts';
 import { ApiError } from '../../server/errors.ts';
 import { openDb } from '../../server/storage/db.ts';
 import { ManualClock, makeAccountWithKey, openTestDb, type TestDb } from '../helpers/db.ts';
+import { dbOptionsFor } from '../helpers/database.ts';
 
 async function rejects(p: Promise<unknown>, status: number, code: string, message?: RegExp): Promise<void> {
   await assert.rejects(p, (e: unknown) => {
@@ -217,9 +218,9 @@ describe('ledger invariants (property)', () => {
     );
   });
 
-  it('when two processes’ connections reserve on one SQLite file at once, then the balance is never overdrawn', async () => {
+  it('when two processes’ connections reserve on one database at once, then the balance is never overdrawn', async () => {
     const t = await openTestDb();
-    const other = await openDb({ dataDir: t.dir });
+    const other = await openDb(await dbOptionsFor(t.dir));
     try {
       const clock = new ManualClock(new Date('2026-11-10T00:00:00Z'));
       const { accountId, keyId } = await makeAccountWithKey(t.db, clock);
