@@ -83,7 +83,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   await selfCheck(url, server, db);
   const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, options.providers) : undefined;
-  logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'server' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
+  logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
   let closed = false;
   return {
     url,

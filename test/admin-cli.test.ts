@@ -7,13 +7,15 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
+import { dbEnvFor } from './helpers/database.ts';
 
 const bin = path.resolve(import.meta.dirname, '../scripts/gemforge.mjs');
 
 /** Runs `gemforge admin …` without blocking the test process (the server keeps answering meanwhile). */
-function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+async function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  const env = { ...process.env, ...(await dbEnvFor(dataDir)) };
   return new Promise((resolve) => {
-    execFile(process.execPath, [bin, 'admin', ...args], { env: { ...process.env, DATA_DIR: dataDir }, encoding: 'utf8' }, (error, stdout, stderr) => {
+    execFile(process.execPath, [bin, 'admin', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => {
       let json: unknown;
       try {
         json = JSON.parse(stdout);
@@ -78,6 +80,7 @@ describe('admin CLI', () => {
     const cases: Array<[string[], RegExp]> = [
       [['account', 'create'], /--name is required/],
       [['account', 'create', '--name', 'x', '--gems', '-5'], /--gems|argument/],
+      [['account', 'create', '--name', 'é'.repeat(201)], /name must be at most 200 characters/],
       [['account', 'create', '--name', 'x', '--gems', 'lots'], /--gems must be a whole number/],
       [['account', 'update', 'acct_missing', '--state', 'active'], /no account with id acct_missing/],
       [['account', 'update', 'acct_x', '--state', 'sleepy'], /--state must be one of/],
@@ -101,6 +104,14 @@ describe('admin CLI', () => {
     const r = await admin(s.dataDir, 'key', 'create', '--account', accountId, '--name', 'one-too-many', '--scopes', 'read');
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /50 non-revoked keys/);
+  });
+
+  it('when 60 keys are created for one account at once, then exactly 50 are made and the rest refused', async () => {
+    const accountId = await s.account();
+    const made = await Promise.all(Array.from({ length: 60 }, () => s.key(accountId).then(() => 1, (e: Error) => (/50 non-revoked keys/.test(e.message) ? 0 : Promise.reject(e)))));
+    assert.equal(made.reduce((a: number, b) => a + b, 0), 50);
+    const list = await admin(s.dataDir, 'key', 'list', '--account', accountId);
+    assert.equal(list.json.keys.length, 50);
   });
 
   it('when an expiry in the past is given, then the key is refused', async () => {

@@ -9,11 +9,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDb } from '../server/storage/db.ts';
-import * as accounts from '../server/domain/accounts.ts';
-import { systemClock } from '../server/domain/clock.ts';
+import { dbOptionsFor } from './helpers/database.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { tempDataDir } from './helpers/server.ts';
-import { startServerChild, type ServerChild } from './helpers/child.ts';
+import { generateKeyOnDisk, startServerChild, type ServerChild } from './helpers/child.ts';
 import { video } from './helpers/media.ts';
 
 const PATH = '/api/generate/extract/video';
@@ -27,10 +26,7 @@ describe('video analysis across a crash', () => {
   });
 
   it('when the server is SIGKILLed during an analysis and restarted, then a replay is 409 REQUEST_UNCERTAIN and the ledger verifies with the reservation held', async () => {
-    const db = await openDb({ dataDir });
-    const account = await accounts.createAccount(db, systemClock, { name: 'crash', llmAllowance: 1000 });
-    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'k', scopes: ['generate'] });
-    await db.destroy();
+    const secret = await generateKeyOnDisk(dataDir, 1000);
     const auth = { authorization: `Bearer ${secret}` };
 
     const env = { DATA_DIR: dataDir };
@@ -52,7 +48,7 @@ describe('video analysis across a crash', () => {
     const pending = fetch(`${first.url}${PATH}`, init).catch((error: unknown) => error);
 
     // Kill once the claim is durable: the identity is pending with its reservation.
-    const watch = await openDb({ dataDir });
+    const watch = await openDb(await dbOptionsFor(dataDir));
     try {
       for (let i = 0; ; i++) {
         const record = await watch('idempotency_records').where({ idem_key: 'crash-extract-1' }).first();
@@ -76,7 +72,7 @@ describe('video analysis across a crash', () => {
     }
     await second.kill('SIGTERM');
 
-    const check = await openDb({ dataDir });
+    const check = await openDb(await dbOptionsFor(dataDir));
     try {
       const report = await verifyLedger(check);
       assert.deepEqual(report.problems, []);

@@ -13,6 +13,7 @@ import { startServerChild } from './helpers/child.ts';
 import { assertSettled, newKey, type TaskBody } from './helpers/tasks.ts';
 import { assertOneIdentityRace } from './helpers/exactly-once.ts';
 import { openDb } from '../server/storage/db.ts';
+import { dbEnvFor, dbOptionsFor } from './helpers/database.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
@@ -46,7 +47,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
 
 /** An account with Gems and a key, made directly in the data dir the child uses. */
 async function seedUser(dataDir: string): Promise<{ accountId: string; secret: string }> {
-  const db = await openDb({ dataDir });
+  const db = await openDb(await dbOptionsFor(dataDir));
   try {
     const a = await accounts.createAccount(db, systemClock, { name: 'durability' });
     await ledger.credit(db, systemClock, a.id, 500, 'grant');
@@ -76,8 +77,8 @@ describe('media durability', () => {
 
   it('when two workers claim from one queue at once, then every job goes to exactly one of them', async () => {
     const dir = tempDataDir();
-    const a = await openDb({ dataDir: dir });
-    const b = await openDb({ dataDir: dir });
+    const a = await openDb(await dbOptionsFor(dir));
+    const b = await openDb(await dbOptionsFor(dir));
     try {
       const now = new Date().toISOString();
       const acct = await accounts.createAccount(a, systemClock, { name: 'q' });
@@ -142,7 +143,7 @@ describe('media durability', () => {
       assert.equal(replay.body.task.id, held.id);
 
       // Async, so the test process keeps its connections alive meanwhile.
-      await promisify(execFile)(process.execPath, [path.join(ROOT, 'scripts/gemforge.mjs'), 'admin', 'task', 'settle', held.id, '--failed'], { env: { ...process.env, DATA_DIR: dataDir } });
+      await promisify(execFile)(process.execPath, [path.join(ROOT, 'scripts/gemforge.mjs'), 'admin', 'task', 'settle', held.id, '--failed'], { env: { ...process.env, ...(await dbEnvFor(dataDir)) } });
       const settled = await getTask(child.url, user.secret, held.id);
       assert.equal(settled.status, 'failed');
       assertSettled(settled);
@@ -150,7 +151,7 @@ describe('media durability', () => {
     } finally {
       await child.kill('SIGTERM');
     }
-    const db = await openDb({ dataDir });
+    const db = await openDb(await dbOptionsFor(dataDir));
     try {
       const report = await verifyLedger(db, [verifyTasks]);
       assert.deepEqual(report.problems, []);
@@ -167,7 +168,7 @@ describe('media durability', () => {
     const user = await seedUser(dataDir);
     const server = await startServerChild({ DATA_DIR: dataDir, WORKER_ENABLED: 'false' });
     const worker = spawn(process.execPath, [path.join(ROOT, 'scripts/gemforge.mjs'), 'worker'], {
-      env: { ...process.env, DATA_DIR: dataDir, WORKER_POLL_MS: '50', LOG_LEVEL: 'warn' },
+      env: { ...process.env, ...(await dbEnvFor(dataDir)), WORKER_POLL_MS: '50', LOG_LEVEL: 'warn' },
       stdio: 'ignore',
     });
     try {

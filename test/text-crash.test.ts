@@ -7,11 +7,10 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { openDb } from '../server/storage/db.ts';
-import * as accounts from '../server/domain/accounts.ts';
-import { systemClock } from '../server/domain/clock.ts';
+import { dbOptionsFor } from './helpers/database.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { tempDataDir } from './helpers/server.ts';
-import { startServerChild, type ServerChild } from './helpers/child.ts';
+import { generateKeyOnDisk, startServerChild, type ServerChild } from './helpers/child.ts';
 import { sseEvents } from './helpers/sse.ts';
 
 const PATH = '/api/generate/text/v1/chat/completions';
@@ -25,10 +24,7 @@ describe('text generation across a crash', () => {
   });
 
   it('when the server is SIGKILLed mid-stream and restarted, then a replay is 409 REQUEST_UNCERTAIN and the ledger verifies with the reservation held', async () => {
-    const db = await openDb({ dataDir });
-    const account = await accounts.createAccount(db, systemClock, { name: 'crash', llmAllowance: 100 });
-    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'k', scopes: ['generate'] });
-    await db.destroy();
+    const secret = await generateKeyOnDisk(dataDir, 100);
 
     const env = { DATA_DIR: dataDir, TEXT_STREAM_DELAY_MS: '200' };
     const first = await startServerChild(env);
@@ -61,7 +57,7 @@ describe('text generation across a crash', () => {
     }
     await second.kill('SIGTERM');
 
-    const check = await openDb({ dataDir });
+    const check = await openDb(await dbOptionsFor(dataDir));
     try {
       const report = await verifyLedger(check);
       assert.deepEqual(report.problems, []);

@@ -23,6 +23,13 @@ export interface Principal {
 /** A domain rule broken by an admin command (bad arguments, unknown IDs). */
 export class AdminError extends Error {}
 
+/** Account and key names: what their columns hold (Postgres enforces it; SQLite would not). */
+export const MAX_NAME_CHARS = 200;
+
+function checkName(name: string, what: string): void {
+  if (Array.from(name).length > MAX_NAME_CHARS) throw new AdminError(`${what} name must be at most ${MAX_NAME_CHARS} characters`);
+}
+
 export function hashSecret(secret: string): string {
   return crypto.createHash('sha256').update(secret).digest('hex');
 }
@@ -35,6 +42,7 @@ export interface NewAccount {
 }
 
 export async function createAccount(db: Db, clock: Clock, input: NewAccount): Promise<AccountRow> {
+  checkName(input.name, 'an account');
   const now = clock.now().toISOString();
   const row: AccountRow = {
     id: newId('acct'),
@@ -87,6 +95,7 @@ export async function createKey(
   prefix: string,
   input: NewKey,
 ): Promise<{ key: ApiKeyRow; secret: string }> {
+  checkName(input.name, 'a key');
   if (input.scopes.length === 0) throw new AdminError('a key needs at least one scope (read, generate)');
   if (input.expiresAt && input.expiresAt.getTime() <= clock.now().getTime()) {
     throw new AdminError('the expiry must be in the future');
@@ -106,6 +115,7 @@ export async function createKey(
     created_at: clock.now().toISOString(),
   };
   await inTransaction(db, async (trx) => {
+    await store.lockAccountRow(trx, input.accountId); // count and insert as one step
     if (!(await store.findAccount(trx, input.accountId))) throw new AdminError(`no account with id ${input.accountId}`);
     const active = await store.countActiveKeys(trx, input.accountId);
     if (active >= MAX_ACTIVE_KEYS) {

@@ -13,9 +13,8 @@
  * back with the reservation and nothing is retained.
  */
 import crypto from 'node:crypto';
-import type { Knex } from 'knex';
 import { ApiError } from '../errors.ts';
-import { inTransaction, isUniqueViolation, type Db } from '../storage/db.ts';
+import { inTransaction, isUniqueViolation, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/idempotency.ts';
 import type { IdempotencyRow, RecordState } from '../storage/idempotency.ts';
 import { findReservation } from '../storage/ledger.ts';
@@ -75,7 +74,7 @@ const failed = () =>
  * released → REQUEST_FAILED; completed → the record (the caller replays it);
  * none → undefined (the caller may claim it).
  */
-export async function lookup(db: Db | Knex.Transaction, id: Identity): Promise<IdempotencyRow | undefined> {
+export async function lookup(db: Db | Tx, id: Identity): Promise<IdempotencyRow | undefined> {
   const row = await store.findRecord(db, id.keyId, id.idemKey);
   if (!row) return undefined;
   if (row.operation !== id.operation || row.fingerprint !== id.fingerprint) throw conflict();
@@ -104,7 +103,7 @@ export async function submit<T>(
   db: Db,
   clock: Clock,
   id: Identity,
-  admit: (trx: Knex.Transaction) => Promise<{ value: T; outcome: ClaimOutcome }>,
+  admit: (trx: Tx) => Promise<{ value: T; outcome: ClaimOutcome }>,
 ): Promise<SubmitResult<T>> {
   const existing = await lookup(db, id);
   if (existing) return { created: false, record: existing };
@@ -150,7 +149,7 @@ export async function submit<T>(
 
 /** Records the final response of a pending identity (text, extraction). */
 export async function complete(
-  trx: Db | Knex.Transaction,
+  trx: Db | Tx,
   clock: Clock,
   id: Pick<Identity, 'keyId' | 'idemKey'>,
   result: { ref?: string | null; responseStatus: number; responseBody: string },
@@ -166,7 +165,7 @@ export async function complete(
 }
 
 /** The work certainly did not happen and nothing was charged: replays get REQUEST_FAILED. */
-export async function markReleased(trx: Db | Knex.Transaction, clock: Clock, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {
+export async function markReleased(trx: Db | Tx, clock: Clock, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {
   await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending', 'uncertain'], {
     state: 'released',
     updated_at: clock.now().toISOString(),
@@ -174,7 +173,7 @@ export async function markReleased(trx: Db | Knex.Transaction, clock: Clock, id:
 }
 
 /** The outcome cannot be known: replays get REQUEST_UNCERTAIN, the reservation stays held. */
-export async function markUncertain(trx: Db | Knex.Transaction, clock: Clock, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {
+export async function markUncertain(trx: Db | Tx, clock: Clock, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {
   await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], {
     state: 'uncertain',
     updated_at: clock.now().toISOString(),

@@ -7,16 +7,16 @@
  *   release  → voids the whole reservation (nothing charged)
  *
  * Every movement is an append-only `ledger_entries` row; balances and spends are
- * sums over them. Each operation runs in one transaction that locks the account
- * and key rows (Postgres) or holds SQLite's single writer, so no interleaving can
- * take a balance, an allowance or a key cap past its limit.
+ * sums over them, each read in one statement. Reserve and credit run in one
+ * transaction that locks the account and key rows (Postgres) or holds SQLite's
+ * single writer, so no interleaving can take a balance, an allowance or a key cap
+ * past its limit.
  */
-import type { Knex } from 'knex';
 import { ApiError } from '../errors.ts';
-import { inTransaction, isSqlite, type Db } from '../storage/db.ts';
+import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/ledger.ts';
 import type { Purpose, ReservationRow } from '../storage/ledger.ts';
-import { findAccount, findKey } from '../storage/accounts.ts';
+import { findAccount, findKey, lockAccountRow, lockKeyRow } from '../storage/accounts.ts';
 import { newId } from './ids.ts';
 import { utcMonth, type Clock } from './clock.ts';
 
@@ -45,20 +45,6 @@ function assertWhole(n: number, what: string): void {
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`${what} must be a non-negative whole number of Gems, got ${n}`);
 }
 
-/** Spend of a key in a month: charges posted that month plus every open hold, whatever its month. */
-async function keySpend(trx: Knex.Transaction | Db, keyId: string, month: string): Promise<number> {
-  const posted = await store.postedInMonth(trx, { key_id: keyId }, month);
-  const held = await store.outstanding(trx, { key_id: keyId });
-  return posted.allowance + posted.paid + held.allowance + held.paid;
-}
-
-/** LLM allowance used in a month: allowance charges posted that month plus open allowance holds. */
-async function allowanceUsed(trx: Knex.Transaction | Db, accountId: string, month: string): Promise<number> {
-  const posted = await store.postedInMonth(trx, { account_id: accountId }, month);
-  const held = await store.outstanding(trx, { account_id: accountId });
-  return posted.allowance + held.allowance;
-}
-
 /**
  * Reserves `amount` Gems, or throws the spec's error naming the limit hit and
  * the amount needed: 409 PRICE_CHANGED, 402 API_KEY_LIMIT, 402 INSUFFICIENT_GEMS
@@ -69,7 +55,7 @@ export async function reserve(db: Db, clock: Clock, req: ReserveRequest): Promis
 }
 
 /** `reserve` inside a caller's transaction, so a claim, a reservation and a task commit together. */
-export async function reserveTx(trx: Knex.Transaction, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
+export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
   assertWhole(req.amount, 'amount');
   if (req.maxGems !== undefined && req.amount > req.maxGems) {
     throw new ApiError(
@@ -78,21 +64,20 @@ export async function reserveTx(trx: Knex.Transaction, clock: Clock, req: Reserv
       `This request costs up to ${gems(req.amount)}, above its maxGems ceiling of ${req.maxGems}. Reduce the cost or raise maxGems to at least ${req.amount}.`,
     );
   }
-  const lock = !isSqlite(trx);
-  await store.lockAccountRow(trx, req.accountId, lock);
+  await lockAccountRow(trx, req.accountId);
   const account = await findAccount(trx, req.accountId);
   if (!account) throw new Error(`reserve: unknown account ${req.accountId}`);
   const now = clock.now();
   const month = utcMonth(now);
 
   if (req.keyId) {
-    await store.lockKeyRow(trx, req.keyId, lock);
+    await lockKeyRow(trx, req.keyId);
     const key = await findKey(trx, req.keyId);
     if (key && key.monthly_cap !== null) {
       if (key.monthly_cap === 0) {
         throw new ApiError(402, 'API_KEY_LIMIT', `This API key's monthly Gem cap is 0, which disables spending; this request needs ${gems(req.amount)}.`);
       }
-      const spent = await keySpend(trx, req.keyId, month);
+      const spent = await store.keySpend(trx, req.keyId, month);
       if (spent + req.amount > key.monthly_cap) {
         throw new ApiError(
           402,
@@ -116,7 +101,7 @@ export async function reserveTx(trx: Knex.Transaction, clock: Clock, req: Reserv
     }
     holdPaid = req.amount;
   } else {
-    const used = await allowanceUsed(trx, req.accountId, month);
+    const used = await store.allowanceUsed(trx, req.accountId, month);
     const left = Math.max(0, account.llm_allowance - used);
     holdAllowance = Math.min(left, req.amount);
     holdPaid = req.amount - holdAllowance;
@@ -182,7 +167,7 @@ export async function release(db: Db, clock: Clock, reservationId: string): Prom
 }
 
 /** Settle or release inside a caller's transaction (so a task and its money move together). */
-export async function close(trx: Knex.Transaction, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
+export async function close(trx: Tx, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
   const r = await store.findReservation(trx, reservationId);
   if (!r) throw new Error(`settle: unknown reservation ${reservationId}`);
   if (r.state !== 'held') throw new Error(`settle: reservation ${reservationId} is already ${r.state}`);
@@ -214,9 +199,23 @@ export async function close(trx: Knex.Transaction, clock: Clock, reservationId: 
 /** Adds (or with a negative amount, removes) paid Gems; never below zero. */
 export async function credit(db: Db, clock: Clock, accountId: string, amount: number, note: string): Promise<number> {
   if (!Number.isSafeInteger(amount)) throw new Error('credit must be a whole number of Gems');
+  return adjust(db, clock, accountId, () => amount, note);
+}
+
+/** Sets the paid balance to `target` with one correcting credit row. */
+export async function setBalance(db: Db, clock: Clock, accountId: string, target: number): Promise<number> {
+  return adjust(db, clock, accountId, (balance) => target - balance, 'admin: set balance');
+}
+
+/**
+ * One credit row of `amountFor(balance)`, computed under the account lock so a
+ * reservation committing meanwhile cannot make "set the balance to N" miss N.
+ */
+async function adjust(db: Db, clock: Clock, accountId: string, amountFor: (balance: number) => number, note: string): Promise<number> {
   return inTransaction(db, async (trx) => {
-    await store.lockAccountRow(trx, accountId, !isSqlite(trx));
+    await lockAccountRow(trx, accountId);
     const balance = await store.paidBalance(trx, accountId);
+    const amount = amountFor(balance);
     if (balance + amount < 0) throw new Error(`the balance of ${balance} cannot go below zero`);
     if (amount !== 0) {
       const now = clock.now();
@@ -236,12 +235,6 @@ export async function credit(db: Db, clock: Clock, accountId: string, amount: nu
   });
 }
 
-/** Sets the paid balance to `target` with one correcting credit row. */
-export async function setBalance(db: Db, clock: Clock, accountId: string, target: number): Promise<number> {
-  const balance = await store.paidBalance(db, accountId);
-  return credit(db, clock, accountId, target - balance, 'admin: set balance');
-}
-
 export async function balanceOf(db: Db, accountId: string): Promise<number> {
   return store.paidBalance(db, accountId);
 }
@@ -251,11 +244,11 @@ export async function accountSummary(db: Db, clock: Clock, accountId: string, ke
   const month = utcMonth(clock.now());
   const held = await store.outstanding(db, { account_id: accountId });
   const keys: Record<string, number> = {};
-  for (const id of keyIds) keys[id] = await keySpend(db, id, month);
+  for (const id of keyIds) keys[id] = await store.keySpend(db, id, month);
   return {
     month,
     balance: await store.paidBalance(db, accountId),
-    llmAllowanceUsed: await allowanceUsed(db, accountId, month),
+    llmAllowanceUsed: await store.allowanceUsed(db, accountId, month),
     outstandingReservations: { count: held.count, gems: held.allowance + held.paid, allowance: held.allowance, paid: held.paid },
     keySpendThisMonth: keys,
   };

@@ -2,10 +2,9 @@
  * Media tasks: submission (idempotent claim + reservation + task + job in one
  * transaction), the read-only view, and settlement at a terminal status.
  */
-import type { Knex } from 'knex';
 import type { components } from '../../generated/api.ts';
 import { ApiError } from '../errors.ts';
-import { inTransaction, type Db } from '../storage/db.ts';
+import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
 import { findAsset } from '../storage/assets.ts';
@@ -95,7 +94,7 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   return { created: false, task };
 }
 
-async function createTask(trx: Knex.Transaction, clock: Clock, principal: Principal, prepared: PreparedMedia, reservationId: string): Promise<TaskRow> {
+async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared: PreparedMedia, reservationId: string): Promise<TaskRow> {
   const now = clock.now().toISOString();
   const task: TaskRow = {
     id: newId('task'),
@@ -171,7 +170,7 @@ export interface Finish {
  * transaction: charge the succeeded outputs, release the rest. Runs once: a
  * task already terminal is left alone (returns false).
  */
-export async function finishTask(trx: Knex.Transaction, clock: Clock, taskId: string, finish: Finish): Promise<boolean> {
+export async function finishTask(trx: Tx, clock: Clock, taskId: string, finish: Finish): Promise<boolean> {
   const task = await store.findTask(trx, taskId);
   if (!task || TERMINAL.has(task.status)) return false;
   const now = clock.now().toISOString();

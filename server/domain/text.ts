@@ -13,11 +13,10 @@
  * still settles and its result is retained for replay.
  */
 import crypto from 'node:crypto';
-import type { Knex } from 'knex';
 import type { components, operations } from '../../generated/api.ts';
 import { ApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import { inTransaction, type Db } from '../storage/db.ts';
+import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import type { Principal } from './accounts.ts';
 import type { Catalog } from './catalog.ts';
 import type { Clock } from './clock.ts';
@@ -197,7 +196,7 @@ export async function createChatCompletion(
   const amount = conservativeMaximum(rates, provider.promptTokenUpperBound(messages), request.max_tokens);
   const id = `chatcmpl_${crypto.randomBytes(12).toString('hex')}`;
 
-  const claim = await idem.submit(deps.db, deps.clock, identity, async (trx: Knex.Transaction) => {
+  const claim = await idem.submit(deps.db, deps.clock, identity, async (trx: Tx) => {
     const rsv = await ledger.reserveTx(trx, deps.clock, {
       accountId: principal.account.id,
       keyId: principal.key.id,

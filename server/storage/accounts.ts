@@ -1,5 +1,5 @@
 /** Account and API-key rows. Plain rows in, plain rows out. */
-import type { Db } from './db.ts';
+import { isSqlite, type Db } from './db.ts';
 import type { Knex } from 'knex';
 
 type Conn = Db | Knex.Transaction;
@@ -97,4 +97,19 @@ export async function countActiveKeys(db: Conn, accountId: string): Promise<numb
 
 export async function revokeKey(db: Conn, id: string, at: string): Promise<number> {
   return db('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at });
+}
+
+/**
+ * Takes the account row's write lock for the rest of the transaction on Postgres
+ * (SQLite's single writer already serializes). Whatever checks a limit of the
+ * account and then inserts (reserve, credit, key creation) holds it, so no two
+ * such checks interleave and pass the limit together.
+ */
+export async function lockAccountRow(trx: Knex.Transaction, accountId: string): Promise<void> {
+  if (!isSqlite(trx)) await trx('accounts').where({ id: accountId }).select('id').forUpdate();
+}
+
+/** The key row's write lock, taken after the account's (one order, no deadlock). */
+export async function lockKeyRow(trx: Knex.Transaction, keyId: string): Promise<void> {
+  if (!isSqlite(trx)) await trx('api_keys').where({ id: keyId }).select('id').forUpdate();
 }

@@ -1,7 +1,8 @@
 /**
  * Opens the database (the only module family that imports knex, STYLE habit 1 of
  * the request flow). Embedded SQLite under DATA_DIR by default; `DATABASE_URL`
- * selects a server database (postgres://…) with the same migrations.
+ * (postgres://… or postgresql://…) selects Postgres with the same migrations.
+ * Both drivers return the same plain rows: whole numbers as JS numbers.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -9,6 +10,8 @@ import knex, { type Knex } from 'knex';
 import { migrationSource } from './migrations/index.ts';
 
 export type Db = Knex;
+/** A transaction: what domain code names instead of importing knex itself. */
+export type Tx = Knex.Transaction;
 
 export interface DbOptions {
   dataDir: string;
@@ -17,14 +20,83 @@ export interface DbOptions {
 
 /** Opens a knex instance and brings the schema up to date. */
 export async function openDb(options: DbOptions): Promise<Db> {
-  const db = options.databaseUrl ? openServerDb(options.databaseUrl) : openSqlite(options.dataDir);
-  await db.migrate.latest({ migrationSource });
+  const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+  try {
+    await migrate(db);
+  } catch (error) {
+    await db.destroy(); // an open pool would keep a failed admin command or worker alive
+    throw error;
+  }
   return db;
 }
 
-function openServerDb(url: string): Db {
-  const client = url.startsWith('postgres') ? 'pg' : url.split(':')[0];
-  return knex({ client, connection: url, pool: { min: 0, max: 10 } });
+/** Key of gemforge's migration advisory lock on Postgres (any constant: "gemf"). */
+const MIGRATION_LOCK = 0x67656d66;
+
+/**
+ * Brings the schema up to date. Processes that start together on a fresh
+ * database (the server, `gemforge worker`, an admin command) would race to create
+ * knex's own migration tables, and knex's lock refuses rather than waits: on
+ * Postgres they queue on an advisory lock; on SQLite the loser retries.
+ */
+async function migrate(db: Db): Promise<void> {
+  if (!isSqlite(db)) {
+    await db.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock(?)', [MIGRATION_LOCK]);
+      await db.migrate.latest({ migrationSource }); // on other pool connections, while this one holds the lock
+    });
+    return;
+  }
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await db.migrate.latest({ migrationSource });
+      return;
+    } catch (error) {
+      const racing = error instanceof Error && (error.name === 'MigrationLocked' || /already exists/.test(error.message));
+      if (!racing || attempt >= 50) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 100));
+    }
+  }
+}
+
+/** The pg connection as far as the pool hook needs it. */
+interface PgConnection {
+  setTypeParser(oid: number, parse: (text: string) => unknown): void;
+}
+
+/** Postgres type OIDs whose text pg would hand back as strings. */
+const INT8 = 20; // bigint columns, COUNT(*)
+const NUMERIC = 1700; // SUM() over bigint
+
+/**
+ * bigint and numeric arrive from pg as strings (they may exceed 2^53). Every one
+ * of ours is a whole number of Gems, bytes or rows, far below that: parse them to
+ * numbers like SQLite does, and fail loudly rather than round if one ever is not.
+ */
+function wholeNumber(text: string): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n)) throw new Error(`database value ${text} is not a whole number within ±2^53`);
+  return n;
+}
+
+function openPostgres(url: string): Db {
+  if (!/^postgres(ql)?:\/\//.test(url)) {
+    throw new Error('DATABASE_URL must be a Postgres URL (postgres://user:password@host:port/database); unset it for SQLite under DATA_DIR');
+  }
+  return knex({
+    client: 'pg',
+    connection: url,
+    pool: {
+      min: 0,
+      max: 10,
+      afterCreate(conn: PgConnection, done: (err: Error | null, conn: unknown) => void) {
+        // Per connection, not pg's global parsers: other pg users in the process keep theirs.
+        conn.setTypeParser(INT8, wholeNumber);
+        conn.setTypeParser(NUMERIC, wholeNumber);
+        done(null, conn);
+      },
+    },
+  });
 }
 
 function openSqlite(dataDir: string): Db {
@@ -53,24 +125,33 @@ function openSqlite(dataDir: string): Db {
   });
 }
 
-/** True for SQLite, whose single writer makes row locks unnecessary. */
+/** True for SQLite, whose single writer makes row locks unnecessary (Postgres takes them: `forUpdate()`). */
 export function isSqlite(db: Db | Knex.Transaction): boolean {
   return db.client.config.client === 'sqlite3';
 }
 
 const BUSY = /SQLITE_BUSY|database is locked/;
+/** Postgres: serialization_failure, deadlock_detected (the victim was rolled back whole). */
+const PG_RETRY = new Set(['40001', '40P01']);
+
+function retryable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  return BUSY.test(error.message) || PG_RETRY.has((error as { code?: string }).code ?? '');
+}
 
 /**
- * Runs `fn` in a transaction. On SQLite a write from another process can make a
- * transaction fail with SQLITE_BUSY when it upgrades from read to write; the
- * whole transaction is then retried (nothing of it was committed).
+ * Runs `fn` in a transaction (READ COMMITTED on Postgres: rules that need a
+ * stable picture lock rows first, see ledger.ts). On SQLite a write from another
+ * process can make a transaction fail with SQLITE_BUSY when it upgrades from read
+ * to write; on Postgres a deadlock victim is rolled back. Either way nothing of it
+ * was committed, and the whole transaction is retried.
  */
 export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await db.transaction(fn);
     } catch (error) {
-      if (attempt >= 20 || !(error instanceof Error) || !BUSY.test(error.message)) throw error;
+      if (attempt >= 20 || !retryable(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40 * (attempt + 1)));
     }
   }

@@ -101,17 +101,24 @@ export async function outstanding(
   return { allowance: Number(row?.allowance ?? 0), paid: Number(row?.paid ?? 0), count: Number(row?.count ?? 0) };
 }
 
-/** Charges posted in one UTC month, split by pool. */
-export async function postedInMonth(
-  db: Conn,
-  filter: { account_id?: string; key_id?: string },
-  month: string,
-): Promise<{ allowance: number; paid: number }> {
-  const row = await db('ledger_entries')
-    .where({ ...filter, type: 'post', month })
-    .select(db.raw('COALESCE(SUM(allowance), 0) AS allowance'), db.raw('COALESCE(SUM(paid), 0) AS paid'))
-    .first();
-  return { allowance: Number(row?.allowance ?? 0), paid: Number(row?.paid ?? 0) };
+/**
+ * A key's spend in a UTC month: charges posted that month plus every open hold,
+ * whatever its month. One statement, so one snapshot: a settlement moving Gems
+ * from held to posted is seen wholly before or wholly after, never missed.
+ */
+export async function keySpend(db: Conn, keyId: string, month: string): Promise<number> {
+  const posted = db('ledger_entries').where({ key_id: keyId, type: 'post', month }).select(db.raw('COALESCE(SUM(allowance + paid), 0)'));
+  const held = db('reservations').where({ key_id: keyId, state: 'held' }).select(db.raw('COALESCE(SUM(hold_allowance + hold_paid), 0)'));
+  const row = await db.first(db.raw('(?) + (?) AS spent', [posted, held]));
+  return Number(row?.spent ?? 0);
+}
+
+/** LLM allowance used in a UTC month: allowance charges posted that month plus open allowance holds (one snapshot, as keySpend). */
+export async function allowanceUsed(db: Conn, accountId: string, month: string): Promise<number> {
+  const posted = db('ledger_entries').where({ account_id: accountId, type: 'post', month }).select(db.raw('COALESCE(SUM(allowance), 0)'));
+  const held = db('reservations').where({ account_id: accountId, state: 'held' }).select(db.raw('COALESCE(SUM(hold_allowance), 0)'));
+  const row = await db.first(db.raw('(?) + (?) AS used', [posted, held]));
+  return Number(row?.used ?? 0);
 }
 
 export async function allReservations(db: Conn): Promise<ReservationRow[]> {
@@ -120,14 +127,4 @@ export async function allReservations(db: Conn): Promise<ReservationRow[]> {
 
 export async function allEntries(db: Conn): Promise<EntryRow[]> {
   return (await db('ledger_entries').select('*').orderBy('id')).map(toEntry);
-}
-
-export async function lockAccountRow(db: Conn, accountId: string, lock: boolean): Promise<void> {
-  const q = db('accounts').where({ id: accountId }).select('id');
-  await (lock ? q.forUpdate() : q);
-}
-
-export async function lockKeyRow(db: Conn, keyId: string, lock: boolean): Promise<void> {
-  const q = db('api_keys').where({ id: keyId }).select('id');
-  await (lock ? q.forUpdate() : q);
 }

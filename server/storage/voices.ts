@@ -1,6 +1,6 @@
 /** Voice rows (catalog and uploaded). Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
-import type { Db } from './db.ts';
+import { isSqlite, type Db } from './db.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -75,10 +75,10 @@ function filtered(db: Conn, q: VoiceQuery): Knex.QueryBuilder {
 /** One page of voices in a stable order, and how many match in all. */
 export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: VoiceRow[]; total: number }> {
   const count = await filtered(db, q).count({ n: '*' }).first();
-  const order =
-    q.scope === 'mine'
-      ? [{ column: 'created_at', order: 'desc' as const }, { column: 'id', order: 'desc' as const }]
-      : [{ column: 'name', order: 'asc' as const }, { column: 'id', order: 'asc' as const }];
-  const rows = await filtered(db, q).orderBy(order).offset(q.offset).limit(q.limit);
+  // Code-point order, as SQLite compares: a Postgres database's own collation
+  // (en_US and the like) would page the same voices in another order.
+  const binary = isSqlite(db) ? '' : ' COLLATE "C"';
+  const order = q.scope === 'mine' ? `created_at${binary} DESC, id${binary} DESC` : `name${binary} ASC, id${binary} ASC`;
+  const rows = await filtered(db, q).orderByRaw(order).offset(q.offset).limit(q.limit);
   return { rows: rows.map(toVoice), total: Number(count?.n ?? 0) };
 }

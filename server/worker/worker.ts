@@ -31,7 +31,8 @@ export interface RunningWorker {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function startWorker(options: WorkerOptions): RunningWorker {
-  const id = `${os.hostname()}:${process.pid}:${crypto.randomBytes(3).toString('hex')}`;
+  // At most 40 + 1 + 7 + 1 + 6 characters: jobs.locked_by holds 64 (Postgres enforces it).
+  const id = `${os.hostname().slice(0, 40)}:${process.pid}:${crypto.randomBytes(3).toString('hex')}`;
   const { db, clock, logger } = options;
   let stopping = false;
   const ctx: JobContext = { ...options, stopping: () => stopping };

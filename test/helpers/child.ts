@@ -1,11 +1,16 @@
 /**
  * The real server as a child process (`node --import tsx server/main.ts`), for
  * tests that kill it (SIGKILL mid-work) and start it again on the same DATA_DIR.
- * The child logs JSON at LOG_LEVEL=info; its start line carries `url`.
+ * The child logs JSON at LOG_LEVEL=info; its start line carries `url`. Under
+ * TEST_DATABASE_URL it gets DATABASE_URL of the data dir's Postgres database.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
+import { openDb } from '../../server/storage/db.ts';
+import * as accounts from '../../server/domain/accounts.ts';
+import { systemClock } from '../../server/domain/clock.ts';
+import { dbEnvFor, dbOptionsFor } from './database.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -27,7 +32,7 @@ export interface ServerChild {
 export async function startServerChild(env: Record<string, string> & { DATA_DIR: string }, timeoutMs = 30_000): Promise<ServerChild> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'test', ...env },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'test', ...(await dbEnvFor(env.DATA_DIR)), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Array<Record<string, unknown>> = [];
@@ -70,4 +75,15 @@ export async function startServerChild(env: Record<string, string> & { DATA_DIR:
       return exited;
     },
   };
+}
+
+/** Before any server runs on `dataDir`: an account with an LLM allowance and a `generate` key; returns the key's secret. */
+export async function generateKeyOnDisk(dataDir: string, llmAllowance: number): Promise<string> {
+  const db = await openDb(await dbOptionsFor(dataDir));
+  try {
+    const account = await accounts.createAccount(db, systemClock, { name: 'crash', llmAllowance });
+    return (await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'k', scopes: ['generate'] })).secret;
+  } finally {
+    await db.destroy();
+  }
 }

@@ -1,9 +1,13 @@
-/** A migrated database in a temp dir, for unit and property tests of the domain. */
+/**
+ * A migrated database in a temp dir, for unit and property tests of the domain
+ * (SQLite in the dir, or its own Postgres database under TEST_DATABASE_URL).
+ */
 import fs from 'node:fs';
 import { openDb, type Db } from '../../server/storage/db.ts';
 import * as accounts from '../../server/domain/accounts.ts';
 import type { Clock } from '../../server/domain/clock.ts';
 import { tempDataDir } from './server.ts';
+import { dbOptionsFor, dropDatabaseFor } from './database.ts';
 
 export interface TestDb {
   db: Db;
@@ -12,13 +16,14 @@ export interface TestDb {
 }
 
 export async function openTestDb(dir = tempDataDir()): Promise<TestDb> {
-  const db = await openDb({ dataDir: dir });
+  const db = await openDb(await dbOptionsFor(dir));
   return {
     db,
     dir,
     async close() {
       await db.destroy();
       fs.rmSync(dir, { recursive: true, force: true });
+      await dropDatabaseFor(dir);
     },
   };
 }

@@ -1,7 +1,9 @@
 /**
  * Starts the real server on port 0 with a temporary DATA_DIR (STYLE habit 9)
  * and gives tests what they need to drive it: accounts and keys made through
- * the same domain code the admin CLI uses, and small HTTP helpers.
+ * the same domain code the admin CLI uses, and small HTTP helpers. Under
+ * TEST_DATABASE_URL the server's database is a fresh Postgres database of its
+ * own (helpers/database.ts) instead of SQLite in the data dir.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,6 +13,7 @@ import { startServer, type RunningServer } from '../../server/server.ts';
 import * as accounts from '../../server/domain/accounts.ts';
 import * as ledger from '../../server/domain/ledger.ts';
 import { systemClock, type Clock } from '../../server/domain/clock.ts';
+import { databaseUrlFor, dropDatabaseFor } from './database.ts';
 
 export interface TestServer extends RunningServer {
   dataDir: string;
@@ -34,7 +37,11 @@ export async function startTestServer(
   options: { env?: Record<string, string>; clock?: Clock; config?: Partial<Config>; dataDir?: string } = {},
 ): Promise<TestServer> {
   const dataDir = options.dataDir ?? tempDataDir();
-  const config = loadConfig({ LOG_LEVEL: 'silent', ...options.env, DATA_DIR: dataDir, PORT: '0' }, options.config);
+  const databaseUrl = await databaseUrlFor(dataDir);
+  const config = loadConfig(
+    { LOG_LEVEL: 'silent', ...(databaseUrl && { DATABASE_URL: databaseUrl }), ...options.env, DATA_DIR: dataDir, PORT: '0' },
+    options.config,
+  );
   const clock = options.clock ?? systemClock;
   const running = await startServer(config, { clock });
   const { db } = running;
@@ -45,7 +52,9 @@ export async function startTestServer(
     config,
     async close() {
       await running.close();
-      if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+      if (options.dataDir) return; // the caller's installation: it may start another server on it
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      await dropDatabaseFor(dataDir);
     },
     async account(input = {}) {
       const a = await accounts.createAccount(db, clock, { name: 'test', ...input });

@@ -7,6 +7,7 @@ import { verifyLedger } from '../../server/domain/ledger-verify.ts';
 import { ApiError } from '../../server/errors.ts';
 import { openDb } from '../../server/storage/db.ts';
 import { ManualClock, makeAccountWithKey, openTestDb, type TestDb } from '../helpers/db.ts';
+import { dbOptionsFor } from '../helpers/database.ts';
 
 async function rejects(p: Promise<unknown>, status: number, code: string, message?: RegExp): Promise<void> {
   await assert.rejects(p, (e: unknown) => {
@@ -217,9 +218,9 @@ describe('ledger invariants (property)', () => {
     );
   });
 
-  it('when two processes’ connections reserve on one SQLite file at once, then the balance is never overdrawn', async () => {
+  it('when two processes’ connections reserve on one database at once, then the balance is never overdrawn', async () => {
     const t = await openTestDb();
-    const other = await openDb({ dataDir: t.dir });
+    const other = await openDb(await dbOptionsFor(t.dir));
     try {
       const clock = new ManualClock(new Date('2026-11-10T00:00:00Z'));
       const { accountId, keyId } = await makeAccountWithKey(t.db, clock);
@@ -238,6 +239,34 @@ describe('ledger invariants (property)', () => {
       assert.equal((await verifyLedger(t.db)).ok, true);
     } finally {
       await other.destroy();
+      await t.close();
+    }
+  });
+
+  it('when settlements commit while reservations check a full key cap and allowance, then neither is ever passed', async () => {
+    // A settlement moves Gems from "held" to "charged this month" in one commit; a
+    // reservation that read the two sums at different moments could miss them.
+    const t = await openTestDb();
+    try {
+      const clock = new ManualClock(new Date('2026-11-10T00:00:00Z'));
+      for (let round = 0; round < 15; round++) {
+        const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 12, llmAllowance: 12 });
+        const held = [];
+        for (let i = 0; i < 6; i++) held.push(await ledger.reserve(t.db, clock, { accountId, keyId, purpose: 'llm', amount: 2 }));
+        const refused = (e: unknown) => {
+          if (e instanceof ApiError && e.status === 402) return 0;
+          throw e;
+        };
+        const results = await Promise.all([
+          ...held.map((r) => ledger.settle(t.db, clock, r.id, 2).then(() => 0)),
+          ...Array.from({ length: 12 }, () => ledger.reserve(t.db, clock, { accountId, keyId, purpose: 'llm', amount: 1 }).then(() => 1, refused)),
+        ]);
+        assert.equal(results.reduce((a: number, b) => a + b, 0), 0, `round ${round}: a reservation passed the full cap`);
+        const summary = await ledger.accountSummary(t.db, clock, accountId, [keyId]);
+        assert.equal(summary.keySpendThisMonth[keyId], 12);
+        assert.equal(summary.llmAllowanceUsed, 12);
+      }
+    } finally {
       await t.close();
     }
   });

@@ -1,0 +1,55 @@
+/**
+ * The storage layer on whichever database the suite runs (SQLite by default,
+ * Postgres under `npm run test:postgres`): the same plain rows from both drivers,
+ * and a fresh database that several processes open at once.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { openDb } from '../../server/storage/db.ts';
+import * as ledger from '../../server/domain/ledger.ts';
+import { tempDataDir } from '../helpers/server.ts';
+import { dbOptionsFor, dropDatabaseFor } from '../helpers/database.ts';
+import { ManualClock, makeAccountWithKey, openTestDb, type TestDb } from '../helpers/db.ts';
+
+describe('storage', () => {
+  let t: TestDb;
+  const clock = new ManualClock(new Date('2026-11-10T12:00:00Z'));
+  before(async () => {
+    t = await openTestDb();
+  });
+  after(() => t.close());
+
+  it('when rows with bigint columns, counts and sums are read, then whole numbers come back as numbers and flags as booleans', async () => {
+    const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 9_007_199_254_740_991, llmAllowance: 12 });
+    await ledger.credit(t.db, clock, accountId, 50, 'grant');
+    await ledger.reserve(t.db, clock, { accountId, keyId, purpose: 'media', amount: 7 });
+    const rsv = await t.db('reservations').where({ account_id: accountId }).first();
+    assert.equal(rsv.hold_paid + rsv.hold_allowance, 7);
+    const key = await t.db('api_keys').where({ id: keyId }).first();
+    assert.equal(key.monthly_cap, Number.MAX_SAFE_INTEGER);
+    const count = await t.db('ledger_entries').where({ account_id: accountId }).count({ n: '*' }).first();
+    assert.equal(count?.n, 2);
+    const sum = await t.db('ledger_entries').where({ account_id: accountId }).sum({ s: 'paid' }).first();
+    assert.equal(sum?.s, 57);
+    const summary = await ledger.accountSummary(t.db, clock, accountId, [keyId]);
+    assert.deepEqual([summary.balance, summary.keySpendThisMonth[keyId], summary.llmAllowanceUsed], [43, 7, 0]);
+  });
+
+  it('when three processes open one fresh database at once, then each migrates or waits, and all open it', async () => {
+    const dir = tempDataDir();
+    try {
+      const options = await dbOptionsFor(dir);
+      const opened = await Promise.allSettled([openDb(options), openDb(options), openDb(options)]);
+      for (const o of opened) if (o.status === 'fulfilled') await o.value.destroy();
+      assert.deepEqual(opened.map((o) => (o.status === 'rejected' ? String(o.reason) : 'ok')), ['ok', 'ok', 'ok']);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+      await dropDatabaseFor(dir);
+    }
+  });
+
+  it('when DATABASE_URL is not a Postgres URL, then opening fails with a message that says what is expected', async () => {
+    await assert.rejects(openDb({ dataDir: 'unused', databaseUrl: 'mysql://u@h/db' }), /DATABASE_URL must be a Postgres URL/);
+  });
+});
