@@ -22,7 +22,7 @@ export interface DbOptions {
 export async function openDb(options: DbOptions): Promise<Db> {
   const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
   try {
-    await migrate(db);
+    await migrate(db, options.dataDir);
   } catch (error) {
     await db.destroy(); // an open pool would keep a failed admin command or worker alive
     throw error;
@@ -36,26 +36,68 @@ const MIGRATION_LOCK = 0x67656d66;
 /**
  * Brings the schema up to date. Processes that start together on a fresh
  * database (the server, `gemforge worker`, an admin command) would race to create
- * knex's own migration tables, and knex's lock refuses rather than waits: on
- * Postgres they queue on an advisory lock; on SQLite the loser retries.
+ * knex's own migration tables (two can each insert a lock row, after which knex
+ * refuses forever), and knex's lock refuses rather than waits. So migrations are
+ * serialized outside knex: on Postgres by an advisory lock, on SQLite by a lock
+ * file beside the database. Holding that lock, any knex lock left set is stale
+ * (a process killed mid-migration) and is cleared first.
  */
-async function migrate(db: Db): Promise<void> {
+async function migrate(db: Db, dataDir: string): Promise<void> {
   if (!isSqlite(db)) {
     await db.transaction(async (trx) => {
       await trx.raw('SELECT pg_advisory_xact_lock(?)', [MIGRATION_LOCK]);
+      await db.migrate.forceFreeMigrationsLock({ migrationSource });
       await db.migrate.latest({ migrationSource }); // on other pool connections, while this one holds the lock
     });
     return;
   }
-  for (let attempt = 0; ; attempt++) {
+  await withLockFile(path.join(dataDir, 'gemforge.sqlite.migrate-lock'), async () => {
+    await db.migrate.forceFreeMigrationsLock({ migrationSource });
+    await db.migrate.latest({ migrationSource });
+  });
+}
+
+/** Runs `fn` while holding an exclusive lock file (created with O_EXCL; holds the pid, so a dead holder's lock is taken over). */
+async function withLockFile<T>(file: string, fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 120_000;
+  let fd: number;
+  for (;;) {
     try {
-      await db.migrate.latest({ migrationSource });
-      return;
+      fd = fs.openSync(file, 'wx');
+      fs.writeSync(fd, String(process.pid));
+      break;
     } catch (error) {
-      const racing = error instanceof Error && (error.name === 'MigrationLocked' || /already exists/.test(error.message));
-      if (!racing || attempt >= 50) throw error;
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      if (!holderAlive(file)) {
+        fs.rmSync(file, { force: true });
+        continue;
+      }
+      if (Date.now() > deadline) throw new Error(`${file}: another process has been migrating the database for two minutes; remove the file if it is stale`);
       await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 100));
     }
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.closeSync(fd);
+    fs.rmSync(file, { force: true });
+  }
+}
+
+/** Whether the pid in a lock file is a live process (a file still being written counts as alive). */
+function holderAlive(file: string): boolean {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(file, 'utf8'));
+  } catch {
+    return true; // gone already, or unreadable: look again
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

@@ -49,6 +49,24 @@ describe('storage', () => {
     }
   });
 
+  it('when a process was killed while migrating (knex lock left set, lock file of a dead pid), then the next start migrates anyway', async () => {
+    const dir = tempDataDir();
+    try {
+      const options = await dbOptionsFor(dir);
+      const first = await openDb(options);
+      await first('knex_migrations_lock').update({ is_locked: 1 });
+      await first.destroy();
+      if (!options.databaseUrl) fs.writeFileSync(`${dir}/gemforge.sqlite.migrate-lock`, '2147483646');
+      const again = await openDb(options);
+      assert.equal((await again('knex_migrations_lock').first()).is_locked, 0);
+      await again.destroy();
+      assert.equal(fs.existsSync(`${dir}/gemforge.sqlite.migrate-lock`), false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+      await dropDatabaseFor(dir);
+    }
+  });
+
   it('when DATABASE_URL is not a Postgres URL, then opening fails with a message that says what is expected', async () => {
     await assert.rejects(openDb({ dataDir: 'unused', databaseUrl: 'mysql://u@h/db' }), /DATABASE_URL must be a Postgres URL/);
   });
