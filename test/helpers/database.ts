@@ -72,7 +72,18 @@ export async function dropDatabaseFor(dataDir: string): Promise<void> {
   if (!url) return;
   databases.delete(dataDir);
   const name = new URL(await url).pathname.slice(1);
-  await maintenance(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  // FORCE cannot end a session it may not signal (an autovacuum worker runs as the
+  // superuser): such a session ends by itself in a moment, so try again.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await maintenance(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      return;
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (attempt >= 50 || (code !== '42501' && code !== '55006')) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
 }
 
 /** Drops every database whose name starts with `prefix` (what a run left behind). */
