@@ -44,18 +44,24 @@ export function chatPromptTokenUpperBound(messages: ChatLikeMessage[]): number {
 /**
  * Splits text into deltas of whole tokens for streaming. A token that ends in
  * the middle of a multi-byte character is joined with the next ones, so every
- * delta is valid text and the deltas concatenate to `decode(tokens)`.
+ * delta is valid text and the deltas concatenate to `decode(tokens)`. A group of
+ * tokens is complete when its decoding is what the whole decoding holds at that
+ * place (a cut character decodes to U+FFFD where the whole text has the
+ * character), so a real U+FFFD in the text is just a character.
  */
 export function* tokenDeltas(tokens: number[]): Generator<{ text: string; tokens: number }> {
+  const whole = decode(tokens);
+  let at = 0;
   let pending: number[] = [];
   for (const t of tokens) {
     pending.push(t);
     const text = decode(pending);
-    if (text.endsWith('\uFFFD') && pending.length < 4) continue;
+    if (!whole.startsWith(text, at)) continue;
     yield { text, tokens: pending.length };
+    at += text.length;
     pending = [];
   }
-  if (pending.length) yield { text: decode(pending), tokens: pending.length };
+  if (pending.length) yield { text: whole.slice(at), tokens: pending.length };
 }
 
 export { decode as decodeTokens };

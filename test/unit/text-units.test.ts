@@ -79,6 +79,9 @@ describe('tokens', () => {
         assert.equal(deltas.reduce((n, d) => n + d.tokens, 0), tokens.length);
       }),
     );
+    // A real U+FFFD before a character split across tokens (once found by fast-check).
+    const replacement = encodeText('\uFFFD\u045D');
+    assert.equal([...tokenDeltas(replacement)].map((d) => d.text).join(''), '\uFFFD\u045D');
     const emoji = [...tokenDeltas(encodeText('🚀🌋 ünï 日本語'))];
     assert.ok(emoji.every((d) => !d.text.includes('\uFFFD')));
   });
