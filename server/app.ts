@@ -12,6 +12,7 @@ import type { Logger } from './logger.ts';
 import type { Clock } from './domain/clock.ts';
 import type { Catalog } from './domain/catalog.ts';
 import { jsonBody } from './http/body.ts';
+import type { InflightWork } from './lifecycle.ts';
 import { requestId } from './http/request-id.ts';
 import { accessLog } from './http/access-log.ts';
 import { bearerHandler } from './http/auth.ts';
@@ -34,6 +35,8 @@ export interface AppDeps {
   clock: Clock;
   catalog: Catalog;
   signer: UrlSigner;
+  /** Background work a shutdown waits for (text generations settling). */
+  inflight?: InflightWork;
 }
 
 /** JSON body limits per operation (spec Limits table); everything else gets the default. */

@@ -66,6 +66,8 @@ export interface Config {
   workerPollMs: number;
   /** Lifetime of a signed output URL in seconds (`SIGNED_URL_TTL_SECONDS`, default 3600). */
   signedUrlTtlSeconds: number;
+  /** On SIGTERM/SIGINT, how long in-flight requests and text generations may finish (`SHUTDOWN_GRACE_SECONDS`, default 30). */
+  shutdownGraceSeconds: number;
   /** How long task outputs are kept, in seconds (`OUTPUT_RETENTION_SECONDS`, default 7 days). */
   outputRetentionSeconds: number;
   /** Public base URL for signed links (`PUBLIC_BASE_URL`); default: the request's own host. */
@@ -142,6 +144,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     workerLeaseMs: parseWhole(env.WORKER_LEASE_MS, 30_000, 'WORKER_LEASE_MS', 100),
     workerPollMs: parseWhole(env.WORKER_POLL_MS, 250, 'WORKER_POLL_MS', 10),
     signedUrlTtlSeconds: parseWhole(env.SIGNED_URL_TTL_SECONDS, 3600, 'SIGNED_URL_TTL_SECONDS', 1),
+    shutdownGraceSeconds: parseWhole(env.SHUTDOWN_GRACE_SECONDS, 30, 'SHUTDOWN_GRACE_SECONDS', 0),
     outputRetentionSeconds: parseWhole(env.OUTPUT_RETENTION_SECONDS, 7 * 24 * 3600, 'OUTPUT_RETENTION_SECONDS', 1),
     publicBaseUrl: env.PUBLIC_BASE_URL ? env.PUBLIC_BASE_URL.replace(/\/+$/, '') : undefined,
     ...overrides,

@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config.ts';
 import { createApp } from './app.ts';
+import { InflightWork } from './lifecycle.ts';
 import { openDb, type Db } from './storage/db.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { loadCatalog } from './domain/catalog.ts';
@@ -20,7 +21,12 @@ export interface RunningServer {
   port: number;
   db: Db;
   logger: Logger;
-  close(): Promise<void>;
+  /**
+   * Stops accepting connections, lets in-flight requests and text generations
+   * finish for up to `graceMs` (default 0: cut them off), then closes the rest,
+   * stops the worker and closes the database.
+   */
+  close(options?: { graceMs?: number }): Promise<void>;
 }
 
 /**
@@ -69,7 +75,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     throw error;
   }
   const signer = createSigner(loadServerSecret(config.dataDir), config.signedUrlTtlSeconds);
-  const app = createApp({ config, db, logger, clock, catalog, signer });
+  const inflight = new InflightWork();
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight });
   const server = http.createServer(app);
   // Longer than common client and proxy idle timeouts, so a pooled connection is
   // not closed by the server just as a client reuses it.
@@ -90,11 +97,26 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     port,
     db,
     logger,
-    async close() {
+    async close({ graceMs = 0 } = {}) {
       if (closed) return;
       closed = true;
+      const deadline = Date.now() + graceMs;
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (graceMs > 0) {
+        // A keep-alive connection goes idle when its response ends: close those as they appear.
+        const sweep = setInterval(() => server.closeIdleConnections(), 100);
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+        clearTimeout(timer);
+        clearInterval(sweep);
+      }
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await stopped;
+      // A generation whose client is gone still settles; give it what is left of the grace.
+      if (!(await inflight.drain(deadline - Date.now()))) {
+        logger.warn({ generations: inflight.size }, 'shutting down with text generations unsettled: their identities stay pending (REQUEST_UNCERTAIN)');
+      }
       await worker?.stop();
       await db.destroy();
     },

@@ -72,3 +72,50 @@ describe('text generation across a crash', () => {
     }
   });
 });
+
+describe('text generation across a graceful shutdown', () => {
+  const dataDir = tempDataDir();
+  const children: ServerChild[] = [];
+  after(async () => {
+    for (const c of children) await c.kill('SIGKILL');
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('when SIGTERM comes mid-stream, then the listening stream still ends with [DONE], an abandoned one still settles, and the server exits 0', async () => {
+    const secret = await generateKeyOnDisk(dataDir, 100);
+    const server = await startServerChild({ DATA_DIR: dataDir, TEXT_STREAM_DELAY_MS: '50', SHUTDOWN_GRACE_SECONDS: '120' });
+    children.push(server);
+    const start = (idemKey: string, signal?: AbortSignal) =>
+      fetch(`${server.url}${PATH}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': idemKey },
+        body: JSON.stringify({ model: 'gemforge-text-1', messages: [{ role: 'user', content: 'A slow answer, please.' }], stream: true }),
+        signal,
+      });
+    const listening = sseEvents(await start('drain-listening'));
+    await listening.next();
+    const controller = new AbortController();
+    const abandoned = sseEvents(await start('drain-abandoned', controller.signal));
+    await abandoned.next();
+    controller.abort();
+    await abandoned.return(undefined).catch(() => undefined);
+
+    const sent = Date.now();
+    const exited = server.kill('SIGTERM');
+    const rest: string[] = [];
+    for await (const data of listening) rest.push(data);
+    assert.equal(rest.at(-1), '[DONE]', 'the stream finished during the grace period');
+    assert.equal(await exited, 0);
+    assert.ok(Date.now() - sent < 60_000, 'the server left as soon as its work was done, not at the end of the grace period');
+
+    const check = await openDb(await dbOptionsFor(dataDir));
+    try {
+      const records = await check('idempotency_records').whereIn('idem_key', ['drain-listening', 'drain-abandoned']).select('idem_key', 'state');
+      assert.deepEqual(records.map((r: { state: string }) => r.state), ['completed', 'completed']);
+      assert.equal((await check('reservations').where({ state: 'held' })).length, 0, 'both reservations settled');
+      assert.deepEqual((await verifyLedger(check)).problems, []);
+    } finally {
+      await check.destroy();
+    }
+  });
+});

@@ -21,6 +21,7 @@ import type { Principal } from './accounts.ts';
 import type { Catalog } from './catalog.ts';
 import type { Clock } from './clock.ts';
 import * as idem from './idempotency.ts';
+import type { InflightWork } from '../lifecycle.ts';
 import * as ledger from './ledger.ts';
 import { findScenario, scenarioOf, stripScenarios, TEXT_SCENARIOS } from './scenarios.ts';
 import { chatPromptTokens, countTokens } from './tokens.ts';
@@ -56,6 +57,8 @@ export interface TextDeps {
   logger: Logger;
   providers: TextProviders;
   scenariosEnabled: boolean;
+  /** Where a running generation is registered so a shutdown can wait for its settlement. */
+  inflight?: InflightWork;
 }
 
 // Rates can be fractional: keep float noise (1.0000000002) from adding a whole Gem.
@@ -281,6 +284,7 @@ interface Run {
 function start(deps: TextDeps, run: Run): LiveGeneration {
   const queue = new EventQueue<GenerationEvent>();
   const result = pump(deps, run, queue).finally(() => queue.close());
+  deps.inflight?.track(result);
   return { id: run.id, created: run.created, model: run.model, events: queue, result };
 }
 

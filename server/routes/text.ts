@@ -23,6 +23,7 @@ export function textRouter(deps: AppDeps, options: { providers?: TextProviders }
     logger: deps.logger,
     providers: options.providers ?? createTextProviders(deps.config),
     scenariosEnabled: deps.config.scenariosEnabled,
+    inflight: deps.inflight,
   };
   const router = Router();
   router.post(PATH, async (req, res) => {
