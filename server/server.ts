@@ -78,6 +78,15 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   const app = createApp({ config, db, logger, clock, catalog, signer, inflight });
   const server = http.createServer(app);
+  // Responses in flight, so a shutdown can wait for them (and not for idle keep-alive connections).
+  let active = 0;
+  let onIdle: (() => void) | undefined;
+  server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    active++;
+    res.once('close', () => {
+      if (--active === 0) onIdle?.();
+    });
+  });
   // Longer than common client and proxy idle timeouts, so a pooled connection is
   // not closed by the server just as a client reuses it.
   server.keepAliveTimeout = 65_000;
@@ -102,23 +111,21 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
       closed = true;
       const deadline = Date.now() + graceMs;
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      if (graceMs > 0) {
-        // A keep-alive connection goes idle when its response ends: close those as they appear.
-        const sweep = setInterval(() => server.closeIdleConnections(), 100);
+      if (graceMs > 0 && active > 0) {
         let timer: NodeJS.Timeout | undefined;
-        await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+        await Promise.race([new Promise<void>((resolve) => (onIdle = resolve)), new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
         clearTimeout(timer);
-        clearInterval(sweep);
       }
       server.closeAllConnections();
       await stopped;
+      logger.info({ generations: inflight.size }, 'http server closed');
       // A generation whose client is gone still settles; give it what is left of the grace.
       if (!(await inflight.drain(deadline - Date.now()))) {
         logger.warn({ generations: inflight.size }, 'shutting down with text generations unsettled: their identities stay pending (REQUEST_UNCERTAIN)');
       }
       await worker?.stop();
       await db.destroy();
+      logger.info('stopped');
     },
   };
 }

@@ -106,6 +106,7 @@ describe('text generation across a graceful shutdown', () => {
     for await (const data of listening) rest.push(data);
     assert.equal(rest.at(-1), '[DONE]', 'the stream finished during the grace period');
     assert.equal(await exited, 0);
+    if (Date.now() - sent >= 60_000) console.log(JSON.stringify(server.logs.slice(-12), null, 1));
     assert.ok(Date.now() - sent < 60_000, 'the server left as soon as its work was done, not at the end of the grace period');
 
     const check = await openDb(await dbOptionsFor(dataDir));
