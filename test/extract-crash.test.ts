@@ -4,34 +4,26 @@
  * data, the identity answers REQUEST_UNCERTAIN (never a new dispatch), the
  * reservation stays held, and the ledger verifies.
  */
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDb } from '../server/storage/db.ts';
 import { dbOptionsFor } from './helpers/database.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
-import { tempDataDir } from './helpers/server.ts';
-import { generateKeyOnDisk, startServerChild, type ServerChild } from './helpers/child.ts';
+import { childServers, generateKeyOnDisk } from './helpers/child.ts';
 import { video } from './helpers/media.ts';
 
 const PATH = '/api/generate/extract/video';
 
 describe('video analysis across a crash', () => {
-  const dataDir = tempDataDir();
-  const children: ServerChild[] = [];
-  after(async () => {
-    for (const c of children) await c.kill('SIGKILL');
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
+  const { dataDir, start: startChild } = childServers();
 
   it('when the server is SIGKILLed during an analysis and restarted, then a replay is 409 REQUEST_UNCERTAIN and the ledger verifies with the reservation held', async () => {
     const secret = await generateKeyOnDisk(dataDir, 1000);
     const auth = { authorization: `Bearer ${secret}` };
 
-    const env = { DATA_DIR: dataDir };
-    const first = await startServerChild(env);
-    children.push(first);
+    const first = await startChild();
     const upload = await fetch(`${first.url}/api/generate/assets`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'video/mp4' },
@@ -62,8 +54,7 @@ describe('video analysis across a crash', () => {
     assert.equal(await first.kill('SIGKILL'), 'SIGKILL');
     assert.ok((await pending) instanceof Error, 'the request got no answer');
 
-    const second = await startServerChild(env);
-    children.push(second);
+    const second = await startChild();
     for (let i = 0; i < 2; i++) {
       const replay = await fetch(`${second.url}${PATH}`, init);
       assert.equal(replay.status, 409);

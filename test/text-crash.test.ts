@@ -3,32 +3,24 @@
  * restart on the same data, the identity answers REQUEST_UNCERTAIN (never a new
  * dispatch), the reservation stays held, and the ledger verifies.
  */
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import { openDb } from '../server/storage/db.ts';
 import { dbOptionsFor } from './helpers/database.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
-import { tempDataDir } from './helpers/server.ts';
-import { generateKeyOnDisk, startServerChild, type ServerChild } from './helpers/child.ts';
+import { childServers, generateKeyOnDisk } from './helpers/child.ts';
 import { sseEvents } from './helpers/sse.ts';
 
 const PATH = '/api/generate/text/v1/chat/completions';
 
 describe('text generation across a crash', () => {
-  const dataDir = tempDataDir();
-  const children: ServerChild[] = [];
-  after(async () => {
-    for (const c of children) await c.kill('SIGKILL');
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
+  const { dataDir, start: startChild } = childServers();
 
   it('when the server is SIGKILLed mid-stream and restarted, then a replay is 409 REQUEST_UNCERTAIN and the ledger verifies with the reservation held', async () => {
     const secret = await generateKeyOnDisk(dataDir, 100);
 
-    const env = { DATA_DIR: dataDir, TEXT_STREAM_DELAY_MS: '200' };
-    const first = await startServerChild(env);
-    children.push(first);
+    const env = { TEXT_STREAM_DELAY_MS: '200' };
+    const first = await startChild(env);
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'A slow answer, please.' }], stream: true };
     const init = {
       method: 'POST',
@@ -46,8 +38,7 @@ describe('text generation across a crash', () => {
     controller.abort();
     await events.return(undefined).catch(() => undefined);
 
-    const second = await startServerChild(env);
-    children.push(second);
+    const second = await startChild(env);
     for (let i = 0; i < 2; i++) {
       const replay = await fetch(`${second.url}${PATH}`, init);
       assert.equal(replay.status, 409);
@@ -74,17 +65,11 @@ describe('text generation across a crash', () => {
 });
 
 describe('text generation across a graceful shutdown', () => {
-  const dataDir = tempDataDir();
-  const children: ServerChild[] = [];
-  after(async () => {
-    for (const c of children) await c.kill('SIGKILL');
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
+  const { dataDir, start: startChild } = childServers();
 
   it('when SIGTERM comes mid-stream, then the listening stream still ends with [DONE], an abandoned one still settles, and the server exits 0', async () => {
     const secret = await generateKeyOnDisk(dataDir, 100);
-    const server = await startServerChild({ DATA_DIR: dataDir, TEXT_STREAM_DELAY_MS: '50', SHUTDOWN_GRACE_SECONDS: '120' });
-    children.push(server);
+    const server = await startChild({ TEXT_STREAM_DELAY_MS: '50', SHUTDOWN_GRACE_SECONDS: '120' });
     const start = (idemKey: string, signal?: AbortSignal) =>
       fetch(`${server.url}${PATH}`, {
         method: 'POST',

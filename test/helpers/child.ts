@@ -5,12 +5,15 @@
  * TEST_DATABASE_URL it gets DATABASE_URL of the data dir's Postgres database.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import { after } from 'node:test';
 import path from 'node:path';
 import readline from 'node:readline';
 import { openDb } from '../../server/storage/db.ts';
 import * as accounts from '../../server/domain/accounts.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import { dbEnvFor, dbOptionsFor } from './database.ts';
+import { tempDataDir } from './server.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -86,4 +89,25 @@ export async function generateKeyOnDisk(dataDir: string, llmAllowance: number): 
   } finally {
     await db.destroy();
   }
+}
+
+/**
+ * One data dir for a suite's child servers: `start` runs one on it (env added),
+ * and after the suite every child is killed and the data dir removed.
+ */
+export function childServers(): { dataDir: string; start(env?: Record<string, string>): Promise<ServerChild> } {
+  const dataDir = tempDataDir();
+  const children: ServerChild[] = [];
+  after(async () => {
+    for (const c of children) await c.kill('SIGKILL');
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  return {
+    dataDir,
+    async start(env = {}) {
+      const child = await startServerChild({ ...env, DATA_DIR: dataDir });
+      children.push(child);
+      return child;
+    },
+  };
 }
