@@ -21,6 +21,8 @@ export interface Ctx {
 
 type Command = (ctx: Ctx) => Promise<number>;
 
+const gems = (n: number) => `${n} Gem${n === 1 ? '' : 's'}`;
+
 const int = (name: string, value: string | undefined): number | undefined => {
   if (value === undefined) return undefined;
   const n = Number(value);
@@ -52,7 +54,7 @@ const models: Command = async (ctx) => {
   const list = await ctx.gf.models.list();
   if (ctx.json) return printJson(ctx.io, list), 0;
   for (const m of list.models) {
-    const flags = [m.available === false ? 'unavailable' : m.available ? 'available' : '', m.baseGems !== undefined ? `from ${m.baseGems} Gems` : ''].filter(Boolean).join(', ');
+    const flags = [m.available === false ? 'unavailable' : m.available ? 'available' : '', m.baseGems !== undefined ? `from ${gems(m.baseGems)}` : ''].filter(Boolean).join(', ');
     ctx.io.stdout.write(`${m.id.padEnd(28)} ${m.kind.padEnd(6)} ${m.name}${flags ? ` (${flags})` : ''}\n`);
   }
   return 0;
@@ -93,7 +95,7 @@ const voices: Command = async (ctx) => {
 async function runMedia(ctx: Ctx, submit: (opts: { idempotencyKey?: string; retry: RetryPolicy }) => Promise<Spent<Submission>>): Promise<number> {
   const sub = await submit({ idempotencyKey: ctx.values['idempotency-key'], retry: retryNotice(ctx) });
   const { task } = sub.data;
-  ctx.io.stderr.write(`task ${task.id} ${sub.data.created ? 'created' : 'replayed'} (${task.quotedGems} Gems quoted; Idempotency-Key ${sub.idempotencyKey})\n`);
+  ctx.io.stderr.write(`task ${task.id} ${sub.data.created ? 'created' : 'replayed'} (${gems(task.quotedGems)} quoted; Idempotency-Key ${sub.idempotencyKey})\n`);
   if (ctx.values['no-wait']) {
     if (ctx.json) return printJson(ctx.io, { ...sub.data, idempotencyKey: sub.idempotencyKey }), 0;
     ctx.io.stdout.write(`${task.id}\n`);
@@ -143,7 +145,7 @@ async function finish(ctx: Ctx, task: Task, out: string, extra: Record<string, u
   } else {
     for (const f of saved.saved) ctx.io.stdout.write(`${f.path}\n`);
     for (const s of saved.skipped) ctx.io.stderr.write(`output ${s.index}: ${s.status}, nothing to save\n`);
-    ctx.io.stderr.write(`task ${task.id} ${task.status}: ${task.chargedGems} Gems charged, ${task.releasedGems} released\n`);
+    ctx.io.stderr.write(`task ${task.id} ${task.status}: ${gems(task.chargedGems)} charged, ${task.releasedGems} released\n`);
   }
   if (failed) {
     ctx.io.stderr.write(`error: ${task.error?.code ?? task.status}: ${task.error?.message ?? 'the task did not produce outputs'}\n`);
