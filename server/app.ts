@@ -61,7 +61,8 @@ export function createApp(deps: AppDeps): express.Express {
 
   for (const [path, limit] of JSON_LIMITS) app.use(path, jsonBody(limit));
   // Raw and multipart uploads are never JSON, whatever Content-Type a client claims.
-  app.use((req, res, next) => (req.path === ASSETS_PATH || req.path === VOICES_PATH ? next() : jsonBody(DEFAULT_JSON_LIMIT)(req, res, next)));
+  const defaultJson = jsonBody(DEFAULT_JSON_LIMIT);
+  app.use((req, res, next) => (req.path === ASSETS_PATH || req.path === VOICES_PATH ? next() : defaultJson(req, res, next)));
   // Raw uploads are streamed by their handler, never parsed (see routes/assets.ts).
   app.use(ASSETS_PATH, rawUploadPlaceholder);
   app.use(VOICES_PATH, voiceUploadCleanup);

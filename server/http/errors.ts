@@ -3,9 +3,13 @@
  * leaves as the spec's Error envelope with one of the spec's statuses.
  * - ApiError from the domain: its status and code.
  * - express-openapi-validator: 404/405 → 404 NOT_FOUND; request validation → 422
- *   INVALID_REQUEST; 415 → 422; security → the precise auth error; response
- *   validation (a handler broke the contract) → 503, logged.
- * - body parsers: malformed JSON → 400 INVALID_JSON; too large → 413.
+ *   INVALID_REQUEST (a path parameter that cannot be an ID → 404; another model
+ *   where the contract fixes one → 422 MODEL_UNAVAILABLE); 415 → 422; security →
+ *   the precise auth error; response validation (a handler broke the contract) →
+ *   503, logged.
+ * - body parsers (reported after authentication, see http/body.ts): malformed
+ *   JSON → 400 INVALID_JSON; JSON that is not an object → 422; a body that does
+ *   not decode with its Content-Encoding → 400; too large → 413.
  * - anything else → 503 TEMPORARILY_UNAVAILABLE with a safe message, logged.
  * HEAD errors carry no body.
  */
