@@ -19,8 +19,8 @@ export class InflightWork {
 
   /** Resolves when everything tracked has settled, or after `timeoutMs`; true when all settled. */
   async drain(timeoutMs: number): Promise<boolean> {
-    const all = Promise.allSettled([...this.running]).then(() => true);
     if (timeoutMs <= 0) return this.running.size === 0;
+    const all = Promise.allSettled([...this.running]).then(() => true);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(false), timeoutMs);

@@ -138,7 +138,7 @@ export async function extractVideo(deps: ExtractDeps, principal: Principal, idem
   };
   // A completed identity replays before any current check (its result is retained).
   const existing = await idem.lookup(deps.db, identity);
-  if (existing) return savedResponse(existing);
+  if (existing) return idem.savedResponse<Extraction>(existing);
 
   const { asset, durationSeconds, file, scenarios } = await admissible(deps, principal, request);
   const rates = ratesOf(deps.catalog);
@@ -156,7 +156,7 @@ export async function extractVideo(deps: ExtractDeps, principal: Principal, idem
     });
     return { value: rsv, outcome: { state: 'pending' as const, ref: id, reservationId: rsv.id } };
   });
-  if (!claim.created) return savedResponse(claim.record);
+  if (!claim.created) return idem.savedResponse<Extraction>(claim.record);
 
   const run: Run = { id, identity, reservationId: claim.value.id, reserved: amount, rates };
   const log = deps.logger.child({ extraction: id, asset: asset.id, provider: deps.provider.name });
@@ -258,15 +258,6 @@ async function fail(deps: ExtractDeps, run: Run, error: unknown, log: Logger): P
 }
 
 /** The retained response of a completed identity: the saved 200 body, or its saved error again. */
-function savedResponse(record: idem.IdempotencyRow): Extraction {
-  if (record.response_status === 200 && record.response_body) return JSON.parse(record.response_body) as Extraction;
-  if (record.response_status === 409 && record.response_body) {
-    const saved = JSON.parse(record.response_body) as { error: { code?: string; message: string } };
-    throw new ApiError(409, saved.error.code, saved.error.message);
-  }
-  throw uncertainError();
-}
-
 const REASONS = new Set<Frame['reason']>(['scene_start', 'sharpest', 'representative']);
 const isNum = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 const ms = (t: number) => Math.round(t * 1000) / 1000;

@@ -13,7 +13,7 @@
  * back with the reservation and nothing is retained.
  */
 import crypto from 'node:crypto';
-import { ApiError } from '../errors.ts';
+import { ApiError, type ErrorStatus } from '../errors.ts';
 import { inTransaction, isUniqueViolation, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/idempotency.ts';
 import type { IdempotencyRow, RecordState } from '../storage/idempotency.ts';
@@ -145,6 +145,18 @@ export async function submit<T>(
     if (!record) throw uncertain();
     return { created: false, record };
   }
+}
+
+/**
+ * The retained response of a completed identity (text, extraction): the saved
+ * body, or, when the outcome was a billed failure (502 PROVIDER_ERROR, 409
+ * ANALYSIS_FAILED), that error again, marked final so SDKs do not retry it.
+ */
+export function savedResponse<T>(record: IdempotencyRow): T {
+  if (!record.response_body) throw uncertain();
+  if (record.response_status === 200) return JSON.parse(record.response_body) as T;
+  const saved = JSON.parse(record.response_body) as { error: { code?: string; message: string } };
+  throw new ApiError(record.response_status as ErrorStatus, saved.error.code, saved.error.message, { final: true });
 }
 
 /** Records the final response of a pending identity (text, extraction). */

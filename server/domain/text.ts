@@ -191,7 +191,7 @@ export async function createChatCompletion(
   };
   // A completed identity replays before any current check (its result is retained).
   const existing = await idem.lookup(deps.db, identity);
-  if (existing) return { type: 'replay', completion: savedCompletion(existing) };
+  if (existing) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(existing) };
 
   const { model, messages, scenarios } = admissible(deps, request);
   const rates = ratesOf(model.pricing, model.id);
@@ -210,7 +210,7 @@ export async function createChatCompletion(
     });
     return { value: rsv, outcome: { state: 'pending' as const, ref: id, reservationId: rsv.id } };
   });
-  if (!claim.created) return { type: 'replay', completion: savedCompletion(claim.record) };
+  if (!claim.created) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(claim.record) };
 
   const scenario = findScenario(scenarios, TEXT_SCENARIOS.streamError) ?? findScenario(scenarios, TEXT_SCENARIOS.uncertain);
   const events = provider.generate({
@@ -233,18 +233,6 @@ export async function createChatCompletion(
     events: scenario ? withScenario(events, scenario.name, Number(scenario.args[0]) || SCENARIO_DELTAS, messages) : events,
   });
   return { type: 'live', generation };
-}
-
-function savedCompletion(record: idem.IdempotencyRow): ChatCompletion {
-  if (record.response_status === 502 && record.response_body) {
-    // A billed part-way failure is a final outcome, retained like a completion.
-    const saved = JSON.parse(record.response_body) as { error: { code?: string; message: string } };
-    throw new ApiError(502, saved.error.code, saved.error.message, { final: true });
-  }
-  if (record.response_status !== 200 || !record.response_body) {
-    throw new ApiError(409, 'REQUEST_UNCERTAIN', 'The original request with this Idempotency-Key has no retained response; keep the key and check again later.');
-  }
-  return JSON.parse(record.response_body) as ChatCompletion;
 }
 
 /** Measured usage of a conversation and some output, with the server's own tokenizer. */
