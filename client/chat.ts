@@ -6,7 +6,7 @@
  * Idempotency-Key, to replay the same identity later. Browser-safe: a small SSE
  * reader over a WHATWG ReadableStream, no dependencies.
  */
-import type { components } from '../generated/api.ts';
+import type { components } from './generated/api.ts';
 import { StreamError } from './errors.ts';
 
 export type ChatCompletionChunk = components['schemas']['ChatCompletionChunk'];

@@ -11,7 +11,7 @@
  *     const task = await gf.tasks.wait(data.task.id);
  */
 import createClient, { type Client } from 'openapi-fetch';
-import type { components, paths } from '../generated/api.ts';
+import type { components, paths } from './generated/api.ts';
 import { ConnectionError, errorFromResponse, GemforgeError } from './errors.ts';
 import { assertIdempotencyKey, newIdempotencyKey } from './idempotency.ts';
 import { withRetries, type RetryPolicy } from './retry.ts';

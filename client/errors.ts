@@ -65,8 +65,29 @@ export class PayloadTooLargeError extends GemforgeError {}
 export class ValidationError extends GemforgeError {}
 /** 5xx (502 `PROVIDER_ERROR`, 503 `WORKFLOW_UNAVAILABLE` …): keep the identity and back off. */
 export class ServerError extends GemforgeError {}
-/** The request never got an answer (network failure). For a spending call the outcome is unknown. */
-export class ConnectionError extends GemforgeError {}
+/**
+ * The request never got an answer (network failure). For a spending call the
+ * outcome is unknown, unless the connection was `refused`.
+ */
+export class ConnectionError extends GemforgeError {
+  /**
+   * True when the server refused the connection (`ECONNREFUSED`): nothing
+   * listens at the base URL and nothing was sent, so the outcome is known.
+   * Node tells; a browser's fetch does not, so there it stays false.
+   */
+  get refused(): boolean {
+    return hasErrorCode(this.cause, 'ECONNREFUSED');
+  }
+}
+
+/** Whether `code` appears on an error, its causes, or the errors of an AggregateError (Node's fetch nests them). */
+function hasErrorCode(error: unknown, code: string, depth = 0): boolean {
+  if (!error || typeof error !== 'object' || depth > 5) return false;
+  const e = error as { code?: unknown; cause?: unknown; errors?: unknown };
+  if (e.code === code) return true;
+  if (Array.isArray(e.errors) && e.errors.some((inner) => hasErrorCode(inner, code, depth + 1))) return true;
+  return hasErrorCode(e.cause, code, depth + 1);
+}
 /**
  * A text stream that carried an error frame (`code` from the frame) or ended
  * without `data: [DONE]` (`code` `STREAM_INCOMPLETE`). HTTP 200 alone does not

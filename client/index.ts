@@ -1,4 +1,4 @@
-/** The browser-safe client surface. Node-only helpers: `client/uploads.ts`, `client/downloads.ts`. */
+/** The browser-safe entry of @gemforge/client. The Node-only helpers (uploads from paths and streams, downloads) are in `@gemforge/client/node` (node.ts). */
 export * from './client.ts';
 export * from './errors.ts';
 export * from './idempotency.ts';

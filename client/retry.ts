@@ -6,7 +6,9 @@
  *   and 502 `PROVIDER_ERROR`: "keep the identity and back off";
  * - 409 `REQUEST_UNCERTAIN`: "keep the original key, body and identity; replay with backoff";
  * - 409 `REFERENCES_PROCESSING`: "keep the identity", after waiting for the references;
- * - a network failure: the outcome is unknown, so a replay of the same identity is the safe check.
+ * - a network failure: the outcome is unknown, so a replay of the same identity is the safe check
+ *   (not a refused connection: nothing was sent and no server listens, so waiting a few seconds
+ *   does not help; the error still carries the identity).
  *
  * Never: `IDEMPOTENCY_CONFLICT`, `REQUEST_FAILED`, `PRICE_CHANGED`, `ANALYSIS_FAILED`,
  * 402, 4xx validation, or anything the server marks `x-should-retry: false`.
@@ -42,7 +44,7 @@ export const DEFAULT_RETRY: Required<Omit<RetryPolicy, 'onRetry'>> = {
 export function retryReason(error: unknown): 'unavailable' | 'uncertain' | 'references' | 'network' | undefined {
   if (!(error instanceof GemforgeError)) return undefined;
   if (error.shouldRetry === false) return undefined;
-  if (error instanceof ConnectionError) return 'network';
+  if (error instanceof ConnectionError) return error.refused ? undefined : 'network';
   if (error.status === 503 || error.status === 502) return 'unavailable';
   if (error.status === 409 && error.code === 'REQUEST_UNCERTAIN') return 'uncertain';
   if (error.status === 409 && error.code === 'REFERENCES_PROCESSING') return 'references';

@@ -4,7 +4,7 @@
  * wait ends first, TaskWaitTimeout keeps the task ID so the caller reads it
  * later: nothing is ever resubmitted. Browser-safe.
  */
-import type { components } from '../generated/api.ts';
+import type { components } from './generated/api.ts';
 import { retryReason, abortableSleep, delayAt, jittered } from './retry.ts';
 
 export type Task = components['schemas']['Task'];

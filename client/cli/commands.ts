@@ -17,6 +17,8 @@ export interface Ctx {
   args: string[];
   json: boolean;
   pollScheduleMs?: number[];
+  /** The identity of a spending command (from --idempotency-key or new); undefined for the others. */
+  idempotencyKey?: string;
 }
 
 type Command = (ctx: Ctx) => Promise<number>;
@@ -93,7 +95,7 @@ const voices: Command = async (ctx) => {
 
 /** Submit, wait with progress, save outputs. Ctrl-C or the time-out print how to resume; nothing is resubmitted. */
 async function runMedia(ctx: Ctx, submit: (opts: { idempotencyKey?: string; retry: RetryPolicy }) => Promise<Spent<Submission>>): Promise<number> {
-  const sub = await submit({ idempotencyKey: ctx.values['idempotency-key'], retry: retryNotice(ctx) });
+  const sub = await submit({ idempotencyKey: ctx.idempotencyKey, retry: retryNotice(ctx) });
   const { task } = sub.data;
   ctx.io.stderr.write(`task ${task.id} ${sub.data.created ? 'created' : 'replayed'} (${gems(task.quotedGems)} quoted; Idempotency-Key ${sub.idempotencyKey})\n`);
   if (ctx.values['no-wait']) {
@@ -207,7 +209,7 @@ const text: Command = async (ctx) => {
     ...(v['json-object'] ? { response_format: { type: 'json_object' as const } } : {}),
     ...(v['max-gems'] !== undefined ? { maxGems: int('max-gems', v['max-gems']) } : {}),
   };
-  const opts = { idempotencyKey: v['idempotency-key'], retry: retryNotice(ctx) };
+  const opts = { idempotencyKey: ctx.idempotencyKey, retry: retryNotice(ctx) };
   if (v.stream) {
     const stream = await ctx.gf.chat.completions.stream(body, opts);
     const done = await stream.finalCompletion(ctx.json ? undefined : (delta) => ctx.io.stdout.write(delta));
@@ -229,7 +231,7 @@ const extract: Command = async (ctx) => {
     ...(ctx.values.prompt !== undefined ? { prompt: ctx.values.prompt } : {}),
     ...(ctx.values['max-gems'] !== undefined ? { maxGems: int('max-gems', ctx.values['max-gems']) } : {}),
   };
-  const { data, idempotencyKey } = await ctx.gf.extract.video(body, { idempotencyKey: ctx.values['idempotency-key'], retry: retryNotice(ctx) });
+  const { data, idempotencyKey } = await ctx.gf.extract.video(body, { idempotencyKey: ctx.idempotencyKey, retry: retryNotice(ctx) });
   if (ctx.json) return printJson(ctx.io, { ...data, idempotencyKey }), 0;
   const e = data.extraction;
   ctx.io.stdout.write(`${e.analysis}\n`);
@@ -252,3 +254,6 @@ const task: Command = async (ctx) => {
 };
 
 export const COMMANDS: Record<string, Command> = { models, upload, voices, image, video, speech, music, text, extract, task };
+
+/** The commands that spend Gems: each runs under one Idempotency-Key. */
+export const SPENDING: ReadonlySet<string> = new Set(['image', 'video', 'speech', 'music', 'text', 'extract']);

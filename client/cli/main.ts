@@ -5,40 +5,19 @@
  */
 import { parseArgs } from 'node:util';
 import { createGemforgeClient } from '../client.ts';
-import { COMMANDS, type Ctx } from './commands.ts';
+import { ConnectionError } from '../errors.ts';
+import { newIdempotencyKey } from '../idempotency.ts';
+import { COMMANDS, SPENDING, type Ctx } from './commands.ts';
+import { commandHelp, DEFAULT_BASE_URL, HELP, packageVersion, suggest, usage } from './help.ts';
 import { printError, type CliIo } from './output.ts';
 import { UsageError } from './params.ts';
 
-export const DEFAULT_BASE_URL = 'http://127.0.0.1:8080';
-
-export const USAGE = `usage: gemforge <command> [options]
-
-  models                                   list models (discovery; not a quote)
-  upload FILE [--type MIME] [--filename N] upload reference media; prints the asset ID
-  voices [--scope mine|explore] [--page N] [--language L]
-  voices add FILE --duration S --rights-confirmed
-  image "prompt" [--model M] [--param k=v …] [--ref ASSET …] [--max-gems N] [--out DIR]
-  video "prompt" [--model M] [--param k=v …] [--ref ASSET …] [--max-gems N] [--out DIR]
-  speech "text" --voice VOICE_ID [--clone] [--model M] [--param k=v …] [--out DIR]
-  music "prompt" [--model M] [--param k=v …] [--ref AUDIO_ASSET] [--out DIR]
-  text "prompt" [--model M] [--stream] [--system S] [--max-tokens N] [--temperature T] [--json-object]
-  extract VIDEO_ASSET_ID [--prompt P] [--max-gems N]
-  task ID [--wait] [--out DIR]
-  admin …, worker                          server-side administration (see README)
-
-  Spending commands (image, video, speech, music, text, extract) take
-  [--idempotency-key K] to replay an earlier request, and [--max-gems N].
-  Media commands wait for the task and save outputs to --out (default .);
-  --no-wait prints the task and returns; --timeout S bounds the wait (default 900).
-  --json prints machine-readable results on stdout.
-  Without --model, the first available model of the kind from discovery is used.
-
-  GEMFORGE_API_KEY   the personal API key (gf_…); GEMFORGE_BASE_URL   default ${DEFAULT_BASE_URL}
-`;
+export { DEFAULT_BASE_URL };
 
 const OPTIONS = {
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
   model: { type: 'string', short: 'm' },
   param: { type: 'string', short: 'p', multiple: true },
   ref: { type: 'string', multiple: true },
@@ -73,26 +52,52 @@ function parse(argv: string[]) {
 
 const defaultIo = (): CliIo => ({ stdout: process.stdout, stderr: process.stderr, env: process.env });
 
+/** What a mistake in the flags prints: the parser's message, a close flag, and the command's help. */
+function badFlags(argv: string[], error: Error & { code?: string }): string {
+  const command = argv.find((a) => !a.startsWith('-'));
+  const unknown = error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'(--?[^']+)'/.exec(error.message)?.[1] : undefined;
+  const close = unknown ? suggest(unknown.replace(/^-+/, ''), Object.keys(OPTIONS)).map((o) => `--${o}`) : [];
+  const hint = close.length ? ` (did you mean ${close.join(' or ')}?)` : '';
+  const message = unknown ? `unknown option ${unknown}${hint}` : error.message;
+  return `gemforge: ${message}\n\n${command && Object.hasOwn(HELP, command) ? commandHelp(command) : usage()}`;
+}
+
+/** `gemforge help`, `gemforge help <command>`, `gemforge <command> --help`, `gemforge --version`; undefined when none applies. */
+function helpOrVersion(io: CliIo, command: string | undefined, args: string[], values: CliValues): number | undefined {
+  if (values.version) return io.stdout.write(`${packageVersion()}\n`), 0;
+  const topic = command === 'help' ? args[0] : values.help ? command : undefined;
+  if (topic && Object.hasOwn(HELP, topic)) return io.stdout.write(commandHelp(topic)), 0;
+  if (command === 'help' || values.help) return io.stdout.write(usage()), topic ? 2 : 0;
+  if (!command) return io.stderr.write(usage()), 2;
+  return undefined;
+}
+
+/** An unknown command: the closest ones, then the overview. */
+function unknownCommand(io: CliIo, command: string): number {
+  if (command === 'admin' || command === 'worker') {
+    io.stderr.write(`gemforge: "${command}" runs with the server (it opens the server's database): run "npx gemforge ${command} …" in the gemforge server's folder.\n`);
+    return 2;
+  }
+  const close = suggest(command, [...Object.keys(COMMANDS), 'help']);
+  io.stderr.write(`gemforge: unknown command "${command}"${close.length ? ` (did you mean ${close.map((c) => `"${c}"`).join(' or ')}?)` : ''}\n\n${usage()}`);
+  return 2;
+}
+
 /** Runs one command line; resolves to the exit code (0 ok, 1 API error, 2 usage, 75 wait timed out, 130 interrupted). */
 export async function runCli(argv: string[], io: CliIo = defaultIo()): Promise<number> {
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(argv);
   } catch (error) {
-    io.stderr.write(`gemforge: ${(error as Error).message}\n\n${USAGE}`);
+    io.stderr.write(badFlags(argv, error as Error));
     return 2;
   }
   const { values, positionals } = parsed;
   const [command, ...args] = positionals;
-  if (!command || values.help || command === 'help') {
-    io.stdout.write(USAGE);
-    return command || values.help ? 0 : 2;
-  }
-  const run = COMMANDS[command];
-  if (!run) {
-    io.stderr.write(`gemforge: unknown command "${command}"\n\n${USAGE}`);
-    return 2;
-  }
+  const early = helpOrVersion(io, command, args, values);
+  if (early !== undefined) return early;
+  const run = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+  if (!run) return unknownCommand(io, command);
   const apiKey = io.env.GEMFORGE_API_KEY ?? '';
   const baseUrl = io.env.GEMFORGE_BASE_URL || DEFAULT_BASE_URL;
   if (!apiKey) {
@@ -107,6 +112,8 @@ export async function runCli(argv: string[], io: CliIo = defaultIo()): Promise<n
     args,
     json: values.json === true,
     pollScheduleMs: schedule?.length ? schedule : undefined,
+    // One identity per spending command line, made before anything is sent, so any failure can name it.
+    idempotencyKey: SPENDING.has(command) ? (values['idempotency-key'] ?? newIdempotencyKey()) : undefined,
   };
   try {
     return await run(ctx);
@@ -115,6 +122,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo()): Promise<n
       io.stderr.write(`gemforge ${command}: ${error.message}\n`);
       return 2;
     }
-    return printError(io, error, ctx.json);
+    if (error instanceof ConnectionError) error.idempotencyKey ??= ctx.idempotencyKey;
+    return printError(io, error, ctx.json, baseUrl);
   }
 }
