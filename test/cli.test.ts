@@ -6,29 +6,22 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import * as media from './helpers/media.ts';
+import { run, type Run } from './helpers/run.ts';
+import { COMMANDS } from '../client/cli/commands.ts';
+import CLIENT_PACKAGE from '../client/package.json' with { type: 'json' };
 
 const BIN = path.resolve(import.meta.dirname, '../scripts/gemforge.mjs');
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 function gemforge(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return run(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
 }
 
 describe('gemforge CLI', () => {
@@ -173,4 +166,71 @@ describe('gemforge CLI', () => {
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /usage: gemforge/);
   });
+
+  it('when --version, help or a command --help is asked for, then the version, every command, and the command with its options and an example are printed', async () => {
+    const version = await gemforge(['--version'], {});
+    assert.equal(version.code, 0);
+    assert.equal(version.stdout.trim(), CLIENT_PACKAGE.version);
+    for (const args of [['help'], ['--help']]) {
+      const help = await gemforge(args, {});
+      assert.equal(help.code, 0);
+      for (const command of Object.keys(COMMANDS)) assert.match(help.stdout, new RegExp(`^  ${command} `, 'm'), `${command} is listed`);
+    }
+    for (const args of [['image', '--help'], ['help', 'image']]) {
+      const image = await gemforge(args, {});
+      assert.equal(image.code, 0);
+      assert.match(image.stdout, /^usage: gemforge image "prompt"/);
+      assert.match(image.stdout, /--max-gems N\s+refuse/);
+      assert.match(image.stdout, /example:\n  gemforge image "/);
+    }
+    const voices = await gemforge(['voices', '-h'], {});
+    assert.match(voices.stdout, /usage: gemforge voices .*\n\s+gemforge voices add FILE/);
+  });
+
+  it('when a command or an option is mistyped, then the closest one is suggested', async () => {
+    const command = await gemforge(['imgae', 'a fox'], env);
+    assert.equal(command.code, 2);
+    assert.match(command.stderr, /unknown command "imgae" \(did you mean "image"\?\)/);
+    const option = await gemforge(['text', 'hi', '--stram'], env);
+    assert.equal(option.code, 2);
+    assert.match(option.stderr, /unknown option --stram \(did you mean --stream\?\)/);
+    assert.match(option.stderr, /usage: gemforge text/);
+    assert.doesNotMatch((await gemforge(['paint', 'x'], env)).stderr, /did you mean/);
+  });
+
+  it('when no server listens at the base URL, then the CLI says so at once; a spending command names its identity', async () => {
+    const closed = await closedPortUrl();
+    const noServer = { ...env, GEMFORGE_BASE_URL: closed };
+    const models = await gemforge(['models'], noServer);
+    assert.equal(models.code, 1);
+    assert.equal(models.stderr, `error: no server at ${closed} (is it running? set GEMFORGE_BASE_URL)\n`);
+    for (const args of [['image', 'a fox', '--model', 'gemforge-image-1'], ['image', 'a fox'], ['text', 'hi', '--stream']]) {
+      const started = Date.now();
+      const spend = await gemforge(args, noServer);
+      assert.equal(spend.code, 1);
+      assert.match(spend.stderr, /^error: no server at http:\/\/127\.0\.0\.1:\d+ \(is it running\? set GEMFORGE_BASE_URL\)\n/);
+      assert.match(spend.stderr, /idempotency key: (gf-[\w-]+)\. Nothing reached the server; once it runs, rerun the same command with --idempotency-key \1\n/);
+      assert.doesNotMatch(spend.stderr, /retrying/);
+      assert.ok(Date.now() - started < 5000, 'not retried with backoff');
+    }
+    const json = await gemforge(['image', 'a fox', '--json', '--idempotency-key', 'mine-1'], noServer);
+    assert.deepEqual(JSON.parse(json.stdout), { error: { message: `no server at ${closed} (is it running? set GEMFORGE_BASE_URL)`, idempotencyKey: 'mine-1' } });
+  });
+
+  it('when admin or worker is asked of the API CLI outside the repository, then it says they run with the server', async () => {
+    const { runCli } = await import('../client/cli/main.ts');
+    let stderr = '';
+    const io = { stdout: process.stdout, stderr: { write: (t: string) => ((stderr += t), true) } as unknown as NodeJS.WritableStream, env: {} };
+    assert.equal(await runCli(['admin', 'key', 'create'], io), 2);
+    assert.match(stderr, /"admin" runs with the server/);
+  });
 });
+
+/** A URL where nothing listens: a port that was free a moment ago. */
+async function closedPortUrl(): Promise<string> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}`;
+}

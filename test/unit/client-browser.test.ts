@@ -1,7 +1,6 @@
 /**
  * The client works in a browser bundle: its browser-safe entry (client/index.ts)
- * bundles for `platform: 'browser'` with esbuild (already here as tsx's
- * compiler) without a single Node built-in, and the bundle runs without Node
+ * bundles for `platform: 'browser'` with esbuild without a single Node built-in, and the bundle runs without Node
  * globals such as Buffer or process.
  */
 import { describe, it } from 'node:test';
@@ -9,6 +8,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import vm from 'node:vm';
 import { build } from 'esbuild';
+import { browserContext } from '../helpers/browser.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -29,7 +29,7 @@ describe('client in a browser bundle', () => {
     assert.ok(inputs.some((i) => i.includes('openapi-fetch')));
     assert.ok(!inputs.some((i) => /client\/(uploads|downloads)\.ts|client\/cli\//.test(i)), 'Node helpers stay out');
     // A context with only web globals: no Buffer, no process, no require.
-    const context = vm.createContext({ crypto: globalThis.crypto, fetch, Request, Response, Headers, FormData, Blob, ReadableStream, TextDecoder, TextEncoder, AbortController, URL, URLSearchParams, setTimeout, clearTimeout });
+    const context = browserContext();
     vm.runInContext(`${result.outputFiles[0].text}; this.gemforge = gemforge;`, context);
     const lib = context.gemforge as typeof import('../../client/index.ts');
     assert.match(lib.newIdempotencyKey(), lib.IDEMPOTENCY_KEY_PATTERN);

@@ -22,13 +22,20 @@ const err = (status: number, code?: string, headers: Record<string, string> = {}
   errorFromResponse(res(status, headers), { error: { code, message: `m ${code}` } }, 'k-1');
 
 describe('client units', () => {
-  it('when errors are classified, then only 503, 502, REQUEST_UNCERTAIN, REFERENCES_PROCESSING and lost connections may be retried', () => {
+  it('when errors are classified, then only 503, 502, REQUEST_UNCERTAIN, REFERENCES_PROCESSING and lost (not refused) connections may be retried', () => {
     assert.equal(retryReason(err(503, 'PROVIDER_UNAVAILABLE')), 'unavailable');
     assert.equal(retryReason(err(503, 'WORKFLOW_UNAVAILABLE')), 'unavailable');
     assert.equal(retryReason(err(502, 'PROVIDER_ERROR')), 'unavailable');
     assert.equal(retryReason(err(409, 'REQUEST_UNCERTAIN')), 'uncertain');
     assert.equal(retryReason(err(409, 'REFERENCES_PROCESSING')), 'references');
     assert.equal(retryReason(new ConnectionError({ message: 'reset' })), 'network');
+    // Node's fetch nests the socket error: TypeError → Error or AggregateError (one per address) with the code.
+    const refusedOne = new ConnectionError({ message: 'fetch failed', cause: new TypeError('fetch failed', { cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) }) });
+    const refusedAll = new ConnectionError({ message: 'fetch failed', cause: new TypeError('fetch failed', { cause: Object.assign(new AggregateError([Object.assign(new Error('::1'), { code: 'ECONNREFUSED' })]), { code: 'ECONNREFUSED' }) }) });
+    const reset = new ConnectionError({ message: 'fetch failed', cause: new TypeError('fetch failed', { cause: Object.assign(new Error('reset'), { code: 'ECONNRESET' }) }) });
+    assert.deepEqual([refusedOne.refused, refusedAll.refused, reset.refused], [true, true, false]);
+    assert.equal(retryReason(refusedOne), undefined, 'a refused connection sent nothing: not retried');
+    assert.equal(retryReason(reset), 'network');
     for (const [status, code] of [[409, 'IDEMPOTENCY_CONFLICT'], [409, 'REQUEST_FAILED'], [409, 'PRICE_CHANGED'], [409, 'ANALYSIS_FAILED'], [402, 'API_KEY_LIMIT'], [402, 'LLM_QUOTA_EXHAUSTED'], [422, 'INVALID_REQUEST'], [400, undefined], [401, 'INVALID_API_KEY'], [403, 'INSUFFICIENT_SCOPE'], [404, 'NOT_FOUND'], [413, 'INVALID_REQUEST']] as const) {
       assert.equal(retryReason(err(status, code)), undefined, `${status} ${code}`);
     }
