@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// The `gemforge` command. `admin …` and `worker` act on the server's data
-// (DATA_DIR / DATABASE_URL); every other command is the API client CLI (client/cli/).
+// The `gemforge` command inside this repository. `admin …` and `worker` act on the
+// server's data (DATA_DIR / DATABASE_URL); every other command is the API client CLI
+// (client/cli/, run from its sources; the @gemforge/client package ships the same CLI
+// built, as its own `gemforge` bin, without admin and worker).
 import { register } from 'tsx/esm/api';
 
 register();

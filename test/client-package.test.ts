@@ -13,10 +13,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import vm from 'node:vm';
-import { build } from 'esbuild';
 import sharp from 'sharp';
 import { HELP } from '../client/cli/help.ts';
-import { browserContext } from './helpers/browser.ts';
+import { browserContext, bundleForBrowser } from './helpers/browser.ts';
 import { CLIENT_DIR, installPacked, packClient, ROOT } from './helpers/packed.ts';
 import { assertTenLinesRan, snippetAfter, TEN_LINES } from './helpers/readme.ts';
 import { run } from './helpers/run.ts';
@@ -143,25 +142,13 @@ describe('client package: installed from the packed file', () => {
   });
 
   it('when the browser entry is bundled by esbuild, then it needs no Node module and, in a context with only web globals, lists models and streams a completion', async () => {
-    const result = await build({
-      stdin: { contents: "export * from '@gemforge/client';", resolveDir: app, loader: 'js' },
-      absWorkingDir: app,
-      bundle: true,
-      platform: 'browser',
-      format: 'iife',
-      globalName: 'gemforge',
-      write: false,
-      logLevel: 'silent',
-      metafile: true,
-    });
-    const inputs = Object.keys(result.metafile.inputs);
-    assert.ok(inputs.every((i) => !i.startsWith('node:')), inputs.join(', '));
+    const { code, inputs } = await bundleForBrowser("export * from '@gemforge/client';", app);
     assert.ok(inputs.some((i) => i.includes('node_modules/@gemforge/client/dist/index.js')));
     assert.ok(!inputs.some((i) => /dist\/(uploads|downloads|node)\.js|dist\/cli\//.test(i)), 'Node helpers stay out');
 
     const { secret } = await s.user({ gems: 100, llmAllowance: 100 });
     const context = browserContext({ baseUrl: s.url, apiKey: secret });
-    vm.runInContext(result.outputFiles[0].text, context);
+    vm.runInContext(code, context);
     const seen = (await vm.runInContext(
       `(async () => {
         const gf = gemforge.createGemforgeClient({ baseUrl, apiKey });
