@@ -80,7 +80,7 @@ export function squeeze(word: string): string {
 export interface Prepared {
   /** The words separated by single spaces (what category patterns are matched against). */
   spaced: string;
-  /** The squeezed words joined without separators. */
+  /** The words joined without separators, repeated letters squeezed. */
   compact: string;
   starts: Set<number>;
   ends: Set<number>;
@@ -92,16 +92,20 @@ export function prepare(text: string): Prepared {
   const ends = new Set<number>();
   let compact = '';
   for (const w of list) {
-    starts.add(compact.length);
-    compact += squeeze(w);
+    // Squeezed across words too ("mass shooting" is "mashoting"), as termKey does:
+    // a word starting with the letter the previous one ended with shares it.
+    const word = squeeze(w);
+    const shared = compact.length > 0 && compact.at(-1) === word[0];
+    starts.add(shared ? compact.length - 1 : compact.length);
+    compact += shared ? word.slice(1) : word;
     ends.add(compact.length);
   }
   return { spaced: list.join(' '), compact, starts, ends };
 }
 
-/** A term in the form `contains` compares: its squeezed words joined. Empty for a term with no letters or digits. */
+/** A term in the form `contains` compares: its words joined and squeezed. Empty for a term with no letters or digits. */
 export function termKey(term: string): string {
-  return words(term).map(squeeze).join('');
+  return squeeze(words(term).join(''));
 }
 
 /**
