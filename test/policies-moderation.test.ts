@@ -22,6 +22,15 @@ let counter = 0;
 const idem = () => ({ 'idempotency-key': `mod-${process.pid}-${++counter}` });
 const image = (prompt: string, parameters: Record<string, unknown> = {}) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512', ...parameters } });
 
+/** Uploads 16 s of synthesised speech as a reference voice under `filename`. */
+async function uploadVoice(s: TestServer, secret: string, filename: string): Promise<Response> {
+  const form = new FormData();
+  form.append('file', new Blob([fs.readFileSync(await media.speech(16))], { type: 'audio/wav' }), filename);
+  form.append('duration', '16');
+  form.append('rightsConfirmed', 'true');
+  return fetch(new URL('/api/generate/voices', s.url), { method: 'POST', headers: { authorization: `Bearer ${secret}` }, body: form });
+}
+
 /** Asserts the exact refusal envelope and that the account holds nothing and was charged nothing. */
 async function assertRefused(s: TestServer, res: Response, accountId: string, gems: number, field?: RegExp): Promise<void> {
   const e = await errorOf(res);
@@ -126,11 +135,7 @@ describe('moderation (embedded policy)', () => {
 
   it('when a voice file name is refused, then the upload answers CONTENT_REJECTED and no voice is made', async () => {
     const u = await s.user();
-    const form = new FormData();
-    form.append('file', new Blob([fs.readFileSync(await media.speech(16))], { type: 'audio/wav' }), 'k1ll yourself.wav');
-    form.append('duration', '16');
-    form.append('rightsConfirmed', 'true');
-    const res = await fetch(new URL('/api/generate/voices', s.url), { method: 'POST', headers: { authorization: `Bearer ${u.secret}` }, body: form });
+    const res = await uploadVoice(s, u.secret, 'k1ll yourself.wav');
     const e = await errorOf(res);
     assert.equal(e.code, 'CONTENT_REJECTED', e.message);
     assert.match(e.message, /file name/);
@@ -203,11 +208,7 @@ describe('moderation of a voice transcript', () => {
 
   it('when the transcript is refused, then the upload answers CONTENT_REJECTED and a record names the transcript', async () => {
     const u = await s.user();
-    const form = new FormData();
-    form.append('file', new Blob([fs.readFileSync(await media.speech(16))], { type: 'audio/wav' }), 'narration.wav');
-    form.append('duration', '16');
-    form.append('rightsConfirmed', 'true');
-    const res = await fetch(new URL('/api/generate/voices', s.url), { method: 'POST', headers: { authorization: `Bearer ${u.secret}` }, body: form });
+    const res = await uploadVoice(s, u.secret, 'narration.wav');
     assert.equal((await errorOf(res)).code, 'CONTENT_REJECTED');
     const [record] = await listRecords(s.db, { accountId: u.accountId });
     assert.deepEqual([record?.operation, record?.field, record?.categories], ['createVoice', 'transcript', ['self-harm']]);
