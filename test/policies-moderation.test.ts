@@ -123,7 +123,7 @@ describe('moderation (embedded policy)', () => {
     }
   });
 
-  it('when the account prefers strict content, then strict categories are refused too; a standard account gets the same prompt through', async () => {
+  it('when the account prefers strict content, then strict categories are refused too, through any of its keys; a standard account gets the same prompt through', async () => {
     const standard = await s.user({ gems: 100 });
     const strict = await s.user({ gems: 100 });
     await accounts.updateAccount(s.db, systemClock, strict.accountId, { contentPreference: 'strict' });
@@ -131,6 +131,8 @@ describe('moderation (embedded policy)', () => {
     assert.equal((await s.call('POST', IMAGE, { key: standard.secret, body, headers: idem() })).status, 202);
     await assertRefused(s, await s.call('POST', IMAGE, { key: strict.secret, body, headers: idem() }), strict.accountId, 100, /graphic-violence/);
     await assertRefused(s, await s.call('POST', IMAGE, { key: strict.secret, body: image('G 0 R E'), headers: idem() }), strict.accountId, 100);
+    const second = await s.key(strict.accountId);
+    await assertRefused(s, await s.call('POST', IMAGE, { key: second.secret, body, headers: idem() }), strict.accountId, 100, /graphic-violence/);
   });
 
   it('when a voice file name is refused, then the upload answers CONTENT_REJECTED and no voice is made', async () => {
