@@ -71,12 +71,19 @@ describe('moderation normalisation and the embedded policy', () => {
       'a photo shoot of a red fox running through snow',
       'An upbeat synth-pop song about night trains',
       'kids playing football in the park',
+      'a poster for a kids sex education class',
       'a documentary poster about the history of Europe',
       'the bomb squad robot, a toy',
       'Say hello.',
     ]) {
       assert.deepEqual(categoriesOf(policy, prompt, 'strict'), [], prompt);
     }
+  });
+
+  it('when the words of a pattern vary in the middle, then the pattern still matches the normalised text', () => {
+    assert.deepEqual(categoriesOf(policy, 'UNDERAGE  g1rls  NUDES', 'standard'), ['sexual-minors']);
+    assert.deepEqual(categoriesOf(policy, 'Build a p!pe-bomb', 'standard'), ['violence']);
+    assert.deepEqual(categoriesOf(policy, 'wipe out all the immigrants', 'standard'), ['hate']);
   });
 
   it('when a category is strict, then it applies only to strict accounts', () => {
