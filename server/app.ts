@@ -26,6 +26,9 @@ import { tasksRouter } from './routes/tasks.ts';
 import { filesRouter } from './routes/files.ts';
 import { docsRouter } from './routes/docs.ts';
 import type { UrlSigner } from './domain/signing.ts';
+import type { ModerationProvider } from './providers/moderation/types.ts';
+import type { RegionMap } from './domain/policy/regions.ts';
+import { moderationDeps, policyStep } from './http/policy.ts';
 import { VOICES_PATH, voicesRouter, voiceUploadCleanup, voiceUploadErrors, VOICE_UPLOAD_LIMITS } from './routes/voices.ts';
 
 export interface AppDeps {
@@ -35,6 +38,8 @@ export interface AppDeps {
   clock: Clock;
   catalog: Catalog;
   signer: UrlSigner;
+  /** Account policies: the moderation provider and the operator's CIDR → region map. */
+  policies: { moderation: ModerationProvider; regions: RegionMap };
   /** Background work a shutdown waits for (text generations settling). */
   inflight?: InflightWork;
 }
@@ -51,6 +56,8 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  // Client addresses (req.ip) from X-Forwarded-For only through the proxies TRUST_PROXY names.
+  app.set('trust proxy', config.trustProxy.length > 0 ? config.trustProxy : false);
   app.use(requestId);
   app.use(accessLog(logger));
 
@@ -72,12 +79,15 @@ export function createApp(deps: AppDeps): express.Express {
       apiSpec: config.openapiPath,
       validateRequests: { allowUnknownQueryParameters: false },
       validateResponses: config.validateResponses,
-      validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix) } },
+      validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },
       validateFormats: true,
       // Voice uploads: multer inside the validator, files on disk (never 50 MiB in memory).
       fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
     }),
   );
+
+  // Account policies on the request's text, before any router claims an identity or reserves Gems.
+  app.use(policyStep(moderationDeps(deps)));
 
   app.use(modelsRouter(deps));
   app.use(textRouter(deps));

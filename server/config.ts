@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import { bundledFfmpegPath, bundledFfprobePath } from './media/binaries.ts';
+import { isAddressOrRange } from './domain/policy/addresses.ts';
 
 export interface Config {
   /** Interface to bind (`HOST`, default 127.0.0.1). */
@@ -72,6 +73,28 @@ export interface Config {
   outputRetentionSeconds: number;
   /** Public base URL for signed links (`PUBLIC_BASE_URL`); default: the request's own host. */
   publicBaseUrl: string | undefined;
+  /** The embedded moderation policy, categories of terms and patterns (`MODERATION_POLICY_PATH`). */
+  moderationPolicyPath: string;
+  /**
+   * OpenAI-compatible moderation endpoint (`MODERATION_URL`, a base such as `http://host:8000`,
+   * `…/v1`, or the full `…/v1/moderations`); when absent the embedded policy decides.
+   */
+  moderationUrl: string | undefined;
+  /** Bearer key for the moderation endpoint (`MODERATION_API_KEY`). */
+  moderationApiKey: string | undefined;
+  /** Model name sent to the moderation endpoint (`MODERATION_MODEL`, default omni-moderation-latest). */
+  moderationModel: string;
+  /** Moderation refusals of one account within the window that block it (`MODERATION_BLOCK_THRESHOLD`, default 5; 0: never). */
+  moderationBlockThreshold: number;
+  /** The window those refusals are counted in, in seconds (`MODERATION_BLOCK_WINDOW_SECONDS`, default 86400). */
+  moderationBlockWindowSeconds: number;
+  /**
+   * Proxies whose `X-Forwarded-For` is believed (`TRUST_PROXY`, comma-separated addresses or
+   * CIDR ranges, or `loopback`, `linklocal`, `uniquelocal`); empty: the socket's address is the client's.
+   */
+  trustProxy: string[];
+  /** Operator-supplied CIDR → region file for regional restrictions (`REGIONS_FILE`); none: every region is unknown. */
+  regionsFile: string | undefined;
 }
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -115,6 +138,19 @@ function parseWhole(value: string | undefined, fallback: number, name: string, m
   return n;
 }
 
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** `TRUST_PROXY`: addresses, CIDR ranges or proxy-addr's names, checked now so a typo stops the start. */
+function parseTrustProxy(value: string | undefined): string[] {
+  const entries = (value ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+  for (const entry of entries) {
+    if (!PROXY_NAMES.has(entry) && !isAddressOrRange(entry)) {
+      throw new Error(`TRUST_PROXY must list IP addresses, CIDR ranges, loopback, linklocal or uniquelocal; got "${entry}"`);
+    }
+  }
+  return entries;
+}
+
 /** Builds the configuration from an environment (defaults to `process.env`), with overrides for tests. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const production = env.NODE_ENV === 'production';
@@ -147,6 +183,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     shutdownGraceSeconds: parseWhole(env.SHUTDOWN_GRACE_SECONDS, 30, 'SHUTDOWN_GRACE_SECONDS', 0),
     outputRetentionSeconds: parseWhole(env.OUTPUT_RETENTION_SECONDS, 7 * 24 * 3600, 'OUTPUT_RETENTION_SECONDS', 1),
     publicBaseUrl: env.PUBLIC_BASE_URL ? env.PUBLIC_BASE_URL.replace(/\/+$/, '') : undefined,
+    moderationPolicyPath: path.resolve(env.MODERATION_POLICY_PATH || path.join(root, 'server/catalog/moderation.yaml')),
+    moderationUrl: env.MODERATION_URL || undefined,
+    moderationApiKey: env.MODERATION_API_KEY || undefined,
+    moderationModel: env.MODERATION_MODEL || 'omni-moderation-latest',
+    moderationBlockThreshold: parseWhole(env.MODERATION_BLOCK_THRESHOLD, 5, 'MODERATION_BLOCK_THRESHOLD', 0),
+    moderationBlockWindowSeconds: parseWhole(env.MODERATION_BLOCK_WINDOW_SECONDS, 86_400, 'MODERATION_BLOCK_WINDOW_SECONDS', 1),
+    trustProxy: parseTrustProxy(env.TRUST_PROXY),
+    regionsFile: env.REGIONS_FILE ? path.resolve(env.REGIONS_FILE) : undefined,
     ...overrides,
   };
 }

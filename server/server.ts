@@ -15,6 +15,9 @@ import { systemClock, type Clock } from './domain/clock.ts';
 import { createSigner, loadServerSecret } from './domain/signing.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
+import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
+import { moderationProviderFor } from './providers/moderation/index.ts';
+import { loadRegions } from './domain/policy/regions.ts';
 
 export interface RunningServer {
   url: string;
@@ -65,6 +68,9 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
 export async function startServer(config: Config, options: { clock?: Clock; providers?: MediaProviders } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
   const catalog = loadCatalog(config.catalogPath);
+  // A broken moderation policy or regions file stops the start, before the database opens.
+  const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
+  const policies = { moderation: moderationProviderFor(moderationPolicy, config), regions: loadRegions(config.regionsFile) };
   const db = await openDb(config);
   const clock = options.clock ?? systemClock;
   // The public voices exist before the first request (a bad voice catalog stops the start).
@@ -76,7 +82,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   }
   const signer = createSigner(loadServerSecret(config.dataDir), config.signedUrlTtlSeconds);
   const inflight = new InflightWork();
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight });
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies });
   const server = http.createServer(app);
   // Responses in flight, so a shutdown can wait for them (and not for idle keep-alive connections).
   let active = 0;

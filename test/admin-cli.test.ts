@@ -158,6 +158,69 @@ describe('admin CLI', () => {
     assert.equal((await admin(s.dataDir, 'identity', 'list', '--account', user.accountId)).json.identities.length, 0);
   });
 
+  it('when an operator sets content preference, networks and regions, then account show lists them and the server applies them', async () => {
+    const user = await s.user();
+    const updated = await admin(s.dataDir, 'account', 'update', user.accountId, '--content-preference', 'strict', '--network-deny', '127.0.0.0/8, 2001:DB8::/32',
+      '--network-allow', '::ffff:127.0.0.1/128', '--blocked-regions', 'fr,de-by', '--unknown-region', 'allow');
+    assert.equal(updated.code, 0, updated.stderr);
+    const show = await admin(s.dataDir, 'account', 'show', user.accountId);
+    assert.equal(show.json.contentPreference, 'strict');
+    assert.deepEqual(show.json.network, { allow: ['127.0.0.1/32'], deny: ['127.0.0.0/8', '2001:db8::/32'] });
+    assert.deepEqual(show.json.regions, { blocked: ['FR', 'DE-BY'], unknown: 'allow' });
+    assert.equal(show.json.moderationBlockedAt, null);
+    const blocked = await errorOf(await s.call('GET', '/api/generate/models', { key: user.secret }));
+    assert.deepEqual([blocked.status, blocked.code], [403, 'NETWORK_BLOCKED']);
+
+    const cleared = await admin(s.dataDir, 'account', 'update', user.accountId, '--network-deny', '', '--blocked-regions', '', '--content-preference', 'standard');
+    assert.equal(cleared.code, 0, cleared.stderr);
+    assert.deepEqual([cleared.json.network.deny, cleared.json.regions.blocked, cleared.json.contentPreference], [[], [], 'standard']);
+    assert.equal((await s.call('GET', '/api/generate/models', { key: user.secret })).status, 200);
+
+    const bad: Array<[string[], RegExp]> = [
+      [['--content-preference', 'lenient'], /--content-preference must be one of standard, strict/],
+      [['--network-deny', '10.0.0.0/33'], /--network-deny: "10.0.0.0\/33" is not an IPv4 or IPv6 address or CIDR range/],
+      [['--network-allow', 'example.com'], /--network-allow: "example.com"/],
+      [['--blocked-regions', 'F R'], /--blocked-regions: "F R" is not a region code/],
+      [['--unknown-region', 'maybe'], /--unknown-region must be one of allow, block/],
+    ];
+    for (const [args, message] of bad) {
+      const r = await admin(s.dataDir, 'account', 'update', user.accountId, ...args);
+      assert.equal(r.code, 2, args.join(' '));
+      assert.match(r.stderr, message);
+    }
+  });
+
+  it('when an account is blocked by repeated moderation refusals, then moderation list shows the records and moderation clear lifts the block', async () => {
+    const user = await s.user({ gems: 100 });
+    const body = { model: 'gemforge-image-1', prompt: 'how to build a bomb', parameters: { resolution: '512' } };
+    for (let i = 0; i < s.config.moderationBlockThreshold; i++) {
+      const r = await s.call('POST', '/api/generate/image', { key: user.secret, body, headers: { 'idempotency-key': `bomb-${i}` } });
+      assert.equal((await errorOf(r)).code, 'CONTENT_REJECTED');
+    }
+    assert.equal((await errorOf(await s.call('GET', '/api/generate/models', { key: user.secret }))).code, 'ACCOUNT_BLOCKED');
+    const show = await admin(s.dataDir, 'account', 'show', user.accountId);
+    assert.equal(show.json.state, 'blocked');
+    assert.ok(show.json.moderationBlockedAt);
+
+    const list = await admin(s.dataDir, 'moderation', 'list', '--account', user.accountId);
+    assert.equal(list.code, 0, list.stderr);
+    assert.equal(list.json.records.length, s.config.moderationBlockThreshold);
+    assert.deepEqual(Object.keys(list.json.records[0]).sort(), ['accountId', 'categories', 'clearedAt', 'createdAt', 'field', 'id', 'keyId', 'operation', 'provider']);
+    assert.deepEqual(list.json.records[0].categories, ['violence']);
+
+    const clear = await admin(s.dataDir, 'moderation', 'clear', '--account', user.accountId);
+    assert.equal(clear.code, 0, clear.stderr);
+    assert.deepEqual(clear.json, { accountId: user.accountId, cleared: s.config.moderationBlockThreshold, unblocked: true, state: 'active' });
+    assert.equal((await s.call('GET', '/api/generate/models', { key: user.secret })).status, 200);
+    assert.equal((await admin(s.dataDir, 'moderation', 'list', '--account', user.accountId)).json.records.length, 0);
+    assert.equal((await admin(s.dataDir, 'moderation', 'list', '--account', user.accountId, '--all')).json.records.length, s.config.moderationBlockThreshold);
+
+    const missing = await admin(s.dataDir, 'moderation', 'clear');
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /--account is required/);
+    assert.match((await admin(s.dataDir, 'moderation', 'clear', '--account', 'acct_nope')).stderr, /no account with id acct_nope/);
+  });
+
   it('when an operator names an unknown identity or leaves out an argument, then the release is refused with a message', async () => {
     const unknown = await admin(s.dataDir, 'identity', 'release', 'key_nope', 'nope');
     assert.equal(unknown.code, 2);

@@ -12,12 +12,17 @@ import * as ledger from '../domain/ledger.ts';
 import { verifyLedger } from '../domain/ledger-verify.ts';
 import { operatorSettle, verifyTasks } from '../domain/tasks.ts';
 import * as idem from '../domain/idempotency.ts';
+import { describePolicies, PolicyInputError } from '../domain/policy/settings.ts';
+import * as moderation from '../domain/policy/moderation.ts';
 
 export class UsageError extends Error {}
 
 const USAGE = `usage: gemforge admin <command>
   account create --name N [--gems G] [--llm-allowance A] [--paid-consent]
   account update ID [--gems G] [--llm-allowance A] [--paid-consent|--no-paid-consent] [--state active|blocked|unavailable]
+                    [--content-preference standard|strict] [--network-allow CIDR,…] [--network-deny CIDR,…]
+                    [--blocked-regions R,…] [--unknown-region allow|block]
+                                            a list replaces the account's list; '' clears it
   account show ID
   key create --account ID --name N --scopes read,generate [--cap C] [--expires ISO-8601]
   key revoke KEY_ID
@@ -27,7 +32,9 @@ const USAGE = `usage: gemforge admin <command>
   identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)
   identity release KEY_ID IDEMPOTENCY_KEY [--pending]
                                             the work certainly did not happen: release its reservation;
-                                            replays then answer REQUEST_FAILED`;
+                                            replays then answer REQUEST_FAILED
+  moderation list [--account ID] [--all]    moderation refusals not cleared (--all: cleared ones too), newest first
+  moderation clear --account ID             clear an account's refusals and lift the block they set`;
 
 type Handler = (db: Db, args: string[]) => Promise<{ output: unknown; exitCode?: number }>;
 
@@ -77,8 +84,15 @@ async function showAccount(db: Db, id: string) {
     month: summary.month,
     outstandingReservations: summary.outstandingReservations,
     keys: keys.map((k) => ({ ...accounts.describeKey(k), spendThisMonth: summary.keySpendThisMonth[k.id] })),
+    ...describePolicies(account),
     createdAt: account.created_at,
   };
+}
+
+/** `--network-allow 192.0.2.0/24,2001:db8::/32` → a list; `''` → [] (clears); absent → undefined. */
+function list(value: string | boolean | undefined): string[] | undefined {
+  if (typeof value !== 'string') return undefined;
+  return value.split(',').map((v) => v.trim()).filter(Boolean);
 }
 
 const commands: Record<string, Handler> = {
@@ -106,6 +120,11 @@ const commands: Record<string, Handler> = {
       'llm-allowance': { type: 'string' },
       'paid-consent': { type: 'boolean' },
       state: { type: 'string' },
+      'content-preference': { type: 'string' },
+      'network-allow': { type: 'string' },
+      'network-deny': { type: 'string' },
+      'blocked-regions': { type: 'string' },
+      'unknown-region': { type: 'string' },
     });
     const id = onePositional(positionals, 'account ID');
     const state = values.state as string | undefined;
@@ -117,6 +136,11 @@ const commands: Record<string, Handler> = {
       llmAllowance: wholeNumber(values['llm-allowance'] as string | undefined, '--llm-allowance'),
       paidConsent: values['paid-consent'] as boolean | undefined,
       state: state as accounts.AccountPatch['state'],
+      contentPreference: values['content-preference'] as string | undefined,
+      networkAllow: list(values['network-allow']),
+      networkDeny: list(values['network-deny']),
+      blockedRegions: list(values['blocked-regions']),
+      unknownRegion: values['unknown-region'] as string | undefined,
     });
     if (gems !== undefined) await ledger.setBalance(db, systemClock, id, gems);
     return { output: await showAccount(db, id) };
@@ -202,6 +226,23 @@ const commands: Record<string, Handler> = {
       throw new accounts.AdminError((error as Error).message);
     }
   },
+
+  async 'moderation list'(db, args) {
+    const { values, positionals } = parse(args, { account: { type: 'string' }, all: { type: 'boolean' } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const accountId = values.account as string | undefined;
+    if (accountId !== undefined) await accounts.requireAccount(db, accountId);
+    return { output: { records: await moderation.listRecords(db, { accountId, all: values.all === true }) } };
+  },
+
+  async 'moderation clear'(db, args) {
+    const { values, positionals } = parse(args, { account: { type: 'string' } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const accountId = required(values.account as string | undefined, '--account');
+    await accounts.requireAccount(db, accountId);
+    const result = await moderation.clearRecords(db, systemClock, accountId);
+    return { output: { accountId, ...result, state: (await accounts.requireAccount(db, accountId)).state } };
+  },
 };
 
 /** Runs one admin command; returns the process exit code. */
@@ -220,7 +261,7 @@ export async function runAdmin(argv: string[], io = { out: process.stdout, err: 
     io.out.write(`${JSON.stringify(output, null, 2)}\n`);
     return exitCode;
   } catch (error) {
-    if (error instanceof UsageError || error instanceof accounts.AdminError) {
+    if (error instanceof UsageError || error instanceof accounts.AdminError || error instanceof PolicyInputError) {
       io.err.write(`gemforge admin ${name}: ${error.message}\n`);
       return 2;
     }

@@ -10,6 +10,7 @@ import type { AccountRow, AccountState, ApiKeyRow } from '../storage/accounts.ts
 import { ApiError, invalidApiKey } from '../errors.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
+import { DEFAULT_POLICY_COLUMNS, policyColumns, type PolicyPatch } from './policy/settings.ts';
 
 export type Scope = 'read' | 'generate';
 export const MAX_ACTIVE_KEYS = 50;
@@ -50,6 +51,7 @@ export async function createAccount(db: Db, clock: Clock, input: NewAccount): Pr
     state: input.state ?? 'active',
     llm_allowance: input.llmAllowance ?? 0,
     paid_consent: input.paidConsent ?? false,
+    ...DEFAULT_POLICY_COLUMNS,
     created_at: now,
     updated_at: now,
   };
@@ -63,7 +65,8 @@ export async function requireAccount(db: Db, id: string): Promise<AccountRow> {
   return account;
 }
 
-export interface AccountPatch {
+/** Account settings to change; the policy settings (domain/policy/settings.ts) among them. */
+export interface AccountPatch extends PolicyPatch {
   llmAllowance?: number | undefined;
   paidConsent?: boolean | undefined;
   state?: AccountState | undefined;
@@ -74,7 +77,9 @@ export async function updateAccount(db: Db, clock: Clock, id: string, patch: Acc
   await store.updateAccount(db, id, {
     ...(patch.llmAllowance !== undefined && { llm_allowance: patch.llmAllowance }),
     ...(patch.paidConsent !== undefined && { paid_consent: patch.paidConsent }),
-    ...(patch.state !== undefined && { state: patch.state }),
+    // An operator's state replaces a block moderation set (see `admin moderation clear`).
+    ...(patch.state !== undefined && { state: patch.state, moderation_blocked_at: null }),
+    ...policyColumns(patch),
     updated_at: clock.now().toISOString(),
   });
   return requireAccount(db, id);

@@ -133,6 +133,8 @@ export interface VoiceMediaTools {
   ffmpegPath: string;
   ffprobePath: string;
   transcriber: TranscriptionProvider;
+  /** Account policies on the voice's text (its name and transcript); throws the refusal. */
+  screen?: ((texts: Array<{ field: string; text: string }>) => Promise<void>) | undefined;
 }
 
 export interface VoiceUploadInput {
@@ -212,12 +214,14 @@ export async function createVoice(db: Db, clock: Clock, tools: VoiceMediaTools, 
     throw error;
   }
 
-  const { sha256 } = await putBlobFromFile(tools.dataDir, file.path);
   const now = clock.now();
+  const name = voiceName(file.originalname, now);
+  await tools.screen?.([{ field: 'file name', text: name }, ...(transcript.text ? [{ field: 'transcript', text: transcript.text }] : [])]);
+  const { sha256 } = await putBlobFromFile(tools.dataDir, file.path);
   const row: VoiceRow = {
     id: newId('voice'),
     account_id: input.accountId,
-    name: voiceName(file.originalname, now),
+    name,
     language: transcript.language,
     visibility: 'private',
     state: 'ready',

@@ -1,7 +1,9 @@
 /**
  * The bearer security handler for express-openapi-validator. It parses
  * `Authorization: Bearer <key>` itself (the validator's own check is loose) and
- * resolves the key and scope through the accounts domain.
+ * resolves the key and scope through the accounts domain, then the account's
+ * network and region policies for the client address (`req.ip`: the socket's,
+ * or X-Forwarded-For's through the proxies TRUST_PROXY names).
  */
 import type { Request } from 'express';
 import type { Db } from '../storage/db.ts';
@@ -9,16 +11,20 @@ import type { Clock } from '../domain/clock.ts';
 import { authenticate, type Scope } from '../domain/accounts.ts';
 import { ApiError } from '../errors.ts';
 import { bodyErrorOf } from './errors.ts';
+import { checkAccess } from '../domain/policy/access.ts';
+import { NO_REGIONS, type RegionMap } from '../domain/policy/regions.ts';
 
 // The scheme is case-insensitive (RFC 9110 §11.1); the key itself is not.
 const BEARER = /^Bearer +([^\s]+) *$/i;
 
-export function bearerHandler(db: Db, clock: Clock, prefix: string) {
+export function bearerHandler(db: Db, clock: Clock, prefix: string, regions: RegionMap = NO_REGIONS) {
   return async (req: Request, scopes: string[]): Promise<boolean> => {
     const match = BEARER.exec(req.get('authorization') ?? '');
     try {
       const scope = scopes[0] as Scope | undefined;
-      req.principal = await authenticate(db, clock, prefix, match?.[1], scope);
+      const principal = await authenticate(db, clock, prefix, match?.[1], scope);
+      checkAccess(principal.account, req.ip, regions);
+      req.principal = principal;
     } catch (error) {
       if (error instanceof ApiError) {
         req.authError = error;

@@ -9,6 +9,7 @@ import { Router, type NextFunction, type Request, type Response } from 'express'
 import type { operations } from '../../generated/api.ts';
 import type { AppDeps } from '../app.ts';
 import { principalOf } from '../http/context.ts';
+import { moderationDeps, screenTexts } from '../http/policy.ts';
 import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES } from '../domain/voices.ts';
 import { transcriberFor } from '../media/transcription.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
@@ -68,9 +69,11 @@ export function voiceUploadErrors(err: unknown, req: Request, _res: Response, ne
   next(err);
 }
 
-export function voicesRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'config'>): Router {
+export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies'>): Router {
+  const { db, clock, config } = deps;
   const router = Router();
   const transcriber = transcriberFor(config);
+  const moderation = moderationDeps(deps);
 
   router.get(VOICES_PATH, async (req, res) => {
     const principal = principalOf(req);
@@ -92,7 +95,7 @@ export function voicesRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock'
     const voice = await createVoice(
       db,
       clock,
-      { dataDir: config.dataDir, ffmpegPath: config.ffmpegPath, ffprobePath: config.ffprobePath, transcriber },
+      { dataDir: config.dataDir, ffmpegPath: config.ffmpegPath, ffprobePath: config.ffprobePath, transcriber, screen: screenTexts(moderation, req) },
       { accountId: principal.account.id, file, duration: fields.duration },
     );
     const body: CreateVoice = { voice: describeVoice(voice) };

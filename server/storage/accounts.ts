@@ -6,7 +6,17 @@ type Conn = Db | Knex.Transaction;
 
 export type AccountState = 'active' | 'blocked' | 'unavailable';
 
-export interface AccountRow {
+/** Policy settings on the account row (migration 007), so authentication's one read carries them. */
+export interface AccountPolicyColumns {
+  content_preference: string; // standard | strict
+  network_allow: string | null; // JSON array of CIDR ranges
+  network_deny: string | null;
+  blocked_regions: string | null; // JSON array of region codes
+  unknown_region: string; // allow | block
+  moderation_blocked_at: string | null;
+}
+
+export interface AccountRow extends AccountPolicyColumns {
   id: string;
   name: string;
   state: AccountState;
@@ -60,7 +70,7 @@ export async function findAccount(db: Conn, id: string): Promise<AccountRow | un
 export async function updateAccount(
   db: Conn,
   id: string,
-  patch: Partial<Pick<AccountRow, 'state' | 'llm_allowance' | 'paid_consent' | 'name'>> & { updated_at: string },
+  patch: Partial<Pick<AccountRow, 'state' | 'llm_allowance' | 'paid_consent' | 'name'> & AccountPolicyColumns> & { updated_at: string },
 ): Promise<void> {
   await db('accounts').where({ id }).update(patch);
 }

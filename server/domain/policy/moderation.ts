@@ -1,0 +1,135 @@
+/**
+ * Moderation of the text of a request, before anything is reserved or
+ * dispatched (spec: Authentication 7, Errors, Extraction). The texts of each
+ * operation come from its already-validated body (textsOf); the provider
+ * decides with the account's content preference; a refusal leaves only a
+ * moderation record and answers `422 CONTENT_REJECTED`. Refusals count per
+ * account, not per key: `threshold` of them within `windowSeconds` block the
+ * account (`403 ACCOUNT_BLOCKED` on every later request, whichever key) until
+ * an operator runs `gemforge admin moderation clear`.
+ */
+import { ApiError } from '../../errors.ts';
+import { inTransaction, type Db } from '../../storage/db.ts';
+import { lockAccountRow } from '../../storage/accounts.ts';
+import * as store from '../../storage/policies.ts';
+import {
+  ModerationUnavailableError,
+  type ContentPreference,
+  type ModerationFlag,
+  type ModerationProvider,
+  type ModerationText,
+} from '../../providers/moderation/types.ts';
+import type { Principal } from '../accounts.ts';
+import type { Clock } from '../clock.ts';
+import { newId } from '../ids.ts';
+
+export interface ModerationDeps {
+  db: Db;
+  clock: Clock;
+  provider: ModerationProvider;
+  /** Refusals within the window that block the account; 0: never. */
+  blockThreshold: number;
+  blockWindowSeconds: number;
+}
+
+type Body = Record<string, unknown>;
+
+/** The named string fields of an object that hold text (absent or empty ones are left out). */
+function fields(object: unknown, names: string[], prefix: string): ModerationText[] {
+  const o = (object ?? {}) as Body;
+  return names.flatMap((name) => (typeof o[name] === 'string' && o[name] !== '' ? [{ field: `${prefix}${name}`, text: o[name] as string }] : []));
+}
+
+/** Per operation (contract operationId), the user text its body carries. */
+const TEXTS: Record<string, (body: Body) => ModerationText[]> = {
+  createImage: (b) => [...fields(b, ['prompt'], ''), ...fields(b.parameters, ['negativePrompt', 'style'], 'parameters.')],
+  createVideo: (b) => fields(b, ['prompt'], ''),
+  createAudio: (b) => [...fields(b, ['prompt'], ''), ...fields(b.parameters, ['style', 'title', 'negativeTags'], 'parameters.')],
+  createChatCompletion: (b) =>
+    (Array.isArray(b.messages) ? (b.messages as unknown[]) : []).flatMap((m, i) => fields(m, ['content'], `messages[${i}].`)),
+  extractVideo: (b) => fields(b, ['prompt'], ''),
+};
+
+/** The texts to moderate in a validated request body; empty for operations that carry none. */
+export function textsOf(operationId: string | undefined, body: unknown): ModerationText[] {
+  const pick = operationId !== undefined && Object.hasOwn(TEXTS, operationId) ? TEXTS[operationId] : undefined;
+  return pick && body && typeof body === 'object' ? pick(body as Body) : [];
+}
+
+/** Records a refusal and, past the threshold, blocks the account; true when this refusal blocked it. */
+async function recordRefusal(deps: ModerationDeps, principal: Principal, operation: string, provider: string, flag: ModerationFlag): Promise<boolean> {
+  const now = deps.clock.now();
+  const since = new Date(now.getTime() - deps.blockWindowSeconds * 1000).toISOString();
+  return inTransaction(deps.db, async (trx) => {
+    await lockAccountRow(trx, principal.account.id); // concurrent refusals count one after the other
+    await store.insertModerationRecord(trx, {
+      id: newId('mod'),
+      account_id: principal.account.id,
+      key_id: principal.key.id,
+      operation,
+      field: flag.field.slice(0, 200),
+      categories: JSON.stringify(flag.categories).slice(0, 500),
+      provider,
+      created_at: now.toISOString(),
+      cleared_at: null,
+    });
+    if (deps.blockThreshold === 0) return false;
+    if ((await store.countRecentRecords(trx, principal.account.id, since)) < deps.blockThreshold) return false;
+    return store.blockForModeration(trx, principal.account.id, now.toISOString());
+  });
+}
+
+/** Moderates `texts` for the caller's account; throws the refusal (or 502/503 when the provider fails). */
+export async function screen(deps: ModerationDeps, principal: Principal, operation: string, texts: ModerationText[]): Promise<void> {
+  if (texts.length === 0) return;
+  let verdict;
+  try {
+    verdict = await deps.provider.moderate({ texts, preference: principal.account.content_preference as ContentPreference });
+  } catch (error) {
+    if (!(error instanceof ModerationUnavailableError)) throw error;
+    throw error.kind === 'unreachable'
+      ? new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The moderation service is unavailable; retry later with the same identity.')
+      : new ApiError(502, 'PROVIDER_ERROR', 'The moderation service failed; retry later with the same identity.');
+  }
+  const flag = verdict.flagged;
+  if (!flag) return;
+  const blocked = await recordRefusal(deps, principal, operation, verdict.provider, flag);
+  throw new ApiError(
+    422,
+    'CONTENT_REJECTED',
+    `The content policy refuses ${flag.field} (${flag.categories.join(', ')}). Nothing was reserved or charged.` +
+      (blocked ? ' Repeated refusals have blocked this account.' : ''),
+  );
+}
+
+// ---------------------------------------------------------------- operators
+
+/** A record as `gemforge admin moderation list` prints it (never the refused text itself). */
+export function describeRecord(row: store.ModerationRecordRow) {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    keyId: row.key_id,
+    operation: row.operation,
+    field: row.field,
+    categories: JSON.parse(row.categories) as string[],
+    provider: row.provider,
+    createdAt: row.created_at,
+    clearedAt: row.cleared_at,
+  };
+}
+
+export async function listRecords(db: Db, q: { accountId?: string | undefined; all?: boolean; limit?: number }) {
+  const rows = await store.listModerationRecords(db, { accountId: q.accountId, all: q.all === true, limit: q.limit ?? 100 });
+  return rows.map(describeRecord);
+}
+
+/** Clears an account's records and lifts a block they set; an operator's own block stays. */
+export async function clearRecords(db: Db, clock: Clock, accountId: string): Promise<{ cleared: number; unblocked: boolean }> {
+  const at = clock.now().toISOString();
+  return inTransaction(db, async (trx) => {
+    await lockAccountRow(trx, accountId);
+    const cleared = await store.clearModerationRecords(trx, accountId, at);
+    return { cleared, unblocked: await store.liftModerationBlock(trx, accountId, at) };
+  });
+}

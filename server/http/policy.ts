@@ -1,0 +1,49 @@
+/**
+ * The policy step of the request flow (server/app.ts): after the validator (so
+ * after the key, its scope, the network and region checks of http/auth.ts, and
+ * the body's shape), before the routers (so before any idempotency claim or
+ * reservation). It moderates the text of the operation's body; a refusal
+ * leaves the identity unclaimed, so a replay is moderated, and refused, again.
+ * A voice upload's transcript exists only once transcribed: the voices domain
+ * moderates it there, through `screenTexts`.
+ */
+import type { NextFunction, Request, Response } from 'express';
+import type { ModerationText } from '../providers/moderation/types.ts';
+import { screen, textsOf, type ModerationDeps } from '../domain/policy/moderation.ts';
+import { principalOf } from './context.ts';
+import type { AppDeps } from '../app.ts';
+
+/** What moderation needs, from the app's dependencies and configuration. */
+export function moderationDeps({ db, clock, config, policies }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies'>): ModerationDeps {
+  return {
+    db,
+    clock,
+    provider: policies.moderation,
+    blockThreshold: config.moderationBlockThreshold,
+    blockWindowSeconds: config.moderationBlockWindowSeconds,
+  };
+}
+
+function operationOf(req: Request): string | undefined {
+  return (req as Request & { openapi?: { schema?: { operationId?: string } } }).openapi?.schema?.operationId;
+}
+
+/** Express middleware moderating the texts of every operation that carries some. */
+export function policyStep(deps: ModerationDeps) {
+  return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
+    const operation = operationOf(req);
+    const texts = req.method === 'POST' ? textsOf(operation, req.body) : [];
+    if (texts.length === 0) return next();
+    try {
+      await screen(deps, principalOf(req), operation!, texts);
+      next();
+    } catch (error) {
+      next(error);
+    }
+  };
+}
+
+/** Moderation for texts a handler finds later (a voice's name and transcript), bound to the request's caller. */
+export function screenTexts(deps: ModerationDeps, req: Request): (texts: ModerationText[]) => Promise<void> {
+  return (texts) => screen(deps, principalOf(req), operationOf(req) ?? 'unknown', texts);
+}

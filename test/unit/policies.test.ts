@@ -1,0 +1,176 @@
+/**
+ * The policy building blocks without a server: moderation normalisation and the
+ * embedded policy (a property: any term, rewritten, is still caught), the policy
+ * file's validation, address ranges, the regions file, TRUST_PROXY, and the
+ * client's view of the new codes.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import fc from 'fast-check';
+import { loadModerationPolicy, parseModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
+import { categoriesOf } from '../../server/providers/moderation/local.ts';
+import { words } from '../../server/providers/moderation/normalize.ts';
+import { decide, moderationEndpoint } from '../../server/providers/moderation/openai.ts';
+import { inRange, parseAddress, parseRange } from '../../server/domain/policy/addresses.ts';
+import { loadRegions, parseRegions, regionOf } from '../../server/domain/policy/regions.ts';
+import { policyColumns } from '../../server/domain/policy/settings.ts';
+import { loadConfig } from '../../server/config.ts';
+import { startServer } from '../../server/server.ts';
+import { errorFromResponse, ValidationError, PermissionError } from '../../client/errors.ts';
+import { tempDataDir } from '../helpers/server.ts';
+
+const POLICY_FILE = path.join(import.meta.dirname, '../../server/catalog/moderation.yaml');
+const policy = loadModerationPolicy(POLICY_FILE);
+
+describe('moderation normalisation and the embedded policy', () => {
+  it('when text is folded, then case, accents, width, invisible characters, leetspeak and spacing are undone', () => {
+    assert.deepEqual(words('KÍLL　ｙｏｕｒ\u200bself!'), ['kill', 'yourself']);
+    assert.deepEqual(words('k.i.l.l y o u r s e l f'), ['killyourself']);
+    assert.deepEqual(words('$h00t 3v3ryone'), ['shoot', 'everyone']);
+    assert.deepEqual(words('Straße, œuvre, 16:9 in 2024'), ['strasse', 'oeuvre', '16', '9', 'in', '2024']);
+  });
+
+  it('when any term of a standard category is rewritten (case, accents, separators, digits for letters), then it is still caught', () => {
+    const terms = policy.categories.filter((c) => c.strictness === 'standard').flatMap((c) => c.terms.map((t) => ({ id: c.id, term: t.term })));
+    const leet: Record<string, string> = { a: '4', e: '3', i: '1', o: '0', s: '5', t: '7' };
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...terms),
+        fc.array(fc.boolean(), { minLength: 64, maxLength: 64 }),
+        fc.array(fc.boolean(), { minLength: 64, maxLength: 64 }),
+        fc.array(fc.boolean(), { minLength: 64, maxLength: 64 }),
+        fc.constantFrom('', ' ', '.', '-', '  ', '_'),
+        ({ id, term }, upper, accent, digit, separator) => {
+          // A word written only in digits ("build 4 bomb", "how 70") is a number, not leetspeak: left out.
+          let at = 0;
+          const rewrittenWords = term.split(' ').map((word) => {
+            const mapped = Array.from(word, (c) => (digit[at++ % 64] && leet[c] ? leet[c]! : c));
+            const chars = mapped.some((c) => /\p{L}/u.test(c)) ? mapped : Array.from(word);
+            return chars.map((c, i) => {
+              let out = upper[(at + i) % 64] ? c.toUpperCase() : c;
+              if (accent[(at + i) % 64] && /[aeiou]/i.test(out)) out += '\u0301';
+              return out;
+            });
+          });
+          const chars = rewrittenWords.flatMap((w, i) => (i === 0 ? w : [' ', ...w]));
+          const rewritten = `a poster: ${chars.join(separator)} please`;
+          assert.ok(categoriesOf(policy, rewritten, 'standard').includes(id), `${JSON.stringify(rewritten)} should be ${id}`);
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it('when ordinary prompts come near a term, then nothing is refused', () => {
+    for (const prompt of [
+      'learn the skill yourself',
+      'a killer whale at dawn',
+      'a photo shoot of a red fox running through snow',
+      'An upbeat synth-pop song about night trains',
+      'kids playing football in the park',
+      'a poster for a kids sex education class',
+      'a documentary poster about the history of Europe',
+      'the bomb squad robot, a toy',
+      'Say hello.',
+    ]) {
+      assert.deepEqual(categoriesOf(policy, prompt, 'strict'), [], prompt);
+    }
+  });
+
+  it('when the words of a pattern vary in the middle, then the pattern still matches the normalised text', () => {
+    assert.deepEqual(categoriesOf(policy, 'UNDERAGE  g1rls  NUDES', 'standard'), ['sexual-minors']);
+    assert.deepEqual(categoriesOf(policy, 'Build a p!pe-bomb', 'standard'), ['violence']);
+    assert.deepEqual(categoriesOf(policy, 'wipe out all the immigrants', 'standard'), ['hate']);
+  });
+
+  it('when a category is strict, then it applies only to strict accounts', () => {
+    assert.deepEqual(categoriesOf(policy, 'a NSFW poster', 'standard'), []);
+    assert.deepEqual(categoriesOf(policy, 'a NSFW poster', 'strict'), ['sexual']);
+  });
+
+  it('when upstream categories are flagged, then they map through the policy file, unmapped ones counting as strict', () => {
+    assert.deepEqual(decide(policy, ['self-harm/intent'], 'standard'), ['self-harm']);
+    assert.deepEqual(decide(policy, ['sexual'], 'standard'), []);
+    assert.deepEqual(decide(policy, ['sexual', 'harassment'], 'strict'), ['sexual', 'upstream:harassment']);
+    assert.equal(moderationEndpoint('http://h:1/'), 'http://h:1/v1/moderations');
+    assert.equal(moderationEndpoint('http://h:1/v1'), 'http://h:1/v1/moderations');
+    assert.equal(moderationEndpoint('http://h:1/x/v1/moderations'), 'http://h:1/x/v1/moderations');
+  });
+
+  it('when the policy file is broken, then loading names the problem', () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [{}, /"categories" must be a non-empty list/],
+      [{ categories: [{ id: 'Bad Id', strictness: 'standard', terms: ['x'] }] }, /id must be lower-case/],
+      [{ categories: [{ id: 'a', strictness: 'lenient', terms: ['x'] }] }, /strictness must be standard or strict/],
+      [{ categories: [{ id: 'a', strictness: 'strict' }] }, /at least one term or pattern/],
+      [{ categories: [{ id: 'a', strictness: 'strict', terms: ['...'] }] }, /term "..." has no letters or digits/],
+      [{ categories: [{ id: 'a', strictness: 'strict', patterns: ['(unclosed'] }] }, /not a valid regular expression/],
+      [{ categories: [{ id: 'a', strictness: 'strict', terms: ['x'] }, { id: 'a', strictness: 'strict', terms: ['y'] }] }, /duplicate id a/],
+    ];
+    for (const [doc, message] of cases) assert.throws(() => parseModerationPolicy(doc, 'test'), message);
+  });
+
+  it('when the moderation policy file is broken, then the server does not start', async () => {
+    const dir = tempDataDir();
+    const file = path.join(dir, 'moderation.yaml');
+    fs.writeFileSync(file, 'categories:\n  - id: x\n    strictness: sometimes\n    terms: [y]\n');
+    const config = loadConfig({ LOG_LEVEL: 'silent', DATA_DIR: dir, PORT: '0', MODERATION_POLICY_PATH: file });
+    await assert.rejects(startServer(config), /moderation policy .*moderation\.yaml: categories\[0\] \(x\): strictness must be standard or strict/);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('addresses, regions and proxies', () => {
+  it('when ranges are parsed, then IPv4, IPv6 and IPv4-mapped forms match as the same addresses', () => {
+    const mapped = parseAddress('::ffff:192.0.2.9')!;
+    assert.equal(mapped.toString(), '192.0.2.9');
+    assert.ok(inRange(mapped, parseRange('192.0.2.0/24')!));
+    assert.ok(inRange(parseAddress('192.0.2.9')!, parseRange('::ffff:192.0.2.0/120')!));
+    assert.ok(inRange(parseAddress('2001:db8::1')!, parseRange('2001:db8::/32')!));
+    assert.ok(!inRange(parseAddress('2001:db9::1')!, parseRange('2001:db8::/32')!));
+    assert.ok(!inRange(parseAddress('192.0.2.9')!, parseRange('2001:db8::/32')!));
+    for (const bad of ['1', '10.0.0.0/33', '10.0.0/8', 'example.com', '2001:db8::/129', '10.0.0.0/8/8', '10.0.0.0/x']) {
+      assert.equal(parseRange(bad), undefined, bad);
+    }
+    assert.deepEqual(policyColumns({ networkDeny: ['10.0.0.0/8', ' 10.0.0.0/8 ', '2001:DB8::/32'] }), { network_deny: '["10.0.0.0/8","2001:db8::/32"]' });
+    assert.deepEqual(policyColumns({ blockedRegions: [] }), { blocked_regions: null });
+  });
+
+  it('when a regions file is read, then the most specific range wins and bad lines are named', () => {
+    const map = parseRegions('# comment\n10.0.0.0/8 us\n10.1.0.0/16, us-ca\n\n2001:db8::/32 de # trailing\n192.0.2.1 fr\n', 'regions');
+    assert.equal(map.size, 4);
+    assert.equal(regionOf(map, '10.2.3.4'), 'US');
+    assert.equal(regionOf(map, '10.1.3.4'), 'US-CA');
+    assert.equal(regionOf(map, '::ffff:10.1.3.4'), 'US-CA');
+    assert.equal(regionOf(map, '2001:db8:5::1'), 'DE');
+    assert.equal(regionOf(map, '192.0.2.1'), 'FR');
+    assert.equal(regionOf(map, '192.0.2.2'), undefined);
+    assert.throws(() => parseRegions('10.0.0.0/8 US\n10.0.0.0/40 FR\n', 'regions'), /regions:2: expected "CIDR REGION"/);
+    assert.throws(() => parseRegions('10.0.0.0/8\n', 'regions'), /regions:1/);
+    assert.throws(() => loadRegions(path.join(os.tmpdir(), 'no-such-regions-file')), /REGIONS_FILE .* could not be read/);
+    assert.equal(loadRegions(undefined).size, 0);
+  });
+
+  it('when TRUST_PROXY holds something other than addresses, ranges or proxy names, then the configuration is refused', () => {
+    assert.deepEqual(loadConfig({ TRUST_PROXY: 'loopback, 10.0.0.0/8,2001:db8::1' }).trustProxy, ['loopback', '10.0.0.0/8', '2001:db8::1']);
+    assert.deepEqual(loadConfig({}).trustProxy, []);
+    assert.throws(() => loadConfig({ TRUST_PROXY: 'true' }), /TRUST_PROXY must list/);
+    assert.throws(() => loadConfig({ MODERATION_BLOCK_THRESHOLD: '-1' }), /MODERATION_BLOCK_THRESHOLD/);
+  });
+});
+
+describe('the client and the policy codes', () => {
+  it('when the server answers a policy refusal, then the client raises the status family with a hint', () => {
+    const rejected = errorFromResponse(new Response(null, { status: 422 }), { error: { code: 'CONTENT_REJECTED', message: 'no' } });
+    assert.ok(rejected instanceof ValidationError);
+    assert.match(rejected.hint, /switching keys does not help/);
+    for (const code of ['NETWORK_BLOCKED', 'REGION_BLOCKED']) {
+      const e = errorFromResponse(new Response(null, { status: 403 }), { error: { code, message: 'no' } });
+      assert.ok(e instanceof PermissionError);
+      assert.match(e.hint, /another key of the account does not help/);
+    }
+  });
+});
