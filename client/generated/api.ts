@@ -362,11 +362,11 @@ export interface components {
          *     | --- | --- |
          *     | 401 | `INVALID_API_KEY` |
          *     | 402 | `API_KEY_LIMIT`, `LLM_QUOTA_EXHAUSTED`, `INSUFFICIENT_GEMS` |
-         *     | 403 | `INSUFFICIENT_SCOPE`, `ACCOUNT_BLOCKED`, `ACCOUNT_UNAVAILABLE` |
+         *     | 403 | `INSUFFICIENT_SCOPE`, `ACCOUNT_BLOCKED`, `ACCOUNT_UNAVAILABLE`, `NETWORK_BLOCKED`, `REGION_BLOCKED` |
          *     | 404 | `NOT_FOUND` |
          *     | 409 | `PRICE_CHANGED`, `IDEMPOTENCY_CONFLICT`, `REQUEST_UNCERTAIN`, `REQUEST_FAILED`, `REFERENCES_PROCESSING`, `ANALYSIS_FAILED` |
          *     | 413 | optionally `INVALID_REQUEST` |
-         *     | 422 | `INVALID_REQUEST`, `INVALID_REFERENCE`, `MODEL_UNAVAILABLE` |
+         *     | 422 | `INVALID_REQUEST`, `INVALID_REFERENCE`, `MODEL_UNAVAILABLE`, `CONTENT_REJECTED` |
          *     | 502 | `PROVIDER_ERROR` |
          *     | 503 | `WORKFLOW_UNAVAILABLE`, `PROVIDER_UNAVAILABLE`, `TEMPORARILY_UNAVAILABLE` |
          * @example {
@@ -1043,8 +1043,13 @@ export interface components {
         /**
          * @description - `INSUFFICIENT_SCOPE`: the key lacks the scope of this operation (`read` or
          *       `generate`; the scopes are independent).
-         *     - `ACCOUNT_BLOCKED`, `ACCOUNT_UNAVAILABLE`: account access is blocked or setup is
-         *       unfinished.
+         *     - `ACCOUNT_BLOCKED`, `ACCOUNT_UNAVAILABLE`: account access is blocked (by an
+         *       operator, or after repeated moderation refusals) or setup is unfinished.
+         *     - `NETWORK_BLOCKED`: the account does not accept requests from the client's network
+         *       address (its deny list holds it, or its allow list does not). Every key of the
+         *       account gets the same answer.
+         *     - `REGION_BLOCKED`: the account does not accept requests from the region of the
+         *       client's address (or from addresses of unknown region).
          */
         Forbidden: {
             headers: {
@@ -1124,6 +1129,11 @@ export interface components {
          *       kind or unusable.
          *     - `MODEL_UNAVAILABLE`: the model ID is unknown, disabled or does not fit the
          *       operation.
+         *     - `CONTENT_REJECTED`: moderation refused text of the request (a prompt, a text
+         *       parameter, a chat message, a voice's name or transcript) under the account's
+         *       content preference. Nothing was reserved or charged and the `Idempotency-Key` was
+         *       not consumed: a replay is refused the same way. Rewriting the text or switching
+         *       keys does not help; repeated refusals can block the account (`403 ACCOUNT_BLOCKED`).
          */
         Unprocessable: {
             headers: {
@@ -1196,7 +1206,7 @@ export interface components {
             };
             content?: never;
         };
-        /** @description `INSUFFICIENT_SCOPE`, `ACCOUNT_BLOCKED` or `ACCOUNT_UNAVAILABLE`. No body (HEAD). */
+        /** @description `INSUFFICIENT_SCOPE`, `ACCOUNT_BLOCKED`, `ACCOUNT_UNAVAILABLE`, `NETWORK_BLOCKED` or `REGION_BLOCKED`. No body (HEAD). */
         HeadForbidden: {
             headers: {
                 "x-request-id": components["headers"]["XRequestId"];
