@@ -7,6 +7,7 @@ import type { Request } from 'express';
 import type { Db } from '../storage/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import { authenticate, type Scope } from '../domain/accounts.ts';
+import { PrincipalCache } from '../domain/principal-cache.ts';
 import { ApiError } from '../errors.ts';
 import { bodyErrorOf } from './errors.ts';
 
@@ -14,11 +15,12 @@ import { bodyErrorOf } from './errors.ts';
 const BEARER = /^Bearer +([^\s]+) *$/i;
 
 export function bearerHandler(db: Db, clock: Clock, prefix: string) {
+  const cache = new PrincipalCache();
   return async (req: Request, scopes: string[]): Promise<boolean> => {
     const match = BEARER.exec(req.get('authorization') ?? '');
     try {
       const scope = scopes[0] as Scope | undefined;
-      req.principal = await authenticate(db, clock, prefix, match?.[1], scope);
+      req.principal = await authenticate(db, clock, prefix, match?.[1], scope, cache);
     } catch (error) {
       if (error instanceof ApiError) {
         req.authError = error;

@@ -3,7 +3,8 @@ import { Router } from 'express';
 import type { operations } from '../../generated/api.ts';
 import type { AppDeps } from '../app.ts';
 import { principalOf } from '../http/context.ts';
-import { requireOwnedTask, viewTask } from '../domain/tasks.ts';
+import { requireOwnedTask } from '../domain/tasks.ts';
+import { viewOwnedTask } from '../domain/task-view.ts';
 import { baseUrlOf } from './media.ts';
 
 type GetTask = operations['getTask']['responses'][200]['content']['application/json'];
@@ -17,8 +18,8 @@ export function tasksRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 
     res.status(200).end();
   });
   router.get(PATH, async (req, res) => {
-    const task = await requireOwnedTask(db, principalOf(req).account.id, req.params.id);
-    const body: GetTask = { task: await viewTask(db, clock, signer, baseUrlOf(req, config.publicBaseUrl), task) };
+    const task = await viewOwnedTask(db, clock, signer, baseUrlOf(req, config.publicBaseUrl), principalOf(req).account.id, req.params.id);
+    const body: GetTask = { task };
     res.status(200).json(body);
   });
   return router;

@@ -42,6 +42,55 @@ export async function findTask(db: Conn, id: string): Promise<TaskRow | undefine
   return (await db('tasks').where({ id }).first()) as TaskRow | undefined;
 }
 
+/** What a task read shows: the task, its reservation's amounts, each output with its asset. */
+export interface TaskSnapshot {
+  task: TaskRow;
+  reservation: { hold: number; charged: number; released: number } | undefined;
+  outputs: Array<{
+    idx: number;
+    status: OutputStatus;
+    asset: { id: string; kind: string; mime_type: string; deleted_at: string | null } | undefined;
+  }>;
+}
+
+/**
+ * A task with its reservation, outputs and their assets in one statement (one
+ * row per output, ordered by index; one row with empty output columns when it
+ * has none). Task reads used to be one round trip per table and per output.
+ */
+export async function findTaskSnapshot(db: Conn, id: string): Promise<TaskSnapshot | undefined> {
+  const rows = (await db('tasks as t')
+    .leftJoin('reservations as r', 'r.id', 't.reservation_id')
+    .leftJoin('task_outputs as o', 'o.task_id', 't.id')
+    .leftJoin('assets as a', 'a.id', 'o.asset_id')
+    .where('t.id', id)
+    .orderBy('o.idx')
+    .select(
+      't.*',
+      'r.id as r_id', 'r.hold_allowance as r_hold_allowance', 'r.hold_paid as r_hold_paid', 'r.charged as r_charged', 'r.released as r_released',
+      'o.idx as o_idx', 'o.status as o_status',
+      'a.id as a_id', 'a.kind as a_kind', 'a.mime_type as a_mime_type', 'a.deleted_at as a_deleted_at',
+    )) as Array<Record<string, unknown>>;
+  if (rows.length === 0) return undefined;
+  const first = rows[0];
+  const task: Record<string, unknown> = {};
+  for (const [column, value] of Object.entries(first)) if (!/^[roa]_/.test(column)) task[column] = value;
+  return {
+    task: task as unknown as TaskRow,
+    reservation:
+      first.r_id === null
+        ? undefined
+        : { hold: Number(first.r_hold_allowance) + Number(first.r_hold_paid), charged: Number(first.r_charged), released: Number(first.r_released) },
+    outputs: rows
+      .filter((r) => r.o_idx !== null)
+      .map((r) => ({
+        idx: Number(r.o_idx),
+        status: r.o_status as OutputStatus,
+        asset: r.a_id === null ? undefined : { id: String(r.a_id), kind: String(r.a_kind), mime_type: String(r.a_mime_type), deleted_at: (r.a_deleted_at as string | null) ?? null },
+      })),
+  };
+}
+
 export async function findOutputs(db: Conn, taskId: string): Promise<OutputRow[]> {
   const rows = await db('task_outputs').where({ task_id: taskId }).orderBy('idx');
   return rows.map((r: OutputRow) => ({ ...r, price: Number(r.price) }));

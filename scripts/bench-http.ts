@@ -1,0 +1,197 @@
+/**
+ * Request throughput and latency, side by side (issue 13). Starts a bare
+ * `node:http` JSON server, a bare Express 5 JSON server, gemforge (embedded
+ * SQLite, NODE_ENV=production, worker off) and the Prism mock of the contract,
+ * on one pinned core, and drives each from a load process pinned to the other
+ * core (autocannon; node:http's client for HEAD and time to first chunk). Every
+ * row is warmed up, then measured, right after a measurement of the bare
+ * node:http server (kept running, idle in between): its ratio is to that
+ * neighbouring baseline, so a busy machine slows both sides of each ratio alike
+ * and the ratios hold whichever machine or Node runs it. Prints one table and the
+ * targets as PASS/MISS, and writes bench/results.json.
+ *
+ * Exit code: 1 when a row could not be measured (a process failed, or answers
+ * came back with statuses other than the row's own); a MISS alone exits 0
+ * (timings on a shared machine are evidence, not a gate) unless `--strict`.
+ *
+ *   npm run bench:http [-- --duration 10 --warmup 3 --strict]
+ */
+import { execSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { openDb } from '../server/storage/db.ts';
+import * as accounts from '../server/domain/accounts.ts';
+import * as ledger from '../server/domain/ledger.ts';
+import { systemClock } from '../server/domain/clock.ts';
+import { pinning, root, runLoad, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
+import { render, targets, type Row } from './bench/report.ts';
+import type { LoadJob, LoadResult } from './bench/types.ts';
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '10' },
+    warmup: { type: 'string', default: '3' },
+    strict: { type: 'boolean', default: false },
+  },
+});
+const DURATION = Number(values.duration);
+const WARMUP = Number(values.warmup);
+
+const IMAGE = { model: 'gemforge-image-1', prompt: 'a red fox in the snow', parameters: { outputCount: 2, ratio: '16:9', resolution: '1024' } };
+const TEXT = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 };
+const CHAT = '/api/generate/text/v1/chat/completions';
+
+interface Case {
+  name: string;
+  connections: number;
+  /** Statuses that count as answered (anything else marks the row as not measured). */
+  expect: number[];
+  job: Omit<LoadJob, 'connections' | 'warmupSeconds' | 'durationSeconds'>;
+}
+
+/** An account with plenty of Gems and LLM allowance, and a key with both scopes. */
+async function seed(dataDir: string): Promise<string> {
+  const db = await openDb({ dataDir });
+  try {
+    const account = await accounts.createAccount(db, systemClock, { name: 'bench', llmAllowance: 1_000_000_000 });
+    await ledger.credit(db, systemClock, account.id, 1_000_000_000, 'bench grant');
+    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'bench', scopes: ['read', 'generate'] });
+    return secret;
+  } finally {
+    await db.destroy();
+  }
+}
+
+/** One image task generated to the end (worker on), so task reads show signed outputs. */
+async function generatedTask(dataDir: string, logFile: string, auth: Record<string, string>): Promise<{ taskId: string; idemKey: string }> {
+  const server = await startGemforge({ DATA_DIR: dataDir, NODE_ENV: 'production', LOG_LEVEL: 'warn' }, logFile);
+  try {
+    const idemKey = 'bench-replayed-identity';
+    const res = await fetch(`${server.base}/api/generate/image`, { method: 'POST', headers: { ...auth, 'idempotency-key': idemKey }, body: JSON.stringify(IMAGE) });
+    const { task } = (await res.json()) as { task: { id: string } };
+    for (let i = 0; ; i++) {
+      const view = (await (await fetch(`${server.base}/api/generate/tasks/${task.id}`, { headers: auth })).json()) as { task: { status: string } };
+      if (view.task.status === 'succeeded') return { taskId: task.id, idemKey };
+      if (i > 600) throw new Error(`bench task stayed ${view.task.status}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await server.stop();
+  }
+}
+
+function gemforgeCases(base: string, auth: Record<string, string>, taskId: string, idemKey: string): Case[] {
+  const get = (path: string, headers = auth) => ({ kind: 'autocannon' as const, url: base + path, method: 'GET', headers });
+  const post = (path: string, body: unknown, extra: Partial<LoadJob> = {}) => ({ kind: 'autocannon' as const, url: base + path, method: 'POST', headers: auth, body: JSON.stringify(body), ...extra });
+  return [
+    { name: 'task GET', connections: 50, expect: [200], job: get(`/api/generate/tasks/${taskId}`) },
+    { name: 'task HEAD', connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), method: 'HEAD', kind: 'node' } },
+    { name: 'models GET', connections: 50, expect: [200], job: get('/api/generate/models') },
+    { name: '401 (models, no key)', connections: 50, expect: [401], job: get('/api/generate/models', {}) },
+    { name: 'voices GET', connections: 50, expect: [200], job: get('/api/generate/voices') },
+    { name: 'image, new identity', connections: 32, expect: [202], job: post('/api/generate/image', IMAGE, { freshIdempotencyKey: true }) },
+    { name: 'image, exact replay', connections: 32, expect: [200], job: post('/api/generate/image', IMAGE, { headers: { ...auth, 'idempotency-key': idemKey } }) },
+    { name: 'text completion', connections: 32, expect: [200], job: post(CHAT, TEXT, { freshIdempotencyKey: true }) },
+    { name: 'text stream, first chunk', connections: 32, expect: [200], job: { ...post(CHAT, { ...TEXT, stream: true }, { freshIdempotencyKey: true }), kind: 'node', firstChunk: true } },
+  ];
+}
+
+const prismCases = (base: string, taskId: string): Case[] => {
+  const headers = { authorization: 'Bearer gf_bench' };
+  return [
+    { name: 'Prism task GET', connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/api/generate/tasks/${taskId}`, method: 'GET', headers } },
+    { name: 'Prism models GET', connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/api/generate/models`, method: 'GET', headers } },
+  ];
+};
+
+const helloCase = (name: string, base: string): Case => ({ name, connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/`, method: 'GET', headers: {} } });
+
+type Measured = LoadResult & { problem?: string };
+
+async function measure(c: Case, warmupSeconds = WARMUP, durationSeconds = DURATION): Promise<Measured> {
+  process.stdout.write(`  ${c.name} …`);
+  const result = await runLoad<LoadResult>({ ...c.job, connections: c.connections, warmupSeconds, durationSeconds });
+  const unexpected = Object.entries(result.statuses).filter(([s]) => !c.expect.includes(Number(s)));
+  const problem =
+    result.requests === 0 ? 'no answers' : unexpected.length ? `statuses ${JSON.stringify(Object.fromEntries(unexpected))}` : result.errors ? `${result.errors} errors` : undefined;
+  console.log(` ${result.rps.toFixed(0)} req/s, p99 ${result.p99} ms${problem ? ` (${problem})` : ''}`);
+  return { ...result, ...(problem && { problem }) };
+}
+
+/**
+ * Runs the cases against a started server, each right after a shorter run of
+ * the bare node:http baseline, then stops the server.
+ */
+async function against(server: Started, cases: Case[], baseline: Case): Promise<Row[]> {
+  try {
+    const rows: Row[] = [];
+    for (const c of cases) {
+      const base = await measure(baseline, 1, Math.max(2, DURATION / 2));
+      const r = await measure(c);
+      const problem = r.problem ?? (base.problem && `baseline: ${base.problem}`);
+      rows.push({ name: c.name, connections: c.connections, ...r, ...(problem && { problem }), baselineRps: base.rps, ratio: r.rps / base.rps });
+    }
+    return rows;
+  } finally {
+    await server.stop();
+  }
+}
+
+async function main(): Promise<number> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-http-'));
+  const logFile = path.join(dataDir, 'server.log');
+  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${WARMUP} s warm-up + ${DURATION} s per row`);
+  try {
+    const secret = await seed(dataDir);
+    const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
+    const { taskId, idemKey } = await generatedTask(dataDir, logFile, auth);
+
+    const bare = await startScript('bare-node.ts');
+    const baseline = helloCase('bare node:http', bare.base);
+    const rows: Row[] = [];
+    try {
+      const expressServer = await startScript('bare-express.ts');
+      rows.push(...(await against(expressServer, [helloCase('bare Express 5', expressServer.base)], baseline)));
+      // Production as deployed: response validation off, info-level access log to a file.
+      const env = { DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', TEXT_STREAM_DELAY_MS: '0' };
+      const gemforge = await startGemforge(env, logFile);
+      rows.push(...(await against(gemforge, gemforgeCases(gemforge.base, auth, taskId, idemKey), baseline)));
+      const prism = await startPrism();
+      rows.push(...(await against(prism, prismCases(prism.base, taskId), baseline)));
+    } finally {
+      await bare.stop();
+    }
+    const checks = targets(rows);
+    console.log(`\n${render(rows, checks)}`);
+
+    let commit = 'unknown';
+    try {
+      commit = execSync('git rev-parse --short HEAD', { cwd: root, encoding: 'utf8' }).trim();
+    } catch {
+      /* not a git checkout */
+    }
+    const out = path.join(root, 'bench', 'results.json');
+    fs.mkdirSync(path.dirname(out), { recursive: true });
+    const summary = { node: process.version, commit, date: new Date().toISOString(), cpus: os.availableParallelism(), pinning: pinning ?? null, durationSeconds: DURATION, warmupSeconds: WARMUP, rows, targets: checks };
+    fs.writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
+    console.log(`\nwrote ${path.relative(root, out)}`);
+
+    const broken = rows.filter((r) => r.problem);
+    const missed = checks.filter((t) => !t.pass);
+    if (broken.length) console.log(`bench-http: FAIL (${broken.length} row(s) not measured)`);
+    else console.log(`bench-http: ${missed.length ? `${missed.length} target(s) missed${values.strict ? '' : ' (not a failure without --strict)'}` : 'every target holds'}`);
+    return broken.length || (values.strict && missed.length) ? 1 : 0;
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,57 @@
+/**
+ * A short-lived cache of authenticated keys with their accounts (issue 13).
+ *
+ * The rule it keeps: a revocation, an expiry or an account block takes effect
+ * within one second, also when another process (the admin CLI, a second
+ * server) made it. So an entry is trusted for at most `PRINCIPAL_TTL_MS` after
+ * it was read from the database, whoever changes the rows afterwards; expiry is
+ * checked against the clock on every request from the cached row; and the
+ * account-changing use cases of this process (accounts.ts) drop every entry at
+ * once, so in-process changes apply to the very next request. Only keys that
+ * exist are cached: an unknown key always asks the database, so a key created
+ * elsewhere works immediately.
+ */
+import type { AccountRow, ApiKeyRow } from '../storage/accounts.ts';
+
+/** How long a key read from the database is trusted (well inside the one-second rule). */
+export const PRINCIPAL_TTL_MS = 500;
+/** Bound on entries (distinct live keys seen within one TTL). */
+const MAX_ENTRIES = 10_000;
+
+interface Entry {
+  key: ApiKeyRow;
+  account: AccountRow;
+  /** performance.now() when read from the database (monotonic: wall-clock jumps do not stretch it). */
+  readAt: number;
+  generation: number;
+}
+
+/** Bumped by every in-process change to keys or accounts; entries of an older generation are stale. */
+let generation = 0;
+
+/** Drops every cached principal in this process (after a revocation, block or other account change). */
+export function invalidatePrincipals(): void {
+  generation++;
+}
+
+export class PrincipalCache {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(private readonly ttlMs = PRINCIPAL_TTL_MS) {}
+
+  /** The key and account read for this secret hash less than the TTL ago, if any. */
+  get(secretHash: string): { key: ApiKeyRow; account: AccountRow } | undefined {
+    const entry = this.entries.get(secretHash);
+    if (!entry) return undefined;
+    if (entry.generation !== generation || performance.now() - entry.readAt >= this.ttlMs) {
+      this.entries.delete(secretHash);
+      return undefined;
+    }
+    return entry;
+  }
+
+  set(secretHash: string, rows: { key: ApiKeyRow; account: AccountRow }): void {
+    if (this.entries.size >= MAX_ENTRIES) this.entries.clear(); // a flood of keys: start over rather than grow
+    this.entries.set(secretHash, { ...rows, readAt: performance.now(), generation });
+  }
+}
