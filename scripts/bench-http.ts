@@ -14,7 +14,7 @@
  * came back with statuses other than the row's own); a MISS alone exits 0
  * (timings on a shared machine are evidence, not a gate) unless `--strict`.
  *
- *   npm run bench:http [-- --duration 10 --warmup 3 --strict]
+ *   npm run bench:http [-- --duration 10 --warmup 3 --strict --only 'task GET,models GET']
  */
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -34,9 +34,13 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '10' },
     warmup: { type: 'string', default: '3' },
     strict: { type: 'boolean', default: false },
+    /** Comma-separated row names to run (e.g. while profiling one path); default all. */
+    only: { type: 'string' },
   },
 });
 const DURATION = Number(values.duration);
+const ONLY = values.only ? new Set(values.only.split(',').map((n) => n.trim())) : undefined;
+const selected = (cases: Case[]) => cases.filter((c) => !ONLY || ONLY.has(c.name));
 const WARMUP = Number(values.warmup);
 
 const IMAGE = { model: 'gemforge-image-1', prompt: 'a red fox in the snow', parameters: { outputCount: 2, ratio: '16:9', resolution: '1024' } };
@@ -89,12 +93,12 @@ function gemforgeCases(base: string, auth: Record<string, string>, taskId: strin
     { name: 'task GET', connections: 50, expect: [200], job: get(`/api/generate/tasks/${taskId}`) },
     { name: 'task HEAD', connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), method: 'HEAD', kind: 'node' } },
     { name: 'models GET', connections: 50, expect: [200], job: get('/api/generate/models') },
-    { name: '401 (models, no key)', connections: 50, expect: [401], job: get('/api/generate/models', {}) },
+    { name: '401 without key', connections: 50, expect: [401], job: get('/api/generate/models', {}) },
     { name: 'voices GET', connections: 50, expect: [200], job: get('/api/generate/voices') },
-    { name: 'image, new identity', connections: 32, expect: [202], job: post('/api/generate/image', IMAGE, { freshIdempotencyKey: true }) },
-    { name: 'image, exact replay', connections: 32, expect: [200], job: post('/api/generate/image', IMAGE, { headers: { ...auth, 'idempotency-key': idemKey } }) },
+    { name: 'image new identity', connections: 32, expect: [202], job: post('/api/generate/image', IMAGE, { freshIdempotencyKey: true }) },
+    { name: 'image exact replay', connections: 32, expect: [200], job: post('/api/generate/image', IMAGE, { headers: { ...auth, 'idempotency-key': idemKey } }) },
     { name: 'text completion', connections: 32, expect: [200], job: post(CHAT, TEXT, { freshIdempotencyKey: true }) },
-    { name: 'text stream, first chunk', connections: 32, expect: [200], job: { ...post(CHAT, { ...TEXT, stream: true }, { freshIdempotencyKey: true }), kind: 'node', firstChunk: true } },
+    { name: 'text stream first chunk', connections: 32, expect: [200], job: { ...post(CHAT, { ...TEXT, stream: true }, { freshIdempotencyKey: true }), kind: 'node', firstChunk: true } },
   ];
 }
 
@@ -127,7 +131,7 @@ async function measure(c: Case, warmupSeconds = WARMUP, durationSeconds = DURATI
 async function against(server: Started, cases: Case[], baseline: Case): Promise<Row[]> {
   try {
     const rows: Row[] = [];
-    for (const c of cases) {
+    for (const c of selected(cases)) {
       const base = await measure(baseline, 1, Math.max(2, DURATION / 2));
       const r = await measure(c);
       const problem = r.problem ?? (base.problem && `baseline: ${base.problem}`);

@@ -41,9 +41,9 @@ export function targets(rows: Row[]): Target[] {
   ratio('task GET', 0.06);
   p99('task GET', 25);
   ratio('models GET', 0.1);
-  ratio('401 (models, no key)', 0.15);
-  ratio('image, new identity', 0.015);
-  p99('image, new identity', 50);
+  ratio('401 without key', 0.15);
+  ratio('image new identity', 0.015);
+  p99('image new identity', 50);
   const task = by('task GET');
   const prism = by('Prism task GET');
   if (task && prism) {

@@ -7,7 +7,7 @@
 import type { components } from '../../generated/api.ts';
 import { ApiError } from '../errors.ts';
 import type { Db } from '../storage/db.ts';
-import { findTaskSnapshot, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
+import { findTaskOwner, findTaskSnapshot, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
 import type { Clock } from './clock.ts';
 import type { UrlSigner } from './signing.ts';
 
@@ -37,6 +37,11 @@ function present({ task, reservation, outputs }: TaskSnapshot, clock: Clock, sig
     createdAt: task.created_at,
     updatedAt: task.updated_at,
   };
+}
+
+/** Nothing when the task exists and is the account's (HEAD), else 404 NOT_FOUND (unknown, deleted, another account's). */
+export async function checkOwnedTask(db: Db, accountId: string, id: string): Promise<void> {
+  if ((await findTaskOwner(db, id)) !== accountId) throw notFound(id);
 }
 
 /** An owned task's view, or 404 NOT_FOUND (unknown, deleted, another account's). */

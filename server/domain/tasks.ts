@@ -115,13 +115,6 @@ async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared:
   return task;
 }
 
-/** An owned task, or 404 NOT_FOUND (unknown, deleted, another account's). */
-export async function requireOwnedTask(db: Db, accountId: string, id: string): Promise<TaskRow> {
-  const task = await store.findTask(db, id);
-  if (!task || task.account_id !== accountId) throw new ApiError(404, 'NOT_FOUND', `No task with id ${id}.`);
-  return task;
-}
-
 export interface Finish {
   status: Extract<TaskStatus, 'succeeded' | 'partial' | 'failed' | 'cancelled'>;
   error?: { code: string; message: string } | null;

@@ -1,5 +1,6 @@
 /** Account and API-key rows. Plain rows in, plain rows out. */
 import { isSqlite, type Db } from './db.ts';
+import { readRows } from './reads.ts';
 import type { Knex } from 'knex';
 
 type Conn = Db | Knex.Transaction;
@@ -80,16 +81,16 @@ const KEY_COLUMNS: ReadonlyArray<keyof ApiKeyRow> = [
 ];
 const KEY_SELECT = KEY_COLUMNS.map((c) => `k.${c} as key__${c}`);
 
+const keyWithAccount = (db: Conn, secretHash: string) =>
+  db('api_keys as k').join('accounts as a', 'a.id', 'k.account_id').where('k.secret_hash', secretHash).select('a.*', ...KEY_SELECT).limit(1);
+
 /**
  * A key and its account in one statement (authentication's one round trip).
  * The account comes back whole (`a.*`), so columns added to it later need no
  * change here; the key's columns are prefixed to keep the two apart.
  */
 export async function findKeyWithAccount(db: Conn, secretHash: string): Promise<{ key: ApiKeyRow; account: AccountRow } | undefined> {
-  const row = (await db('api_keys as k')
-    .join('accounts as a', 'a.id', 'k.account_id')
-    .where('k.secret_hash', secretHash)
-    .first('a.*', ...KEY_SELECT)) as Record<string, unknown> | undefined;
+  const [row] = await readRows(db, 'key-with-account', keyWithAccount, [secretHash]);
   if (!row) return undefined;
   const key: Record<string, unknown> = {};
   const account: Record<string, unknown> = {};
