@@ -54,6 +54,11 @@ export class ReadConnection {
     return new Promise((resolve, reject) => plan.statement.all(values, (error: Error | null, rows: Row[]) => (error ? reject(error) : resolve(rows))));
   }
 
+  /** Calls `listener` with the SQL of every statement this connection runs (sqlite3's trace). */
+  onStatement(listener: (sql: string) => void): void {
+    this.conn.on('trace', listener);
+  }
+
   async close(): Promise<void> {
     for (const { statement } of this.plans.values()) await new Promise((resolve) => statement.finalize(() => resolve(undefined)));
     this.plans.clear();
@@ -66,6 +71,12 @@ const readers = new WeakMap<Conn, ReadConnection>();
 /** Gives a (root, SQLite) knex instance its read connection. */
 export function attachReader(db: Knex, reader: ReadConnection): void {
   readers.set(db, reader);
+}
+
+/** Calls `listener` with every statement a database runs, through knex or its read connection (counting round trips). */
+export function onStatement(db: Knex, listener: (sql: string) => void): void {
+  db.on('query', (query: { sql: string }) => listener(query.sql));
+  readers.get(db)?.onStatement(listener);
 }
 
 /**
