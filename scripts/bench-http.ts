@@ -25,7 +25,7 @@ import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { systemClock } from '../server/domain/clock.ts';
-import { pinning, root, runLoad, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
+import { pinning, root, runLoad, runMain, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
 import { render, targets, type Row } from './bench/report.ts';
 import type { LoadJob, LoadResult } from './bench/types.ts';
 
@@ -192,10 +192,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+runMain(main);

@@ -20,28 +20,32 @@ describe('key cache', () => {
   });
   after(() => s.close());
 
-  it('when another process revokes a key the server has just used, then the key is refused within one second', async () => {
+  /**
+   * Uses a key (so the server caches it), has another process make `change`, and
+   * returns how long until the key hears `status`, timed from the moment the
+   * change is asked for, which is before it commits.
+   */
+  async function refusedAfter(change: 'revoke' | 'block', status: number): Promise<{ status: number; ms: number; secret: string }> {
     const user = await s.user();
-    const other = await changeElsewhere(s.dataDir, 'revoke', user.keyId);
+    const other = await changeElsewhere(s.dataDir, change, change === 'revoke' ? user.keyId : user.accountId);
     assert.equal((await s.call('GET', MODELS, { key: user.secret })).status, 200, 'the key is cached now');
-    // Timed from the moment the change is asked for, which is before it commits.
-    const change = other.go();
-    const refused = await timeToStatus(() => s.call('GET', MODELS, { key: user.secret }), 401, 3000);
-    await change;
+    const committed = other.go();
+    const refused = await timeToStatus(() => s.call('GET', MODELS, { key: user.secret }), status, 3000);
+    await committed;
+    return { ...refused, secret: user.secret };
+  }
+
+  it('when another process revokes a key the server has just used, then the key is refused within one second', async () => {
+    const refused = await refusedAfter('revoke', 401);
     assert.equal(refused.status, 401);
     assert.ok(refused.ms <= 1000, `refused after ${refused.ms.toFixed(0)} ms`);
   });
 
   it('when another process blocks an account the server has just served, then its keys hear ACCOUNT_BLOCKED within one second', async () => {
-    const user = await s.user();
-    const other = await changeElsewhere(s.dataDir, 'block', user.accountId);
-    assert.equal((await s.call('GET', MODELS, { key: user.secret })).status, 200, 'the key is cached now');
-    const change = other.go();
-    const refused = await timeToStatus(() => s.call('GET', MODELS, { key: user.secret }), 403, 3000);
-    await change;
+    const refused = await refusedAfter('block', 403);
     assert.equal(refused.status, 403);
     assert.ok(refused.ms <= 1000, `refused after ${refused.ms.toFixed(0)} ms`);
-    assert.equal((await errorOf(await s.call('GET', MODELS, { key: user.secret }))).code, 'ACCOUNT_BLOCKED');
+    assert.equal((await errorOf(await s.call('GET', MODELS, { key: refused.secret }))).code, 'ACCOUNT_BLOCKED');
   });
 
   it('when a cached key passes its expiry, then the very next request is refused', async () => {

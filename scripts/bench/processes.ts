@@ -106,3 +106,14 @@ export async function runLoad<T>(job: unknown): Promise<T> {
   if (code !== 0) throw new Error(`load generator exited with ${code}`);
   return JSON.parse(out.trim().split('\n').pop()!) as T;
 }
+
+/** Runs a benchmark's main function as the process: its number is the exit code; a throw prints and exits 1. */
+export function runMain(main: () => Promise<number>): void {
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
