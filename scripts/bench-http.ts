@@ -4,17 +4,18 @@
  * SQLite, NODE_ENV=production, worker off) and the Prism mock of the contract,
  * on one pinned core, and drives each from a load process pinned to the other
  * core (autocannon; node:http's client for HEAD and time to first chunk). Every
- * row is warmed up, then measured, right after a measurement of the bare
- * node:http server (kept running, idle in between): its ratio is to that
- * neighbouring baseline, so a busy machine slows both sides of each ratio alike
- * and the ratios hold whichever machine or Node runs it. Prints one table and the
+ * row is warmed up, then measured in rounds, each right after a measurement of
+ * the bare node:http server (kept running, idle in between): its ratio is to
+ * that neighbouring baseline, so a busy machine slows both sides of each ratio
+ * alike, and the median over the rounds shrugs off one disturbed round. The
+ * ratios hold whichever machine or Node runs it. Prints one table and the
  * targets as PASS/MISS, and writes bench/results.json.
  *
  * Exit code: 1 when a row could not be measured (a process failed, or answers
  * came back with statuses other than the row's own); a MISS alone exits 0
  * (timings on a shared machine are evidence, not a gate) unless `--strict`.
  *
- *   npm run bench:http [-- --duration 10 --warmup 3 --strict --only 'task GET,models GET']
+ *   npm run bench:http [-- --duration 9 --rounds 3 --warmup 3 --strict --only 'task GET,models GET']
  */
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -31,7 +32,8 @@ import type { LoadJob, LoadResult } from './bench/types.ts';
 
 const { values } = parseArgs({
   options: {
-    duration: { type: 'string', default: '10' },
+    duration: { type: 'string', default: '9' },
+    rounds: { type: 'string', default: '3' },
     warmup: { type: 'string', default: '3' },
     strict: { type: 'boolean', default: false },
     /** Comma-separated row names to run (e.g. while profiling one path); default all. */
@@ -39,6 +41,7 @@ const { values } = parseArgs({
   },
 });
 const DURATION = Number(values.duration);
+const ROUNDS = Math.max(1, Number(values.rounds));
 const ONLY = values.only ? new Set(values.only.split(',').map((n) => n.trim())) : undefined;
 const selected = (cases: Case[]) => cases.filter((c) => !ONLY || ONLY.has(c.name));
 const WARMUP = Number(values.warmup);
@@ -114,7 +117,7 @@ const helloCase = (name: string, base: string): Case => ({ name, connections: 50
 
 type Measured = LoadResult & { problem?: string };
 
-async function measure(c: Case, warmupSeconds = WARMUP, durationSeconds = DURATION): Promise<Measured> {
+async function measure(c: Case, warmupSeconds: number, durationSeconds: number): Promise<Measured> {
   process.stdout.write(`  ${c.name} …`);
   const result = await runLoad<LoadResult>({ ...c.job, connections: c.connections, warmupSeconds, durationSeconds });
   const unexpected = Object.entries(result.statuses).filter(([s]) => !c.expect.includes(Number(s)));
@@ -124,19 +127,49 @@ async function measure(c: Case, warmupSeconds = WARMUP, durationSeconds = DURATI
   return { ...result, ...(problem && { problem }) };
 }
 
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+
 /**
- * Runs the cases against a started server, each right after a shorter run of
- * the bare node:http baseline, then stops the server.
+ * One row: a warm-up, then ROUNDS rounds of (the bare node:http baseline, this
+ * case), each DURATION / ROUNDS seconds. Every figure is the median over the
+ * rounds, the ratio the median of the rounds' own ratios: a burst of load from
+ * elsewhere spoils one round, not the row.
  */
+async function row(c: Case, baseline: Case): Promise<Row> {
+  const seconds = DURATION / ROUNDS;
+  const rounds: Array<{ base: Measured; run: Measured }> = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const base = await measure(baseline, i === 0 ? 1 : 0, seconds);
+    rounds.push({ base, run: await measure(c, i === 0 ? WARMUP : 0, seconds) });
+  }
+  const runs = rounds.map((r) => r.run);
+  const statuses: Record<string, number> = {};
+  for (const r of runs) for (const [code, n] of Object.entries(r.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
+  const problem = runs.find((r) => r.problem)?.problem ?? rounds.map((r) => r.base.problem && `baseline: ${r.base.problem}`).find(Boolean);
+  return {
+    name: c.name,
+    connections: c.connections,
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    requests: runs.reduce((n, r) => n + r.requests, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    statuses,
+    baselineRps: median(rounds.map((r) => r.base.rps)),
+    ratio: median(rounds.map((r) => r.run.rps / r.base.rps)),
+    ...(problem && { problem }),
+  };
+}
+
+/** Runs the cases against a started server (each as one row, see `row`), then stops it. */
 async function against(server: Started, cases: Case[], baseline: Case): Promise<Row[]> {
   try {
     const rows: Row[] = [];
-    for (const c of selected(cases)) {
-      const base = await measure(baseline, 1, Math.max(2, DURATION / 2));
-      const r = await measure(c);
-      const problem = r.problem ?? (base.problem && `baseline: ${base.problem}`);
-      rows.push({ name: c.name, connections: c.connections, ...r, ...(problem && { problem }), baselineRps: base.rps, ratio: r.rps / base.rps });
-    }
+    for (const c of selected(cases)) rows.push(await row(c, baseline));
     return rows;
   } finally {
     await server.stop();
@@ -146,7 +179,7 @@ async function against(server: Started, cases: Case[], baseline: Case): Promise<
 async function main(): Promise<number> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-http-'));
   const logFile = path.join(dataDir, 'server.log');
-  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${WARMUP} s warm-up + ${DURATION} s per row`);
+  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${WARMUP} s warm-up, then ${ROUNDS} rounds of ${(DURATION / ROUNDS).toFixed(1)} s (baseline, row) per row`);
   try {
     const secret = await seed(dataDir);
     const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
@@ -178,7 +211,7 @@ async function main(): Promise<number> {
     }
     const out = path.join(root, 'bench', 'results.json');
     fs.mkdirSync(path.dirname(out), { recursive: true });
-    const summary = { node: process.version, commit, date: new Date().toISOString(), cpus: os.availableParallelism(), pinning: pinning ?? null, durationSeconds: DURATION, warmupSeconds: WARMUP, rows, targets: checks };
+    const summary = { node: process.version, commit, date: new Date().toISOString(), cpus: os.availableParallelism(), pinning: pinning ?? null, durationSeconds: DURATION, rounds: ROUNDS, warmupSeconds: WARMUP, rows, targets: checks };
     fs.writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
     console.log(`\nwrote ${path.relative(root, out)}`);
 

@@ -1,7 +1,7 @@
 /**
  * Media tasks: submission (idempotent claim + reservation + task + job in one
- * transaction), ownership, and settlement at a terminal status (the read-only
- * view: task-view.ts).
+ * transaction) and settlement at a terminal status. The read-only view and
+ * ownership checks of task reads: task-view.ts.
  */
 import { ApiError } from '../errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
