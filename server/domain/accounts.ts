@@ -175,11 +175,8 @@ export async function authenticate(
 ): Promise<Principal> {
   if (!secret || !KEY_SHAPE.test(secret) || !secret.startsWith(`${prefix}_`)) throw invalidApiKey();
   const hash = hashSecret(secret);
-  let found = cache?.get(hash);
-  if (!found) {
-    found = await store.findKeyWithAccount(db, hash);
-    if (found) cache?.set(hash, found);
-  }
+  const read = () => store.findKeyWithAccount(db, hash);
+  const found = cache ? await cache.lookup(hash, read) : await read();
   if (!found) throw invalidApiKey();
   const { key, account } = found;
   if (key.revoked_at) throw invalidApiKey();

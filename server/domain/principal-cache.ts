@@ -21,7 +21,7 @@ const MAX_ENTRIES = 10_000;
 interface Entry {
   key: ApiKeyRow;
   account: AccountRow;
-  /** performance.now() when read from the database (monotonic: wall-clock jumps do not stretch it). */
+  /** performance.now() when the read from the database began (monotonic: wall-clock jumps do not stretch it). */
   readAt: number;
   generation: number;
 }
@@ -39,19 +39,23 @@ export class PrincipalCache {
 
   constructor(private readonly ttlMs = PRINCIPAL_TTL_MS) {}
 
-  /** The key and account read for this secret hash less than the TTL ago, if any. */
-  get(secretHash: string): { key: ApiKeyRow; account: AccountRow } | undefined {
+  /**
+   * The key and account for this secret hash: from the cache when read less
+   * than the TTL ago, else from `read` (cached when the key exists). An entry's
+   * age and generation are taken before the read starts, so a change that
+   * commits while the read is in flight is never hidden for longer than the rule.
+   */
+  async lookup(secretHash: string, read: () => Promise<{ key: ApiKeyRow; account: AccountRow } | undefined>): Promise<{ key: ApiKeyRow; account: AccountRow } | undefined> {
     const entry = this.entries.get(secretHash);
-    if (!entry) return undefined;
-    if (entry.generation !== generation || performance.now() - entry.readAt >= this.ttlMs) {
-      this.entries.delete(secretHash);
-      return undefined;
+    if (entry && entry.generation === generation && performance.now() - entry.readAt < this.ttlMs) return entry;
+    if (entry) this.entries.delete(secretHash);
+    const readAt = performance.now();
+    const readGeneration = generation;
+    const rows = await read();
+    if (rows) {
+      if (this.entries.size >= MAX_ENTRIES) this.entries.clear(); // a flood of keys: start over rather than grow
+      this.entries.set(secretHash, { ...rows, readAt, generation: readGeneration });
     }
-    return entry;
-  }
-
-  set(secretHash: string, rows: { key: ApiKeyRow; account: AccountRow }): void {
-    if (this.entries.size >= MAX_ENTRIES) this.entries.clear(); // a flood of keys: start over rather than grow
-    this.entries.set(secretHash, { ...rows, readAt: performance.now(), generation });
+    return rows;
   }
 }
