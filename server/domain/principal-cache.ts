@@ -18,9 +18,12 @@ export const PRINCIPAL_TTL_MS = 500;
 /** Bound on entries (distinct live keys seen within one TTL). */
 const MAX_ENTRIES = 10_000;
 
-interface Entry {
+interface Rows {
   key: ApiKeyRow;
   account: AccountRow;
+}
+
+interface Entry extends Rows {
   /** performance.now() when the read from the database began (monotonic: wall-clock jumps do not stretch it). */
   readAt: number;
   generation: number;
@@ -36,6 +39,7 @@ export function invalidatePrincipals(): void {
 
 export class PrincipalCache {
   private readonly entries = new Map<string, Entry>();
+  private readonly reading = new Map<string, { rows: Promise<Rows | undefined>; generation: number }>();
 
   constructor(private readonly ttlMs = PRINCIPAL_TTL_MS) {}
 
@@ -45,10 +49,25 @@ export class PrincipalCache {
    * age and generation are taken before the read starts, so a change that
    * commits while the read is in flight is never hidden for longer than the rule.
    */
-  async lookup(secretHash: string, read: () => Promise<{ key: ApiKeyRow; account: AccountRow } | undefined>): Promise<{ key: ApiKeyRow; account: AccountRow } | undefined> {
+  async lookup(secretHash: string, read: () => Promise<Rows | undefined>): Promise<Rows | undefined> {
     const entry = this.entries.get(secretHash);
     if (entry && entry.generation === generation && performance.now() - entry.readAt < this.ttlMs) return entry;
     if (entry) this.entries.delete(secretHash);
+    // Requests that miss together share one read (no stampede of identical reads when an
+    // entry ages out), unless this process changed keys or accounts since that read began.
+    const pending = this.reading.get(secretHash);
+    if (pending && pending.generation === generation) return pending.rows;
+    const rows = this.read(secretHash, read);
+    const mine = { rows, generation };
+    this.reading.set(secretHash, mine);
+    void rows.then(
+      () => this.reading.get(secretHash) === mine && this.reading.delete(secretHash),
+      () => this.reading.get(secretHash) === mine && this.reading.delete(secretHash),
+    );
+    return rows;
+  }
+
+  private async read(secretHash: string, read: () => Promise<Rows | undefined>): Promise<Rows | undefined> {
     const readAt = performance.now();
     const readGeneration = generation;
     const rows = await read();
