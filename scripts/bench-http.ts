@@ -139,6 +139,13 @@ const median = (xs: number[]) => {
  * rounds, the ratio the median of the rounds' own ratios: a burst of load from
  * elsewhere spoils one round, not the row.
  */
+/** Server CPU per request (median over the rounds) and the ratio it implies: baseline CPU per request over this row's. */
+function cpu(rounds: Array<{ base: Measured; run: Measured }>): Pick<Row, 'cpuUs' | 'cpuRatio'> {
+  const pairs = rounds.filter((r) => r.base.cpuUs && r.run.cpuUs);
+  if (pairs.length === 0) return {};
+  return { cpuUs: median(pairs.map((r) => r.run.cpuUs!)), cpuRatio: median(pairs.map((r) => r.base.cpuUs! / r.run.cpuUs!)) };
+}
+
 async function row(c: Case, baseline: Case): Promise<Row> {
   const seconds = DURATION / ROUNDS;
   const rounds: Array<{ base: Measured; run: Measured }> = [];
@@ -161,6 +168,7 @@ async function row(c: Case, baseline: Case): Promise<Row> {
     statuses,
     baselineRps: median(rounds.map((r) => r.base.rps)),
     ratio: median(rounds.map((r) => r.run.rps / r.base.rps)),
+    ...cpu(rounds),
     ...(problem && { problem }),
   };
 }
@@ -169,7 +177,7 @@ async function row(c: Case, baseline: Case): Promise<Row> {
 async function against(server: Started, cases: Case[], baseline: Case): Promise<Row[]> {
   try {
     const rows: Row[] = [];
-    for (const c of selected(cases)) rows.push(await row(c, baseline));
+    for (const c of selected(cases)) rows.push(await row({ ...c, job: { ...c.job, serverPid: server.child.pid } }, baseline));
     return rows;
   } finally {
     await server.stop();
@@ -186,7 +194,7 @@ async function main(): Promise<number> {
     const { taskId, idemKey } = await generatedTask(dataDir, logFile, auth);
 
     const bare = await startScript('bare-node.ts');
-    const baseline = helloCase('bare node:http', bare.base);
+    const baseline: Case = { ...helloCase('bare node:http', bare.base), job: { ...helloCase('', bare.base).job, serverPid: bare.child.pid } };
     const rows: Row[] = [];
     try {
       const expressServer = await startScript('bare-express.ts');

@@ -12,6 +12,13 @@ export interface Row extends LoadResult {
   baselineRps: number;
   /** Fraction of that baseline. */
   ratio: number;
+  /** The server's CPU time per request in µs (Linux). */
+  cpuUs?: number;
+  /**
+   * The baseline's CPU per request over this row's: the req/s ratio to expect
+   * where the server's core is the bottleneck, little moved by a busy machine.
+   */
+  cpuRatio?: number;
   /** Responses outside the expected statuses, or transport errors: the row did not measure what it says. */
   problem?: string;
 }
@@ -32,7 +39,8 @@ export function targets(rows: Row[]): Target[] {
   const out: Target[] = [];
   const ratio = (row: string, min: number) => {
     const r = by(row);
-    if (r) out.push({ name: `${row}: ratio`, measured: pct(r.ratio), bound: `≥ ${pct(min)}`, pass: !r.problem && r.ratio >= min });
+    const byCpu = r?.cpuRatio === undefined ? '' : ` (by CPU ${pct(r.cpuRatio)})`;
+    if (r) out.push({ name: `${row}: ratio`, measured: pct(r.ratio) + byCpu, bound: `≥ ${pct(min)}`, pass: !r.problem && r.ratio >= min });
   };
   const p99 = (row: string, maxMs: number) => {
     const r = by(row);
@@ -49,7 +57,8 @@ export function targets(rows: Row[]): Target[] {
   if (task && prism) {
     // Ratio over ratio: each was measured beside its own baseline, so machine noise cancels.
     const times = task.ratio / prism.ratio;
-    out.push({ name: 'task GET vs Prism task GET', measured: `${times.toFixed(2)}×`, bound: '≥ 2.50×', pass: !task.problem && !prism.problem && times >= 2.5 });
+    const byCpu = task.cpuRatio && prism.cpuRatio ? ` (by CPU ${(task.cpuRatio / prism.cpuRatio).toFixed(2)}×)` : '';
+    out.push({ name: 'task GET vs Prism task GET', measured: `${times.toFixed(2)}×${byCpu}`, bound: '≥ 2.50×', pass: !task.problem && !prism.problem && times >= 2.5 });
   }
   return out;
 }
@@ -60,7 +69,7 @@ function pad(cells: string[], widths: number[]): string {
 
 /** The rows and targets as plain-text tables. */
 export function render(rows: Row[], checks: Target[]): string {
-  const head = ['path', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'node:http req/s', 'ratio'];
+  const head = ['path', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'node:http req/s', 'ratio', 'CPU µs/req', 'ratio by CPU'];
   const cells = rows.map((r) => [
     r.name + (r.problem ? `  (!) ${r.problem}` : ''),
     String(r.connections),
@@ -69,6 +78,8 @@ export function render(rows: Row[], checks: Target[]): string {
     String(r.p99),
     r.baselineRps.toFixed(0),
     pct(r.ratio),
+    r.cpuUs === undefined ? '-' : String(r.cpuUs),
+    r.cpuRatio === undefined ? '-' : pct(r.cpuRatio),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
   const lines = [pad(head, widths), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map((c) => pad(c, widths)), ''];

@@ -12,6 +12,8 @@ export interface LoadJob {
   freshIdempotencyKey?: boolean;
   /** `node` jobs: latency to the first body chunk instead of the end of the response. */
   firstChunk?: boolean;
+  /** The server's pid, to read the CPU time it spent (Linux /proc) over the measurement. */
+  serverPid?: number;
 }
 
 export interface LoadResult {
@@ -24,4 +26,9 @@ export interface LoadResult {
   errors: number;
   /** Responses per HTTP status. */
   statuses: Record<string, number>;
+  /**
+   * The server's CPU time per request in µs over the measurement (Linux only).
+   * Unlike req/s it hardly moves when other processes compete for the machine.
+   */
+  cpuUs?: number;
 }
