@@ -10,7 +10,6 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -18,6 +17,7 @@ import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { MAX_ASSET_BYTES } from '../server/domain/assets.ts';
+import { freePort, runMain } from './bench/processes.ts';
 
 const { values } = parseArgs({
   options: { uploads: { type: 'string', default: '20' }, 'budget-mib': { type: 'string', default: '150' } },
@@ -25,16 +25,6 @@ const { values } = parseArgs({
 const UPLOADS = Number(values.uploads);
 const BUDGET_MIB = Number(values['budget-mib']);
 const root = path.resolve(import.meta.dirname, '..');
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 /** Resident set size of a process in KiB (Linux /proc). */
 function rssKib(pid: number): number {
@@ -126,10 +116,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+runMain(main);

@@ -15,6 +15,11 @@ export interface Config {
   dataDir: string;
   /** knex connection string for a server database (`DATABASE_URL`); SQLite under dataDir when absent. */
   databaseUrl: string | undefined;
+  /**
+   * SQLite's `synchronous` (`SQLITE_SYNCHRONOUS`, NORMAL or FULL, default NORMAL):
+   * NORMAL survives process crashes; FULL also the last commits across power loss (storage/db.ts).
+   */
+  sqliteSynchronous: 'NORMAL' | 'FULL';
   /** Validate responses against the contract (`VALIDATE_RESPONSES`, default on unless NODE_ENV=production). */
   validateResponses: boolean;
   /** pino level (`LOG_LEVEL`, default info; `silent` in tests). */
@@ -113,6 +118,12 @@ function parsePort(value: string | undefined): number {
   return port;
 }
 
+function parseSynchronous(value: string | undefined): 'NORMAL' | 'FULL' {
+  const v = (value || 'NORMAL').toUpperCase();
+  if (v !== 'NORMAL' && v !== 'FULL') throw new Error(`SQLITE_SYNCHRONOUS must be NORMAL or FULL, got "${value}"`);
+  return v;
+}
+
 function parseDelay(value: string | undefined): number {
   if (value === undefined || value === '') return 5;
   const ms = Number(value);
@@ -159,6 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     port: parsePort(env.PORT),
     dataDir: path.resolve(env.DATA_DIR || path.join(process.cwd(), 'data')),
     databaseUrl: env.DATABASE_URL || undefined,
+    sqliteSynchronous: parseSynchronous(env.SQLITE_SYNCHRONOUS),
     validateResponses: parseBool(env.VALIDATE_RESPONSES, !production),
     logLevel: env.LOG_LEVEL || 'info',
     catalogPath: path.resolve(env.CATALOG_PATH || path.join(root, 'server/catalog/models.yaml')),

@@ -11,6 +11,7 @@ import { ApiError, invalidApiKey } from '../errors.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import { DEFAULT_POLICY_COLUMNS, policyColumns, type PolicyPatch } from './policy/settings.ts';
+import { invalidatePrincipals, type PrincipalCache } from './principal-cache.ts';
 
 export type Scope = 'read' | 'generate';
 export const MAX_ACTIVE_KEYS = 50;
@@ -82,6 +83,7 @@ export async function updateAccount(db: Db, clock: Clock, id: string, patch: Acc
     ...policyColumns(patch),
     updated_at: clock.now().toISOString(),
   });
+  invalidatePrincipals();
   return requireAccount(db, id);
 }
 
@@ -135,6 +137,7 @@ export async function revokeKey(db: Db, clock: Clock, id: string): Promise<ApiKe
   const key = await store.findKey(db, id);
   if (!key) throw new AdminError(`no key with id ${id}`);
   await store.revokeKey(db, id, clock.now().toISOString());
+  invalidatePrincipals();
   return (await store.findKey(db, id))!;
 }
 
@@ -164,6 +167,8 @@ const KEY_SHAPE = /^[a-z]+_[0-9a-f]{64}$/;
  * Resolves a bearer secret to a principal, or throws the spec's error:
  * 401 INVALID_API_KEY (missing, malformed, unknown, expired, revoked),
  * 403 ACCOUNT_BLOCKED / ACCOUNT_UNAVAILABLE, 403 INSUFFICIENT_SCOPE.
+ * The key and its account are one statement, or none within the cache's
+ * one-second rule (principal-cache.ts); every check runs on every request.
  */
 export async function authenticate(
   db: Db,
@@ -171,13 +176,16 @@ export async function authenticate(
   prefix: string,
   secret: string | undefined,
   scope: Scope | undefined,
+  cache?: PrincipalCache,
 ): Promise<Principal> {
   if (!secret || !KEY_SHAPE.test(secret) || !secret.startsWith(`${prefix}_`)) throw invalidApiKey();
-  const key = await store.findKeyByHash(db, hashSecret(secret));
-  if (!key || key.revoked_at) throw invalidApiKey();
+  const hash = hashSecret(secret);
+  const read = () => store.findKeyWithAccount(db, hash);
+  const found = cache ? await cache.lookup(hash, read) : await read();
+  if (!found) throw invalidApiKey();
+  const { key, account } = found;
+  if (key.revoked_at) throw invalidApiKey();
   if (key.expires_at && Date.parse(key.expires_at) <= clock.now().getTime()) throw invalidApiKey();
-  const account = await store.findAccount(db, key.account_id);
-  if (!account) throw invalidApiKey();
   if (account.state === 'blocked') throw new ApiError(403, 'ACCOUNT_BLOCKED', 'This account is blocked.');
   if (account.state === 'unavailable') {
     throw new ApiError(403, 'ACCOUNT_UNAVAILABLE', 'This account is not available: its setup is unfinished.');

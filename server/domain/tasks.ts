@@ -1,26 +1,24 @@
 /**
  * Media tasks: submission (idempotent claim + reservation + task + job in one
- * transaction), the read-only view, and settlement at a terminal status.
+ * transaction) and settlement at a terminal status. The read-only view and
+ * ownership checks of task reads: task-view.ts.
  */
-import type { components } from '../../generated/api.ts';
 import { ApiError } from '../errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
-import { findAsset } from '../storage/assets.ts';
-import { findReservation } from '../storage/ledger.ts';
 import type { OutputRow, TaskRow, TaskStatus } from '../storage/tasks.ts';
 import * as idem from './idempotency.ts';
 import * as ledger from './ledger.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import type { Principal } from './accounts.ts';
-import type { UrlSigner } from './signing.ts';
 import { MEDIA_SCENARIOS, type PreparedMedia } from './media-request.ts';
 import { findScenario } from './scenarios.ts';
 
-export type TaskView = components['schemas']['Task'];
 export type { TaskRow, OutputRow };
+// The read side lives in task-view.ts (one statement per read); submissions answer with it too.
+export { viewTask, type TaskView } from './task-view.ts';
 
 export const TERMINAL = store.TERMINAL;
 
@@ -115,47 +113,6 @@ async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared:
   await store.insertTask(trx, task, outputs);
   await jobs.enqueue(trx, task.id, now);
   return task;
-}
-
-/** An owned task, or 404 NOT_FOUND (unknown, deleted, another account's). */
-export async function requireOwnedTask(db: Db, accountId: string, id: string): Promise<TaskRow> {
-  const task = await store.findTask(db, id);
-  if (!task || task.account_id !== accountId) throw new ApiError(404, 'NOT_FOUND', `No task with id ${id}.`);
-  return task;
-}
-
-/**
- * The task as the contract shows it, with freshly signed output URLs. Pure read:
- * it never progresses generation, settles billing or repairs anything.
- */
-export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl: string, task: TaskRow): Promise<TaskView> {
-  const [outputs, reservation] = await Promise.all([store.findOutputs(db, task.id), findReservation(db, task.reservation_id)]);
-  const quoted = reservation ? reservation.hold_allowance + reservation.hold_paid : 0;
-  const now = clock.now();
-  const views = await Promise.all(
-    outputs.map(async (o) => {
-      const asset = o.asset_id && o.status === 'succeeded' ? await findAsset(db, o.asset_id) : undefined;
-      const usable = asset && !asset.deleted_at;
-      return {
-        index: o.idx,
-        status: o.status,
-        asset: usable ? { id: asset.id, kind: asset.kind, mimeType: asset.mime_type, url: signer.sign(baseUrl, asset.id, now) } : null,
-      };
-    }),
-  );
-  return {
-    id: task.id,
-    status: task.status,
-    quotedGems: quoted,
-    chargedGems: reservation?.charged ?? 0,
-    releasedGems: reservation?.released ?? 0,
-    error: task.error_code ? { code: task.error_code, message: task.error_message ?? '' } : null,
-    outputs: views,
-    kind: task.kind,
-    model: task.model,
-    createdAt: task.created_at,
-    updatedAt: task.updated_at,
-  };
 }
 
 export interface Finish {

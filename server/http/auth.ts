@@ -9,6 +9,7 @@ import type { Request } from 'express';
 import type { Db } from '../storage/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import { authenticate, type Scope } from '../domain/accounts.ts';
+import { PrincipalCache } from '../domain/principal-cache.ts';
 import { ApiError } from '../errors.ts';
 import { bodyErrorOf } from './errors.ts';
 import { checkAccess } from '../domain/policy/access.ts';
@@ -18,11 +19,12 @@ import { NO_REGIONS, type RegionMap } from '../domain/policy/regions.ts';
 const BEARER = /^Bearer +([^\s]+) *$/i;
 
 export function bearerHandler(db: Db, clock: Clock, prefix: string, regions: RegionMap = NO_REGIONS) {
+  const cache = new PrincipalCache();
   return async (req: Request, scopes: string[]): Promise<boolean> => {
     const match = BEARER.exec(req.get('authorization') ?? '');
     try {
       const scope = scopes[0] as Scope | undefined;
-      const principal = await authenticate(db, clock, prefix, match?.[1], scope);
+      const principal = await authenticate(db, clock, prefix, match?.[1], scope, cache);
       checkAccess(principal.account, req.ip, regions);
       req.principal = principal;
     } catch (error) {

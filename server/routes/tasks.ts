@@ -3,7 +3,7 @@ import { Router } from 'express';
 import type { operations } from '../../generated/api.ts';
 import type { AppDeps } from '../app.ts';
 import { principalOf } from '../http/context.ts';
-import { requireOwnedTask, viewTask } from '../domain/tasks.ts';
+import { checkOwnedTask, viewOwnedTask } from '../domain/task-view.ts';
 import { baseUrlOf } from './media.ts';
 
 type GetTask = operations['getTask']['responses'][200]['content']['application/json'];
@@ -13,12 +13,12 @@ export function tasksRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 
   const router = Router();
   // HEAD before GET: Express's automatic HEAD-from-GET would be response-validated as a GET.
   router.head(PATH, async (req, res) => {
-    await requireOwnedTask(db, principalOf(req).account.id, req.params.id);
+    await checkOwnedTask(db, principalOf(req).account.id, req.params.id);
     res.status(200).end();
   });
   router.get(PATH, async (req, res) => {
-    const task = await requireOwnedTask(db, principalOf(req).account.id, req.params.id);
-    const body: GetTask = { task: await viewTask(db, clock, signer, baseUrlOf(req, config.publicBaseUrl), task) };
+    const task = await viewOwnedTask(db, clock, signer, baseUrlOf(req, config.publicBaseUrl), principalOf(req).account.id, req.params.id);
+    const body: GetTask = { task };
     res.status(200).json(body);
   });
   return router;

@@ -1,5 +1,6 @@
 /** Account and API-key rows. Plain rows in, plain rows out. */
 import { isSqlite, type Db } from './db.ts';
+import { readRows } from './reads.ts';
 import type { Knex } from 'knex';
 
 type Conn = Db | Knex.Transaction;
@@ -84,9 +85,30 @@ export async function insertKey(db: Conn, row: ApiKeyRow): Promise<void> {
   await db('api_keys').insert(row);
 }
 
-export async function findKeyByHash(db: Conn, secretHash: string): Promise<ApiKeyRow | undefined> {
-  const row = await db('api_keys').where({ secret_hash: secretHash }).first();
-  return row ? toKey(row) : undefined;
+/** Every api_keys column, as `k.<column> as key__<column>` (beside the account's own `a.*`). */
+const KEY_COLUMNS: ReadonlyArray<keyof ApiKeyRow> = [
+  'id', 'account_id', 'name', 'secret_hash', 'secret_hint', 'scope_read', 'scope_generate', 'monthly_cap', 'expires_at', 'revoked_at', 'created_at',
+];
+const KEY_SELECT = KEY_COLUMNS.map((c) => `k.${c} as key__${c}`);
+
+const keyWithAccount = (db: Conn, secretHash: string) =>
+  db('api_keys as k').join('accounts as a', 'a.id', 'k.account_id').where('k.secret_hash', secretHash).select('a.*', ...KEY_SELECT).limit(1);
+
+/**
+ * A key and its account in one statement (authentication's one round trip).
+ * The account comes back whole (`a.*`), so columns added to it later need no
+ * change here; the key's columns are prefixed to keep the two apart.
+ */
+export async function findKeyWithAccount(db: Conn, secretHash: string): Promise<{ key: ApiKeyRow; account: AccountRow } | undefined> {
+  const [row] = await readRows(db, 'key-with-account', keyWithAccount, [secretHash]);
+  if (!row) return undefined;
+  const key: Record<string, unknown> = {};
+  const account: Record<string, unknown> = {};
+  for (const [column, value] of Object.entries(row)) {
+    if (column.startsWith('key__')) key[column.slice(5)] = value;
+    else account[column] = value;
+  }
+  return { key: toKey(key), account: toAccount(account) };
 }
 
 export async function findKey(db: Conn, id: string): Promise<ApiKeyRow | undefined> {

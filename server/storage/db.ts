@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import knex, { type Knex } from 'knex';
 import { migrationSource } from './migrations/index.ts';
+import { attachReader, ReadConnection } from './reads.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -16,18 +17,42 @@ export type Tx = Knex.Transaction;
 export interface DbOptions {
   dataDir: string;
   databaseUrl?: string | undefined;
+  /** SQLite's `synchronous` (config `sqliteSynchronous`); default NORMAL, see openSqlite. */
+  sqliteSynchronous?: SqliteSynchronous | undefined;
 }
 
-/** Opens a knex instance and brings the schema up to date. */
+export type SqliteSynchronous = 'NORMAL' | 'FULL';
+
+const sqliteFile = (dataDir: string) => path.join(dataDir, 'gemforge.sqlite');
+
+/**
+ * Opens a knex instance and brings the schema up to date. On SQLite the hot
+ * reads also get a read-only connection of their own (reads.ts), closed with
+ * the knex instance by `db.destroy()`.
+ */
 export async function openDb(options: DbOptions): Promise<Db> {
-  const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+  const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir, options.sqliteSynchronous ?? 'NORMAL');
   try {
     await migrate(db, options.dataDir);
+    if (isSqlite(db)) withReader(db, await ReadConnection.open(sqliteFile(options.dataDir)));
   } catch (error) {
     await db.destroy(); // an open pool would keep a failed admin command or worker alive
     throw error;
   }
   return db;
+}
+
+/** Attaches the read connection and makes `db.destroy()` close it too. */
+function withReader(db: Db, reader: ReadConnection): void {
+  attachReader(db, reader);
+  const destroy = db.destroy.bind(db);
+  Object.defineProperty(db, 'destroy', {
+    configurable: true,
+    value: async (callback?: (error?: unknown) => void) => {
+      await reader.close().catch(() => undefined); // closing what is already closed is not a failure
+      return destroy(callback as never);
+    },
+  });
 }
 
 /** Key of gemforge's migration advisory lock on Postgres (any constant: "gemf"). */
@@ -141,11 +166,21 @@ function openPostgres(url: string): Db {
   });
 }
 
-function openSqlite(dataDir: string): Db {
+/**
+ * SQLite under DATA_DIR: one writing connection through knex, in WAL mode.
+ * `synchronous`: NORMAL by default. In WAL mode that never corrupts the
+ * database and loses nothing when a process crashes or is killed (a commit is in
+ * the WAL file before it returns); only an operating-system crash or power loss
+ * can undo the last commits, because the WAL is synced at checkpoints rather
+ * than at every commit. FULL (`SQLITE_SYNCHRONOUS=FULL`) syncs every commit, at
+ * the price of one fsync per submission.
+ */
+function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
   fs.mkdirSync(dataDir, { recursive: true });
+  const pragmas = ['PRAGMA journal_mode = WAL', `PRAGMA synchronous = ${synchronous}`, 'PRAGMA busy_timeout = 10000', 'PRAGMA foreign_keys = ON'];
   return knex({
     client: 'sqlite3',
-    connection: { filename: path.join(dataDir, 'gemforge.sqlite') },
+    connection: { filename: sqliteFile(dataDir) },
     useNullAsDefault: true,
     // One connection per process: SQLite has one writer anyway, and a single
     // connection serializes this process's transactions without SQLITE_BUSY.
@@ -153,15 +188,11 @@ function openSqlite(dataDir: string): Db {
       min: 1,
       max: 1,
       afterCreate(conn: { run(sql: string, cb: (err: Error | null) => void): void }, done: (err: Error | null, conn: unknown) => void) {
-        // WAL lets readers in other processes (admin CLI, worker) proceed; busy_timeout
-        // makes a second process wait for the write lock instead of failing.
-        conn.run('PRAGMA journal_mode = WAL', (e1) => {
-          if (e1) return done(e1, conn);
-          conn.run('PRAGMA busy_timeout = 10000', (e2) => {
-            if (e2) return done(e2, conn);
-            conn.run('PRAGMA foreign_keys = ON', (e3) => done(e3, conn));
-          });
-        });
+        // WAL lets readers (the read connection, the admin CLI, the worker) proceed
+        // beside the writer; busy_timeout makes a second process wait for the write
+        // lock instead of failing.
+        const next = (i: number) => (i === pragmas.length ? done(null, conn) : conn.run(pragmas[i], (e) => (e ? done(e, conn) : next(i + 1))));
+        next(0);
       },
     },
   });

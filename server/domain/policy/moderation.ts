@@ -22,6 +22,7 @@ import {
 import type { Principal } from '../accounts.ts';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
+import { invalidatePrincipals } from '../principal-cache.ts';
 
 export interface ModerationDeps {
   db: Db;
@@ -94,6 +95,7 @@ export async function screen(deps: ModerationDeps, principal: Principal, operati
   const flag = verdict.flagged;
   if (!flag) return;
   const blocked = await recordRefusal(deps, principal, operation, verdict.provider, flag);
+  if (blocked) invalidatePrincipals(); // the next request of any key of this account meets the block at once
   throw new ApiError(
     422,
     'CONTENT_REJECTED',
@@ -131,5 +133,5 @@ export async function clearRecords(db: Db, clock: Clock, accountId: string): Pro
     await lockAccountRow(trx, accountId);
     const cleared = await store.clearModerationRecords(trx, accountId, at);
     return { cleared, unblocked: await store.liftModerationBlock(trx, accountId, at) };
-  });
+  }).finally(invalidatePrincipals);
 }

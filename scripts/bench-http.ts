@@ -1,0 +1,236 @@
+/**
+ * Request throughput and latency, side by side (issue 13). Starts a bare
+ * `node:http` JSON server, a bare Express 5 JSON server, gemforge (embedded
+ * SQLite, NODE_ENV=production, worker off) and the Prism mock of the contract,
+ * on one pinned core, and drives each from a load process pinned to the other
+ * core (autocannon; node:http's client for HEAD and time to first chunk). Every
+ * row is warmed up, then measured in rounds, each right after a measurement of
+ * the bare node:http server (kept running, idle in between): its ratio is to
+ * that neighbouring baseline, so a busy machine slows both sides of each ratio
+ * alike, and the median over the rounds shrugs off one disturbed round. The
+ * ratios hold whichever machine or Node runs it. Prints one table and the
+ * targets as PASS/MISS, and writes bench/results.json.
+ *
+ * Exit code: 1 when a row could not be measured (a process failed, or answers
+ * came back with statuses other than the row's own); a MISS alone exits 0
+ * (timings on a shared machine are evidence, not a gate) unless `--strict`.
+ *
+ *   npm run bench:http [-- --duration 9 --rounds 3 --warmup 3 --strict --only 'task GET,models GET']
+ */
+import { execSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { openDb } from '../server/storage/db.ts';
+import * as accounts from '../server/domain/accounts.ts';
+import * as ledger from '../server/domain/ledger.ts';
+import { systemClock } from '../server/domain/clock.ts';
+import { pinning, root, runLoad, runMain, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
+import { render, targets, type Row } from './bench/report.ts';
+import type { LoadJob, LoadResult } from './bench/types.ts';
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '9' },
+    rounds: { type: 'string', default: '3' },
+    warmup: { type: 'string', default: '3' },
+    strict: { type: 'boolean', default: false },
+    /** Comma-separated row names to run (e.g. while profiling one path); default all. */
+    only: { type: 'string' },
+  },
+});
+const DURATION = Number(values.duration);
+const ROUNDS = Math.max(1, Number(values.rounds));
+const ONLY = values.only ? new Set(values.only.split(',').map((n) => n.trim())) : undefined;
+const selected = (cases: Case[]) => cases.filter((c) => !ONLY || ONLY.has(c.name));
+const WARMUP = Number(values.warmup);
+
+const IMAGE = { model: 'gemforge-image-1', prompt: 'a red fox in the snow', parameters: { outputCount: 2, ratio: '16:9', resolution: '1024' } };
+const TEXT = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 };
+const CHAT = '/api/generate/text/v1/chat/completions';
+
+interface Case {
+  name: string;
+  connections: number;
+  /** Statuses that count as answered (anything else marks the row as not measured). */
+  expect: number[];
+  job: Omit<LoadJob, 'connections' | 'warmupSeconds' | 'durationSeconds'>;
+}
+
+/** An account with plenty of Gems and LLM allowance, and a key with both scopes. */
+async function seed(dataDir: string): Promise<string> {
+  const db = await openDb({ dataDir });
+  try {
+    const account = await accounts.createAccount(db, systemClock, { name: 'bench', llmAllowance: 1_000_000_000 });
+    await ledger.credit(db, systemClock, account.id, 1_000_000_000, 'bench grant');
+    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'bench', scopes: ['read', 'generate'] });
+    return secret;
+  } finally {
+    await db.destroy();
+  }
+}
+
+/** One image task generated to the end (worker on), so task reads show signed outputs. */
+async function generatedTask(dataDir: string, logFile: string, auth: Record<string, string>): Promise<{ taskId: string; idemKey: string }> {
+  const server = await startGemforge({ DATA_DIR: dataDir, NODE_ENV: 'production', LOG_LEVEL: 'warn' }, logFile);
+  try {
+    const idemKey = 'bench-replayed-identity';
+    const res = await fetch(`${server.base}/api/generate/image`, { method: 'POST', headers: { ...auth, 'idempotency-key': idemKey }, body: JSON.stringify(IMAGE) });
+    const { task } = (await res.json()) as { task: { id: string } };
+    for (let i = 0; ; i++) {
+      const view = (await (await fetch(`${server.base}/api/generate/tasks/${task.id}`, { headers: auth })).json()) as { task: { status: string } };
+      if (view.task.status === 'succeeded') return { taskId: task.id, idemKey };
+      if (i > 600) throw new Error(`bench task stayed ${view.task.status}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await server.stop();
+  }
+}
+
+function gemforgeCases(base: string, auth: Record<string, string>, taskId: string, idemKey: string): Case[] {
+  const get = (path: string, headers = auth) => ({ kind: 'autocannon' as const, url: base + path, method: 'GET', headers });
+  const post = (path: string, body: unknown, extra: Partial<LoadJob> = {}) => ({ kind: 'autocannon' as const, url: base + path, method: 'POST', headers: auth, body: JSON.stringify(body), ...extra });
+  return [
+    { name: 'task GET', connections: 50, expect: [200], job: get(`/api/generate/tasks/${taskId}`) },
+    { name: 'task HEAD', connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), method: 'HEAD', kind: 'node' } },
+    { name: 'models GET', connections: 50, expect: [200], job: get('/api/generate/models') },
+    { name: '401 without key', connections: 50, expect: [401], job: get('/api/generate/models', {}) },
+    { name: 'voices GET', connections: 50, expect: [200], job: get('/api/generate/voices') },
+    { name: 'image new identity', connections: 32, expect: [202], job: post('/api/generate/image', IMAGE, { freshIdempotencyKey: true }) },
+    { name: 'image exact replay', connections: 32, expect: [200], job: post('/api/generate/image', IMAGE, { headers: { ...auth, 'idempotency-key': idemKey } }) },
+    { name: 'text completion', connections: 32, expect: [200], job: post(CHAT, TEXT, { freshIdempotencyKey: true }) },
+    { name: 'text stream first chunk', connections: 32, expect: [200], job: { ...post(CHAT, { ...TEXT, stream: true }, { freshIdempotencyKey: true }), kind: 'node', firstChunk: true } },
+  ];
+}
+
+const prismCases = (base: string, taskId: string): Case[] => {
+  const headers = { authorization: 'Bearer gf_bench' };
+  return [
+    { name: 'Prism task GET', connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/api/generate/tasks/${taskId}`, method: 'GET', headers } },
+    { name: 'Prism models GET', connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/api/generate/models`, method: 'GET', headers } },
+  ];
+};
+
+const helloCase = (name: string, base: string): Case => ({ name, connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/`, method: 'GET', headers: {} } });
+
+type Measured = LoadResult & { problem?: string };
+
+async function measure(c: Case, warmupSeconds: number, durationSeconds: number): Promise<Measured> {
+  process.stdout.write(`  ${c.name} …`);
+  const result = await runLoad<LoadResult>({ ...c.job, connections: c.connections, warmupSeconds, durationSeconds });
+  const unexpected = Object.entries(result.statuses).filter(([s]) => !c.expect.includes(Number(s)));
+  const problem =
+    result.requests === 0 ? 'no answers' : unexpected.length ? `statuses ${JSON.stringify(Object.fromEntries(unexpected))}` : result.errors ? `${result.errors} errors` : undefined;
+  console.log(` ${result.rps.toFixed(0)} req/s, p99 ${result.p99} ms${problem ? ` (${problem})` : ''}`);
+  return { ...result, ...(problem && { problem }) };
+}
+
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+
+/**
+ * One row: a warm-up, then ROUNDS rounds of (the bare node:http baseline, this
+ * case), each DURATION / ROUNDS seconds. Every figure is the median over the
+ * rounds, the ratio the median of the rounds' own ratios: a burst of load from
+ * elsewhere spoils one round, not the row.
+ */
+/** Server CPU per request (median over the rounds) and the ratio it implies: baseline CPU per request over this row's. */
+function cpu(rounds: Array<{ base: Measured; run: Measured }>): Pick<Row, 'cpuUs' | 'cpuRatio'> {
+  const pairs = rounds.filter((r) => r.base.cpuUs && r.run.cpuUs);
+  if (pairs.length === 0) return {};
+  return { cpuUs: median(pairs.map((r) => r.run.cpuUs!)), cpuRatio: median(pairs.map((r) => r.base.cpuUs! / r.run.cpuUs!)) };
+}
+
+async function row(c: Case, baseline: Case): Promise<Row> {
+  const seconds = DURATION / ROUNDS;
+  const rounds: Array<{ base: Measured; run: Measured }> = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const base = await measure(baseline, i === 0 ? 1 : 0, seconds);
+    rounds.push({ base, run: await measure(c, i === 0 ? WARMUP : 0, seconds) });
+  }
+  const runs = rounds.map((r) => r.run);
+  const statuses: Record<string, number> = {};
+  for (const r of runs) for (const [code, n] of Object.entries(r.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
+  const problem = runs.find((r) => r.problem)?.problem ?? rounds.map((r) => r.base.problem && `baseline: ${r.base.problem}`).find(Boolean);
+  return {
+    name: c.name,
+    connections: c.connections,
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    requests: runs.reduce((n, r) => n + r.requests, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    statuses,
+    baselineRps: median(rounds.map((r) => r.base.rps)),
+    ratio: median(rounds.map((r) => r.run.rps / r.base.rps)),
+    ...cpu(rounds),
+    ...(problem && { problem }),
+  };
+}
+
+/** Runs the cases against a started server (each as one row, see `row`), then stops it. */
+async function against(server: Started, cases: Case[], baseline: Case): Promise<Row[]> {
+  try {
+    const rows: Row[] = [];
+    for (const c of selected(cases)) rows.push(await row({ ...c, job: { ...c.job, serverPid: server.child.pid } }, baseline));
+    return rows;
+  } finally {
+    await server.stop();
+  }
+}
+
+async function main(): Promise<number> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-http-'));
+  const logFile = path.join(dataDir, 'server.log');
+  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${WARMUP} s warm-up, then ${ROUNDS} rounds of ${(DURATION / ROUNDS).toFixed(1)} s (baseline, row) per row`);
+  try {
+    const secret = await seed(dataDir);
+    const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
+    const { taskId, idemKey } = await generatedTask(dataDir, logFile, auth);
+
+    const bare = await startScript('bare-node.ts');
+    const baseline: Case = { ...helloCase('bare node:http', bare.base), job: { ...helloCase('', bare.base).job, serverPid: bare.child.pid } };
+    const rows: Row[] = [];
+    try {
+      const expressServer = await startScript('bare-express.ts');
+      rows.push(...(await against(expressServer, [helloCase('bare Express 5', expressServer.base)], baseline)));
+      // Production as deployed: response validation off, info-level access log to a file.
+      const env = { DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', TEXT_STREAM_DELAY_MS: '0' };
+      const gemforge = await startGemforge(env, logFile);
+      rows.push(...(await against(gemforge, gemforgeCases(gemforge.base, auth, taskId, idemKey), baseline)));
+      const prism = await startPrism();
+      rows.push(...(await against(prism, prismCases(prism.base, taskId), baseline)));
+    } finally {
+      await bare.stop();
+    }
+    const checks = targets(rows);
+    console.log(`\n${render(rows, checks)}`);
+
+    let commit = 'unknown';
+    try {
+      commit = execSync('git rev-parse --short HEAD', { cwd: root, encoding: 'utf8' }).trim();
+    } catch {
+      /* not a git checkout */
+    }
+    const out = path.join(root, 'bench', 'results.json');
+    fs.mkdirSync(path.dirname(out), { recursive: true });
+    const summary = { node: process.version, commit, date: new Date().toISOString(), cpus: os.availableParallelism(), pinning: pinning ?? null, durationSeconds: DURATION, rounds: ROUNDS, warmupSeconds: WARMUP, rows, targets: checks };
+    fs.writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
+    console.log(`\nwrote ${path.relative(root, out)}`);
+
+    const broken = rows.filter((r) => r.problem);
+    const missed = checks.filter((t) => !t.pass);
+    if (broken.length) console.log(`bench-http: FAIL (${broken.length} row(s) not measured)`);
+    else console.log(`bench-http: ${missed.length ? `${missed.length} target(s) missed${values.strict ? '' : ' (not a failure without --strict)'}` : 'every target holds'}`);
+    return broken.length || (values.strict && missed.length) ? 1 : 0;
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+runMain(main);

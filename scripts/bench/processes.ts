@@ -1,0 +1,119 @@
+/**
+ * Starting the processes a benchmark measures: each on its own CPU core when
+ * the OS allows (`taskset`), so the server and the load generator do not share
+ * one, and stopped by pid when done.
+ */
+import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export const root = path.resolve(import.meta.dirname, '../..');
+
+/** Cores for the server and the load generator, or undefined where pinning is not possible. */
+export const pinning: { server: number; load: number } | undefined =
+  os.availableParallelism() >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0 ? { server: 1, load: 0 } : undefined;
+
+/** The command line for `args` run by this Node, pinned to `core` when pinning is on. */
+function pinned(core: number | undefined, args: string[]): [string, string[]] {
+  return pinning && core !== undefined ? ['taskset', ['-c', String(core), process.execPath, ...args]] : [process.execPath, args];
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+export interface Started {
+  child: ChildProcess;
+  base: string;
+  stop(): Promise<void>;
+}
+
+function stopper(child: ChildProcess): () => Promise<void> {
+  return async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  };
+}
+
+/** Polls `url` until it answers `status`, or fails after 60 s. */
+export async function waitFor(url: string, status: number, init: RequestInit = {}): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      const res = await fetch(url, init);
+      await res.arrayBuffer();
+      if (res.status === status) return;
+    } catch {
+      /* not listening yet */
+    }
+    if (i > 600) throw new Error(`${url} did not answer ${status} within 60 s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A server script that prints `{"port": n}` on its first stdout line once listening (bare-node.ts, bare-express.ts). */
+export async function startScript(script: string): Promise<Started> {
+  const [cmd, args] = pinned(pinning?.server, ['--import', 'tsx', path.join(import.meta.dirname, script)]);
+  const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
+    child.stdout!.once('data', (chunk: Buffer) => resolve((JSON.parse(chunk.toString().split('\n')[0]) as { port: number }).port));
+  });
+  child.stdout!.resume();
+  return { child, base: `http://127.0.0.1:${port}`, stop: stopper(child) };
+}
+
+/** gemforge itself (`server/main.ts`) on a data dir, its log lines appended to `logFile`. */
+export async function startGemforge(env: Record<string, string>, logFile: string): Promise<Started> {
+  const port = await freePort();
+  const log = fs.openSync(logFile, 'a');
+  const stdio: StdioOptions = ['ignore', log, 'inherit'];
+  const [cmd, args] = pinned(pinning?.server, ['--import', 'tsx', 'server/main.ts']);
+  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio });
+  fs.closeSync(log);
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor(`${base}/api/generate/models`, 401);
+  return { child, base, stop: stopper(child) };
+}
+
+/** The Prism mock of the contract (stateless; its own request log discarded). */
+export async function startPrism(): Promise<Started> {
+  const port = await freePort();
+  const prism = path.join(root, 'node_modules/@stoplight/prism-cli/dist/index.js');
+  const [cmd, args] = pinned(pinning?.server, [prism, 'mock', '-p', String(port), '-h', '127.0.0.1', 'openapi/openapi.yaml']);
+  const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor(`${base}/api/generate/models`, 200, { headers: { authorization: 'Bearer gf_bench' } });
+  return { child, base, stop: stopper(child) };
+}
+
+/** Runs one load job in its own process on the load core and returns its JSON result. */
+export async function runLoad<T>(job: unknown): Promise<T> {
+  const [cmd, args] = pinned(pinning?.load, ['--import', 'tsx', path.join(import.meta.dirname, 'load.ts'), JSON.stringify(job)]);
+  const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  return JSON.parse(out.trim().split('\n').pop()!) as T;
+}
+
+/** Runs a benchmark's main function as the process: its number is the exit code; a throw prints and exits 1. */
+export function runMain(main: () => Promise<number>): void {
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}

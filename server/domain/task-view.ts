@@ -1,0 +1,59 @@
+/**
+ * The task as the contract shows it (GET /tasks/{id} and submission answers),
+ * read in one statement (storage/tasks.ts `findTaskSnapshot`) with freshly
+ * signed output URLs. Pure read: it never progresses generation, settles
+ * billing or repairs anything.
+ */
+import type { components } from '../../generated/api.ts';
+import { ApiError } from '../errors.ts';
+import type { Db } from '../storage/db.ts';
+import { findTaskOwner, findTaskSnapshot, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
+import type { Clock } from './clock.ts';
+import type { UrlSigner } from './signing.ts';
+
+export type TaskView = components['schemas']['Task'];
+
+const notFound = (id: string) => new ApiError(404, 'NOT_FOUND', `No task with id ${id}.`);
+
+function present({ task, reservation, outputs }: TaskSnapshot, clock: Clock, signer: UrlSigner, baseUrl: string): TaskView {
+  const now = clock.now();
+  return {
+    id: task.id,
+    status: task.status,
+    quotedGems: reservation?.hold ?? 0,
+    chargedGems: reservation?.charged ?? 0,
+    releasedGems: reservation?.released ?? 0,
+    error: task.error_code ? { code: task.error_code, message: task.error_message ?? '' } : null,
+    outputs: outputs.map((o) => {
+      const asset = o.status === 'succeeded' && o.asset && !o.asset.deleted_at ? o.asset : undefined;
+      return {
+        index: o.idx,
+        status: o.status,
+        asset: asset ? { id: asset.id, kind: asset.kind as NonNullable<TaskView['outputs'][number]['asset']>['kind'], mimeType: asset.mime_type, url: signer.sign(baseUrl, asset.id, now) } : null,
+      };
+    }),
+    kind: task.kind,
+    model: task.model,
+    createdAt: task.created_at,
+    updatedAt: task.updated_at,
+  };
+}
+
+/** Nothing when the task exists and is the account's (HEAD), else 404 NOT_FOUND (unknown, deleted, another account's). */
+export async function checkOwnedTask(db: Db, accountId: string, id: string): Promise<void> {
+  if ((await findTaskOwner(db, id)) !== accountId) throw notFound(id);
+}
+
+/** An owned task's view, or 404 NOT_FOUND (unknown, deleted, another account's). */
+export async function viewOwnedTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl: string, accountId: string, id: string): Promise<TaskView> {
+  const snapshot = await findTaskSnapshot(db, id);
+  if (!snapshot || snapshot.task.account_id !== accountId) throw notFound(id);
+  return present(snapshot, clock, signer, baseUrl);
+}
+
+/** The view of a task just read or written (a submission's answer). */
+export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl: string, task: TaskRow): Promise<TaskView> {
+  const snapshot = await findTaskSnapshot(db, task.id);
+  if (!snapshot) throw notFound(task.id);
+  return present(snapshot, clock, signer, baseUrl);
+}

@@ -1,0 +1,53 @@
+/**
+ * The supported runtime (issue 13): the project brings Node 24 itself (the npm
+ * package `node`, first on the PATH of npm scripts and npx), and the native
+ * modules load and work under it: sqlite3 runs SQL, sharp encodes and decodes.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import sqlite3 from 'sqlite3';
+import sharp from 'sharp';
+
+const root = path.resolve(import.meta.dirname, '..');
+const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { engines: { node: string }; dependencies: Record<string, string> };
+
+/** [major, minor] of a version such as `v24.21.0` or `>=24.11`. */
+const majorMinor = (v: string) => (/(\d+)\.(\d+)/.exec(v) ?? []).slice(1, 3).map(Number);
+
+describe('runtime', () => {
+  it('when tests run through npm, then they run on the Node the project pins, which meets engines', () => {
+    const [major, minor] = majorMinor(process.version);
+    const [needMajor, needMinor] = majorMinor(pkg.engines.node);
+    assert.ok(major > needMajor || (major === needMajor && minor >= needMinor), `${process.version} does not meet engines ${pkg.engines.node}`);
+    assert.equal(process.version, `v${pkg.dependencies.node}`, 'the npm package "node" runs the tests');
+    assert.equal(fs.realpathSync(process.execPath), fs.realpathSync(path.join(root, 'node_modules/node/bin/node')));
+  });
+
+  it('when sqlite3 is loaded under this Node, then it runs SQL in WAL mode on a file', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-runtime-'));
+    try {
+      const db = await new Promise<sqlite3.Database>((resolve, reject) => {
+        const d = new sqlite3.Database(path.join(dir, 'x.sqlite'), (e) => (e ? reject(e) : resolve(d)));
+      });
+      const get = (sql: string) => new Promise<Record<string, unknown>>((resolve, reject) => db.get(sql, (e: Error | null, row: Record<string, unknown>) => (e ? reject(e) : resolve(row))));
+      assert.equal((await get('PRAGMA journal_mode = WAL')).journal_mode, 'wal');
+      assert.match(String((await get('SELECT sqlite_version() AS v')).v), /^3\.\d+/);
+      assert.equal((await get('SELECT 6 * 7 AS n')).n, 42);
+      await new Promise<void>((resolve, reject) => db.close((e) => (e ? reject(e) : resolve())));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('when sharp is loaded under this Node, then it encodes a PNG and reads it back', async () => {
+    const png = await sharp({ create: { width: 3, height: 2, channels: 3, background: { r: 255, g: 0, b: 0 } } }).png().toBuffer();
+    assert.deepEqual([...png.subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
+    const { data, info } = await sharp(png).raw().toBuffer({ resolveWithObject: true });
+    assert.equal(info.width, 3);
+    assert.equal(info.height, 2);
+    assert.deepEqual([...data.subarray(0, 3)], [255, 0, 0]);
+  });
+});

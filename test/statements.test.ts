@@ -1,0 +1,80 @@
+/**
+ * Round trips per request (issue 13): authentication reads a key with its
+ * account in one statement, or none while the key is cached; a task read is one
+ * statement whatever its outputs; the models list and a missing key need none.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
+import { dropDatabaseFor } from './helpers/database.ts';
+import { submit, waitForTask } from './helpers/tasks.ts';
+import { onStatement } from '../server/storage/reads.ts';
+import { PRINCIPAL_TTL_MS } from '../server/domain/principal-cache.ts';
+
+describe('statements per request', () => {
+  const dataDir = tempDataDir();
+  let s: TestServer;
+  let user: { secret: string };
+  let taskId: string;
+  let statements: string[] = [];
+  before(async () => {
+    // A task generated to the end by one server; then the one counted, without a polling worker.
+    const generating = await startTestServer({ dataDir });
+    user = await generating.user();
+    const sub = await submit(generating, user.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a lighthouse', parameters: { outputCount: 2, resolution: '512' } });
+    assert.equal(sub.status, 202);
+    const task = await waitForTask(generating, user.secret, sub.body.task.id);
+    assert.equal(task.outputs.filter((o) => o.asset).length, 2);
+    taskId = task.id;
+    await generating.close();
+    s = await startTestServer({ dataDir, env: { WORKER_ENABLED: 'false' } });
+    onStatement(s.db, (sql) => statements.push(sql));
+  });
+  after(async () => {
+    await s.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    await dropDatabaseFor(dataDir);
+  });
+
+  /** The statements the server ran while answering one request. */
+  async function count(method: string, path: string, key?: string): Promise<{ status: number; statements: string[] }> {
+    statements = [];
+    const res = await s.call(method, path, { ...(key && { key }) });
+    await res.arrayBuffer();
+    await new Promise((r) => setTimeout(r, 50)); // sqlite3 reports a statement's trace asynchronously
+    return { status: res.status, statements };
+  }
+
+  /** Statements that read the key (always with its account, in the same statement) and those that read tasks. */
+  const keyReads = (sqls: string[]) => sqls.filter((q) => /api_keys/.test(q));
+  const taskReads = (sqls: string[]) => sqls.filter((q) => /\btasks\b/.test(q));
+
+  it('when a task with two generated outputs is read, then it takes one statement, plus one for a key not read in the last moment', async () => {
+    await new Promise((r) => setTimeout(r, PRINCIPAL_TTL_MS + 50)); // any cache entry of the key is stale now
+    for (const method of ['GET', 'HEAD']) {
+      const read = await count(method, `/api/generate/tasks/${taskId}`, user.secret);
+      assert.equal(read.status, 200);
+      assert.equal(taskReads(read.statements).length, 1, read.statements.join('\n'));
+      assert.ok(keyReads(read.statements).every((q) => /accounts/.test(q)), 'the key comes with its account');
+      assert.equal(read.statements.length, 1 + keyReads(read.statements).length, read.statements.join('\n'));
+      assert.ok(keyReads(read.statements).length <= 1);
+    }
+  });
+
+  it('when models are listed with a cached key or without a key, then no statement runs', async () => {
+    const fresh = await s.user();
+    const first = await count('GET', '/api/generate/models', fresh.secret);
+    assert.equal(first.status, 200);
+    assert.equal(keyReads(first.statements).length, 1, 'the first use reads the key with its account');
+    assert.equal(first.statements.length, 1);
+    // Right after, the key is cached (for half a second: on a very busy machine one more read may come first).
+    const next = [];
+    for (let i = 0; i < 3; i++) next.push((await count('GET', '/api/generate/models', fresh.secret)).statements.length);
+    assert.ok(next.includes(0), `statements: ${next.join(', ')}`);
+    assert.ok(next.every((n) => n <= 1));
+    const missing = await count('GET', '/api/generate/models');
+    assert.equal(missing.status, 401);
+    assert.equal(missing.statements.length, 0);
+  });
+});
