@@ -154,17 +154,25 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
  * Throws when the reservation is not held any more (settlement happens once).
  */
 export async function settle(db: Db, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
-  assertWhole(charge, 'charge');
-  return inTransaction(db, (trx) => close(trx, clock, reservationId, charge));
+  return inTransaction(db, (trx) => settleTx(trx, clock, reservationId, charge));
 }
 
 /** Releases a held reservation entirely: nothing is charged. */
 export async function release(db: Db, clock: Clock, reservationId: string): Promise<Settlement> {
-  return inTransaction(db, (trx) => close(trx, clock, reservationId, 0));
+  return inTransaction(db, (trx) => releaseTx(trx, clock, reservationId));
 }
 
-/** Settle or release inside a caller's transaction (so a task and its money move together). */
-export async function close(trx: Tx, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
+/** `release` inside a caller's transaction. */
+export async function releaseTx(trx: Tx, clock: Clock, reservationId: string): Promise<Settlement> {
+  return settleTx(trx, clock, reservationId, 0);
+}
+
+/**
+ * `settle` inside a caller's transaction, so a task or an identity and its money
+ * move together: the one settlement path (production and tests alike).
+ */
+export async function settleTx(trx: Tx, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
+  assertWhole(charge, 'charge');
   const r = await store.findReservation(trx, reservationId);
   if (!r) throw new Error(`settle: unknown reservation ${reservationId}`);
   if (r.state !== 'held') throw new Error(`settle: reservation ${reservationId} is already ${r.state}`);

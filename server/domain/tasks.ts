@@ -12,6 +12,7 @@ import { findReservation } from '../storage/ledger.ts';
 import type { OutputRow, TaskRow, TaskStatus } from '../storage/tasks.ts';
 import * as idem from './idempotency.ts';
 import * as ledger from './ledger.ts';
+import * as spend from './spend.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import type { Principal } from './accounts.ts';
@@ -23,13 +24,6 @@ export type TaskView = components['schemas']['Task'];
 export type { TaskRow, OutputRow };
 
 export const TERMINAL = store.TERMINAL;
-
-const uncertainSubmission = () =>
-  new ApiError(
-    409,
-    'REQUEST_UNCERTAIN',
-    'The outcome of this submission is uncertain. Keep the same Idempotency-Key and body and check again later with backoff; it will not be dispatched again.',
-  );
 
 export interface SubmitInput {
   principal: Principal;
@@ -45,9 +39,9 @@ export interface SubmitInput {
  * is filled with `{}` by the validator, and `referenceAssetIds: []` written out
  * is the same request as leaving it out.
  */
-function mediaFingerprint(body: unknown): string {
+function fingerprinted(body: unknown): unknown {
   const { referenceAssetIds, ...rest } = body as { referenceAssetIds?: unknown[] };
-  return idem.fingerprint(Array.isArray(referenceAssetIds) && referenceAssetIds.length === 0 ? rest : body);
+  return Array.isArray(referenceAssetIds) && referenceAssetIds.length === 0 ? rest : body;
 }
 
 /**
@@ -56,28 +50,17 @@ function mediaFingerprint(body: unknown): string {
  */
 export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Promise<{ created: boolean; task: TaskRow }> {
   const { principal, prepared } = input;
-  const identity: idem.Identity = {
-    keyId: principal.key.id,
-    accountId: principal.account.id,
-    idemKey: input.idemKey,
-    operation: input.operation,
-    fingerprint: mediaFingerprint(input.body),
-  };
+  const identity = spend.identityOf(principal, input.idemKey, input.operation, fingerprinted(input.body));
+  // A replay answers before anything is reserved (after the current checks, which the route ran).
+  const existing = await idem.lookup(db, identity);
+  if (existing) return replayed(db, existing);
   if (findScenario(prepared.scenarios, MEDIA_SCENARIOS.providerUnavailable)) {
     // Decided before anything is claimed: nothing retained, the identity may be retried.
-    await idem.lookup(db, identity);
-    throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The generation provider is unavailable; retry later with the same Idempotency-Key.');
+    throw spend.providerUnavailable('generation provider', 'before-claim');
   }
   const uncertain = Boolean(findScenario(prepared.scenarios, MEDIA_SCENARIOS.uncertain));
   const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
-  const result = await idem.submit(db, clock, identity, async (trx) => {
-    const reservation = await ledger.reserveTx(trx, clock, {
-      accountId: principal.account.id,
-      keyId: principal.key.id,
-      purpose: 'media',
-      amount: quote,
-      maxGems: input.maxGems,
-    });
+  const result = await spend.claimAndReserve(db, clock, identity, { purpose: 'media', amount: quote, maxGems: input.maxGems }, async (trx, reservation) => {
     if (uncertain) {
       // Dispatched, then the outcome was lost: the reservation stays held, no task is visible.
       return { value: undefined, outcome: { state: 'uncertain' as const, reservationId: reservation.id } };
@@ -86,11 +69,16 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
     return { value: task, outcome: { state: 'completed' as const, ref: task.id, reservationId: reservation.id } };
   });
   if (result.created) {
-    if (!result.value) throw uncertainSubmission();
+    if (!result.value) throw spend.requestUncertain();
     return { created: true, task: result.value };
   }
-  const task = result.record.ref ? await store.findTask(db, result.record.ref) : undefined;
-  if (!task) throw uncertainSubmission();
+  return replayed(db, result.record);
+}
+
+/** The task of a completed media identity (none: its outcome was lost, REQUEST_UNCERTAIN). */
+async function replayed(db: Db, record: idem.IdempotencyRow): Promise<{ created: false; task: TaskRow }> {
+  const task = record.ref ? await store.findTask(db, record.ref) : undefined;
+  if (!task) throw spend.requestUncertain();
   return { created: false, task };
 }
 
@@ -185,7 +173,7 @@ export async function finishTask(trx: Tx, clock: Clock, taskId: string, finish: 
     finished_at: now,
   });
   if (!moved) return false;
-  await ledger.close(trx, clock, task.reservation_id, charge);
+  await ledger.settleTx(trx, clock, task.reservation_id, charge);
   return true;
 }
 

@@ -41,7 +41,7 @@ describe('text pricing', () => {
           const prompt = Math.floor(bound * fp);
           const completion = Math.floor(max * fc2);
           const usage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
-          return measuredCharge(r, usage) <= conservativeMaximum(r, bound, max);
+          return measuredCharge(r, usage, Infinity) <= conservativeMaximum(r, bound, max); // unclamped: usage within the bounds costs no more than the quote
         },
       ),
     );
