@@ -19,7 +19,7 @@ import { ApiError, invalidRequest } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { blobPath } from '../storage/blobs.ts';
 import type { Db } from '../storage/db.ts';
-import { AnalysisError, type AnalysisProvider, type AnalysisUsage } from '../providers/analysis/index.ts';
+import { AnalysisError, type AnalysisProvider, type AnalysisUsage } from '../providers/analysis/types.ts';
 import type { Principal } from './accounts.ts';
 import { requireUsableAsset, type AssetRow } from './assets.ts';
 import type { Catalog } from './catalog.ts';
@@ -66,14 +66,6 @@ export function conservativeMaximum(rates: AnalysisRates): number {
 /** The charge for measured usage (never above `reserved`). */
 export function measuredCharge(rates: AnalysisRates, usage: AnalysisUsage, reserved: number): number {
   return spend.tokenCharge(rates, usage, reserved);
-}
-
-function ratesOf(catalog: Catalog): AnalysisRates {
-  const { inputPerThousandTokens: input, outputPerThousandTokens: output } = catalog.analysis.pricing;
-  if (typeof input !== 'number' || typeof output !== 'number' || input < 0 || output < 0) {
-    throw new Error(`catalog: analysis model ${catalog.analysis.id} needs pricing.inputPerThousandTokens and outputPerThousandTokens`);
-  }
-  return { inputPerThousandTokens: input, outputPerThousandTokens: output };
 }
 
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(2);
@@ -128,7 +120,7 @@ export async function extractVideo(deps: ExtractDeps, principal: Principal, idem
   if (existing) return idem.savedResponse<Extraction>(existing);
 
   const { asset, durationSeconds, file, scenarios } = await admissible(deps, principal, request);
-  const rates = ratesOf(deps.catalog);
+  const rates = deps.catalog.analysis.pricing;
   const amount = conservativeMaximum(rates);
   const id = newId('ext');
 

@@ -24,7 +24,7 @@ import * as idem from './idempotency.ts';
 import type { InflightWork } from '../lifecycle.ts';
 import * as spend from './spend.ts';
 import { findScenario, scenarioOf, stripScenarios, TEXT_SCENARIOS } from './scenarios.ts';
-import { chatPromptTokens, countTokens } from './tokens.ts';
+import { chatPromptTokens, countTokens } from '../tokens.ts';
 import {
   ProviderError,
   usageOf,
@@ -33,7 +33,7 @@ import {
   type TextEvent,
   type TextProviders,
   type Usage,
-} from '../providers/text/index.ts';
+} from '../providers/text/types.ts';
 
 export type ChatCompletionRequest = operations['createChatCompletion']['requestBody']['content']['application/json'];
 export type ChatCompletion = components['schemas']['ChatCompletion'];
@@ -126,15 +126,6 @@ class EventQueue<T> implements AsyncIterable<T> {
   }
 }
 
-function ratesOf(pricing: Record<string, unknown>, model: string): TextRates {
-  const input = pricing.inputPerThousandTokens;
-  const output = pricing.outputPerThousandTokens;
-  if (typeof input !== 'number' || typeof output !== 'number' || input < 0 || output < 0) {
-    throw new Error(`catalog: text model ${model} needs pricing.inputPerThousandTokens and outputPerThousandTokens`);
-  }
-  return { inputPerThousandTokens: input, outputPerThousandTokens: output };
-}
-
 /** The conversation the provider sees: markers removed from the last user message. */
 function providerMessages(messages: ChatMessage[], scenariosEnabled: boolean): { messages: ChatMessage[]; lastUser: string } {
   let last = -1;
@@ -146,8 +137,9 @@ function providerMessages(messages: ChatMessage[], scenariosEnabled: boolean): {
 
 /** The rules the schema cannot express, checked before anything is claimed. */
 function admissible(deps: TextDeps, request: ChatCompletionRequest) {
-  const model = deps.catalog.find(request.model);
-  if (!model || model.kind !== 'text' || model.available !== true) {
+  const found = deps.catalog.find(request.model);
+  const model = found?.kind === 'text' && found.available === true ? found : undefined;
+  if (!model) {
     throw new ApiError(422, 'MODEL_UNAVAILABLE', `"${request.model}" is not an available text model; list the text models with GET /api/generate/models.`);
   }
   const conversationBytes = Buffer.byteLength(JSON.stringify(request.messages), 'utf8');
@@ -181,7 +173,7 @@ export async function createChatCompletion(
   if (existing) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(existing) };
 
   const { model, messages, scenarios } = admissible(deps, request);
-  const rates = ratesOf(model.pricing, model.id);
+  const rates = model.pricing;
   const { provider, model: providerModel } = deps.providers(model.id);
   const amount = conservativeMaximum(rates, provider.promptTokenUpperBound(messages), request.max_tokens);
   const id = `chatcmpl_${crypto.randomBytes(12).toString('hex')}`;

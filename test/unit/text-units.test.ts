@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { conservativeMaximum, measuredCharge } from '../../server/domain/text.ts';
 import { findScenario, scenarioOf, stripScenarios } from '../../server/domain/scenarios.ts';
-import { chatPromptTokens, chatPromptTokenUpperBound, countTokens, decodeTokens, encodeText, tokenDeltas } from '../../server/domain/tokens.ts';
+import { chatPromptTokens, chatPromptTokenUpperBound, countTokens, decodeTokens, encodeText, tokenDeltas } from '../../server/tokens.ts';
 import { composeAnswer, LocalTextProvider } from '../../server/providers/text/local.ts';
 import { sseData } from '../../server/providers/text/sse-reader.ts';
 import { chatCompletionsUrl } from '../../server/providers/text/upstream.ts';
