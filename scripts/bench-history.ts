@@ -17,12 +17,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { openDb } from '../server/storage/db.ts';
+import { freePort } from './lib/net.ts';
 import { seedAccount, type SeededAccount } from './seed-history.ts';
 
 const { values } = parseArgs({
@@ -66,16 +66,6 @@ interface Installation {
   taskId: string;
   submitP50: number[];
   readP50: number[];
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
 }
 
 const median = (xs: number[]) => {

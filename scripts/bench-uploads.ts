@@ -10,11 +10,11 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { openDb } from '../server/storage/db.ts';
+import { freePort } from './lib/net.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { MAX_ASSET_BYTES } from '../server/domain/assets.ts';
@@ -25,16 +25,6 @@ const { values } = parseArgs({
 const UPLOADS = Number(values.uploads);
 const BUDGET_MIB = Number(values['budget-mib']);
 const root = path.resolve(import.meta.dirname, '..');
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 /** Resident set size of a process in KiB (Linux /proc). */
 function rssKib(pid: number): number {

@@ -47,6 +47,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap "exit 130" INT TERM
 
 "${RUN_AS[@]}" "$PGBIN/initdb" -D "$WORK/data" -U gemforge -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
 "${RUN_AS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/data/server.log" -w \
