@@ -104,8 +104,10 @@ export interface Claim {
 }
 
 /**
- * Claims the identity and reserves in one transaction, once the caller has looked
- * the identity up (`idem.lookup`: replays answer before anything is reserved).
+ * Claims the identity and reserves in one transaction. The claim is the first
+ * write, so an identity claimed before fails it on the primary key and its record
+ * is replayed (or its replay error thrown) with nothing reserved; a caller that
+ * must replay before its own checks looks the identity up first (`idem.lookup`).
  * `admit` (optional) runs in the transaction too and says what the record holds
  * (media: the task, completed at once); by default the identity stays pending
  * until an outcome function closes it. Returns the created value, or the record

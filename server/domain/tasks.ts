@@ -10,7 +10,6 @@ import * as jobs from '../storage/jobs.ts';
 import { findAsset } from '../storage/assets.ts';
 import { findReservation } from '../storage/ledger.ts';
 import type { OutputRow, TaskRow, TaskStatus } from '../storage/tasks.ts';
-import * as idem from './idempotency.ts';
 import * as ledger from './ledger.ts';
 import * as spend from './spend.ts';
 import { newId } from './ids.ts';
@@ -35,7 +34,7 @@ export interface SubmitInput {
 }
 
 /**
- * The fingerprint of a media body with the spec's defaults applied: `parameters`
+ * What a media identity fingerprints: the body with the spec's defaults applied: `parameters`
  * is filled with `{}` by the validator, and `referenceAssetIds: []` written out
  * is the same request as leaving it out.
  */
@@ -51,15 +50,14 @@ function fingerprinted(body: unknown): unknown {
 export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Promise<{ created: boolean; task: TaskRow }> {
   const { principal, prepared } = input;
   const identity = spend.identityOf(principal, input.idemKey, input.operation, fingerprinted(input.body));
-  // A replay answers before anything is reserved (after the current checks, which the route ran).
-  const existing = await idem.lookup(db, identity);
-  if (existing) return replayed(db, existing);
   if (findScenario(prepared.scenarios, MEDIA_SCENARIOS.providerUnavailable)) {
     // Decided before anything is claimed: nothing retained, the identity may be retried.
     throw spend.providerUnavailable('generation provider', 'before-claim');
   }
   const uncertain = Boolean(findScenario(prepared.scenarios, MEDIA_SCENARIOS.uncertain));
   const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
+  // No lookup first: a new submission is the common case, and a replay's claim fails
+  // on the identity's primary key before anything is reserved, then replays the record.
   const result = await spend.claimAndReserve(db, clock, identity, { purpose: 'media', amount: quote, maxGems: input.maxGems }, async (trx, reservation) => {
     if (uncertain) {
       // Dispatched, then the outcome was lost: the reservation stays held, no task is visible.
@@ -72,12 +70,8 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
     if (!result.value) throw spend.requestUncertain();
     return { created: true, task: result.value };
   }
-  return replayed(db, result.record);
-}
-
-/** The task of a completed media identity (none: its outcome was lost, REQUEST_UNCERTAIN). */
-async function replayed(db: Db, record: idem.IdempotencyRow): Promise<{ created: false; task: TaskRow }> {
-  const task = record.ref ? await store.findTask(db, record.ref) : undefined;
+  // A replay: the task of the completed identity (none: its outcome was lost).
+  const task = result.record.ref ? await store.findTask(db, result.record.ref) : undefined;
   if (!task) throw spend.requestUncertain();
   return { created: false, task };
 }
