@@ -12,7 +12,7 @@ import { readStream, sseEvents } from './helpers/sse.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { systemClock } from '../server/domain/clock.ts';
-import { chatPromptTokens } from '../server/domain/tokens.ts';
+import { chatPromptTokens } from '../server/tokens.ts';
 import type { ReservationRow } from '../server/storage/ledger.ts';
 
 const PATH = '/api/generate/text/v1/chat/completions';

@@ -5,25 +5,32 @@
 import fs from 'node:fs';
 import YAML from 'yaml';
 import type { components } from '../../generated/api.ts';
+import { parseEntry, parseRates, type Entry } from './catalog-entries.ts';
+import type { TokenRates } from './spend.ts';
 
 export type PublicModel = components['schemas']['Model'];
 export type ModelKind = PublicModel['kind'];
 
-/** A catalog entry: the public model plus its private rate card. */
-export interface CatalogModel {
+/**
+ * A catalog entry: the public model plus its private rate card, with capabilities
+ * and pricing typed per kind (catalog-entries.ts). `listedCapabilities` is what
+ * discovery shows: the file's own object.
+ */
+export type CatalogModel = Entry & {
   id: string;
   name: string;
-  kind: ModelKind;
   available?: boolean;
   baseGems?: number;
-  capabilities: Record<string, unknown>;
-  pricing: Record<string, unknown>;
-}
+  listedCapabilities: Record<string, unknown>;
+};
+
+/** The entry of one kind. */
+export type ModelOf<K extends ModelKind> = Extract<CatalogModel, { kind: K }>;
 
 export interface AnalysisModel {
   id: string;
   name: string;
-  pricing: { inputPerThousandTokens: number; outputPerThousandTokens: number };
+  pricing: TokenRates;
 }
 
 export interface Catalog {
@@ -39,11 +46,11 @@ const KINDS = new Set(['image', 'video', 'audio', 'text']);
 
 /** Loads and checks the catalog; a broken file stops start-up with a message naming the entry. */
 export function loadCatalog(file: string): Catalog {
-  const doc = YAML.parse(fs.readFileSync(file, 'utf8')) as { models?: unknown; analysis?: AnalysisModel };
+  const doc = YAML.parse(fs.readFileSync(file, 'utf8')) as { models?: unknown; analysis?: { id?: unknown; name?: unknown; pricing?: unknown } };
   if (!Array.isArray(doc?.models)) throw new Error(`${file}: "models" must be a list`);
   const seen = new Set<string>();
   const models = doc.models.map((raw, i) => {
-    const m = raw as CatalogModel;
+    const m = raw as { id: string; name: string; kind: ModelKind; available?: boolean; baseGems?: number; capabilities: unknown; pricing: unknown };
     const where = `${file}: models[${i}]`;
     if (typeof m?.id !== 'string' || !/^[A-Za-z0-9._:-]{1,150}$/.test(m.id)) throw new Error(`${where}: bad id`);
     if (seen.has(m.id)) throw new Error(`${where}: duplicate id ${m.id}`);
@@ -52,12 +59,17 @@ export function loadCatalog(file: string): Catalog {
     if (!KINDS.has(m.kind)) throw new Error(`${where}: kind must be image, video, audio or text`);
     if (typeof m.capabilities !== 'object' || m.capabilities === null) throw new Error(`${where}: capabilities must be an object`);
     if (typeof m.pricing !== 'object' || m.pricing === null) throw new Error(`${where}: pricing must be an object`);
-    return m;
+    const entry = parseEntry(m.kind, m, `${where} (${m.id})`);
+    const model: CatalogModel = { ...entry, id: m.id, name: m.name, listedCapabilities: m.capabilities as Record<string, unknown> };
+    if (m.available !== undefined) model.available = m.available;
+    if (m.baseGems !== undefined) model.baseGems = m.baseGems;
+    return model;
   });
-  const analysis = doc.analysis;
-  if (!analysis || typeof analysis.id !== 'string' || typeof analysis.pricing !== 'object') {
+  const raw = doc.analysis;
+  if (!raw || typeof raw.id !== 'string' || typeof raw.pricing !== 'object') {
     throw new Error(`${file}: "analysis" must name the video-analysis model and its pricing`);
   }
+  const analysis: AnalysisModel = { id: raw.id, name: String(raw.name ?? raw.id), pricing: parseRates(raw.pricing, `${file}: analysis`) };
   const byId = new Map(models.map((m) => [m.id, m]));
   return {
     models,
@@ -68,7 +80,7 @@ export function loadCatalog(file: string): Catalog {
 }
 
 function toPublic(m: CatalogModel): PublicModel {
-  const entry: PublicModel = { id: m.id, name: m.name, kind: m.kind, capabilities: m.capabilities };
+  const entry: PublicModel = { id: m.id, name: m.name, kind: m.kind, capabilities: m.listedCapabilities };
   // Video entries currently omit `available` and `baseGems` (spec, Model).
   if (m.kind !== 'video' && m.available !== undefined) entry.available = m.available;
   if (m.kind === 'image' && m.baseGems !== undefined) entry.baseGems = m.baseGems;

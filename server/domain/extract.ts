@@ -18,15 +18,15 @@ import type { components, operations } from '../../generated/api.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { blobPath } from '../storage/blobs.ts';
-import { inTransaction, type Db } from '../storage/db.ts';
-import { AnalysisError, type AnalysisProvider, type AnalysisUsage } from '../providers/analysis/index.ts';
+import type { Db } from '../storage/db.ts';
+import { AnalysisError, type AnalysisProvider, type AnalysisUsage } from '../providers/analysis/types.ts';
 import type { Principal } from './accounts.ts';
 import { requireUsableAsset, type AssetRow } from './assets.ts';
 import type { Catalog } from './catalog.ts';
 import type { Clock } from './clock.ts';
 import * as idem from './idempotency.ts';
 import { newId } from './ids.ts';
-import * as ledger from './ledger.ts';
+import * as spend from './spend.ts';
 import { EXTRACT_SCENARIOS, findScenario, scenarioOf, stripScenarios } from './scenarios.ts';
 
 export type ExtractionRequest = operations['extractVideo']['requestBody']['content']['application/json'];
@@ -45,10 +45,7 @@ export const RESERVED_INPUT_TOKENS = 262_144;
 /** … plus this many output tokens. */
 export const RESERVED_OUTPUT_TOKENS = 8_192;
 
-export interface AnalysisRates {
-  inputPerThousandTokens: number;
-  outputPerThousandTokens: number;
-}
+export type AnalysisRates = spend.TokenRates;
 
 export interface ExtractDeps {
   db: Db;
@@ -61,26 +58,14 @@ export interface ExtractDeps {
   scenariosEnabled: boolean;
 }
 
-// Rates can be fractional: keep float noise (1.0000000002) from adding a whole Gem.
-const ceilGems = (x: number) => Math.ceil(x - 1e-9);
-
-/** The reservation: ceil((262,144 × input rate + 8,192 × output rate) / 1000), at least 1 Gem. */
+/** The reservation: the token quote of 262,144 input and 8,192 output tokens. */
 export function conservativeMaximum(rates: AnalysisRates): number {
-  return Math.max(1, ceilGems((RESERVED_INPUT_TOKENS * rates.inputPerThousandTokens + RESERVED_OUTPUT_TOKENS * rates.outputPerThousandTokens) / 1000));
+  return spend.tokenQuote(rates, { inputTokens: RESERVED_INPUT_TOKENS, outputTokens: RESERVED_OUTPUT_TOKENS });
 }
 
-/** The charge for measured usage: ceil(measured cost) in whole Gems (never above `reserved`). */
+/** The charge for measured usage (never above `reserved`). */
 export function measuredCharge(rates: AnalysisRates, usage: AnalysisUsage, reserved: number): number {
-  const cost = (usage.inputTokens * rates.inputPerThousandTokens + usage.outputTokens * rates.outputPerThousandTokens) / 1000;
-  return Math.min(reserved, Math.max(0, ceilGems(cost)));
-}
-
-function ratesOf(catalog: Catalog): AnalysisRates {
-  const { inputPerThousandTokens: input, outputPerThousandTokens: output } = catalog.analysis.pricing;
-  if (typeof input !== 'number' || typeof output !== 'number' || input < 0 || output < 0) {
-    throw new Error(`catalog: analysis model ${catalog.analysis.id} needs pricing.inputPerThousandTokens and outputPerThousandTokens`);
-  }
-  return { inputPerThousandTokens: input, outputPerThousandTokens: output };
+  return spend.tokenCharge(rates, usage, reserved);
 }
 
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(2);
@@ -117,7 +102,7 @@ async function admissible(deps: ExtractDeps, principal: Principal, request: Requ
   }
   const scenarios = scenarioOf(request.prompt, deps.scenariosEnabled);
   if (findScenario(scenarios, EXTRACT_SCENARIOS.providerUnavailable)) {
-    throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The analysis provider is unavailable (scenario provider-unavailable); nothing was claimed. Retry later with the same Idempotency-Key.');
+    throw spend.providerUnavailable('analysis provider', 'before-claim');
   }
   return { asset, durationSeconds, file, scenarios };
 }
@@ -129,36 +114,20 @@ async function admissible(deps: ExtractDeps, principal: Principal, request: Requ
 export async function extractVideo(deps: ExtractDeps, principal: Principal, idemKey: string, body: ExtractionRequest): Promise<Extraction> {
   // Defaults applied, so an absent prompt and '' are the same identity.
   const request = { ...body, prompt: body.prompt ?? '' };
-  const identity: idem.Identity = {
-    keyId: principal.key.id,
-    accountId: principal.account.id,
-    idemKey,
-    operation: OPERATION,
-    fingerprint: idem.fingerprint(request),
-  };
+  const identity = spend.identityOf(principal, idemKey, OPERATION, request);
   // A completed identity replays before any current check (its result is retained).
   const existing = await idem.lookup(deps.db, identity);
   if (existing) return idem.savedResponse<Extraction>(existing);
 
   const { asset, durationSeconds, file, scenarios } = await admissible(deps, principal, request);
-  const rates = ratesOf(deps.catalog);
+  const rates = deps.catalog.analysis.pricing;
   const amount = conservativeMaximum(rates);
   const id = newId('ext');
 
-  const claim = await idem.submit(deps.db, deps.clock, identity, async (trx) => {
-    const rsv = await ledger.reserveTx(trx, deps.clock, {
-      accountId: principal.account.id,
-      keyId: principal.key.id,
-      purpose: 'llm',
-      amount,
-      maxGems: request.maxGems,
-      ref: id,
-    });
-    return { value: rsv, outcome: { state: 'pending' as const, ref: id, reservationId: rsv.id } };
-  });
+  const claim = await spend.claimAndReserve(deps.db, deps.clock, identity, { purpose: 'llm', amount, maxGems: request.maxGems, ref: id });
   if (!claim.created) return idem.savedResponse<Extraction>(claim.record);
 
-  const run: Run = { id, identity, reservationId: claim.value.id, reserved: amount, rates };
+  const run: Run = { id, claim: { identity, reservationId: claim.value.id, reserved: amount, ref: id }, rates };
   const log = deps.logger.child({ extraction: id, asset: asset.id, provider: deps.provider.name });
   if (findScenario(scenarios, EXTRACT_SCENARIOS.uncertain)) {
     throw await fail(deps, run, new AnalysisError('uncertain', 'The outcome of this analysis is unknown (scenario uncertain).'), log);
@@ -205,56 +174,39 @@ export async function extractVideo(deps: ExtractDeps, principal: Principal, idem
 
 interface Run {
   id: string;
-  identity: idem.Identity;
-  reservationId: string;
-  reserved: number;
+  claim: spend.Claim;
   rates: AnalysisRates;
 }
-
-const uncertainError = () =>
-  new ApiError(
-    409,
-    'REQUEST_UNCERTAIN',
-    'The outcome of this analysis is unknown and its reservation stays held. Keep the Idempotency-Key and body and check again later with backoff; it will not be dispatched again.',
-  );
 
 /** Charges and completes the identity with its response, in one transaction; a failure leaves it uncertain. */
 async function settle(deps: ExtractDeps, run: Run, charge: number, status: number, responseBody: string, log: Logger): Promise<void> {
   try {
-    await inTransaction(deps.db, async (trx) => {
-      await ledger.close(trx, deps.clock, run.reservationId, charge);
-      await idem.complete(trx, deps.clock, run.identity, { ref: run.id, responseStatus: status, responseBody });
-    });
+    await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, { status, body: responseBody });
   } catch (error) {
     log.error({ err: error }, 'could not settle the analysis');
-    await idem.markUncertain(deps.db, deps.clock, run.identity).catch(() => undefined);
-    throw uncertainError();
+    await spend.holdUncertain(deps.db, deps.clock, run.claim).catch(() => undefined);
+    throw spend.requestUncertain();
   }
 }
 
-/** Records a failed analysis by its failure class and returns what the first response reports. */
+/** Records a failed analysis by the spend path's outcome rule and returns what the first response reports. */
 async function fail(deps: ExtractDeps, run: Run, error: unknown, log: Logger): Promise<ApiError> {
   const failure = error instanceof AnalysisError ? error.failure : 'uncertain';
   log.warn({ err: error, failure }, 'analysis failed');
+  // An analysis answers at once or not at all: no output is seen before it ends.
+  const outcome = spend.outcomeOf(failure, { output: false, usage: false });
   try {
-    if (failure === 'refused') {
-      // Certainly no billable work: release everything; replays answer REQUEST_FAILED.
-      await inTransaction(deps.db, async (trx) => {
-        await ledger.close(trx, deps.clock, run.reservationId, 0);
-        await idem.markReleased(trx, deps.clock, run.identity);
-      });
-      const message = (error as AnalysisError).message;
-      return (error as AnalysisError).unavailable
-        ? new ApiError(503, 'PROVIDER_UNAVAILABLE', `The analysis provider is unavailable; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`)
-        : new ApiError(502, 'PROVIDER_ERROR', `${message} Nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`);
+    if (outcome === 'release') {
+      await spend.release(deps.db, deps.clock, run.claim);
+      const refused = error as AnalysisError;
+      return refused.unavailable ? spend.providerUnavailable('analysis provider', 'released') : spend.providerRejected('analysis provider', refused.message);
     }
-    // Work may have happened and its usage is unknown: keep the reservation held.
-    await idem.markUncertain(deps.db, deps.clock, run.identity);
+    await spend.holdUncertain(deps.db, deps.clock, run.claim);
   } catch (recordError) {
     // The record stays pending, which replays also answer REQUEST_UNCERTAIN.
     log.error({ err: recordError }, 'could not record the failed analysis');
   }
-  return uncertainError();
+  return spend.requestUncertain();
 }
 
 /** The retained response of a completed identity: the saved 200 body, or its saved error again. */

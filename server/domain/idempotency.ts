@@ -19,7 +19,7 @@ import * as store from '../storage/idempotency.ts';
 import type { IdempotencyRow, RecordState } from '../storage/idempotency.ts';
 import { findReservation } from '../storage/ledger.ts';
 import type { Clock } from './clock.ts';
-import { close } from './ledger.ts';
+import { releaseTx } from './ledger.ts';
 
 export type { IdempotencyRow, RecordState };
 
@@ -55,11 +55,15 @@ const conflict = () =>
     'IDEMPOTENCY_CONFLICT',
     'This Idempotency-Key was already used with a different request body or operation. Use a new key for a new request.',
   );
-const uncertain = () =>
+/**
+ * 409 REQUEST_UNCERTAIN, the one place it is built: the request with this
+ * identity is still pending, or its outcome is unknown and its reservation held.
+ */
+export const requestUncertain = () =>
   new ApiError(
     409,
     'REQUEST_UNCERTAIN',
-    'The original request with this Idempotency-Key is still pending or its outcome is unknown. Keep the same key and body and check again later with backoff; it will not be dispatched again.',
+    'The outcome of the request with this Idempotency-Key is not known yet (still running, or unknown with its reservation held). Keep the same key and body and check again later with backoff; it will not be dispatched again.',
   );
 const failed = () =>
   new ApiError(
@@ -78,7 +82,7 @@ export async function lookup(db: Db | Tx, id: Identity): Promise<IdempotencyRow 
   const row = await store.findRecord(db, id.keyId, id.idemKey);
   if (!row) return undefined;
   if (row.operation !== id.operation || row.fingerprint !== id.fingerprint) throw conflict();
-  if (row.state === 'pending' || row.state === 'uncertain') throw uncertain();
+  if (row.state === 'pending' || row.state === 'uncertain') throw requestUncertain();
   if (row.state === 'released') throw failed();
   return row;
 }
@@ -107,10 +111,23 @@ export async function submit<T>(
 ): Promise<SubmitResult<T>> {
   const existing = await lookup(db, id);
   if (existing) return { created: false, record: existing };
+  return claim(db, clock, id, admit);
+}
+
+/**
+ * `submit` for a caller that has just looked the identity up itself (text and
+ * extraction replay before their current checks; media before its scenarios).
+ * No second look inside the transaction: a claim made meanwhile makes the insert
+ * fail on the primary key, and its record is replayed.
+ */
+export async function claim<T>(
+  db: Db,
+  clock: Clock,
+  id: Identity,
+  admit: (trx: Tx) => Promise<{ value: T; outcome: ClaimOutcome }>,
+): Promise<SubmitResult<T>> {
   try {
     return await inTransaction(db, async (trx) => {
-      const again = await lookup(trx, id);
-      if (again) return { created: false as const, record: again };
       const now = clock.now().toISOString();
       // Insert first: the primary key makes a concurrent claim of this identity fail here.
       await store.insertRecord(trx, {
@@ -142,7 +159,7 @@ export async function submit<T>(
     if (!isUniqueViolation(error)) throw error;
     // Someone else claimed it between our lookup and insert: replay their outcome.
     const record = await lookup(db, id);
-    if (!record) throw uncertain();
+    if (!record) throw requestUncertain();
     return { created: false, record };
   }
 }
@@ -153,7 +170,7 @@ export async function submit<T>(
  * ANALYSIS_FAILED), that error again, marked final so SDKs do not retry it.
  */
 export function savedResponse<T>(record: IdempotencyRow): T {
-  if (!record.response_body) throw uncertain();
+  if (!record.response_body) throw requestUncertain();
   if (record.response_status === 200) return JSON.parse(record.response_body) as T;
   const saved = JSON.parse(record.response_body) as { error: { code?: string; message: string } };
   throw new ApiError(record.response_status as ErrorStatus, saved.error.code, saved.error.message, { final: true });
@@ -243,7 +260,7 @@ export async function operatorRelease(
       if (reservation?.state === 'settled') {
         throw new Error(`identity ${idemKey}: its reservation ${reservation.id} was already charged ${reservation.charged} Gems, so it cannot be released as "nothing happened"`);
       }
-      if (reservation?.state === 'held') releasedGems = (await close(trx, clock, reservation.id, 0)).released;
+      if (reservation?.state === 'held') releasedGems = (await releaseTx(trx, clock, reservation.id)).released;
     }
     await markReleased(trx, clock, { keyId, idemKey });
     return { record: (await store.findRecord(trx, keyId, idemKey))!, releasedGems };

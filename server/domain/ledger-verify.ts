@@ -1,10 +1,12 @@
 /**
  * `gemforge admin ledger verify`: recomputes everything from the append-only
- * rows and reports every broken invariant. Other modules (tasks, idempotency)
+ * rows, every running figure (storage/balances.ts) included, and reports every
+ * broken invariant and every figure that differs from its recomputed value. Other modules (tasks, idempotency)
  * add their own checks through `extraChecks`.
  */
 import type { Db } from '../storage/db.ts';
 import { allEntries, allReservations, type EntryRow } from '../storage/ledger.ts';
+import { figureTables, type FigureTable } from '../storage/balances.ts';
 
 export interface VerifyReport {
   ok: boolean;
@@ -75,10 +77,31 @@ export async function verifyLedger(db: Db, extraChecks: ExtraCheck[] = []): Prom
     if (next < 0) problems.push(`account ${e.account_id}: paid balance went to ${next} at entry ${e.id}`);
   }
 
+  for (const table of await figureTables(db)) problems.push(...compareFigures(table));
   for (const check of extraChecks) problems.push(...(await check(db)));
   return {
     ok: problems.length === 0,
     checked: { accounts: running.size, reservations: reservations.length, entries: entries.length },
     problems,
   };
+}
+
+/**
+ * Every stored running figure against its value recomputed from the ledger rows.
+ * A row missing on either side counts as zeros (an account that never moved
+ * Gems may have no row, or a row of zeros).
+ */
+function compareFigures(t: FigureTable): string[] {
+  const id = (row: Record<string, unknown>) => t.keys.map((k) => String(row[k])).join(' ');
+  const rows = new Map<string, { stored?: Record<string, unknown>; recomputed?: Record<string, unknown> }>();
+  for (const row of t.stored) rows.set(id(row), { stored: row });
+  for (const row of t.recomputed) rows.set(id(row), { ...rows.get(id(row)), recomputed: row });
+  const problems: string[] = [];
+  for (const [name, { stored, recomputed }] of rows) {
+    for (const f of t.figures) {
+      const [s, r] = [Number(stored?.[f] ?? 0), Number(recomputed?.[f] ?? 0)];
+      if (s !== r) problems.push(`${t.table} ${name}: ${f} is ${s}, the ledger rows give ${r}`);
+    }
+  }
+  return problems;
 }

@@ -6,17 +6,18 @@
  *   settle   → posts a charge ≤ the reservation once, releases the rest
  *   release  → voids the whole reservation (nothing charged)
  *
- * Every movement is an append-only `ledger_entries` row; balances and spends are
- * sums over them, each read in one statement. Reserve and credit run in one
- * transaction that locks the account and key rows (Postgres) or holds SQLite's
- * single writer, so no interleaving can take a balance, an allowance or a key cap
- * past its limit.
+ * Every movement is an append-only `ledger_entries` row and, in the same
+ * transaction, a movement of the running figures (storage/balances.ts), which are
+ * what admission reads: a constant number of rows whatever the history. Reserve
+ * and credit lock the account's and key's balance rows (Postgres) or hold
+ * SQLite's single writer, so no interleaving can take a balance, an allowance or
+ * a key cap past its limit.
  */
 import { ApiError } from '../errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/ledger.ts';
 import type { Purpose, ReservationRow } from '../storage/ledger.ts';
-import { findAccount, findKey, lockAccountRow, lockKeyRow } from '../storage/accounts.ts';
+import * as balances from '../storage/balances.ts';
 import { newId } from './ids.ts';
 import { utcMonth, type Clock } from './clock.ts';
 
@@ -64,31 +65,27 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
       `This request costs up to ${gems(req.amount)}, above its maxGems ceiling of ${req.maxGems}. Reduce the cost or raise maxGems to at least ${req.amount}.`,
     );
   }
-  await lockAccountRow(trx, req.accountId);
-  const account = await findAccount(trx, req.accountId);
-  if (!account) throw new Error(`reserve: unknown account ${req.accountId}`);
   const now = clock.now();
   const month = utcMonth(now);
+  const figures = await balances.lockFigures(trx, req.accountId, req.keyId, month);
+  if (!figures) throw new Error(`reserve: unknown account ${req.accountId} or key ${req.keyId}`);
+  const { balance } = figures;
 
-  if (req.keyId) {
-    await lockKeyRow(trx, req.keyId);
-    const key = await findKey(trx, req.keyId);
-    if (key && key.monthly_cap !== null) {
-      if (key.monthly_cap === 0) {
-        throw new ApiError(402, 'API_KEY_LIMIT', `This API key's monthly Gem cap is 0, which disables spending; this request needs ${gems(req.amount)}.`);
-      }
-      const spent = await store.keySpend(trx, req.keyId, month);
-      if (spent + req.amount > key.monthly_cap) {
-        throw new ApiError(
-          402,
-          'API_KEY_LIMIT',
-          `This API key's monthly cap of ${gems(key.monthly_cap)} cannot cover this request: ${gems(spent)} are already charged this UTC month or held, and this request needs ${gems(req.amount)} (${gems(key.monthly_cap - spent)} left). The cap is not raised automatically.`,
-        );
-      }
+  if (figures.keyCap !== null) {
+    const cap = figures.keyCap;
+    if (cap === 0) {
+      throw new ApiError(402, 'API_KEY_LIMIT', `This API key's monthly Gem cap is 0, which disables spending; this request needs ${gems(req.amount)}.`);
+    }
+    const spent = figures.keySpent;
+    if (spent + req.amount > cap) {
+      throw new ApiError(
+        402,
+        'API_KEY_LIMIT',
+        `This API key's monthly cap of ${gems(cap)} cannot cover this request: ${gems(spent)} are already charged this UTC month or held, and this request needs ${gems(req.amount)} (${gems(cap - spent)} left). The cap is not raised automatically.`,
+      );
     }
   }
 
-  const balance = await store.paidBalance(trx, req.accountId);
   let holdAllowance = 0;
   let holdPaid = 0;
   if (req.purpose === 'media') {
@@ -101,11 +98,10 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
     }
     holdPaid = req.amount;
   } else {
-    const used = await store.allowanceUsed(trx, req.accountId, month);
-    const left = Math.max(0, account.llm_allowance - used);
+    const left = Math.max(0, figures.llmAllowance - figures.allowanceUsed);
     holdAllowance = Math.min(left, req.amount);
     holdPaid = req.amount - holdAllowance;
-    if (holdPaid > 0 && !account.paid_consent) {
+    if (holdPaid > 0 && !figures.paidConsent) {
       throw new ApiError(
         402,
         'LLM_QUOTA_EXHAUSTED',
@@ -148,6 +144,7 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
     created_at: row.created_at,
     note: null,
   });
+  await balances.move(trx, { accountId: row.account_id, keyId: row.key_id, month, paidPending: holdPaid, allowancePending: holdAllowance });
   return row;
 }
 
@@ -157,17 +154,25 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
  * Throws when the reservation is not held any more (settlement happens once).
  */
 export async function settle(db: Db, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
-  assertWhole(charge, 'charge');
-  return inTransaction(db, (trx) => close(trx, clock, reservationId, charge));
+  return inTransaction(db, (trx) => settleTx(trx, clock, reservationId, charge));
 }
 
 /** Releases a held reservation entirely: nothing is charged. */
 export async function release(db: Db, clock: Clock, reservationId: string): Promise<Settlement> {
-  return inTransaction(db, (trx) => close(trx, clock, reservationId, 0));
+  return inTransaction(db, (trx) => releaseTx(trx, clock, reservationId));
 }
 
-/** Settle or release inside a caller's transaction (so a task and its money move together). */
-export async function close(trx: Tx, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
+/** `release` inside a caller's transaction. */
+export async function releaseTx(trx: Tx, clock: Clock, reservationId: string): Promise<Settlement> {
+  return settleTx(trx, clock, reservationId, 0);
+}
+
+/**
+ * `settle` inside a caller's transaction, so a task or an identity and its money
+ * move together: the one settlement path (production and tests alike).
+ */
+export async function settleTx(trx: Tx, clock: Clock, reservationId: string, charge: number): Promise<Settlement> {
+  assertWhole(charge, 'charge');
   const r = await store.findReservation(trx, reservationId);
   if (!r) throw new Error(`settle: unknown reservation ${reservationId}`);
   if (r.state !== 'held') throw new Error(`settle: reservation ${reservationId} is already ${r.state}`);
@@ -186,12 +191,16 @@ export async function close(trx: Tx, clock: Clock, reservationId: string, charge
   });
   if (!closed) throw new Error(`settle: reservation ${reservationId} was closed concurrently`);
   const base = { account_id: r.account_id, key_id: r.key_id, reservation_id: r.id, month, created_at: at, note: null };
-  if (charged > 0) await store.insertEntry(trx, { ...base, type: 'post', allowance: postAllowance, paid: postPaid });
-  await store.insertEntry(trx, {
-    ...base,
-    type: 'void',
-    allowance: r.hold_allowance - postAllowance,
-    paid: r.hold_paid - postPaid,
+  const voided = { ...base, type: 'void' as const, allowance: r.hold_allowance - postAllowance, paid: r.hold_paid - postPaid };
+  await store.insertEntry(trx, charged > 0 ? [{ ...base, type: 'post', allowance: postAllowance, paid: postPaid }, voided] : [voided]);
+  await balances.move(trx, {
+    accountId: r.account_id,
+    keyId: r.key_id,
+    month,
+    paidPending: -r.hold_paid,
+    allowancePending: -r.hold_allowance,
+    paidPosted: postPaid,
+    allowancePosted: postAllowance,
   });
   return { charged, released: total - charged };
 }
@@ -213,8 +222,7 @@ export async function setBalance(db: Db, clock: Clock, accountId: string, target
  */
 async function adjust(db: Db, clock: Clock, accountId: string, amountFor: (balance: number) => number, note: string): Promise<number> {
   return inTransaction(db, async (trx) => {
-    await lockAccountRow(trx, accountId);
-    const balance = await store.paidBalance(trx, accountId);
+    const balance = await balances.lockBalance(trx, accountId);
     const amount = amountFor(balance);
     if (balance + amount < 0) throw new Error(`the balance of ${balance} cannot go below zero`);
     if (amount !== 0) {
@@ -230,13 +238,15 @@ async function adjust(db: Db, clock: Clock, accountId: string, amountFor: (balan
         created_at: now.toISOString(),
         note,
       });
+      await balances.move(trx, { accountId, keyId: null, month: utcMonth(now), credited: amount });
     }
     return balance + amount;
   });
 }
 
+/** The account's paid Gem balance, read from its running figures. */
 export async function balanceOf(db: Db, accountId: string): Promise<number> {
-  return store.paidBalance(db, accountId);
+  return (await balances.accountBalance(db, accountId, '')).balance;
 }
 
 /** The money picture of an account in the current UTC month (for `admin account show`). */
@@ -244,11 +254,12 @@ export async function accountSummary(db: Db, clock: Clock, accountId: string, ke
   const month = utcMonth(clock.now());
   const held = await store.outstanding(db, { account_id: accountId });
   const keys: Record<string, number> = {};
-  for (const id of keyIds) keys[id] = await store.keySpend(db, id, month);
+  for (const id of keyIds) keys[id] = await balances.keySpent(db, id, month);
+  const figures = await balances.accountBalance(db, accountId, month);
   return {
     month,
-    balance: await store.paidBalance(db, accountId),
-    llmAllowanceUsed: await store.allowanceUsed(db, accountId, month),
+    balance: figures.balance,
+    llmAllowanceUsed: figures.allowanceUsed,
     outstandingReservations: { count: held.count, gems: held.allowance + held.paid, allowance: held.allowance, paid: held.paid },
     keySpendThisMonth: keys,
   };

@@ -8,7 +8,8 @@
 import type { components } from '../../generated/api.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { findVoice } from '../storage/voices.ts';
-import type { Catalog, CatalogModel } from './catalog.ts';
+import type { SpeechJobRequest, SpeechVoice } from '../providers/media-types.ts';
+import type { Catalog, CatalogModel, ModelOf } from './catalog.ts';
 import {
   checkPromptLength,
   checkReferences,
@@ -24,45 +25,25 @@ type AudioRequest = components['schemas']['AudioRequest'];
 type AudioParameters = components['schemas']['MediaParametersAudio'];
 type Operation = AudioRequest['operation'];
 
-/** The speech model's capabilities (server/catalog/models.yaml). */
-interface SpeechCapabilities {
-  operations: string[];
-  maxPromptChars: number;
-  speed: { min: number; max: number; default: number };
-  volume: { min: number; max: number; default: number };
-  temperature: { min: number; max: number; default: number };
-  outputFormat: string;
-}
-
-/** The music model's capabilities. */
-interface MusicCapabilities {
-  operations: string[];
-  modes: string[];
-  durations: string[];
-  autoDurationSeconds: number;
-  vocalGender: string[];
-  instrumental: string[];
-  cover: boolean;
-  maxPromptChars: { simple: number; advanced: number };
-  outputFormat: string;
-}
 
 const SPEECH_PARAMETERS = ['voiceProfileId', 'speed', 'volume', 'temperature'] as const;
 const MUSIC_PARAMETERS = ['musicMode', 'instrumental', 'style', 'title', 'negativeTags', 'vocalGender', 'duration', 'coverAudio'] as const;
 
 /** The discovery model that serves `operation` (its capabilities.operations lists it). */
 export function modelForOperation(catalog: Catalog, operation: Operation): CatalogModel | undefined {
-  return catalog.models.find((m) => m.kind === 'audio' && ((m.capabilities.operations as string[] | undefined) ?? []).includes(operation));
+  return catalog.models.find((m) => m.kind === 'audio' && m.capabilities.operations.includes(operation));
 }
 
+type AudioModelOf<A extends 'speech' | 'music'> = Extract<ModelOf<'audio'>, { audio: A }>;
+
 /** The request's model must be the one that serves the operation, else 422 MODEL_UNAVAILABLE naming it. */
-function requireOperationModel(catalog: Catalog, id: string, operation: Operation): CatalogModel {
+function requireOperationModel<A extends 'speech' | 'music'>(catalog: Catalog, id: string, operation: Operation, audio: A): AudioModelOf<A> {
   const serving = modelForOperation(catalog, operation);
   if (!serving) throw new ApiError(422, 'MODEL_UNAVAILABLE', `No model of this service offers operation ${operation}.`);
   if (id !== serving.id) {
     throw new ApiError(422, 'MODEL_UNAVAILABLE', `Model "${id}" does not offer operation ${operation}; use model ${serving.id} (see GET /api/generate/models).`);
   }
-  return requireModel(catalog, id, 'audio');
+  return requireModel(catalog, id, 'audio', (m) => m.audio === audio) as AudioModelOf<A>;
 }
 
 /** Parameters that belong to the other operation → 422 naming the first one. */
@@ -90,18 +71,9 @@ export function musicPrice(seconds: number, pricing: { perThirtySeconds: number 
 }
 
 export async function prepareAudio(ctx: PrepareContext, body: AudioRequest): Promise<PreparedMedia> {
-  return body.operation === 'music' ? prepareMusic(ctx, body) : prepareSpeech(ctx, body);
+  return body.operation === 'music' ? prepareMusic(ctx, body) : prepareSpeech(ctx, body, body.operation);
 }
 
-/** What the speech generator needs of a voice, resolved at submission. */
-export interface SpeechVoice {
-  id: string;
-  source: 'catalog' | 'upload';
-  language: string | null;
-  traits: Record<string, unknown>;
-  /** The uploaded reference recording (voice_clone), to measure what the stored traits lack. */
-  blobSha256: string | null;
-}
 
 async function requireVoice(ctx: PrepareContext, id: string, operation: Operation): Promise<SpeechVoice> {
   const row = await findVoice(ctx.db, id);
@@ -118,9 +90,9 @@ async function requireVoice(ctx: PrepareContext, id: string, operation: Operatio
   return { id: row.id, source: row.source, language: row.language, traits: JSON.parse(row.traits) as Record<string, unknown>, blobSha256: row.blob_sha256 };
 }
 
-async function prepareSpeech(ctx: PrepareContext, body: AudioRequest): Promise<PreparedMedia> {
-  const model = requireOperationModel(ctx.catalog, body.model, body.operation);
-  const caps = model.capabilities as unknown as SpeechCapabilities;
+async function prepareSpeech(ctx: PrepareContext, body: AudioRequest, operation: SpeechJobRequest['operation']): Promise<PreparedMedia> {
+  const model = requireOperationModel(ctx.catalog, body.model, operation, 'speech');
+  const caps = model.capabilities;
   const p = body.parameters ?? {};
   rejectForeign(p, MUSIC_PARAMETERS, body.operation);
   if ((body.referenceAssetIds ?? []).length > 0) {
@@ -135,19 +107,19 @@ async function prepareSpeech(ctx: PrepareContext, body: AudioRequest): Promise<P
   const volume = inRange('volume', p.volume ?? caps.volume.default, caps.volume);
   const temperature = inRange('temperature', p.temperature ?? caps.temperature.default, caps.temperature);
 
-  const price = speechPrice(Array.from(text).length, model.pricing as { perThousandChars: number; minimum: number });
+  const price = speechPrice(Array.from(text).length, model.pricing);
   return {
     kind: 'audio',
     model,
     scenarios: ctx.scenarios,
     outputPrices: slotsFor(price, 1, ctx.scenarios),
-    request: { operation: body.operation, text, voice, speed, volume, temperature, seed: p.seed ?? null, mimeType: caps.outputFormat },
+    request: { operation, text, voice, speed, volume, temperature, seed: p.seed ?? null, mimeType: caps.outputFormat },
   };
 }
 
 async function prepareMusic(ctx: PrepareContext, body: AudioRequest): Promise<PreparedMedia> {
-  const model = requireOperationModel(ctx.catalog, body.model, 'music');
-  const caps = model.capabilities as unknown as MusicCapabilities;
+  const model = requireOperationModel(ctx.catalog, body.model, 'music', 'music');
+  const caps = model.capabilities;
   const p = body.parameters ?? {};
   const id = model.id;
   rejectForeign(p, SPEECH_PARAMETERS, 'music');
@@ -171,7 +143,7 @@ async function prepareMusic(ctx: PrepareContext, body: AudioRequest): Promise<Pr
   if (coverAudio && !caps.cover) throw invalidRequest(`parameters.coverAudio is not supported by model ${id}.`);
   await checkReferences(ctx, coverAudio ? [{ id: coverAudio, kinds: ['audio'] }] : []);
 
-  const price = musicPrice(durationSeconds, model.pricing as { perThirtySeconds: number });
+  const price = musicPrice(durationSeconds, model.pricing);
   return {
     kind: 'audio',
     model,

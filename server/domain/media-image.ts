@@ -15,23 +15,6 @@ import {
 
 type ImageRequest = components['schemas']['ImageRequest'];
 
-/** The image part of a model's catalog capabilities. */
-interface ImageCapabilities {
-  ratios: string[];
-  defaultRatio: string;
-  resolutions: string[];
-  defaultResolution: string;
-  maxOutputs: number;
-  outputFormats: string[];
-  negativePrompt: boolean;
-  magicPrompt: boolean;
-  background: string[];
-  variants: string[];
-  styles: string[];
-  sourceImage: 'required' | 'optional' | 'none';
-  referenceImages: { max: number };
-  maxPromptChars: number;
-}
 
 /** Width and height for a ratio `a:b` whose long edge is `resolution` pixels. */
 export function imageDimensions(ratio: string, resolution: string): { width: number; height: number } {
@@ -44,7 +27,7 @@ export const IMAGE_MIME: Record<string, string> = { png: 'image/png', jpeg: 'ima
 
 export async function prepareImage(ctx: PrepareContext, body: ImageRequest): Promise<PreparedMedia> {
   const model = requireModel(ctx.catalog, body.model, 'image');
-  const caps = model.capabilities as unknown as ImageCapabilities;
+  const caps = model.capabilities;
   const p = body.parameters ?? {};
   const id = model.id;
   checkPromptLength(body.prompt, caps.maxPromptChars, id);
@@ -79,7 +62,7 @@ export async function prepareImage(ctx: PrepareContext, body: ImageRequest): Pro
     ...references.map((r) => ({ id: r, kinds: ['image' as const] })),
   ]);
 
-  const perOutput = Number((model.pricing.perOutput as Record<string, number>)[resolution]);
+  const perOutput = model.pricing.perOutput[resolution];
   return {
     kind: 'image',
     model,

@@ -7,20 +7,23 @@
 import { ApiError, invalidRequest } from '../errors.ts';
 import type { Db } from '../storage/db.ts';
 import type { AssetKind } from '../storage/assets.ts';
+import type { JobRequests, MediaKind } from '../providers/media-types.ts';
 import { requireUsableAsset } from './assets.ts';
-import type { Catalog, CatalogModel, ModelKind } from './catalog.ts';
+import type { Catalog, CatalogModel, ModelKind, ModelOf } from './catalog.ts';
 import { findScenario, stripScenarios, type Scenario } from './scenarios.ts';
 
-/** What every media kind's preparation produces. */
-export interface PreparedMedia {
-  kind: 'image' | 'video' | 'audio';
+/** What a media kind's preparation produces. */
+interface Prepared<K extends MediaKind> {
+  kind: K;
   model: CatalogModel;
-  /** The normalized request the provider runs (stored on the task as JSON). */
-  request: Record<string, unknown>;
+  /** The normalized request the provider runs (the job payload, stored on the task as JSON). */
+  request: JobRequests[K];
   /** Gems per output slot; the quote is their sum, and each succeeded slot is charged its price. */
   outputPrices: number[];
   scenarios: Scenario[];
 }
+
+export type PreparedMedia = { [K in MediaKind]: Prepared<K> }[MediaKind];
 
 export interface PrepareContext {
   db: Db;
@@ -43,9 +46,10 @@ export const MEDIA_SCENARIOS = {
 } as const;
 
 /** The discovery model for a submission, or 422 MODEL_UNAVAILABLE. */
-export function requireModel(catalog: Catalog, id: string, kind: ModelKind, check?: (m: CatalogModel) => boolean): CatalogModel {
-  const model = catalog.find(id);
-  if (!model || model.kind !== kind || (check && !check(model))) {
+export function requireModel<K extends ModelKind>(catalog: Catalog, id: string, kind: K, check?: (m: ModelOf<K>) => boolean): ModelOf<K> {
+  const found = catalog.find(id);
+  const model = found?.kind === kind ? (found as ModelOf<K>) : undefined;
+  if (!model || (check && !check(model))) {
     throw new ApiError(422, 'MODEL_UNAVAILABLE', `Model "${id}" is not ${kind === 'image' ? 'an' : 'a'} ${kind} model of this service; list models with GET /api/generate/models.`);
   }
   if (model.available === false) {

@@ -19,34 +19,11 @@ import {
   type PrepareContext,
   type PreparedMedia,
 } from './media-request.ts';
+import type { VideoCapabilities, VideoPricing } from './catalog-entries.ts';
 
 type VideoRequest = components['schemas']['VideoRequest'];
 type VideoParameters = components['schemas']['MediaParametersVideo'];
-type VideoMode = 'text-to-video' | 'image-to-video';
 
-/** The video part of a model's catalog capabilities (server/catalog/models.yaml). */
-export interface VideoCapabilities {
-  modes: VideoMode[];
-  aspectRatios: string[];
-  defaultRatio: string;
-  durations: number[];
-  defaultDuration: number;
-  resolutions: string[];
-  defaultResolution: string;
-  audio: boolean[];
-  endFrame: boolean;
-  maxReferenceImages: number;
-  maxReferenceImagesByResolution?: Record<string, number>;
-  maxReferenceVideos: number;
-  maxReferenceAudios: number;
-  referenceDurations?: { video?: { min: number; max: number }; audio?: { min: number; max: number } };
-  maxPromptChars: number;
-}
-
-interface VideoPricing {
-  perSecond: Record<string, number>;
-  audioPerSecond?: number;
-}
 
 /** Frames per second of every generated video. */
 export const VIDEO_FPS = 24;
@@ -173,7 +150,7 @@ async function checkVideoReferences(
 
 export async function prepareVideo(ctx: PrepareContext, body: VideoRequest): Promise<PreparedMedia> {
   const model = requireModel(ctx.catalog, body.model, 'video');
-  const caps = model.capabilities as unknown as VideoCapabilities;
+  const caps = model.capabilities;
   const p = body.parameters ?? {};
   const id = model.id;
   checkPromptLength(body.prompt, caps.maxPromptChars, id);
@@ -192,7 +169,7 @@ export async function prepareVideo(ctx: PrepareContext, body: VideoRequest): Pro
 
   const references = await checkVideoReferences(ctx, caps, p, body.referenceAssetIds ?? [], resolution, id);
 
-  const total = videoQuote(model.pricing as unknown as VideoPricing, resolution, duration, audio);
+  const total = videoQuote(model.pricing, resolution, duration, audio);
   return {
     kind: 'video',
     model,

@@ -8,8 +8,8 @@ import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
 import type { OutputRow, TaskRow, TaskStatus } from '../storage/tasks.ts';
-import * as idem from './idempotency.ts';
 import * as ledger from './ledger.ts';
+import * as spend from './spend.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import type { Principal } from './accounts.ts';
@@ -22,13 +22,6 @@ export { viewTask, type TaskView } from './task-view.ts';
 
 export const TERMINAL = store.TERMINAL;
 
-const uncertainSubmission = () =>
-  new ApiError(
-    409,
-    'REQUEST_UNCERTAIN',
-    'The outcome of this submission is uncertain. Keep the same Idempotency-Key and body and check again later with backoff; it will not be dispatched again.',
-  );
-
 export interface SubmitInput {
   principal: Principal;
   idemKey: string;
@@ -39,13 +32,13 @@ export interface SubmitInput {
 }
 
 /**
- * The fingerprint of a media body with the spec's defaults applied: `parameters`
+ * What a media identity fingerprints: the body with the spec's defaults applied: `parameters`
  * is filled with `{}` by the validator, and `referenceAssetIds: []` written out
  * is the same request as leaving it out.
  */
-function mediaFingerprint(body: unknown): string {
+function fingerprinted(body: unknown): unknown {
   const { referenceAssetIds, ...rest } = body as { referenceAssetIds?: unknown[] };
-  return idem.fingerprint(Array.isArray(referenceAssetIds) && referenceAssetIds.length === 0 ? rest : body);
+  return Array.isArray(referenceAssetIds) && referenceAssetIds.length === 0 ? rest : body;
 }
 
 /**
@@ -54,28 +47,16 @@ function mediaFingerprint(body: unknown): string {
  */
 export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Promise<{ created: boolean; task: TaskRow }> {
   const { principal, prepared } = input;
-  const identity: idem.Identity = {
-    keyId: principal.key.id,
-    accountId: principal.account.id,
-    idemKey: input.idemKey,
-    operation: input.operation,
-    fingerprint: mediaFingerprint(input.body),
-  };
+  const identity = spend.identityOf(principal, input.idemKey, input.operation, fingerprinted(input.body));
   if (findScenario(prepared.scenarios, MEDIA_SCENARIOS.providerUnavailable)) {
     // Decided before anything is claimed: nothing retained, the identity may be retried.
-    await idem.lookup(db, identity);
-    throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The generation provider is unavailable; retry later with the same Idempotency-Key.');
+    throw spend.providerUnavailable('generation provider', 'before-claim');
   }
   const uncertain = Boolean(findScenario(prepared.scenarios, MEDIA_SCENARIOS.uncertain));
   const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
-  const result = await idem.submit(db, clock, identity, async (trx) => {
-    const reservation = await ledger.reserveTx(trx, clock, {
-      accountId: principal.account.id,
-      keyId: principal.key.id,
-      purpose: 'media',
-      amount: quote,
-      maxGems: input.maxGems,
-    });
+  // No lookup first: a new submission is the common case, and a replay's claim fails
+  // on the identity's primary key before anything is reserved, then replays the record.
+  const result = await spend.claimAndReserve(db, clock, identity, { purpose: 'media', amount: quote, maxGems: input.maxGems }, async (trx, reservation) => {
     if (uncertain) {
       // Dispatched, then the outcome was lost: the reservation stays held, no task is visible.
       return { value: undefined, outcome: { state: 'uncertain' as const, reservationId: reservation.id } };
@@ -84,11 +65,12 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
     return { value: task, outcome: { state: 'completed' as const, ref: task.id, reservationId: reservation.id } };
   });
   if (result.created) {
-    if (!result.value) throw uncertainSubmission();
+    if (!result.value) throw spend.requestUncertain();
     return { created: true, task: result.value };
   }
+  // A replay: the task of the completed identity (none: its outcome was lost).
   const task = result.record.ref ? await store.findTask(db, result.record.ref) : undefined;
-  if (!task) throw uncertainSubmission();
+  if (!task) throw spend.requestUncertain();
   return { created: false, task };
 }
 
@@ -142,7 +124,7 @@ export async function finishTask(trx: Tx, clock: Clock, taskId: string, finish: 
     finished_at: now,
   });
   if (!moved) return false;
-  await ledger.close(trx, clock, task.reservation_id, charge);
+  await ledger.settleTx(trx, clock, task.reservation_id, charge);
   return true;
 }
 

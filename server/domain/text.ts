@@ -8,23 +8,23 @@
  *   → settle the measured usage (≤ the reservation) and complete the identity
  *     with the saved response in one transaction.
  *
- * Money rules live in ledger.ts and replay rules in idempotency.ts; this module
- * only calls them. A client that disconnects does not stop the generation: it
+ * Money rules live in spend.ts (and ledger.ts below it), replay rules in
+ * idempotency.ts; this module is the text adapter: its admission checks and its run. A client that disconnects does not stop the generation: it
  * still settles and its result is retained for replay.
  */
 import crypto from 'node:crypto';
 import type { components, operations } from '../../generated/api.ts';
 import { ApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import { inTransaction, type Db, type Tx } from '../storage/db.ts';
+import type { Db } from '../storage/db.ts';
 import type { Principal } from './accounts.ts';
 import type { Catalog } from './catalog.ts';
 import type { Clock } from './clock.ts';
 import * as idem from './idempotency.ts';
 import type { InflightWork } from '../lifecycle.ts';
-import * as ledger from './ledger.ts';
+import * as spend from './spend.ts';
 import { findScenario, scenarioOf, stripScenarios, TEXT_SCENARIOS } from './scenarios.ts';
-import { chatPromptTokens, countTokens } from './tokens.ts';
+import { chatPromptTokens, countTokens } from '../tokens.ts';
 import {
   ProviderError,
   usageOf,
@@ -33,7 +33,7 @@ import {
   type TextEvent,
   type TextProviders,
   type Usage,
-} from '../providers/text/index.ts';
+} from '../providers/text/types.ts';
 
 export type ChatCompletionRequest = operations['createChatCompletion']['requestBody']['content']['application/json'];
 export type ChatCompletion = components['schemas']['ChatCompletion'];
@@ -45,10 +45,7 @@ export const DEFAULT_MAX_TOKENS = 4096;
 /** Deltas a scenario lets through before it fails the stream (overridable: `[[scenario:stream-error:N]]`). */
 const SCENARIO_DELTAS = 4;
 
-export interface TextRates {
-  inputPerThousandTokens: number;
-  outputPerThousandTokens: number;
-}
+export type TextRates = spend.TokenRates;
 
 export interface TextDeps {
   db: Db;
@@ -61,18 +58,14 @@ export interface TextDeps {
   inflight?: InflightWork;
 }
 
-// Rates can be fractional: keep float noise (1.0000000002) from adding a whole Gem.
-const ceilGems = (x: number) => Math.ceil(x - 1e-9);
-
-/** The reservation: ceil((input bound × input rate + max_tokens × output rate) / 1000), at least 1 Gem. */
+/** The reservation: the token quote of the prompt's upper bound and `max_tokens`. */
 export function conservativeMaximum(rates: TextRates, promptTokenBound: number, maxTokens: number): number {
-  const cost = (promptTokenBound * rates.inputPerThousandTokens + maxTokens * rates.outputPerThousandTokens) / 1000;
-  return Math.max(1, ceilGems(cost));
+  return spend.tokenQuote(rates, { inputTokens: promptTokenBound, outputTokens: maxTokens });
 }
 
-/** The charge for measured usage: ceil(measured cost) in whole Gems (the ledger clamps it to the reservation). */
-export function measuredCharge(rates: TextRates, usage: Usage): number {
-  return Math.max(0, ceilGems((usage.prompt_tokens * rates.inputPerThousandTokens + usage.completion_tokens * rates.outputPerThousandTokens) / 1000));
+/** The charge for measured usage (never above the reservation). */
+export function measuredCharge(rates: TextRates, usage: Usage, reserved: number): number {
+  return spend.tokenCharge(rates, { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens }, reserved);
 }
 
 /** One step of a live generation, in order: deltas, then `end` (settled) or `error`. */
@@ -133,15 +126,6 @@ class EventQueue<T> implements AsyncIterable<T> {
   }
 }
 
-function ratesOf(pricing: Record<string, unknown>, model: string): TextRates {
-  const input = pricing.inputPerThousandTokens;
-  const output = pricing.outputPerThousandTokens;
-  if (typeof input !== 'number' || typeof output !== 'number' || input < 0 || output < 0) {
-    throw new Error(`catalog: text model ${model} needs pricing.inputPerThousandTokens and outputPerThousandTokens`);
-  }
-  return { inputPerThousandTokens: input, outputPerThousandTokens: output };
-}
-
 /** The conversation the provider sees: markers removed from the last user message. */
 function providerMessages(messages: ChatMessage[], scenariosEnabled: boolean): { messages: ChatMessage[]; lastUser: string } {
   let last = -1;
@@ -153,8 +137,9 @@ function providerMessages(messages: ChatMessage[], scenariosEnabled: boolean): {
 
 /** The rules the schema cannot express, checked before anything is claimed. */
 function admissible(deps: TextDeps, request: ChatCompletionRequest) {
-  const model = deps.catalog.find(request.model);
-  if (!model || model.kind !== 'text' || model.available !== true) {
+  const found = deps.catalog.find(request.model);
+  const model = found?.kind === 'text' && found.available === true ? found : undefined;
+  if (!model) {
     throw new ApiError(422, 'MODEL_UNAVAILABLE', `"${request.model}" is not an available text model; list the text models with GET /api/generate/models.`);
   }
   const conversationBytes = Buffer.byteLength(JSON.stringify(request.messages), 'utf8');
@@ -164,7 +149,7 @@ function admissible(deps: TextDeps, request: ChatCompletionRequest) {
   const { messages, lastUser } = providerMessages(request.messages, deps.scenariosEnabled);
   const scenarios = scenarioOf(lastUser, deps.scenariosEnabled);
   if (findScenario(scenarios, TEXT_SCENARIOS.providerUnavailable)) {
-    throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The text provider is unavailable (scenario provider-unavailable); nothing was claimed. Retry later with the same Idempotency-Key.');
+    throw spend.providerUnavailable('text provider', 'before-claim');
   }
   return { model, messages, scenarios };
 }
@@ -182,34 +167,18 @@ export async function createChatCompletion(
 ): Promise<ChatOutcome> {
   // Defaults applied, so an absent `stream` and `stream: false` are the same identity.
   const request = { ...body, stream: body.stream ?? false, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS };
-  const identity: idem.Identity = {
-    keyId: principal.key.id,
-    accountId: principal.account.id,
-    idemKey,
-    operation: OPERATION,
-    fingerprint: idem.fingerprint(request),
-  };
+  const identity = spend.identityOf(principal, idemKey, OPERATION, request);
   // A completed identity replays before any current check (its result is retained).
   const existing = await idem.lookup(deps.db, identity);
   if (existing) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(existing) };
 
   const { model, messages, scenarios } = admissible(deps, request);
-  const rates = ratesOf(model.pricing, model.id);
+  const rates = model.pricing;
   const { provider, model: providerModel } = deps.providers(model.id);
   const amount = conservativeMaximum(rates, provider.promptTokenUpperBound(messages), request.max_tokens);
   const id = `chatcmpl_${crypto.randomBytes(12).toString('hex')}`;
 
-  const claim = await idem.submit(deps.db, deps.clock, identity, async (trx: Tx) => {
-    const rsv = await ledger.reserveTx(trx, deps.clock, {
-      accountId: principal.account.id,
-      keyId: principal.key.id,
-      purpose: 'llm',
-      amount,
-      maxGems: request.maxGems,
-      ref: id,
-    });
-    return { value: rsv, outcome: { state: 'pending' as const, ref: id, reservationId: rsv.id } };
-  });
+  const claim = await spend.claimAndReserve(deps.db, deps.clock, identity, { purpose: 'llm', amount, maxGems: request.maxGems, ref: id });
   if (!claim.created) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(claim.record) };
 
   const scenario = findScenario(scenarios, TEXT_SCENARIOS.streamError) ?? findScenario(scenarios, TEXT_SCENARIOS.uncertain);
@@ -225,9 +194,7 @@ export async function createChatCompletion(
     id,
     created: Math.floor(deps.clock.now().getTime() / 1000),
     model: model.id,
-    identity,
-    reservationId: claim.value.id,
-    reserved: amount,
+    claim: { identity, reservationId: claim.value.id, reserved: amount, ref: id },
     rates,
     messages,
     events: scenario ? withScenario(events, scenario.name, Number(scenario.args[0]) || SCENARIO_DELTAS, messages) : events,
@@ -260,9 +227,7 @@ interface Run {
   id: string;
   created: number;
   model: string;
-  identity: idem.Identity;
-  reservationId: string;
-  reserved: number;
+  claim: spend.Claim;
   rates: TextRates;
   messages: ChatMessage[];
   events: AsyncIterable<TextEvent>;
@@ -306,7 +271,7 @@ async function pump(deps: TextDeps, run: Run, queue: EventQueue<GenerationEvent>
 async function settle(deps: TextDeps, run: Run, text: string, reason: FinishReason, reported: Usage | undefined): Promise<ChatCompletion> {
   // Missing usage keeps the conservative reservation (spec); the response then shows our own count.
   const usage = reported ?? measure(run.messages, text);
-  const charge = reported ? Math.min(measuredCharge(run.rates, reported), run.reserved) : run.reserved;
+  const charge = reported ? measuredCharge(run.rates, reported, run.claim.reserved) : run.claim.reserved;
   const completion: ChatCompletion = {
     id: run.id,
     object: 'chat.completion',
@@ -315,43 +280,28 @@ async function settle(deps: TextDeps, run: Run, text: string, reason: FinishReas
     choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: reason }],
     usage,
   };
-  await inTransaction(deps.db, async (trx) => {
-    await ledger.close(trx, deps.clock, run.reservationId, charge);
-    await idem.complete(trx, deps.clock, run.identity, { ref: run.id, responseStatus: 200, responseBody: JSON.stringify(completion) });
-  });
+  await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, { status: 200, body: JSON.stringify(completion) });
   return completion;
 }
 
-const uncertainError = () =>
-  new ApiError(
-    409,
-    'REQUEST_UNCERTAIN',
-    'The outcome of this completion is unknown and its reservation stays held. Keep the Idempotency-Key and body and check again later with backoff; it will not be dispatched again.',
-  );
-
-/** Records a failed generation by its failure class and says what the first response reports. */
+/** Records a failed generation by the spend path's outcome rule and says what the first response reports. */
 async function fail(deps: TextDeps, run: Run, error: unknown, deltas: number, text: string): Promise<ApiError> {
   const failure = error instanceof ProviderError ? error.failure : 'uncertain';
   const log = deps.logger.child({ completion: run.id, failure });
   log.warn({ err: error }, 'text generation failed');
+  // A part-way failure's usage is known: what the provider reported, else our own count.
+  const outcome = spend.outcomeOf(failure, { output: deltas > 0, usage: failure === 'failed' });
   try {
-    if (failure === 'refused' && deltas === 0) {
-      // Certainly no work: release everything; replays answer REQUEST_FAILED.
-      await inTransaction(deps.db, async (trx) => {
-        await ledger.close(trx, deps.clock, run.reservationId, 0);
-        await idem.markReleased(trx, deps.clock, run.identity);
-      });
-      const unavailable = (error as ProviderError).unavailable;
-      return unavailable
-        ? new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The text provider is unavailable; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.')
-        : new ApiError(502, 'PROVIDER_ERROR', 'The text provider rejected the request; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.');
+    if (outcome === 'release') {
+      await spend.release(deps.db, deps.clock, run.claim);
+      return (error as ProviderError).unavailable ? spend.providerUnavailable('text provider', 'released') : spend.providerRejected('text provider');
     }
-    if (failure === 'failed') {
-      // Part-way failure with known usage: a definite outcome. Bill what was measured
-      // and retain the error as the identity's response, so every replay returns it
-      // (no new inference, no new charge) instead of leaving the client uncertain.
+    if (outcome === 'bill-and-retain') {
+      // A definite outcome: bill what was measured and retain the error as the
+      // identity's response, so every replay returns it (no new inference, no new
+      // charge) instead of leaving the client uncertain.
       const usage = (error as ProviderError).usage ?? measure(run.messages, text);
-      const charge = Math.min(measuredCharge(run.rates, usage), run.reserved);
+      const charge = measuredCharge(run.rates, usage, run.claim.reserved);
       const failed = new ApiError(
         502,
         'PROVIDER_ERROR',
@@ -359,17 +309,13 @@ async function fail(deps: TextDeps, run: Run, error: unknown, deltas: number, te
           'This outcome is final: replays of this Idempotency-Key return it again with no new inference or charge; to try again, send a new request with a new Idempotency-Key.',
         { final: true },
       );
-      await inTransaction(deps.db, async (trx) => {
-        await ledger.close(trx, deps.clock, run.reservationId, charge);
-        await idem.complete(trx, deps.clock, run.identity, { ref: run.id, responseStatus: 502, responseBody: JSON.stringify(failed.toEnvelope()) });
-      });
+      await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, { status: 502, body: JSON.stringify(failed.toEnvelope()) });
       return failed;
     }
-    // Work may have happened and its usage is unknown: keep the reservation held.
-    await idem.markUncertain(deps.db, deps.clock, run.identity);
+    await spend.holdUncertain(deps.db, deps.clock, run.claim);
   } catch (recordError) {
     // The record stays pending, which replays also answer REQUEST_UNCERTAIN.
     log.error({ err: recordError }, 'could not record the failed text generation');
   }
-  return uncertainError();
+  return spend.requestUncertain();
 }

@@ -12,13 +12,102 @@
  */
 export type ResumePolicy = 'rerun' | 'lookup' | 'never';
 
-/** Everything a provider needs to make one output slot. */
-export interface MediaJob {
+/**
+ * The job payloads: the normalized request of each kind, built once at submission
+ * (server/domain/media-*.ts), stored on the task, and read by the worker and the
+ * provider of that kind. One type per kind, shared by all three.
+ */
+export interface ImageJobRequest {
+  prompt: string;
+  negativePrompt: string | null;
+  ratio: string;
+  resolution: string;
+  width: number;
+  height: number;
+  outputCount: number;
+  background: 'auto' | 'transparent' | 'opaque';
+  variant: string;
+  style: string | null;
+  outputFormat: 'png' | 'jpeg' | 'webp';
+  mimeType: string;
+  magicPrompt: boolean;
+  seed: number | null;
+  sourceImage: string | null;
+  referenceImages: string[];
+}
+
+export interface VideoJobRequest {
+  prompt: string;
+  mode: 'text-to-video' | 'image-to-video';
+  duration: number;
+  ratio: string;
+  resolution: string;
+  width: number;
+  height: number;
+  fps: number;
+  audio: boolean;
+  seed: number | null;
+  sourceImage: string | null;
+  endFrame: string | null;
+  referenceVideos: string[];
+  referenceAudios: string[];
+  referenceImages: string[];
+  mimeType: string;
+}
+
+/** What the speech generator needs of a voice, resolved at submission. */
+export interface SpeechVoice {
+  id: string;
+  source: 'catalog' | 'upload';
+  language: string | null;
+  traits: Record<string, unknown>;
+  /** The uploaded reference recording (voice_clone), to measure what the stored traits lack. */
+  blobSha256: string | null;
+}
+
+export interface SpeechJobRequest {
+  operation: 'speech' | 'voice_clone';
+  text: string;
+  voice: SpeechVoice;
+  speed: number;
+  volume: number;
+  temperature: number;
+  seed: number | null;
+  mimeType: string;
+}
+
+export interface MusicJobRequest {
+  operation: 'music';
+  prompt: string;
+  musicMode: 'simple' | 'advanced';
+  instrumental: 'on' | 'off';
+  style: string | null;
+  title: string | null;
+  negativeTags: string | null;
+  vocalGender: 'auto' | 'm' | 'f';
+  durationSeconds: number;
+  coverAudio: string | null;
+  seed: number | null;
+  mimeType: string;
+}
+
+/** The payload of each media kind. */
+export interface JobRequests {
+  image: ImageJobRequest;
+  video: VideoJobRequest;
+  audio: SpeechJobRequest | MusicJobRequest;
+}
+
+export type MediaKind = keyof JobRequests;
+
+/** Everything a provider of kind `K` needs to make one output slot. */
+export interface MediaJob<K extends MediaKind = MediaKind> {
   taskId: string;
   accountId: string;
   model: string;
-  /** The normalized request (see server/domain/media-*.ts). */
-  request: Record<string, unknown>;
+  kind: K;
+  /** The normalized request of its kind. */
+  request: JobRequests[K];
   /** Slot index and number of slots. */
   index: number;
   slots: number;
@@ -40,12 +129,15 @@ export interface GeneratedOutput {
   mimeType: string;
 }
 
-export interface MediaProvider {
+export interface MediaProvider<K extends MediaKind = MediaKind> {
   readonly name: string;
   readonly resume: ResumePolicy;
   /** Makes the output of one slot, or throws (the slot fails with a sanitized message). */
-  generate(job: MediaJob, tools: MediaTools): Promise<GeneratedOutput>;
+  generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput>;
 }
+
+/** The media providers by kind, handed to the worker at the composition root. */
+export type MediaProviders = { [K in MediaKind]?: MediaProvider<K> };
 
 /** A failure the provider wants shown to the client (its message is safe). */
 export class MediaGenerationError extends Error {

@@ -1,4 +1,4 @@
-/** Ledger rows and the sums the ledger rules need. Plain rows in, plain numbers out. */
+/** Ledger rows (the running figures beside them are in balances.ts). Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
 import type { Db } from './db.ts';
 
@@ -49,7 +49,8 @@ function toEntry(row: Record<string, unknown>): EntryRow {
   return { ...(row as unknown as EntryRow), allowance: Number(row.allowance), paid: Number(row.paid) };
 }
 
-export async function insertEntry(db: Conn, entry: EntryRow): Promise<void> {
+/** Appends one entry or several (one statement). */
+export async function insertEntry(db: Conn, entry: EntryRow | EntryRow[]): Promise<void> {
   await db('ledger_entries').insert(entry);
 }
 
@@ -72,19 +73,6 @@ export async function closeReservation(
   return n === 1;
 }
 
-/** The account's paid Gem balance: credits, minus paid holds, plus paid voids. */
-export async function paidBalance(db: Conn, accountId: string): Promise<number> {
-  const row = await db('ledger_entries')
-    .where({ account_id: accountId })
-    .select(
-      db.raw(
-        "COALESCE(SUM(CASE type WHEN 'credit' THEN paid WHEN 'hold' THEN -paid WHEN 'void' THEN paid ELSE 0 END), 0) AS balance",
-      ),
-    )
-    .first();
-  return Number(row?.balance ?? 0);
-}
-
 /** Gems still held by open reservations, split by pool. */
 export async function outstanding(
   db: Conn,
@@ -99,26 +87,6 @@ export async function outstanding(
     )
     .first();
   return { allowance: Number(row?.allowance ?? 0), paid: Number(row?.paid ?? 0), count: Number(row?.count ?? 0) };
-}
-
-/**
- * A key's spend in a UTC month: charges posted that month plus every open hold,
- * whatever its month. One statement, so one snapshot: a settlement moving Gems
- * from held to posted is seen wholly before or wholly after, never missed.
- */
-export async function keySpend(db: Conn, keyId: string, month: string): Promise<number> {
-  const posted = db('ledger_entries').where({ key_id: keyId, type: 'post', month }).select(db.raw('COALESCE(SUM(allowance + paid), 0)'));
-  const held = db('reservations').where({ key_id: keyId, state: 'held' }).select(db.raw('COALESCE(SUM(hold_allowance + hold_paid), 0)'));
-  const row = await db.first(db.raw('(?) + (?) AS spent', [posted, held]));
-  return Number(row?.spent ?? 0);
-}
-
-/** LLM allowance used in a UTC month: allowance charges posted that month plus open allowance holds (one snapshot, as keySpend). */
-export async function allowanceUsed(db: Conn, accountId: string, month: string): Promise<number> {
-  const posted = db('ledger_entries').where({ account_id: accountId, type: 'post', month }).select(db.raw('COALESCE(SUM(allowance), 0)'));
-  const held = db('reservations').where({ account_id: accountId, state: 'held' }).select(db.raw('COALESCE(SUM(hold_allowance), 0)'));
-  const row = await db.first(db.raw('(?) + (?) AS used', [posted, held]));
-  return Number(row?.used ?? 0);
 }
 
 export async function allReservations(db: Conn): Promise<ReservationRow[]> {

@@ -20,7 +20,7 @@ import { findScenario, type Scenario } from '../domain/scenarios.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { MediaProviders } from '../providers/media.ts';
-import { MediaGenerationError, type MediaTools } from '../providers/media-types.ts';
+import { MediaGenerationError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools } from '../providers/media-types.ts';
 
 export interface JobContext {
   db: Db;
@@ -61,6 +61,13 @@ function toolsFor(ctx: JobContext, accountId: string): MediaTools {
   };
 }
 
+/** Hands a job to the provider of its kind (the kind ties the payload to its provider's type). */
+function generate<K extends MediaKind>(providers: MediaProviders, job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
+  const provider: MediaProviders[K] = providers[job.kind];
+  if (!provider) throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No ${job.kind} generator is configured on this server.`);
+  return provider.generate(job, tools);
+}
+
 async function settle(ctx: JobContext, job: JobRow, finish: Finish): Promise<void> {
   await inTransaction(ctx.db, async (trx) => {
     await finishTask(trx, ctx.clock, job.task_id, finish);
@@ -76,8 +83,8 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
     await jobs.finish(db, job.id, clock.now().toISOString());
     return;
   }
-  const request = JSON.parse(task.request) as Record<string, unknown> & { scenarios?: Scenario[] };
-  const scenarios = request.scenarios ?? [];
+  // The stored payload: the kind's job request as submission built it, plus the scenarios.
+  const { scenarios = [], ...request } = JSON.parse(task.request) as JobRequests[typeof task.kind] & { scenarios?: Scenario[] };
   const now = clock.now().toISOString();
   await tasks.transitionTask(db, task.id, ['queued'], { status: 'processing', updated_at: now });
   await tasks.updateUnfinishedOutputs(db, task.id, { status: 'processing' });
@@ -93,8 +100,7 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
     return;
   }
 
-  const provider = ctx.providers[task.kind];
-  if (!provider) {
+  if (!ctx.providers[task.kind]) {
     await settle(ctx, job, { status: 'failed', error: { code: 'WORKFLOW_UNAVAILABLE', message: `No ${task.kind} generator is configured on this server.` } });
     return;
   }
@@ -109,7 +115,8 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
       continue;
     }
     try {
-      const out = await provider.generate({ taskId: task.id, accountId: task.account_id, model: task.model, request, index: slot.idx, slots: slots.length }, tools);
+      const job: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length };
+      const out = await generate(ctx.providers, job, tools);
       const expiresAt = new Date(clock.now().getTime() + ctx.outputRetentionSeconds * 1000);
       try {
         const asset = await createOutputAsset(db, clock, { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath }, {

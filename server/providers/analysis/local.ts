@@ -14,7 +14,7 @@
  * sampled frames and a 2,000-character prompt this stays far below the
  * 262,144-token reservation.
  */
-import { countTokens } from '../../domain/tokens.ts';
+import { countTokens } from '../../tokens.ts';
 import { tempPath } from '../../storage/blobs.ts';
 import { ToolError } from '../../media/run.ts';
 import { decodeVideo, type Decoded } from './decode.ts';

@@ -11,7 +11,7 @@ import { MediaGenerationError, type GeneratedOutput, type MediaJob, type MediaPr
 import { dominantPitchClass, estimateTempo } from './analysis.ts';
 import { planMusic, renderMusic, type CoverTraits, type MusicRequest } from './music.ts';
 import { seedOf } from './random.ts';
-import { renderSpeech, type SpeechRequest } from './speech.ts';
+import { renderSpeech } from './speech.ts';
 import { encodeWav, type MonoPcm } from './wav.ts';
 
 /** Tempo and key of the cover audio (its first minute). */
@@ -21,22 +21,19 @@ export async function coverTraits(file: string, ffmpegPath: string): Promise<Cov
   return { tempo: estimateTempo(pcm), pitchClass: dominantPitchClass(pcm) };
 }
 
-async function music(req: MusicRequest, job: MediaJob, tools: MediaTools): Promise<MonoPcm> {
+async function music(req: MusicRequest, job: MediaJob<'audio'>, tools: MediaTools): Promise<MonoPcm> {
   const cover = req.coverAudio ? await coverTraits(await tools.assetFile(req.coverAudio), tools.ffmpegPath) : null;
   const plan = planMusic(req, cover);
   return renderMusic(plan, req.durationSeconds, seedOf('render', req.prompt, req.style, req.title, req.seed, job.index));
 }
 
-export const localAudioProvider: MediaProvider = {
+export const localAudioProvider: MediaProvider<'audio'> = {
   name: 'local-audio',
   resume: 'rerun',
   async generate(job, tools): Promise<GeneratedOutput> {
-    const request = job.request as { operation: string; mimeType: string };
+    const request = job.request;
     if (request.mimeType !== 'audio/wav') throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `The local audio generator writes audio/wav, not ${request.mimeType}.`);
-    const pcm =
-      request.operation === 'music'
-        ? await music(job.request as unknown as MusicRequest, job, tools)
-        : await renderSpeech(job.request as unknown as SpeechRequest, tools);
+    const pcm = request.operation === 'music' ? await music(request, job, tools) : await renderSpeech(request, tools);
     const file = await tools.tempFile('.wav');
     await fs.writeFile(file, encodeWav(pcm));
     return { file, mimeType: 'audio/wav' };

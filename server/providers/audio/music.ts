@@ -10,21 +10,12 @@
  */
 import { rng, seedOf } from './random.ts';
 import type { MonoPcm } from './wav.ts';
+import type { MusicJobRequest } from '../media-types.ts';
 
 export const MUSIC_SAMPLE_RATE = 32_000;
 
-export interface MusicRequest {
-  prompt: string;
-  musicMode: 'simple' | 'advanced';
-  instrumental: 'on' | 'off';
-  style: string | null;
-  title: string | null;
-  negativeTags: string | null;
-  vocalGender: 'auto' | 'm' | 'f';
-  durationSeconds: number;
-  coverAudio: string | null;
-  seed: number | null;
-}
+/** What the music synthesizer reads of a music job (the shared payload type). */
+export type MusicRequest = Omit<MusicJobRequest, 'operation' | 'mimeType'>;
 
 /** What a cover contributes (measured on its audio). */
 export interface CoverTraits {

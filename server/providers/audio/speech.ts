@@ -14,21 +14,13 @@ import { createRequire } from 'node:module';
 import ESpeakNg from 'espeak-ng';
 import { decodePcm } from '../../media/pcm.ts';
 import { blobPath } from '../../storage/blobs.ts';
-import type { SpeechVoice } from '../../domain/media-audio.ts';
-import { MediaGenerationError, type MediaTools } from '../media-types.ts';
+import { MediaGenerationError, type MediaTools, type SpeechJobRequest, type SpeechVoice } from '../media-types.ts';
 import { rng, seedOf } from './random.ts';
 import { medianPitchHz } from './analysis.ts';
 import { applyGainDb, normalizePeak, parseWav, type MonoPcm } from './wav.ts';
 
-export interface SpeechRequest {
-  operation: 'speech' | 'voice_clone';
-  text: string;
-  voice: SpeechVoice;
-  speed: number;
-  volume: number;
-  temperature: number;
-  seed: number | null;
-}
+/** What the speech generator reads of a speech or voice_clone job (the shared payload type). */
+export type SpeechRequest = Omit<SpeechJobRequest, 'mimeType'>;
 
 /** How eSpeak is driven for one voice. */
 export interface VoiceSettings {

@@ -9,22 +9,9 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import sharp, { type Sharp } from 'sharp';
-import type { GeneratedOutput, MediaJob, MediaProvider, MediaTools } from '../media-types.ts';
+import type { GeneratedOutput, ImageJobRequest, MediaJob, MediaProvider, MediaTools } from '../media-types.ts';
 
-interface ImageRequest {
-  prompt: string;
-  negativePrompt: string | null;
-  width: number;
-  height: number;
-  background: 'auto' | 'transparent' | 'opaque';
-  variant: string;
-  style: string | null;
-  outputFormat: 'png' | 'jpeg' | 'webp';
-  mimeType: string;
-  seed: number | null;
-  sourceImage: string | null;
-  referenceImages: string[];
-}
+type ImageRequest = ImageJobRequest;
 
 type Rgb = [number, number, number];
 
@@ -115,7 +102,7 @@ function drawSvg(req: ImageRequest, palette: Rgb[], random: () => number, transp
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${parts.join('')}</svg>`;
 }
 
-async function render(req: ImageRequest, job: MediaJob, tools: MediaTools): Promise<Sharp> {
+async function render(req: ImageRequest, job: MediaJob<'image'>, tools: MediaTools): Promise<Sharp> {
   const random = rng(seedOf(req.prompt, req.seed, job.index, req.negativePrompt, req.variant, req.style));
   const refs = await Promise.all(req.referenceImages.map((id) => tools.assetFile(id)));
   const palette = refs.length ? await referencePalette(refs) : promptPalette(req.prompt, random);
@@ -150,11 +137,11 @@ async function render(req: ImageRequest, job: MediaJob, tools: MediaTools): Prom
   return out;
 }
 
-export const localImageProvider: MediaProvider = {
+export const localImageProvider: MediaProvider<'image'> = {
   name: 'local-image',
   resume: 'rerun',
   async generate(job, tools): Promise<GeneratedOutput> {
-    const req = job.request as unknown as ImageRequest;
+    const req = job.request;
     const image = await render(req, job, tools);
     const file = await tools.tempFile(`.${req.outputFormat === 'jpeg' ? 'jpg' : req.outputFormat}`);
     const formatted = req.outputFormat === 'jpeg' ? image.jpeg({ quality: 90 }) : req.outputFormat === 'webp' ? image.webp({ quality: 90 }) : image.png();

@@ -6,17 +6,9 @@
 import type { Config } from '../../config.ts';
 import { LocalTextProvider } from './local.ts';
 import { UpstreamTextProvider } from './upstream.ts';
-import type { TextProvider } from './types.ts';
+import type { TextProviders } from './types.ts';
 
 export * from './types.ts';
-
-export interface ResolvedTextProvider {
-  provider: TextProvider;
-  /** The model name the provider is asked for. */
-  model: string;
-}
-
-export type TextProviders = (catalogModelId: string) => ResolvedTextProvider;
 
 export function createTextProviders(
   config: Pick<Config, 'textStreamDelayMs' | 'textUpstreamUrl' | 'textUpstreamApiKey' | 'textUpstreamModels'>,

@@ -7,7 +7,7 @@
  * request always gets the same answer; `temperature` and `top_p` change nothing.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { chatPromptTokens, countTokens, encodeText, tokenDeltas } from '../../domain/tokens.ts';
+import { chatPromptTokens, countTokens, encodeText, tokenDeltas } from '../../tokens.ts';
 import { usageOf, type ChatMessage, type TextEvent, type TextGenerationRequest, type TextProvider } from './types.ts';
 
 const NOTE = 'Gemforge local stand-in: not a language model; this answer is composed from your message.';

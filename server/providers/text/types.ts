@@ -69,3 +69,13 @@ export class ProviderError extends Error {
 export function usageOf(prompt: number, completion: number): Usage {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
+
+/** A text model's provider and the model name it is asked for. */
+export interface ResolvedTextProvider {
+  provider: TextProvider;
+  /** The model name the provider is asked for. */
+  model: string;
+}
+
+/** Which provider serves a catalog text model (built at the composition root, see index.ts). */
+export type TextProviders = (catalogModelId: string) => ResolvedTextProvider;

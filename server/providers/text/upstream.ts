@@ -10,7 +10,7 @@
  * request may have been accepted (other 5xx, a reset, a broken or unfinished
  * stream) is `uncertain`.
  */
-import { chatPromptTokenUpperBound } from '../../domain/tokens.ts';
+import { chatPromptTokenUpperBound } from '../../tokens.ts';
 import { sseData } from './sse-reader.ts';
 import { ProviderError, type ChatMessage, type FinishReason, type TextEvent, type TextGenerationRequest, type TextProvider, type Usage } from './types.ts';
 

@@ -16,24 +16,11 @@ import crypto from 'node:crypto';
 import sharp from 'sharp';
 import { runTool } from '../../media/run.ts';
 import { promptPalette, rng } from '../image/local.ts';
-import type { GeneratedOutput, MediaProvider } from '../media-types.ts';
+import type { GeneratedOutput, MediaProvider, VideoJobRequest } from '../media-types.ts';
 
 /** The normalized request (server/domain/media-video.ts). */
-export interface LocalVideoRequest {
-  prompt: string;
-  mode: 'text-to-video' | 'image-to-video';
-  duration: number;
-  width: number;
-  height: number;
-  fps: number;
-  audio: boolean;
-  seed: number | null;
-  sourceImage: string | null;
-  endFrame: string | null;
-  referenceVideos: string[];
-  referenceAudios: string[];
-  referenceImages: string[];
-}
+/** What the local video generator reads of a video job (the shared payload type). */
+export type LocalVideoRequest = Omit<VideoJobRequest, 'ratio' | 'resolution' | 'mimeType'>;
 
 /** Files of the request's references, resolved by the worker's tools. */
 export interface VideoInputs {
@@ -202,11 +189,11 @@ async function referenceColours(files: string[]): Promise<Rgb[]> {
   return colours;
 }
 
-export const localVideoProvider: MediaProvider = {
+export const localVideoProvider: MediaProvider<'video'> = {
   name: 'local-video',
   resume: 'rerun',
   async generate(job, tools): Promise<GeneratedOutput> {
-    const req = job.request as unknown as LocalVideoRequest;
+    const req = job.request;
     const file = (id: string | null | undefined) => (id ? tools.assetFile(id) : Promise.resolve(undefined));
     const inputs: VideoInputs = {
       sourceImage: req.mode === 'image-to-video' ? await file(req.sourceImage) : undefined,

@@ -8,6 +8,7 @@ import * as m002 from './002_ledger.ts';
 import * as m003 from './003_assets_voices.ts';
 import * as m004 from './004_idempotency.ts';
 import * as m005 from './005_tasks.ts';
+import * as m006 from './006_balances.ts';
 import * as m007 from './007_policies.ts';
 
 interface Migration {
@@ -20,6 +21,7 @@ const migrations: Array<[string, Migration]> = [
   ['003_assets_voices', m003],
   ['004_idempotency', m004],
   ['005_tasks', m005],
+  ['006_balances', m006],
   ['007_policies', m007],
 ];
 

@@ -1,7 +1,8 @@
 /**
  * Token counting with a real BPE tokenizer (gpt-tokenizer, o200k_base). The
  * local text provider measures its usage with it; the text use case uses it
- * for the conservative input bound and for measuring partial output.
+ * for the conservative input bound and for measuring partial output. It sits
+ * beside both (not in either) so neither imports the other's modules.
  */
 import { countTokens as bpeCount, decode, encode } from 'gpt-tokenizer';
 

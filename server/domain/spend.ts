@@ -1,0 +1,174 @@
+/**
+ * The spend path: every use case that costs Gems (media tasks, text completions,
+ * video extraction) goes through here, and each money rule is written once.
+ *
+ *   identity     `identityOf`: (key, Idempotency-Key) bound to the operation and body
+ *   quote        `tokenQuote` / `tokenCharge`: token pricing in whole Gems
+ *                (media quotes are per output slot, see media-request.ts)
+ *   reserve      `claimAndReserve`: claim the identity and hold the Gems in one
+ *                transaction (a refusal rolls both back: nothing retained)
+ *   outcome      `outcomeOf` decides, from how the work ended, one of
+ *                  release          certainly no billable work: release, identity released
+ *                  bill-and-retain  known usage: charge it (≤ the hold), retain the response
+ *                  hold-uncertain   work may have happened, usage unknown: hold stays,
+ *                                   replays answer REQUEST_UNCERTAIN
+ *                and `release` / `billAndRetain` / `holdUncertain` carry it out.
+ *
+ * The spec's errors of this path are built here once each (REQUEST_UNCERTAIN in
+ * idempotency.ts, beside the other replay answers). Use cases are adapters: they
+ * bring their admission checks and their run, and call these.
+ */
+import { ApiError } from '../errors.ts';
+import { inTransaction, type Db, type Tx } from '../storage/db.ts';
+import type { Principal } from './accounts.ts';
+import type { Clock } from './clock.ts';
+import * as idem from './idempotency.ts';
+import * as ledger from './ledger.ts';
+import type { Purpose, ReservationRow } from './ledger.ts';
+
+export { requestUncertain } from './idempotency.ts';
+
+/** The identity of a request: the caller's key and Idempotency-Key, the operation and the body's fingerprint. */
+export function identityOf(principal: Principal, idemKey: string, operation: string, body: unknown): idem.Identity {
+  return { keyId: principal.key.id, accountId: principal.account.id, idemKey, operation, fingerprint: idem.fingerprint(body) };
+}
+
+// ---- Quoting tokens ------------------------------------------------------------
+
+/** A token rate card (catalog `pricing` of text and analysis models), Gems per 1,000 tokens. */
+export interface TokenRates {
+  inputPerThousandTokens: number;
+  outputPerThousandTokens: number;
+}
+
+export interface TokenCount {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** Whole Gems for a cost; rates can be fractional, so float noise (1.0000000002) never adds a Gem. */
+const ceilGems = (x: number) => Math.max(0, Math.ceil(x - 1e-9));
+
+const tokenCost = (rates: TokenRates, t: TokenCount) => ceilGems((t.inputTokens * rates.inputPerThousandTokens + t.outputTokens * rates.outputPerThousandTokens) / 1000);
+
+/** The reservation for token work: the cost of the upper bounds, at least 1 Gem. */
+export function tokenQuote(rates: TokenRates, bounds: TokenCount): number {
+  return Math.max(1, tokenCost(rates, bounds));
+}
+
+/** The charge for measured usage: ceil(measured cost), never above what was reserved. */
+export function tokenCharge(rates: TokenRates, usage: TokenCount, reserved: number): number {
+  return Math.min(reserved, tokenCost(rates, usage));
+}
+
+// ---- Errors of the spend path -----------------------------------------------------
+
+/** 503 PROVIDER_UNAVAILABLE: before anything is claimed (the identity stays free), or after a release. */
+export function providerUnavailable(provider: string, when: 'before-claim' | 'released'): ApiError {
+  return new ApiError(
+    503,
+    'PROVIDER_UNAVAILABLE',
+    when === 'before-claim'
+      ? `The ${provider} is unavailable; nothing was claimed. Retry later with the same Idempotency-Key.`
+      : `The ${provider} is unavailable; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`,
+  );
+}
+
+/** 502 PROVIDER_ERROR after a release: the provider rejected the request. */
+export function providerRejected(provider: string, detail?: string): ApiError {
+  return new ApiError(
+    502,
+    'PROVIDER_ERROR',
+    `${detail ?? `The ${provider} rejected the request.`} Nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`,
+  );
+}
+
+// ---- Reserving ---------------------------------------------------------------------
+
+export interface Hold {
+  purpose: Purpose;
+  /** Whole Gems: the media quote or the token quote. */
+  amount: number;
+  maxGems?: number | undefined;
+  /** What it pays for (completion id, extraction id). */
+  ref?: string;
+}
+
+/** A claimed identity with its reservation: what the outcome functions need. */
+export interface Claim {
+  identity: idem.Identity;
+  reservationId: string;
+  reserved: number;
+  /** The response's id, recorded on the identity. */
+  ref: string;
+}
+
+/**
+ * Claims the identity and reserves in one transaction. The claim is the first
+ * write, so an identity claimed before fails it on the primary key and its record
+ * is replayed (or its replay error thrown) with nothing reserved; a caller that
+ * must replay before its own checks looks the identity up first (`idem.lookup`).
+ * `admit` (optional) runs in the transaction too and says what the record holds
+ * (media: the task, completed at once); by default the identity stays pending
+ * until an outcome function closes it. Returns the created value, or the record
+ * of a claim made meanwhile, to replay.
+ */
+export async function claimAndReserve<T = ReservationRow>(
+  db: Db,
+  clock: Clock,
+  identity: idem.Identity,
+  hold: Hold,
+  admit?: (trx: Tx, reservation: ReservationRow) => Promise<{ value: T; outcome: idem.ClaimOutcome }>,
+): Promise<idem.SubmitResult<T>> {
+  return idem.claim(db, clock, identity, async (trx) => {
+    const reservation = await ledger.reserveTx(trx, clock, {
+      accountId: identity.accountId,
+      keyId: identity.keyId,
+      purpose: hold.purpose,
+      amount: hold.amount,
+      maxGems: hold.maxGems,
+      ref: hold.ref,
+    });
+    if (admit) return admit(trx, reservation);
+    return { value: reservation as T, outcome: { state: 'pending' as const, ref: hold.ref ?? null, reservationId: reservation.id } };
+  });
+}
+
+// ---- Outcomes --------------------------------------------------------------------------
+
+/** How a provider run ended without a result (providers' failure classes). */
+export type Failure = 'refused' | 'failed' | 'uncertain';
+export type Outcome = 'release' | 'bill-and-retain' | 'hold-uncertain';
+
+/**
+ * The money and identity rule for a failed run: a refusal before any output was
+ * seen is certainly no work (release); a failure with known usage is a definite,
+ * billable outcome (bill and retain the error); anything else may have done work
+ * whose usage is unknown (hold, uncertain).
+ */
+export function outcomeOf(failure: Failure, seen: { output: boolean; usage: boolean }): Outcome {
+  if (failure === 'refused' && !seen.output) return 'release';
+  if (failure === 'failed' && seen.usage) return 'bill-and-retain';
+  return 'hold-uncertain';
+}
+
+/** Release: nothing charged, the whole hold returns, replays answer REQUEST_FAILED. */
+export async function release(db: Db, clock: Clock, claim: Claim): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    await ledger.releaseTx(trx, clock, claim.reservationId);
+    await idem.markReleased(trx, clock, claim.identity);
+  });
+}
+
+/** Bill and retain: charge (≤ the hold, the rest released) and retain the response for replays, in one transaction. */
+export async function billAndRetain(db: Db, clock: Clock, claim: Claim, charge: number, response: { status: number; body: string }): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    await ledger.settleTx(trx, clock, claim.reservationId, charge);
+    await idem.complete(trx, clock, claim.identity, { ref: claim.ref, responseStatus: response.status, responseBody: response.body });
+  });
+}
+
+/** Hold as uncertain: the reservation stays held, replays answer REQUEST_UNCERTAIN. */
+export async function holdUncertain(db: Db, clock: Clock, claim: Claim): Promise<void> {
+  await idem.markUncertain(db, clock, claim.identity);
+}

@@ -1,0 +1,295 @@
+/**
+ * The running figures beside the ledger (migration 006): read in a constant number
+ * of rows at admission, moved in the same transaction as the ledger rows, and
+ * recomputable from those rows at any time (`recomputed*`, used by the migration's
+ * fill and by `admin ledger verify`).
+ *
+ *   account_balances  credited, paid_pending, paid_posted, allowance_pending
+ *   account_months    (account, UTC month) → allowance_posted, paid_posted
+ *   key_balances      pending (held by the key's open reservations, any month)
+ *   key_months        (key, UTC month) → posted
+ *
+ * Paid balance = credited − paid_pending − paid_posted. A key's spend in a month
+ * (spec Authentication 9) = key_months.posted + key_balances.pending. The LLM
+ * allowance used in a month = account_months.allowance_posted + allowance_pending.
+ *
+ * Locking: on Postgres a reservation locks the account's balance row, then the
+ * key's (`FOR UPDATE`), and only then reads the figures, so the read sees every
+ * settlement committed before it. A settlement updates the balance rows before
+ * the month rows, so month rows only change under the balance row's lock. SQLite's
+ * single writer serializes all of it.
+ */
+import type { Knex } from 'knex';
+import { isSqlite, type Db } from './db.ts';
+
+type Conn = Db | Knex.Transaction;
+
+/** What a reservation needs to decide, read in one statement. */
+export interface Figures {
+  /** Paid Gems available: credited − paid held − paid charged. */
+  balance: number;
+  llmAllowance: number;
+  paidConsent: boolean;
+  /** LLM allowance used this month: charged this month plus held (any month). */
+  allowanceUsed: number;
+  /** The key's monthly cap (null: none), or null when there is no key. */
+  keyCap: number | null;
+  /** The key's spend this month: charged this month plus held (any month). */
+  keySpent: number;
+}
+
+/** A movement of the running figures; every field defaults to 0. */
+export interface Movement {
+  accountId: string;
+  keyId: string | null;
+  month: string;
+  credited?: number;
+  paidPending?: number;
+  allowancePending?: number;
+  paidPosted?: number;
+  allowancePosted?: number;
+}
+
+const num = (v: unknown): number => Number(v ?? 0);
+
+/** Creates the balance rows of an account and key that have none yet (their first movement). */
+async function ensureRows(db: Conn, accountId: string, keyId: string | null): Promise<void> {
+  await db('account_balances').insert({ account_id: accountId }).onConflict('account_id').ignore();
+  if (keyId) await db('key_balances').insert({ key_id: keyId }).onConflict('key_id').ignore();
+}
+
+/** Postgres: locks the account's balance row, then the key's; false when a row is missing. */
+async function lockRows(trx: Knex.Transaction, accountId: string, keyId: string | null): Promise<boolean> {
+  const a = await trx('account_balances').where({ account_id: accountId }).select('account_id').forUpdate();
+  if (!a.length) return false;
+  if (!keyId) return true;
+  const k = await trx('key_balances').where({ key_id: keyId }).select('key_id').forUpdate();
+  return k.length > 0;
+}
+
+function figuresQuery(db: Conn, accountId: string, keyId: string | null, month: string) {
+  const q = db('account_balances as ab')
+    .join('accounts as a', 'a.id', 'ab.account_id')
+    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month))
+    .where('ab.account_id', accountId)
+    .select('ab.credited', 'ab.paid_pending', 'ab.paid_posted', 'ab.allowance_pending', 'a.llm_allowance', 'a.paid_consent', 'am.allowance_posted');
+  if (!keyId) return q;
+  return q
+    .join('key_balances as kb', (j) => j.onVal('kb.key_id', keyId))
+    .join('api_keys as k', 'k.id', 'kb.key_id')
+    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month))
+    .select('kb.pending', 'k.monthly_cap', 'km.posted');
+}
+
+/**
+ * The figures an admission decides on, under the rows' locks for the rest of the
+ * transaction: a constant number of statements whatever the account's history.
+ */
+export async function lockFigures(trx: Knex.Transaction, accountId: string, keyId: string | null, month: string): Promise<Figures | undefined> {
+  const pg = !isSqlite(trx);
+  if (pg && !(await lockRows(trx, accountId, keyId))) {
+    await ensureRows(trx, accountId, keyId);
+    await lockRows(trx, accountId, keyId);
+  }
+  let row = await figuresQuery(trx, accountId, keyId, month).first();
+  if (!row && !pg) {
+    await ensureRows(trx, accountId, keyId);
+    row = await figuresQuery(trx, accountId, keyId, month).first();
+  }
+  if (!row) return undefined;
+  return {
+    balance: num(row.credited) - num(row.paid_pending) - num(row.paid_posted),
+    llmAllowance: num(row.llm_allowance),
+    paidConsent: Boolean(row.paid_consent),
+    allowanceUsed: num(row.allowance_posted) + num(row.allowance_pending),
+    keyCap: keyId && row.monthly_cap !== null && row.monthly_cap !== undefined ? num(row.monthly_cap) : null,
+    keySpent: keyId ? num(row.posted) + num(row.pending) : 0,
+  };
+}
+
+/** Adds `value` to a column, as SQL (so concurrent movements never lose one another). */
+const plus = (db: Conn, column: string, value: number) => db.raw('?? + ?', [column, value]);
+
+/**
+ * Applies a movement to the running figures: the account row, then its month,
+ * then the key row, then its month (the lock order). Run it in the transaction
+ * that appends the ledger rows it mirrors.
+ */
+export async function move(trx: Knex.Transaction, m: Movement): Promise<void> {
+  const [credited, paidPending, allowancePending, paidPosted, allowancePosted] = [
+    m.credited ?? 0,
+    m.paidPending ?? 0,
+    m.allowancePending ?? 0,
+    m.paidPosted ?? 0,
+    m.allowancePosted ?? 0,
+  ];
+  const updated = await trx('account_balances')
+    .where({ account_id: m.accountId })
+    .update({
+      credited: plus(trx, 'credited', credited),
+      paid_pending: plus(trx, 'paid_pending', paidPending),
+      paid_posted: plus(trx, 'paid_posted', paidPosted),
+      allowance_pending: plus(trx, 'allowance_pending', allowancePending),
+    });
+  if (updated !== 1) throw new Error(`balances: account ${m.accountId} has no balance row`);
+  if (paidPosted || allowancePosted) {
+    await trx('account_months')
+      .insert({ account_id: m.accountId, month: m.month, allowance_posted: allowancePosted, paid_posted: paidPosted })
+      .onConflict(['account_id', 'month'])
+      .merge({
+        allowance_posted: trx.raw('?? + ?', ['account_months.allowance_posted', allowancePosted]),
+        paid_posted: trx.raw('?? + ?', ['account_months.paid_posted', paidPosted]),
+      });
+  }
+  if (!m.keyId) return;
+  const pending = paidPending + allowancePending;
+  const posted = paidPosted + allowancePosted;
+  if (pending) {
+    const n = await trx('key_balances').where({ key_id: m.keyId }).update({ pending: plus(trx, 'pending', pending) });
+    if (n !== 1) throw new Error(`balances: key ${m.keyId} has no balance row`);
+  }
+  if (posted) {
+    await trx('key_months')
+      .insert({ key_id: m.keyId, month: m.month, posted })
+      .onConflict(['key_id', 'month'])
+      .merge({ posted: trx.raw('?? + ?', ['key_months.posted', posted]) });
+  }
+}
+
+/** Locks (Postgres) and reads an account's paid balance, creating its row on first use. */
+export async function lockBalance(trx: Knex.Transaction, accountId: string): Promise<number> {
+  const figures = await lockFigures(trx, accountId, null, '');
+  if (!figures) throw new Error(`balances: unknown account ${accountId}`);
+  return figures.balance;
+}
+
+/** An account's stored figures (zeros before its first movement). */
+export async function accountBalance(db: Conn, accountId: string, month: string) {
+  const row = await db('account_balances as ab')
+    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month))
+    .where('ab.account_id', accountId)
+    .select('ab.*', 'am.allowance_posted as month_allowance_posted')
+    .first();
+  return {
+    balance: num(row?.credited) - num(row?.paid_pending) - num(row?.paid_posted),
+    allowanceUsed: num(row?.month_allowance_posted) + num(row?.allowance_pending),
+  };
+}
+
+/** A key's spend in a UTC month from the stored figures: charged that month plus held. */
+export async function keySpent(db: Conn, keyId: string, month: string): Promise<number> {
+  const row = await db('key_balances as kb')
+    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month))
+    .where('kb.key_id', keyId)
+    .select('kb.pending', 'km.posted')
+    .first();
+  return num(row?.pending) + num(row?.posted);
+}
+
+// ---- Recomputed from the ledger rows (the source of truth) ----------------------
+
+/** `SUM(±column)` by entry type, named `alias`. */
+const signed = (db: Conn, column: string, sign: { hold: number; post: number; void: number; credit: number }, alias: string) =>
+  db.raw(
+    `COALESCE(SUM(CASE type WHEN 'hold' THEN ${sign.hold} * ?? WHEN 'post' THEN ${sign.post} * ?? WHEN 'void' THEN ${sign.void} * ?? WHEN 'credit' THEN ${sign.credit} * ?? ELSE 0 END), 0) AS ??`,
+    [column, column, column, column, alias],
+  );
+const PENDING = { hold: 1, post: -1, void: -1, credit: 0 };
+const POSTED = { hold: 0, post: 1, void: 0, credit: 0 };
+const CREDITED = { hold: 0, post: 0, void: 0, credit: 1 };
+
+/** Per account, from the ledger entries: the account_balances columns. */
+export function recomputedAccounts(db: Conn) {
+  return db('ledger_entries')
+    .groupBy('account_id')
+    .select(
+      'account_id',
+      signed(db, 'paid', CREDITED, 'credited'),
+      signed(db, 'paid', PENDING, 'paid_pending'),
+      signed(db, 'paid', POSTED, 'paid_posted'),
+      signed(db, 'allowance', PENDING, 'allowance_pending'),
+    );
+}
+
+/** Per account and month, from the post entries: the account_months columns. */
+export function recomputedAccountMonths(db: Conn) {
+  return db('ledger_entries')
+    .where({ type: 'post' })
+    .groupBy('account_id', 'month')
+    .select('account_id', 'month', db.raw('SUM(allowance) AS allowance_posted'), db.raw('SUM(paid) AS paid_posted'));
+}
+
+/** Per key, from the ledger entries: Gems held by its open reservations. */
+export function recomputedKeys(db: Conn) {
+  return db('ledger_entries')
+    .whereNotNull('key_id')
+    .whereNot({ type: 'credit' })
+    .groupBy('key_id')
+    .select('key_id', db.raw("SUM(CASE type WHEN 'hold' THEN allowance + paid ELSE -(allowance + paid) END) AS pending"));
+}
+
+/** Per key and month, from the post entries: Gems charged. */
+export function recomputedKeyMonths(db: Conn) {
+  return db('ledger_entries')
+    .where({ type: 'post' })
+    .whereNotNull('key_id')
+    .groupBy('key_id', 'month')
+    .select('key_id', 'month', db.raw('SUM(allowance + paid) AS posted'));
+}
+
+/** `INSERT INTO table (columns) <select>`: a builder as the rows of an insert. */
+async function insertSelect(db: Conn, table: string, columns: string[], select: Knex.QueryBuilder): Promise<void> {
+  const { sql, bindings } = select.toSQL();
+  const into = db.raw(`INSERT INTO ?? (${columns.map(() => '??').join(', ')}) `, [table, ...columns]).toQuery();
+  await db.raw(into + sql, bindings);
+}
+
+/**
+ * Replaces every running figure with its recomputed value (migration 006, and the
+ * history seeder of the benchmark). Every account and key gets a balance row.
+ */
+export async function fillBalances(db: Conn): Promise<void> {
+  for (const table of ['key_months', 'key_balances', 'account_months', 'account_balances']) await db(table).delete();
+  const acc = recomputedAccounts(db).as('f');
+  await insertSelect(
+    db,
+    'account_balances',
+    ['account_id', 'credited', 'paid_pending', 'paid_posted', 'allowance_pending'],
+    db('accounts as a')
+      .leftJoin(acc, 'f.account_id', 'a.id')
+      .select('a.id', ...['credited', 'paid_pending', 'paid_posted', 'allowance_pending'].map((c) => db.raw('COALESCE(??, 0)', [`f.${c}`]))),
+  );
+  await insertSelect(db, 'account_months', ['account_id', 'month', 'allowance_posted', 'paid_posted'], recomputedAccountMonths(db));
+  const keys = recomputedKeys(db).as('f');
+  await insertSelect(
+    db,
+    'key_balances',
+    ['key_id', 'pending'],
+    db('api_keys as k').leftJoin(keys, 'f.key_id', 'k.id').select('k.id', db.raw('COALESCE(??, 0)', ['f.pending'])),
+  );
+  await insertSelect(db, 'key_months', ['key_id', 'month', 'posted'], recomputedKeyMonths(db));
+}
+
+/** One table of running figures: its stored rows beside the rows recomputed from the ledger. */
+export interface FigureTable {
+  table: string;
+  /** Columns naming a row (account, key, month). */
+  keys: string[];
+  /** Columns holding figures. */
+  figures: string[];
+  stored: Array<Record<string, unknown>>;
+  recomputed: Array<Record<string, unknown>>;
+}
+
+/** Every running figure, stored and recomputed, for `admin ledger verify`. */
+export async function figureTables(db: Conn): Promise<FigureTable[]> {
+  const specs: Array<[string, string[], string[], Knex.QueryBuilder]> = [
+    ['account_balances', ['account_id'], ['credited', 'paid_pending', 'paid_posted', 'allowance_pending'], recomputedAccounts(db)],
+    ['account_months', ['account_id', 'month'], ['allowance_posted', 'paid_posted'], recomputedAccountMonths(db)],
+    ['key_balances', ['key_id'], ['pending'], recomputedKeys(db)],
+    ['key_months', ['key_id', 'month'], ['posted'], recomputedKeyMonths(db)],
+  ];
+  return Promise.all(
+    specs.map(async ([table, keys, figures, recomputed]) => ({ table, keys, figures, stored: await db(table).select('*'), recomputed: await recomputed })),
+  );
+}
