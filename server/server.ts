@@ -15,6 +15,7 @@ import { systemClock, type Clock } from './domain/clock.ts';
 import { createSigner, loadServerSecret } from './domain/signing.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
+import { answerClientErrors } from './http/client-error.ts';
 
 export interface RunningServer {
   url: string;
@@ -78,6 +79,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   const app = createApp({ config, db, logger, clock, catalog, signer, inflight });
   const server = http.createServer(app);
+  // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
+  answerClientErrors(server, logger);
   // Responses in flight, so a shutdown can wait for them (and not for idle keep-alive connections).
   let active = 0;
   let onIdle: (() => void) | undefined;

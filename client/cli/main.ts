@@ -88,7 +88,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo()): Promise<n
     io.stdout.write(USAGE);
     return command || values.help ? 0 : 2;
   }
-  const run = COMMANDS[command];
+  const run = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
   if (!run) {
     io.stderr.write(`gemforge: unknown command "${command}"\n\n${USAGE}`);
     return 2;
