@@ -5,7 +5,9 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import { rawRequest, type RawResponse } from './helpers/raw-http.ts';
@@ -84,6 +86,20 @@ describe('hardening: bad input at the HTTP layer', () => {
       assertEnvelope(await rawRequest(s.url, [raw]), 400, what);
     });
   }
+
+  it('when a voice upload breaks mid-body with a bad chunk size, then it is 400 with the envelope and no temp file is left', async () => {
+    const boundary = 'xHardeningBoundary';
+    const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n${'R'.repeat(4000)}`;
+    const raw = [
+      `POST /api/generate/voices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      `${Buffer.byteLength(head).toString(16)}\r\n${head}\r\n`,
+      'zz\r\nmore\r\n0\r\n\r\n',
+    ];
+    assertEnvelope(await rawRequest(s.url, raw, { pauseMs: 100 }), 400, 'bad chunk in an upload');
+    await new Promise((r) => setTimeout(r, 300));
+    const dir = path.join(s.dataDir, 'tmp', 'multipart');
+    assert.deepEqual(fs.existsSync(dir) ? fs.readdirSync(dir) : [], [], 'temp files are removed');
+  });
 
   it('when the server is still healthy after all that, then a normal request succeeds', async () => {
     const res = await s.call('GET', '/api/generate/models', { key });

@@ -59,16 +59,19 @@ export function clientErrorResponse(code: string | undefined): string {
 /** Installs the `clientError` and `checkExpectation` handlers on a node:http server. */
 export function answerClientErrors(server: http.Server, logger?: Logger): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
-    if (err.code === 'ECONNRESET' || !socket.writable) {
-      socket.destroy();
+    // A client that hung up (reset, or closed its side mid-body) gets no answer. The
+    // socket is destroyed with the error, as Node's default does: a request already
+    // under way (a multipart upload) sees it and cleans up its temp files.
+    if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || !socket.writable) {
+      socket.destroy(err);
       return;
     }
     logger?.debug({ code: err.code }, 'malformed or incomplete request answered by the client-error handler');
     // A body that breaks mid-way (a bad chunk size): the request already reached the app.
     const pending = (socket as Duplex & { _httpMessage?: http.ServerResponse })._httpMessage;
     if (pending) {
-      if (pending.headersSent) socket.destroy();
-      else answerWith(pending, describe(err.code));
+      if (pending.headersSent) socket.destroy(err);
+      else answerWith(pending, describe(err.code), err);
       return;
     }
     socket.end(clientErrorResponse(err.code));
@@ -80,9 +83,11 @@ export function answerClientErrors(server: http.Server, logger?: Logger): void {
 }
 
 /** Ends `res` with the envelope and closes the connection (what follows on it cannot be trusted). */
-function answerWith(res: http.ServerResponse, { status, message }: { status: 400 | 413; message: string }): void {
+function answerWith(res: http.ServerResponse, { status, message }: { status: 400 | 413; message: string }, cause?: Error): void {
   const body = envelope(message);
   const requestId = res.getHeader('x-request-id') ?? newRequestId();
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId, connection: 'close' });
-  res.end(body, () => res.socket?.destroy());
+  // Then the request itself fails with the cause, so whoever reads its body (multer
+  // writing an upload to a temp file) stops and cleans up, as on a dropped connection.
+  res.end(body, () => (cause ? res.req.destroy(cause) : res.socket?.destroy()));
 }

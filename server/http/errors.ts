@@ -37,8 +37,15 @@ const unavailable = () =>
 /** Turns a validator issue path (`/body/parameters/ratio`) into a readable field name. */
 function describeIssue(issue: ValidatorIssue): string {
   const where = (issue.path ?? '').replace(/^\.?\/?/, '').replaceAll('/', '.').replace(/^headers\./, 'header ');
-  const message = issue.message ?? 'is invalid';
+  // A `false` schema in the contract: a field the operation (or mode) does not take.
+  const message = issue.message === 'boolean schema is false' ? 'is not accepted by this operation or mode' : (issue.message ?? 'is invalid');
   return where ? `${where} ${message}` : message;
+}
+
+/** The issues worth reporting: an if/then's summary line adds nothing to the field it names. */
+function reportable(issues: ValidatorIssue[]): ValidatorIssue[] {
+  const specific = issues.filter((i) => !/^must match "(then|else)" schema$/.test(i.message ?? ''));
+  return specific.length > 0 ? specific : issues;
 }
 
 /** The `const` of the operation's `model` field, from the contract the validator matched. */
@@ -104,7 +111,7 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
       const allowed = constModelOf(req);
       return new ApiError(422, 'MODEL_UNAVAILABLE', allowed ? `This operation is served only by model ${allowed}.` : 'This model does not serve this operation.');
     }
-    const detail = err.errors.slice(0, 5).map(describeIssue).join('; ');
+    const detail = reportable(err.errors).slice(0, 5).map(describeIssue).join('; ');
     return new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${detail}.`);
   }
   return undefined;
