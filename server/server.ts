@@ -60,6 +60,7 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
     concurrency: config.workerConcurrency,
     leaseMs: config.workerLeaseMs,
     pollMs: config.workerPollMs,
+    retryBackoffMs: config.workerRetryBackoffMs,
   });
 }
 

@@ -1,7 +1,10 @@
 /**
  * Exactly-once and durability of media submissions at the real server: a race
  * of one identity, a SIGKILL while tasks process, an interrupted task whose
- * provider cannot resume, and the worker as its own process.
+ * provider cannot resume, and the worker as its own process. Then fairness
+ * after a crash: a re-queued job keeps its place, backs off, fails after
+ * max_attempts with its reservation released, and a worker that lost its lease
+ * settles nothing.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,6 +23,11 @@ import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { claimNext } from '../server/storage/jobs.ts';
+import * as jobs from '../server/storage/jobs.ts';
+import { recoverExpiredLeases, retryBackoffMs } from '../server/worker/worker.ts';
+import { createLogger } from '../server/logger.ts';
+import { ManualClock, openTestDb } from './helpers/db.ts';
+import { queueOwner, queueTask } from './helpers/jobs.ts';
 
 const IMAGE = '/api/generate/image';
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -182,5 +190,126 @@ describe('media durability', () => {
       worker.kill('SIGTERM');
       await server.kill('SIGTERM');
     }
+  });
+
+  it('when a worker is SIGKILLed with a backlog queued, then after a restart the interrupted task finishes before the backlog', async () => {
+    const dataDir = tempDataDir();
+    const env = { DATA_DIR: dataDir, WORKER_LEASE_MS: '1000', WORKER_POLL_MS: '50', WORKER_CONCURRENCY: '1', WORKER_RETRY_BACKOFF_MS: '0' };
+    const user = await seedUser(dataDir);
+    let child = await startServerChild(env);
+    const body = (prompt: string) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512' } });
+    const first = await post(child.url, user.secret, newKey('fair'), body('first in line [[scenario:processing:3]]'));
+    await until('the first task processing', async () => ((await getTask(child.url, user.secret, first.body.task.id)).status === 'processing' ? true : undefined));
+    const backlog: string[] = [];
+    for (let i = 0; i < 4; i++) backlog.push((await post(child.url, user.secret, newKey('fair'), body(`backlog ${i}`))).body.task.id);
+    await child.kill('SIGKILL');
+    await new Promise((r) => setTimeout(r, 1200)); // the lease runs out while nothing runs
+
+    child = await startServerChild(env);
+    try {
+      for (const id of [first.body.task.id, ...backlog]) {
+        await until(`task ${id}`, async () => ((await getTask(child.url, user.secret, id)).status === 'succeeded' ? true : undefined), 60_000);
+      }
+    } finally {
+      await child.kill('SIGTERM');
+    }
+    const db = await openDb(await dbOptionsFor(dataDir));
+    try {
+      const rows = await db('tasks').whereIn('id', [first.body.task.id, ...backlog]).select('id', 'finished_at');
+      const finished = new Map(rows.map((r: { id: string; finished_at: string }) => [r.id, r.finished_at]));
+      for (const id of backlog) assert.ok(finished.get(first.body.task.id)! < finished.get(id)!, 'the interrupted task kept its place at the head of the queue');
+      const job = await jobs.findJobByTask(db, first.body.task.id);
+      assert.equal(job?.attempts, 2);
+      assert.match(job?.last_error ?? '', /interrupted after attempt 1 of 3/);
+      assert.deepEqual((await verifyLedger(db, [verifyTasks])).problems, []);
+    } finally {
+      await db.destroy();
+    }
+  });
+});
+
+describe('job recovery after a crash', () => {
+  const LEASE = 1000;
+  const logger = createLogger('silent');
+  const providers = {} as Parameters<typeof recoverExpiredLeases>[0]['providers'];
+
+  it('when a job is re-queued after its worker died, then it keeps its place ahead of newer jobs and waits out its backoff', async () => {
+    const t = await openTestDb();
+    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+    try {
+      const owner = await queueOwner(t.db, clock);
+      await queueTask(t.db, clock, owner, 'task_old');
+      clock.advance(10);
+      assert.equal((await claimNext(t.db, 'dead-worker', clock.now().toISOString()))?.task_id, 'task_old');
+      for (let i = 0; i < 3; i++) {
+        clock.advance(10);
+        await queueTask(t.db, clock, owner, `task_new${i}`);
+      }
+      clock.advance(LEASE + 1);
+      await recoverExpiredLeases({ db: t.db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs: 500 });
+      const requeued = (await jobs.findJobByTask(t.db, 'task_old'))!;
+      assert.equal(requeued.state, 'queued');
+      assert.equal(requeued.run_at, '2026-01-01T00:00:00.000Z', 'run_at is the original one');
+      assert.match(requeued.last_error ?? '', /interrupted after attempt 1 of 3.*dead-worker/);
+      // During the backoff the newer jobs go; after it, the old one is next, ahead of the rest.
+      assert.equal((await claimNext(t.db, 'w', clock.now().toISOString()))?.task_id, 'task_new0');
+      clock.advance(500);
+      assert.equal((await claimNext(t.db, 'w', clock.now().toISOString()))?.task_id, 'task_old');
+      assert.equal((await claimNext(t.db, 'w', clock.now().toISOString()))?.task_id, 'task_new1');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('when a job kills its worker on every attempt, then after max_attempts it ends failed, its task failed and its reservation released', async () => {
+    const t = await openTestDb();
+    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+    try {
+      const owner = await queueOwner(t.db, clock);
+      await queueTask(t.db, clock, owner, 'task_crasher');
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const job = await claimNext(t.db, `worker-${attempt}`, clock.now().toISOString());
+        assert.equal(job?.attempts, attempt);
+        clock.advance(LEASE + 1); // the worker died: no heartbeat
+        await recoverExpiredLeases({ db: t.db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs: 100 });
+        clock.advance(retryBackoffMs(attempt, 100));
+      }
+      const job = (await jobs.findJobByTask(t.db, 'task_crasher'))!;
+      assert.equal(job.state, 'failed');
+      assert.match(job.last_error ?? '', /attempt 3 of 3/);
+      const task = (await t.db('tasks').where({ id: 'task_crasher' }).first()) as { status: string; error_code: string };
+      assert.equal(task.status, 'failed');
+      assert.equal(task.error_code, 'GENERATION_FAILED');
+      assert.equal(await claimNext(t.db, 'w', clock.now().toISOString()), undefined, 'it is not claimed again');
+      assert.equal(await ledger.balanceOf(t.db, owner.accountId), 100, 'the reservation was released');
+      assert.deepEqual((await verifyLedger(t.db, [verifyTasks])).problems, []);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('when a worker lost its lease to another, then its heartbeat and finish are refused and only the new owner can finish', async () => {
+    const t = await openTestDb();
+    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+    try {
+      const owner = await queueOwner(t.db, clock);
+      await queueTask(t.db, clock, owner, 'task_contended');
+      const stale = (await claimNext(t.db, 'w-stale', clock.now().toISOString()))!;
+      clock.advance(LEASE + 1);
+      await recoverExpiredLeases({ db: t.db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs: 0 });
+      const fresh = (await claimNext(t.db, 'w-fresh', clock.now().toISOString()))!;
+      assert.equal(fresh.id, stale.id);
+      const now = clock.now().toISOString();
+      assert.equal(await jobs.heartbeat(t.db, stale.id, 'w-stale', now), false);
+      assert.equal(await jobs.finish(t.db, stale.id, 'w-stale', now), false);
+      assert.equal(await jobs.finish(t.db, fresh.id, 'w-fresh', now), true);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('when the backoff grows with the attempts, then it doubles and stops at a minute', () => {
+    assert.deepEqual([1, 2, 3, 4].map((a) => retryBackoffMs(a, 1000)), [1000, 2000, 4000, 8000]);
+    assert.equal(retryBackoffMs(20, 1000), 60_000);
   });
 });

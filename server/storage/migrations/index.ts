@@ -8,6 +8,7 @@ import * as m002 from './002_ledger.ts';
 import * as m003 from './003_assets_voices.ts';
 import * as m004 from './004_idempotency.ts';
 import * as m005 from './005_tasks.ts';
+import * as m008 from './008_job_attempts.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -19,6 +20,7 @@ const migrations: Array<[string, Migration]> = [
   ['003_assets_voices', m003],
   ['004_idempotency', m004],
   ['005_tasks', m005],
+  ['008_job_attempts', m008],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
