@@ -49,7 +49,10 @@ function operations(key: string): Record<string, fc.Arbitrary<Req>> {
       headers: { authorization: a, 'content-type': 'application/json', 'idempotency-key': idem },
       body,
     }));
-  const taskId = fc.oneof(fc.stringMatching(/^task_[a-z0-9]{1,24}$/), nastyString).map((id) => encodeURIComponent(id) || 'x');
+  const taskId = fc.oneof(
+    fc.oneof(fc.stringMatching(/^task_[a-z0-9]{1,24}$/), nastyString).map((id) => encodeURIComponent(id) || 'x'),
+    fc.constantFrom('%', '%E0%A4%A', '%zz', '%00', '..%2F..%2Fetc'), // not valid percent-encoding, or tricks
+  );
   const query = fc.dictionary(fc.constantFrom('scope', 'page', 'language', 'x'), fc.oneof(nastyString, fc.constantFrom('mine', 'explore', '1', '10000', '10001', '1e400', 'Infinity', 'en-US')), { maxKeys: 3 });
   const qs = (q: Record<string, string>) => (Object.keys(q).length ? `?${new URLSearchParams(q)}` : '');
   return {

@@ -58,6 +58,14 @@ describe('hardening: bad input at the HTTP layer', () => {
     });
   }
 
+  for (const path of ['/files/%E0%A4%A?expires=1&sig=a', '/docs/assets/%E0%A4%A', '/api/generate/tasks/%E0%A4%A', '/api/generate/tasks/%']) {
+    it(`when the path ${path} is not valid percent-encoding, then it is 404 NOT_FOUND, not 503`, async () => {
+      const err = await errorOf(await s.call('GET', path, { key }));
+      assert.equal(err.status, 404);
+      assert.equal(err.code, 'NOT_FOUND');
+    });
+  }
+
   it('when a header block of 64 KB arrives, then it is 413 with the envelope, not a bare 431', async () => {
     const res = await rawRequest(s.url, [`GET /api/generate/models HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`]);
     assertEnvelope(res, 413, '64 KB header');

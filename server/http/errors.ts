@@ -95,6 +95,10 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
   const body = bodyErrorOf(err, req);
   if (body) return body;
   if (status === 404 || status === 405) return new ApiError(404, 'NOT_FOUND', 'No such route.');
+  // A path that is not valid percent-encoding (`/files/%E0%A4%A`) names nothing: the router's URIError, or the validator's "malformed uri".
+  if (status === 400 && (/^Failed to decode param/.test(err.message ?? '') || err.errors?.some((i) => /malformed uri/i.test(i.message ?? '')))) {
+    return new ApiError(404, 'NOT_FOUND', 'No such route: the path is not valid percent-encoding.');
+  }
   if (status === 401) return new ApiError(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
   if (status === 403) return new ApiError(403, 'INSUFFICIENT_SCOPE', 'This API key lacks the scope needed for this operation.');
   if (status === 415) {
