@@ -26,8 +26,9 @@ import { claimNext } from '../server/storage/jobs.ts';
 import * as jobs from '../server/storage/jobs.ts';
 import { recoverExpiredLeases, retryBackoffMs } from '../server/worker/worker.ts';
 import { createLogger } from '../server/logger.ts';
-import { ManualClock, openTestDb } from './helpers/db.ts';
-import { queueOwner, queueTask } from './helpers/jobs.ts';
+import type { ManualClock } from './helpers/db.ts';
+import { queueTask, withQueue } from './helpers/jobs.ts';
+import type { Db } from '../server/storage/db.ts';
 
 const IMAGE = '/api/generate/image';
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -232,81 +233,65 @@ describe('job recovery after a crash', () => {
   const LEASE = 1000;
   const logger = createLogger('silent');
   const providers = {} as Parameters<typeof recoverExpiredLeases>[0]['providers'];
+  /** The maintenance pass of a worker, with this test's lease and a backoff of `retryBackoffMs`. */
+  const recover = (db: Db, clock: ManualClock, retryBackoffMs: number) => recoverExpiredLeases({ db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs });
 
-  it('when a job is re-queued after its worker died, then it keeps its place ahead of newer jobs and waits out its backoff', async () => {
-    const t = await openTestDb();
-    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
-    try {
-      const owner = await queueOwner(t.db, clock);
-      await queueTask(t.db, clock, owner, 'task_old');
+  it('when a job is re-queued after its worker died, then it keeps its place ahead of newer jobs and waits out its backoff', () =>
+    withQueue(async ({ db, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_old');
       clock.advance(10);
-      assert.equal((await claimNext(t.db, 'dead-worker', clock.now().toISOString()))?.task_id, 'task_old');
+      assert.equal((await claimNext(db, 'dead-worker', clock.now().toISOString()))?.task_id, 'task_old');
       for (let i = 0; i < 3; i++) {
         clock.advance(10);
-        await queueTask(t.db, clock, owner, `task_new${i}`);
+        await queueTask(db, clock, owner, `task_new${i}`);
       }
       clock.advance(LEASE + 1);
-      await recoverExpiredLeases({ db: t.db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs: 500 });
-      const requeued = (await jobs.findJobByTask(t.db, 'task_old'))!;
+      await recover(db, clock, 500);
+      const requeued = (await jobs.findJobByTask(db, 'task_old'))!;
       assert.equal(requeued.state, 'queued');
       assert.equal(requeued.run_at, '2026-01-01T00:00:00.000Z', 'run_at is the original one');
       assert.match(requeued.last_error ?? '', /interrupted after attempt 1 of 3.*dead-worker/);
       // During the backoff the newer jobs go; after it, the old one is next, ahead of the rest.
-      assert.equal((await claimNext(t.db, 'w', clock.now().toISOString()))?.task_id, 'task_new0');
+      assert.equal((await claimNext(db, 'w', clock.now().toISOString()))?.task_id, 'task_new0');
       clock.advance(500);
-      assert.equal((await claimNext(t.db, 'w', clock.now().toISOString()))?.task_id, 'task_old');
-      assert.equal((await claimNext(t.db, 'w', clock.now().toISOString()))?.task_id, 'task_new1');
-    } finally {
-      await t.close();
-    }
-  });
+      assert.equal((await claimNext(db, 'w', clock.now().toISOString()))?.task_id, 'task_old');
+      assert.equal((await claimNext(db, 'w', clock.now().toISOString()))?.task_id, 'task_new1');
+    }));
 
-  it('when a job kills its worker on every attempt, then after max_attempts it ends failed, its task failed and its reservation released', async () => {
-    const t = await openTestDb();
-    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
-    try {
-      const owner = await queueOwner(t.db, clock);
-      await queueTask(t.db, clock, owner, 'task_crasher');
+  it('when a job kills its worker on every attempt, then after max_attempts it ends failed, its task failed and its reservation released', () =>
+    withQueue(async ({ db, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_crasher');
       for (let attempt = 1; attempt <= 3; attempt++) {
-        const job = await claimNext(t.db, `worker-${attempt}`, clock.now().toISOString());
+        const job = await claimNext(db, `worker-${attempt}`, clock.now().toISOString());
         assert.equal(job?.attempts, attempt);
         clock.advance(LEASE + 1); // the worker died: no heartbeat
-        await recoverExpiredLeases({ db: t.db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs: 100 });
+        await recover(db, clock, 100);
         clock.advance(retryBackoffMs(attempt, 100));
       }
-      const job = (await jobs.findJobByTask(t.db, 'task_crasher'))!;
+      const job = (await jobs.findJobByTask(db, 'task_crasher'))!;
       assert.equal(job.state, 'failed');
       assert.match(job.last_error ?? '', /attempt 3 of 3/);
-      const task = (await t.db('tasks').where({ id: 'task_crasher' }).first()) as { status: string; error_code: string };
+      const task = (await db('tasks').where({ id: 'task_crasher' }).first()) as { status: string; error_code: string };
       assert.equal(task.status, 'failed');
       assert.equal(task.error_code, 'GENERATION_FAILED');
-      assert.equal(await claimNext(t.db, 'w', clock.now().toISOString()), undefined, 'it is not claimed again');
-      assert.equal(await ledger.balanceOf(t.db, owner.accountId), 100, 'the reservation was released');
-      assert.deepEqual((await verifyLedger(t.db, [verifyTasks])).problems, []);
-    } finally {
-      await t.close();
-    }
-  });
+      assert.equal(await claimNext(db, 'w', clock.now().toISOString()), undefined, 'it is not claimed again');
+      assert.equal(await ledger.balanceOf(db, owner.accountId), 100, 'the reservation was released');
+      assert.deepEqual((await verifyLedger(db, [verifyTasks])).problems, []);
+    }));
 
-  it('when a worker lost its lease to another, then its heartbeat and finish are refused and only the new owner can finish', async () => {
-    const t = await openTestDb();
-    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
-    try {
-      const owner = await queueOwner(t.db, clock);
-      await queueTask(t.db, clock, owner, 'task_contended');
-      const stale = (await claimNext(t.db, 'w-stale', clock.now().toISOString()))!;
+  it('when a worker lost its lease to another, then its heartbeat and finish are refused and only the new owner can finish', () =>
+    withQueue(async ({ db, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_contended');
+      const stale = (await claimNext(db, 'w-stale', clock.now().toISOString()))!;
       clock.advance(LEASE + 1);
-      await recoverExpiredLeases({ db: t.db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs: 0 });
-      const fresh = (await claimNext(t.db, 'w-fresh', clock.now().toISOString()))!;
+      await recover(db, clock, 0);
+      const fresh = (await claimNext(db, 'w-fresh', clock.now().toISOString()))!;
       assert.equal(fresh.id, stale.id);
       const now = clock.now().toISOString();
-      assert.equal(await jobs.heartbeat(t.db, stale.id, 'w-stale', now), false);
-      assert.equal(await jobs.finish(t.db, stale.id, 'w-stale', now), false);
-      assert.equal(await jobs.finish(t.db, fresh.id, 'w-fresh', now), true);
-    } finally {
-      await t.close();
-    }
-  });
+      assert.equal(await jobs.heartbeat(db, stale.id, 'w-stale', now), false);
+      assert.equal(await jobs.finish(db, stale.id, 'w-stale', now), false);
+      assert.equal(await jobs.finish(db, fresh.id, 'w-fresh', now), true);
+    }));
 
   it('when the backoff grows with the attempts, then it doubles and stops at a minute', () => {
     assert.deepEqual([1, 2, 3, 4].map((a) => retryBackoffMs(a, 1000)), [1000, 2000, 4000, 8000]);

@@ -8,6 +8,7 @@ import * as ledger from '../../server/domain/ledger.ts';
 import * as tasks from '../../server/storage/tasks.ts';
 import * as jobs from '../../server/storage/jobs.ts';
 import { createAccount, createKey } from '../../server/domain/accounts.ts';
+import { ManualClock, openTestDb } from './db.ts';
 
 export interface QueueOwner {
   accountId: string;
@@ -32,4 +33,15 @@ export async function queueTask(db: Db, clock: Clock, owner: QueueOwner, id: str
     [{ task_id: id, idx: 0, status: 'pending', price: 1, asset_id: null, error: null }],
   );
   await jobs.enqueue(db, id, now);
+}
+
+/** Runs `fn` on a fresh database with a manual clock at 2026-01-01 and a queue owner (100 Gems); closes it after. */
+export async function withQueue(fn: (q: { db: Db; clock: ManualClock; owner: QueueOwner }) => Promise<void>): Promise<void> {
+  const t = await openTestDb();
+  try {
+    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+    await fn({ db: t.db, clock, owner: await queueOwner(t.db, clock) });
+  } finally {
+    await t.close();
+  }
 }
