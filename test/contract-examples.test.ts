@@ -75,6 +75,15 @@ describe('contract examples', () => {
     });
   }
 
+  it('when an operation requires a key scope, then the bearer scheme declares it in x-scopes, with the key shape in bearerFormat', () => {
+    const scheme = contract.components.securitySchemes.bearerAuth;
+    assert.match(scheme.bearerFormat, /gf_/);
+    const declared = Object.keys(scheme['x-scopes']);
+    const used = Object.values(contract.paths as Record<string, Json>).flatMap((item) => METHODS.flatMap((m) => (item[m]?.security ?? []).flatMap((r: Json) => r.bearerAuth ?? [])));
+    assert.equal(used.length >= 11, true, 'every operation states its scope');
+    for (const scope of used) assert.ok(declared.includes(scope), `scope ${scope} is declared`);
+  });
+
   it('when the Model example is read, then its capabilities are those of an image model of this server', () => {
     const example = contract.components.schemas.Model.example;
     assert.equal(example.kind, 'image');
