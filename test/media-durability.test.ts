@@ -24,7 +24,10 @@ import { verifyTasks } from '../server/domain/tasks.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { claimNext } from '../server/storage/jobs.ts';
 import * as jobs from '../server/storage/jobs.ts';
-import { recoverExpiredLeases, retryBackoffMs } from '../server/worker/worker.ts';
+import { recoverExpiredLeases, retryBackoffMs, startWorker } from '../server/worker/worker.ts';
+import type { MediaProvider } from '../server/providers/media-types.ts';
+import fsp from 'node:fs/promises';
+import sharp from 'sharp';
 import { createLogger } from '../server/logger.ts';
 import type { ManualClock } from './helpers/db.ts';
 import { queueTask, withQueue } from './helpers/jobs.ts';
@@ -291,6 +294,45 @@ describe('job recovery after a crash', () => {
       assert.equal(await jobs.heartbeat(db, stale.id, 'w-stale', now), false);
       assert.equal(await jobs.finish(db, stale.id, 'w-stale', now), false);
       assert.equal(await jobs.finish(db, fresh.id, 'w-fresh', now), true);
+    }));
+
+  it('when a running job is taken over by another worker, then the first worker stops its work and settles nothing', () =>
+    withQueue(async ({ db, dir, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_stolen');
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const provider: MediaProvider = {
+        name: 'gated',
+        resume: 'rerun',
+        async generate(_job, tools) {
+          started();
+          await gate;
+          const file = await tools.tempFile('.png');
+          await fsp.writeFile(file, await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } }).png().toBuffer());
+          return { file, mimeType: 'image/png' };
+        },
+      };
+      const worker = startWorker({ db, clock, logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 300, pollMs: 20, retryBackoffMs: 0 });
+      try {
+        await running;
+        await db('jobs').where({ task_id: 'task_stolen' }).update({ locked_by: 'thief' }); // recovered and claimed elsewhere
+        await new Promise((r) => setTimeout(r, 400)); // a few heartbeats find it taken
+        release();
+        await new Promise((r) => setTimeout(r, 300));
+      } finally {
+        await worker.stop();
+      }
+      const job = (await jobs.findJobByTask(db, 'task_stolen'))!;
+      assert.equal(job.state, 'running');
+      assert.equal(job.locked_by, 'thief', 'the job stays the new owner\'s');
+      const task = (await db('tasks').where({ id: 'task_stolen' }).first()) as { status: string };
+      assert.equal(task.status, 'processing', 'the first worker did not settle it');
+      const output = (await db('task_outputs').where({ task_id: 'task_stolen' }).first()) as { status: string; asset_id: string | null };
+      assert.notEqual(output.status, 'succeeded');
+      assert.equal(output.asset_id, null);
+      assert.equal(await ledger.balanceOf(db, owner.accountId), 99, 'the reservation is still held for the new owner');
     }));
 
   it('when the backoff grows with the attempts, then it doubles and stops at a minute', () => {

@@ -35,12 +35,12 @@ export async function queueTask(db: Db, clock: Clock, owner: QueueOwner, id: str
   await jobs.enqueue(db, id, now);
 }
 
-/** Runs `fn` on a fresh database with a manual clock at 2026-01-01 and a queue owner (100 Gems); closes it after. */
-export async function withQueue(fn: (q: { db: Db; clock: ManualClock; owner: QueueOwner }) => Promise<void>): Promise<void> {
+/** Runs `fn` on a fresh database (in data dir `dir`) with a manual clock at 2026-01-01 and a queue owner (100 Gems); closes it after. */
+export async function withQueue(fn: (q: { db: Db; dir: string; clock: ManualClock; owner: QueueOwner }) => Promise<void>): Promise<void> {
   const t = await openTestDb();
   try {
     const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
-    await fn({ db: t.db, clock, owner: await queueOwner(t.db, clock) });
+    await fn({ db: t.db, dir: t.dir, clock, owner: await queueOwner(t.db, clock) });
   } finally {
     await t.close();
   }
