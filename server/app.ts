@@ -17,7 +17,7 @@ import { requestId } from './http/request-id.ts';
 import { accessLog } from './http/access-log.ts';
 import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
-import { rejectNonFinite } from './http/finite.ts';
+import { rejectUnrepresentable } from './http/unrepresentable.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { extractRouter } from './routes/extract.ts';
@@ -79,7 +79,7 @@ export function createApp(deps: AppDeps): express.Express {
       fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
     }),
   );
-  app.use(rejectNonFinite);
+  app.use(rejectUnrepresentable);
 
   app.use(modelsRouter(deps));
   app.use(textRouter(deps));

@@ -50,6 +50,16 @@ describe('hardening: bad input at the HTTP layer', () => {
     assert.equal(err.status, 422);
   });
 
+  it('when a task ID, a query value or a body string carries NUL (U+0000, which Postgres cannot store), then it is 404 or 422, not 503', async () => {
+    for (const method of ['GET', 'HEAD']) assert.equal((await s.call(method, '/api/generate/tasks/%00', { key })).status, 404, method);
+    assert.equal((await errorOf(await s.call('GET', '/api/generate/tasks/task_a%00b', { key }))).code, 'NOT_FOUND');
+    assert.equal((await errorOf(await s.call('GET', '/api/generate/voices?language=en%00', { key }))).status, 422);
+    const body = { model: 'gemforge-image-1', prompt: 'a fox', parameters: { resolution: '512' }, referenceAssetIds: ['asset_\u0000'] };
+    const res = await errorOf(await s.call('POST', '/api/generate/image', { key, body, headers: { 'idempotency-key': 'nul-body-1' } }));
+    assert.equal(res.status, 422);
+    assert.match(res.message, /body\.referenceAssetIds\[0\].*NUL/);
+  });
+
   for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
     it(`when /docs/assets/${name} is asked for, then it is 404 NOT_FOUND`, async () => {
       const err = await errorOf(await fetch(`${s.url}/docs/assets/${name}`));
