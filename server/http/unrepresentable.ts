@@ -29,6 +29,8 @@ export function rejectUnrepresentable(req: Request, _res: Response, next: NextFu
     next(new ApiError(404, 'NOT_FOUND', 'No such route: the path contains a NUL character.'));
     return;
   }
-  const bad = unrepresentable(req.query, 'query') ?? unrepresentable(req.body, 'body');
+  // Multipart fields are checked by their own patterns (and a file sent as a text field carries binary).
+  const body = req.is('multipart/form-data') ? undefined : req.body;
+  const bad = unrepresentable(req.query, 'query') ?? unrepresentable(body, 'body');
   next(bad ? new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${bad.path} ${bad.problem}.`) : undefined);
 }

@@ -15,6 +15,7 @@ import { hintFor } from '../../client/errors.ts';
 import { guessContentType } from '../../client/uploads.ts';
 import { outputFileName } from '../../client/downloads.ts';
 import { PROTOTYPE_NAMES } from '../helpers/prototype-names.ts';
+import { voiceName } from '../../server/domain/voices.ts';
 
 
 /** Words: inherited property names in any case, colour words and anything else. */
@@ -75,5 +76,12 @@ describe('user text naming inherited properties', () => {
       }),
       { seed: SEED, numRuns: 200 },
     );
+  });
+});
+
+describe('user text that storage cannot hold', () => {
+  it('when an uploaded voice file name carries control characters (NUL, BEL), then the voice name drops them', () => {
+    assert.equal(voiceName('a\u0000b\u0007c.wav', new Date(0)), 'abc');
+    assert.equal(voiceName('\u0000.wav', new Date(0)), 'Voice 1970-01-01 00:00:00 UTC');
   });
 });
