@@ -32,7 +32,8 @@ export interface SaveResult {
 
 /** `task-id-0.png` style names; the extension follows the output's MIME type. */
 export function outputFileName(taskId: string, index: number, mimeType: string): string {
-  return `${taskId}-${index}.${EXTENSIONS[mimeType.split(';')[0].trim()] ?? 'bin'}`;
+  const bare = mimeType.split(';')[0].trim();
+  return `${taskId}-${index}.${Object.hasOwn(EXTENSIONS, bare) ? EXTENSIONS[bare] : 'bin'}`;
 }
 
 async function fetchOutput(url: string, fetchImpl: typeof fetch, signal?: AbortSignal): Promise<Response> {

@@ -155,7 +155,7 @@ export const ERROR_HINTS: Record<string, string> = {
 
 /** The hint for a code, or a generic one by status. */
 export function hintFor(code: string | undefined, status?: number): string {
-  if (code && ERROR_HINTS[code]) return ERROR_HINTS[code];
+  if (code && Object.hasOwn(ERROR_HINTS, code)) return ERROR_HINTS[code];
   if (status === 413) return 'The body exceeds the operation’s size limit: send less.';
   if (status === 400) return 'The request could not be parsed: check the JSON body.';
   if (status !== undefined && status >= 500) return 'Keep the same Idempotency-Key and back off; a 5xx never permits a new key.';

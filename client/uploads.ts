@@ -51,7 +51,8 @@ const CONTAINERS = [['video/mp4', 'audio/mp4', 'video/quicktime'], ['video/webm'
  */
 export function guessContentType(head: Uint8Array | undefined, filename?: string): string | undefined {
   const byMagic = head ? sniffContentType(head) : undefined;
-  const byExt = filename ? EXTENSION_TYPES[path.extname(filename).toLowerCase()] : undefined;
+  const ext = filename ? path.extname(filename).toLowerCase() : '';
+  const byExt = Object.hasOwn(EXTENSION_TYPES, ext) ? EXTENSION_TYPES[ext] : undefined;
   if (byMagic && byExt && CONTAINERS.some((c) => c.includes(byMagic) && c.includes(byExt))) return byExt;
   return byMagic ?? byExt;
 }

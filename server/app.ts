@@ -17,6 +17,7 @@ import { requestId } from './http/request-id.ts';
 import { accessLog } from './http/access-log.ts';
 import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
+import { rejectUnrepresentable } from './http/unrepresentable.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { extractRouter } from './routes/extract.ts';
@@ -85,6 +86,7 @@ export function createApp(deps: AppDeps): express.Express {
       fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
     }),
   );
+  app.use(rejectUnrepresentable);
 
   // Account policies on the request's text, before any router claims an identity or reserves Gems.
   app.use(policyStep(moderationDeps(deps)));

@@ -70,6 +70,11 @@ export interface Config {
   workerLeaseMs: number;
   /** How often an idle worker looks for jobs, in ms (`WORKER_POLL_MS`, default 250). */
   workerPollMs: number;
+  /**
+   * First backoff of a job re-queued after its worker died, in ms
+   * (`WORKER_RETRY_BACKOFF_MS`, default 1000); it doubles per attempt, up to a minute.
+   */
+  workerRetryBackoffMs: number;
   /** Lifetime of a signed output URL in seconds (`SIGNED_URL_TTL_SECONDS`, default 3600). */
   signedUrlTtlSeconds: number;
   /** On SIGTERM/SIGINT, how long in-flight requests and text generations may finish (`SHUTDOWN_GRACE_SECONDS`, default 30). */
@@ -191,6 +196,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     workerConcurrency: parseWhole(env.WORKER_CONCURRENCY, 2, 'WORKER_CONCURRENCY', 1),
     workerLeaseMs: parseWhole(env.WORKER_LEASE_MS, 30_000, 'WORKER_LEASE_MS', 100),
     workerPollMs: parseWhole(env.WORKER_POLL_MS, 250, 'WORKER_POLL_MS', 10),
+    workerRetryBackoffMs: parseWhole(env.WORKER_RETRY_BACKOFF_MS, 1000, 'WORKER_RETRY_BACKOFF_MS', 0),
     signedUrlTtlSeconds: parseWhole(env.SIGNED_URL_TTL_SECONDS, 3600, 'SIGNED_URL_TTL_SECONDS', 1),
     shutdownGraceSeconds: parseWhole(env.SHUTDOWN_GRACE_SECONDS, 30, 'SHUTDOWN_GRACE_SECONDS', 0),
     outputRetentionSeconds: parseWhole(env.OUTPUT_RETENTION_SECONDS, 7 * 24 * 3600, 'OUTPUT_RETENTION_SECONDS', 1),

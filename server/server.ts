@@ -18,6 +18,7 @@ import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
+import { answerClientErrors } from './http/client-error.ts';
 
 export interface RunningServer {
   url: string;
@@ -62,6 +63,7 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
     concurrency: config.workerConcurrency,
     leaseMs: config.workerLeaseMs,
     pollMs: config.workerPollMs,
+    retryBackoffMs: config.workerRetryBackoffMs,
   });
 }
 
@@ -84,6 +86,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies });
   const server = http.createServer(app);
+  // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
+  answerClientErrors(server, logger);
   // Responses in flight, so a shutdown can wait for them (and not for idle keep-alive connections).
   let active = 0;
   let onIdle: (() => void) | undefined;

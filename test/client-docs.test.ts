@@ -37,8 +37,16 @@ describe('contract and API reference pages', () => {
       await asset.arrayBuffer();
     }
     const init = await (await fetch(`${s.url}/docs/assets/docs.js`)).text();
-    assert.match(init, /url: '\/openapi\.yaml'/);
+    assert.match(init, /fetch\('\/docs\/openapi\.json'\)/);
+    assert.match(init, /window\.location\.origin/, 'Try it out goes to the server that serves the page');
     assert.match(init, /validatorUrl: null/, 'no call to a public validator');
     assert.equal((await fetch(`${s.url}/docs/assets/../../package.json`)).status, 404);
+  });
+
+  it('when /docs/openapi.json is fetched, then it is the contract file as JSON', async () => {
+    const res = await fetch(`${s.url}/docs/openapi.json`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    assert.deepEqual(await res.json(), parse(fs.readFileSync(s.config.openapiPath, 'utf8')));
   });
 });

@@ -1,7 +1,10 @@
 /**
  * Exactly-once and durability of media submissions at the real server: a race
  * of one identity, a SIGKILL while tasks process, an interrupted task whose
- * provider cannot resume, and the worker as its own process.
+ * provider cannot resume, and the worker as its own process. Then fairness
+ * after a crash: a re-queued job keeps its place, backs off, fails after
+ * max_attempts with its reservation released, and a worker that lost its lease
+ * settles nothing.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,6 +23,15 @@ import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { claimNext } from '../server/storage/jobs.ts';
+import * as jobs from '../server/storage/jobs.ts';
+import { recoverExpiredLeases, retryBackoffMs, startWorker } from '../server/worker/worker.ts';
+import type { MediaProvider } from '../server/providers/media-types.ts';
+import fsp from 'node:fs/promises';
+import sharp from 'sharp';
+import { createLogger } from '../server/logger.ts';
+import type { ManualClock } from './helpers/db.ts';
+import { queueTask, withQueue } from './helpers/jobs.ts';
+import type { Db } from '../server/storage/db.ts';
 
 const IMAGE = '/api/generate/image';
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -182,5 +194,149 @@ describe('media durability', () => {
       worker.kill('SIGTERM');
       await server.kill('SIGTERM');
     }
+  });
+
+  it('when a worker is SIGKILLed with a backlog queued, then after a restart the interrupted task finishes before the backlog', async () => {
+    const dataDir = tempDataDir();
+    const env = { DATA_DIR: dataDir, WORKER_LEASE_MS: '1000', WORKER_POLL_MS: '50', WORKER_CONCURRENCY: '1', WORKER_RETRY_BACKOFF_MS: '0' };
+    const user = await seedUser(dataDir);
+    let child = await startServerChild(env);
+    const body = (prompt: string) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512' } });
+    const first = await post(child.url, user.secret, newKey('fair'), body('first in line [[scenario:processing:3]]'));
+    await until('the first task processing', async () => ((await getTask(child.url, user.secret, first.body.task.id)).status === 'processing' ? true : undefined));
+    const backlog: string[] = [];
+    for (let i = 0; i < 4; i++) backlog.push((await post(child.url, user.secret, newKey('fair'), body(`backlog ${i}`))).body.task.id);
+    await child.kill('SIGKILL');
+    await new Promise((r) => setTimeout(r, 1200)); // the lease runs out while nothing runs
+
+    child = await startServerChild(env);
+    try {
+      for (const id of [first.body.task.id, ...backlog]) {
+        await until(`task ${id}`, async () => ((await getTask(child.url, user.secret, id)).status === 'succeeded' ? true : undefined), 60_000);
+      }
+    } finally {
+      await child.kill('SIGTERM');
+    }
+    const db = await openDb(await dbOptionsFor(dataDir));
+    try {
+      const rows = await db('tasks').whereIn('id', [first.body.task.id, ...backlog]).select('id', 'finished_at');
+      const finished = new Map(rows.map((r: { id: string; finished_at: string }) => [r.id, r.finished_at]));
+      for (const id of backlog) assert.ok(finished.get(first.body.task.id)! < finished.get(id)!, 'the interrupted task kept its place at the head of the queue');
+      const job = await jobs.findJobByTask(db, first.body.task.id);
+      assert.equal(job?.attempts, 2);
+      assert.match(job?.last_error ?? '', /interrupted after attempt 1 of 3/);
+      assert.deepEqual((await verifyLedger(db, [verifyTasks])).problems, []);
+    } finally {
+      await db.destroy();
+    }
+  });
+});
+
+describe('job recovery after a crash', () => {
+  const LEASE = 1000;
+  const logger = createLogger('silent');
+  const providers = {} as Parameters<typeof recoverExpiredLeases>[0]['providers'];
+  /** The maintenance pass of a worker, with this test's lease and a backoff of `retryBackoffMs`. */
+  const recover = (db: Db, clock: ManualClock, retryBackoffMs: number) => recoverExpiredLeases({ db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs });
+
+  it('when a job is re-queued after its worker died, then it keeps its place ahead of newer jobs and waits out its backoff', () =>
+    withQueue(async ({ db, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_old');
+      clock.advance(10);
+      assert.equal((await claimNext(db, 'dead-worker', clock.now().toISOString()))?.task_id, 'task_old');
+      for (let i = 0; i < 3; i++) {
+        clock.advance(10);
+        await queueTask(db, clock, owner, `task_new${i}`);
+      }
+      clock.advance(LEASE + 1);
+      await recover(db, clock, 500);
+      const requeued = (await jobs.findJobByTask(db, 'task_old'))!;
+      assert.equal(requeued.state, 'queued');
+      assert.equal(requeued.run_at, '2026-01-01T00:00:00.000Z', 'run_at is the original one');
+      assert.match(requeued.last_error ?? '', /interrupted after attempt 1 of 3.*dead-worker/);
+      // During the backoff the newer jobs go; after it, the old one is next, ahead of the rest.
+      assert.equal((await claimNext(db, 'w', clock.now().toISOString()))?.task_id, 'task_new0');
+      clock.advance(500);
+      assert.equal((await claimNext(db, 'w', clock.now().toISOString()))?.task_id, 'task_old');
+      assert.equal((await claimNext(db, 'w', clock.now().toISOString()))?.task_id, 'task_new1');
+    }));
+
+  it('when a job kills its worker on every attempt, then after max_attempts it ends failed, its task failed and its reservation released', () =>
+    withQueue(async ({ db, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_crasher');
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const job = await claimNext(db, `worker-${attempt}`, clock.now().toISOString());
+        assert.equal(job?.attempts, attempt);
+        clock.advance(LEASE + 1); // the worker died: no heartbeat
+        await recover(db, clock, 100);
+        clock.advance(retryBackoffMs(attempt, 100));
+      }
+      const job = (await jobs.findJobByTask(db, 'task_crasher'))!;
+      assert.equal(job.state, 'failed');
+      assert.match(job.last_error ?? '', /attempt 3 of 3/);
+      const task = (await db('tasks').where({ id: 'task_crasher' }).first()) as { status: string; error_code: string };
+      assert.equal(task.status, 'failed');
+      assert.equal(task.error_code, 'GENERATION_FAILED');
+      assert.equal(await claimNext(db, 'w', clock.now().toISOString()), undefined, 'it is not claimed again');
+      assert.equal(await ledger.balanceOf(db, owner.accountId), 100, 'the reservation was released');
+      assert.deepEqual((await verifyLedger(db, [verifyTasks])).problems, []);
+    }));
+
+  it('when a worker lost its lease to another, then its heartbeat and finish are refused and only the new owner can finish', () =>
+    withQueue(async ({ db, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_contended');
+      const stale = (await claimNext(db, 'w-stale', clock.now().toISOString()))!;
+      clock.advance(LEASE + 1);
+      await recover(db, clock, 0);
+      const fresh = (await claimNext(db, 'w-fresh', clock.now().toISOString()))!;
+      assert.equal(fresh.id, stale.id);
+      const now = clock.now().toISOString();
+      assert.equal(await jobs.heartbeat(db, stale.id, 'w-stale', now), false);
+      assert.equal(await jobs.finish(db, stale.id, 'w-stale', now), false);
+      assert.equal(await jobs.finish(db, fresh.id, 'w-fresh', now), true);
+    }));
+
+  it('when a running job is taken over by another worker, then the first worker stops its work and settles nothing', () =>
+    withQueue(async ({ db, dir, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_stolen');
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const provider: MediaProvider = {
+        name: 'gated',
+        resume: 'rerun',
+        async generate(_job, tools) {
+          started();
+          await gate;
+          const file = await tools.tempFile('.png');
+          await fsp.writeFile(file, await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } }).png().toBuffer());
+          return { file, mimeType: 'image/png' };
+        },
+      };
+      const worker = startWorker({ db, clock, logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 300, pollMs: 20, retryBackoffMs: 0 });
+      try {
+        await running;
+        await db('jobs').where({ task_id: 'task_stolen' }).update({ locked_by: 'thief' }); // recovered and claimed elsewhere
+        await new Promise((r) => setTimeout(r, 400)); // a few heartbeats find it taken
+        release();
+        await new Promise((r) => setTimeout(r, 300));
+      } finally {
+        await worker.stop();
+      }
+      const job = (await jobs.findJobByTask(db, 'task_stolen'))!;
+      assert.equal(job.state, 'running');
+      assert.equal(job.locked_by, 'thief', 'the job stays the new owner\'s');
+      const task = (await db('tasks').where({ id: 'task_stolen' }).first()) as { status: string };
+      assert.equal(task.status, 'processing', 'the first worker did not settle it');
+      const output = (await db('task_outputs').where({ task_id: 'task_stolen' }).first()) as { status: string; asset_id: string | null };
+      assert.notEqual(output.status, 'succeeded');
+      assert.equal(output.asset_id, null);
+      assert.equal(await ledger.balanceOf(db, owner.accountId), 99, 'the reservation is still held for the new owner');
+    }));
+
+  it('when the backoff grows with the attempts, then it doubles and stops at a minute', () => {
+    assert.deepEqual([1, 2, 3, 4].map((a) => retryBackoffMs(a, 1000)), [1000, 2000, 4000, 8000]);
+    assert.equal(retryBackoffMs(20, 1000), 60_000);
   });
 });

@@ -195,7 +195,8 @@ describe('video generation', () => {
     const cases: Array<[unknown, string, RegExp]> = [
       [{ model: 'gemforge-image-1', prompt: 'x', parameters: { mode: 'text-to-video' } }, 'MODEL_UNAVAILABLE', /gemforge-image-1.*not a video model/],
       [{ model: 'gemforge-video-9', prompt: 'x', parameters: { mode: 'text-to-video' } }, 'MODEL_UNAVAILABLE', /gemforge-video-9/],
-      [{ model: V1, prompt: 'x' }, 'INVALID_REQUEST', /parameters\.mode is required.*text-to-video, image-to-video/],
+      [{ model: V1, prompt: 'x' }, 'INVALID_REQUEST', /must have required property 'parameters'/],
+      [{ model: V1, prompt: 'x', parameters: { duration: 4 } }, 'INVALID_REQUEST', /parameters\.mode must have required property 'mode'/],
       [{ model: V1, prompt: 'x', parameters: { mode: 'video-to-video' } }, 'INVALID_REQUEST', /mode/],
       [{ model: LITE, prompt: 'x', parameters: { mode: 'image-to-video', sourceImage: img } }, 'INVALID_REQUEST', /parameters\.mode "image-to-video" is not supported by model gemforge-video-lite-1; allowed values: text-to-video\./],
       [{ model: V1, prompt: 'x', parameters: { mode: 'image-to-video' } }, 'INVALID_REQUEST', /parameters\.sourceImage is required with mode image-to-video/],

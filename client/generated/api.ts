@@ -396,9 +396,13 @@ export interface components {
          *       "available": true,
          *       "baseGems": 4,
          *       "capabilities": {
-         *         "aspectRatios": [
+         *         "ratios": [
          *           "1:1",
          *           "16:9"
+         *         ],
+         *         "resolutions": [
+         *           "512",
+         *           "1024"
          *         ],
          *         "maxOutputs": 4
          *       }
@@ -498,14 +502,15 @@ export interface components {
         /**
          * @description Video generator parameters. Unsupported parameter names are rejected
          *     (`422 INVALID_REQUEST`), including `provider`, `model`, `prompt` and `sourceTool`.
-         *     Values are checked against the model's capabilities by the server.
+         *     Values are checked against the model's capabilities by the server. `mode` is
+         *     required: set it explicitly.
          */
         MediaParametersVideo: {
             /**
              * @description Set it explicitly to a mode the model supports.
              * @enum {string}
              */
-            mode?: "text-to-video" | "image-to-video";
+            mode: "text-to-video" | "image-to-video";
             /** @description Owned image asset ID used as the first frame. Only this sets the first frame. */
             sourceImage?: components["schemas"]["AssetId"];
             /** @description Owned image asset ID used as the last frame, where supported. */
@@ -574,12 +579,14 @@ export interface components {
             referenceAssetIds?: components["schemas"]["ReferenceAssetIds"];
             maxGems?: components["schemas"]["MediaMaxGems"];
         };
-        /** @description The shared media envelope for video. Unknown top-level fields are rejected. */
+        /**
+         * @description The shared media envelope for video. Unknown top-level fields are rejected.
+         *     `parameters` with an explicit `mode` is required.
+         */
         VideoRequest: {
             model: components["schemas"]["ModelId"];
             prompt: components["schemas"]["MediaPrompt"];
-            /** @default {} */
-            parameters?: components["schemas"]["MediaParametersVideo"];
+            parameters: components["schemas"]["MediaParametersVideo"];
             referenceAssetIds?: components["schemas"]["ReferenceAssetIds"];
             maxGems?: components["schemas"]["MediaMaxGems"];
         };
@@ -600,7 +607,7 @@ export interface components {
             parameters?: components["schemas"]["MediaParametersAudio"];
             referenceAssetIds?: components["schemas"]["ReferenceAssetIds"];
             maxGems?: components["schemas"]["MediaMaxGems"];
-        } & (unknown & unknown);
+        } & (unknown & unknown & unknown);
         /** @description Response of image, video and audio submission. */
         Submission: {
             task: components["schemas"]["Task"];
@@ -736,7 +743,8 @@ export interface components {
              */
             file: string;
             /**
-             * @description Recording length in seconds as a decimal string (for example `42.5`); 15–300, checked by the server.
+             * @description Recording length in seconds as a decimal string with up to three decimals (for
+             *     example `42.5`), from 15 to 300 inclusive: the pattern admits exactly that range.
              * @example 42.5
              */
             duration: string;
@@ -801,6 +809,12 @@ export interface components {
             }[];
             usage: components["schemas"]["ChatCompletionUsage"];
         };
+        /**
+         * @description The JSON of one `data:` frame of a text stream: a `ChatCompletionChunk`, or (on
+         *     failure, then no `[DONE]` follows) the Error envelope. The terminating
+         *     `data: [DONE]` frame is not JSON and not described by this schema.
+         */
+        ChatCompletionStreamData: components["schemas"]["ChatCompletionChunk"] | components["schemas"]["Error"];
         /**
          * @description One SSE `data:` frame of a streamed completion. The text is in
          *     `choices[].delta.content`; the final successful chunk carries `usage`.
@@ -1956,7 +1970,7 @@ export interface operations {
                      *         "id": "asset_3f9c2a71d04b4e8c5a1b2c3d",
                      *         "kind": "image",
                      *         "state": "ready",
-                     *         "url": "http://127.0.0.1:8080/files/asset_3f9c2a71d04b4e8c5a1b2c3d?expires=1736939400&sig=2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+                     *         "url": null
                      *       }
                      *     }
                      */

@@ -248,7 +248,7 @@ const commands: Record<string, Handler> = {
 /** Runs one admin command; returns the process exit code. */
 export async function runAdmin(argv: string[], io = { out: process.stdout, err: process.stderr }): Promise<number> {
   const name = argv.slice(0, 2).join(' ');
-  const handler = commands[name];
+  const handler = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!handler) {
     io.err.write(`${argv.length ? `unknown command "gemforge admin ${argv.join(' ')}"\n` : ''}${USAGE}\n`);
     return 2;

@@ -13,7 +13,9 @@ export function jsonBody(limit: number): RequestHandler {
       if (error) {
         req.bodyError = error;
         // Nothing more of this body will be read: close the connection after the answer.
-        res.setHeader('connection', 'close');
+        // (Malformed framing, such as a bad chunk size, was already answered by the
+        // client-error handler in http/client-error.ts: its headers are out.)
+        if (!res.headersSent) res.setHeader('connection', 'close');
       }
       next();
     });

@@ -37,8 +37,15 @@ const unavailable = () =>
 /** Turns a validator issue path (`/body/parameters/ratio`) into a readable field name. */
 function describeIssue(issue: ValidatorIssue): string {
   const where = (issue.path ?? '').replace(/^\.?\/?/, '').replaceAll('/', '.').replace(/^headers\./, 'header ');
-  const message = issue.message ?? 'is invalid';
+  // A `false` schema in the contract: a field the operation (or mode) does not take.
+  const message = issue.message === 'boolean schema is false' ? 'is not accepted by this operation or mode' : (issue.message ?? 'is invalid');
   return where ? `${where} ${message}` : message;
+}
+
+/** The issues worth reporting: an if/then's summary line adds nothing to the field it names. */
+function reportable(issues: ValidatorIssue[]): ValidatorIssue[] {
+  const specific = issues.filter((i) => !/^must match "(then|else)" schema$/.test(i.message ?? ''));
+  return specific.length > 0 ? specific : issues;
 }
 
 /** The `const` of the operation's `model` field, from the contract the validator matched. */
@@ -88,6 +95,10 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
   const body = bodyErrorOf(err, req);
   if (body) return body;
   if (status === 404 || status === 405) return new ApiError(404, 'NOT_FOUND', 'No such route.');
+  // A path that is not valid percent-encoding (`/files/%E0%A4%A`) names nothing: the router's URIError, or the validator's "malformed uri".
+  if (status === 400 && (/^Failed to decode param/.test(err.message ?? '') || err.errors?.some((i) => /malformed uri/i.test(i.message ?? '')))) {
+    return new ApiError(404, 'NOT_FOUND', 'No such route: the path is not valid percent-encoding.');
+  }
   if (status === 401) return new ApiError(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
   if (status === 403) return new ApiError(403, 'INSUFFICIENT_SCOPE', 'This API key lacks the scope needed for this operation.');
   if (status === 415) {
@@ -104,7 +115,7 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
       const allowed = constModelOf(req);
       return new ApiError(422, 'MODEL_UNAVAILABLE', allowed ? `This operation is served only by model ${allowed}.` : 'This model does not serve this operation.');
     }
-    const detail = err.errors.slice(0, 5).map(describeIssue).join('; ');
+    const detail = reportable(err.errors).slice(0, 5).map(describeIssue).join('; ');
     return new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${detail}.`);
   }
   return undefined;

@@ -36,7 +36,7 @@ const TYPES: SupportedType[] = [
 ];
 
 /** Accepted aliases, mapped to the canonical type stored with the asset. */
-const ALIASES: Record<string, string> = {
+const ALIASES = new Map<string, string>(Object.entries({
   'audio/x-wav': 'audio/wav',
   'audio/wave': 'audio/wav',
   'audio/vnd.wave': 'audio/wav',
@@ -46,13 +46,13 @@ const ALIASES: Record<string, string> = {
   'audio/x-flac': 'audio/flac',
   'audio/aacp': 'audio/aac',
   'image/jpg': 'image/jpeg',
-};
+}));
 
 /** The supported type for a Content-Type header value (parameters ignored), or undefined. */
 export function supportedType(contentType: string | undefined): SupportedType | undefined {
   if (!contentType) return undefined;
   const bare = contentType.split(';')[0]!.trim().toLowerCase();
-  const mime = ALIASES[bare] ?? bare;
+  const mime = ALIASES.get(bare) ?? bare;
   return TYPES.find((t) => t.mime === mime);
 }
 

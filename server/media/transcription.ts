@@ -96,7 +96,7 @@ export function openAiCompatibleTranscriber(options: {
     async transcribe({ file, mimeType }) {
       const bytes = await fs.readFile(file);
       const form = new FormData();
-      const ext = EXTENSIONS[mimeType] ?? path.extname(file).slice(1) ?? 'bin';
+      const ext = (Object.hasOwn(EXTENSIONS, mimeType) ? EXTENSIONS[mimeType] : undefined) ?? (path.extname(file).slice(1) || 'bin');
       form.append('file', new Blob([bytes], { type: mimeType }), `recording.${ext}`);
       form.append('model', options.model);
       form.append('response_format', 'json');

@@ -1,5 +1,6 @@
 /**
  * GET /openapi.yaml: the contract itself, as application/yaml.
+ * GET /docs/openapi.json: the same contract as JSON, for the page.
  * GET /docs: an interactive API reference (Swagger UI from the npm package
  * swagger-ui-dist, served from node_modules: nothing is fetched from the
  * internet). Public pages outside the API paths, mounted before the validator
@@ -9,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { Router } from 'express';
+import YAML from 'yaml';
 import type { AppDeps } from '../app.ts';
 
 const SWAGGER_DIR = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
@@ -32,34 +34,71 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-// validatorUrl: null, or Swagger UI would ask a public validator for a badge.
-const INIT = `window.ui = SwaggerUIBundle({
-  url: '/openapi.yaml',
-  dom_id: '#gemforge-docs',
-  deepLinking: true,
-  validatorUrl: null,
-  tryItOutEnabled: false,
-  persistAuthorization: false,
-  presets: [SwaggerUIBundle.presets.apis],
-});
+/**
+ * The page's script. It loads the contract as JSON and points "Try it out" at
+ * the server that serves the page, whatever its host and port (the contract's
+ * `servers` entry is only the default local address). The prefilled
+ * Idempotency-Key is fresh per page load, and every try that still carries it
+ * gets a fresh one, so a second try with another body is not a 409
+ * IDEMPOTENCY_CONFLICT; a key the reader typed is sent as typed.
+ * getRandomValues, not randomUUID: the latter needs a secure context, and the
+ * page may be served over plain http on any host.
+ * validatorUrl: null, or Swagger UI would ask a public validator for a badge.
+ */
+const INIT = `(function () {
+  function freshKey() {
+    var bytes = crypto.getRandomValues(new Uint8Array(12));
+    return 'docs-' + Array.prototype.map.call(bytes, function (b) { return b.toString(16).padStart(2, '0'); }).join('');
+  }
+  var prefilled = freshKey();
+  fetch('/docs/openapi.json')
+    .then(function (res) { return res.json(); })
+    .then(function (spec) {
+      spec.servers = [{ url: window.location.origin, description: 'This server (the one serving this page)' }];
+      var idem = spec.components && spec.components.parameters && spec.components.parameters.IdempotencyKey;
+      if (idem) idem.example = prefilled;
+      window.ui = SwaggerUIBundle({
+        spec: spec,
+        dom_id: '#gemforge-docs',
+        deepLinking: true,
+        validatorUrl: null,
+        tryItOutEnabled: false,
+        persistAuthorization: false,
+        presets: [SwaggerUIBundle.presets.apis],
+        requestInterceptor: function (req) {
+          Object.keys(req.headers || {}).forEach(function (name) {
+            if (name.toLowerCase() === 'idempotency-key' && req.headers[name] === prefilled) req.headers[name] = freshKey();
+          });
+          return req;
+        },
+      });
+    });
+})();
 `;
 
-const ASSETS: Record<string, { type: string; file?: string; text?: string }> = {
-  'swagger-ui.css': { type: 'text/css; charset=utf-8', file: 'swagger-ui.css' },
-  'swagger-ui-bundle.js': { type: 'text/javascript; charset=utf-8', file: 'swagger-ui-bundle.js' },
-  'docs.js': { type: 'text/javascript; charset=utf-8', text: INIT },
-};
+// A Map, not a plain object: the name is user text, and `ASSETS.constructor` exists.
+const ASSETS = new Map<string, { type: string; file?: string; text?: string }>([
+  ['swagger-ui.css', { type: 'text/css; charset=utf-8', file: 'swagger-ui.css' }],
+  ['swagger-ui-bundle.js', { type: 'text/javascript; charset=utf-8', file: 'swagger-ui-bundle.js' }],
+  ['docs.js', { type: 'text/javascript; charset=utf-8', text: INIT }],
+]);
 
 export function docsRouter({ config }: Pick<AppDeps, 'config'>): Router {
   const router = Router();
   router.get('/openapi.yaml', (_req, res) => {
     res.status(200).type('application/yaml').send(fs.readFileSync(config.openapiPath));
   });
+  // The same contract as JSON for the page (a browser has no YAML parser).
+  let contractJson: string | undefined;
+  router.get('/docs/openapi.json', (_req, res) => {
+    contractJson ??= JSON.stringify(YAML.parse(fs.readFileSync(config.openapiPath, 'utf8')));
+    res.status(200).type('application/json').send(contractJson);
+  });
   router.get('/docs', (_req, res) => {
     res.status(200).type('text/html; charset=utf-8').send(PAGE);
   });
   router.get('/docs/assets/:name', (req, res, next) => {
-    const asset = ASSETS[req.params.name];
+    const asset = ASSETS.get(req.params.name);
     if (!asset) return next();
     res.setHeader('cache-control', 'public, max-age=3600');
     res.status(200).type(asset.type);

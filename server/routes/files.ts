@@ -29,7 +29,7 @@ export function filesRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 
     res.setHeader('content-type', asset.mime_type);
     res.setHeader('content-length', String(asset.size_bytes));
     res.setHeader('cache-control', 'private, max-age=60');
-    res.setHeader('content-disposition', `inline; filename="${asset.id}.${EXTENSIONS[asset.mime_type] ?? 'bin'}"`);
+    res.setHeader('content-disposition', `inline; filename="${asset.id}.${(Object.hasOwn(EXTENSIONS, asset.mime_type) ? EXTENSIONS[asset.mime_type] : 'bin')}"`);
     if (req.method === 'HEAD') {
       res.status(200).end();
       return;

@@ -2,20 +2,26 @@
  * The durable job queue (STYLE habit 7): a job is a row claimed atomically with
  * a lease. A worker that stops heart-beating loses its lease; its jobs are then
  * recovered according to the provider's declared resume policy.
+ * Order is `run_at` then `id`, and a re-queued job keeps its `run_at`: a task a
+ * client already sees as `processing` does not go behind the backlog. Its
+ * backoff is `retry_at`; `attempts` counts claims up to `max_attempts`.
  */
 import type { Knex } from 'knex';
 import { inTransaction, isSqlite, type Db } from './db.ts';
 
 type Conn = Db | Knex.Transaction;
 
-export type JobState = 'queued' | 'running' | 'done' | 'held';
+export type JobState = 'queued' | 'running' | 'done' | 'held' | 'failed';
 
 export interface JobRow {
   id: number;
   task_id: string;
   state: JobState;
   attempts: number;
+  max_attempts: number;
   run_at: string;
+  /** A re-queued job is not claimed before this (its backoff); null for a fresh one. */
+  retry_at: string | null;
   locked_at: string | null;
   locked_by: string | null;
   last_error: string | null;
@@ -33,7 +39,13 @@ export async function enqueue(db: Conn, taskId: string, nowIso: string): Promise
  */
 export async function claimNext(db: Db, workerId: string, nowIso: string): Promise<JobRow | undefined> {
   return inTransaction(db, async (trx) => {
-    let pick = trx('jobs').where({ state: 'queued' }).where('run_at', '<=', nowIso).orderBy('run_at').orderBy('id').first('id');
+    let pick = trx('jobs')
+      .where({ state: 'queued' })
+      .where('run_at', '<=', nowIso)
+      .where((q) => q.whereNull('retry_at').orWhere('retry_at', '<=', nowIso))
+      .orderBy('run_at')
+      .orderBy('id')
+      .first('id');
     if (!isSqlite(db)) pick = pick.forUpdate().skipLocked();
     const candidate = (await pick) as { id: number } | undefined;
     if (!candidate) return undefined;
@@ -50,8 +62,10 @@ export async function heartbeat(db: Conn, jobId: number, workerId: string, nowIs
   return (await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ locked_at: nowIso })) === 1;
 }
 
-export async function finish(db: Conn, jobId: number, nowIso: string): Promise<void> {
-  await db('jobs').where({ id: jobId }).update({ state: 'done', locked_at: null, locked_by: null, updated_at: nowIso });
+/** Marks this worker's running job done; false when the job is no longer this worker's (its lease was lost). */
+export async function finish(db: Conn, jobId: number, workerId: string, nowIso: string): Promise<boolean> {
+  const n = await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ state: 'done', locked_at: null, locked_by: null, updated_at: nowIso });
+  return n === 1;
 }
 
 export async function setState(db: Conn, jobId: number, state: JobState, nowIso: string, lastError?: string): Promise<void> {
@@ -69,12 +83,24 @@ export async function findJobByTask(db: Conn, taskId: string): Promise<JobRow | 
   return db('jobs').where({ task_id: taskId }).first();
 }
 
-/** Requeues an expired running job unless someone else took it meanwhile. */
-export async function requeueExpired(db: Conn, jobId: number, olderThanIso: string, nowIso: string): Promise<boolean> {
+/**
+ * Requeues an expired running job unless someone else took it meanwhile. It
+ * keeps its `run_at` (its place in the queue) and waits until `retryAtIso`.
+ */
+export async function requeueExpired(db: Conn, jobId: number, olderThanIso: string, nowIso: string, retryAtIso: string, lastError: string): Promise<boolean> {
   const n = await db('jobs')
     .where({ id: jobId, state: 'running' })
     .where('locked_at', '<', olderThanIso)
-    .update({ state: 'queued', locked_at: null, locked_by: null, run_at: nowIso, updated_at: nowIso });
+    .update({ state: 'queued', locked_at: null, locked_by: null, retry_at: retryAtIso, updated_at: nowIso, last_error: lastError });
+  return n === 1;
+}
+
+/** Fails an expired running job that used all its attempts, unless someone else took it meanwhile. */
+export async function failExpired(db: Conn, jobId: number, olderThanIso: string, nowIso: string, lastError: string): Promise<boolean> {
+  const n = await db('jobs')
+    .where({ id: jobId, state: 'running' })
+    .where('locked_at', '<', olderThanIso)
+    .update({ state: 'failed', locked_at: null, locked_by: null, updated_at: nowIso, last_error: lastError });
   return n === 1;
 }
 

@@ -3,7 +3,8 @@
  * generated and stored as an asset, and the terminal status is written together
  * with the settlement (charge the succeeded outputs, release the rest).
  * Slots already stored by an earlier, interrupted run are kept, so a rerun never
- * makes or charges an output twice.
+ * makes or charges an output twice. Finishing checks that the job is still this
+ * worker's (`locked_by`): a worker that lost its lease settles nothing.
  */
 import fsp from 'node:fs/promises';
 import type { Db } from '../storage/db.ts';
@@ -31,8 +32,16 @@ export interface JobContext {
   ffmpegPath: string;
   ffprobePath: string;
   outputRetentionSeconds: number;
-  /** True once the worker is stopping: long waits end early, the job is left for recovery. */
+  /** True once the worker is stopping or lost this job's lease: long waits end early, the job is left for recovery. */
   stopping(): boolean;
+}
+
+/** The job was recovered and taken by another worker meanwhile: this run settles nothing. */
+export class LeaseLostError extends Error {
+  constructor(job: JobRow) {
+    super(`job ${job.id} (task ${job.task_id}) is no longer this worker's; its result was discarded`);
+    this.name = 'LeaseLostError';
+  }
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -68,10 +77,11 @@ function generate<K extends MediaKind>(providers: MediaProviders, job: MediaJob<
   return provider.generate(job, tools);
 }
 
+/** Settles the task and finishes the job in one transaction, only while the job is still this worker's. */
 async function settle(ctx: JobContext, job: JobRow, finish: Finish): Promise<void> {
   await inTransaction(ctx.db, async (trx) => {
+    if (!(await jobs.finish(trx, job.id, job.locked_by ?? '', ctx.clock.now().toISOString()))) throw new LeaseLostError(job);
     await finishTask(trx, ctx.clock, job.task_id, finish);
-    await jobs.finish(trx, job.id, ctx.clock.now().toISOString());
   });
 }
 
@@ -80,7 +90,7 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
   const { db, clock } = ctx;
   const task = await tasks.findTask(db, job.task_id);
   if (!task || TERMINAL.has(task.status)) {
-    await jobs.finish(db, job.id, clock.now().toISOString());
+    await jobs.finish(db, job.id, job.locked_by ?? '', clock.now().toISOString());
     return;
   }
   // The stored payload: the kind's job request as submission built it, plus the scenarios.
@@ -117,6 +127,11 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
     try {
       const job: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length };
       const out = await generate(ctx.providers, job, tools);
+      if (ctx.stopping()) {
+        // Stopping, or the lease was lost while generating: whoever runs the job next makes this slot.
+        await fsp.rm(out.file, { force: true });
+        return;
+      }
       const expiresAt = new Date(clock.now().getTime() + ctx.outputRetentionSeconds * 1000);
       try {
         const asset = await createOutputAsset(db, clock, { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath }, {

@@ -1,8 +1,10 @@
 /**
  * The media worker: a short loop over the durable job queue. Runs inside the
  * server by default, or alone with `npx gemforge worker`. Each loop claims a job
- * with a lease, renews the lease while the job runs, and recovers jobs whose
- * worker died according to their provider's resume policy.
+ * with a lease, renews the lease while the job runs (a renewal that finds the
+ * job taken stops the work), and recovers jobs whose worker died according to
+ * their provider's resume policy: re-queued in their old place after a backoff,
+ * or, after `max_attempts` claims, failed with the reservation released.
  */
 import os from 'node:os';
 import crypto from 'node:crypto';
@@ -15,13 +17,18 @@ import { markAssetDeleted } from '../storage/assets.ts';
 import { blobPath } from '../storage/blobs.ts';
 import { MEDIA_SCENARIOS } from '../domain/media-request.ts';
 import { findScenario, type Scenario } from '../domain/scenarios.ts';
-import { runJob, type JobContext } from './run-job.ts';
+import { finishTask } from '../domain/tasks.ts';
+import { LeaseLostError, runJob, type JobContext } from './run-job.ts';
 
 export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
   concurrency: number;
   leaseMs: number;
   pollMs: number;
+  /** First backoff of a re-queued job in ms; doubles per attempt, at most MAX_BACKOFF_MS. */
+  retryBackoffMs: number;
 }
+
+const MAX_BACKOFF_MS = 60_000;
 
 export interface RunningWorker {
   id: string;
@@ -39,14 +46,25 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   const log = logger.child({ worker: id });
 
   async function runWithLease(job: jobs.JobRow): Promise<void> {
+    // A renewal that finds the job no longer ours (recovered and claimed elsewhere) stops the work.
+    let lost = false;
     const beat = setInterval(() => {
-      jobs.heartbeat(db, job.id, id, clock.now().toISOString()).catch((err: unknown) => log.warn({ err }, 'heartbeat failed'));
+      jobs
+        .heartbeat(db, job.id, id, clock.now().toISOString())
+        .then((ours) => {
+          if (!ours && !lost) {
+            lost = true;
+            log.warn({ jobId: job.id, taskId: job.task_id }, 'lease lost; stopping the work on this job');
+          }
+        })
+        .catch((err: unknown) => log.warn({ err }, 'heartbeat failed'));
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     try {
-      await runJob(ctx, job);
+      await runJob({ ...ctx, stopping: () => stopping || lost }, job);
     } catch (err) {
+      if (err instanceof LeaseLostError) log.warn({ jobId: job.id, taskId: job.task_id }, err.message);
       // A failure outside the provider (database, disk): leave the job to lease recovery.
-      log.error({ err, jobId: job.id, taskId: job.task_id }, 'job failed unexpectedly; it will be recovered when its lease expires');
+      else log.error({ err, jobId: job.id, taskId: job.task_id }, 'job failed unexpectedly; it will be recovered when its lease expires');
     } finally {
       clearInterval(beat);
     }
@@ -77,7 +95,9 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     }
   }
 
-  const loops = [...Array.from({ length: options.concurrency }, loop), maintenance()];
+  // Jobs a dead worker left behind are recovered (in their old place) before the first claim.
+  const recovered = recoverExpiredLeases(options).catch((err: unknown) => log.error({ err }, 'worker recovery error'));
+  const loops = [...Array.from({ length: options.concurrency }, () => recovered.then(loop)), maintenance()];
   log.info({ concurrency: options.concurrency }, 'worker started');
   return {
     id,
@@ -88,11 +108,19 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   };
 }
 
+/** The backoff before the next claim of a job claimed `attempts` times so far. */
+export function retryBackoffMs(attempts: number, baseMs: number): number {
+  return Math.min(MAX_BACKOFF_MS, baseMs * 2 ** Math.max(0, attempts - 1));
+}
+
 /**
- * Jobs whose lease expired: rerun when the provider declares that safe, else
- * hold them (task stays `processing`, reservation held) for an operator.
+ * Jobs whose lease expired: rerun when the provider declares that safe (in
+ * their old place, after a backoff), else hold them (task stays `processing`,
+ * reservation held) for an operator. A job already claimed `max_attempts` times
+ * killed its worker each time: it fails, and its task settles through the one
+ * settlement path (succeeded outputs charged, the rest released).
  */
-export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | 'clock' | 'logger' | 'leaseMs' | 'providers'>): Promise<void> {
+export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | 'clock' | 'logger' | 'leaseMs' | 'providers' | 'retryBackoffMs'>): Promise<void> {
   const { db, clock } = options;
   const now = clock.now();
   const cutoff = new Date(now.getTime() - options.leaseMs).toISOString();
@@ -100,14 +128,34 @@ export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | '
     const task = await tasks.findTask(db, job.task_id);
     const scenarios = task ? ((JSON.parse(task.request) as { scenarios?: Scenario[] }).scenarios ?? []) : [];
     const policy = findScenario(scenarios, MEDIA_SCENARIOS.unresumable) ? 'never' : (task && options.providers[task.kind]?.resume) ?? 'rerun';
+    const log = { jobId: job.id, taskId: job.task_id, attempts: job.attempts, maxAttempts: job.max_attempts };
+    const interrupted = `interrupted after attempt ${job.attempts} of ${job.max_attempts} (worker ${job.locked_by ?? 'unknown'} stopped renewing its lease)`;
     if (policy === 'never') {
       if (await jobs.holdExpired(db, job.id, cutoff, now.toISOString(), 'interrupted; the provider cannot resume it safely')) {
-        options.logger.warn({ jobId: job.id, taskId: job.task_id }, 'interrupted job held for an operator (gemforge admin task settle)');
+        options.logger.warn(log, 'interrupted job held for an operator (gemforge admin task settle)');
       }
-    } else if (await jobs.requeueExpired(db, job.id, cutoff, now.toISOString())) {
-      options.logger.info({ jobId: job.id, taskId: job.task_id, policy }, 'interrupted job requeued');
+    } else if (job.attempts >= job.max_attempts) {
+      if (await failExhausted(options, job, cutoff, interrupted)) options.logger.warn(log, 'job failed: every attempt was interrupted; its reservation was released');
+    } else {
+      const retryAt = new Date(now.getTime() + retryBackoffMs(job.attempts, options.retryBackoffMs)).toISOString();
+      if (await jobs.requeueExpired(db, job.id, cutoff, now.toISOString(), retryAt, interrupted)) {
+        options.logger.info({ ...log, policy, retryAt }, 'interrupted job requeued in its place');
+      }
     }
   }
+}
+
+/** Fails a job out of attempts and settles its task, in one transaction; false when another worker got there first. */
+async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock'>, job: jobs.JobRow, cutoff: string, reason: string): Promise<boolean> {
+  const { db, clock } = options;
+  return inTransaction(db, async (trx) => {
+    if (!(await jobs.failExpired(trx, job.id, cutoff, clock.now().toISOString(), reason))) return false;
+    const produced = (await tasks.findOutputs(trx, job.task_id)).some((o) => o.status === 'succeeded');
+    const status = produced ? 'partial' : 'failed';
+    const message = `The generation was interrupted ${job.attempts} times and was given up; only outputs already produced were charged.`;
+    await finishTask(trx, clock, job.task_id, { status, error: { code: status === 'failed' ? 'GENERATION_FAILED' : 'PARTIAL_FAILURE', message } });
+    return true;
+  });
 }
 
 /** Deletes outputs past their retention: the output shows `expired` with no asset, the bytes go. */

@@ -41,13 +41,13 @@ const ESPEAK_LANGUAGES = new Set(
     'fr-be fr-ch fr-fr ga gd gn gu hak haw he hi hr ht hu hy ia id is it ja ka kk kl kn ko ku ky la lb lt lv mi mk ml mr ms mt my nb ne ' +
     'nl om or pa pl pt pt-br qu ro ru sd si sk sl sq sr sv sw ta te th tk tn tr tt ug uk ur uz vi yue').split(' '),
 );
-const LANGUAGE_ALIASES: Record<string, string> = { en: 'en-us', 'en-au': 'en-gb', 'es-mx': 'es-419', fr: 'fr-fr', 'fr-ca': 'fr-fr', zh: 'cmn', 'zh-cn': 'cmn', no: 'nb' };
+const LANGUAGE_ALIASES = new Map(Object.entries({ en: 'en-us', 'en-au': 'en-gb', 'es-mx': 'es-419', fr: 'fr-fr', 'fr-ca': 'fr-fr', zh: 'cmn', 'zh-cn': 'cmn', no: 'nb' }));
 
 /** The eSpeak language for a BCP 47 tag: exact, alias, primary subtag, else American English. */
 export function espeakLanguage(tag: string | null): string {
   const t = (tag ?? 'en-us').toLowerCase();
   const primary = t.split('-')[0]!;
-  for (const candidate of [t, LANGUAGE_ALIASES[t], primary, LANGUAGE_ALIASES[primary]]) {
+  for (const candidate of [t, LANGUAGE_ALIASES.get(t), primary, LANGUAGE_ALIASES.get(primary)]) {
     if (candidate && ESPEAK_LANGUAGES.has(candidate)) return candidate;
   }
   return 'en-us';

@@ -31,11 +31,12 @@ function seedOf(...parts: Array<string | number | null>): number {
   return crypto.createHash('sha256').update(parts.map(String).join('\u0000')).digest().readUInt32LE(0);
 }
 
-const COLOUR_WORDS: Record<string, number> = {
+// A Map, not a plain object: `constructor in {}` is true, and prompts are user text.
+const COLOUR_WORDS = new Map<string, number>(Object.entries({
   red: 0, crimson: 350, pink: 330, magenta: 300, purple: 275, violet: 265, indigo: 240, blue: 215, navy: 225,
   cyan: 185, teal: 175, turquoise: 170, green: 120, forest: 130, lime: 90, olive: 70, yellow: 55, gold: 45,
   orange: 28, amber: 38, brown: 25, sunset: 20, fire: 10, ocean: 200, sky: 205, grass: 110, leaf: 115,
-};
+}));
 
 function hslToRgb(h: number, s: number, l: number): Rgb {
   const c = (1 - Math.abs(2 * l - 1)) * s;
@@ -48,7 +49,7 @@ function hslToRgb(h: number, s: number, l: number): Rgb {
 /** Five colours from the prompt: its colour words set the hues, the hash the rest. */
 export function promptPalette(prompt: string, random: () => number): Rgb[] {
   const words = prompt.toLowerCase().match(/[a-z]+/g) ?? [];
-  const hues = words.filter((w) => w in COLOUR_WORDS).map((w) => COLOUR_WORDS[w]);
+  const hues = words.flatMap((w) => COLOUR_WORDS.get(w) ?? []);
   const base = hues.length ? hues : [Math.floor(random() * 360)];
   return Array.from({ length: 5 }, (_, i) => {
     const h = (base[i % base.length] + (random() - 0.5) * 30 + 360) % 360;

@@ -18,7 +18,7 @@ export function createTextProviders(
     ? new UpstreamTextProvider({ url: config.textUpstreamUrl, apiKey: config.textUpstreamApiKey })
     : undefined;
   return (id) => {
-    const mapped = config.textUpstreamModels[id];
+    const mapped = Object.hasOwn(config.textUpstreamModels, id) ? config.textUpstreamModels[id] : undefined;
     if (upstream && mapped) return { provider: upstream, model: mapped };
     return { provider: local, model: id };
   };

@@ -10,6 +10,7 @@ import * as m004 from './004_idempotency.ts';
 import * as m005 from './005_tasks.ts';
 import * as m006 from './006_balances.ts';
 import * as m007 from './007_policies.ts';
+import * as m008 from './008_job_attempts.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -23,6 +24,7 @@ const migrations: Array<[string, Migration]> = [
   ['005_tasks', m005],
   ['006_balances', m006],
   ['007_policies', m007],
+  ['008_job_attempts', m008],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

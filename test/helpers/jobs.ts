@@ -1,0 +1,47 @@
+/**
+ * Queued media tasks made directly in a database, for tests of the job queue and
+ * its recovery: each with a real reservation and one pending output slot.
+ */
+import type { Db } from '../../server/storage/db.ts';
+import type { Clock } from '../../server/domain/clock.ts';
+import * as ledger from '../../server/domain/ledger.ts';
+import * as tasks from '../../server/storage/tasks.ts';
+import * as jobs from '../../server/storage/jobs.ts';
+import { createAccount, createKey } from '../../server/domain/accounts.ts';
+import { ManualClock, openTestDb } from './db.ts';
+
+export interface QueueOwner {
+  accountId: string;
+  keyId: string;
+}
+
+/** An account with `gems` and a generate key. */
+export async function queueOwner(db: Db, clock: Clock, gems = 100): Promise<QueueOwner> {
+  const a = await createAccount(db, clock, { name: 'queue' });
+  await ledger.credit(db, clock, a.id, gems, 'grant');
+  const { key } = await createKey(db, clock, 'gf', { accountId: a.id, name: 'k', scopes: ['generate'] });
+  return { accountId: a.id, keyId: key.id };
+}
+
+/** Queues task `id` (1 Gem reserved, one output slot) with a job enqueued at the clock's now. */
+export async function queueTask(db: Db, clock: Clock, owner: QueueOwner, id: string): Promise<void> {
+  const now = clock.now().toISOString();
+  const r = await ledger.reserve(db, clock, { accountId: owner.accountId, keyId: owner.keyId, purpose: 'media', amount: 1 });
+  await tasks.insertTask(
+    db,
+    { id, account_id: owner.accountId, key_id: owner.keyId, kind: 'image', model: 'm', request: '{}', status: 'queued', reservation_id: r.id, error_code: null, error_message: null, created_at: now, updated_at: now, finished_at: null },
+    [{ task_id: id, idx: 0, status: 'pending', price: 1, asset_id: null, error: null }],
+  );
+  await jobs.enqueue(db, id, now);
+}
+
+/** Runs `fn` on a fresh database (in data dir `dir`) with a manual clock at 2026-01-01 and a queue owner (100 Gems); closes it after. */
+export async function withQueue(fn: (q: { db: Db; dir: string; clock: ManualClock; owner: QueueOwner }) => Promise<void>): Promise<void> {
+  const t = await openTestDb();
+  try {
+    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+    await fn({ db: t.db, dir: t.dir, clock, owner: await queueOwner(t.db, clock) });
+  } finally {
+    await t.close();
+  }
+}
