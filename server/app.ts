@@ -28,6 +28,8 @@ import { filesRouter } from './routes/files.ts';
 import { docsRouter } from './routes/docs.ts';
 import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
+import type { TextProviders } from './providers/text/types.ts';
+import type { AnalysisProvider } from './providers/analysis/types.ts';
 import type { RegionMap } from './domain/policy/regions.ts';
 import { moderationDeps, policyStep } from './http/policy.ts';
 import { VOICES_PATH, voicesRouter, voiceUploadCleanup, voiceUploadErrors, VOICE_UPLOAD_LIMITS } from './routes/voices.ts';
@@ -41,6 +43,8 @@ export interface AppDeps {
   signer: UrlSigner;
   /** Account policies: the moderation provider and the operator's CIDR → region map. */
   policies: { moderation: ModerationProvider; regions: RegionMap };
+  /** The text and analysis providers, built at the composition root (server.ts) from the config. */
+  providers: { text: TextProviders; analysis: AnalysisProvider };
   /** Background work a shutdown waits for (text generations settling). */
   inflight?: InflightWork;
 }

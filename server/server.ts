@@ -19,6 +19,8 @@ import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
+import { createTextProviders } from './providers/text/index.ts';
+import { createAnalysisProvider } from './providers/analysis/index.ts';
 
 export interface RunningServer {
   url: string;
@@ -84,7 +86,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   }
   const signer = createSigner(loadServerSecret(config.dataDir), config.signedUrlTtlSeconds);
   const inflight = new InflightWork();
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies });
+  const providers = { text: createTextProviders(config), analysis: createAnalysisProvider(config) };
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers });
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
   answerClientErrors(server, logger);

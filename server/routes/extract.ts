@@ -7,17 +7,16 @@ import { Router } from 'express';
 import type { AppDeps } from '../app.ts';
 import { principalOf } from '../http/context.ts';
 import { extractVideo, type ExtractDeps, type ExtractionRequest } from '../domain/extract.ts';
-import { createAnalysisProvider, type AnalysisProvider } from '../providers/analysis/index.ts';
 
 export const EXTRACT_PATH = '/api/generate/extract/video';
 
-export function extractRouter(deps: AppDeps, options: { provider?: AnalysisProvider } = {}): Router {
+export function extractRouter(deps: AppDeps): Router {
   const extract: ExtractDeps = {
     db: deps.db,
     clock: deps.clock,
     catalog: deps.catalog,
     logger: deps.logger,
-    provider: options.provider ?? createAnalysisProvider(deps.config),
+    provider: deps.providers.analysis,
     dataDir: deps.config.dataDir,
     scenariosEnabled: deps.config.scenariosEnabled,
   };

@@ -9,19 +9,18 @@ import type { AppDeps } from '../app.ts';
 import { ApiError } from '../errors.ts';
 import { principalOf } from '../http/context.ts';
 import { createChatCompletion, type ChatCompletion, type ChatCompletionRequest, type LiveGeneration, type TextDeps } from '../domain/text.ts';
-import { createTextProviders, type TextProviders } from '../providers/text/index.ts';
 
 type Chunk = components['schemas']['ChatCompletionChunk'];
 
 const PATH = '/api/generate/text/v1/chat/completions';
 
-export function textRouter(deps: AppDeps, options: { providers?: TextProviders } = {}): Router {
+export function textRouter(deps: AppDeps): Router {
   const text: TextDeps = {
     db: deps.db,
     clock: deps.clock,
     catalog: deps.catalog,
     logger: deps.logger,
-    providers: options.providers ?? createTextProviders(deps.config),
+    providers: deps.providers.text,
     scenariosEnabled: deps.config.scenariosEnabled,
     inflight: deps.inflight,
   };
