@@ -743,11 +743,12 @@ export interface components {
              */
             file: string;
             /**
-             * @description Recording length in seconds as a decimal string with up to three decimals (for
-             *     example `42.5`), from 15 to 300 inclusive: the pattern admits exactly that range.
+             * @description Recording length in seconds, from 15 to 300 inclusive (`minimum`/`maximum`). In the
+             *     form it is a decimal string with up to three decimals (for example `42.5`): the
+             *     pattern admits exactly that range.
              * @example 42.5
              */
-            duration: string;
+            duration: number | string;
             /**
              * @description The literal `true`, sent only after the speaker's permission is confirmed.
              * @constant
