@@ -37,16 +37,13 @@ export interface EntryRow {
   note: string | null;
 }
 
-const NUMERIC_RESERVATION = ['hold_allowance', 'hold_paid', 'charged', 'released'] as const;
-
-function toReservation(row: Record<string, unknown>): ReservationRow {
-  const out = { ...row } as unknown as ReservationRow;
-  for (const k of NUMERIC_RESERVATION) out[k] = Number(row[k]);
-  return out;
+// Amounts as numbers whatever the driver hands back (Postgres bigint/numeric arrive as text unless parsed).
+function toReservation(row: ReservationRow): ReservationRow {
+  return { ...row, hold_allowance: Number(row.hold_allowance), hold_paid: Number(row.hold_paid), charged: Number(row.charged), released: Number(row.released) };
 }
 
-function toEntry(row: Record<string, unknown>): EntryRow {
-  return { ...(row as unknown as EntryRow), allowance: Number(row.allowance), paid: Number(row.paid) };
+function toEntry(row: EntryRow): EntryRow {
+  return { ...row, allowance: Number(row.allowance), paid: Number(row.paid) };
 }
 
 /** Appends one entry or several (one statement). */
@@ -59,7 +56,7 @@ export async function insertReservation(db: Conn, row: ReservationRow): Promise<
 }
 
 export async function findReservation(db: Conn, id: string): Promise<ReservationRow | undefined> {
-  const row = await db('reservations').where({ id }).first();
+  const row = await db<ReservationRow>('reservations').where({ id }).first();
   return row ? toReservation(row) : undefined;
 }
 
@@ -90,9 +87,9 @@ export async function outstanding(
 }
 
 export async function allReservations(db: Conn): Promise<ReservationRow[]> {
-  return (await db('reservations').select('*').orderBy('created_at')).map(toReservation);
+  return (await db<ReservationRow>('reservations').select('*').orderBy('created_at')).map(toReservation);
 }
 
 export async function allEntries(db: Conn): Promise<EntryRow[]> {
-  return (await db('ledger_entries').select('*').orderBy('id')).map(toEntry);
+  return (await db<EntryRow>('ledger_entries').select('*').orderBy('id')).map(toEntry);
 }
