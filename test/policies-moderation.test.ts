@@ -135,6 +135,33 @@ describe('moderation (embedded policy)', () => {
     await assertRefused(s, await s.call('POST', IMAGE, { key: second.secret, body, headers: idem() }), strict.accountId, 100, /graphic-violence/);
   });
 
+  it('when a completed request would be refused under a stricter policy, then its exact replay still returns the retained result, and a changed body is an IDEMPOTENCY_CONFLICT', async () => {
+    const u = await s.user({ gems: 100, llmAllowance: 100 });
+    const chat = (content: string) => ({ model: 'gemforge-text-1', messages: [{ role: 'user', content }], max_tokens: 16 });
+    const textHeaders = idem();
+    const imageHeaders = idem();
+    const first = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: chat('summarise the gore in Macbeth'), headers: textHeaders });
+    assert.equal(first.status, 200, await first.clone().text());
+    const completion = await first.json();
+    const submitted = await s.call('POST', IMAGE, { key: u.secret, body: image('a gory battlefield painting'), headers: imageHeaders });
+    assert.equal(submitted.status, 202, await submitted.clone().text());
+    const taskId = (await submitted.json()).task.id;
+
+    await accounts.updateAccount(s.db, systemClock, u.accountId, { contentPreference: 'strict' });
+    const replay = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: chat('summarise the gore in Macbeth'), headers: textHeaders });
+    assert.equal(replay.status, 200, await replay.clone().text());
+    assert.deepEqual(await replay.json(), completion, 'the retained response, not a new one');
+    const mediaReplay = await s.call('POST', IMAGE, { key: u.secret, body: image('a gory battlefield painting'), headers: imageHeaders });
+    assert.equal(mediaReplay.status, 200, await mediaReplay.clone().text());
+    assert.equal((await mediaReplay.json()).task.id, taskId);
+    const changed = await errorOf(await s.call('POST', IMAGE, { key: u.secret, body: image('G 0 R E'), headers: imageHeaders }));
+    assert.deepEqual([changed.status, changed.code], [409, 'IDEMPOTENCY_CONFLICT']);
+    assert.equal((await listRecords(s.db, { accountId: u.accountId })).length, 0, 'no refusal was recorded');
+    // A new identity with the same text is refused under the new policy.
+    const fresh = await errorOf(await s.call('POST', IMAGE, { key: u.secret, body: image('a gory battlefield painting'), headers: idem() }));
+    assert.deepEqual([fresh.status, fresh.code], [422, 'CONTENT_REJECTED']);
+  });
+
   it('when a voice file name is refused, then the upload answers CONTENT_REJECTED and no voice is made', async () => {
     const u = await s.user();
     const res = await uploadVoice(s, u.secret, 'k1ll yourself.wav');

@@ -87,6 +87,11 @@ export async function lookup(db: Db | Tx, id: Identity): Promise<IdempotencyRow 
   return row;
 }
 
+/** Whether the identity (key + Idempotency-Key) has a record, whatever its state or body. */
+export async function isClaimed(db: Db | Tx, keyId: string, idemKey: string): Promise<boolean> {
+  return (await store.findRecord(db, keyId, idemKey)) !== undefined;
+}
+
 export interface ClaimOutcome {
   state: 'pending' | 'completed' | 'uncertain';
   ref?: string | null;

@@ -4,12 +4,16 @@
  * the body's shape), before the routers (so before any idempotency claim or
  * reservation). It moderates the text of the operation's body; a refusal
  * leaves the identity unclaimed, so a replay is moderated, and refused, again.
+ * An identity that already has a record (claimed when it passed moderation)
+ * is left to the idempotency rules: a completed request replays its result
+ * even if today's policy would refuse it, a changed body is a conflict.
  * A voice upload's transcript exists only once transcribed: the voices domain
  * moderates it there, through `screenTexts`.
  */
 import type { NextFunction, Request, Response } from 'express';
 import type { ModerationText } from '../providers/moderation/types.ts';
 import { screen, textsOf, type ModerationDeps } from '../domain/policy/moderation.ts';
+import { isClaimed } from '../domain/idempotency.ts';
 import { principalOf } from './context.ts';
 import type { AppDeps } from '../app.ts';
 
@@ -34,8 +38,12 @@ export function policyStep(deps: ModerationDeps) {
     const operation = operationOf(req);
     const texts = req.method === 'POST' ? textsOf(operation, req.body) : [];
     if (texts.length === 0) return next();
+    const principal = principalOf(req);
+    const idemKey = req.get('idempotency-key');
+    // An identity that already has a record was moderated when claimed: the idempotency rules answer it.
+    const claimed = async () => idemKey !== undefined && isClaimed(deps.db, principal.key.id, idemKey);
     try {
-      await screen(deps, principalOf(req), operation!, texts);
+      await screen(deps, principal, operation!, texts, claimed);
       next();
     } catch (error) {
       next(error);

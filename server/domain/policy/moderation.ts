@@ -80,20 +80,35 @@ async function recordRefusal(deps: ModerationDeps, principal: Principal, operati
   });
 }
 
-/** Moderates `texts` for the caller's account; throws the refusal (or 502/503 when the provider fails). */
-export async function screen(deps: ModerationDeps, principal: Principal, operation: string, texts: ModerationText[]): Promise<void> {
+/**
+ * Moderates `texts` for the caller's account; throws the refusal (or 502/503 when the provider fails).
+ *
+ * `claimed` says whether the request's identity (key + Idempotency-Key) already has a record. Such a
+ * request was moderated when it was claimed: its replay, conflict or uncertainty is the idempotency
+ * rules' to answer (a completed request replays its retained result), so neither a refusal under
+ * today's policy nor an unavailable moderation service stands in its way. It is asked only when
+ * the verdict would stop the request, so an allowed request costs no extra read.
+ */
+export async function screen(
+  deps: ModerationDeps,
+  principal: Principal,
+  operation: string,
+  texts: ModerationText[],
+  claimed: () => Promise<boolean> = async () => false,
+): Promise<void> {
   if (texts.length === 0) return;
   let verdict;
   try {
     verdict = await deps.provider.moderate({ texts, preference: principal.account.content_preference as ContentPreference });
   } catch (error) {
     if (!(error instanceof ModerationUnavailableError)) throw error;
+    if (await claimed()) return;
     throw error.kind === 'unreachable'
       ? new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The moderation service is unavailable; retry later with the same identity.')
       : new ApiError(502, 'PROVIDER_ERROR', 'The moderation service failed; retry later with the same identity.');
   }
   const flag = verdict.flagged;
-  if (!flag) return;
+  if (!flag || (await claimed())) return;
   const blocked = await recordRefusal(deps, principal, operation, verdict.provider, flag);
   if (blocked) invalidatePrincipals(); // the next request of any key of this account meets the block at once
   throw new ApiError(
