@@ -20,6 +20,7 @@ import { rmsDb } from '../server/providers/audio/wav.ts';
 import { findVoice } from '../server/storage/voices.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
+import { fingerprint } from '../server/domain/idempotency.ts';
 
 const AUDIO = '/api/generate/audio';
 const SPEECH = 'gemforge-speech-1';
@@ -105,6 +106,18 @@ describe('audio generation', () => {
   }
 
   // ------------------------------------------------------------ speech
+
+  it('when the speech controls are left out or sent at their defaults, then it is one identity, fingerprinted as the body without them (as before the contract stated the defaults); another value conflicts', async () => {
+    const body = speak('Hello there.', { voiceProfileId: SAWYER });
+    const first = await submit(s, user.secret, AUDIO, body);
+    assert.equal(first.status, 202, JSON.stringify(first.body));
+    const explicit = await submit(s, user.secret, AUDIO, speak('Hello there.', { voiceProfileId: SAWYER, speed: 1, volume: 0, temperature: 0.7 }), first.idemKey);
+    assert.deepEqual([explicit.status, explicit.body.task.id], [200, first.body.task.id]);
+    const other = await submit(s, user.secret, AUDIO, speak('Hello there.', { voiceProfileId: SAWYER, speed: 1.5 }), first.idemKey);
+    assert.deepEqual([other.status, other.body.error.code], [409, 'IDEMPOTENCY_CONFLICT']);
+    const record = await s.db('idempotency_records').where({ key_id: user.keyId, idem_key: first.idemKey }).first();
+    assert.equal(record.fingerprint, fingerprint(body), 'the fingerprint an identity claimed before the defaults were stated has');
+  });
 
   it('when a public voice speaks a sentence, then a real WAV of intelligible-length speech at the voice’s pitch is charged exactly its price', async () => {
     const m = await generate(speak(SENTENCE, { voiceProfileId: BROOKE }), { pitch: true });

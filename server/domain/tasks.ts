@@ -32,13 +32,25 @@ export interface SubmitInput {
 }
 
 /**
+ * The speech controls' defaults as the contract states them (spec: speed 1, volume 0,
+ * temperature 0.7). The validator writes them into a speech body that leaves them out.
+ */
+const SPEECH_DEFAULTS: ReadonlyArray<readonly [string, number]> = [['speed', 1], ['volume', 0], ['temperature', 0.7]];
+
+/**
  * What a media identity fingerprints: the body with the spec's defaults applied: `parameters`
  * is filled with `{}` by the validator, and `referenceAssetIds: []` written out
- * is the same request as leaving it out.
+ * is the same request as leaving it out. A speech control at its default is left out too:
+ * identities claimed before the contract stated those defaults (so before the validator
+ * filled them in) fingerprinted the body without them, and must replay, not conflict.
  */
 function fingerprinted(body: unknown): unknown {
-  const { referenceAssetIds, ...rest } = body as { referenceAssetIds?: unknown[] };
-  return Array.isArray(referenceAssetIds) && referenceAssetIds.length === 0 ? rest : body;
+  const { referenceAssetIds, ...rest } = body as { referenceAssetIds?: unknown[]; operation?: string; parameters?: Record<string, unknown> };
+  const out = Array.isArray(referenceAssetIds) && referenceAssetIds.length === 0 ? rest : { ...rest, referenceAssetIds };
+  if ((out.operation !== 'speech' && out.operation !== 'voice_clone') || !out.parameters) return out;
+  const parameters = { ...out.parameters };
+  for (const [name, value] of SPEECH_DEFAULTS) if (parameters[name] === value) delete parameters[name];
+  return { ...out, parameters };
 }
 
 /**
