@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import { rawRequest, type RawResponse } from './helpers/raw-http.ts';
 import { answerClientErrors } from '../server/http/client-error.ts';
+import pino from 'pino';
 
 /** The response is the envelope with INVALID_REQUEST and `status`. */
 function assertEnvelope(res: RawResponse | undefined, status: number, what: string): void {
@@ -136,6 +137,29 @@ describe('hardening: slow clients', () => {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       const res = await rawRequest(url, ['GET / HTTP/1.1\r\n', 'Host: x\r\n'], { pauseMs: 100, timeoutMs: 5000 });
       assertEnvelope(res, 400, 'slow headers');
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
+
+describe('hardening: requests refused before the app', () => {
+  it('when Node refuses a malformed request or an unknown Expect, then the x-request-id it answers with is in the log', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const server = http.createServer((_req, res) => res.end('ok'));
+    answerClientErrors(server, logger);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      for (const raw of ['GET / HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n\r\n', 'GET / HTTP/1.1\r\nHost: x\r\nExpect: 999-nope\r\nConnection: close\r\n\r\n']) {
+        const res = await rawRequest(url, [raw]);
+        assertEnvelope(res, 400, raw);
+        const id = res!.headers['x-request-id'];
+        assert.match(id ?? '', /^req_[0-9a-f]{32}$/);
+        assert.ok(lines.some((l) => l.requestId === id && l.status === 400), `a log line carries ${id}`);
+      }
     } finally {
       server.closeAllConnections();
       server.close();

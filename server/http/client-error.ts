@@ -43,14 +43,14 @@ function envelope(message: string): string {
 const newRequestId = () => `req_${crypto.randomUUID().replaceAll('-', '')}`;
 
 /** The raw response for a parser failure (the socket is then closed). */
-export function clientErrorResponse(code: string | undefined): string {
+export function clientErrorResponse(code: string | undefined, requestId = newRequestId()): string {
   const { status, message } = describe(code);
   const body = envelope(message);
   return (
     `HTTP/1.1 ${status} ${REASONS[status]}\r\n` +
     'Content-Type: application/json; charset=utf-8\r\n' +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-    `x-request-id: ${newRequestId()}\r\n` +
+    `x-request-id: ${requestId}\r\n` +
     'Connection: close\r\n\r\n' +
     body
   );
@@ -74,10 +74,16 @@ export function answerClientErrors(server: http.Server, logger?: Logger): void {
       else answerWith(pending, describe(err.code), err);
       return;
     }
-    socket.end(clientErrorResponse(err.code));
+    // Never reached the app, so no access-log line: this one carries the id the client sees.
+    const requestId = newRequestId();
+    logger?.info({ requestId, status: describe(err.code).status, code: err.code }, 'request refused before parsing');
+    socket.end(clientErrorResponse(err.code, requestId));
   });
   // Node answers an unknown Expect with a bare 417 (not in the spec's set); 100-continue is unaffected.
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const requestId = newRequestId();
+    res.setHeader('x-request-id', requestId);
+    logger?.info({ requestId, status: 400, method: req.method, expect: String(req.headers.expect).slice(0, 100) }, 'request refused before the app: unsupported Expect');
     answerWith(res, { status: 400, message: `Unsupported Expect header "${String(req.headers.expect).slice(0, 100)}"; only 100-continue is supported.` });
   });
 }
