@@ -104,7 +104,7 @@ async function main(): Promise<void> {
       }
     }
     const env: Record<string, string> = { DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: process.env.PROFILE_LOG_LEVEL ?? 'info', TEXT_STREAM_DELAY_MS: '0' };
-    if (values.prof) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-dir=${values.prof}`;
+    if (values.prof) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-interval=250 --cpu-prof-dir=${values.prof}`;
     const server = await startGemforge(env, logFile);
     const amount = Number(values.amount);
     const cases: Array<{ name: string; method: string; path: string; headers: Record<string, string>; body?: string; fresh?: boolean; scale?: number }> = [
