@@ -18,6 +18,7 @@ import { accessLog } from './http/access-log.ts';
 import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { rejectUnrepresentable } from './http/unrepresentable.ts';
+import { missingKey } from './http/missing-key.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { extractRouter } from './routes/extract.ts';
@@ -79,6 +80,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(ASSETS_PATH, rawUploadPlaceholder);
   app.use(VOICES_PATH, voiceUploadCleanup);
 
+  // No Authorization header on a documented operation: the validator's own 401, without its detour.
+  app.use(missingKey(config.openapiPath));
   app.use(
     OpenApiValidator.middleware({
       apiSpec: config.openapiPath,

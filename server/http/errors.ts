@@ -14,7 +14,7 @@
  * HEAD errors carry no body.
  */
 import type { NextFunction, Request, Response } from 'express';
-import { ApiError } from '../errors.ts';
+import { ApiError, invalidApiKey } from '../errors.ts';
 
 interface ValidatorIssue {
   path?: string;
@@ -99,7 +99,7 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
   if (status === 400 && (/^Failed to decode param/.test(err.message ?? '') || err.errors?.some((i) => /malformed uri/i.test(i.message ?? '')))) {
     return new ApiError(404, 'NOT_FOUND', 'No such route: the path is not valid percent-encoding.');
   }
-  if (status === 401) return new ApiError(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
+  if (status === 401) return invalidApiKey();
   if (status === 403) return new ApiError(403, 'INSUFFICIENT_SCOPE', 'This API key lacks the scope needed for this operation.');
   if (status === 415) {
     return new ApiError(422, 'INVALID_REQUEST', `Unsupported Content-Type "${req.get('content-type') ?? ''}" for this operation.`);

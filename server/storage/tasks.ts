@@ -44,8 +44,11 @@ export async function findTask(db: Conn, id: string): Promise<TaskRow | undefine
 }
 
 /** What a task read shows: the task, its reservation's amounts, each output with its asset. */
+/** The task columns a read shows (not the stored request, which can run to kilobytes). */
+const SNAPSHOT_COLUMNS = ['id', 'account_id', 'kind', 'model', 'status', 'error_code', 'error_message', 'created_at', 'updated_at'] as const;
+
 export interface TaskSnapshot {
-  task: TaskRow;
+  task: Pick<TaskRow, (typeof SNAPSHOT_COLUMNS)[number]>;
   reservation: { hold: number; charged: number; released: number } | undefined;
   outputs: Array<{
     idx: number;
@@ -62,7 +65,7 @@ const taskSnapshot = (db: Conn, id: string) =>
     .where('t.id', id)
     .orderBy('o.idx')
     .select(
-      't.*',
+      ...SNAPSHOT_COLUMNS.map((c) => `t.${c}`),
       'r.id as r_id', 'r.hold_allowance as r_hold_allowance', 'r.hold_paid as r_hold_paid', 'r.charged as r_charged', 'r.released as r_released',
       'o.idx as o_idx', 'o.status as o_status',
       'a.id as a_id', 'a.kind as a_kind', 'a.mime_type as a_mime_type', 'a.deleted_at as a_deleted_at',
@@ -80,7 +83,7 @@ export async function findTaskSnapshot(db: Conn, id: string): Promise<TaskSnapsh
   const task: Record<string, unknown> = {};
   for (const [column, value] of Object.entries(first)) if (!/^[roa]_/.test(column)) task[column] = value;
   return {
-    task: task as unknown as TaskRow,
+    task: task as unknown as TaskSnapshot['task'],
     reservation:
       first.r_id === null
         ? undefined
