@@ -22,10 +22,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { openDb } from '../server/storage/db.ts';
-import * as accounts from '../server/domain/accounts.ts';
-import * as ledger from '../server/domain/ledger.ts';
-import { systemClock } from '../server/domain/clock.ts';
+import { generatedTask, IMAGE, seedBenchKey } from './bench/fixture.ts';
 import { pinning, root, runLoad, runMain, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
 import { render, targets, type Row } from './bench/report.ts';
 import type { LoadJob, LoadResult } from './bench/types.ts';
@@ -46,7 +43,6 @@ const ONLY = values.only ? new Set(values.only.split(',').map((n) => n.trim())) 
 const selected = (cases: Case[]) => cases.filter((c) => !ONLY || ONLY.has(c.name));
 const WARMUP = Number(values.warmup);
 
-const IMAGE = { model: 'gemforge-image-1', prompt: 'a red fox in the snow', parameters: { outputCount: 2, ratio: '16:9', resolution: '1024' } };
 const TEXT = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 };
 const CHAT = '/api/generate/text/v1/chat/completions';
 
@@ -56,37 +52,6 @@ interface Case {
   /** Statuses that count as answered (anything else marks the row as not measured). */
   expect: number[];
   job: Omit<LoadJob, 'connections' | 'warmupSeconds' | 'durationSeconds'>;
-}
-
-/** An account with plenty of Gems and LLM allowance, and a key with both scopes. */
-async function seed(dataDir: string): Promise<string> {
-  const db = await openDb({ dataDir });
-  try {
-    const account = await accounts.createAccount(db, systemClock, { name: 'bench', llmAllowance: 1_000_000_000 });
-    await ledger.credit(db, systemClock, account.id, 1_000_000_000, 'bench grant');
-    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'bench', scopes: ['read', 'generate'] });
-    return secret;
-  } finally {
-    await db.destroy();
-  }
-}
-
-/** One image task generated to the end (worker on), so task reads show signed outputs. */
-async function generatedTask(dataDir: string, logFile: string, auth: Record<string, string>): Promise<{ taskId: string; idemKey: string }> {
-  const server = await startGemforge({ DATA_DIR: dataDir, NODE_ENV: 'production', LOG_LEVEL: 'warn' }, logFile);
-  try {
-    const idemKey = 'bench-replayed-identity';
-    const res = await fetch(`${server.base}/api/generate/image`, { method: 'POST', headers: { ...auth, 'idempotency-key': idemKey }, body: JSON.stringify(IMAGE) });
-    const { task } = (await res.json()) as { task: { id: string } };
-    for (let i = 0; ; i++) {
-      const view = (await (await fetch(`${server.base}/api/generate/tasks/${task.id}`, { headers: auth })).json()) as { task: { status: string } };
-      if (view.task.status === 'succeeded') return { taskId: task.id, idemKey };
-      if (i > 600) throw new Error(`bench task stayed ${view.task.status}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  } finally {
-    await server.stop();
-  }
 }
 
 function gemforgeCases(base: string, auth: Record<string, string>, taskId: string, idemKey: string): Case[] {
@@ -189,7 +154,7 @@ async function main(): Promise<number> {
   const logFile = path.join(dataDir, 'server.log');
   console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${WARMUP} s warm-up, then ${ROUNDS} rounds of ${(DURATION / ROUNDS).toFixed(1)} s (baseline, row) per row`);
   try {
-    const secret = await seed(dataDir);
+    const secret = await seedBenchKey(dataDir);
     const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
     const { taskId, idemKey } = await generatedTask(dataDir, logFile, auth);
 

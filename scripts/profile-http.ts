@@ -15,11 +15,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { openDb } from '../server/storage/db.ts';
-import * as accounts from '../server/domain/accounts.ts';
-import * as ledger from '../server/domain/ledger.ts';
-import { systemClock } from '../server/domain/clock.ts';
 import { startGemforge } from './bench/processes.ts';
+import { generatedTask, IMAGE, seedBenchKey } from './bench/fixture.ts';
+import { cpuSeconds } from './bench/cpu.ts';
 
 const { values } = parseArgs({
   options: {
@@ -61,48 +59,14 @@ function summarize(file: string, top: number): void {
   print('self time by package/file', fileT);
 }
 
-function cpuSeconds(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-async function seed(dataDir: string): Promise<string> {
-  const db = await openDb({ dataDir });
-  try {
-    const account = await accounts.createAccount(db, systemClock, { name: 'bench', llmAllowance: 1_000_000_000 });
-    await ledger.credit(db, systemClock, account.id, 1_000_000_000, 'bench grant');
-    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'bench', scopes: ['read', 'generate'] });
-    return secret;
-  } finally {
-    await db.destroy();
-  }
-}
-
-const IMAGE = { model: 'gemforge-image-1', prompt: 'a red fox in the snow', parameters: { outputCount: 2, ratio: '16:9', resolution: '1024' } };
-
 async function main(): Promise<void> {
   if (values.summary) return summarize(values.summary, Number(values.top));
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-profile-'));
   const logFile = path.join(dataDir, 'server.log');
   try {
-    const secret = await seed(dataDir);
+    const secret = await seedBenchKey(dataDir);
     const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
-    // One generated task (worker on), so task reads show signed outputs.
-    let taskId: string;
-    {
-      const s = await startGemforge({ DATA_DIR: dataDir, NODE_ENV: 'production', LOG_LEVEL: 'warn' }, logFile);
-      try {
-        const res = await fetch(`${s.base}/api/generate/image`, { method: 'POST', headers: { ...auth, 'idempotency-key': 'p' }, body: JSON.stringify(IMAGE) });
-        taskId = ((await res.json()) as { task: { id: string } }).task.id;
-        for (;;) {
-          const v = (await (await fetch(`${s.base}/api/generate/tasks/${taskId}`, { headers: auth })).json()) as { task: { status: string } };
-          if (v.task.status === 'succeeded') break;
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      } finally {
-        await s.stop();
-      }
-    }
+    const { taskId } = await generatedTask(dataDir, logFile, auth);
     const env: Record<string, string> = { DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: process.env.PROFILE_LOG_LEVEL ?? 'info', TEXT_STREAM_DELAY_MS: '0' };
     if (values.prof) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-interval=250 --cpu-prof-dir=${values.prof}`;
     const server = await startGemforge(env, logFile);
@@ -128,9 +92,9 @@ async function main(): Promise<void> {
             ...(c.fresh && { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...c.headers, 'idempotency-key': `p-${crypto.randomUUID()}` } }) }] }),
           } as never) as unknown as Promise<{ statusCodeStats: Record<string, { count: number }>; requests: { total: number } }>;
         await run(Math.round(n / 4));
-        const before = cpuSeconds(server.child.pid!);
+        const before = cpuSeconds(server.child.pid) ?? NaN;
         const r = await run(n);
-        const after = cpuSeconds(server.child.pid!);
+        const after = cpuSeconds(server.child.pid) ?? NaN;
         const statuses = Object.fromEntries(Object.entries(r.statusCodeStats).map(([k, v]) => [k, v.count]));
         console.log(`${c.name.padEnd(20)} ${(((after - before) * 1e6) / n).toFixed(0).padStart(6)} µs/req  (${n} requests, ${JSON.stringify(statuses)})`);
       }

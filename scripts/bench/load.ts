@@ -6,11 +6,11 @@
  * autocannon cannot measure: HEAD (its parser waits for a body the headers
  * announce) and the time to the first chunk of a stream (`firstChunk`).
  */
-import fs from 'node:fs';
 import http from 'node:http';
 import crypto from 'node:crypto';
 import autocannon from 'autocannon';
 import type { LoadJob, LoadResult } from './types.ts';
+import { cpuSeconds } from './cpu.ts';
 
 const freshKey = () => `bench-${crypto.randomUUID()}`;
 
@@ -85,19 +85,6 @@ async function runNodeClient(job: LoadJob, duration: number): Promise<LoadResult
   return { rps: times.length / ((Date.now() - started) / 1000), p50: round(quantile(times, 0.5)), p99: round(quantile(times, 0.99)), requests: times.length, errors, statuses };
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat; undefined elsewhere. */
-function cpuSeconds(pid: number | undefined): number | undefined {
-  if (pid === undefined) return undefined;
-  try {
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-  } catch {
-    return undefined;
-  }
-}
-/** USER_HZ: 100 on every Linux Node runs on. */
-const CLOCK_TICKS = 100;
 
 const job = JSON.parse(process.argv[2] ?? '{}') as LoadJob;
 const run = job.kind === 'node' ? runNodeClient : runAutocannon;
