@@ -155,7 +155,6 @@ export async function prepareVideo(ctx: PrepareContext, body: VideoRequest): Pro
   const id = model.id;
   checkPromptLength(body.prompt, caps.maxPromptChars, id);
 
-  if (p.mode === undefined) throw invalidRequest(`parameters.mode is required: set it explicitly to one of ${caps.modes.join(', ')} (model ${id}).`);
   const mode = oneOf('mode', p.mode, caps.modes, id);
   if (mode === 'image-to-video' && !p.sourceImage) throw invalidRequest(`parameters.sourceImage is required with mode image-to-video: it is the first frame.`);
   if (mode === 'text-to-video' && p.sourceImage) {

@@ -141,7 +141,3 @@ export async function lockAccountRow(trx: Knex.Transaction, accountId: string): 
   if (!isSqlite(trx)) await trx('accounts').where({ id: accountId }).select('id').forUpdate();
 }
 
-/** The key row's write lock, taken after the account's (one order, no deadlock). */
-export async function lockKeyRow(trx: Knex.Transaction, keyId: string): Promise<void> {
-  if (!isSqlite(trx)) await trx('api_keys').where({ id: keyId }).select('id').forUpdate();
-}
