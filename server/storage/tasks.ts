@@ -43,10 +43,10 @@ export async function findTask(db: Conn, id: string): Promise<TaskRow | undefine
   return (await db('tasks').where({ id }).first()) as TaskRow | undefined;
 }
 
-/** What a task read shows: the task, its reservation's amounts, each output with its asset. */
 /** The task columns a read shows (not the stored request, which can run to kilobytes). */
 const SNAPSHOT_COLUMNS = ['id', 'account_id', 'kind', 'model', 'status', 'error_code', 'error_message', 'created_at', 'updated_at'] as const;
 
+/** What a task read shows: the task, its reservation's amounts, each output with its asset. */
 export interface TaskSnapshot {
   task: Pick<TaskRow, (typeof SNAPSHOT_COLUMNS)[number]>;
   reservation: { hold: number; charged: number; released: number } | undefined;
@@ -80,10 +80,8 @@ export async function findTaskSnapshot(db: Conn, id: string): Promise<TaskSnapsh
   const rows = await readRows(db, 'task-snapshot', taskSnapshot, [id]);
   if (rows.length === 0) return undefined;
   const first = rows[0];
-  const task: Record<string, unknown> = {};
-  for (const [column, value] of Object.entries(first)) if (!/^[roa]_/.test(column)) task[column] = value;
   return {
-    task: task as unknown as TaskSnapshot['task'],
+    task: Object.fromEntries(SNAPSHOT_COLUMNS.map((c) => [c, first[c]])) as TaskSnapshot['task'],
     reservation:
       first.r_id === null
         ? undefined
