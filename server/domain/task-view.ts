@@ -51,9 +51,13 @@ export async function viewOwnedTask(db: Db, clock: Clock, signer: UrlSigner, bas
   return present(snapshot, clock, signer, baseUrl);
 }
 
-/** The view of a task just read or written (a submission's answer). */
+/**
+ * The view of a task just read or written (a submission's answer). The task's own
+ * fields are the row handed in: a new submission answers `queued` as committed,
+ * even when a worker has claimed the task by the time its outputs are read.
+ */
 export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl: string, task: TaskRow): Promise<TaskView> {
   const snapshot = await findTaskSnapshot(db, task.id);
   if (!snapshot) throw notFound(task.id);
-  return present(snapshot, clock, signer, baseUrl);
+  return present({ ...snapshot, task }, clock, signer, baseUrl);
 }
