@@ -7,8 +7,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import knex, { type Knex } from 'knex';
+import type sqlite3 from 'sqlite3';
 import { migrationSource } from './migrations/index.ts';
 import { attachReader, ReadConnection } from './reads.ts';
+import { cacheStatements } from './statement-cache.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -187,11 +189,14 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
     pool: {
       min: 1,
       max: 1,
-      afterCreate(conn: { run(sql: string, cb: (err: Error | null) => void): void }, done: (err: Error | null, conn: unknown) => void) {
+      afterCreate(conn: sqlite3.Database, done: (err: Error | null, conn: unknown) => void) {
         // WAL lets readers (the read connection, the admin CLI, the worker) proceed
         // beside the writer; busy_timeout makes a second process wait for the write
-        // lock instead of failing.
-        const next = (i: number) => (i === pragmas.length ? done(null, conn) : conn.run(pragmas[i], (e) => (e ? done(e, conn) : next(i + 1))));
+        // lock instead of failing. Then its statements stay prepared (statement-cache.ts).
+        const next = (i: number): void => {
+          if (i === pragmas.length) done(null, cacheStatements(conn));
+          else conn.run(pragmas[i], (e) => (e ? done(e, conn) : next(i + 1)));
+        };
         next(0);
       },
     },

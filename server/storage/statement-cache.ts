@@ -1,0 +1,98 @@
+/**
+ * Prepared statements for knex's writing SQLite connection (issue 13). knex's
+ * sqlite3 dialect runs every query as `connection.all(sql, bindings, cb)` or
+ * `connection.run(…)`, and node-sqlite3 turns each such call into a new
+ * statement: a prepare on the thread pool, the step on the thread pool, then a
+ * finalize — two thread-pool round trips and a compile of the SQL for every
+ * statement of every transaction. knex compiles the same SQL text for the same
+ * query shape each time, so the connection keeps the statements it has prepared,
+ * keyed by that text, and re-binds them: one round trip, no re-compile.
+ *
+ * The results are node-sqlite3's own: `all` gives the rows, and `run` calls back
+ * with the statement as `this`, carrying `lastID` and `changes` as knex reads
+ * them. A statement reaching SQLITE_DONE is finished (it holds no lock); knex
+ * calls `run` only for INSERT/UPDATE/DELETE without RETURNING, which end there.
+ * A statement that failed is reset before its caller hears of it: one that got
+ * SQLITE_BUSY is not finished but still running, and while it runs SQLite refuses
+ * the transaction's ROLLBACK, so the connection would stay in that transaction
+ * (with its old snapshot) and every retry would be refused as busy again.
+ * Only data statements and transaction control are kept; DDL and PRAGMAs run as
+ * before. At most `CAPACITY` statements stay prepared (least recently used go);
+ * all are finalized before the connection closes, which SQLite requires.
+ */
+import type sqlite3 from 'sqlite3';
+
+type Callback = (this: sqlite3.Statement, error: Error | null, rows?: unknown) => void;
+type Method = 'all' | 'run';
+
+/** How many distinct statements stay prepared (knex's hot queries number a few dozen). */
+const CAPACITY = 256;
+/** SQL worth keeping prepared: data statements and transaction control, not DDL or PRAGMAs. */
+const CACHEABLE = /^\s*(select|insert|update|delete|with|begin|commit|rollback|savepoint|release)\b/i;
+
+interface Entry {
+  /** Set once the prepare succeeded. */
+  statement?: sqlite3.Statement;
+  /** Settles with the prepare. */
+  ready: Promise<sqlite3.Statement>;
+}
+
+/** Makes `conn.all` and `conn.run` reuse prepared statements; `conn.close` finalizes them first. Returns `conn`. */
+export function cacheStatements(conn: sqlite3.Database): sqlite3.Database {
+  const entries = new Map<string, Entry>(); // insertion order = recency (re-inserted on use)
+  const original = { all: conn.all.bind(conn), run: conn.run.bind(conn), close: conn.close.bind(conn) };
+
+  const prepare = (sql: string): Entry => {
+    const entry = {} as Entry;
+    entry.ready = new Promise((resolve, reject) => {
+      const statement = conn.prepare(sql, (error) => {
+        if (error) {
+          entries.delete(sql); // the next call prepares again (the schema may have changed)
+          reject(error);
+          return;
+        }
+        entry.statement = statement;
+        resolve(statement);
+      });
+    });
+    entry.ready.catch(() => undefined); // each caller gets the failure through its own callback
+    entries.set(sql, entry);
+    if (entries.size > CAPACITY) {
+      const [oldest, evicted] = entries.entries().next().value as [string, Entry];
+      entries.delete(oldest);
+      void evicted.ready.then((s) => s.finalize(), () => undefined); // finalize runs after its queued calls
+    }
+    return entry;
+  };
+
+  const call = (method: Method) =>
+    function (sql: string, params: unknown, callback: Callback): sqlite3.Database {
+      if (typeof params === 'function' || !CACHEABLE.test(sql)) return (original[method] as (...a: unknown[]) => sqlite3.Database)(sql, params, callback);
+      let entry = entries.get(sql);
+      if (entry) {
+        entries.delete(sql);
+        entries.set(sql, entry);
+      } else {
+        entry = prepare(sql);
+      }
+      const bindings = Array.isArray(params) ? params : params === undefined ? [] : [params];
+      const run = (statement: sqlite3.Statement) =>
+        statement[method](bindings, function (this: sqlite3.Statement, error: Error | null, rows?: unknown) {
+          if (error) statement.reset(() => callback.call(this, error));
+          else callback.call(this, null, rows);
+        });
+      if (entry.statement) run(entry.statement);
+      else entry.ready.then(run, (error: Error) => callback.call(undefined as never, error));
+      return conn;
+    };
+
+  conn.all = call('all') as typeof conn.all;
+  conn.run = call('run') as typeof conn.run;
+  conn.close = ((callback?: (error: Error | null) => void) => {
+    const pending = [...entries.values()].map((e) => e.ready.then((s) => new Promise<void>((resolve) => s.finalize(() => resolve())), () => undefined));
+    entries.clear();
+    void Promise.all(pending).then(() => original.close(callback));
+    return conn;
+  }) as typeof conn.close;
+  return conn;
+}
