@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import { startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { dropDatabaseFor } from './helpers/database.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
-import { onStatement } from '../server/storage/reads.ts';
+import { isSqlite, onStatement } from '../server/storage/db.ts';
 import { PRINCIPAL_TTL_MS } from '../server/domain/principal-cache.ts';
 
 describe('statements per request', () => {
@@ -37,12 +37,16 @@ describe('statements per request', () => {
     await dropDatabaseFor(dataDir);
   });
 
+  /** sqlite3 reports a statement's trace asynchronously: lets those of earlier work arrive first. */
+  const settle = () => new Promise((r) => setTimeout(r, 50));
+
   /** The statements the server ran while answering one request. */
   async function count(method: string, path: string, key?: string): Promise<{ status: number; statements: string[] }> {
+    await settle();
     statements = [];
     const res = await s.call(method, path, { ...(key && { key }) });
     await res.arrayBuffer();
-    await new Promise((r) => setTimeout(r, 50)); // sqlite3 reports a statement's trace asynchronously
+    await settle();
     return { status: res.status, statements };
   }
 
@@ -60,6 +64,25 @@ describe('statements per request', () => {
       assert.equal(read.statements.length, 1 + keyReads(read.statements).length, read.statements.join('\n'));
       assert.ok(keyReads(read.statements).length <= 1);
     }
+  });
+
+  it('when a new image is submitted, then one write transaction holds every statement and the answer needs no read after it', async () => {
+    const body = { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk', parameters: { outputCount: 2, resolution: '512' } };
+    await (await s.call('POST', '/api/generate/image', { key: user.secret, body, headers: { 'idempotency-key': 'statements-warm' } })).arrayBuffer();
+    await settle();
+    statements = [];
+    const res = await s.call('POST', '/api/generate/image', { key: user.secret, body, headers: { 'idempotency-key': 'statements-counted' } });
+    const answer = (await res.json()) as { created: boolean; task: { status: string; quotedGems: number; outputs: Array<{ status: string; asset: unknown }> } };
+    await settle();
+    assert.equal(res.status, 202);
+    assert.equal(answer.task.status, 'queued');
+    assert.ok(answer.task.quotedGems > 0);
+    assert.deepEqual(answer.task.outputs.map((o) => [o.status, o.asset]), [['pending', null], ['pending', null]]);
+    const work = statements.filter((q) => !/api_keys/.test(q)); // the key may have been read (cache expiry)
+    assert.equal(work[0], 'BEGIN;', work.join('\n'));
+    assert.equal(work.at(-1), 'COMMIT;', work.join('\n'));
+    // Postgres locks the account's balance row before the combined read: one more.
+    assert.ok(work.length <= (isSqlite(s.db) ? 11 : 12), `${work.length} statements:\n${work.join('\n')}`);
   });
 
   it('when models are listed with a cached key or without a key, then no statement runs', async () => {

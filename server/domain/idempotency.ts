@@ -124,12 +124,18 @@ export async function submit<T>(
  * extraction replay before their current checks; media before its scenarios).
  * No second look inside the transaction: a claim made meanwhile makes the insert
  * fail on the primary key, and its record is replayed.
+ *
+ * With `decided`, the outcome is known before the transaction (media: the task
+ * and reservation ids are made up front), so the record is inserted in that
+ * state at once and `admit`'s outcome is not written again: one statement
+ * fewer. Either way the insert comes first, and a refusal rolls it back.
  */
 export async function claim<T>(
   db: Db,
   clock: Clock,
   id: Identity,
   admit: (trx: Tx) => Promise<{ value: T; outcome: ClaimOutcome }>,
+  decided?: ClaimOutcome,
 ): Promise<SubmitResult<T>> {
   try {
     return await inTransaction(db, async (trx) => {
@@ -141,23 +147,16 @@ export async function claim<T>(
         account_id: id.accountId,
         operation: id.operation,
         fingerprint: id.fingerprint,
-        state: 'pending',
-        ref: null,
-        reservation_id: null,
-        response_status: null,
-        response_body: null,
         created_at: now,
         updated_at: now,
+        ...recordOf(decided ?? { state: 'pending' }),
       });
       const { value, outcome } = await admit(trx);
-      await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], {
-        state: outcome.state,
-        ref: outcome.ref ?? null,
-        reservation_id: outcome.reservationId ?? null,
-        response_status: outcome.responseStatus ?? null,
-        response_body: outcome.responseBody ?? null,
-        updated_at: now,
-      });
+      if (decided) {
+        if (outcome !== decided) throw new Error('idempotency: an admission decided up front returned another outcome');
+      } else {
+        await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], { ...recordOf(outcome), updated_at: now });
+      }
       return { created: true as const, value };
     });
   } catch (error) {
@@ -167,6 +166,17 @@ export async function claim<T>(
     if (!record) throw requestUncertain();
     return { created: false, record };
   }
+}
+
+/** The record's columns for an outcome. */
+function recordOf(outcome: ClaimOutcome): Pick<IdempotencyRow, 'state' | 'ref' | 'reservation_id' | 'response_status' | 'response_body'> {
+  return {
+    state: outcome.state,
+    ref: outcome.ref ?? null,
+    reservation_id: outcome.reservationId ?? null,
+    response_status: outcome.responseStatus ?? null,
+    response_body: outcome.responseBody ?? null,
+  };
 }
 
 /**

@@ -33,6 +33,8 @@ export interface ReserveRequest {
   /** The request's own ceiling; above it → 409 PRICE_CHANGED, nothing reserved. */
   maxGems?: number | undefined;
   ref?: string | undefined;
+  /** The reservation's id when the caller made it up front (media records it on the identity at once). */
+  id?: string | undefined;
 }
 
 export interface Settlement {
@@ -118,7 +120,7 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
   }
 
   const row: ReservationRow = {
-    id: newId('rsv'),
+    id: req.id ?? newId('rsv'),
     account_id: req.accountId,
     key_id: req.keyId,
     purpose: req.purpose,

@@ -92,6 +92,19 @@ export interface Hold {
   maxGems?: number | undefined;
   /** What it pays for (completion id, extraction id). */
   ref?: string;
+  /** The reservation's id, made up front (see `Admission`). */
+  id?: string;
+}
+
+/**
+ * What a use case decides inside the claiming transaction (media: the task,
+ * completed at once). Its outcome is known before the transaction starts, so the
+ * identity's record is written in that state by its first statement.
+ */
+export interface Admission<T> {
+  outcome: idem.ClaimOutcome;
+  /** Runs in the transaction after the reservation (media: creates the task). */
+  run: (trx: Tx, reservation: ReservationRow) => Promise<T>;
 }
 
 /** A claimed identity with its reservation: what the outcome functions need. */
@@ -108,30 +121,38 @@ export interface Claim {
  * write, so an identity claimed before fails it on the primary key and its record
  * is replayed (or its replay error thrown) with nothing reserved; a caller that
  * must replay before its own checks looks the identity up first (`idem.lookup`).
- * `admit` (optional) runs in the transaction too and says what the record holds
- * (media: the task, completed at once); by default the identity stays pending
- * until an outcome function closes it. Returns the created value, or the record
- * of a claim made meanwhile, to replay.
+ * `admission` (optional) runs in the transaction too, with the record already in
+ * its decided state; by default the identity stays pending until an outcome
+ * function closes it. Returns the created value, or the record of a claim made
+ * meanwhile, to replay.
  */
 export async function claimAndReserve<T = ReservationRow>(
   db: Db,
   clock: Clock,
   identity: idem.Identity,
   hold: Hold,
-  admit?: (trx: Tx, reservation: ReservationRow) => Promise<{ value: T; outcome: idem.ClaimOutcome }>,
+  admission?: Admission<T>,
 ): Promise<idem.SubmitResult<T>> {
-  return idem.claim(db, clock, identity, async (trx) => {
-    const reservation = await ledger.reserveTx(trx, clock, {
-      accountId: identity.accountId,
-      keyId: identity.keyId,
-      purpose: hold.purpose,
-      amount: hold.amount,
-      maxGems: hold.maxGems,
-      ref: hold.ref,
-    });
-    if (admit) return admit(trx, reservation);
-    return { value: reservation as T, outcome: { state: 'pending' as const, ref: hold.ref ?? null, reservationId: reservation.id } };
-  });
+  if (admission && admission.outcome.reservationId !== hold.id) throw new Error('claimAndReserve: the decided outcome must name the reservation made up front');
+  return idem.claim(
+    db,
+    clock,
+    identity,
+    async (trx) => {
+      const reservation = await ledger.reserveTx(trx, clock, {
+        accountId: identity.accountId,
+        keyId: identity.keyId,
+        purpose: hold.purpose,
+        amount: hold.amount,
+        maxGems: hold.maxGems,
+        ref: hold.ref,
+        id: hold.id,
+      });
+      if (admission) return { value: await admission.run(trx, reservation), outcome: admission.outcome };
+      return { value: reservation as T, outcome: { state: 'pending' as const, ref: hold.ref ?? null, reservationId: reservation.id } };
+    },
+    admission?.outcome,
+  );
 }
 
 // ---- Outcomes --------------------------------------------------------------------------

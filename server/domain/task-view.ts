@@ -52,11 +52,14 @@ export async function viewOwnedTask(db: Db, clock: Clock, signer: UrlSigner, bas
 }
 
 /**
- * The view of a task just read or written (a submission's answer). The task's own
- * fields are the row handed in: a new submission answers `queued` as committed,
- * even when a worker has claimed the task by the time its outputs are read.
+ * A submission's answer. A new submission answers from what its transaction
+ * wrote (`written`: queued, the quote held, every output pending), with no read:
+ * it shows the task as committed even when a worker has claimed it since. A
+ * replay reads the task's outputs and reservation now, its own fields from the
+ * row handed in.
  */
-export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl: string, task: TaskRow): Promise<TaskView> {
+export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl: string, task: TaskRow, written?: TaskSnapshot): Promise<TaskView> {
+  if (written) return present(written, clock, signer, baseUrl);
   const snapshot = await findTaskSnapshot(db, task.id);
   if (!snapshot) throw notFound(task.id);
   return present({ ...snapshot, task }, clock, signer, baseUrl);

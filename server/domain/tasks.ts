@@ -7,8 +7,9 @@ import { ApiError } from '../errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
-import type { OutputRow, TaskRow, TaskStatus } from '../storage/tasks.ts';
+import type { OutputRow, TaskRow, TaskSnapshot, TaskStatus } from '../storage/tasks.ts';
 import * as ledger from './ledger.ts';
+import type { ReservationRow } from './ledger.ts';
 import * as spend from './spend.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
@@ -53,11 +54,14 @@ function fingerprinted(body: unknown): unknown {
   return { ...out, parameters };
 }
 
+/** A submission's result: the task, and for new work what was written (the answer needs no read). */
+export type Submitted = { created: true; task: TaskRow; written: TaskSnapshot } | { created: false; task: TaskRow; written?: undefined };
+
 /**
  * Submits prepared media work exactly once per identity. New work → the queued
  * task (created: true); an exact replay → the existing task (created: false).
  */
-export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Promise<{ created: boolean; task: TaskRow }> {
+export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Promise<Submitted> {
   const { principal, prepared } = input;
   const identity = spend.identityOf(principal, input.idemKey, input.operation, fingerprinted(input.body));
   if (findScenario(prepared.scenarios, MEDIA_SCENARIOS.providerUnavailable)) {
@@ -66,19 +70,19 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   }
   const uncertain = Boolean(findScenario(prepared.scenarios, MEDIA_SCENARIOS.uncertain));
   const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
+  // The outcome is known before the transaction: the identity's record is written in it at once.
+  const reservationId = newId('rsv');
+  const taskId = newId('task');
   // No lookup first: a new submission is the common case, and a replay's claim fails
   // on the identity's primary key before anything is reserved, then replays the record.
-  const result = await spend.claimAndReserve(db, clock, identity, { purpose: 'media', amount: quote, maxGems: input.maxGems }, async (trx, reservation) => {
-    if (uncertain) {
-      // Dispatched, then the outcome was lost: the reservation stays held, no task is visible.
-      return { value: undefined, outcome: { state: 'uncertain' as const, reservationId: reservation.id } };
-    }
-    const task = await createTask(trx, clock, principal, prepared, reservation.id);
-    return { value: task, outcome: { state: 'completed' as const, ref: task.id, reservationId: reservation.id } };
+  const result = await spend.claimAndReserve(db, clock, identity, { purpose: 'media', amount: quote, maxGems: input.maxGems, id: reservationId }, {
+    // Uncertain: dispatched, then the outcome was lost; the reservation stays held, no task is visible.
+    outcome: uncertain ? { state: 'uncertain', reservationId } : { state: 'completed', ref: taskId, reservationId },
+    run: async (trx, reservation) => (uncertain ? undefined : createTask(trx, clock, principal, prepared, reservation, taskId)),
   });
   if (result.created) {
     if (!result.value) throw spend.requestUncertain();
-    return { created: true, task: result.value };
+    return { created: true, task: result.value.task, written: result.value.snapshot };
   }
   // A replay: the task of the completed identity (none: its outcome was lost).
   const task = result.record.ref ? await store.findTask(db, result.record.ref) : undefined;
@@ -86,17 +90,18 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   return { created: false, task };
 }
 
-async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared: PreparedMedia, reservationId: string): Promise<TaskRow> {
+/** Inserts the queued task, its pending outputs and its job; returns the task and its snapshot as written. */
+async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared: PreparedMedia, reservation: ReservationRow, id: string): Promise<{ task: TaskRow; snapshot: TaskSnapshot }> {
   const now = clock.now().toISOString();
   const task: TaskRow = {
-    id: newId('task'),
+    id,
     account_id: principal.account.id,
     key_id: principal.key.id,
     kind: prepared.kind,
     model: prepared.model.id,
     request: JSON.stringify({ ...prepared.request, scenarios: prepared.scenarios }),
     status: 'queued',
-    reservation_id: reservationId,
+    reservation_id: reservation.id,
     error_code: null,
     error_message: null,
     created_at: now,
@@ -106,7 +111,12 @@ async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared:
   const outputs: OutputRow[] = prepared.outputPrices.map((price, idx) => ({ task_id: task.id, idx, status: 'pending', price, asset_id: null, error: null }));
   await store.insertTask(trx, task, outputs);
   await jobs.enqueue(trx, task.id, now);
-  return task;
+  const snapshot: TaskSnapshot = {
+    task,
+    reservation: { hold: reservation.hold_allowance + reservation.hold_paid, charged: 0, released: 0 },
+    outputs: outputs.map((o) => ({ idx: o.idx, status: o.status, asset: undefined })),
+  };
+  return { task, snapshot };
 }
 
 export interface Finish {

@@ -1,6 +1,6 @@
 /** One structured log line per request, bound to its request id. Never logs headers (keys). */
 import type { NextFunction, Request, Response } from 'express';
-import type { Logger } from '../logger.ts';
+import { ACCESS_LINE, type Logger } from '../logger.ts';
 
 export function accessLog(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
@@ -19,7 +19,7 @@ export function accessLog(logger: Logger) {
           key: req.principal?.key.id,
           ...(res.writableFinished ? {} : { complete: false }),
         },
-        'request',
+        ACCESS_LINE,
       );
     });
     next();

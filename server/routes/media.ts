@@ -44,7 +44,7 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
       const body = req.body as MediaBody;
       const scenarios = scenarioOf(body.prompt, config.scenariosEnabled);
       const prepared = await prepare({ db, catalog, accountId: principal.account.id, scenarios, scenariosEnabled: config.scenariosEnabled }, body as never);
-      const { created, task } = await submitMedia(db, clock, {
+      const { created, task, written } = await submitMedia(db, clock, {
         principal,
         idemKey: req.get('idempotency-key')!,
         operation,
@@ -52,7 +52,7 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
         maxGems: body.maxGems,
         prepared,
       });
-      const view = await viewTask(db, clock, signer, baseUrlOf(req, config.publicBaseUrl), task);
+      const view = await viewTask(db, clock, signer, baseUrlOf(req, config.publicBaseUrl), task, written);
       const response: Submission = { task: view, created };
       res.status(created ? 202 : 200).json(response);
     });

@@ -21,6 +21,7 @@
  */
 import type { Knex } from 'knex';
 import { isSqlite, type Db } from './db.ts';
+import { execute, type Value } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -91,10 +92,14 @@ export async function lockFigures(trx: Knex.Transaction, accountId: string, keyI
     await ensureRows(trx, accountId, keyId);
     await lockRows(trx, accountId, keyId);
   }
-  let row = await figuresQuery(trx, accountId, keyId, month).first();
+  const read = async () =>
+    keyId
+      ? (await execute(trx, 'figures:key', (c, a, k, m) => figuresQuery(c, String(a), String(k), String(m)).limit(1), [accountId, keyId, month])).rows[0]
+      : (await execute(trx, 'figures', (c, a, m) => figuresQuery(c, String(a), null, String(m)).limit(1), [accountId, month])).rows[0];
+  let row = await read();
   if (!row && !pg) {
     await ensureRows(trx, accountId, keyId);
-    row = await figuresQuery(trx, accountId, keyId, month).first();
+    row = await read();
   }
   if (!row) return undefined;
   return {
@@ -108,7 +113,7 @@ export async function lockFigures(trx: Knex.Transaction, accountId: string, keyI
 }
 
 /** Adds `value` to a column, as SQL (so concurrent movements never lose one another). */
-const plus = (db: Conn, column: string, value: number) => db.raw('?? + ?', [column, value]);
+const plus = (db: Conn, column: string, value: Value) => db.raw('?? + ?', [column, value]);
 
 /**
  * Applies a movement to the running figures: the account row, then its month,
@@ -123,14 +128,15 @@ export async function move(trx: Knex.Transaction, m: Movement): Promise<void> {
     m.paidPosted ?? 0,
     m.allowancePosted ?? 0,
   ];
-  const updated = await trx('account_balances')
-    .where({ account_id: m.accountId })
-    .update({
-      credited: plus(trx, 'credited', credited),
-      paid_pending: plus(trx, 'paid_pending', paidPending),
-      paid_posted: plus(trx, 'paid_posted', paidPosted),
-      allowance_pending: plus(trx, 'allowance_pending', allowancePending),
-    });
+  const { changes: updated } = await execute(
+    trx,
+    'account-balance-move',
+    (c, account, cr, pp, po, ap) =>
+      c('account_balances')
+        .where({ account_id: account })
+        .update({ credited: plus(c, 'credited', cr), paid_pending: plus(c, 'paid_pending', pp), paid_posted: plus(c, 'paid_posted', po), allowance_pending: plus(c, 'allowance_pending', ap) }),
+    [m.accountId, credited, paidPending, paidPosted, allowancePending],
+  );
   if (updated !== 1) throw new Error(`balances: account ${m.accountId} has no balance row`);
   if (paidPosted || allowancePosted) {
     await trx('account_months')
@@ -145,7 +151,7 @@ export async function move(trx: Knex.Transaction, m: Movement): Promise<void> {
   const pending = paidPending + allowancePending;
   const posted = paidPosted + allowancePosted;
   if (pending) {
-    const n = await trx('key_balances').where({ key_id: m.keyId }).update({ pending: plus(trx, 'pending', pending) });
+    const { changes: n } = await execute(trx, 'key-balance-move', (c, key, p) => c('key_balances').where({ key_id: key }).update({ pending: plus(c, 'pending', p) }), [m.keyId, pending]);
     if (n !== 1) throw new Error(`balances: key ${m.keyId} has no balance row`);
   }
   if (posted) {

@@ -9,8 +9,8 @@ import path from 'node:path';
 import knex, { type Knex } from 'knex';
 import type sqlite3 from 'sqlite3';
 import { migrationSource } from './migrations/index.ts';
-import { attachReader, ReadConnection } from './reads.ts';
-import { cacheStatements } from './statement-cache.ts';
+import { attachReader, readerOf, ReadConnection } from './reads.ts';
+import { cacheStatements, traceStatements } from './statement-cache.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -177,10 +177,36 @@ function openPostgres(url: string): Db {
  * than at every commit. FULL (`SQLITE_SYNCHRONOUS=FULL`) syncs every commit, at
  * the price of one fsync per submission.
  */
+/** The writing SQLite connections of each knex instance (one at a time, but the pool may replace it). */
+const writers = new WeakMap<Db, sqlite3.Database[]>();
+
+/**
+ * Calls `listener` with every statement a database runs (counting round trips):
+ * on SQLite each connection's own trace, which also sees statements sent past
+ * knex (compiled.ts, reads.ts), reported shortly after they run; on Postgres
+ * knex's query event, as every statement goes through knex there. Returns the
+ * function that stops listening.
+ */
+export function onStatement(db: Db, listener: (sql: string) => void): () => void {
+  const own = writers.get(db);
+  if (!own) {
+    const onQuery = (query: { sql: string }) => listener(query.sql);
+    db.on('query', onQuery);
+    return () => db.off('query', onQuery);
+  }
+  const stops = own.map((conn) => traceStatements(conn, listener));
+  const offReader = readerOf(db)?.onStatement(listener);
+  return () => {
+    for (const stop of stops) stop();
+    offReader?.();
+  };
+}
+
 function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
   fs.mkdirSync(dataDir, { recursive: true });
+  const connections: sqlite3.Database[] = [];
   const pragmas = ['PRAGMA journal_mode = WAL', `PRAGMA synchronous = ${synchronous}`, 'PRAGMA busy_timeout = 10000', 'PRAGMA foreign_keys = ON'];
-  return knex({
+  const db = knex({
     client: 'sqlite3',
     connection: { filename: sqliteFile(dataDir) },
     useNullAsDefault: true,
@@ -194,13 +220,18 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
         // beside the writer; busy_timeout makes a second process wait for the write
         // lock instead of failing. Then its statements stay prepared (statement-cache.ts).
         const next = (i: number): void => {
-          if (i === pragmas.length) done(null, cacheStatements(conn));
+          if (i === pragmas.length) {
+            connections.splice(0, connections.length, conn);
+            done(null, cacheStatements(conn));
+          }
           else conn.run(pragmas[i], (e) => (e ? done(e, conn) : next(i + 1)));
         };
         next(0);
       },
     },
   });
+  writers.set(db, connections);
+  return db;
 }
 
 /** True for SQLite, whose single writer makes row locks unnecessary (Postgres takes them: `forUpdate()`). */

@@ -1,6 +1,7 @@
 /** Ledger rows (the running figures beside them are in balances.ts). Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
 import type { Db } from './db.ts';
+import { execute, rowOf, rowParams } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -47,12 +48,22 @@ function toEntry(row: EntryRow): EntryRow {
 }
 
 /** Appends one entry or several (one statement). */
+const ENTRY_COLUMNS = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'] as const satisfies ReadonlyArray<keyof EntryRow>;
+const RESERVATION_COLUMNS = [
+  'id', 'account_id', 'key_id', 'purpose', 'ref', 'hold_allowance', 'hold_paid', 'state', 'charged', 'released', 'month', 'created_at', 'settled_at',
+] as const satisfies ReadonlyArray<keyof ReservationRow>;
+
+/** Appends one entry or several (one statement). */
 export async function insertEntry(db: Conn, entry: EntryRow | EntryRow[]): Promise<void> {
-  await db('ledger_entries').insert(entry);
+  if (Array.isArray(entry) || entry.id !== undefined) {
+    await db('ledger_entries').insert(entry);
+    return;
+  }
+  await execute(db, 'ledger-entry-insert', (c, ...v) => c('ledger_entries').insert(rowOf(ENTRY_COLUMNS, v)), rowParams(ENTRY_COLUMNS, entry));
 }
 
 export async function insertReservation(db: Conn, row: ReservationRow): Promise<void> {
-  await db('reservations').insert(row);
+  await execute(db, 'reservation-insert', (c, ...v) => c('reservations').insert(rowOf(RESERVATION_COLUMNS, v)), rowParams(RESERVATION_COLUMNS, row));
 }
 
 export async function findReservation(db: Conn, id: string): Promise<ReservationRow | undefined> {

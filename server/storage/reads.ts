@@ -14,6 +14,7 @@
  */
 import sqlite3 from 'sqlite3';
 import type { Knex } from 'knex';
+import { traceStatements } from './statement-cache.ts';
 
 type Conn = Knex | Knex.Transaction;
 type Row = Record<string, unknown>;
@@ -55,8 +56,8 @@ export class ReadConnection {
   }
 
   /** Calls `listener` with the SQL of every statement this connection runs (sqlite3's trace). */
-  onStatement(listener: (sql: string) => void): void {
-    this.conn.on('trace', listener);
+  onStatement(listener: (sql: string) => void): () => void {
+    return traceStatements(this.conn, listener);
   }
 
   async close(): Promise<void> {
@@ -73,10 +74,9 @@ export function attachReader(db: Knex, reader: ReadConnection): void {
   readers.set(db, reader);
 }
 
-/** Calls `listener` with every statement a database runs, through knex or its read connection (counting round trips). */
-export function onStatement(db: Knex, listener: (sql: string) => void): void {
-  db.on('query', (query: { sql: string }) => listener(query.sql));
-  readers.get(db)?.onStatement(listener);
+/** The read connection of a (root, SQLite) knex instance, if it has one. */
+export function readerOf(db: Knex): ReadConnection | undefined {
+  return readers.get(db);
 }
 
 /**

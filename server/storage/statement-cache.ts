@@ -96,3 +96,26 @@ export function cacheStatements(conn: sqlite3.Database): sqlite3.Database {
   }) as typeof conn.close;
   return conn;
 }
+
+const tracing = new WeakMap<sqlite3.Database, Set<(sql: string) => void>>();
+
+/**
+ * Calls `listener` with the SQL of every statement `conn` runs, shortly after
+ * (sqlite3's trace); returns the function that stops it. node-sqlite3 toggles
+ * its trace hook on every `on('trace')` (a second listener would switch it
+ * off), so each connection gets one listener of its own that fans out.
+ */
+export function traceStatements(conn: sqlite3.Database, listener: (sql: string) => void): () => void {
+  let listeners = tracing.get(conn);
+  if (!listeners) {
+    const fanOut = new Set<(sql: string) => void>();
+    listeners = fanOut;
+    tracing.set(conn, fanOut);
+    conn.on('trace', (sql: string) => {
+      for (const l of fanOut) l(sql);
+    });
+  }
+  listeners.add(listener);
+  const own = listeners;
+  return () => own.delete(listener);
+}

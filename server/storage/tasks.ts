@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import type { Db } from './db.ts';
 import { readRows } from './reads.ts';
+import { execute, rowOf, rowParams } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -34,9 +35,21 @@ export interface OutputRow {
   error: string | null;
 }
 
+const TASK_COLUMNS = [
+  'id', 'account_id', 'key_id', 'kind', 'model', 'request', 'status', 'reservation_id', 'error_code', 'error_message', 'created_at', 'updated_at', 'finished_at',
+] as const satisfies ReadonlyArray<keyof TaskRow>;
+const OUTPUT_COLUMNS = ['task_id', 'idx', 'status', 'price', 'asset_id', 'error'] as const satisfies ReadonlyArray<keyof OutputRow>;
+
 export async function insertTask(db: Conn, task: TaskRow, outputs: OutputRow[]): Promise<void> {
-  await db('tasks').insert(task);
-  if (outputs.length) await db('task_outputs').insert(outputs);
+  await execute(db, 'task-insert', (c, ...v) => c('tasks').insert(rowOf(TASK_COLUMNS, v)), rowParams(TASK_COLUMNS, task));
+  if (!outputs.length) return;
+  const width = OUTPUT_COLUMNS.length;
+  await execute(
+    db,
+    `task-outputs-insert:${outputs.length}`,
+    (c, ...v) => c('task_outputs').insert(outputs.map((_, i) => rowOf(OUTPUT_COLUMNS, v, i * width))),
+    outputs.flatMap((o) => rowParams(OUTPUT_COLUMNS, o)),
+  );
 }
 
 export async function findTask(db: Conn, id: string): Promise<TaskRow | undefined> {

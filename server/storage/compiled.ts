@@ -1,0 +1,99 @@
+/**
+ * The spend path's writes, compiled once (issue 13). A new submission runs about
+ * ten statements in one transaction, and through knex each one is built,
+ * compiled to SQL and sent through knex's runner again — about two thirds of
+ * what a statement costs once SQLite's side is prepared (statement-cache.ts).
+ *
+ * Each statement is still written once, as a knex query; `execute` compiles it
+ * once per `name` with sentinels standing in for its parameters (the way
+ * reads.ts does for the read connection) and then, on SQLite inside a
+ * transaction, hands the SQL and the real values straight to the transaction's
+ * connection, where the statement is prepared once. Everywhere else (Postgres,
+ * or outside a transaction) the same query runs through knex as before.
+ *
+ * `name` must fix the statement's shape: the same name, the same SQL. Callers
+ * put into it whatever varies the SQL (a row count, the set of patched columns).
+ */
+import type { Knex } from 'knex';
+import type sqlite3 from 'sqlite3';
+
+type Conn = Knex | Knex.Transaction;
+export type Row = Record<string, unknown>;
+/** A statement's parameter: what a column holds. */
+export type Value = string | number | null;
+type Build = (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw;
+
+/** What a statement gave: its rows (queries and RETURNING), or how many rows it changed (writes). */
+export interface Executed {
+  rows: Row[];
+  changes: number;
+}
+
+interface Plan {
+  sql: string;
+  /** node-sqlite3's call: `all` returns rows, `run` the changes. */
+  method: 'all' | 'run';
+  /** Where each binding comes from: a parameter's index, or a value fixed in the query. */
+  bindings: Array<number | { value: unknown }>;
+}
+
+const plans = new Map<string, Plan>();
+
+const isTransaction = (conn: Conn): conn is Knex.Transaction => (conn as { isTransaction?: boolean }).isTransaction === true;
+const onSqlite = (conn: Conn) => conn.client.config.client === 'sqlite3';
+
+function compile(conn: Conn, build: Build, arity: number): Plan {
+  const sentinels = Array.from({ length: arity }, (_, i) => `\u0000param${i}\u0000`);
+  const compiled = build(conn, ...sentinels).toSQL();
+  const native = compiled.toNative();
+  const { method, returning } = compiled as unknown as { method: string; returning?: unknown };
+  const writes = (method === 'insert' || method === 'update' || method === 'del' || method === 'counter') && !returning;
+  const used = new Set<number>();
+  const bindings = native.bindings.map((value) => {
+    const i = sentinels.indexOf(value as string);
+    if (i < 0) return { value };
+    used.add(i);
+    return i;
+  });
+  // A parameter the builder put into the SQL text instead of a binding would be frozen at its sentinel.
+  if (used.size !== arity || sentinels.some((s) => native.sql.includes(s))) throw new Error(`compiled statement: a parameter is not bound as a value`);
+  return { sql: native.sql, method: writes ? 'run' : 'all', bindings };
+}
+
+/** The values of `row` in the order of `columns`, and a builder taking them back as that row (for `execute`). */
+export function rowParams<K extends string>(columns: readonly K[], row: Partial<Record<K, unknown>>): Value[] {
+  return columns.map((c) => (row[c] ?? null) as Value);
+}
+
+/** `{ column: params[i] }` over `columns`: a row whose values are `execute`'s parameters. */
+export function rowOf<K extends string>(columns: readonly K[], params: readonly Value[], offset = 0): Record<K, Value> {
+  return Object.fromEntries(columns.map((c, i) => [c, params[offset + i]])) as Record<K, Value>;
+}
+
+/**
+ * Runs `build(conn, ...params)`: on SQLite in a transaction as SQL compiled once
+ * per `name` on the transaction's own connection, else through knex. `build`
+ * must use its parameters only as values.
+ */
+export async function execute(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<Executed> {
+  const make = build;
+  if (!onSqlite(conn) || !isTransaction(conn)) {
+    const result: unknown = await make(conn, ...params);
+    return typeof result === 'number' ? { rows: [], changes: result } : { rows: Array.isArray(result) ? (result as Row[]) : [], changes: 0 };
+  }
+  if (conn.isCompleted()) throw new Error(`${name}: the transaction is already complete`); // as knex refuses it
+  let plan = plans.get(name);
+  if (!plan) {
+    plan = compile(conn, make, params.length);
+    plans.set(name, plan);
+  }
+  const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
+  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
+  const { sql, method } = plan;
+  return new Promise((resolve, reject) => {
+    connection[method](sql, values, function (this: sqlite3.RunResult, error: Error | null, rows?: Row[]) {
+      if (error) reject(error);
+      else resolve(method === 'run' ? { rows: [], changes: this.changes } : { rows: rows ?? [], changes: 0 });
+    });
+  });
+}
