@@ -21,7 +21,7 @@ type Conn = Knex | Knex.Transaction;
 export type Row = Record<string, unknown>;
 /** A statement's parameter: what a column holds. */
 export type Value = string | number | null;
-type Build = (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw;
+export type Build = (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw;
 
 /** What a statement gave: its rows (queries and RETURNING), or how many rows it changed (writes). */
 export interface Executed {
@@ -42,7 +42,8 @@ const plans = new Map<string, Plan>();
 const isTransaction = (conn: Conn): conn is Knex.Transaction => (conn as { isTransaction?: boolean }).isTransaction === true;
 const onSqlite = (conn: Conn) => conn.client.config.client === 'sqlite3';
 
-function compile(conn: Conn, build: Build, arity: number): Plan {
+/** Compiles `build` once with sentinels for its `arity` parameters: the SQL, and where each binding comes from (also reads.ts). */
+export function compile(conn: Conn, build: Build, arity: number): Plan {
   const sentinels = Array.from({ length: arity }, (_, i) => `\u0000param${i}\u0000`);
   const compiled = build(conn, ...sentinels).toSQL();
   const native = compiled.toNative();

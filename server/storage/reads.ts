@@ -15,6 +15,7 @@
 import sqlite3 from 'sqlite3';
 import type { Knex } from 'knex';
 import { traceStatements } from './statement-cache.ts';
+import { compile, type Build } from './compiled.ts';
 
 type Conn = Knex | Knex.Transaction;
 type Row = Record<string, unknown>;
@@ -87,16 +88,6 @@ export function readerOf(db: Knex): ReadConnection | undefined {
 export async function readRows(conn: Conn, name: string, build: (c: Conn, ...params: string[]) => Knex.QueryBuilder, params: string[]): Promise<Row[]> {
   const reader = readers.get(conn);
   if (!reader) return (await build(conn, ...params)) as Row[];
-  const plan = reader.plan(name, () => {
-    const sentinels = params.map((_, i) => `\u0000param${i}\u0000`);
-    const native = build(conn, ...sentinels).toSQL().toNative();
-    return {
-      sql: native.sql,
-      bindings: native.bindings.map((value) => {
-        const i = sentinels.indexOf(value as string);
-        return i >= 0 ? i : { value };
-      }),
-    };
-  });
+  const plan = reader.plan(name, () => compile(conn, build as Build, params.length));
   return reader.all(plan, params);
 }
