@@ -20,6 +20,7 @@ import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { rejectUnrepresentable } from './http/unrepresentable.ts';
 import { missingKey } from './http/missing-key.ts';
 import { cacheValidatorRoutePatterns } from './http/validator-routes.ts';
+import { byPrefix } from './http/route-prefix.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { extractRouter } from './routes/extract.ts';
@@ -69,9 +70,9 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(accessLog(logger));
 
   // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
-  app.use(filesRouter(deps));
+  app.use(byPrefix(filesRouter(deps)));
   // The contract (/openapi.yaml) and the API reference page (/docs): public, outside the API paths.
-  app.use(docsRouter(deps));
+  app.use(byPrefix(docsRouter(deps)));
 
   for (const [path, limit] of JSON_LIMITS) app.use(path, jsonBody(limit));
   // Raw and multipart uploads are never JSON, whatever Content-Type a client claims.
@@ -100,13 +101,14 @@ export function createApp(deps: AppDeps): express.Express {
   // Account policies on the request's text, before any router claims an identity or reserves Gems.
   app.use(policyStep(moderationDeps(deps)));
 
-  app.use(modelsRouter(deps));
-  app.use(textRouter(deps));
-  app.use(extractRouter(deps));
-  app.use(mediaRouter(deps));
-  app.use(tasksRouter(deps));
-  app.use(assetsRouter(deps));
-  app.use(voicesRouter(deps));
+  // Each router is entered only for paths its routes can match (http/route-prefix.ts).
+  app.use(byPrefix(modelsRouter(deps)));
+  app.use(byPrefix(textRouter(deps)));
+  app.use(byPrefix(extractRouter(deps)));
+  app.use(byPrefix(mediaRouter(deps)));
+  app.use(byPrefix(tasksRouter(deps)));
+  app.use(byPrefix(assetsRouter(deps)));
+  app.use(byPrefix(voicesRouter(deps)));
 
   app.use(notFoundHandler);
   app.use(voiceUploadErrors);

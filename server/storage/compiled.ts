@@ -40,7 +40,7 @@ interface Plan {
 const plans = new Map<string, Plan>();
 
 const isTransaction = (conn: Conn): conn is Knex.Transaction => (conn as { isTransaction?: boolean }).isTransaction === true;
-const onSqlite = (conn: Conn) => conn.client.config.client === 'sqlite3';
+const onSqlite = (conn: Conn) => (conn.client as { dialect?: string }).dialect === 'sqlite3';
 
 /** Compiles `build` once with sentinels for its `arity` parameters: the SQL, and where each binding comes from (also reads.ts). */
 export function compile(conn: Conn, build: Build, arity: number): Plan {

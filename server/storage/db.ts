@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import knex, { type Knex } from 'knex';
+import SqliteDialect from 'knex/lib/dialects/sqlite3/index.js';
 import type sqlite3 from 'sqlite3';
 import { migrationSource } from './migrations/index.ts';
 import { attachReader, readerOf, ReadConnection } from './reads.ts';
@@ -202,12 +203,33 @@ export function onStatement(db: Db, listener: (sql: string) => void): () => void
   };
 }
 
+/**
+ * knex's SQLite client, with each query's LIMIT written into its SQL instead of
+ * bound. SQLite plans a bound LIMIT with the value bound when it prepares the
+ * statement, so binding that parameter again marks the statement expired and its
+ * next step prepares it again (parse and plan, every time: sqlite3ExprIsInteger
+ * sets the statement's variable mask). A kept statement (statement-cache.ts,
+ * reads.ts) with `.first()` or `.limit(n)` would lose what keeping it saves.
+ * knex makes every limit a whole number (parseInt), so it goes into the SQL as
+ * digits; limits are few (1 and page sizes), so the statements they make stay
+ * few. OFFSET stays bound: SQLite does not plan on it, and its values are many.
+ * A subclass, not a patched instance, because a transaction's client is made
+ * from the class's prototype.
+ */
+class SqliteClient extends SqliteDialect {
+  override queryCompiler(builder: Knex.QueryBuilder, formatter?: unknown): unknown {
+    const single = (builder as unknown as { _single: Record<string, unknown> })._single;
+    if (Number.isSafeInteger(single.limit)) single.skipBinding = { ...(single.skipBinding as object | undefined), limit: true };
+    return super.queryCompiler(builder, formatter);
+  }
+}
+
 function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
   fs.mkdirSync(dataDir, { recursive: true });
   const connections: sqlite3.Database[] = [];
   const pragmas = ['PRAGMA journal_mode = WAL', `PRAGMA synchronous = ${synchronous}`, 'PRAGMA busy_timeout = 10000', 'PRAGMA foreign_keys = ON'];
   const db = knex({
-    client: 'sqlite3',
+    client: SqliteClient,
     connection: { filename: sqliteFile(dataDir) },
     useNullAsDefault: true,
     // One connection per process: SQLite has one writer anyway, and a single
@@ -234,9 +256,10 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
   return db;
 }
 
+
 /** True for SQLite, whose single writer makes row locks unnecessary (Postgres takes them: `forUpdate()`). */
 export function isSqlite(db: Db | Knex.Transaction): boolean {
-  return db.client.config.client === 'sqlite3';
+  return (db.client as { dialect?: string }).dialect === 'sqlite3';
 }
 
 const BUSY = /SQLITE_BUSY|database is locked/;

@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { openDb } from '../../server/storage/db.ts';
+import { isSqlite, openDb } from '../../server/storage/db.ts';
 import * as ledger from '../../server/domain/ledger.ts';
 import { tempDataDir } from '../helpers/server.ts';
 import { dbOptionsFor, dropDatabaseFor } from '../helpers/database.ts';
@@ -69,5 +69,23 @@ describe('storage', () => {
 
   it('when DATABASE_URL is not a Postgres URL, then opening fails with a message that says what is expected', async () => {
     await assert.rejects(openDb({ dataDir: 'unused', databaseUrl: 'mysql://u@h/db' }), /DATABASE_URL must be a Postgres URL/);
+  });
+
+  it('when a SQLite query has a limit, in a transaction or not, then the limit is written into its SQL (a bound one re-prepares a kept statement on every run) and the rows are the same', async (ctx) => {
+    if (!isSqlite(t.db)) return ctx.skip('SQLite only');
+    const { accountId } = await makeAccountWithKey(t.db, clock, {});
+    const first = t.db('accounts').where({ id: accountId }).first().toSQL().toNative();
+    assert.match(first.sql, / limit 1$/);
+    assert.deepEqual(first.bindings, [accountId]);
+    const paged = t.db('accounts').limit(5).offset(3).toSQL().toNative();
+    assert.match(paged.sql, / limit 5 offset \?$/);
+    assert.deepEqual(paged.bindings, [3]);
+    await t.db.transaction(async (trx) => {
+      const inTrx = trx('accounts').where({ id: accountId }).first().toSQL().toNative();
+      assert.match(inTrx.sql, / limit 1$/);
+      assert.equal((await trx('accounts').where({ id: accountId }).first())?.id, accountId);
+    });
+    assert.equal((await t.db('accounts').where({ id: accountId }).first())?.id, accountId);
+    assert.equal((await t.db('accounts').limit(1).offset(0)).length, 1);
   });
 });

@@ -1,0 +1,64 @@
+/**
+ * Access lines (logger.ts `accessWriter`): byte for byte what pino writes for the
+ * same fields through a logger bound to the request id, at any level setting.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { accessWriter, ACCESS_LINE, createLogger, type AccessFields } from '../../server/logger.ts';
+
+/** A logger whose lines are kept in memory. */
+function capture(level: string) {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  });
+  return { logger: createLogger(level, sink), lines };
+}
+
+const sameTime = (line: string) => line.replace(/"time":\d+/, '"time":0');
+
+describe('access lines', () => {
+  const cases: AccessFields[] = [
+    { requestId: 'req_0123456789abcdef', method: 'GET', path: '/api/generate/tasks/task_1', status: 200, ms: 1.5, key: 'key_1' },
+    { requestId: 'client-id:1', method: 'POST', path: '/api/generate/image', status: 401, ms: 0, key: undefined },
+    { requestId: 'req_x', method: 'GET', path: '/a"b\\c/\u00e9/%00/' + 'x'.repeat(60), status: 499, ms: 12345.6, complete: false },
+  ];
+
+  it('when an access line is written, then it is byte for byte the line pino writes for the same fields through a child bound to the request id', async () => {
+    for (const fields of cases) {
+      const ours = capture('info');
+      accessWriter(ours.logger)(fields);
+      const theirs = capture('info');
+      const { requestId, ...rest } = fields;
+      theirs.logger.child({ requestId }).info(rest, ACCESS_LINE);
+      await new Promise((r) => setImmediate(r));
+      ours.logger.flush();
+      theirs.logger.flush();
+      await new Promise((r) => setTimeout(r, 10));
+      assert.equal(ours.lines.length, 1);
+      assert.equal(sameTime(ours.lines[0]!), sameTime(theirs.lines[0]!));
+      assert.equal(JSON.parse(ours.lines[0]!).msg, ACCESS_LINE);
+    }
+  });
+
+  it('when the level is above info, or is raised after the writer was made, then no access line is written', async () => {
+    const quiet = capture('warn');
+    accessWriter(quiet.logger)(cases[0]!);
+    const raised = capture('info');
+    const write = accessWriter(raised.logger);
+    raised.logger.level = 'error';
+    write(cases[0]!);
+    raised.logger.level = 'info';
+    write(cases[1]!);
+    quiet.logger.flush();
+    raised.logger.flush();
+    await new Promise((r) => setTimeout(r, 10));
+    assert.deepEqual(quiet.lines, []);
+    assert.equal(raised.lines.length, 1);
+    assert.equal(JSON.parse(raised.lines[0]!).status, 401);
+  });
+});
