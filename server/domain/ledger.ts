@@ -146,7 +146,8 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
     created_at: row.created_at,
     note: null,
   });
-  await balances.move(trx, { accountId: row.account_id, keyId: row.key_id, month, paidPending: holdPaid, allowancePending: holdAllowance });
+  // The figures were read above in this transaction: the moves go with its next statement.
+  await balances.move(trx, { accountId: row.account_id, keyId: row.key_id, month, paidPending: holdPaid, allowancePending: holdAllowance }, true);
   return row;
 }
 

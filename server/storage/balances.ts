@@ -21,7 +21,7 @@
  */
 import type { Knex } from 'knex';
 import { isSqlite, type Db } from './db.ts';
-import { execute, type Value } from './compiled.ts';
+import { execute, executeLater, type Build, type Value } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -115,12 +115,22 @@ export async function lockFigures(trx: Knex.Transaction, accountId: string, keyI
 /** Adds `value` to a column, as SQL (so concurrent movements never lose one another). */
 const plus = (db: Conn, column: string, value: Value) => db.raw('?? + ?', [column, value]);
 
+/** The account row's move: each figure plus its amount. */
+const accountMove: Build = (c, account, cr, pp, po, ap) =>
+  c('account_balances')
+    .where({ account_id: account })
+    .update({ credited: plus(c, 'credited', cr), paid_pending: plus(c, 'paid_pending', pp), paid_posted: plus(c, 'paid_posted', po), allowance_pending: plus(c, 'allowance_pending', ap) });
+const keyMove: Build = (c, key, p) => c('key_balances').where({ key_id: key }).update({ pending: plus(c, 'pending', p) });
+
 /**
  * Applies a movement to the running figures: the account row, then its month,
  * then the key row, then its month (the lock order). Run it in the transaction
- * that appends the ledger rows it mirrors.
+ * that appends the ledger rows it mirrors. `figuresRead`: the transaction read
+ * these rows with `lockFigures` (so they exist, and stay as read until it ends),
+ * and the balance rows' moves may wait to go with its next statement
+ * (compiled.ts `executeLater`) instead of each being checked to change one row.
  */
-export async function move(trx: Knex.Transaction, m: Movement): Promise<void> {
+export async function move(trx: Knex.Transaction, m: Movement, figuresRead = false): Promise<void> {
   const [credited, paidPending, allowancePending, paidPosted, allowancePosted] = [
     m.credited ?? 0,
     m.paidPending ?? 0,
@@ -128,16 +138,9 @@ export async function move(trx: Knex.Transaction, m: Movement): Promise<void> {
     m.paidPosted ?? 0,
     m.allowancePosted ?? 0,
   ];
-  const { changes: updated } = await execute(
-    trx,
-    'account-balance-move',
-    (c, account, cr, pp, po, ap) =>
-      c('account_balances')
-        .where({ account_id: account })
-        .update({ credited: plus(c, 'credited', cr), paid_pending: plus(c, 'paid_pending', pp), paid_posted: plus(c, 'paid_posted', po), allowance_pending: plus(c, 'allowance_pending', ap) }),
-    [m.accountId, credited, paidPending, paidPosted, allowancePending],
-  );
-  if (updated !== 1) throw new Error(`balances: account ${m.accountId} has no balance row`);
+  const accountParams = [m.accountId, credited, paidPending, paidPosted, allowancePending];
+  if (figuresRead) await executeLater(trx, 'account-balance-move', accountMove, accountParams);
+  else if ((await execute(trx, 'account-balance-move', accountMove, accountParams)).changes !== 1) throw new Error(`balances: account ${m.accountId} has no balance row`);
   if (paidPosted || allowancePosted) {
     await trx('account_months')
       .insert({ account_id: m.accountId, month: m.month, allowance_posted: allowancePosted, paid_posted: paidPosted })
@@ -150,10 +153,8 @@ export async function move(trx: Knex.Transaction, m: Movement): Promise<void> {
   if (!m.keyId) return;
   const pending = paidPending + allowancePending;
   const posted = paidPosted + allowancePosted;
-  if (pending) {
-    const { changes: n } = await execute(trx, 'key-balance-move', (c, key, p) => c('key_balances').where({ key_id: key }).update({ pending: plus(c, 'pending', p) }), [m.keyId, pending]);
-    if (n !== 1) throw new Error(`balances: key ${m.keyId} has no balance row`);
-  }
+  if (pending && figuresRead) await executeLater(trx, 'key-balance-move', keyMove, [m.keyId, pending]);
+  else if (pending && (await execute(trx, 'key-balance-move', keyMove, [m.keyId, pending])).changes !== 1) throw new Error(`balances: key ${m.keyId} has no balance row`);
   if (posted) {
     await trx('key_months')
       .insert({ key_id: m.keyId, month: m.month, posted })

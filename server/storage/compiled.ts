@@ -16,6 +16,7 @@
  */
 import type { Knex } from 'knex';
 import type sqlite3 from 'sqlite3';
+import { canDefer } from './statement-cache.ts';
 
 type Conn = Knex | Knex.Transaction;
 export type Row = Record<string, unknown>;
@@ -31,6 +32,8 @@ export interface Executed {
 
 interface Plan {
   sql: string;
+  /** `sql` cut at its placeholders (one more piece than bindings), for writing values in (`executeLater`). */
+  pieces: string[];
   /** node-sqlite3's call: `all` returns rows, `run` the changes. */
   method: 'all' | 'run';
   /** Where each binding comes from: a parameter's index, or a value fixed in the query. */
@@ -58,7 +61,44 @@ export function compile(conn: Conn, build: Build, arity: number): Plan {
   });
   // A parameter the builder put into the SQL text instead of a binding would be frozen at its sentinel.
   if (used.size !== arity || sentinels.some((s) => native.sql.includes(s))) throw new Error(`compiled statement: a parameter is not bound as a value`);
-  return { sql: native.sql, method: writes ? 'run' : 'all', bindings };
+  const pieces = placeholderPieces(native.sql);
+  if (pieces.length !== bindings.length + 1) throw new Error('compiled statement: placeholders and bindings differ');
+  return { sql: native.sql, method: writes ? 'run' : 'all', bindings, pieces };
+}
+
+/** SQLite SQL cut at its `?` placeholders; `?` inside quotes ('…', "…", `…`, […]) is text. */
+function placeholderPieces(sql: string): string[] {
+  const pieces: string[] = [];
+  let start = 0;
+  let close: string | undefined;
+  for (let i = 0; i < sql.length; i++) {
+    const ch = sql[i]!;
+    if (close !== undefined) {
+      if (ch === close) close = undefined; // a doubled quote closes and reopens: the same
+    } else if (ch === "'" || ch === '"' || ch === '`') close = ch;
+    else if (ch === '[') close = ']';
+    else if (ch === '?') {
+      pieces.push(sql.slice(start, i));
+      start = i + 1;
+    }
+  }
+  pieces.push(sql.slice(start));
+  return pieces;
+}
+
+/**
+ * A value as an SQLite literal that reads back exactly as the bound value would:
+ * text as its UTF-8 bytes in hex, cast to TEXT (any character, NUL and quotes
+ * included, without escaping), integers as digits. undefined for what has no
+ * such literal here (a fraction, whose decimal form SQLite might round
+ * differently; anything not a string, whole number or null).
+ */
+export function sqliteLiteral(value: unknown): string | undefined {
+  if (value === null || value === undefined) return 'NULL';
+  if (typeof value === 'string') return `CAST(X'${Buffer.from(value, 'utf8').toString('hex')}' AS TEXT)`;
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  if (typeof value === 'boolean') return value ? '1' : '0';
+  return undefined;
 }
 
 /** The values of `row` in the order of `columns`, and a builder taking them back as that row (for `execute`). */
@@ -69,6 +109,47 @@ export function rowParams<K extends string>(columns: readonly K[], row: Partial<
 /** `{ column: params[i] }` over `columns`: a row whose values are `execute`'s parameters. */
 export function rowOf<K extends string>(columns: readonly K[], params: readonly Value[], offset = 0): Record<K, Value> {
   return Object.fromEntries(columns.map((c, i) => [c, params[offset + i]])) as Record<K, Value>;
+}
+
+function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
+  let plan = plans.get(name);
+  if (!plan) {
+    plan = compile(conn, build, arity);
+    plans.set(name, plan);
+  }
+  return plan;
+}
+
+/**
+ * Runs a write whose outcome nobody reads (no rows, no count of changed rows):
+ * on SQLite in a transaction it waits, with its values written into its SQL
+ * (`sqliteLiteral`), and goes with the other waiting writes in one round trip
+ * just before the transaction's next statement (statement-cache.ts), or at the
+ * end of `inTransaction`. A failure then fails the transaction as the write
+ * itself would have. Anywhere else, or with a value that has no literal, it runs
+ * at once like `execute`.
+ */
+export async function executeLater(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<void> {
+  if (onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
+    const plan = planOf(conn, name, build, params.length);
+    if (plan.method === 'run') {
+      const literals = plan.bindings.map((b) => sqliteLiteral(typeof b === 'number' ? params[b] : b.value));
+      const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
+      if (canDefer(connection) && literals.every((l) => l !== undefined)) {
+        connection.defer(plan.pieces.reduce((sql, piece, i) => sql + literals[i - 1] + piece));
+        return;
+      }
+    }
+  }
+  await execute(conn, name, build, params);
+}
+
+/** Sends a SQLite transaction's waiting writes (`executeLater`) now; nothing elsewhere. */
+export async function sendWaitingWrites(conn: Conn): Promise<void> {
+  if (!onSqlite(conn) || !isTransaction(conn)) return;
+  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
+  if (!canDefer(connection)) return;
+  await new Promise<void>((resolve, reject) => connection.flushDeferred((error) => (error ? reject(error) : resolve())));
 }
 
 /**
@@ -83,11 +164,7 @@ export async function execute(conn: Conn, name: string, build: Build, params: re
     return typeof result === 'number' ? { rows: [], changes: result } : { rows: Array.isArray(result) ? (result as Row[]) : [], changes: 0 };
   }
   if (conn.isCompleted()) throw new Error(`${name}: the transaction is already complete`); // as knex refuses it
-  let plan = plans.get(name);
-  if (!plan) {
-    plan = compile(conn, make, params.length);
-    plans.set(name, plan);
-  }
+  const plan = planOf(conn, name, make, params.length);
   const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
   const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
   const { sql, method } = plan;

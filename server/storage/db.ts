@@ -12,6 +12,7 @@ import type sqlite3 from 'sqlite3';
 import { migrationSource } from './migrations/index.ts';
 import { attachReader, readerOf, ReadConnection } from './reads.ts';
 import { cacheStatements, traceStatements } from './statement-cache.ts';
+import { sendWaitingWrites } from './compiled.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -281,7 +282,11 @@ function retryable(error: unknown): boolean {
 export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await db.transaction(fn);
+      return await db.transaction(async (trx) => {
+        const result = await fn(trx);
+        await sendWaitingWrites(trx); // a write that fails here fails the transaction (compiled.ts)
+        return result;
+      });
     } catch (error) {
       if (attempt >= 20 || !retryable(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40 * (attempt + 1)));

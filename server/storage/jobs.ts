@@ -8,7 +8,7 @@
  */
 import type { Knex } from 'knex';
 import { inTransaction, isSqlite, type Db } from './db.ts';
-import { execute } from './compiled.ts';
+import { executeLater } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -31,7 +31,7 @@ export interface JobRow {
 }
 
 export async function enqueue(db: Conn, taskId: string, nowIso: string): Promise<void> {
-  await execute(db, 'job-enqueue', (c, task, now) => c('jobs').insert({ task_id: task, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now }), [taskId, nowIso]);
+  await executeLater(db, 'job-enqueue', (c, task, now) => c('jobs').insert({ task_id: task, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now }), [taskId, nowIso]);
 }
 
 /**

@@ -1,7 +1,7 @@
 /** Ledger rows (the running figures beside them are in balances.ts). Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
 import type { Db } from './db.ts';
-import { execute, rowOf, rowParams } from './compiled.ts';
+import { executeLater, rowOf, rowParams } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -59,11 +59,11 @@ export async function insertEntry(db: Conn, entry: EntryRow | EntryRow[]): Promi
     await db('ledger_entries').insert(entry);
     return;
   }
-  await execute(db, 'ledger-entry-insert', (c, ...v) => c('ledger_entries').insert(rowOf(ENTRY_COLUMNS, v)), rowParams(ENTRY_COLUMNS, entry));
+  await executeLater(db, 'ledger-entry-insert', (c, ...v) => c('ledger_entries').insert(rowOf(ENTRY_COLUMNS, v)), rowParams(ENTRY_COLUMNS, entry));
 }
 
 export async function insertReservation(db: Conn, row: ReservationRow): Promise<void> {
-  await execute(db, 'reservation-insert', (c, ...v) => c('reservations').insert(rowOf(RESERVATION_COLUMNS, v)), rowParams(RESERVATION_COLUMNS, row));
+  await executeLater(db, 'reservation-insert', (c, ...v) => c('reservations').insert(rowOf(RESERVATION_COLUMNS, v)), rowParams(RESERVATION_COLUMNS, row));
 }
 
 export async function findReservation(db: Conn, id: string): Promise<ReservationRow | undefined> {

@@ -19,10 +19,31 @@
  * Only data statements and transaction control are kept; DDL and PRAGMAs run as
  * before. At most `CAPACITY` statements stay prepared (least recently used go);
  * all are finalized before the connection closes, which SQLite requires.
+ *
+ * Writes whose outcome nobody reads can also wait (`defer`, compiled.ts
+ * `executeLater`): they are sent together, in one thread-pool round trip
+ * (`exec`), just before the connection's next statement of any kind, so nothing
+ * after them can miss them; a ROLLBACK drops them instead. When that batch fails,
+ * the statement that was waiting behind it is not run and hears the batch's error
+ * (a COMMIT rolls the transaction back first), so the transaction fails as it
+ * would have at the write itself.
  */
 import type sqlite3 from 'sqlite3';
 
 type Callback = (this: sqlite3.Statement, error: Error | null, rows?: unknown) => void;
+
+/** A connection whose writes may wait for its next statement (`cacheStatements`). */
+export interface DeferringConnection extends sqlite3.Database {
+  /** Queues complete SQL (values written in) to run just before the next statement. */
+  defer(sql: string): void;
+  /** Runs what waits now. */
+  flushDeferred(callback: (error: Error | null) => void): void;
+}
+
+export const canDefer = (conn: sqlite3.Database): conn is DeferringConnection => typeof (conn as Partial<DeferringConnection>).defer === 'function';
+
+const ROLLBACK = /^\s*rollback\b/i;
+const COMMIT = /^\s*(commit|end)\b/i;
 type Method = 'all' | 'run';
 
 /** How many distinct statements stay prepared (knex's hot queries number a few dozen). */
@@ -37,10 +58,32 @@ interface Entry {
   ready: Promise<sqlite3.Statement>;
 }
 
-/** Makes `conn.all` and `conn.run` reuse prepared statements; `conn.close` finalizes them first. Returns `conn`. */
-export function cacheStatements(conn: sqlite3.Database): sqlite3.Database {
+/**
+ * Makes `conn.all` and `conn.run` reuse prepared statements and lets writes wait
+ * (`defer`); `conn.close` finalizes the statements first. Returns `conn`.
+ */
+export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   const entries = new Map<string, Entry>(); // insertion order = recency (re-inserted on use)
-  const original = { all: conn.all.bind(conn), run: conn.run.bind(conn), close: conn.close.bind(conn) };
+  const original = { all: conn.all.bind(conn), run: conn.run.bind(conn), exec: conn.exec.bind(conn), close: conn.close.bind(conn) };
+  let deferred: string[] = [];
+
+  /** Sends the waiting writes in one `exec`, then `next`; a failure goes to `failed` instead. */
+  const flush = (next: () => void, failed: (error: Error) => void) => {
+    const sql = deferred.join(';\n');
+    deferred = [];
+    original.exec(sql, (error) => (error ? failed(error) : next()));
+  };
+  /** Runs `statement` after whatever waits (dropped for a ROLLBACK); a failed batch fails `statement` instead. */
+  const afterDeferred = (sql: string, statement: () => void, fail: (error: Error) => void) => {
+    if (deferred.length === 0) return statement();
+    if (ROLLBACK.test(sql)) {
+      deferred = [];
+      return statement();
+    }
+    // A COMMIT must not commit half a batch: roll back, then report.
+    const failed = COMMIT.test(sql) ? (error: Error) => original.run('ROLLBACK', () => fail(error)) : fail;
+    flush(statement, failed);
+  };
 
   const prepare = (sql: string): Entry => {
     const entry = {} as Entry;
@@ -67,34 +110,51 @@ export function cacheStatements(conn: sqlite3.Database): sqlite3.Database {
 
   const call = (method: Method) =>
     function (sql: string, params: unknown, callback: Callback): sqlite3.Database {
-      if (typeof params === 'function' || !CACHEABLE.test(sql)) return (original[method] as (...a: unknown[]) => sqlite3.Database)(sql, params, callback);
-      let entry = entries.get(sql);
-      if (entry) {
-        entries.delete(sql);
-        entries.set(sql, entry);
-      } else {
-        entry = prepare(sql);
+      if (deferred.length > 0) {
+        const cb = (typeof params === 'function' ? params : callback) as Callback;
+        afterDeferred(sql, () => void cached(method, sql, params, callback), (error) => cb.call(undefined as never, error));
+        return conn;
       }
-      const bindings = Array.isArray(params) ? params : params === undefined ? [] : [params];
-      const run = (statement: sqlite3.Statement) =>
-        statement[method](bindings, function (this: sqlite3.Statement, error: Error | null, rows?: unknown) {
-          if (error) statement.reset(() => callback.call(this, error));
-          else callback.call(this, null, rows);
-        });
-      if (entry.statement) run(entry.statement);
-      else entry.ready.then(run, (error: Error) => callback.call(undefined as never, error));
-      return conn;
+      return cached(method, sql, params, callback);
     };
+
+  const cached = (method: Method, sql: string, params: unknown, callback: Callback): sqlite3.Database => {
+    if (typeof params === 'function' || !CACHEABLE.test(sql)) return (original[method] as (...a: unknown[]) => sqlite3.Database)(sql, params, callback);
+    let entry = entries.get(sql);
+    if (entry) {
+      entries.delete(sql);
+      entries.set(sql, entry);
+    } else {
+      entry = prepare(sql);
+    }
+    const bindings = Array.isArray(params) ? params : params === undefined ? [] : [params];
+    const run = (statement: sqlite3.Statement) =>
+      statement[method](bindings, function (this: sqlite3.Statement, error: Error | null, rows?: unknown) {
+        if (error) statement.reset(() => callback.call(this, error));
+        else callback.call(this, null, rows);
+      });
+    if (entry.statement) run(entry.statement);
+    else entry.ready.then(run, (error: Error) => callback.call(undefined as never, error));
+    return conn;
+  };
 
   conn.all = call('all') as typeof conn.all;
   conn.run = call('run') as typeof conn.run;
+  conn.exec = ((sql: string, callback?: (error: Error | null) => void) => {
+    afterDeferred(sql, () => void original.exec(sql, callback), (error) => callback?.(error));
+    return conn;
+  }) as typeof conn.exec;
+  const deferring = conn as DeferringConnection;
+  deferring.defer = (sql) => void deferred.push(sql);
+  deferring.flushDeferred = (callback) => (deferred.length === 0 ? callback(null) : flush(() => callback(null), callback));
   conn.close = ((callback?: (error: Error | null) => void) => {
+    deferred = [];
     const pending = [...entries.values()].map((e) => e.ready.then((s) => new Promise<void>((resolve) => s.finalize(() => resolve())), () => undefined));
     entries.clear();
     void Promise.all(pending).then(() => original.close(callback));
     return conn;
   }) as typeof conn.close;
-  return conn;
+  return deferring;
 }
 
 const tracing = new WeakMap<sqlite3.Database, Set<(sql: string) => void>>();

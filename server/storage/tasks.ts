@@ -2,7 +2,7 @@
 import type { Knex } from 'knex';
 import type { Db } from './db.ts';
 import { readRows } from './reads.ts';
-import { execute, rowOf, rowParams } from './compiled.ts';
+import { executeLater, rowOf, rowParams } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -41,10 +41,10 @@ const TASK_COLUMNS = [
 const OUTPUT_COLUMNS = ['task_id', 'idx', 'status', 'price', 'asset_id', 'error'] as const satisfies ReadonlyArray<keyof OutputRow>;
 
 export async function insertTask(db: Conn, task: TaskRow, outputs: OutputRow[]): Promise<void> {
-  await execute(db, 'task-insert', (c, ...v) => c('tasks').insert(rowOf(TASK_COLUMNS, v)), rowParams(TASK_COLUMNS, task));
+  await executeLater(db, 'task-insert', (c, ...v) => c('tasks').insert(rowOf(TASK_COLUMNS, v)), rowParams(TASK_COLUMNS, task));
   if (!outputs.length) return;
   const width = OUTPUT_COLUMNS.length;
-  await execute(
+  await executeLater(
     db,
     `task-outputs-insert:${outputs.length}`,
     (c, ...v) => c('task_outputs').insert(outputs.map((_, i) => rowOf(OUTPUT_COLUMNS, v, i * width))),

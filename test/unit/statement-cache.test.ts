@@ -10,7 +10,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sqlite3 from 'sqlite3';
+import fc from 'fast-check';
 import { cacheStatements } from '../../server/storage/statement-cache.ts';
+import { sqliteLiteral } from '../../server/storage/compiled.ts';
 
 type Result = { error: Error | null; rows?: unknown; lastID?: number; changes?: number };
 
@@ -110,6 +112,63 @@ describe('prepared statements on the writing connection', () => {
     const answers = await Promise.all(Array.from({ length: 600 }, (_, i) => call(conn, 'all', `select ${i} as n where ? = ?`, [i % 7, i % 7])));
     assert.deepEqual(answers.map((a) => (a.rows as Array<{ n: number }>)[0].n), Array.from({ length: 600 }, (_, i) => i));
     assert.equal((await call(conn, 'all', 'select 5 as n where ? = ?', [1, 1])).error, null);
+    await close(conn);
+  });
+
+  it('when writes wait, then the next statement of any kind sees them, a ROLLBACK drops them, and flushDeferred sends them', async () => {
+    const conn = cacheStatements(await open(path.join(dir, 'deferred.sqlite')));
+    await exec(conn, 'CREATE TABLE w (n INTEGER PRIMARY KEY, t TEXT)');
+    await call(conn, 'run', 'BEGIN');
+    conn.defer("INSERT INTO w (n, t) VALUES (1, 'a')");
+    conn.defer("INSERT INTO w (n, t) VALUES (2, 'b')");
+    assert.deepEqual((await call(conn, 'all', 'select n from w order by n')).rows, [{ n: 1 }, { n: 2 }]);
+    conn.defer("INSERT INTO w (n, t) VALUES (3, 'c')");
+    assert.equal((await call(conn, 'run', 'ROLLBACK')).error, null);
+    assert.deepEqual((await call(conn, 'all', 'select n from w')).rows, []);
+    await call(conn, 'run', 'BEGIN');
+    conn.defer("INSERT INTO w (n, t) VALUES (4, 'd')");
+    await new Promise<void>((resolve, reject) => conn.flushDeferred((e) => (e ? reject(e) : resolve())));
+    await call(conn, 'run', 'COMMIT');
+    assert.deepEqual((await call(conn, 'all', 'select n, t from w')).rows, [{ n: 4, t: 'd' }]);
+    await close(conn);
+  });
+
+  it('when a waiting write fails, then the statement behind it is not run and hears its error, and a COMMIT behind it rolls the transaction back', async () => {
+    const conn = cacheStatements(await open(path.join(dir, 'deferred-fail.sqlite')));
+    await exec(conn, 'CREATE TABLE u (n INTEGER PRIMARY KEY)');
+    await call(conn, 'run', 'BEGIN');
+    conn.defer('INSERT INTO u (n) VALUES (1)');
+    conn.defer('INSERT INTO u (n) VALUES (1)'); // the primary key refuses the second
+    const behind = await call(conn, 'run', 'INSERT INTO u (n) VALUES (2)');
+    assert.match(String(behind.error), /UNIQUE constraint failed/);
+    assert.equal((await call(conn, 'run', 'ROLLBACK')).error, null);
+    await call(conn, 'run', 'BEGIN');
+    conn.defer('INSERT INTO u (n) VALUES (5)');
+    conn.defer('INSERT INTO u (n) VALUES (5)');
+    assert.match(String((await call(conn, 'run', 'COMMIT')).error), /UNIQUE constraint failed/);
+    // Nothing of that transaction was committed, and the connection is out of it: a new one begins.
+    assert.equal((await call(conn, 'run', 'BEGIN')).error, null);
+    assert.equal((await call(conn, 'run', 'COMMIT')).error, null);
+    assert.deepEqual((await call(conn, 'all', 'select n from u')).rows, []);
+    await close(conn);
+  });
+
+  it('when any string, whole number or null is written in as a literal, then it reads back exactly as the same value bound', async () => {
+    const conn = cacheStatements(await open(path.join(dir, 'literals.sqlite')));
+    await exec(conn, 'CREATE TABLE l (id INTEGER PRIMARY KEY, t TEXT, i INTEGER, x)');
+    let id = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(fc.string({ unit: 'binary' }), fc.constantFrom("it's", '"', '?', '\u0000a\u0000', '')), fc.oneof(fc.maxSafeInteger(), fc.constant(null)), async (text, whole) => {
+        const [a, b] = [++id, ++id];
+        await call(conn, 'run', 'INSERT INTO l (id, t, i, x) VALUES (?, ?, ?, ?)', [a, text, whole, text]);
+        conn.defer(`INSERT INTO l (id, t, i, x) VALUES (${b}, ${sqliteLiteral(text)}, ${sqliteLiteral(whole)}, ${sqliteLiteral(text)})`);
+        const rows = (await call(conn, 'all', 'select t, i, x, typeof(t) tt, typeof(x) tx from l where id in (?, ?) order by id', [a, b])).rows as unknown[];
+        assert.deepEqual(rows[1], rows[0]);
+      }),
+      { numRuns: 300 },
+    );
+    assert.equal(sqliteLiteral(0.5), undefined, 'a fraction is not written in');
+    assert.equal(sqliteLiteral({}), undefined);
     await close(conn);
   });
 });
