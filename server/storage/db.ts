@@ -13,6 +13,7 @@ import { migrationSource } from './migrations/index.ts';
 import { attachReader, readerOf, ReadConnection } from './reads.ts';
 import { cacheStatements, traceStatements } from './statement-cache.ts';
 import { sendWaitingWrites } from './compiled.ts';
+import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -38,7 +39,14 @@ export async function openDb(options: DbOptions): Promise<Db> {
   const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir, options.sqliteSynchronous ?? 'NORMAL');
   try {
     await migrate(db, options.dataDir);
-    if (isSqlite(db)) withReader(db, await ReadConnection.open(sqliteFile(options.dataDir)));
+    if (isSqlite(db)) {
+      const reader = await ReadConnection.open(sqliteFile(options.dataDir));
+      const checkpointer = await Checkpointer.open(sqliteFile(options.dataDir)).catch(async (error: unknown) => {
+        await reader.close().catch(() => undefined);
+        throw error;
+      });
+      withCompanions(db, reader, checkpointer);
+    }
   } catch (error) {
     await db.destroy(); // an open pool would keep a failed admin command or worker alive
     throw error;
@@ -46,13 +54,14 @@ export async function openDb(options: DbOptions): Promise<Db> {
   return db;
 }
 
-/** Attaches the read connection and makes `db.destroy()` close it too. */
-function withReader(db: Db, reader: ReadConnection): void {
+/** Attaches the read connection, and makes `db.destroy()` close it and the checkpoint connection too. */
+function withCompanions(db: Db, reader: ReadConnection, checkpointer: Checkpointer): void {
   attachReader(db, reader);
   const destroy = db.destroy.bind(db);
   Object.defineProperty(db, 'destroy', {
     configurable: true,
     value: async (callback?: (error?: unknown) => void) => {
+      await checkpointer.close().catch(() => undefined);
       await reader.close().catch(() => undefined); // closing what is already closed is not a failure
       return destroy(callback as never);
     },
@@ -228,7 +237,13 @@ class SqliteClient extends SqliteDialect {
 function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
   fs.mkdirSync(dataDir, { recursive: true });
   const connections: sqlite3.Database[] = [];
-  const pragmas = ['PRAGMA journal_mode = WAL', `PRAGMA synchronous = ${synchronous}`, 'PRAGMA busy_timeout = 10000', 'PRAGMA foreign_keys = ON'];
+  const pragmas = [
+    'PRAGMA journal_mode = WAL',
+    `PRAGMA synchronous = ${synchronous}`,
+    'PRAGMA busy_timeout = 10000',
+    'PRAGMA foreign_keys = ON',
+    `PRAGMA wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`, // checkpoints run beside the writer (checkpoint.ts)
+  ];
   const db = knex({
     client: SqliteClient,
     connection: { filename: sqliteFile(dataDir) },

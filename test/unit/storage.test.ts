@@ -6,7 +6,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import path from 'node:path';
 import { isSqlite, openDb } from '../../server/storage/db.ts';
+import { CHECKPOINT_EVERY_MS } from '../../server/storage/checkpoint.ts';
 import * as ledger from '../../server/domain/ledger.ts';
 import { tempDataDir } from '../helpers/server.ts';
 import { dbOptionsFor, dropDatabaseFor } from '../helpers/database.ts';
@@ -87,5 +89,24 @@ describe('storage', () => {
     });
     assert.equal((await t.db('accounts').where({ id: accountId }).first())?.id, accountId);
     assert.equal((await t.db('accounts').limit(1).offset(0)).length, 1);
+  });
+
+  it('when a SQLite writer commits pages, then the checkpoint connection copies them into the database file within moments, not the writer at a commit', async (ctx) => {
+    if (!isSqlite(t.db)) return ctx.skip('SQLite only');
+    const dir = tempDataDir();
+    const db = await openDb({ dataDir: dir });
+    try {
+      const file = path.join(dir, 'gemforge.sqlite');
+      await db.schema.createTable('bulk', (table) => table.text('body'));
+      await new Promise((r) => setTimeout(r, 2 * CHECKPOINT_EVERY_MS));
+      const before = fs.statSync(file).size;
+      // About 1,000 pages: below the writer's own automatic checkpoint, so only the checkpoint connection copies them.
+      for (let i = 0; i < 10; i++) await db('bulk').insert(Array.from({ length: 40 }, () => ({ body: 'x'.repeat(10_000) })));
+      await new Promise((r) => setTimeout(r, 3 * CHECKPOINT_EVERY_MS));
+      assert.ok(fs.statSync(file).size - before >= 3_000_000, `the database file grew by ${fs.statSync(file).size - before} bytes`);
+    } finally {
+      await db.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
