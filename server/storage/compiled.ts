@@ -13,6 +13,10 @@
  *
  * `name` must fix the statement's shape: the same name, the same SQL. Callers
  * put into it whatever varies the SQL (a row count, the set of patched columns).
+ *
+ * A write whose outcome nobody reads can go through `executeLater` instead: on
+ * SQLite it waits and leaves with the transaction's other waiting writes in one
+ * round trip (a submission's seven writes: one trip instead of seven).
  */
 import type { Knex } from 'knex';
 import type sqlite3 from 'sqlite3';
@@ -91,7 +95,7 @@ function placeholderPieces(sql: string): string[] {
  * text as its UTF-8 bytes in hex, cast to TEXT (any character, NUL and quotes
  * included, without escaping), integers as digits. undefined for what has no
  * such literal here (a fraction, whose decimal form SQLite might round
- * differently; anything not a string, whole number or null).
+ * differently; anything not a string, whole number, boolean or null).
  */
 export function sqliteLiteral(value: unknown): string | undefined {
   if (value === null || value === undefined) return 'NULL';
