@@ -272,7 +272,6 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
   return db;
 }
 
-
 /** True for SQLite, whose single writer makes row locks unnecessary (Postgres takes them: `forUpdate()`). */
 export function isSqlite(db: Db | Knex.Transaction): boolean {
   return (db.client as { dialect?: string }).dialect === 'sqlite3';

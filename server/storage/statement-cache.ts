@@ -31,6 +31,7 @@
 import type sqlite3 from 'sqlite3';
 
 type Callback = (this: sqlite3.Statement, error: Error | null, rows?: unknown) => void;
+type Method = 'all' | 'run';
 
 /** A connection whose writes may wait for its next statement (`cacheStatements`). */
 export interface DeferringConnection extends sqlite3.Database {
@@ -44,7 +45,6 @@ export const canDefer = (conn: sqlite3.Database): conn is DeferringConnection =>
 
 const ROLLBACK = /^\s*rollback\b/i;
 const COMMIT = /^\s*(commit|end)\b/i;
-type Method = 'all' | 'run';
 
 /** How many distinct statements stay prepared (knex's hot queries number a few dozen). */
 const CAPACITY = 256;
