@@ -67,7 +67,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Client addresses (req.ip) from X-Forwarded-For only through the proxies TRUST_PROXY names.
   app.set('trust proxy', config.trustProxy.length > 0 ? config.trustProxy : false);
   app.use(requestId);
-  app.use(accessLog(logger));
+  app.use(accessLog(logger, app.request));
 
   // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
   app.use(byPrefix(filesRouter(deps)));

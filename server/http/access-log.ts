@@ -2,9 +2,9 @@
  * One structured log line per request, bound to its request id. Never logs
  * headers (keys). The line is written by `accessWriter` exactly as a logger bound
  * to the request id would write it; that child logger itself (`req.log`, for the
- * handlers that log) is made only when one asks for it, by a getter on the app's
- * request prototype (defining one on each request would cost more than the child
- * it saves). Issue 13: a pino child and pino's general path per request were
+ * handlers that log) is made only when one asks for it, by a getter put once on
+ * the app's request prototype (`app.request`, which Express gives each request;
+ * defining one on each request would cost more than the child it saves). Issue 13: a pino child and pino's general path per request were
  * about a tenth of what a task read cost.
  */
 import type { NextFunction, Request, Response } from 'express';
@@ -26,16 +26,12 @@ function lazyRequestLogger(proto: object, logger: Logger): void {
   });
 }
 
-export function accessLog(logger: Logger) {
+/** The access-log middleware of an app whose requests have `requestPrototype` (`app.request`). */
+export function accessLog(logger: Logger, requestPrototype: object) {
   const write = accessWriter(logger);
-  const prototypes = new WeakSet<object>();
+  lazyRequestLogger(requestPrototype, logger);
   return (req: Request, res: Response, next: NextFunction): void => {
     const started = process.hrtime.bigint();
-    const proto = Object.getPrototypeOf(req) as object;
-    if (!prototypes.has(proto)) {
-      lazyRequestLogger(proto, logger);
-      prototypes.add(proto);
-    }
     // 'close' comes for every response, also one the client abandoned (a stream
     // cut mid-way never emits 'finish'); `complete` says which it was.
     res.on('close', () => {

@@ -5,7 +5,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
 import { accessWriter, ACCESS_LINE, createLogger, type AccessFields } from '../../server/logger.ts';
+import { accessLog } from '../../server/http/access-log.ts';
 
 /** A logger whose lines are kept in memory. */
 function capture(level: string) {
@@ -60,5 +63,34 @@ describe('access lines', () => {
     assert.deepEqual(quiet.lines, []);
     assert.equal(raised.lines.length, 1);
     assert.equal(JSON.parse(raised.lines[0]!).status, 401);
+  });
+
+  it('when a handler logs through req.log, then its line and the access line carry the request id', async () => {
+    const { logger, lines } = capture('info');
+    const app = express();
+    app.use((req, _res, next) => {
+      req.id = `req_${req.path.slice(1)}`;
+      next();
+    });
+    app.use(accessLog(logger, app.request));
+    app.get('/logs', (req, res) => {
+      req.log?.warn({ step: 1 }, 'handler line');
+      res.send('ok');
+    });
+    app.get('/quiet', (_req, res) => void res.send('ok'));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      for (const p of ['/logs', '/quiet', '/logs']) await (await fetch(base + p)).text();
+    } finally {
+      server.close();
+    }
+    await new Promise((r) => setTimeout(r, 20));
+    logger.flush();
+    await new Promise((r) => setTimeout(r, 20));
+    const parsed = lines.map((l) => JSON.parse(l) as { requestId?: string; msg: string; path?: string });
+    assert.deepEqual(parsed.filter((l) => l.msg === 'handler line').map((l) => l.requestId), ['req_logs', 'req_logs']);
+    assert.deepEqual(parsed.filter((l) => l.msg === ACCESS_LINE).map((l) => [l.path, l.requestId]), [['/logs', 'req_logs'], ['/quiet', 'req_quiet'], ['/logs', 'req_logs']]);
   });
 });
