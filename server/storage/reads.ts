@@ -1,7 +1,7 @@
 /**
- * The hot reads' own SQLite connection (issue 13): authentication's key with its
- * account and a task with its outputs run as statements prepared once, on a
- * read-only connection beside knex's single writing one. In WAL mode a reader
+ * The hot reads' own SQLite connections (issue 13): authentication's key with its
+ * account and a task with its outputs run as statements prepared once, on
+ * read-only connections beside knex's single writing one. In WAL mode a reader
  * sees the last commit and never waits for the writer, so task polls do not
  * queue behind submissions, and skipping knex's builder, pool and re-prepare
  * per call is most of what a cached read costs.
@@ -20,53 +20,105 @@ import { compile, type Build } from './compiled.ts';
 type Conn = Knex | Knex.Transaction;
 type Row = Record<string, unknown>;
 
-/** A prepared statement, and where each of its bindings comes from: a parameter's index, or a fixed value. */
+/** A read compiled once: its SQL, where each binding comes from (a parameter's index, or a fixed value), and its statement on each lane. */
 interface Plan {
-  statement: sqlite3.Statement;
+  sql: string;
   bindings: Array<number | { value: unknown }>;
+  statements: Array<sqlite3.Statement | undefined>;
 }
+
+/** One read-only connection, and how many reads it has under way. */
+interface Lane {
+  conn: sqlite3.Database;
+  running: number;
+}
+
+/**
+ * How many read connections a process keeps: the size of libuv's thread pool,
+ * where node-sqlite3 runs statements (more could not run at once). A
+ * node-sqlite3 statement runs its calls one after another, and the next starts
+ * only when the event loop has taken the last one's rows, so with one
+ * connection 50 concurrent task reads were a single file through the main
+ * thread; with several, reads keep running while the event loop is busy.
+ */
+const LANES = Math.max(1, Math.min(8, Number(process.env.UV_THREADPOOL_SIZE) || 4));
 
 export class ReadConnection {
   private readonly plans = new Map<string, Plan>();
 
-  private constructor(private readonly conn: sqlite3.Database) {}
+  private constructor(private readonly lanes: Lane[]) {}
 
-  /** Opens `file` read-only (the schema must exist: open it after migrating). */
-  static async open(file: string): Promise<ReadConnection> {
-    const conn = await new Promise<sqlite3.Database>((resolve, reject) => {
-      const c = new sqlite3.Database(file, sqlite3.OPEN_READONLY, (error) => (error ? reject(error) : resolve(c)));
-    });
-    // A reader waits out a checkpoint's brief lock rather than failing.
-    await new Promise<void>((resolve, reject) => conn.exec('PRAGMA busy_timeout = 10000', (error) => (error ? reject(error) : resolve())));
-    return new ReadConnection(conn);
+  /** Opens `lanes` read-only connections to `file` (the schema must exist: open it after migrating). */
+  static async open(file: string, lanes = LANES): Promise<ReadConnection> {
+    const opened: Lane[] = [];
+    try {
+      for (let i = 0; i < lanes; i++) opened.push({ conn: await openReadOnly(file), running: 0 });
+    } catch (error) {
+      await Promise.all(opened.map(({ conn }) => closeConn(conn)));
+      throw error;
+    }
+    return new ReadConnection(opened);
   }
 
   plan(name: string, make: () => { sql: string; bindings: Plan['bindings'] }): Plan {
     let plan = this.plans.get(name);
     if (!plan) {
       const { sql, bindings } = make();
-      plan = { statement: this.conn.prepare(sql), bindings };
+      plan = { sql, bindings, statements: this.lanes.map(() => undefined) };
       this.plans.set(name, plan);
     }
     return plan;
   }
 
+  /** Runs `plan` on the lane with the fewest reads under way (the first when idle, so the others prepare only under load). */
   all(plan: Plan, params: readonly unknown[]): Promise<Row[]> {
+    let i = 0;
+    for (let j = 1; j < this.lanes.length && this.lanes[i]!.running > 0; j++) if (this.lanes[j]!.running < this.lanes[i]!.running) i = j;
+    const lane = this.lanes[i]!;
+    const statement = (plan.statements[i] ??= lane.conn.prepare(plan.sql));
     const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
-    return new Promise((resolve, reject) => plan.statement.all(values, (error: Error | null, rows: Row[]) => (error ? reject(error) : resolve(rows))));
+    lane.running++;
+    return new Promise((resolve, reject) =>
+      statement.all(values, (error: Error | null, rows: Row[]) => {
+        lane.running--;
+        if (error) reject(error);
+        else resolve(rows);
+      }),
+    );
   }
 
-  /** Calls `listener` with the SQL of every statement this connection runs (sqlite3's trace). */
+  /** Calls `listener` with the SQL of every statement these connections run (sqlite3's trace). */
   onStatement(listener: (sql: string) => void): () => void {
-    return traceStatements(this.conn, listener);
+    const offs = this.lanes.map(({ conn }) => traceStatements(conn, listener));
+    return () => offs.forEach((off) => off());
   }
 
   async close(): Promise<void> {
-    for (const { statement } of this.plans.values()) await new Promise((resolve) => statement.finalize(() => resolve(undefined)));
+    for (const { statements } of this.plans.values()) {
+      for (const statement of statements) if (statement) await new Promise((resolve) => statement.finalize(() => resolve(undefined)));
+    }
     this.plans.clear();
-    await new Promise<void>((resolve, reject) => this.conn.close((error) => (error ? reject(error) : resolve())));
+    const results = await Promise.allSettled(this.lanes.map(({ conn }) => closeConn(conn)));
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
   }
 }
+
+async function openReadOnly(file: string): Promise<sqlite3.Database> {
+  const conn = await new Promise<sqlite3.Database>((resolve, reject) => {
+    const c = new sqlite3.Database(file, sqlite3.OPEN_READONLY, (error) => (error ? reject(error) : resolve(c)));
+  });
+  // A reader waits out a checkpoint's brief lock rather than failing.
+  await new Promise<void>((resolve, reject) => conn.exec('PRAGMA busy_timeout = 10000', (error) => (error ? reject(error) : resolve()))).catch(
+    async (error: unknown) => {
+      await closeConn(conn).catch(() => undefined);
+      throw error;
+    },
+  );
+  return conn;
+}
+
+const closeConn = (conn: sqlite3.Database) => new Promise<void>((resolve, reject) => conn.close((error) => (error ? reject(error) : resolve())));
 
 const readers = new WeakMap<Conn, ReadConnection>();
 

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { isSqlite, openDb } from '../../server/storage/db.ts';
 import { CHECKPOINT_EVERY_MS } from '../../server/storage/checkpoint.ts';
+import { ReadConnection } from '../../server/storage/reads.ts';
 import * as ledger from '../../server/domain/ledger.ts';
 import { tempDataDir } from '../helpers/server.ts';
 import { dbOptionsFor, dropDatabaseFor } from '../helpers/database.ts';
@@ -104,6 +105,35 @@ describe('storage', () => {
       for (let i = 0; i < 10; i++) await db('bulk').insert(Array.from({ length: 40 }, () => ({ body: 'x'.repeat(10_000) })));
       await new Promise((r) => setTimeout(r, 3 * CHECKPOINT_EVERY_MS));
       assert.ok(fs.statSync(file).size - before >= 3_000_000, `the database file grew by ${fs.statSync(file).size - before} bytes`);
+    } finally {
+      await db.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('when a read is under way on the read connections, then another run of the same read does not wait for it, and both return their rows', async (ctx) => {
+    if (!isSqlite(t.db)) return ctx.skip('SQLite only');
+    const dir = tempDataDir();
+    const db = await openDb({ dataDir: dir });
+    const count = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) AS n FROM c';
+    const finished: string[] = [];
+    const read = async (reader: ReadConnection, upTo: number, name: string) => {
+      const rows = await reader.all(reader.plan('count', () => ({ sql: count, bindings: [0] })), [upTo]);
+      finished.push(name);
+      return rows[0]?.n;
+    };
+    try {
+      for (const lanes of [1, 2]) {
+        const reader = await ReadConnection.open(path.join(dir, 'gemforge.sqlite'), lanes);
+        finished.length = 0;
+        try {
+          assert.deepEqual(await Promise.all([read(reader, 2_000_000, 'slow'), read(reader, 3, 'quick')]), [2_000_000, 3]);
+        } finally {
+          await reader.close();
+        }
+        // One connection runs a statement's calls one after another; a second one takes the quick read at once.
+        assert.deepEqual(finished, lanes === 1 ? ['slow', 'quick'] : ['quick', 'slow'], `${lanes} lane(s)`);
+      }
     } finally {
       await db.destroy();
       fs.rmSync(dir, { recursive: true, force: true });
