@@ -7,7 +7,11 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
-import { accessWriter, ACCESS_LINE, createLogger, type AccessFields } from '../../server/logger.ts';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { accessWriter, ACCESS_FLUSH_MS, ACCESS_LINE, createLogger, type AccessFields } from '../../server/logger.ts';
 import { accessLog } from '../../server/http/access-log.ts';
 
 /** A logger whose lines are kept in memory. */
@@ -92,5 +96,30 @@ describe('access lines', () => {
     const parsed = lines.map((l) => JSON.parse(l) as { requestId?: string; msg: string; path?: string });
     assert.deepEqual(parsed.filter((l) => l.msg === 'handler line').map((l) => l.requestId), ['req_logs', 'req_logs']);
     assert.deepEqual(parsed.filter((l) => l.msg === ACCESS_LINE).map((l) => [l.path, l.requestId]), [['/logs', 'req_logs'], ['/quiet', 'req_quiet'], ['/logs', 'req_logs']]);
+  });
+});
+
+describe('other lines', () => {
+  it('when many lines that leave at once are logged in a burst, then no listeners pile up on the destination and every line reaches it in order', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-log-'));
+    const file = path.join(dir, 'out.log');
+    const destination = pino.destination({ dest: file, sync: false, minLength: 4096, periodicFlush: ACCESS_FLUSH_MS });
+    await new Promise((resolve) => destination.once('ready', resolve));
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const logger = createLogger('info', destination);
+      for (let i = 0; i < 40; i++) logger.warn({ i }, 'burst');
+      assert.ok(destination.listenerCount('drain') <= 1, `${destination.listenerCount('drain')} drain listeners`);
+      await new Promise((r) => setTimeout(r, 3 * ACCESS_FLUSH_MS));
+      const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i: number; msg: string });
+      assert.deepEqual(lines.map((l) => l.i), Array.from({ length: 40 }, (_, i) => i));
+      assert.deepEqual(warnings.map((w) => w.name), []);
+      destination.destroy();
+    } finally {
+      process.off('warning', onWarning);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
