@@ -4,8 +4,9 @@
  * SQLite, NODE_ENV=production, worker off) and the Prism mock of the contract,
  * on one pinned core, and drives each from a load process pinned to the other
  * core (autocannon; node:http's client for HEAD and time to first chunk). Every
- * row is warmed up, then measured in rounds, each right after a measurement of
- * the bare node:http server (kept running, idle in between): its ratio is to
+ * row is measured in rounds, each right after a measurement of the bare
+ * node:http server (kept running, idle in between), and every measurement,
+ * baseline or row, after a warm-up of its own: its ratio is to
  * that neighbouring baseline, so a busy machine slows both sides of each ratio
  * alike, and the median over the rounds shrugs off one disturbed round. The
  * ratios hold whichever machine or Node runs it. Prints one table and the
@@ -15,7 +16,7 @@
  * came back with statuses other than the row's own); a MISS alone exits 0
  * (timings on a shared machine are evidence, not a gate) unless `--strict`.
  *
- *   npm run bench:http [-- --duration 9 --rounds 3 --warmup 3 --strict --only 'task GET,models GET']
+ *   npm run bench:http [-- --duration 9 --rounds 3 --warmup 5 --rewarm 1 --strict --only 'task GET,models GET']
  */
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -31,7 +32,9 @@ const { values } = parseArgs({
   options: {
     duration: { type: 'string', default: '9' },
     rounds: { type: 'string', default: '3' },
-    warmup: { type: 'string', default: '3' },
+    warmup: { type: 'string', default: '5' },
+    /** Seconds of warm-up before each later round (the server sat idle while the other side was measured). */
+    rewarm: { type: 'string', default: '1' },
     strict: { type: 'boolean', default: false },
     /** Comma-separated row names to run (e.g. while profiling one path); default all. */
     only: { type: 'string' },
@@ -42,6 +45,7 @@ const ROUNDS = Math.max(1, Number(values.rounds));
 const ONLY = values.only ? new Set(values.only.split(',').map((n) => n.trim())) : undefined;
 const selected = (cases: Case[]) => cases.filter((c) => !ONLY || ONLY.has(c.name));
 const WARMUP = Number(values.warmup);
+const REWARM = Number(values.rewarm);
 
 const TEXT = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 };
 const CHAT = '/api/generate/text/v1/chat/completions';
@@ -99,8 +103,9 @@ const median = (xs: number[]) => {
 };
 
 /**
- * One row: a warm-up, then ROUNDS rounds of (the bare node:http baseline, this
- * case), each DURATION / ROUNDS seconds. Every figure is the median over the
+ * One row: ROUNDS rounds of (the bare node:http baseline, this case), each
+ * DURATION / ROUNDS seconds after its own warm-up (WARMUP seconds before the
+ * row's first, REWARM before the later ones: the server sat idle in between). Every figure is the median over the
  * rounds, the ratio the median of the rounds' own ratios: a burst of load from
  * elsewhere spoils one round, not the row.
  */
@@ -115,8 +120,8 @@ async function row(c: Case, baseline: Case): Promise<Row> {
   const seconds = DURATION / ROUNDS;
   const rounds: Array<{ base: Measured; run: Measured }> = [];
   for (let i = 0; i < ROUNDS; i++) {
-    const base = await measure(baseline, i === 0 ? 1 : 0, seconds);
-    rounds.push({ base, run: await measure(c, i === 0 ? WARMUP : 0, seconds) });
+    const base = await measure(baseline, i === 0 ? 1 : REWARM, seconds);
+    rounds.push({ base, run: await measure(c, i === 0 ? WARMUP : REWARM, seconds) });
   }
   const runs = rounds.map((r) => r.run);
   const statuses: Record<string, number> = {};
@@ -152,7 +157,7 @@ async function against(server: Started, cases: Case[], baseline: Case): Promise<
 async function main(): Promise<number> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-http-'));
   const logFile = path.join(dataDir, 'server.log');
-  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${WARMUP} s warm-up, then ${ROUNDS} rounds of ${(DURATION / ROUNDS).toFixed(1)} s (baseline, row) per row`);
+  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${ROUNDS} rounds of ${(DURATION / ROUNDS).toFixed(1)} s (baseline, row) per row, each side warmed up first (${WARMUP} s before a row's first round, ${REWARM} s before the others)`);
   try {
     const secret = await seedBenchKey(dataDir);
     const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
@@ -184,7 +189,7 @@ async function main(): Promise<number> {
     }
     const out = path.join(root, 'bench', 'results.json');
     fs.mkdirSync(path.dirname(out), { recursive: true });
-    const summary = { node: process.version, commit, date: new Date().toISOString(), cpus: os.availableParallelism(), pinning: pinning ?? null, durationSeconds: DURATION, rounds: ROUNDS, warmupSeconds: WARMUP, rows, targets: checks };
+    const summary = { node: process.version, commit, date: new Date().toISOString(), cpus: os.availableParallelism(), pinning: pinning ?? null, durationSeconds: DURATION, rounds: ROUNDS, warmupSeconds: WARMUP, rewarmSeconds: REWARM, rows, targets: checks };
     fs.writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
     console.log(`\nwrote ${path.relative(root, out)}`);
 
