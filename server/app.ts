@@ -19,7 +19,7 @@ import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { rejectUnrepresentable } from './http/unrepresentable.ts';
 import { missingKey } from './http/missing-key.ts';
-import { cacheValidatorRoutePatterns } from './http/validator-routes.ts';
+import { cacheValidatorRoutePatterns, skipIdleParameterMutation } from './http/validator-routes.ts';
 import { byPrefix } from './http/route-prefix.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
@@ -85,6 +85,7 @@ export function createApp(deps: AppDeps): express.Express {
   // No Authorization header on a documented operation: the validator's own 401, without its detour.
   app.use(missingKey(config.openapiPath));
   cacheValidatorRoutePatterns(); // the validator's route lookup compiles each documented path once, not per request
+  skipIdleParameterMutation(); // and its parameter reshaping runs only where there is something to reshape
   app.use(
     OpenApiValidator.middleware({
       apiSpec: config.openapiPath,

@@ -15,6 +15,7 @@
  * its own matchers, built once per route, and never calls this export.
  */
 import { createRequire } from 'node:module';
+import path from 'node:path';
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
 interface PathToRegexpModule {
@@ -47,4 +48,67 @@ export function cacheValidatorRoutePatterns(): void {
     return compiled;
   };
   mod.pathToRegexp = Object.assign(memoized, { memoized: true as const });
+}
+
+interface Parameter {
+  $ref?: string;
+  in?: string;
+  style?: string;
+  content?: unknown;
+  schema?: { $ref?: string; type?: unknown };
+}
+interface Mutator {
+  _apiDocs: { components?: { parameters?: Record<string, Parameter> } };
+  modifyRequest(req: { originalUrl: string; openapi?: { schema?: { parameters?: Parameter[] } } }): void;
+}
+type MutatorClass = { prototype: Mutator & { modifyRequest: Mutator['modifyRequest'] & { fastPath?: true } } };
+
+/** The validator's request parameter mutator class (its own dist file: the package exports no subpaths). */
+export function validatorsParameterMutator(): MutatorClass {
+  const require = createRequire(import.meta.url);
+  const main = require.resolve('express-openapi-validator');
+  const file = path.join(path.dirname(main), 'middlewares', 'parsers', 'req.parameter.mutator.js');
+  return (require(file) as { RequestParameterMutator: MutatorClass }).RequestParameterMutator;
+}
+
+const PRIMITIVES = new Set(['string', 'integer', 'number', 'boolean']);
+
+/** A path or header parameter of one primitive type in the default style, with no `content`: the mutator leaves it alone. */
+function untouched(doc: Mutator['_apiDocs'], p: Parameter): boolean {
+  const param = p.$ref ? doc.components?.parameters?.[p.$ref.replace(/^.+\//, '')] : p;
+  if (!param || param.content !== undefined || (param.in !== 'path' && param.in !== 'header')) return false;
+  if (param.style !== undefined && param.style !== 'simple') return false;
+  return !!param.schema && param.schema.$ref === undefined && typeof param.schema.type === 'string' && PRIMITIVES.has(param.schema.type);
+}
+
+/**
+ * Before validating a request, express-openapi-validator (5.6) has its
+ * `RequestParameterMutator.modifyRequest` reshape parameters by their style:
+ * per request it parses the whole URL with the legacy `url.parse` (for the
+ * query string's raw form), runs the query through its bracket-notation
+ * handler, and walks the operation's parameters. For a request without a query
+ * string to an operation whose parameters are all plain path or header values
+ * (task reads, models, submissions), none of that changes anything: the query
+ * is empty, and a path or header parameter of a primitive type in the default
+ * style is left as it came. Those requests skip it (about a twentieth of a task
+ * read's CPU); every other request runs it unchanged. Idempotent.
+ */
+export function skipIdleParameterMutation(): void {
+  const proto = validatorsParameterMutator().prototype;
+  if (proto.modifyRequest.fastPath) return;
+  const modify = proto.modifyRequest;
+  const plainOperations = new WeakMap<object, boolean>();
+  const fast: Mutator['modifyRequest'] = function (this: Mutator, req) {
+    const operation = req.openapi?.schema;
+    if (operation && !req.originalUrl.includes('?')) {
+      let plain = plainOperations.get(operation);
+      if (plain === undefined) {
+        plain = (operation.parameters ?? []).every((p) => untouched(this._apiDocs, p));
+        plainOperations.set(operation, plain);
+      }
+      if (plain) return;
+    }
+    modify.call(this, req);
+  };
+  proto.modifyRequest = Object.assign(fast, { fastPath: true as const });
 }
