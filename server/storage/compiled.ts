@@ -128,9 +128,9 @@ function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
  * Runs a write whose outcome nobody reads (no rows, no count of changed rows):
  * on SQLite in a transaction it waits, with its values written into its SQL
  * (`sqliteLiteral`), and goes with the other waiting writes in one round trip
- * just before the transaction's next statement (statement-cache.ts), or at the
- * end of `inTransaction`. A failure then fails the transaction as the write
- * itself would have. Anywhere else, or with a value that has no literal, it runs
+ * just before the transaction's next statement (statement-cache.ts), its COMMIT
+ * included. A failure then fails the transaction as the write itself would
+ * have. Anywhere else, or with a value that has no literal, it runs
  * at once like `execute`.
  */
 export async function executeLater(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<void> {
@@ -146,14 +146,6 @@ export async function executeLater(conn: Conn, name: string, build: Build, param
     }
   }
   await execute(conn, name, build, params);
-}
-
-/** Sends a SQLite transaction's waiting writes (`executeLater`) now; nothing elsewhere. */
-export async function sendWaitingWrites(conn: Conn): Promise<void> {
-  if (!onSqlite(conn) || !isTransaction(conn)) return;
-  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
-  if (!canDefer(connection)) return;
-  await new Promise<void>((resolve, reject) => connection.flushDeferred((error) => (error ? reject(error) : resolve())));
 }
 
 /**

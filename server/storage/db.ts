@@ -12,7 +12,6 @@ import type sqlite3 from 'sqlite3';
 import { migrationSource } from './migrations/index.ts';
 import { attachReader, readerOf, ReadConnection } from './reads.ts';
 import { cacheStatements, traceStatements } from './statement-cache.ts';
-import { sendWaitingWrites } from './compiled.ts';
 import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
 
 export type Db = Knex;
@@ -296,11 +295,9 @@ function retryable(error: unknown): boolean {
 export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await db.transaction(async (trx) => {
-        const result = await fn(trx);
-        await sendWaitingWrites(trx); // a write that fails here fails the transaction (compiled.ts)
-        return result;
-      });
+      // Writes still waiting (compiled.ts executeLater) leave with the COMMIT, in one round trip; one
+      // that fails there rolls the transaction back and fails it, as it would have at the write.
+      return await db.transaction((trx) => fn(trx));
     } catch (error) {
       if (attempt >= 20 || !retryable(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40 * (attempt + 1)));

@@ -23,10 +23,11 @@
  * Writes whose outcome nobody reads can also wait (`defer`, compiled.ts
  * `executeLater`): they are sent together, in one thread-pool round trip
  * (`exec`), just before the connection's next statement of any kind, so nothing
- * after them can miss them; a ROLLBACK drops them instead. When that batch fails,
- * the statement that was waiting behind it is not run and hears the batch's error
- * (a COMMIT rolls the transaction back first), so the transaction fails as it
- * would have at the write itself.
+ * after them can miss them; a ROLLBACK drops them instead, and a COMMIT travels
+ * in the same batch. When that batch fails, the statement that was waiting
+ * behind it is not run and hears the batch's error (a COMMIT rolls the
+ * transaction back first), so the transaction fails as it would have at the
+ * write itself.
  */
 import type sqlite3 from 'sqlite3';
 
@@ -73,16 +74,22 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
     deferred = [];
     original.exec(sql, (error) => (error ? failed(error) : next()));
   };
-  /** Runs `statement` after whatever waits (dropped for a ROLLBACK); a failed batch fails `statement` instead. */
-  const afterDeferred = (sql: string, statement: () => void, fail: (error: Error) => void) => {
+  /**
+   * Runs `statement` after whatever waits (dropped for a ROLLBACK); a failed batch
+   * fails `statement` instead. A COMMIT goes at the end of the batch itself, one
+   * round trip for both (`committed` then answers for it): `exec` stops at the
+   * first failing statement, so a failed write never commits, and the
+   * transaction is rolled back before the failure is reported.
+   */
+  const afterDeferred = (sql: string, statement: () => void, fail: (error: Error) => void, committed: () => void) => {
     if (deferred.length === 0) return statement();
     if (ROLLBACK.test(sql)) {
       deferred = [];
       return statement();
     }
-    // A COMMIT must not commit half a batch: roll back, then report.
-    const failed = COMMIT.test(sql) ? (error: Error) => original.run('ROLLBACK', () => fail(error)) : fail;
-    flush(statement, failed);
+    if (!COMMIT.test(sql)) return flush(statement, fail);
+    deferred.push(sql);
+    flush(committed, (error) => original.run('ROLLBACK', () => fail(error)));
   };
 
   const prepare = (sql: string): Entry => {
@@ -112,7 +119,9 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
     function (sql: string, params: unknown, callback: Callback): sqlite3.Database {
       if (deferred.length > 0) {
         const cb = (typeof params === 'function' ? params : callback) as Callback;
-        afterDeferred(sql, () => void cached(method, sql, params, callback), (error) => cb.call(undefined as never, error));
+        // What node-sqlite3 answers for a COMMIT: no rows, no row changed.
+        const committed = () => (method === 'all' ? cb.call(undefined as never, null, []) : cb.call({ lastID: 0, changes: 0 } as never, null));
+        afterDeferred(sql, () => void cached(method, sql, params, callback), (error) => cb.call(undefined as never, error), committed);
         return conn;
       }
       return cached(method, sql, params, callback);
@@ -141,7 +150,7 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   conn.all = call('all') as typeof conn.all;
   conn.run = call('run') as typeof conn.run;
   conn.exec = ((sql: string, callback?: (error: Error | null) => void) => {
-    afterDeferred(sql, () => void original.exec(sql, callback), (error) => callback?.(error));
+    afterDeferred(sql, () => void original.exec(sql, callback), (error) => callback?.(error), () => callback?.(null));
     return conn;
   }) as typeof conn.exec;
   const deferring = conn as DeferringConnection;

@@ -7,7 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { isSqlite, openDb } from '../../server/storage/db.ts';
+import { inTransaction, isSqlite, openDb } from '../../server/storage/db.ts';
+import { executeLater, type Build } from '../../server/storage/compiled.ts';
 import { CHECKPOINT_EVERY_MS } from '../../server/storage/checkpoint.ts';
 import { ReadConnection } from '../../server/storage/reads.ts';
 import * as ledger from '../../server/domain/ledger.ts';
@@ -134,6 +135,33 @@ describe('storage', () => {
         // One connection runs a statement's calls one after another; a second one takes the quick read at once.
         assert.deepEqual(finished, lanes === 1 ? ['slow', 'quick'] : ['quick', 'slow'], `${lanes} lane(s)`);
       }
+    } finally {
+      await db.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('when a waiting write fails as the transaction commits, then inTransaction fails with its error, nothing of the transaction is kept, and the next one commits', async () => {
+    const dir = tempDataDir();
+    const db = await openDb({ dataDir: dir });
+    try {
+      await db.schema.createTable('pairs', (table) => {
+        table.integer('n').primary();
+        table.text('t');
+      });
+      const put: Build = (c, n, t) => c('pairs').insert({ n, t });
+      await inTransaction(db, async (trx) => {
+        await executeLater(trx, 'put-pair', put, [1, 'one']);
+      });
+      const failed = await inTransaction(db, async (trx) => {
+        await executeLater(trx, 'put-pair', put, [2, 'two']);
+        await executeLater(trx, 'put-pair', put, [1, 'again']); // the primary key refuses it
+        return 'committed';
+      }).catch((error: unknown) => error);
+      assert.match(String(failed), /UNIQUE constraint failed|duplicate key/);
+      assert.deepEqual(await db('pairs').orderBy('n'), [{ n: 1, t: 'one' }]);
+      await inTransaction(db, (trx) => executeLater(trx, 'put-pair', put, [3, 'three']));
+      assert.deepEqual((await db('pairs').orderBy('n')).map((r: { n: number }) => r.n), [1, 3]);
     } finally {
       await db.destroy();
       fs.rmSync(dir, { recursive: true, force: true });
