@@ -6,7 +6,7 @@
  *
  * Each statement is still written once, as a knex query; `execute` compiles it
  * once per `name` with sentinels standing in for its parameters (the way
- * reads.ts does for the read connection) and then, on SQLite inside a
+ * reads.ts does for the read connections) and then, on SQLite inside a
  * transaction, hands the SQL and the real values straight to the transaction's
  * connection, where the statement is prepared once. Everywhere else (Postgres,
  * or outside a transaction) the same query runs through knex as before.

@@ -31,7 +31,7 @@ const sqliteFile = (dataDir: string) => path.join(dataDir, 'gemforge.sqlite');
 
 /**
  * Opens a knex instance and brings the schema up to date. On SQLite the hot
- * reads also get a read-only connection of their own (reads.ts), closed with
+ * reads also get read-only connections of their own (reads.ts), closed with
  * the knex instance by `db.destroy()`.
  */
 export async function openDb(options: DbOptions): Promise<Db> {
@@ -53,7 +53,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
   return db;
 }
 
-/** Attaches the read connection, and makes `db.destroy()` close it and the checkpoint connection too. */
+/** Attaches the read connections, and makes `db.destroy()` close them and the checkpoint connection too. */
 function withCompanions(db: Db, reader: ReadConnection, checkpointer: Checkpointer): void {
   attachReader(db, reader);
   const destroy = db.destroy.bind(db);
@@ -253,7 +253,7 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
       min: 1,
       max: 1,
       afterCreate(conn: sqlite3.Database, done: (err: Error | null, conn: unknown) => void) {
-        // WAL lets readers (the read connection, the admin CLI, the worker) proceed
+        // WAL lets readers (the read connections, the admin CLI, the worker) proceed
         // beside the writer; busy_timeout makes a second process wait for the write
         // lock instead of failing. Then its statements stay prepared (statement-cache.ts).
         const next = (i: number): void => {

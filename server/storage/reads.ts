@@ -8,7 +8,7 @@
  *
  * Each read is still written once, as a knex query: its SQL is compiled once
  * per name (parameters stand in as sentinels), prepared, and reused. Where there
- * is no read connection (Postgres, where knex's pool already holds several
+ * are no read connections (Postgres, where knex's pool already holds several
  * connections; any transaction, which must see its own writes) the same query
  * runs through knex as before.
  */
@@ -122,19 +122,19 @@ const closeConn = (conn: sqlite3.Database) => new Promise<void>((resolve, reject
 
 const readers = new WeakMap<Conn, ReadConnection>();
 
-/** Gives a (root, SQLite) knex instance its read connection. */
+/** Gives a (root, SQLite) knex instance its read connections. */
 export function attachReader(db: Knex, reader: ReadConnection): void {
   readers.set(db, reader);
 }
 
-/** The read connection of a (root, SQLite) knex instance, if it has one. */
+/** The read connections of a (root, SQLite) knex instance, if it has them. */
 export function readerOf(db: Knex): ReadConnection | undefined {
   return readers.get(db);
 }
 
 /**
- * Runs a read: on the read connection as a statement prepared once per `name`
- * when `conn` has one, else through knex. `build` must use only its string
+ * Runs a read: on the read connections as a statement prepared once per `name`
+ * when `conn` has them, else through knex. `build` must use only its string
  * parameters as values and return rows (no `.first()`: take `[0]`).
  */
 export async function readRows(conn: Conn, name: string, build: (c: Conn, ...params: string[]) => Knex.QueryBuilder, params: string[]): Promise<Row[]> {
