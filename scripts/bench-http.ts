@@ -105,9 +105,10 @@ const median = (xs: number[]) => {
 /**
  * One row: ROUNDS rounds of (the bare node:http baseline, this case), each
  * DURATION / ROUNDS seconds after its own warm-up (WARMUP seconds before the
- * row's first, REWARM before the later ones: the server sat idle in between). Every figure is the median over the
- * rounds, the ratio the median of the rounds' own ratios: a burst of load from
- * elsewhere spoils one round, not the row.
+ * row's first, REWARM before the later ones: the server sat idle in between).
+ * Every figure is the median over the rounds, the ratio the median of the
+ * rounds' own ratios: a burst of load from elsewhere spoils one round, not the
+ * row.
  */
 /** Server CPU per request (median over the rounds) and the ratio it implies: baseline CPU per request over this row's. */
 function cpu(rounds: Array<{ base: Measured; run: Measured }>): Pick<Row, 'cpuUs' | 'cpuRatio'> {

@@ -15,7 +15,6 @@
  * its own matchers, built once per route, and never calls this export.
  */
 import { createRequire } from 'node:module';
-import path from 'node:path';
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
 interface PathToRegexpModule {
@@ -24,10 +23,12 @@ interface PathToRegexpModule {
 
 const MAX_PATTERNS = 1000;
 
+/** `require` as express-openapi-validator's main file (dist/index.js) has it: its own dependencies, its own files. */
+const fromValidator = () => createRequire(createRequire(import.meta.url).resolve('express-openapi-validator'));
+
 /** The path-to-regexp module express-openapi-validator requires (its own resolution, not ours). */
 export function validatorsPathToRegexp(): PathToRegexpModule {
-  const fromValidator = createRequire(createRequire(import.meta.url).resolve('express-openapi-validator'));
-  return fromValidator('path-to-regexp') as PathToRegexpModule;
+  return fromValidator()('path-to-regexp') as PathToRegexpModule;
 }
 
 /** Makes the validator's route lookup reuse compiled path patterns. Idempotent. */
@@ -65,10 +66,7 @@ type MutatorClass = { prototype: Mutator & { modifyRequest: Mutator['modifyReque
 
 /** The validator's request parameter mutator class (its own dist file: the package exports no subpaths). */
 export function validatorsParameterMutator(): MutatorClass {
-  const require = createRequire(import.meta.url);
-  const main = require.resolve('express-openapi-validator');
-  const file = path.join(path.dirname(main), 'middlewares', 'parsers', 'req.parameter.mutator.js');
-  return (require(file) as { RequestParameterMutator: MutatorClass }).RequestParameterMutator;
+  return (fromValidator()('./middlewares/parsers/req.parameter.mutator.js') as { RequestParameterMutator: MutatorClass }).RequestParameterMutator;
 }
 
 const PRIMITIVES = new Set(['string', 'integer', 'number', 'boolean']);

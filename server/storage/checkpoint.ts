@@ -14,6 +14,7 @@
  * last connection to close checkpoints everything, as before.
  */
 import sqlite3 from 'sqlite3';
+import { closeConnection, openConnection } from './sqlite-connection.ts';
 
 /** How often the checkpoint connection copies the WAL's pages into the database. */
 export const CHECKPOINT_EVERY_MS = 200;
@@ -32,10 +33,7 @@ export class Checkpointer {
 
   /** Opens a connection to `file` (the schema must exist) and starts checkpointing. */
   static async open(file: string): Promise<Checkpointer> {
-    const conn = await new Promise<sqlite3.Database>((resolve, reject) => {
-      const c = new sqlite3.Database(file, sqlite3.OPEN_READWRITE, (error) => (error ? reject(error) : resolve(c)));
-    });
-    return new Checkpointer(conn);
+    return new Checkpointer(await openConnection(file, sqlite3.OPEN_READWRITE));
   }
 
   /** One PASSIVE checkpoint (none while the last is still running); failures are left for the next one. */
@@ -49,6 +47,6 @@ export class Checkpointer {
     this.closed = true;
     clearInterval(this.timer);
     await this.running;
-    await new Promise<void>((resolve, reject) => this.conn.close((error) => (error ? reject(error) : resolve())));
+    await closeConnection(this.conn);
   }
 }

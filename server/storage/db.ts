@@ -297,7 +297,7 @@ export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Pr
     try {
       // Writes still waiting (compiled.ts executeLater) leave with the COMMIT, in one round trip; one
       // that fails there rolls the transaction back and fails it, as it would have at the write.
-      return await db.transaction((trx) => fn(trx));
+      return await db.transaction(fn);
     } catch (error) {
       if (attempt >= 20 || !retryable(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40 * (attempt + 1)));

@@ -16,6 +16,7 @@ import sqlite3 from 'sqlite3';
 import type { Knex } from 'knex';
 import { traceStatements } from './statement-cache.ts';
 import { compile, type Build } from './compiled.ts';
+import { closeConnection, openConnection } from './sqlite-connection.ts';
 
 type Conn = Knex | Knex.Transaction;
 type Row = Record<string, unknown>;
@@ -54,7 +55,7 @@ export class ReadConnection {
     try {
       for (let i = 0; i < lanes; i++) opened.push({ conn: await openReadOnly(file), running: 0 });
     } catch (error) {
-      await Promise.all(opened.map(({ conn }) => closeConn(conn)));
+      await Promise.all(opened.map(({ conn }) => closeConnection(conn)));
       throw error;
     }
     return new ReadConnection(opened);
@@ -98,27 +99,23 @@ export class ReadConnection {
       for (const statement of statements) if (statement) await new Promise((resolve) => statement.finalize(() => resolve(undefined)));
     }
     this.plans.clear();
-    const results = await Promise.allSettled(this.lanes.map(({ conn }) => closeConn(conn)));
+    const results = await Promise.allSettled(this.lanes.map(({ conn }) => closeConnection(conn)));
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
   }
 }
 
 async function openReadOnly(file: string): Promise<sqlite3.Database> {
-  const conn = await new Promise<sqlite3.Database>((resolve, reject) => {
-    const c = new sqlite3.Database(file, sqlite3.OPEN_READONLY, (error) => (error ? reject(error) : resolve(c)));
-  });
+  const conn = await openConnection(file, sqlite3.OPEN_READONLY);
   // A reader waits out a checkpoint's brief lock rather than failing.
   await new Promise<void>((resolve, reject) => conn.exec('PRAGMA busy_timeout = 10000', (error) => (error ? reject(error) : resolve()))).catch(
     async (error: unknown) => {
-      await closeConn(conn).catch(() => undefined);
+      await closeConnection(conn).catch(() => undefined);
       throw error;
     },
   );
   return conn;
 }
-
-const closeConn = (conn: sqlite3.Database) => new Promise<void>((resolve, reject) => conn.close((error) => (error ? reject(error) : resolve())));
 
 const readers = new WeakMap<Conn, ReadConnection>();
 
