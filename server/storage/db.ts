@@ -13,6 +13,7 @@ import { migrationSource } from './migrations/index.ts';
 import { attachReader, readerOf, ReadConnection } from './reads.ts';
 import { cacheStatements, traceStatements } from './statement-cache.ts';
 import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
+import { sqliteTransaction } from './sqlite-transaction.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -297,7 +298,8 @@ export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Pr
     try {
       // Writes still waiting (compiled.ts executeLater) leave with the COMMIT, in one round trip; one
       // that fails there rolls the transaction back and fails it, as it would have at the write.
-      return await db.transaction(fn);
+      // SQLite: knex's transaction life cycle without its per-transaction knex instance (sqlite-transaction.ts).
+      return await (writers.has(db) ? sqliteTransaction(db, fn) : db.transaction(fn));
     } catch (error) {
       if (attempt >= 20 || !retryable(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40 * (attempt + 1)));
