@@ -92,14 +92,18 @@ function placeholderPieces(sql: string): string[] {
 
 /**
  * A value as an SQLite literal that reads back exactly as the bound value would:
- * text as its UTF-8 bytes in hex, cast to TEXT (any character, NUL and quotes
- * included, without escaping), integers as digits. undefined for what has no
- * such literal here (a fraction, whose decimal form SQLite might round
- * differently; anything not a string, whole number, boolean or null).
+ * text quoted, its quotes doubled (SQLite's only escape), or, when it holds a
+ * NUL (which would end the SQL text), as its UTF-8 bytes in hex cast to TEXT;
+ * integers as digits. undefined for what has no such literal here (a fraction,
+ * whose decimal form SQLite might round differently; anything not a string,
+ * whole number, boolean or null). Quoting is the common case: shorter SQL for
+ * SQLite to parse than hex, and no encoding on the way (issue 13).
  */
 export function sqliteLiteral(value: unknown): string | undefined {
   if (value === null || value === undefined) return 'NULL';
-  if (typeof value === 'string') return `CAST(X'${Buffer.from(value, 'utf8').toString('hex')}' AS TEXT)`;
+  if (typeof value === 'string') {
+    return value.includes('\0') ? `CAST(X'${Buffer.from(value, 'utf8').toString('hex')}' AS TEXT)` : `'${value.replaceAll("'", "''")}'`;
+  }
   if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
   if (typeof value === 'boolean') return value ? '1' : '0';
   return undefined;
