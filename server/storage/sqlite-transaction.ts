@@ -55,7 +55,12 @@ function own(target: object, props: Record<string, unknown>): void {
   for (const [name, value] of Object.entries(props)) Object.defineProperty(target, name, { value, writable: true, configurable: true, enumerable: false });
 }
 
-const completedError = () => new Error('Transaction query already complete, run with DEBUG=knex:tx for more info');
+/** Why a transaction's client refuses a query on `conn` (knex's own messages), or undefined when it runs it. */
+function refusal(client: TxClient, conn: unknown): Promise<never> | undefined {
+  if (conn !== client.txConnection) return Promise.reject(new Error('Invalid connection for transaction query.'));
+  if (client.txCompleted) return Promise.reject(new Error('Transaction query already complete, run with DEBUG=knex:tx for more info'));
+  return undefined;
+}
 const notHere = (what: string) => () => {
   throw new Error(`${what} is not available on an SQLite transaction of inTransaction (nested transactions are not used; commit or roll back by returning or throwing)`);
 };
@@ -73,15 +78,11 @@ function kitOf(db: Knex): Kit {
     releaseConnection() {
       return Promise.resolve();
     },
-    query(this: TxClient, conn: unknown, obj: unknown) {
-      if (conn !== this.txConnection) return Promise.reject(new Error('Invalid connection for transaction query.'));
-      if (this.txCompleted) return Promise.reject(completedError());
-      return root.query!.call(this, conn as never, obj as never);
+    query(this: TxClient, conn: unknown, ...rest: unknown[]) {
+      return refusal(this, conn) ?? root.query!.call(this, conn as never, ...(rest as never[]));
     },
     stream(this: TxClient, conn: unknown, ...rest: unknown[]) {
-      if (conn !== this.txConnection) return Promise.reject(new Error('Invalid connection for transaction query.'));
-      if (this.txCompleted) return Promise.reject(completedError());
-      return root.stream!.call(this, conn as never, ...(rest as never[]));
+      return refusal(this, conn) ?? root.stream!.call(this, conn as never, ...(rest as never[]));
     },
   });
   const context = Object.create((db as unknown as { context: object }).context) as Record<string, unknown>;
@@ -95,8 +96,7 @@ function kitOf(db: Knex): Kit {
     savepoint: notHere('savepoint()'),
     commit: notHere('commit()'),
     rollback: notHere('rollback()'),
-    destroy: notHere('destroy()'),
-    transaction: notHere('transaction()'),
+    destroy: notHere('destroy()'), // db.ts gives the root its own `destroy`, past the context; `transaction` goes through the context
   });
   kit = { client, context, transactor };
   kits.set(db, kit);
