@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { generatedTask, IMAGE, seedBenchKey } from './bench/fixture.ts';
+import { generatedTasks, IMAGE, MANY_TASKS, seedBenchKey } from './bench/fixture.ts';
 import { pinning, root, runLoad, runMain, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
 import { render, targets, type Row } from './bench/report.ts';
 import type { LoadJob, LoadResult } from './bench/types.ts';
@@ -58,11 +58,14 @@ interface Case {
   job: Omit<LoadJob, 'connections' | 'warmupSeconds' | 'durationSeconds'>;
 }
 
-function gemforgeCases(base: string, auth: Record<string, string>, taskId: string, idemKey: string): Case[] {
+function gemforgeCases(base: string, auth: Record<string, string>, taskIds: string[], idemKey: string): Case[] {
+  const taskId = taskIds[0]!;
   const get = (path: string, headers = auth) => ({ kind: 'autocannon' as const, url: base + path, method: 'GET', headers });
   const post = (path: string, body: unknown, extra: Partial<LoadJob> = {}) => ({ kind: 'autocannon' as const, url: base + path, method: 'POST', headers: auth, body: JSON.stringify(body), ...extra });
   return [
     { name: 'task GET', connections: 50, expect: [200], job: get(`/api/generate/tasks/${taskId}`) },
+    // Concurrent reads of one task share one lookup (storage/reads.ts); here every read in flight is of another task.
+    { name: `task GET ${MANY_TASKS} tasks`, connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), paths: taskIds.map((id) => `/api/generate/tasks/${id}`) } },
     { name: 'task HEAD', connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), method: 'HEAD', kind: 'node' } },
     { name: 'models GET', connections: 50, expect: [200], job: get('/api/generate/models') },
     { name: '401 without key', connections: 50, expect: [401], job: get('/api/generate/models', {}) },
@@ -162,7 +165,8 @@ async function main(): Promise<number> {
   try {
     const secret = await seedBenchKey(dataDir);
     const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
-    const { taskId, idemKey } = await generatedTask(dataDir, logFile, auth);
+    const { taskIds, idemKey } = await generatedTasks(dataDir, logFile, auth, MANY_TASKS);
+    const taskId = taskIds[0]!;
 
     const bare = await startScript('bare-node.ts');
     const baseline: Case = { ...helloCase('bare node:http', bare.base), job: { ...helloCase('', bare.base).job, serverPid: bare.child.pid } };
@@ -173,7 +177,7 @@ async function main(): Promise<number> {
       // Production as deployed: response validation off, info-level access log to a file.
       const env = { DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', TEXT_STREAM_DELAY_MS: '0' };
       const gemforge = await startGemforge(env, logFile);
-      rows.push(...(await against(gemforge, gemforgeCases(gemforge.base, auth, taskId, idemKey), baseline)));
+      rows.push(...(await against(gemforge, gemforgeCases(gemforge.base, auth, taskIds, idemKey), baseline)));
       const prism = await startPrism();
       rows.push(...(await against(prism, prismCases(prism.base, taskId), baseline)));
     } finally {

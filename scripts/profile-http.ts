@@ -16,7 +16,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { startGemforge } from './bench/processes.ts';
-import { generatedTask, IMAGE, seedBenchKey } from './bench/fixture.ts';
+import { generatedTasks, IMAGE, MANY_TASKS, seedBenchKey } from './bench/fixture.ts';
 import { cpuSeconds } from './bench/cpu.ts';
 
 const { values } = parseArgs({
@@ -59,6 +59,8 @@ function summarize(file: string, top: number): void {
   print('self time by package/file', fileT);
 }
 
+let turn = 0;
+
 async function main(): Promise<void> {
   if (values.summary) return summarize(values.summary, Number(values.top));
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-profile-'));
@@ -66,13 +68,15 @@ async function main(): Promise<void> {
   try {
     const secret = await seedBenchKey(dataDir);
     const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
-    const { taskId } = await generatedTask(dataDir, logFile, auth);
+    const { taskIds } = await generatedTasks(dataDir, logFile, auth, MANY_TASKS);
+    const taskId = taskIds[0]!;
     const env: Record<string, string> = { DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: process.env.PROFILE_LOG_LEVEL ?? 'info', TEXT_STREAM_DELAY_MS: '0' };
     if (values.prof) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-interval=250 --cpu-prof-dir=${values.prof}`;
     const server = await startGemforge(env, logFile);
     const amount = Number(values.amount);
-    const cases: Array<{ name: string; method: string; path: string; headers: Record<string, string>; body?: string; fresh?: boolean; scale?: number }> = [
+    const cases: Array<{ name: string; method: string; path: string; paths?: string[]; headers: Record<string, string>; body?: string; fresh?: boolean; scale?: number }> = [
       { name: 'task GET', method: 'GET', path: `/api/generate/tasks/${taskId}`, headers: auth },
+      { name: 'task GET 64 tasks', method: 'GET', path: `/api/generate/tasks/${taskId}`, paths: taskIds.map((id) => `/api/generate/tasks/${id}`), headers: auth },
       { name: 'models GET', method: 'GET', path: '/api/generate/models', headers: auth },
       { name: '401 without key', method: 'GET', path: '/api/generate/models', headers: {} },
       { name: 'image new identity', method: 'POST', path: '/api/generate/image', headers: auth, body: JSON.stringify(IMAGE), fresh: true, scale: 0.1 },
@@ -90,6 +94,7 @@ async function main(): Promise<void> {
             amount,
             ...(c.body && { body: c.body }),
             ...(c.fresh && { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...c.headers, 'idempotency-key': `p-${crypto.randomUUID()}` } }) }] }),
+            ...(c.paths && { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, path: c.paths![turn++ % c.paths!.length] }) }] }),
           } as never) as unknown as Promise<{ statusCodeStats: Record<string, { count: number }>; requests: { total: number } }>;
         await run(Math.round(n / 4));
         const before = cpuSeconds(server.child.pid) ?? NaN;

@@ -1,6 +1,6 @@
 /**
  * What the request benchmarks measure against: an account with plenty of Gems
- * and LLM allowance and a key with both scopes, and one image task generated to
+ * and LLM allowance and a key with both scopes, and image tasks generated to
  * the end, so task reads show signed outputs (bench-http.ts, profile-http.ts).
  */
 import { openDb } from '../../server/storage/db.ts';
@@ -25,19 +25,34 @@ export async function seedBenchKey(dataDir: string): Promise<string> {
   }
 }
 
-/** Submits IMAGE once (worker on) and waits until it succeeded; returns the task and its identity. */
-export async function generatedTask(dataDir: string, logFile: string, auth: Record<string, string>): Promise<{ taskId: string; idemKey: string }> {
+/** How many generated tasks the "many tasks" rows read in turn. */
+export const MANY_TASKS = 64;
+
+/**
+ * Submits IMAGE `count` times (worker on) and waits until every task
+ * succeeded; returns the tasks, the first one's identity (replayed by the
+ * benchmarks) first.
+ */
+export async function generatedTasks(dataDir: string, logFile: string, auth: Record<string, string>, count = 1): Promise<{ taskIds: string[]; idemKey: string }> {
   const server = await startGemforge({ DATA_DIR: dataDir, NODE_ENV: 'production', LOG_LEVEL: 'warn' }, logFile);
   try {
     const idemKey = 'bench-replayed-identity';
-    const res = await fetch(`${server.base}/api/generate/image`, { method: 'POST', headers: { ...auth, 'idempotency-key': idemKey }, body: JSON.stringify(IMAGE) });
-    const { task } = (await res.json()) as { task: { id: string } };
-    for (let i = 0; ; i++) {
-      const view = (await (await fetch(`${server.base}/api/generate/tasks/${task.id}`, { headers: auth })).json()) as { task: { status: string } };
-      if (view.task.status === 'succeeded') return { taskId: task.id, idemKey };
-      if (i > 600) throw new Error(`bench task stayed ${view.task.status}`);
-      await new Promise((r) => setTimeout(r, 100));
+    const taskIds: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const key = i === 0 ? idemKey : `bench-task-${i}`;
+      const res = await fetch(`${server.base}/api/generate/image`, { method: 'POST', headers: { ...auth, 'idempotency-key': key }, body: JSON.stringify(IMAGE) });
+      if (!res.ok) throw new Error(`bench submission answered ${res.status}: ${await res.text()}`);
+      taskIds.push(((await res.json()) as { task: { id: string } }).task.id);
     }
+    for (const id of taskIds) {
+      for (let i = 0; ; i++) {
+        const view = (await (await fetch(`${server.base}/api/generate/tasks/${id}`, { headers: auth })).json()) as { task: { status: string } };
+        if (view.task.status === 'succeeded') break;
+        if (i > 1200) throw new Error(`bench task stayed ${view.task.status}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    return { taskIds, idemKey };
   } finally {
     await server.stop();
   }

@@ -2,7 +2,7 @@
  * The load generator, run as its own process (pinned to another core than the
  * server by bench-http.ts): one JSON job in argv[2], one JSON result on stdout.
  * `autocannon` jobs drive a fixed request (optionally with a fresh
- * Idempotency-Key each); `node` jobs use node:http's own client, for what
+ * Idempotency-Key each, or over several paths in turn); `node` jobs use node:http's own client, for what
  * autocannon cannot measure: HEAD (its parser waits for a body the headers
  * announce) and the time to the first chunk of a stream (`firstChunk`).
  */
@@ -20,6 +20,16 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
+let turn = 0;
+
+/** What changes from one request to the next: a fresh Idempotency-Key, the next of `paths`. */
+function varied(job: LoadJob): { headers?: Record<string, string>; path?: string } {
+  return {
+    ...(job.freshIdempotencyKey && { headers: { ...job.headers, 'idempotency-key': freshKey() } }),
+    ...(job.paths && { path: job.paths[turn++ % job.paths.length] }),
+  };
+}
+
 async function runAutocannon(job: LoadJob, duration: number): Promise<LoadResult> {
   const headers = { ...job.headers };
   const result = await autocannon({
@@ -29,9 +39,7 @@ async function runAutocannon(job: LoadJob, duration: number): Promise<LoadResult
     method: job.method,
     headers,
     ...(job.body !== undefined && { body: job.body }),
-    ...(job.freshIdempotencyKey && {
-      requests: [{ setupRequest: (req) => ({ ...req, headers: { ...headers, 'idempotency-key': freshKey() } }) }],
-    }),
+    ...((job.freshIdempotencyKey || job.paths) && { requests: [{ setupRequest: (req) => ({ ...req, ...varied(job) }) }] }),
   });
   const statuses: Record<string, number> = {};
   for (const [code, { count }] of Object.entries(result.statusCodeStats)) statuses[code] = count;

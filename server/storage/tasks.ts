@@ -1,7 +1,7 @@
 /** Task and task-output rows. */
 import type { Knex } from 'knex';
 import type { Db } from './db.ts';
-import { readRows } from './reads.ts';
+import { readByKey } from './reads.ts';
 import { executeLater, rowOf, rowParams } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
@@ -70,12 +70,12 @@ export interface TaskSnapshot {
   }>;
 }
 
-const taskSnapshot = (db: Conn, id: string) =>
+/** Tasks with their reservations, outputs and assets; `readByKey` picks the task by `t.id`. */
+const taskSnapshot = (db: Conn) =>
   db('tasks as t')
     .leftJoin('reservations as r', 'r.id', 't.reservation_id')
     .leftJoin('task_outputs as o', 'o.task_id', 't.id')
     .leftJoin('assets as a', 'a.id', 'o.asset_id')
-    .where('t.id', id)
     .orderBy('o.idx')
     .select(
       ...SNAPSHOT_COLUMNS.map((c) => `t.${c}`),
@@ -90,7 +90,7 @@ const taskSnapshot = (db: Conn, id: string) =>
  * has none). Task reads used to be one round trip per table and per output.
  */
 export async function findTaskSnapshot(db: Conn, id: string): Promise<TaskSnapshot | undefined> {
-  const rows = await readRows(db, 'task-snapshot', taskSnapshot, [id]);
+  const rows = await readByKey(db, 'task-snapshot', taskSnapshot, 't.id', id);
   if (rows.length === 0) return undefined;
   const first = rows[0];
   return {
@@ -109,11 +109,11 @@ export async function findTaskSnapshot(db: Conn, id: string): Promise<TaskSnapsh
   };
 }
 
-const taskOwner = (db: Conn, id: string) => db('tasks').where({ id }).select('account_id').limit(1);
+const taskOwner = (db: Conn) => db('tasks').select('account_id');
 
 /** The account a task belongs to (HEAD /tasks/{id}); undefined for an unknown task. */
 export async function findTaskOwner(db: Conn, id: string): Promise<string | undefined> {
-  const [row] = await readRows(db, 'task-owner', taskOwner, [id]);
+  const [row] = await readByKey(db, 'task-owner', taskOwner, 'id', id);
   return row ? String(row.account_id) : undefined;
 }
 
