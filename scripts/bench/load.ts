@@ -2,8 +2,8 @@
  * The load generator, run as its own process (pinned to another core than the
  * server by bench-http.ts): one JSON job in argv[2], one JSON result on stdout.
  * `autocannon` jobs drive a fixed request (optionally with a fresh
- * Idempotency-Key each, or over several paths in turn); `node` jobs use node:http's own client, for what
- * autocannon cannot measure: HEAD (its parser waits for a body the headers
+ * Idempotency-Key each, or over several paths in turn); `node` jobs use
+ * node:http's own client, for what autocannon cannot measure: HEAD (its parser waits for a body the headers
  * announce) and the time to the first chunk of a stream (`firstChunk`).
  */
 import http from 'node:http';

@@ -232,8 +232,8 @@ export function readerOf(db: Knex): ReadConnection | undefined {
 export const KEY_COLUMN = 'read_key';
 
 /**
- * Runs a read of the rows of one key (`keyColumn` equal to `key`; `build` must
- * not filter on it, nor limit, nor use values of its own): on the read
+ * Runs a read of the rows of one key (`keyColumn` equal to `key`, compared as
+ * text; `build` must neither filter on it nor limit its rows): on the read
  * connections, gathered with the other reads of this plan in this round of the
  * event loop into one statement (`ReadConnection.byKey`), else through knex for
  * this key alone. Either way every row carries its key in `KEY_COLUMN`, and
