@@ -3,8 +3,9 @@
  * server by bench-http.ts): one JSON job in argv[2], one JSON result on stdout.
  * `autocannon` jobs drive a fixed request (optionally with a fresh
  * Idempotency-Key each, or over several paths in turn); `node` jobs use
- * node:http's own client, for what autocannon cannot measure: HEAD (its parser waits for a body the headers
- * announce) and the time to the first chunk of a stream (`firstChunk`).
+ * node:http's own client, for what autocannon cannot measure: HEAD (its parser
+ * waits for a body the headers announce) and the time to the first chunk of a
+ * stream (`firstChunk`).
  */
 import http from 'node:http';
 import crypto from 'node:crypto';
