@@ -9,7 +9,8 @@ const POOL_BYTES = 4096;
 let pool = Buffer.alloc(0);
 let offset = 0;
 
-function randomHex(bytes: number): string {
+/** `bytes` random bytes as hex, from the pool. */
+export function randomHex(bytes: number): string {
   if (offset + bytes > pool.length) {
     pool = crypto.randomBytes(POOL_BYTES);
     offset = 0;

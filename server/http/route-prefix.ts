@@ -29,8 +29,20 @@ export function byPrefix(router: Router): Router | ((req: Request, res: Response
   if (paths.length === 0 || !paths.every((p): p is string => typeof p === 'string')) return router;
   const heads = [...new Set(paths.map(literalHead))];
   return (req, res, next) => {
-    const path = req.path.toLowerCase();
+    const path = lowerPath(req);
     if (heads.some((head) => path.startsWith(head))) router(req, res, next);
     else next();
   };
+}
+
+const LOWER = Symbol('lower-cased path');
+type Remembering = Request & { [LOWER]?: { url: string; path: string } };
+
+/** The request's path in lower case, made once per request (and again only should its URL change) for all the guards it passes. */
+function lowerPath(req: Remembering): string {
+  const known = req[LOWER];
+  if (known && known.url === req.url) return known.path;
+  const path = req.path.toLowerCase();
+  req[LOWER] = { url: req.url, path };
+  return path;
 }
