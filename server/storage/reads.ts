@@ -23,22 +23,17 @@
  */
 import sqlite3 from 'sqlite3';
 import type { Knex } from 'knex';
-import { traceStatements } from './statement-cache.ts';
+import { cacheStatements, traceStatements } from './statement-cache.ts';
 import { compile, type Build } from './compiled.ts';
 import { closeConnection, openConnection } from './sqlite-connection.ts';
 
 type Conn = Knex | Knex.Transaction;
 type Row = Record<string, unknown>;
 
-/**
- * A read compiled once: its SQL, where each binding comes from (a parameter's
- * index, or a fixed value), and its statement on each lane (a promise while it
- * is being prepared).
- */
+/** A read compiled once: its SQL and where each binding comes from (a parameter's index, or a fixed value). */
 interface Plan {
   sql: string;
   bindings: Array<number | { value: unknown }>;
-  statements: Array<sqlite3.Statement | Promise<sqlite3.Statement> | undefined>;
 }
 
 /** Where a gathered read's answer goes. */
@@ -95,7 +90,7 @@ export class ReadConnection {
     let plan = this.plans.get(name);
     if (!plan) {
       const { sql, bindings } = make();
-      plan = { sql, bindings, statements: this.lanes.map(() => undefined) };
+      plan = { sql, bindings };
       this.plans.set(name, plan);
     }
     return plan;
@@ -108,28 +103,14 @@ export class ReadConnection {
     const lane = this.lanes[i]!;
     const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
     lane.running++;
-    const run = (statement: sqlite3.Statement) =>
-      new Promise<Row[]>((resolve, reject) =>
-        statement.all(values, (error: Error | null, rows: Row[]) => {
-          lane.running--;
-          if (error) reject(error);
-          else resolve(rows);
-        }),
-      );
-    // Prepared once per lane, and waited for: node-sqlite3 drops the calls queued on a
-    // statement whose preparation failed without ever calling them back.
-    const ready = (plan.statements[i] ??= prepare(lane.conn, plan.sql).then(
-      (statement) => (plan.statements[i] = statement),
-      (error: unknown) => {
-        plan.statements[i] = undefined;
-        throw error;
-      },
-    ));
-    if (!(ready instanceof Promise)) return run(ready);
-    return ready.then(run, (error: unknown) => {
-      lane.running--;
-      throw error;
-    });
+    // Each lane keeps its statements prepared (statement-cache.ts), and fails the calls of one whose preparation failed.
+    return new Promise((resolve, reject) =>
+      lane.conn.all(plan.sql, values, (error: Error | null, rows: Row[]) => {
+        lane.running--;
+        if (error) reject(error);
+        else resolve(rows);
+      }),
+    );
   }
 
   /**
@@ -184,24 +165,13 @@ export class ReadConnection {
     return () => offs.forEach((off) => off());
   }
 
+  /** Closes the lanes (each finalizes its kept statements first). */
   async close(): Promise<void> {
-    for (const { statements } of this.plans.values()) {
-      for (const pending of statements) {
-        const statement = await Promise.resolve(pending).catch(() => undefined);
-        if (statement) await new Promise((resolve) => statement.finalize(() => resolve(undefined)));
-      }
-    }
     this.plans.clear();
     const results = await Promise.allSettled(this.lanes.map(({ conn }) => closeConnection(conn)));
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
   }
-}
-
-function prepare(conn: sqlite3.Database, sql: string): Promise<sqlite3.Statement> {
-  return new Promise((resolve, reject) => {
-    const statement = conn.prepare(sql, (error: Error | null) => (error ? reject(error) : resolve(statement)));
-  });
 }
 
 async function openReadOnly(file: string): Promise<sqlite3.Database> {
@@ -213,7 +183,7 @@ async function openReadOnly(file: string): Promise<sqlite3.Database> {
       throw error;
     },
   );
-  return conn;
+  return cacheStatements(conn);
 }
 
 const readers = new WeakMap<Conn, ReadConnection>();
