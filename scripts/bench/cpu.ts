@@ -12,5 +12,29 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
     return undefined;
   }
 }
+/**
+ * Each thread's CPU time so far in clock ticks (10 ms), keyed by `<tid> <thread name>`
+ * (MainThread, libuv-worker, V8Worker …), from /proc/<pid>/task; empty where there is none.
+ */
+export function threadCpuTicks(pid: number): Map<string, number> {
+  const ticks = new Map<string, number>();
+  let tids: string[] = [];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return ticks;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+      ticks.set(`${tid} ${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}`, Number(fields[11]) + Number(fields[12]));
+    } catch {
+      /* the thread ended */
+    }
+  }
+  return ticks;
+}
+
 /** USER_HZ: 100 on every Linux Node runs on. */
 const CLOCK_TICKS = 100;

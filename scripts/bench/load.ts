@@ -12,14 +12,10 @@ import crypto from 'node:crypto';
 import autocannon from 'autocannon';
 import type { LoadJob, LoadResult } from './types.ts';
 import { cpuSeconds } from './cpu.ts';
+import { quantile } from './quantile.ts';
 
 const freshKey = () => `bench-${crypto.randomUUID()}`;
 
-/** The value at quantile q of sorted numbers (nearest rank). */
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-}
 
 let turn = 0;
 

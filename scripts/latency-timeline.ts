@@ -1,0 +1,133 @@
+/**
+ * Where a percentile's tail comes from (issue 13): gemforge started as
+ * bench-http starts it (NODE_ENV=production, worker off), new image
+ * submissions sent by `--connections` clients for `--seconds` after a
+ * warm-up, each answer's latency kept with the time it was sent, and the
+ * server's CPU sampled per thread every 50 ms from /proc. Prints the
+ * percentiles, then every 100 ms window whose median answer took over
+ * `--slow` times the run's median, with what each group of the server's
+ * threads used in it (main: the event loop; libuv: SQLite's writer, reads and
+ * checkpoints; v8: garbage collection helpers), and how often the server used
+ * less than half a core in such windows, which points to waiting (I/O, a lock)
+ * rather than work. `--env KEY=VALUE` (repeatable) passes settings to the
+ * server, to compare. Linux only (/proc); run it on another core than the
+ * server's, as bench-http does:
+ *
+ *   taskset -c 0 npx node --import tsx scripts/latency-timeline.ts [--seconds 15] [--env SQLITE_SYNCHRONOUS=FULL]
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startGemforge, type Started } from './bench/processes.ts';
+import { IMAGE, seedBenchKey } from './bench/fixture.ts';
+import { quantile } from './bench/quantile.ts';
+import { threadCpuTicks } from './bench/cpu.ts';
+
+const { values } = parseArgs({
+  options: {
+    connections: { type: 'string', default: '32' },
+    seconds: { type: 'string', default: '15' },
+    warmup: { type: 'string', default: '5' },
+    slow: { type: 'string', default: '1.25' },
+    env: { type: 'string', multiple: true, default: [] },
+  },
+});
+const CONNECTIONS = Number(values.connections);
+const WINDOW_MS = 100;
+const SAMPLE_MS = 50;
+
+/** One answer: when its request left (ms from the measurement's start) and how long it took. */
+type Answer = [sentAt: number, latency: number];
+
+/** Submits IMAGE with a new identity each, from CONNECTIONS clients, for `seconds`; returns every answer. */
+async function submissions(server: Started, secret: string, seconds: number, start: number): Promise<Answer[]> {
+  const url = new URL('/api/generate/image', server.base);
+  const body = JSON.stringify(IMAGE);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
+  const answers: Answer[] = [];
+  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
+  const once = () =>
+    new Promise<void>((resolve, reject) => {
+      const sent = performance.now();
+      const req = http.request(url, { method: 'POST', agent, headers: { ...headers, 'idempotency-key': crypto.randomUUID() } }, (res) => {
+        if (res.statusCode !== 202) reject(new Error(`a submission answered ${res.statusCode}`));
+        res.resume();
+        res.on('end', () => {
+          answers.push([sent - start, performance.now() - sent]);
+          resolve();
+        });
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  const until = performance.now() + seconds * 1000;
+  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+    while (performance.now() < until) await once();
+  }));
+  agent.destroy();
+  return answers;
+}
+
+/** The thread group a /proc thread name belongs to. */
+const group = (name: string) => (name === 'MainThread' ? 'main' : name.startsWith('libuv') ? 'libuv' : name.startsWith('V8') ? 'v8' : 'other');
+const GROUPS = ['main', 'libuv', 'v8', 'other'] as const;
+
+async function main(): Promise<void> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-timeline-'));
+  const extra = Object.fromEntries(values.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  try {
+    const secret = await seedBenchKey(dataDir);
+    const server = await startGemforge({ DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', ...extra }, path.join(dataDir, 'server.log'));
+    let answers: Answer[];
+    const samples: Array<{ at: number; ticks: Map<string, number> }> = [];
+    try {
+      await submissions(server, secret, Number(values.warmup), performance.now());
+      const start = performance.now();
+      const sampler = setInterval(() => samples.push({ at: performance.now() - start, ticks: threadCpuTicks(server.child.pid!) }), SAMPLE_MS);
+      answers = await submissions(server, secret, Number(values.seconds), start);
+      clearInterval(sampler);
+    } finally {
+      await server.stop();
+    }
+    const sorted = answers.map(([, l]) => l).sort((a, b) => a - b);
+    const q = (p: number) => quantile(sorted, p).toFixed(1);
+    const sum = (ticks: Map<string, number>) => [...ticks.values()].reduce((a, b) => a + b, 0);
+    const [first, last] = [samples[0]!, samples.at(-1)!];
+    const busy = ((sum(last.ticks) - sum(first.ticks)) * 10) / (last.at - first.at);
+    console.log(`${answers.length} submissions, ${(answers.length / Number(values.seconds)).toFixed(0)}/s; ms: p50 ${q(0.5)}, p90 ${q(0.9)}, p99 ${q(0.99)}, p99.9 ${q(0.999)}, max ${q(1)}; the server used ${busy.toFixed(2)} cores on average`);
+
+    // CPU ms per thread group in each window, from the difference between samples.
+    const cpu = new Map<number, Record<string, number>>();
+    for (let i = 1; i < samples.length; i++) {
+      const w = Math.floor(samples[i]!.at / WINDOW_MS);
+      const into = cpu.get(w) ?? Object.fromEntries(GROUPS.map((g) => [g, 0]));
+      for (const [tid, ticks] of samples[i]!.ticks) into[group(tid.slice(tid.indexOf(' ') + 1))]! += (ticks - (samples[i - 1]!.ticks.get(tid) ?? ticks)) * 10;
+      cpu.set(w, into);
+    }
+    const windows = new Map<number, number[]>();
+    for (const [sentAt, latency] of answers) {
+      const w = Math.floor(sentAt / WINDOW_MS);
+      if (!windows.has(w)) windows.set(w, []);
+      windows.get(w)!.push(latency);
+    }
+    const bound = quantile(sorted, 0.5) * Number(values.slow);
+    const slow = [...windows].filter(([, l]) => quantile(l.sort((a, b) => a - b), 0.5) > bound).sort((a, b) => a[0] - b[0]);
+    let waiting = 0;
+    console.log(`\n${slow.length} of ${windows.size} windows of ${WINDOW_MS} ms with a median over ${bound.toFixed(1)} ms (CPU ms per thread group in the window):`);
+    for (const [w, l] of slow) {
+      const used = cpu.get(w);
+      const total = used ? GROUPS.reduce((s, g) => s + used[g]!, 0) : NaN;
+      if (total < WINDOW_MS / 2) waiting++;
+      const detail = used ? GROUPS.map((g) => `${g} ${used[g]}`).join(', ') : 'no sample';
+      console.log(`  ${((w * WINDOW_MS) / 1000).toFixed(1).padStart(5)} s  ${String(l.length).padStart(4)} answers, median ${quantile(l, 0.5).toFixed(0)} ms, max ${quantile(l, 1).toFixed(0)} ms  (${detail})`);
+    }
+    console.log(`${waiting} of them with the server using under half a core (waiting rather than working)`);
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
