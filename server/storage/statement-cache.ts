@@ -57,6 +57,8 @@ interface Entry {
   statement?: sqlite3.Statement;
   /** Settles with the prepare. */
   ready: Promise<sqlite3.Statement>;
+  /** When it was last used, on the connection's own count of uses. */
+  used: number;
 }
 
 /**
@@ -64,7 +66,10 @@ interface Entry {
  * (`defer`); `conn.close` finalizes the statements first. Returns `conn`.
  */
 export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
-  const entries = new Map<string, Entry>(); // insertion order = recency (re-inserted on use)
+  // Recency is a count kept on each entry, not the map's order: re-inserting on every use made V8
+  // rebuild the map's table every few hundred uses, garbage that outlived young collections (issue 13).
+  const entries = new Map<string, Entry>();
+  let uses = 0;
   const original = { all: conn.all.bind(conn), run: conn.run.bind(conn), exec: conn.exec.bind(conn), close: conn.close.bind(conn) };
   let deferred: string[] = [];
 
@@ -93,7 +98,7 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   };
 
   const prepare = (sql: string): Entry => {
-    const entry = {} as Entry;
+    const entry = { used: ++uses } as Entry;
     entry.ready = new Promise((resolve, reject) => {
       const statement = conn.prepare(sql, (error) => {
         if (error) {
@@ -108,7 +113,8 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
     entry.ready.catch(() => undefined); // each caller gets the failure through its own callback
     entries.set(sql, entry);
     if (entries.size > CAPACITY) {
-      const [oldest, evicted] = entries.entries().next().value as [string, Entry];
+      let [oldest, evicted] = [sql, entry];
+      for (const [key, candidate] of entries) if (candidate.used < evicted.used) [oldest, evicted] = [key, candidate];
       entries.delete(oldest);
       void evicted.ready.then((s) => s.finalize(), () => undefined); // finalize runs after its queued calls
     }
@@ -130,12 +136,8 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   const cached = (method: Method, sql: string, params: unknown, callback: Callback): sqlite3.Database => {
     if (typeof params === 'function' || !CACHEABLE.test(sql)) return (original[method] as (...a: unknown[]) => sqlite3.Database)(sql, params, callback);
     let entry = entries.get(sql);
-    if (entry) {
-      entries.delete(sql);
-      entries.set(sql, entry);
-    } else {
-      entry = prepare(sql);
-    }
+    if (entry) entry.used = ++uses;
+    else entry = prepare(sql);
     const bindings = Array.isArray(params) ? params : params === undefined ? [] : [params];
     const run = (statement: sqlite3.Statement) =>
       statement[method](bindings, function (this: sqlite3.Statement, error: Error | null, rows?: unknown) {

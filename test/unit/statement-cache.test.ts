@@ -115,6 +115,29 @@ describe('prepared statements on the writing connection', () => {
     await close(conn);
   });
 
+  it('when more distinct statements run than are kept, then the least recently used goes and one used all along stays prepared', async () => {
+    const raw = await open(path.join(dir, 'recency.sqlite'));
+    const prepares = new Map<string, number>();
+    const prepare = raw.prepare.bind(raw);
+    raw.prepare = ((sql: string, ...rest: never[]) => {
+      prepares.set(sql, (prepares.get(sql) ?? 0) + 1);
+      return prepare(sql, ...rest);
+    }) as typeof raw.prepare;
+    const conn = cacheStatements(raw);
+    const [kept, once] = ['select 1 as n where ? = ?', 'select 2 as n where ? = ?'];
+    await call(conn, 'all', kept, [1, 1]);
+    await call(conn, 'all', once, [1, 1]);
+    for (let i = 0; i < 300; i++) {
+      await call(conn, 'all', `select ${i + 10} as n where ? = ?`, [1, 1]);
+      if (i % 10 === 0) await call(conn, 'all', kept, [1, 1]);
+    }
+    assert.deepEqual((await call(conn, 'all', kept, [1, 1])).rows, [{ n: 1 }]);
+    assert.deepEqual((await call(conn, 'all', once, [1, 1])).rows, [{ n: 2 }]);
+    assert.equal(prepares.get(kept), 1, 'used all along: prepared once');
+    assert.equal(prepares.get(once), 2, 'used once, then evicted: prepared again');
+    await close(conn);
+  });
+
   it('when writes wait, then the next statement of any kind sees them, a ROLLBACK drops them, and flushDeferred sends them', async () => {
     const conn = cacheStatements(await open(path.join(dir, 'deferred.sqlite')));
     await exec(conn, 'CREATE TABLE w (n INTEGER PRIMARY KEY, t TEXT)');
