@@ -12,6 +12,7 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
     return undefined;
   }
 }
+
 /**
  * Each thread's CPU time so far in clock ticks (10 ms), keyed by `<tid> <thread name>`
  * (MainThread, libuv-worker, V8Worker …), from /proc/<pid>/task; empty where there is none.

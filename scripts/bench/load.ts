@@ -16,7 +16,6 @@ import { quantile } from './quantile.ts';
 
 const freshKey = () => `bench-${crypto.randomUUID()}`;
 
-
 let turn = 0;
 
 /** What changes from one request to the next: a fresh Idempotency-Key, the next of `paths`. */

@@ -21,10 +21,13 @@ export function randomHex(bytes: number): string {
 }
 
 /**
- * Ids made in a millisecond: the first 48 bits of an id count milliseconds
- * times this, plus a counter (the first of each millisecond starts a new slot).
+ * How many ids a millisecond has room for in an id's first 48 bits
+ * (milliseconds times this: enough until the year 2109); a burst of more
+ * borrows from the next milliseconds, so the count runs ahead of the clock
+ * for a moment and the order holds.
  */
 const PER_MS = 64;
+/** The first 48 bits of this process's last id. */
 let lastOrder = 0;
 
 /**
@@ -34,7 +37,7 @@ let lastOrder = 0;
  * share them), then 48 random bits (ids of several processes in one
  * millisecond stay apart). Ordered ids make a new row's id the last of its
  * indexes: inserts append to the same few pages instead of landing at random
- * in ever larger indexes, which kept the pages a commit writes and a checkpoint
+ * in ever larger indexes, which keeps the pages a commit writes and a checkpoint
  * copies few as the tables grow (issue 13). Creation times are visible in ids
  * to a millisecond, as they are in the objects' `createdAt`.
  */
