@@ -15,9 +15,7 @@
  *
  *   taskset -c 0 npx node --import tsx scripts/latency-timeline.ts [--seconds 15] [--env SQLITE_SYNCHRONOUS=FULL]
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -25,6 +23,8 @@ import { startGemforge, type Started } from './bench/processes.ts';
 import { IMAGE, seedBenchKey } from './bench/fixture.ts';
 import { quantile } from './bench/quantile.ts';
 import { threadCpuTicks } from './bench/cpu.ts';
+import { runNodeClient } from './bench/clients.ts';
+import type { LoadJob } from './bench/types.ts';
 
 const { values } = parseArgs({
   options: {
@@ -42,33 +42,22 @@ const SAMPLE_MS = 50;
 /** One answer: when its request left (ms from the measurement's start) and how long it took. */
 type Answer = [sentAt: number, latency: number];
 
-/** Submits IMAGE with a new identity each, from CONNECTIONS clients, for `seconds`; returns every answer. */
-async function submissions(server: Started, secret: string, seconds: number, start: number): Promise<Answer[]> {
-  const url = new URL('/api/generate/image', server.base);
-  const body = JSON.stringify(IMAGE);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
-  const answers: Answer[] = [];
-  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
-  const once = () =>
-    new Promise<void>((resolve, reject) => {
-      const sent = performance.now();
-      const req = http.request(url, { method: 'POST', agent, headers: { ...headers, 'idempotency-key': crypto.randomUUID() } }, (res) => {
-        if (res.statusCode !== 202) reject(new Error(`a submission answered ${res.statusCode}`));
-        res.resume();
-        res.on('end', () => {
-          answers.push([sent - start, performance.now() - sent]);
-          resolve();
-        });
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  const until = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-    while (performance.now() < until) await once();
-  }));
-  agent.destroy();
-  return answers;
+/** Submits IMAGE with a new identity each from CONNECTIONS clients for `seconds` (Node's client, as bench-http's `node` jobs); calls `onAnswer` with each. */
+async function submissions(server: Started, secret: string, seconds: number, onAnswer?: (sentAt: number, latency: number) => void): Promise<void> {
+  const job: LoadJob = {
+    kind: 'node',
+    url: `${server.base}/api/generate/image`,
+    method: 'POST',
+    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+    body: JSON.stringify(IMAGE),
+    freshIdempotencyKey: true,
+    connections: CONNECTIONS,
+    warmupSeconds: 0,
+    durationSeconds: seconds,
+  };
+  const result = await runNodeClient(job, seconds, onAnswer);
+  const other = Object.keys(result.statuses).filter((status) => status !== '202');
+  if (result.errors > 0 || other.length > 0) throw new Error(`submissions failed: ${result.errors} errors, statuses ${JSON.stringify(result.statuses)}`);
 }
 
 /** The thread group a /proc thread name belongs to. */
@@ -81,22 +70,22 @@ async function main(): Promise<void> {
   try {
     const secret = await seedBenchKey(dataDir);
     const server = await startGemforge({ DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', ...extra }, path.join(dataDir, 'server.log'));
-    let answers: Answer[];
-    const samples: Array<{ at: number; ticks: Map<string, number> }> = [];
+    const answers: Answer[] = [];
+    const samples: Array<{ at: number; threads: ReturnType<typeof threadCpuTicks> }> = [];
     try {
-      await submissions(server, secret, Number(values.warmup), performance.now());
+      await submissions(server, secret, Number(values.warmup));
       const start = performance.now();
-      const sampler = setInterval(() => samples.push({ at: performance.now() - start, ticks: threadCpuTicks(server.child.pid!) }), SAMPLE_MS);
-      answers = await submissions(server, secret, Number(values.seconds), start);
+      const sampler = setInterval(() => samples.push({ at: performance.now() - start, threads: threadCpuTicks(server.child.pid!) }), SAMPLE_MS);
+      await submissions(server, secret, Number(values.seconds), (sentAt, latency) => answers.push([sentAt - start, latency]));
       clearInterval(sampler);
     } finally {
       await server.stop();
     }
     const sorted = answers.map(([, l]) => l).sort((a, b) => a - b);
     const q = (p: number) => quantile(sorted, p).toFixed(1);
-    const sum = (ticks: Map<string, number>) => [...ticks.values()].reduce((a, b) => a + b, 0);
+    const sum = (threads: ReturnType<typeof threadCpuTicks>) => [...threads.values()].reduce((total, t) => total + t.ticks, 0);
     const [first, last] = [samples[0]!, samples.at(-1)!];
-    const busy = ((sum(last.ticks) - sum(first.ticks)) * 10) / (last.at - first.at);
+    const busy = ((sum(last.threads) - sum(first.threads)) * 10) / (last.at - first.at);
     console.log(`${answers.length} submissions, ${(answers.length / Number(values.seconds)).toFixed(0)}/s; ms: p50 ${q(0.5)}, p90 ${q(0.9)}, p99 ${q(0.99)}, p99.9 ${q(0.999)}, max ${q(1)}; the server used ${busy.toFixed(2)} cores on average`);
 
     // CPU ms per thread group in each window, from the difference between samples.
@@ -104,7 +93,7 @@ async function main(): Promise<void> {
     for (let i = 1; i < samples.length; i++) {
       const w = Math.floor(samples[i]!.at / WINDOW_MS);
       const into = cpu.get(w) ?? Object.fromEntries(GROUPS.map((g) => [g, 0]));
-      for (const [tid, ticks] of samples[i]!.ticks) into[group(tid.slice(tid.indexOf(' ') + 1))]! += (ticks - (samples[i - 1]!.ticks.get(tid) ?? ticks)) * 10;
+      for (const [tid, { name, ticks }] of samples[i]!.threads) into[group(name)]! += (ticks - (samples[i - 1]!.threads.get(tid)?.ticks ?? ticks)) * 10;
       cpu.set(w, into);
     }
     const windows = new Map<number, number[]>();

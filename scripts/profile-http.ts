@@ -18,6 +18,7 @@ import autocannon from 'autocannon';
 import { startGemforge } from './bench/processes.ts';
 import { generatedTasks, IMAGE, MANY_TASKS, seedBenchKey } from './bench/fixture.ts';
 import { cpuSeconds } from './bench/cpu.ts';
+import { varied } from './bench/clients.ts';
 
 const { values } = parseArgs({
   options: {
@@ -59,8 +60,6 @@ function summarize(file: string, top: number): void {
   print('self time by package/file', fileT);
 }
 
-let turn = 0;
-
 async function main(): Promise<void> {
   if (values.summary) return summarize(values.summary, Number(values.top));
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-profile-'));
@@ -93,8 +92,7 @@ async function main(): Promise<void> {
             connections: Number(values.connections),
             amount,
             ...(c.body && { body: c.body }),
-            ...(c.fresh && { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...c.headers, 'idempotency-key': `p-${crypto.randomUUID()}` } }) }] }),
-            ...(c.paths && { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, path: c.paths![turn++ % c.paths!.length] }) }] }),
+            ...((c.fresh || c.paths) && { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, ...varied({ headers: c.headers, freshIdempotencyKey: c.fresh, paths: c.paths }) }) }] }),
           } as never) as unknown as Promise<{ statusCodeStats: Record<string, { count: number }>; requests: { total: number } }>;
         await run(Math.round(n / 4));
         const before = cpuSeconds(server.child.pid) ?? NaN;

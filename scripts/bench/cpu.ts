@@ -14,27 +14,27 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
 }
 
 /**
- * Each thread's CPU time so far in clock ticks (10 ms), keyed by `<tid> <thread name>`
- * (MainThread, libuv-worker, V8Worker …), from /proc/<pid>/task; empty where there is none.
+ * Each thread's name (MainThread, libuv-worker, V8Worker …) and CPU time so far
+ * in clock ticks (10 ms), by thread id, from /proc/<pid>/task; empty where there is none.
  */
-export function threadCpuTicks(pid: number): Map<string, number> {
-  const ticks = new Map<string, number>();
+export function threadCpuTicks(pid: number): Map<string, { name: string; ticks: number }> {
+  const threads = new Map<string, { name: string; ticks: number }>();
   let tids: string[] = [];
   try {
     tids = fs.readdirSync(`/proc/${pid}/task`);
   } catch {
-    return ticks;
+    return threads;
   }
   for (const tid of tids) {
     try {
       const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
-      ticks.set(`${tid} ${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}`, Number(fields[11]) + Number(fields[12]));
+      threads.set(tid, { name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), ticks: Number(fields[11]) + Number(fields[12]) });
     } catch {
       /* the thread ended */
     }
   }
-  return ticks;
+  return threads;
 }
 
 /** USER_HZ: 100 on every Linux Node runs on. */
