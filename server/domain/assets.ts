@@ -12,6 +12,7 @@ import { BlobTooLargeError, commitTemp, putBlobFromFile, receiveToTemp, type Tem
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
 import { probeAv, probeImage } from '../media/probe.ts';
+import { checkDimensions, MAX_MEDIA_SECONDS, MediaLimitError } from '../media/limits.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 
@@ -62,17 +63,29 @@ const DEMUXERS: Partial<Record<MediaFamily, RegExp>> = {
 };
 
 /**
+ * A probe failure handler: media over a limit of media/limits.ts is refused
+ * with 422 INVALID_REQUEST naming the limit; any other failure becomes `fallback`
+ * (the caller's own "could not be decoded").
+ */
+export function overLimitOr<T>(fallback: T): (error: unknown) => T {
+  return (error) => {
+    if (error instanceof MediaLimitError) throw invalidRequest(error.message);
+    return fallback;
+  };
+}
+
+/**
  * Checks a stored file against its declared type by probing it, and returns the
  * metadata to store. Throws 422 INVALID_REQUEST when it does not decode as that type.
  */
 export async function probeAs(tools: MediaTools, file: string, type: SupportedType): Promise<Probed> {
   const what = `${FAMILY_NAMES[type.family]} (${type.mime})`;
   if (type.kind === 'image') {
-    const image = await probeImage(file).catch(() => undefined);
+    const image = await probeImage(file).catch(overLimitOr(undefined));
     if (!image || image.format !== SHARP_FORMATS[type.family]) throw invalidRequest(`The body could not be decoded as a ${what}.`);
     return { width: image.width, height: image.height, duration_seconds: null, video_codec: null, audio_codec: null, has_audio: null };
   }
-  const av = await probeAv(tools.ffprobePath, file).catch(() => undefined);
+  const av = await probeAv(tools.ffprobePath, file).catch(overLimitOr(undefined));
   if (!av || !DEMUXERS[type.family]!.test(av.formatName)) throw invalidRequest(`The body could not be decoded as ${what}.`);
   if (type.kind === 'video' && !av.video) throw invalidRequest(`The body has no video stream; it is not a ${type.mime} video.`);
   if (type.kind === 'audio' && av.video) {
@@ -167,7 +180,27 @@ export async function requireUsableAsset(db: Db, accountId: string, assetId: str
   if (row.state !== 'ready') {
     throw new ApiError(409, 'REFERENCES_PROCESSING', `Reference asset ${assetId} is still processing; retry when it is ready.`);
   }
+  const overLimit = limitProblem(row);
+  if (overLimit) throw new ApiError(422, 'INVALID_REFERENCE', `Reference asset ${assetId} is over the media limits: ${overLimit}`);
   return row;
+}
+
+/**
+ * What makes a stored asset too large to decode, from the dimensions and
+ * duration measured at upload (assets stored before the limits existed may be
+ * over them; new ones never are), or undefined.
+ */
+function limitProblem(row: AssetRow): string | undefined {
+  try {
+    if (row.width !== null && row.height !== null && row.kind !== 'audio') checkDimensions(row.kind, row.width, row.height);
+  } catch (error) {
+    if (error instanceof MediaLimitError) return error.message;
+    throw error;
+  }
+  if (row.duration_seconds !== null && row.duration_seconds > MAX_MEDIA_SECONDS) {
+    return `it is ${Math.round(row.duration_seconds)} s long; the limit is ${MAX_MEDIA_SECONDS} s.`;
+  }
+  return undefined;
 }
 
 export interface OutputAssetInput {

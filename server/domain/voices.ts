@@ -16,6 +16,7 @@ import { putBlobFromFile } from '../storage/blobs.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, type MediaFamily } from '../media/sniff.ts';
 import { probeAv } from '../media/probe.ts';
+import { overLimitOr } from './assets.ts';
 import { decodePcm } from '../media/pcm.ts';
 import { analyzeSpeechOffThread } from '../media/vad-thread.ts';
 import { NoSpeechError, TranscriptionUnavailableError, type TranscriptionProvider } from '../media/transcription.ts';
@@ -188,7 +189,7 @@ export async function createVoice(db: Db, clock: Clock, tools: VoiceMediaTools, 
   if (!Number.isFinite(declared) || declared < MIN_VOICE_SECONDS || declared > MAX_VOICE_SECONDS) {
     throw invalidRequest(`duration must be ${MIN_VOICE_SECONDS} to ${MAX_VOICE_SECONDS} seconds, got ${input.duration}.`);
   }
-  const av = await probeAv(tools.ffprobePath, file.path).catch(() => undefined);
+  const av = await probeAv(tools.ffprobePath, file.path).catch(overLimitOr(undefined));
   if (!av || !av.audio) throw invalidRequest(`file could not be decoded as ${ACCEPTED}.`);
   if (av.video) throw invalidRequest('file has a video stream: upload the audio only.');
   const tolerance = durationTolerance(declared);

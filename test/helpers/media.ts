@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import sharp from 'sharp';
 import { bundledFfmpegPath, bundledFfprobePath } from '../../server/media/binaries.ts';
 import { runTool } from '../../server/media/run.ts';
@@ -167,4 +168,59 @@ export function wavOfSize(totalBytes: number, sampleRate = 16_000): Buffer {
   buf.write('data', 36, 'latin1');
   buf.writeUInt32LE(dataBytes, 40);
   return buf;
+}
+
+/**
+ * A decompression bomb: a PNG of about 1 MB that declares 16000×16000 RGBA
+ * (1 GB decoded), made by streaming zeros through sharp's encoder.
+ */
+export function pngBomb(): Promise<string> {
+  return memo('bomb-16000x16000.png', async (file) => {
+    const create = { width: 16_000, height: 16_000, channels: 4 as const, background: { r: 0, g: 0, b: 0, alpha: 1 } };
+    await sharp({ create, limitInputPixels: false }).png({ compressionLevel: 9 }).toFile(file);
+  });
+}
+
+function pngChunk(type: string, data: Buffer): Buffer {
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(data.length);
+  const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(zlib.crc32(body));
+  return Buffer.concat([length, body, crc]);
+}
+
+/**
+ * A PNG whose header declares `width`×`height` at `depth` bits of colour type
+ * `colour` (6 = RGBA), interlaced or not, followed by a few rows of zeros only:
+ * what a decoder would be asked to hold, without the test making it.
+ */
+export function pngHeaderOnly(width: number, height: number, options: { depth?: 8 | 16; colour?: number; interlaced?: boolean } = {}): Buffer {
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr[8] = options.depth ?? 8;
+  ihdr[9] = options.colour ?? 6;
+  ihdr[12] = options.interlaced ? 1 : 0;
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    pngChunk('IHDR', ihdr),
+    pngChunk('IDAT', zlib.deflateSync(Buffer.alloc(4096))),
+    pngChunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+/** One MJPEG frame of `width`×`height` in a QuickTime file. */
+export function videoFrame(width: number, height: number): Promise<string> {
+  return memo(`frame-${width}x${height}.mov`, async (file) => {
+    await ffmpeg(['-f', 'lavfi', '-i', `color=size=${width}x${height}:d=0.04`, '-frames:v', '1', '-c:v', 'mjpeg', file]);
+  });
+}
+
+/** One second of AAC audio in `streams` parallel streams (M4A). */
+export function manyStreams(streams: number): Promise<string> {
+  return memo(`streams-${streams}.m4a`, async (file) => {
+    const maps = Array.from({ length: streams }, () => ['-map', '0:a']).flat();
+    await ffmpeg(['-f', 'lavfi', '-i', 'sine=d=1', ...maps, '-c:a', 'aac', file]);
+  });
 }

@@ -9,6 +9,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import sharp, { type Sharp } from 'sharp';
+import { SHARP_INPUT } from '../../media/limits.ts';
 import type { GeneratedOutput, ImageJobRequest, MediaJob, MediaProvider, MediaTools } from '../media-types.ts';
 
 type ImageRequest = ImageJobRequest;
@@ -61,7 +62,7 @@ export function promptPalette(prompt: string, random: () => number): Rgb[] {
 async function referencePalette(files: string[]): Promise<Rgb[]> {
   const colours: Rgb[] = [];
   for (const file of files) {
-    const { data } = await sharp(file).removeAlpha().resize(4, 4, { fit: 'fill' }).raw().toBuffer({ resolveWithObject: true });
+    const { data } = await sharp(file, SHARP_INPUT).removeAlpha().resize(4, 4, { fit: 'fill' }).raw().toBuffer({ resolveWithObject: true });
     for (let i = 0; i + 2 < data.length; i += 3) colours.push([data[i], data[i + 1], data[i + 2]]);
   }
   return colours;
@@ -111,7 +112,7 @@ async function render(req: ImageRequest, job: MediaJob<'image'>, tools: MediaToo
   let image: Sharp;
   if (req.sourceImage) {
     // Edit: the source, cropped to the requested frame, hue-shifted by the prompt, with the prompt's shapes over it.
-    const source = await sharp(await tools.assetFile(req.sourceImage))
+    const source = await sharp(await tools.assetFile(req.sourceImage), SHARP_INPUT)
       .resize(req.width, req.height, { fit: 'cover' })
       .modulate({ hue: Math.floor(random() * 300) + 30 })
       .png()

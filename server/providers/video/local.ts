@@ -15,6 +15,7 @@
 import crypto from 'node:crypto';
 import sharp from 'sharp';
 import { runTool } from '../../media/run.ts';
+import { SHARP_INPUT } from '../../media/limits.ts';
 import { promptPalette, rng } from '../image/local.ts';
 import type { GeneratedOutput, MediaProvider, VideoJobRequest } from '../media-types.ts';
 
@@ -183,7 +184,7 @@ export function ffmpegArgs(req: LocalVideoRequest, inputs: VideoInputs, output: 
 async function referenceColours(files: string[]): Promise<Rgb[]> {
   const colours: Rgb[] = [];
   for (const file of files) {
-    const { data } = await sharp(file).removeAlpha().resize(1, 1, { fit: 'fill' }).raw().toBuffer({ resolveWithObject: true });
+    const { data } = await sharp(file, SHARP_INPUT).removeAlpha().resize(1, 1, { fit: 'fill' }).raw().toBuffer({ resolveWithObject: true });
     colours.push([data[0], data[1], data[2]]);
   }
   return colours;
