@@ -183,16 +183,25 @@ export async function authenticate(
   const read = () => store.findKeyWithAccount(db, hash);
   const found = cache ? await cache.lookup(hash, read) : await read();
   if (!found) throw invalidApiKey();
+  const refused = accessRefusal(found, clock);
+  if (refused) throw refused;
   const { key, account } = found;
-  if (key.revoked_at) throw invalidApiKey();
-  if (key.expires_at && Date.parse(key.expires_at) <= clock.now().getTime()) throw invalidApiKey();
-  if (account.state === 'blocked') throw new ApiError(403, 'ACCOUNT_BLOCKED', 'This account is blocked.');
-  if (account.state === 'unavailable') {
-    throw new ApiError(403, 'ACCOUNT_UNAVAILABLE', 'This account is not available: its setup is unfinished.');
-  }
   if (scope === 'read' && !key.scope_read) throw insufficientScope('read');
   if (scope === 'generate' && !key.scope_generate) throw insufficientScope('generate');
   return { key, account };
+}
+
+/**
+ * Why a key and its account may no longer be used (revoked, expired, account
+ * blocked or unavailable), or undefined. Checked on every request, and over
+ * the life of a stream (key-watch.ts).
+ */
+export function accessRefusal({ key, account }: { key: ApiKeyRow; account: AccountRow }, clock: Clock): ApiError | undefined {
+  if (key.revoked_at) return invalidApiKey();
+  if (key.expires_at && Date.parse(key.expires_at) <= clock.now().getTime()) return invalidApiKey();
+  if (account.state === 'blocked') return new ApiError(403, 'ACCOUNT_BLOCKED', 'This account is blocked.');
+  if (account.state === 'unavailable') return new ApiError(403, 'ACCOUNT_UNAVAILABLE', 'This account is not available: its setup is unfinished.');
+  return undefined;
 }
 
 function insufficientScope(scope: Scope): ApiError {

@@ -9,6 +9,8 @@ import type { AppDeps } from '../app.ts';
 import { ApiError } from '../errors.ts';
 import { principalOf } from '../http/context.ts';
 import { createChatCompletion, type ChatCompletion, type ChatCompletionRequest, type LiveGeneration, type TextDeps } from '../domain/text.ts';
+import { keyWatcher, type KeyWatcher } from '../domain/key-watch.ts';
+import type { Principal } from '../domain/accounts.ts';
 
 type Chunk = components['schemas']['ChatCompletionChunk'];
 
@@ -24,25 +26,56 @@ export function textRouter(deps: AppDeps): Router {
     scenariosEnabled: deps.config.scenariosEnabled,
     inflight: deps.inflight,
   };
+  const keys = keyWatcher(deps.db, deps.clock);
   const router = Router();
   router.post(PATH, async (req, res) => {
     const body = req.body as ChatCompletionRequest;
-    const outcome = await createChatCompletion(text, principalOf(req), req.get('idempotency-key') ?? '', body);
+    const principal = principalOf(req);
+    const outcome = await createChatCompletion(text, principal, req.get('idempotency-key') ?? '', body);
     const stream = body.stream === true;
     if (outcome.type === 'replay') {
       if (stream) replayStream(res, outcome.completion);
       else res.status(200).json(outcome.completion);
       return;
     }
-    if (stream) {
-      await liveStream(req, res, outcome.generation);
-      return;
+    // From here the response waits on the provider: it ends when its key stops being valid.
+    const refusal = refusalOf(keys, principal);
+    try {
+      if (stream) {
+        await liveStream(req, res, outcome.generation, refusal);
+        return;
+      }
+      const result = await Promise.race([outcome.generation.result, refusal.signal]);
+      if (result === REFUSED) throw refusal.error();
+      if (result instanceof ApiError) throw result;
+      res.status(200).json(result);
+    } finally {
+      refusal.stop();
     }
-    const result = await outcome.generation.result;
-    if (result instanceof ApiError) throw result;
-    res.status(200).json(result);
   });
   return router;
+}
+
+const REFUSED = Symbol('refused');
+
+interface Refusal {
+  /** Resolves to REFUSED once access ended (never rejects). */
+  signal: Promise<typeof REFUSED>;
+  /** The error to end the response with, once `signal` resolved. */
+  error(): ApiError;
+  stop(): void;
+}
+
+/** A key watch for one response, as a promise to race the provider against. */
+function refusalOf(keys: KeyWatcher, principal: Principal): Refusal {
+  let error: ApiError | undefined;
+  let refuse!: () => void;
+  const signal = new Promise<typeof REFUSED>((resolve) => (refuse = () => resolve(REFUSED)));
+  const stop = keys.watch(principal, (refusal) => {
+    error = refusal;
+    refuse();
+  });
+  return { signal, stop, error: () => error! };
 }
 
 function startStream(res: Response): void {
@@ -105,16 +138,31 @@ const errorFrame = (error: ApiError) => JSON.stringify(error.toEnvelope());
  * Streams a live generation. Headers wait for the first event, so a failure
  * before any output still answers with a plain JSON error; after that, a
  * failure is an error frame and the stream ends without `[DONE]`. When the
- * client leaves, we stop writing; the generation goes on and settles.
+ * client leaves, or its key is revoked or expires (key-watch.ts), we stop
+ * writing; the generation goes on and settles.
  */
-async function liveStream(req: Request, res: Response, generation: LiveGeneration): Promise<void> {
+async function liveStream(req: Request, res: Response, generation: LiveGeneration, refusal: Refusal): Promise<void> {
   let gone = false;
   res.on('close', () => {
     if (!res.writableFinished) gone = true;
   });
   let first = true;
-  for await (const event of generation.events) {
-    if (gone) break;
+  const events = generation.events[Symbol.asyncIterator]();
+  for (;;) {
+    const next = await Promise.race([events.next(), refusal.signal]);
+    if (next === REFUSED || gone) {
+      // Leave the generation to go on and settle without us (the queue stops buffering for us).
+      void events.return?.(undefined);
+      if (next !== REFUSED) break;
+      // Access ended: before any output a plain JSON error, after it an error frame and no [DONE].
+      if (!res.headersSent) throw refusal.error();
+      req.log?.info({ code: refusal.error().code, completion: generation.id }, 'access ended during the stream; the generation continues and settles');
+      await frame(res, errorFrame(refusal.error()));
+      res.end();
+      return;
+    }
+    if (next.done) break;
+    const event = next.value;
     if (!res.headersSent) {
       if (event.type === 'error') throw event.error;
       startStream(res);
