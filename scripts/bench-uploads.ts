@@ -4,7 +4,11 @@
  * 20 concurrent uploads of exactly 30 MiB (a valid WAV), samples the server's
  * resident memory from /proc/<pid>/status every 25 ms and prints peak versus
  * baseline. Buffering the bodies would add about 20 × 30 MiB = 600 MiB; the
- * budget for the rise is 150 MiB (exit code 1 beyond it).
+ * budget for the rise is 150 MiB (exit code 1 beyond it). Then hostile images
+ * (issue 32), 10 at once each, on the fresh server before the honest uploads: a
+ * decompression bomb, refused from its header (target: peak RSS < 300 MiB), and
+ * a PNG and a progressive JPEG at the pixel limit, decoded behind the decode
+ * gate (target: a rise < 200 MiB; the gate admits 160 MiB of decoding at once).
  *
  *   npm run bench:uploads [-- --uploads 20 --budget-mib 150]
  */
@@ -13,11 +17,17 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import sharp from 'sharp';
 import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { MAX_ASSET_BYTES } from '../server/domain/assets.ts';
 import { freePort, runMain } from './bench/processes.ts';
+import { quantile } from './bench/quantile.ts';
+import { pngBomb } from '../test/helpers/media.ts';
+
+/** Hostile uploads sent at once (issue 32). */
+const HOSTILE_UPLOADS = 10;
 
 const { values } = parseArgs({
   options: { uploads: { type: 'string', default: '20' }, 'budget-mib': { type: 'string', default: '150' } },
@@ -76,6 +86,10 @@ async function main(): Promise<number> {
       if (i > 200) throw new Error('server did not start');
       await new Promise((r) => setTimeout(r, 100));
     }
+    // Hostile images first, on a fresh server: the honest phase leaves its heap grown.
+    const hostile = [];
+    for (const row of await hostileRows()) hostile.push(await hostileUploads(base, secret, child.pid!, row));
+
     const body = wavOfSize(MAX_ASSET_BYTES) as Uint8Array<ArrayBuffer>;
     const upload = () =>
       fetch(`${base}/api/generate/assets`, {
@@ -106,14 +120,82 @@ async function main(): Promise<number> {
     const totalMib = (UPLOADS * MAX_ASSET_BYTES) / 1024 / 1024;
     console.log(`uploads: ${ok}/${UPLOADS} answered 201 (${totalMib} MiB in ${seconds.toFixed(1)} s, ${(totalMib / seconds).toFixed(0)} MiB/s)`);
     console.log(`server RSS: baseline ${mib(baseline)} MiB, peak ${mib(peak)} MiB, rise ${mib(rise)} MiB (budget ${BUDGET_MIB} MiB; buffering would add ~${totalMib} MiB)`);
-    const pass = ok === UPLOADS && rise / 1024 <= BUDGET_MIB;
-    console.log(pass ? 'bench-uploads: PASS (memory stays flat while streaming)' : 'bench-uploads: FAIL');
+    const honest = ok === UPLOADS && rise / 1024 <= BUDGET_MIB;
+    console.log(honest ? 'honest uploads: PASS (memory stays flat while streaming)' : 'honest uploads: FAIL');
+
+    const pass = honest && hostile.every(Boolean);
+    console.log(pass ? 'bench-uploads: PASS' : 'bench-uploads: FAIL');
     return pass ? 0 : 1;
   } finally {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+interface HostileRow {
+  name: string;
+  bytes: Buffer;
+  type: string;
+  /** The status every upload of it must get. */
+  status: number;
+  /** The bound: the server's peak resident memory, or its rise over the baseline, in MiB. */
+  target: { peakMib: number } | { riseMib: number };
+}
+
+/**
+ * Images that cost a server memory to decode (issue 32): a decompression bomb
+ * (about 1 MB declaring 16000×16000 RGBA: 1 GB decoded) must be refused from its
+ * header; an image at the pixel limit (8000×5000 RGBA, ~100 KB of zeros) is
+ * decoded, a few lines at a time, behind the decode gate.
+ */
+async function hostileRows(): Promise<HostileRow[]> {
+  const create = { width: 8000, height: 5000, channels: 4 as const, background: { r: 0, g: 0, b: 0, alpha: 1 } };
+  return [
+    { name: 'decompression bomb 16000x16000', bytes: fs.readFileSync(await pngBomb()), type: 'image/png', status: 422, target: { peakMib: 300 } },
+    // Decoded for real: the decode gate lets at most 160 MiB of decoding run at once.
+    { name: 'PNG at the pixel limit 8000x5000', bytes: await sharp({ create }).png({ compressionLevel: 9 }).toBuffer(), type: 'image/png', status: 201, target: { riseMib: 200 } },
+    {
+      name: 'progressive JPEG at the pixel limit 8000x5000',
+      bytes: await sharp({ create: { ...create, channels: 3 as const } }).jpeg({ progressive: true }).toBuffer(),
+      type: 'image/jpeg',
+      status: 201,
+      target: { riseMib: 200 },
+    },
+  ];
+}
+
+/** 10 (HOSTILE_UPLOADS) concurrent uploads of one hostile image: the server's peak RSS against the row's target, and time to answer. */
+async function hostileUploads(base: string, secret: string, pid: number, row: HostileRow): Promise<boolean> {
+  const send = async () => {
+    const started = performance.now();
+    const res = await fetch(`${base}/api/generate/assets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': row.type },
+      body: new Uint8Array(row.bytes),
+    });
+    await res.arrayBuffer();
+    return { status: res.status, ms: performance.now() - started };
+  };
+  await send(); // warm-up
+  await new Promise((r) => setTimeout(r, 500));
+  const baseline = rssKib(pid);
+  let peak = baseline;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssKib(pid))), 10);
+  const answers = await Promise.all(Array.from({ length: HOSTILE_UPLOADS }, send));
+  clearInterval(sampler);
+  peak = Math.max(peak, rssKib(pid));
+  const ms = answers.map((a) => a.ms).sort((a, b) => a - b);
+  const expected = answers.filter((a) => a.status === row.status).length;
+  const within = 'peakMib' in row.target ? peak / 1024 < row.target.peakMib : (peak - baseline) / 1024 < row.target.riseMib;
+  const target = 'peakMib' in row.target ? `peak < ${row.target.peakMib} MiB` : `rise < ${row.target.riseMib} MiB`;
+  const pass = expected === HOSTILE_UPLOADS && within;
+  console.log(
+    `${row.name} (${(row.bytes.length / 1024).toFixed(0)} KiB) x${HOSTILE_UPLOADS} at once: ${expected}/${HOSTILE_UPLOADS} answered ${row.status}, ` +
+      `median ${quantile(ms, 0.5).toFixed(0)} ms, slowest ${ms[ms.length - 1]!.toFixed(0)} ms; server RSS peak ${mib(peak)} MiB, ` +
+      `rise ${mib(peak - baseline)} MiB (target: ${target}) ${pass ? 'PASS' : 'FAIL'}`,
+  );
+  return pass;
 }
 
 runMain(main);
