@@ -5,6 +5,7 @@
 import path from 'node:path';
 import { bundledFfmpegPath, bundledFfprobePath } from './media/binaries.ts';
 import { isAddressOrRange } from './domain/policy/addresses.ts';
+import { checkAllowedHost } from './http/base-url.ts';
 
 export interface Config {
   /** Interface to bind (`HOST`, default 127.0.0.1). */
@@ -81,8 +82,17 @@ export interface Config {
   shutdownGraceSeconds: number;
   /** How long task outputs are kept, in seconds (`OUTPUT_RETENTION_SECONDS`, default 7 days). */
   outputRetentionSeconds: number;
-  /** Public base URL for signed links (`PUBLIC_BASE_URL`); default: the request's own host. */
+  /**
+   * Public base URL for signed links (`PUBLIC_BASE_URL`, an absolute http(s) URL); default:
+   * the request's `Host` when it is allowed (`allowedHosts`), else this connection's own address.
+   */
   publicBaseUrl: string | undefined;
+  /**
+   * Host names whose `Host` header may appear in signed links when PUBLIC_BASE_URL is unset
+   * (`ALLOWED_HOSTS`, comma-separated: `api.example.com`, `.example.com` for a domain and its
+   * subdomains, `*` for any valid name); empty: this machine's own names (http/base-url.ts).
+   */
+  allowedHosts: string[];
   /** The embedded moderation policy, categories of terms and patterns (`MODERATION_POLICY_PATH`). */
   moderationPolicyPath: string;
   /**
@@ -154,6 +164,21 @@ function parseWhole(value: string | undefined, fallback: number, name: string, m
   return n;
 }
 
+/** `PUBLIC_BASE_URL`: an absolute http(s) URL without query or fragment, checked now so a typo stops the start. */
+function parsePublicBaseUrl(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.search || url.hash || url.username || url.password) {
+    throw new Error(`PUBLIC_BASE_URL must be an absolute http(s) URL without credentials, query or fragment (https://api.example.com), got "${value}"`);
+  }
+  return url.href.replace(/\/+$/, '');
+}
+
 const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
 /** `TRUST_PROXY`: addresses, CIDR ranges or proxy-addr's names, checked now so a typo stops the start. */
@@ -200,7 +225,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     signedUrlTtlSeconds: parseWhole(env.SIGNED_URL_TTL_SECONDS, 3600, 'SIGNED_URL_TTL_SECONDS', 1),
     shutdownGraceSeconds: parseWhole(env.SHUTDOWN_GRACE_SECONDS, 30, 'SHUTDOWN_GRACE_SECONDS', 0),
     outputRetentionSeconds: parseWhole(env.OUTPUT_RETENTION_SECONDS, 7 * 24 * 3600, 'OUTPUT_RETENTION_SECONDS', 1),
-    publicBaseUrl: env.PUBLIC_BASE_URL ? env.PUBLIC_BASE_URL.replace(/\/+$/, '') : undefined,
+    publicBaseUrl: parsePublicBaseUrl(env.PUBLIC_BASE_URL),
+    allowedHosts: (env.ALLOWED_HOSTS ?? '').split(',').filter((e) => e.trim() !== '').map(checkAllowedHost),
     moderationPolicyPath: path.resolve(env.MODERATION_POLICY_PATH || path.join(root, 'server/catalog/moderation.yaml')),
     moderationUrl: env.MODERATION_URL || undefined,
     moderationApiKey: env.MODERATION_API_KEY || undefined,

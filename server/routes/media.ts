@@ -13,14 +13,10 @@ import { prepareImage } from '../domain/media-image.ts';
 import { prepareVideo } from '../domain/media-video.ts';
 import { prepareAudio } from '../domain/media-audio.ts';
 import { scenarioOf } from '../domain/scenarios.ts';
+import { baseUrlFor } from '../http/base-url.ts';
 
 type Submission = components['schemas']['Submission'];
 type MediaBody = { model: string; prompt: string; maxGems?: number };
-
-/** The absolute base for signed links: configured, or this request's own origin. */
-export function baseUrlOf(req: Request, configured: string | undefined): string {
-  return configured ?? `${req.protocol}://${req.get('host')}`;
-}
 
 type Preparer = (ctx: PrepareContext, body: never) => Promise<PreparedMedia>;
 
@@ -37,6 +33,7 @@ export function addMediaOperation(path: string, operation: 'createVideo' | 'crea
 
 export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'config' | 'signer'>): Router {
   const { db, clock, catalog, config, signer } = deps;
+  const baseUrl = baseUrlFor(config);
   const router = Router();
   for (const { path, operation, prepare } of OPERATIONS) {
     router.post(path, async (req: Request, res: Response) => {
@@ -52,7 +49,7 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
         maxGems: body.maxGems,
         prepared,
       });
-      const view = await viewTask(db, clock, signer, baseUrlOf(req, config.publicBaseUrl), task, written);
+      const view = await viewTask(db, clock, signer, baseUrl(req), task, written);
       const response: Submission = { task: view, created };
       res.status(created ? 202 : 200).json(response);
     });
