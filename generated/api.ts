@@ -197,6 +197,16 @@ export interface paths {
          *     size is 30 MiB (31,457,280 bytes); a larger body answers `413`. Specific workflows
          *     can set lower limits.
          *
+         *     Media limits, measured from the file's header before anything is decoded (over a
+         *     limit: `422 INVALID_REQUEST` naming it):
+         *     - images: at most 40,000,000 pixels and 16,384 pixels a side; images that are
+         *       decoded whole (interlaced PNG, progressive JPEG, WebP, GIF) at most 160 MiB
+         *       decoded (width × height × channels × bytes per sample);
+         *     - audio and video: at most 3,600 seconds and 16 streams; video frames within the
+         *       image limits.
+         *     An asset over these limits (stored before they applied) is refused as a reference
+         *     with `422 INVALID_REFERENCE`.
+         *
          *     Check `state` before use: a usable upload shows `ready`. Uploading does not start
          *     generation and does not authorize publishing.
          *
@@ -352,6 +362,28 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description Required for every submission that spends Gems (image, video, audio, text,
+         *     extraction). 1–128 characters from letters, digits, `_`, `.`, `:`, `-`.
+         *
+         *     1. The identity is the API key plus this key: one identity belongs to one logical
+         *        request for one API key. It binds the operation and a fingerprint of the body;
+         *        reusing it with a changed body (or on another operation) answers
+         *        `409 IDEMPOTENCY_CONFLICT`.
+         *     2. For text, `stream` is part of the identity.
+         *     3. An exact replay of a completed text or extraction request returns the retained
+         *        response with no new inference and no new charge (a completed streaming replay
+         *        may return the whole saved answer in one chunk). A media replay returns the
+         *        existing durable task with status 200 and `created: false`, after current
+         *        preparation checks; saved media stays readable through `getTask` even if replay
+         *        preparation fails.
+         *     4. A pending or ambiguous identity answers `409 REQUEST_UNCERTAIN` and is never
+         *        dispatched again: keep the key, body and identity, and check or replay with
+         *        backoff.
+         *     5. `409 REQUEST_FAILED` means the original claim was definitively released; new
+         *        generation needs a new key. A 5xx never permits a new key.
+         */
+        IdempotencyKey: string;
         /**
          * @description The error envelope used by every error body (and by the error frame of a text
          *     stream). No other fields are allowed. `code` is absent for some errors (for example
@@ -735,11 +767,18 @@ export interface components {
         VoiceEnvelope: {
             voice: components["schemas"]["Voice"];
         };
+        /**
+         * Format: binary
+         * @description The raw bytes of a reference media file: 1 byte to 30 MiB (31,457,280 bytes). The
+         *     server streams them; an empty body answers `422 INVALID_REQUEST`, a larger one `413`.
+         */
+        UploadBytes: string;
         /** @description Multipart form of `createVoice`. All fields required, no others. */
         VoiceUpload: {
             /**
              * Format: binary
-             * @description Audio in MP3, WAV, OGG, M4A, AAC, FLAC or WebM; 1 byte to 50 MiB.
+             * @description Audio in MP3, WAV, OGG, M4A, AAC, FLAC or WebM; at least 1 byte and at most 50 MiB
+             *     (52,428,800 bytes): an empty file answers `422 INVALID_REQUEST`, a larger one `413`.
              */
             file: string;
             /**
@@ -1281,28 +1320,40 @@ export interface components {
     };
     parameters: {
         /**
-         * @description Required for every submission that spends Gems (image, video, audio, text,
-         *     extraction). 1–128 characters from letters, digits, `_`, `.`, `:`, `-`.
-         *
-         *     1. The identity is the API key plus this key: one identity belongs to one logical
-         *        request for one API key. It binds the operation and a fingerprint of the body;
-         *        reusing it with a changed body (or on another operation) answers
-         *        `409 IDEMPOTENCY_CONFLICT`.
-         *     2. For text, `stream` is part of the identity.
-         *     3. An exact replay of a completed text or extraction request returns the retained
-         *        response with no new inference and no new charge (a completed streaming replay
-         *        may return the whole saved answer in one chunk). A media replay returns the
-         *        existing durable task with status 200 and `created: false`, after current
-         *        preparation checks; saved media stays readable through `getTask` even if replay
-         *        preparation fails.
-         *     4. A pending or ambiguous identity answers `409 REQUEST_UNCERTAIN` and is never
-         *        dispatched again: keep the key, body and identity, and check or replay with
-         *        backoff.
-         *     5. `409 REQUEST_FAILED` means the original claim was definitively released; new
-         *        generation needs a new key. A 5xx never permits a new key.
-         * @example img-2025-01-15-lighthouse-001
+         * @description Required: one key per logical request of `createImage` (the rules are under the
+         *     `IdempotencyKey` schema). Each request example of this operation has its own key
+         *     here, under the same name: reusing one key for two different bodies answers
+         *     `409 IDEMPOTENCY_CONFLICT`.
          */
-        IdempotencyKey: string;
+        ImageIdempotencyKey: components["schemas"]["IdempotencyKey"];
+        /**
+         * @description Required: one key per logical request of `createVideo` (the rules are under the
+         *     `IdempotencyKey` schema). Each request example of this operation has its own key
+         *     here, under the same name: reusing one key for two different bodies answers
+         *     `409 IDEMPOTENCY_CONFLICT`.
+         */
+        VideoIdempotencyKey: components["schemas"]["IdempotencyKey"];
+        /**
+         * @description Required: one key per logical request of `createAudio` (the rules are under the
+         *     `IdempotencyKey` schema). Each request example of this operation has its own key
+         *     here, under the same name: reusing one key for two different bodies answers
+         *     `409 IDEMPOTENCY_CONFLICT`.
+         */
+        AudioIdempotencyKey: components["schemas"]["IdempotencyKey"];
+        /**
+         * @description Required: one key per logical request of `createChatCompletion` (the rules are under the
+         *     `IdempotencyKey` schema). Each request example of this operation has its own key
+         *     here, under the same name: reusing one key for two different bodies answers
+         *     `409 IDEMPOTENCY_CONFLICT`.
+         */
+        TextIdempotencyKey: components["schemas"]["IdempotencyKey"];
+        /**
+         * @description Required: one key per logical request of `extractVideo` (the rules are under the
+         *     `IdempotencyKey` schema). Each request example of this operation has its own key
+         *     here, under the same name: reusing one key for two different bodies answers
+         *     `409 IDEMPOTENCY_CONFLICT`.
+         */
+        ExtractionIdempotencyKey: components["schemas"]["IdempotencyKey"];
         /**
          * @description Task ID from a Submission.
          * @example task_01hq7m2k9v3x5c8n
@@ -1682,28 +1733,12 @@ export interface operations {
             query?: never;
             header: {
                 /**
-                 * @description Required for every submission that spends Gems (image, video, audio, text,
-                 *     extraction). 1–128 characters from letters, digits, `_`, `.`, `:`, `-`.
-                 *
-                 *     1. The identity is the API key plus this key: one identity belongs to one logical
-                 *        request for one API key. It binds the operation and a fingerprint of the body;
-                 *        reusing it with a changed body (or on another operation) answers
-                 *        `409 IDEMPOTENCY_CONFLICT`.
-                 *     2. For text, `stream` is part of the identity.
-                 *     3. An exact replay of a completed text or extraction request returns the retained
-                 *        response with no new inference and no new charge (a completed streaming replay
-                 *        may return the whole saved answer in one chunk). A media replay returns the
-                 *        existing durable task with status 200 and `created: false`, after current
-                 *        preparation checks; saved media stays readable through `getTask` even if replay
-                 *        preparation fails.
-                 *     4. A pending or ambiguous identity answers `409 REQUEST_UNCERTAIN` and is never
-                 *        dispatched again: keep the key, body and identity, and check or replay with
-                 *        backoff.
-                 *     5. `409 REQUEST_FAILED` means the original claim was definitively released; new
-                 *        generation needs a new key. A 5xx never permits a new key.
-                 * @example img-2025-01-15-lighthouse-001
+                 * @description Required: one key per logical request of `createImage` (the rules are under the
+                 *     `IdempotencyKey` schema). Each request example of this operation has its own key
+                 *     here, under the same name: reusing one key for two different bodies answers
+                 *     `409 IDEMPOTENCY_CONFLICT`.
                  */
-                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["ImageIdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -1733,28 +1768,12 @@ export interface operations {
             query?: never;
             header: {
                 /**
-                 * @description Required for every submission that spends Gems (image, video, audio, text,
-                 *     extraction). 1–128 characters from letters, digits, `_`, `.`, `:`, `-`.
-                 *
-                 *     1. The identity is the API key plus this key: one identity belongs to one logical
-                 *        request for one API key. It binds the operation and a fingerprint of the body;
-                 *        reusing it with a changed body (or on another operation) answers
-                 *        `409 IDEMPOTENCY_CONFLICT`.
-                 *     2. For text, `stream` is part of the identity.
-                 *     3. An exact replay of a completed text or extraction request returns the retained
-                 *        response with no new inference and no new charge (a completed streaming replay
-                 *        may return the whole saved answer in one chunk). A media replay returns the
-                 *        existing durable task with status 200 and `created: false`, after current
-                 *        preparation checks; saved media stays readable through `getTask` even if replay
-                 *        preparation fails.
-                 *     4. A pending or ambiguous identity answers `409 REQUEST_UNCERTAIN` and is never
-                 *        dispatched again: keep the key, body and identity, and check or replay with
-                 *        backoff.
-                 *     5. `409 REQUEST_FAILED` means the original claim was definitively released; new
-                 *        generation needs a new key. A 5xx never permits a new key.
-                 * @example img-2025-01-15-lighthouse-001
+                 * @description Required: one key per logical request of `createVideo` (the rules are under the
+                 *     `IdempotencyKey` schema). Each request example of this operation has its own key
+                 *     here, under the same name: reusing one key for two different bodies answers
+                 *     `409 IDEMPOTENCY_CONFLICT`.
                  */
-                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["VideoIdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -1784,28 +1803,12 @@ export interface operations {
             query?: never;
             header: {
                 /**
-                 * @description Required for every submission that spends Gems (image, video, audio, text,
-                 *     extraction). 1–128 characters from letters, digits, `_`, `.`, `:`, `-`.
-                 *
-                 *     1. The identity is the API key plus this key: one identity belongs to one logical
-                 *        request for one API key. It binds the operation and a fingerprint of the body;
-                 *        reusing it with a changed body (or on another operation) answers
-                 *        `409 IDEMPOTENCY_CONFLICT`.
-                 *     2. For text, `stream` is part of the identity.
-                 *     3. An exact replay of a completed text or extraction request returns the retained
-                 *        response with no new inference and no new charge (a completed streaming replay
-                 *        may return the whole saved answer in one chunk). A media replay returns the
-                 *        existing durable task with status 200 and `created: false`, after current
-                 *        preparation checks; saved media stays readable through `getTask` even if replay
-                 *        preparation fails.
-                 *     4. A pending or ambiguous identity answers `409 REQUEST_UNCERTAIN` and is never
-                 *        dispatched again: keep the key, body and identity, and check or replay with
-                 *        backoff.
-                 *     5. `409 REQUEST_FAILED` means the original claim was definitively released; new
-                 *        generation needs a new key. A 5xx never permits a new key.
-                 * @example img-2025-01-15-lighthouse-001
+                 * @description Required: one key per logical request of `createAudio` (the rules are under the
+                 *     `IdempotencyKey` schema). Each request example of this operation has its own key
+                 *     here, under the same name: reusing one key for two different bodies answers
+                 *     `409 IDEMPOTENCY_CONFLICT`.
                  */
-                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["AudioIdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -1941,7 +1944,9 @@ export interface operations {
             header?: {
                 /**
                  * @description Optional original file name, stored as metadata only. Names longer than 255
-                 *     characters are truncated to 255 (not rejected).
+                 *     characters are truncated to 255 (not rejected). Non-ASCII names are sent as
+                 *     UTF-8 bytes (as browsers and `fetch` do); a value that is not valid UTF-8 is
+                 *     read as ISO-8859-1.
                  * @example lighthouse.png
                  */
                 "X-Filename"?: string;
@@ -1949,12 +1954,38 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description Raw file bytes, 1 byte to 30 MiB (31,457,280 bytes). */
+        /**
+         * @description Raw file bytes, 1 byte to 30 MiB (31,457,280 bytes), of exactly one of the listed
+         *     types (aliases are stored under their canonical type: `image/jpg` → `image/jpeg`,
+         *     `audio/mp3` → `audio/mpeg`, `audio/x-wav`, `audio/wave`, `audio/vnd.wave` →
+         *     `audio/wav`, `audio/x-m4a`, `audio/m4a` → `audio/mp4`, `audio/aacp` → `audio/aac`,
+         *     `audio/x-flac` → `audio/flac`). Any other type answers `422 INVALID_REQUEST`.
+         */
         requestBody: {
             content: {
-                "image/*": string;
-                "video/*": string;
-                "audio/*": string;
+                "image/png": components["schemas"]["UploadBytes"];
+                "image/jpeg": components["schemas"]["UploadBytes"];
+                "image/jpg": components["schemas"]["UploadBytes"];
+                "image/webp": components["schemas"]["UploadBytes"];
+                "image/gif": components["schemas"]["UploadBytes"];
+                "video/mp4": components["schemas"]["UploadBytes"];
+                "video/webm": components["schemas"]["UploadBytes"];
+                "video/quicktime": components["schemas"]["UploadBytes"];
+                "audio/mpeg": components["schemas"]["UploadBytes"];
+                "audio/mp3": components["schemas"]["UploadBytes"];
+                "audio/wav": components["schemas"]["UploadBytes"];
+                "audio/x-wav": components["schemas"]["UploadBytes"];
+                "audio/wave": components["schemas"]["UploadBytes"];
+                "audio/vnd.wave": components["schemas"]["UploadBytes"];
+                "audio/ogg": components["schemas"]["UploadBytes"];
+                "audio/mp4": components["schemas"]["UploadBytes"];
+                "audio/x-m4a": components["schemas"]["UploadBytes"];
+                "audio/m4a": components["schemas"]["UploadBytes"];
+                "audio/aac": components["schemas"]["UploadBytes"];
+                "audio/aacp": components["schemas"]["UploadBytes"];
+                "audio/flac": components["schemas"]["UploadBytes"];
+                "audio/x-flac": components["schemas"]["UploadBytes"];
+                "audio/webm": components["schemas"]["UploadBytes"];
             };
         };
         responses: {
@@ -2099,28 +2130,12 @@ export interface operations {
             query?: never;
             header: {
                 /**
-                 * @description Required for every submission that spends Gems (image, video, audio, text,
-                 *     extraction). 1–128 characters from letters, digits, `_`, `.`, `:`, `-`.
-                 *
-                 *     1. The identity is the API key plus this key: one identity belongs to one logical
-                 *        request for one API key. It binds the operation and a fingerprint of the body;
-                 *        reusing it with a changed body (or on another operation) answers
-                 *        `409 IDEMPOTENCY_CONFLICT`.
-                 *     2. For text, `stream` is part of the identity.
-                 *     3. An exact replay of a completed text or extraction request returns the retained
-                 *        response with no new inference and no new charge (a completed streaming replay
-                 *        may return the whole saved answer in one chunk). A media replay returns the
-                 *        existing durable task with status 200 and `created: false`, after current
-                 *        preparation checks; saved media stays readable through `getTask` even if replay
-                 *        preparation fails.
-                 *     4. A pending or ambiguous identity answers `409 REQUEST_UNCERTAIN` and is never
-                 *        dispatched again: keep the key, body and identity, and check or replay with
-                 *        backoff.
-                 *     5. `409 REQUEST_FAILED` means the original claim was definitively released; new
-                 *        generation needs a new key. A 5xx never permits a new key.
-                 * @example img-2025-01-15-lighthouse-001
+                 * @description Required: one key per logical request of `createChatCompletion` (the rules are under the
+                 *     `IdempotencyKey` schema). Each request example of this operation has its own key
+                 *     here, under the same name: reusing one key for two different bodies answers
+                 *     `409 IDEMPOTENCY_CONFLICT`.
                  */
-                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["TextIdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -2194,42 +2209,18 @@ export interface operations {
             query?: never;
             header: {
                 /**
-                 * @description Required for every submission that spends Gems (image, video, audio, text,
-                 *     extraction). 1–128 characters from letters, digits, `_`, `.`, `:`, `-`.
-                 *
-                 *     1. The identity is the API key plus this key: one identity belongs to one logical
-                 *        request for one API key. It binds the operation and a fingerprint of the body;
-                 *        reusing it with a changed body (or on another operation) answers
-                 *        `409 IDEMPOTENCY_CONFLICT`.
-                 *     2. For text, `stream` is part of the identity.
-                 *     3. An exact replay of a completed text or extraction request returns the retained
-                 *        response with no new inference and no new charge (a completed streaming replay
-                 *        may return the whole saved answer in one chunk). A media replay returns the
-                 *        existing durable task with status 200 and `created: false`, after current
-                 *        preparation checks; saved media stays readable through `getTask` even if replay
-                 *        preparation fails.
-                 *     4. A pending or ambiguous identity answers `409 REQUEST_UNCERTAIN` and is never
-                 *        dispatched again: keep the key, body and identity, and check or replay with
-                 *        backoff.
-                 *     5. `409 REQUEST_FAILED` means the original claim was definitively released; new
-                 *        generation needs a new key. A 5xx never permits a new key.
-                 * @example img-2025-01-15-lighthouse-001
+                 * @description Required: one key per logical request of `extractVideo` (the rules are under the
+                 *     `IdempotencyKey` schema). Each request example of this operation has its own key
+                 *     here, under the same name: reusing one key for two different bodies answers
+                 *     `409 IDEMPOTENCY_CONFLICT`.
                  */
-                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key": components["parameters"]["ExtractionIdempotencyKey"];
             };
             path?: never;
             cookie?: never;
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "model": "gemforge-video-analysis-1",
-                 *       "videoAssetId": "asset_0c7b3e55a2f1a2b3c4d5e6f7",
-                 *       "prompt": "Describe each scene and suggest a thumbnail frame.",
-                 *       "maxGems": 200
-                 *     }
-                 */
                 "application/json": components["schemas"]["ExtractionRequest"];
             };
         };

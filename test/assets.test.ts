@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import * as media from './helpers/media.ts';
 import { createOutputAsset, requireUsableAsset, MAX_ASSET_BYTES } from '../server/domain/assets.ts';
@@ -197,6 +198,38 @@ describe('assets', () => {
     assert.ok(!fs.existsSync(`${s.dataDir}/etc`));
     const none = await created(await upload(await media.image('png'), 'image/png'));
     assert.equal(none.filename, null);
+  });
+
+  it('when X-Filename carries UTF-8 (as fetch sends it), then the name is stored as written; bytes that are not UTF-8 are read as ISO-8859-1', async () => {
+    const { port } = new URL(s.url);
+    const png = fs.readFileSync(await media.image('png'));
+    const send = (nameBytes: Buffer) =>
+      new Promise<string>((resolve, reject) => {
+        const head = Buffer.concat([
+          Buffer.from(`POST ${ASSETS} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\nContent-Type: image/png\r\nContent-Length: ${png.length}\r\nConnection: close\r\nX-Filename: `, 'latin1'),
+          nameBytes,
+          Buffer.from('\r\n\r\n', 'latin1'),
+        ]);
+        // write, not end: a half-closed socket makes the server drop the request.
+        const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(Buffer.concat([head, png])));
+        let raw = '';
+        socket.on('data', (d: Buffer) => (raw += d.toString('utf8')));
+        socket.on('close', () => resolve(raw.slice(raw.indexOf('\r\n\r\n') + 4)));
+        socket.on('error', reject);
+      });
+    const idOf = (body: string) => (JSON.parse(body) as { asset: { id: string } }).asset.id;
+    const name = 'Ünïcødé café — 東京 🌅.png';
+    const utf8 = await assetStore.findAsset(s.db, idOf(await send(Buffer.from(name, 'utf8'))));
+    assert.equal(utf8!.filename, name);
+    const latin1 = await assetStore.findAsset(s.db, idOf(await send(Buffer.from('café.png', 'latin1'))));
+    assert.equal(latin1!.filename, 'café.png', 'a lone 0xE9 is not UTF-8: read as ISO-8859-1');
+  });
+
+  it('when the Content-Type is not one the contract lists, then 422 names the types an upload takes', async () => {
+    const e = await errorOf(await upload(await media.image('png'), 'image/bmp'));
+    assert.equal(e.status, 422);
+    assert.equal(e.code, 'INVALID_REQUEST');
+    assert.match(e.message, /Unsupported Content-Type "image\/bmp" for an asset upload; send one of image\/png, image\/jpeg, .*audio\/webm\./);
   });
 
   it('when the same bytes are uploaded twice, then two assets share one content-addressed blob', async () => {

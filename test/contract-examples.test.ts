@@ -176,3 +176,74 @@ describe('contract request examples at a real server', () => {
     }
   }
 });
+
+/**
+ * Example-driven tools (Prism, schemathesis) send the contract's examples as they
+ * are (issue 32, item 4): each spending operation's request examples have their
+ * own Idempotency-Key examples, under the same names, and each example either
+ * runs as is on a fresh server or says how to obtain the IDs it names.
+ */
+describe('contract examples as example-driven tools send them', () => {
+  const spending: Array<{ path: string; op: Json; keys: Record<string, string>; bodies: Array<[string, Json]> }> = [];
+  for (const [path, item] of Object.entries(contract.paths as Record<string, Json>)) {
+    const op = item.post;
+    const ref = op?.parameters?.find((p: Json) => /IdempotencyKey'?$/.test(p.$ref ?? ''))?.$ref;
+    if (!ref) continue;
+    const param = resolveRef(contract, { $ref: ref });
+    const keys = Object.fromEntries(Object.entries(param.examples as Record<string, Json>).map(([n, e]) => [n, e.value as string]));
+    const examples = op.requestBody.content['application/json'].examples as Record<string, Json>;
+    spending.push({ path, op, keys, bodies: Object.entries(examples) });
+  }
+
+  it('when the spending operations are read, then all five have an Idempotency-Key example per request example, none shared', () => {
+    assert.deepEqual(spending.map((s) => s.op.operationId).sort(), ['createAudio', 'createChatCompletion', 'createImage', 'createVideo', 'extractVideo']);
+    const all: string[] = [];
+    for (const s of spending) {
+      assert.deepEqual(Object.keys(s.keys).sort(), s.bodies.map(([n]) => n).sort(), `${s.op.operationId}: one key per body example, same names`);
+      all.push(...Object.values(s.keys));
+    }
+    assert.equal(new Set(all).size, all.length, `distinct keys: ${all.join(', ')}`);
+  });
+
+  it('when a request example names an uploaded asset or a private voice, then its description says how to obtain it; every other one says it runs as is', () => {
+    for (const s of spending) {
+      for (const [name, example] of s.bodies) {
+        const text = JSON.stringify(example.value);
+        const needsUpload = /"asset_/.test(text) || example.value.operation === 'voice_clone';
+        const where = `${s.op.operationId}/${name}`;
+        if (needsUpload) assert.match(example.description ?? '', /(upload|create)\s+it first with\s+`create(Asset|Voice)`/, where);
+        else assert.match(example.description ?? '', /Runs as is on a fresh server/, where);
+      }
+    }
+  });
+
+  describe('at a fresh server', () => {
+    let s: TestServer;
+    let key: string;
+    before(async () => {
+      s = await startTestServer();
+      key = (await s.user({ gems: 100_000, llmAllowance: 100_000 })).secret;
+    });
+    after(() => s.close());
+
+    it('when every example is sent as written with its own key, twice, then none collides: runnable ones are accepted and replayed, placeholders answer INVALID_REFERENCE', async () => {
+      for (const op of spending) {
+        for (const [name, example] of op.bodies) {
+          const where = `${op.op.operationId}/${name}`;
+          const send = () => s.call('POST', op.path, { key, body: example.value, headers: { 'idempotency-key': op.keys[name]! } });
+          const first = await send();
+          const firstText = await first.text();
+          if (/Runs as is/.test(example.description)) {
+            assert.ok([200, 202].includes(first.status), `${where}: ${first.status} ${firstText}`);
+            const again = await send();
+            await again.arrayBuffer();
+            assert.equal(again.status, 200, `${where}: the second send is a replay, not a conflict`);
+          } else {
+            assert.equal(first.status, 422, `${where}: ${firstText}`);
+            assert.equal((JSON.parse(firstText) as { error: { code: string } }).error.code, 'INVALID_REFERENCE', where);
+          }
+        }
+      }
+    });
+  });
+});

@@ -10,7 +10,7 @@ import * as store from '../storage/assets.ts';
 import type { AssetKind, AssetRow } from '../storage/assets.ts';
 import { BlobTooLargeError, commitTemp, putBlobFromFile, receiveToTemp, type TempBlob } from '../storage/blobs.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
-import { FAMILY_NAMES, sniff, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
+import { FAMILY_NAMES, sniff, SUPPORTED_MIMES, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
 import { probeAv, probeImage } from '../media/probe.ts';
 import { checkDimensions, MAX_MEDIA_SECONDS, MediaLimitError } from '../media/limits.ts';
 import { newId } from './ids.ts';
@@ -112,10 +112,15 @@ export function checkSniffed(head: Buffer, size: number, type: SupportedType): v
   }
 }
 
+/** 422 for a Content-Type an asset upload does not take, naming the ones it does. */
+export function unsupportedUploadType(contentType: string | undefined): ApiError {
+  return invalidRequest(`Unsupported Content-Type "${contentType ?? ''}" for an asset upload; send one of ${SUPPORTED_MIMES.join(', ')}.`);
+}
+
 /** Resolves the declared Content-Type to a supported type or throws 422. */
 export function requireSupportedType(contentType: string | undefined): SupportedType {
   const type = supportedType(contentType);
-  if (!type) throw invalidRequest(`Unsupported Content-Type "${contentType ?? ''}" for an asset upload.`);
+  if (!type) throw unsupportedUploadType(contentType);
   return type;
 }
 

@@ -39,7 +39,8 @@ export function createSigner(secret: Buffer, ttlSeconds: number): UrlSigner {
       return `${baseUrl}/files/${encodeURIComponent(assetId)}?expires=${expires}&sig=${mac(assetId, expires)}`;
     },
     verify(assetId, expires, sig, now) {
-      if (!expires || !/^\d{1,12}$/.test(expires) || !sig || !/^[0-9a-f]{64}$/.test(sig)) return 'invalid';
+      // One canonical form per link: `expires` as the server writes it (no leading zero), `sig` in lower-case hex.
+      if (!expires || !/^[1-9][0-9]{0,11}$/.test(expires) || !sig || !/^[0-9a-f]{64}$/.test(sig)) return 'invalid';
       const expected = Buffer.from(mac(assetId, Number(expires)), 'hex');
       if (!crypto.timingSafeEqual(expected, Buffer.from(sig, 'hex'))) return 'invalid';
       return Number(expires) * 1000 <= now.getTime() ? 'expired' : 'ok';

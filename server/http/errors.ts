@@ -15,6 +15,8 @@
  */
 import type { NextFunction, Request, Response } from 'express';
 import { ApiError, invalidApiKey } from '../errors.ts';
+import { unsupportedUploadType } from '../domain/assets.ts';
+import { ASSETS_PATH } from '../routes/assets.ts';
 
 interface ValidatorIssue {
   path?: string;
@@ -102,6 +104,7 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
   if (status === 401) return invalidApiKey();
   if (status === 403) return new ApiError(403, 'INSUFFICIENT_SCOPE', 'This API key lacks the scope needed for this operation.');
   if (status === 415) {
+    if (req.path === ASSETS_PATH) return unsupportedUploadType(req.get('content-type'));
     return new ApiError(422, 'INVALID_REQUEST', `Unsupported Content-Type "${req.get('content-type') ?? ''}" for this operation.`);
   }
   if (status === 400 && Array.isArray(err.errors)) {

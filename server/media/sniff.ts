@@ -35,6 +35,9 @@ const TYPES: SupportedType[] = [
   { mime: 'audio/webm', kind: 'audio', family: 'webm' },
 ];
 
+/** The canonical types, for messages. */
+export const SUPPORTED_MIMES = TYPES.map((t) => t.mime);
+
 /** Accepted aliases, mapped to the canonical type stored with the asset. */
 const ALIASES = new Map<string, string>(Object.entries({
   'audio/x-wav': 'audio/wav',

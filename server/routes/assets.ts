@@ -41,6 +41,21 @@ function closeAfterResponse(req: Request, res: Response): void {
   });
 }
 
+/**
+ * A header value as the client meant it: Node hands header bytes over as
+ * ISO-8859-1, so a UTF-8 name (what browsers and fetch send) arrives garbled;
+ * read the bytes as UTF-8 when they are valid UTF-8, else keep ISO-8859-1.
+ */
+export function headerText(value: string | undefined): string | undefined {
+  if (value === undefined || /^[\x00-\x7f]*$/.test(value)) return value;
+  const bytes = Buffer.from(value, 'latin1');
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return value;
+  }
+}
+
 export function assetsRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'config'>): Router {
   const router = Router();
   router.post(ASSETS_PATH, async (req, res) => {
@@ -55,7 +70,7 @@ export function assetsRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock'
       asset = await uploadAsset(db, clock, { dataDir: config.dataDir, ffprobePath: config.ffprobePath }, {
         accountId: principal.account.id,
         contentType: req.get('content-type'),
-        filename: req.get('x-filename'),
+        filename: headerText(req.get('x-filename')),
         body: req,
       });
     } catch (error) {

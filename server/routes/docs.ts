@@ -55,8 +55,13 @@ const INIT = `(function () {
     .then(function (res) { return res.json(); })
     .then(function (spec) {
       spec.servers = [{ url: window.location.origin, description: 'This server (the one serving this page)' }];
-      var idem = spec.components && spec.components.parameters && spec.components.parameters.IdempotencyKey;
-      if (idem) idem.example = prefilled;
+      var parameters = (spec.components && spec.components.parameters) || {};
+      Object.keys(parameters).forEach(function (name) {
+        var p = parameters[name];
+        if (p.name !== 'Idempotency-Key') return;
+        delete p.examples; // the contract's per-example keys would be reused on every try
+        p.example = prefilled;
+      });
       window.ui = SwaggerUIBundle({
         spec: spec,
         dom_id: '#gemforge-docs',
