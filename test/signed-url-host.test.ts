@@ -147,13 +147,13 @@ describe('URI authorities', () => {
   it('when any string is the Host, then the base URL parses as a URL whose host is that allowed name or the listen address', () => {
     const base = baseUrlFor({ host: '0.0.0.0', publicBaseUrl: undefined, allowedHosts: ['*'] });
     fc.assert(
-      fc.property(fc.oneof(fc.string(), fc.stringMatching(/^[a-z0-9.:[\]@"%-]{0,30}$/)), (host) => {
+      fc.property(fc.oneof(fc.string(), fc.stringMatching(/^[a-z0-9.:[\]@"%-]{0,30}$/), fc.stringMatching(/^[a-z0-9]{1,3}(\.[a-z0-9x]{1,4}){0,4}(:[0-9]{1,5})?$/)), (host) => {
         const url = new URL(`${base(fakeRequest(host))}/files/x`);
         const parsed = parseAuthority(host);
         if (parsed) assert.equal(url.hostname, parsed.name);
         else assert.equal(url.host, '10.1.2.3:8080');
       }),
-      { numRuns: 2000 },
+      { numRuns: 20_000 },
     );
   });
 
@@ -163,6 +163,8 @@ describe('URI authorities', () => {
     assert.deepEqual(parseAuthority('10.0.0.1'), { name: '10.0.0.1', port: undefined });
     assert.equal(parseAuthority('[fe80::1%25eth0]'), undefined);
     assert.equal(parseAuthority(''), undefined);
+    for (const numericTail of ['a.0', 'example.123', 'x.0x1f', '1.2.3', '010.0.0.1']) assert.equal(parseAuthority(numericTail), undefined, numericTail);
+    assert.deepEqual(parseAuthority('0x.example'), { name: '0x.example', port: undefined });
     assert.equal(checkAllowedHost('.Example.com'), '.example.com');
   });
 

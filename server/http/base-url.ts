@@ -43,8 +43,9 @@ export function parseAuthority(value: string): { name: string; port: number | un
   if (ipv6 !== undefined) return net.isIPv6(ipv6) ? { name: `[${ipv6.toLowerCase()}]`, port } : undefined;
   const name = dns!.toLowerCase().replace(/\.$/, '');
   if (name.length > 253) return undefined;
-  // All-numeric names are IPv4 addresses to a URL parser: they must be valid ones.
-  if (/^[0-9.]+$/.test(name) && !net.isIPv4(name)) return undefined;
+  // A name whose last label is a number is an IPv4 address to a URL parser (WHATWG's
+  // "ends in a number"): it must be a valid dotted-quad one (`a.0`, `1.2.3` are not).
+  if (/^(?:[0-9]+|0x[0-9a-f]*)$/.test(name.slice(name.lastIndexOf('.') + 1)) && !net.isIPv4(name)) return undefined;
   return { name, port };
 }
 
