@@ -115,6 +115,6 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(notFoundHandler);
   app.use(voiceUploadErrors);
-  app.use(errorMiddleware);
+  app.use(errorMiddleware(config.openapiPath));
   return app;
 }

@@ -13,16 +13,14 @@
  * - anything else → 503 TEMPORARILY_UNAVAILABLE with a safe message, logged.
  * HEAD errors carry no body.
  */
+import fs from 'node:fs';
 import type { NextFunction, Request, Response } from 'express';
+import YAML from 'yaml';
 import { ApiError, invalidApiKey } from '../errors.ts';
+import { describeKnownIssue, refResolver, type RefResolver, type ValidatorIssue } from './issue-text.ts';
 import { unsupportedUploadType } from '../domain/assets.ts';
 import { ASSETS_PATH } from '../routes/assets.ts';
 
-interface ValidatorIssue {
-  path?: string;
-  message?: string;
-  errorCode?: string;
-}
 
 interface HttpLikeError {
   status?: number;
@@ -36,8 +34,14 @@ interface HttpLikeError {
 const unavailable = () =>
   new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'The service is temporarily unavailable; retry later with the same identity.');
 
-/** Turns a validator issue path (`/body/parameters/ratio`) into a readable field name. */
-function describeIssue(issue: ValidatorIssue): string {
+/** Turns a validator issue into a readable sentence: its own words for the known kinds, else the field and the validator's. */
+function describeIssue(issue: ValidatorIssue, req: Request, resolve: RefResolver): string {
+  const operation = operationOf(req);
+  const content = operation?.requestBody?.content ?? {};
+  const type = (req.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+  const bodySchema = (Object.hasOwn(content, type) ? content[type] : Object.values(content)[0])?.schema;
+  const known = describeKnownIssue(issue, { bodySchema, body: req.body, parameters: operation?.parameters, resolve });
+  if (known) return known;
   const where = (issue.path ?? '').replace(/^\.?\/?/, '').replaceAll('/', '.').replace(/^headers\./, 'header ');
   // A `false` schema in the contract: a field the operation (or mode) does not take.
   const message = issue.message === 'boolean schema is false' ? 'is not accepted by this operation or mode' : (issue.message ?? 'is invalid');
@@ -50,10 +54,19 @@ function reportable(issues: ValidatorIssue[]): ValidatorIssue[] {
   return specific.length > 0 ? specific : issues;
 }
 
+interface MatchedOperation {
+  parameters?: unknown;
+  requestBody?: { content?: Record<string, { schema?: { properties?: { model?: { const?: unknown } } } }> };
+}
+
+/** The contract operation the validator matched (its request body schema's refs resolved), if any. */
+function operationOf(req: Request): MatchedOperation | undefined {
+  return (req as Request & { openapi?: { schema?: MatchedOperation } }).openapi?.schema;
+}
+
 /** The `const` of the operation's `model` field, from the contract the validator matched. */
 function constModelOf(req: Request): string | undefined {
-  const op = (req as Request & { openapi?: { schema?: { requestBody?: { content?: Record<string, { schema?: { properties?: { model?: { const?: unknown } } } }> } } } }).openapi?.schema;
-  const model = op?.requestBody?.content?.['application/json']?.schema?.properties?.model?.const;
+  const model = operationOf(req)?.requestBody?.content?.['application/json']?.schema?.properties?.model?.const;
   return typeof model === 'string' ? model : undefined;
 }
 
@@ -90,7 +103,7 @@ export function bodyErrorOf(error: unknown, req: Request): ApiError | undefined 
   return undefined;
 }
 
-function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
+function fromValidator(err: HttpLikeError, req: Request, resolve: RefResolver): ApiError | undefined {
   const status = err.status ?? err.statusCode;
   // Security failures, and body failures reported after authentication (http/body.ts).
   if (req.authError && [400, 401, 403, 413, 422, 500].includes(status ?? 0)) return req.authError;
@@ -118,7 +131,7 @@ function fromValidator(err: HttpLikeError, req: Request): ApiError | undefined {
       const allowed = constModelOf(req);
       return new ApiError(422, 'MODEL_UNAVAILABLE', allowed ? `This operation is served only by model ${allowed}.` : 'This model does not serve this operation.');
     }
-    const detail = reportable(err.errors).slice(0, 5).map(describeIssue).join('; ');
+    const detail = reportable(err.errors).slice(0, 5).map((issue) => describeIssue(issue, req, resolve)).join('; ');
     return new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${detail}.`);
   }
   return undefined;
@@ -135,12 +148,26 @@ function send(res: Response, req: Request, error: ApiError): void {
   res.type('json').send(JSON.stringify(error.toEnvelope()));
 }
 
-export function errorMiddleware(err: unknown, req: Request, res: Response, _next: NextFunction): void {
+/**
+ * The error middleware for a contract: `openapiPath` is read (once, when a
+ * validation message first needs the accepted field names) to resolve the
+ * schemas the validator matched.
+ */
+export function errorMiddleware(openapiPath: string) {
+  let doc: unknown;
+  const resolve: RefResolver = (ref) => {
+    doc ??= YAML.parse(fs.readFileSync(openapiPath, 'utf8'));
+    return refResolver(doc)(ref);
+  };
+  return (err: unknown, req: Request, res: Response, next: NextFunction): void => handleError(err, req, res, next, resolve);
+}
+
+function handleError(err: unknown, req: Request, res: Response, _next: NextFunction, resolve: RefResolver): void {
   let error: ApiError;
   if (err instanceof ApiError) {
     error = err;
   } else {
-    const mapped = err && typeof err === 'object' ? fromValidator(err as HttpLikeError, req) : undefined;
+    const mapped = err && typeof err === 'object' ? fromValidator(err as HttpLikeError, req, resolve) : undefined;
     if (mapped) {
       error = mapped;
     } else {
