@@ -5,7 +5,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
-import { admin } from './helpers/admin.ts';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { admin, adminText } from './helpers/admin.ts';
 import { statusWithin } from './helpers/auth.ts';
 
 describe('admin CLI', () => {
@@ -76,6 +79,47 @@ describe('admin CLI', () => {
       assert.notEqual(r.code, 0, `${args.join(' ')} should fail`);
       assert.match(r.stderr, message, `${args.join(' ')}: ${r.stderr}`);
       assert.equal(r.json, undefined, 'nothing on stdout');
+    }
+  });
+
+  it('when help is asked for, then the whole usage, a group or one command is printed on stdout with exit 0', async () => {
+    const text = async (...args: string[]) => {
+      const r = await adminText(s.dataDir, ...args);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stderr, '');
+      return r.stdout;
+    };
+    assert.match(await text('--help'), /account create --name N[\s\S]*moderation clear[\s\S]*DATA_DIR/);
+    const keys = await text('key', '--help');
+    assert.match(keys, /key create[\s\S]*key revoke[\s\S]*key list/);
+    assert.doesNotMatch(keys, /account create/);
+    assert.equal((await text('account', 'create', '--help')).trim(), 'usage: gemforge admin <command>\n  account create --name N [--gems G] [--llm-allowance A] [--paid-consent]');
+  });
+
+  it('when a command or a flag is mistyped, then the message says what is close and what the command takes', async () => {
+    const command = await admin(s.dataDir, 'acount', 'create', '--name', 'x');
+    assert.equal(command.code, 2);
+    assert.match(command.stderr, /unknown command "gemforge admin acount create --name x" \(did you mean "gemforge admin account create"\?\)/);
+    const flag = await admin(s.dataDir, 'account', 'create', '--nme', 'x');
+    assert.equal(flag.code, 2);
+    assert.match(flag.stderr, /unknown option --nme \(did you mean --name\?\); this command takes --name, --gems, --llm-allowance, --paid-consent/);
+    assert.doesNotMatch(flag.stderr, /positional argument/, "not Node's parser message");
+    const value = await admin(s.dataDir, 'key', 'list', '--account');
+    assert.equal(value.code, 2);
+    assert.match(value.stderr, /--account needs a value/);
+  });
+
+  it('when run where no server data is, then it says so and creates nothing', async () => {
+    if (process.env.TEST_DATABASE_URL) return; // Postgres: the data is the database's, wherever this runs
+    const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-nodata-'));
+    try {
+      const r = await adminText(path.join(empty, 'data'), 'ledger', 'verify');
+      assert.equal(r.code, 2);
+      assert.match(r.stderr, /no gemforge data here: .*gemforge\.sqlite does not exist\. Start the server once \(npm start\)/);
+      assert.equal(r.stdout, '');
+      assert.deepEqual(fs.readdirSync(empty), [], 'no data directory was created');
+    } finally {
+      fs.rmSync(empty, { recursive: true, force: true });
     }
   });
 

@@ -113,6 +113,29 @@ describe('gemforge CLI', () => {
     assert.match(broken.stderr, /--idempotency-key gf-[\w-]+/);
   });
 
+  it('when an answer is cut by --max-tokens, then the CLI says so on stderr, streamed or not; a whole answer gets no note', async () => {
+    for (const stream of [[], ['--stream']]) {
+      const cut = await gemforge(['text', 'tell me a long story about foxes and rivers', '--max-tokens', '3', ...stream], env);
+      assert.equal(cut.code, 0, cut.stderr);
+      assert.match(cut.stderr, /note: the answer was cut at --max-tokens \(3\) \(finish_reason: length\)/);
+    }
+    const whole = await gemforge(['text', 'hi', '--max-tokens', '500'], env);
+    assert.doesNotMatch(whole.stderr, /cut/);
+  });
+
+  it('when a video is asked for without --param mode, then the CLI picks the mode from the inputs and says so', async () => {
+    const out = path.join(dir, 'clip');
+    const run = await gemforge(['video', 'waves on a cliff', '--model', 'gemforge-video-lite-1', '--param', 'duration=4', '--out', out], env);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /mode: text-to-video \(no sourceImage given; choose with --param mode=…\)/);
+    const image = await gemforge(['upload', await media.image('png', 640, 360), '--type', 'image/png'], env);
+    const assetId = image.stdout.trim().split(/\s+/)[0]!;
+    assert.match(assetId, /^asset_/, image.stdout);
+    const i2v = await gemforge(['video', 'the camera dollies in', '--model', 'gemforge-video-1', '--param', 'duration=4', '--param', `sourceImage=${assetId}`, '--out', out], env);
+    assert.equal(i2v.code, 0, i2v.stderr);
+    assert.match(i2v.stderr, /mode: image-to-video \(a sourceImage is given/);
+  });
+
   it('when the wait times out, then the task ID and the resume command are printed; the resume command saves the output', async () => {
     const out = path.join(dir, 'slow');
     const run = await gemforge(['image', 'slow fox [[scenario:processing:2]]', '--param', 'resolution=512', '--out', out, '--timeout', '0.3'], env);

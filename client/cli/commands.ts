@@ -176,6 +176,12 @@ const image: Command = async (ctx) => {
 const video: Command = async (ctx) => {
   const prompt = one(ctx, '"prompt"');
   const body = envelope(ctx, 'video', await modelFor(ctx, 'video'), prompt);
+  // The API wants the mode said explicitly; the CLI can tell it from the inputs, and says so.
+  if (body.parameters.mode === undefined) {
+    body.parameters.mode = body.parameters.sourceImage === undefined ? 'text-to-video' : 'image-to-video';
+    const why = body.parameters.sourceImage === undefined ? 'no sourceImage given' : 'a sourceImage is given';
+    if (!ctx.json) ctx.io.stderr.write(`mode: ${String(body.parameters.mode)} (${why}; choose with --param mode=…)\n`);
+  }
   return runMedia(ctx, (o) => ctx.gf.videos.create(body as never, o));
 };
 
@@ -215,13 +221,20 @@ const text: Command = async (ctx) => {
     const done = await stream.finalCompletion(ctx.json ? undefined : (delta) => ctx.io.stdout.write(delta));
     if (ctx.json) printJson(ctx.io, { ...done, idempotencyKey: stream.idempotencyKey });
     else ctx.io.stdout.write('\n');
-    return 0;
+    return noteCut(ctx, done.finish_reason), 0;
   }
   const { data, idempotencyKey } = await ctx.gf.chat.completions.create(body, opts);
   if (ctx.json) return printJson(ctx.io, { ...data, idempotencyKey }), 0;
   ctx.io.stdout.write(`${data.choices[0]?.message.content ?? ''}\n`);
-  return 0;
+  return noteCut(ctx, data.choices[0]?.finish_reason), 0;
 };
+
+/** An answer cut by max_tokens ends mid-thought: say so (on stderr, so stdout stays the answer). */
+function noteCut(ctx: Ctx, finishReason: string | null | undefined): void {
+  if (finishReason !== 'length' || ctx.json) return;
+  const limit = ctx.values['max-tokens'] ?? 'the default';
+  ctx.io.stderr.write(`note: the answer was cut at --max-tokens (${limit}) (finish_reason: length); raise --max-tokens for the rest\n`);
+}
 
 const extract: Command = async (ctx) => {
   const videoAssetId = one(ctx, 'VIDEO_ASSET_ID');

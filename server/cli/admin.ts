@@ -3,9 +3,11 @@
  * settings page. Works on the same DATA_DIR / DATABASE_URL as the server (also
  * while it runs) and prints JSON on stdout; bad arguments exit 2 with a message.
  */
+import fs from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { suggest } from '../../client/cli/help.ts';
 import { loadConfig } from '../config.ts';
-import { openDb, type Db } from '../storage/db.ts';
+import { openDb, sqliteFile, type Db } from '../storage/db.ts';
 import { systemClock } from '../domain/clock.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as ledger from '../domain/ledger.ts';
@@ -17,24 +19,38 @@ import * as moderation from '../domain/policy/moderation.ts';
 
 export class UsageError extends Error {}
 
-const USAGE = `usage: gemforge admin <command>
-  account create --name N [--gems G] [--llm-allowance A] [--paid-consent]
-  account update ID [--gems G] [--llm-allowance A] [--paid-consent|--no-paid-consent] [--state active|blocked|unavailable]
+/** Each command's usage, as `gemforge admin --help` and `gemforge admin <command> --help` print it. */
+const HELP: Array<[command: string, usage: string]> = [
+  ['account create', `account create --name N [--gems G] [--llm-allowance A] [--paid-consent]`],
+  [
+    'account update',
+    `account update ID [--gems G] [--llm-allowance A] [--paid-consent|--no-paid-consent] [--state active|blocked|unavailable]
                     [--content-preference standard|strict] [--network-allow CIDR,…] [--network-deny CIDR,…]
                     [--blocked-regions R,…] [--unknown-region allow|block]
-                                            a list replaces the account's list; '' clears it
-  account show ID
-  key create --account ID --name N --scopes read,generate [--cap C] [--expires ISO-8601]
-  key revoke KEY_ID
-  key list --account ID
-  ledger verify
-  task settle TASK_ID --failed|--succeeded   settle a task held after an interruption
-  identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)
-  identity release KEY_ID IDEMPOTENCY_KEY [--pending]
+                                            a list replaces the account's list; '' clears it`,
+  ],
+  ['account show', `account show ID`],
+  ['key create', `key create --account ID --name N --scopes read,generate [--cap C] [--expires ISO-8601]`],
+  ['key revoke', `key revoke KEY_ID`],
+  ['key list', `key list --account ID`],
+  ['ledger verify', `ledger verify`],
+  ['task settle', `task settle TASK_ID --failed|--succeeded   settle a task held after an interruption`],
+  ['identity list', `identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)`],
+  [
+    'identity release',
+    `identity release KEY_ID IDEMPOTENCY_KEY [--pending]
                                             the work certainly did not happen: release its reservation;
-                                            replays then answer REQUEST_FAILED
-  moderation list [--account ID] [--all]    moderation refusals not cleared (--all: cleared ones too), newest first
-  moderation clear --account ID             clear an account's refusals and lift the block they set`;
+                                            replays then answer REQUEST_FAILED`,
+  ],
+  ['moderation list', `moderation list [--account ID] [--all]    moderation refusals not cleared (--all: cleared ones too), newest first`],
+  ['moderation clear', `moderation clear --account ID             clear an account's refusals and lift the block they set`],
+];
+
+const usageOf = (entries: Array<[string, string]>) => `usage: gemforge admin <command>\n${entries.map(([, u]) => `  ${u}`).join('\n')}`;
+const USAGE = `${usageOf(HELP)}
+
+Acts on the server's data: DATA_DIR (default ./data) or DATABASE_URL, as the server reads them.
+gemforge admin <command> --help prints one command's usage.`;
 
 type Handler = (db: Db, args: string[]) => Promise<{ output: unknown; exitCode?: number }>;
 
@@ -63,8 +79,24 @@ function parse(args: string[], options: ParseArgsConfig['options']): { values: V
     const { values, positionals } = parseArgs({ args, options, allowPositionals: true, strict: true, allowNegative: true });
     return { values: values as Values, positionals };
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(flagProblem(error as Error & { code?: string }, Object.keys(options ?? {})));
   }
+}
+
+/** Node's parseArgs message, said for this command line: the flag, what it takes, a close one. */
+function flagProblem(error: Error & { code?: string }, flags: string[]): string {
+  const flag = /'(--?[^' ]+)/.exec(error.message)?.[1];
+  const known = flags.map((f) => `--${f}`).join(', ');
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && flag) {
+    const close = suggest(flag.replace(/^-+/, ''), flags).map((f) => `--${f}`);
+    return `unknown option ${flag}${close.length ? ` (did you mean ${close.join(' or ')}?)` : ''}; this command takes ${known || 'no options'}`;
+  }
+  if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && flag) {
+    return /argument missing|argument is ambiguous/.test(error.message)
+      ? `${flag} needs a value (${flag} VALUE; a value starting with "-" goes as ${flag}=VALUE)`
+      : `${flag} takes no value`;
+  }
+  return error.message;
 }
 
 const STATES = ['active', 'blocked', 'unavailable'] as const;
@@ -245,15 +277,58 @@ const commands: Record<string, Handler> = {
   },
 };
 
+const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h' || arg === 'help';
+
+/**
+ * Help asked for: `admin --help` (everything), `admin account --help` (that
+ * group), `admin account create --help` (that command); undefined when not asked.
+ */
+function helpFor(argv: string[]): string | undefined {
+  if (argv.length === 1 && isHelp(argv[0])) return USAGE;
+  if (!argv.slice(1).some(isHelp)) return undefined;
+  const words = argv.filter((a) => !isHelp(a) && !a.startsWith('-')).slice(0, 2);
+  const matching = HELP.filter(([name]) => name === words.join(' ') || (words.length === 1 && name.startsWith(`${words[0]} `)));
+  return matching.length > 0 ? usageOf(matching) : undefined;
+}
+
+/** The command names closest to what was typed, for "did you mean". */
+function closest(argv: string[]): string[] {
+  const typed = argv.slice(0, 2).join(' ');
+  return suggest(typed, Object.keys(commands));
+}
+
+/**
+ * The server's data is not here: a SQLite installation whose database file does
+ * not exist (opening it would make an empty one and answer about nothing).
+ */
+function missingData(config: ReturnType<typeof loadConfig>): string | undefined {
+  if (config.databaseUrl) return undefined;
+  const file = sqliteFile(config.dataDir);
+  if (fs.existsSync(file)) return undefined;
+  return `no gemforge data here: ${file} does not exist. Start the server once (npm start) to create it, or point DATA_DIR at the server's data directory (DATABASE_URL at its Postgres database).`;
+}
+
 /** Runs one admin command; returns the process exit code. */
 export async function runAdmin(argv: string[], io = { out: process.stdout, err: process.stderr }): Promise<number> {
+  const help = helpFor(argv);
+  if (help) {
+    io.out.write(`${help}\n`);
+    return 0;
+  }
   const name = argv.slice(0, 2).join(' ');
   const handler = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!handler) {
-    io.err.write(`${argv.length ? `unknown command "gemforge admin ${argv.join(' ')}"\n` : ''}${USAGE}\n`);
+    const close = argv.length ? closest(argv) : [];
+    const hint = close.length ? ` (did you mean ${close.map((c) => `"gemforge admin ${c}"`).join(' or ')}?)` : '';
+    io.err.write(`${argv.length ? `unknown command "gemforge admin ${argv.join(' ')}"${hint}\n\n` : ''}${USAGE}\n`);
     return 2;
   }
   const config = loadConfig();
+  const absent = missingData(config);
+  if (absent) {
+    io.err.write(`gemforge admin ${name}: ${absent}\n`);
+    return 2;
+  }
   let db: Db | undefined;
   try {
     db = await openDb(config);

@@ -28,7 +28,8 @@ export interface DbOptions {
 
 export type SqliteSynchronous = 'NORMAL' | 'FULL';
 
-const sqliteFile = (dataDir: string) => path.join(dataDir, 'gemforge.sqlite');
+/** The embedded database's file under DATA_DIR. */
+export const sqliteFile = (dataDir: string) => path.join(dataDir, 'gemforge.sqlite');
 
 /**
  * Opens a knex instance and brings the schema up to date. On SQLite the hot

@@ -21,3 +21,13 @@ export async function admin(dataDir: string, ...args: string[]): Promise<{ code:
     });
   });
 }
+
+/** Runs `gemforge admin …` and returns its raw output (help text, messages). */
+export async function adminText(dataDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = { ...process.env, ...(await dbEnvFor(dataDir)) };
+  return new Promise((resolve) => {
+    execFile(process.execPath, [bin, 'admin', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr });
+    });
+  });
+}
