@@ -5,3 +5,4 @@ export * from './idempotency.ts';
 export * from './retry.ts';
 export * from './tasks.ts';
 export * from './chat.ts';
+export * from './ai-fetch.ts';
