@@ -1,7 +1,7 @@
 /**
  * Every environment variable the server reads is documented (issue 29, item 7):
  * the names server/config.ts reads (and the one other place that reads the
- * environment) each have a row in the README's Configuration table.
+ * environment) each have a row in the Configuration table of docs/operations.md.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,9 +17,9 @@ function variablesIn(source: string): string[] {
 }
 
 describe('configuration docs', () => {
-  it('when the server reads an environment variable, then the README Configuration table documents it', () => {
-    const readme = read('README.md');
-    const table = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 5));
+  it('when the server reads an environment variable, then the Configuration table in docs/operations.md documents it', () => {
+    const page = read('docs/operations.md');
+    const table = page.slice(page.indexOf('## Configuration'), page.indexOf('\n## ', page.indexOf('## Configuration') + 5));
     const documented = new Set([...table.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1]!));
     const serverFiles = fs.readdirSync(path.join(root, 'server'), { recursive: true }).map(String).filter((f) => f.endsWith('.ts'));
     const read_ = new Map<string, string>();

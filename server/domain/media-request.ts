@@ -33,7 +33,7 @@ export interface PrepareContext {
   scenariosEnabled: boolean;
 }
 
-/** Media scenario markers (README, "Scenario triggers"), beside the text ones. */
+/** Media scenario markers (docs/api.md, "Scenario triggers"), beside the text ones. */
 export const MEDIA_SCENARIOS = {
   fail: 'fail',
   partial: 'partial',
