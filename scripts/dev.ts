@@ -1,0 +1,135 @@
+/**
+ * `npm run dev`: the designer's watch mode (issue 29, item 3). Runs the server
+ * and watches the contract and the server's code:
+ * - the contract changed: lint it (redocly); when it passes, regenerate the
+ *   types (generated/ and client/generated/, as `npm run generate` does) and
+ *   restart the server on it; when it fails, print the linter's message and keep
+ *   the last good server running;
+ * - server code changed: restart the server.
+ * Edits arriving together are handled once (a short debounce); Ctrl-C stops both.
+ *
+ *   npm run dev [-- --contract FILE --generated OUT.ts …]   (PORT, DATA_DIR … as for npm start)
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+
+const root = path.resolve(import.meta.dirname, '..');
+/** A tool's script in node_modules/.bin, run with this Node (not whichever `node` is first on PATH). */
+const bin = (name: string) => path.join(root, 'node_modules/.bin', name);
+
+const { values } = parseArgs({
+  options: {
+    contract: { type: 'string', default: path.join(root, 'openapi/openapi.yaml') },
+    generated: { type: 'string', multiple: true },
+    debounce: { type: 'string', default: '150' },
+  },
+});
+const contract = path.resolve(values.contract!);
+const outputs = (values.generated ?? [path.join(root, 'generated/api.ts'), path.join(root, 'client/generated/api.ts')]).map((f) => path.resolve(f));
+const debounceMs = Number(values.debounce);
+
+const say = (line: string) => console.log(`[dev] ${line}`);
+
+/** Lints the contract; returns the linter's output when it fails. */
+function lint(): string | undefined {
+  const run = spawnSync(process.execPath, [bin('redocly'), 'lint', contract], { cwd: root, encoding: 'utf8', env: { ...process.env, REDOCLY_TELEMETRY: 'off' } });
+  return run.status === 0 ? undefined : `${run.stdout}${run.stderr}`.trim() || `redocly exited ${run.status}`;
+}
+
+/** Regenerates every output from the contract; returns the failure when one fails. */
+function generate(): string | undefined {
+  for (const out of outputs) {
+    const run = spawnSync(process.execPath, [bin('openapi-typescript'), contract, '--default-non-nullable', 'false', '-o', out], { cwd: root, encoding: 'utf8' });
+    if (run.status !== 0) return `${run.stdout}${run.stderr}`.trim();
+  }
+  return undefined;
+}
+
+let server: ChildProcess | undefined;
+
+function startServer(): void {
+  server = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'server/main.ts')], {
+    cwd: root,
+    env: { ...process.env, OPENAPI_PATH: contract },
+    stdio: 'inherit',
+  });
+  const mine = server;
+  mine.once('exit', (code, signal) => {
+    if (server === mine && !stopping) say(`the server stopped (${signal ?? `exit ${code}`}); waiting for a change to start it again`);
+    if (server === mine) server = undefined;
+  });
+}
+
+async function stopServer(): Promise<void> {
+  const child = server;
+  if (!child || child.exitCode !== null) return;
+  server = undefined;
+  await new Promise<void>((resolve) => {
+    const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.once('exit', () => {
+      clearTimeout(force);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+let stopping = false;
+let pending: { contract: boolean } | undefined;
+let timer: NodeJS.Timeout | undefined;
+let busy = Promise.resolve();
+
+/** What a batch of changes does: see the header. */
+async function apply(batch: { contract: boolean }): Promise<void> {
+  if (batch.contract) {
+    const problem = lint();
+    if (problem) {
+      say(`the contract does not lint; the last good server keeps running:\n${problem}`);
+      return;
+    }
+    const failed = generate();
+    if (failed) {
+      say(`regenerating the types failed; the last good server keeps running:\n${failed}`);
+      return;
+    }
+    say(`contract linted; regenerated ${outputs.map((o) => path.relative(root, o)).join(', ')}`);
+  }
+  await stopServer();
+  say(batch.contract ? 'restarting the server on the new contract' : 'server code changed: restarting the server');
+  startServer();
+}
+
+function changed(isContract: boolean): void {
+  pending = { contract: (pending?.contract ?? false) || isContract };
+  clearTimeout(timer);
+  timer = setTimeout(() => {
+    const batch = pending!;
+    pending = undefined;
+    busy = busy.then(() => apply(batch)).catch((error: unknown) => say(`failed: ${(error as Error).message}`));
+  }, debounceMs);
+}
+
+// Watch directories, not files: editors save by writing a new file and renaming it over the old.
+fs.watch(path.dirname(contract), (_event, name) => {
+  if (name && path.join(path.dirname(contract), name.toString()) === contract) changed(true);
+});
+fs.watch(path.join(root, 'server'), { recursive: true }, (_event, name) => {
+  if (name && /\.(ts|ya?ml)$/.test(name.toString())) changed(false);
+});
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    stopping = true;
+    say('stopping');
+    void stopServer().then(() => process.exit(0));
+  });
+}
+
+const problem = lint();
+if (problem) say(`the contract does not lint (fix it; the server starts once it does):\n${problem}`);
+else {
+  startServer();
+  say(`serving; watching ${path.relative(root, contract) || contract} and server/`);
+}

@@ -1,0 +1,123 @@
+/**
+ * The designer's watch mode (issue 29, item 3): `npm run dev` regenerates the
+ * types and restarts the server when the contract changes, and when a change
+ * breaks the contract it prints the linter's message and keeps the last good
+ * server running. Driven on a copy of the contract, with its own output file.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '..');
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 60_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    assert.ok(Date.now() < end, `timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('npm run dev', () => {
+  let dir: string;
+  let contract: string;
+  let generated: string;
+  let port: number;
+  let dev: ChildProcess;
+  let output = '';
+  const served = async () => {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/openapi.yaml`);
+      return res.ok ? await res.text() : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-dev-'));
+    contract = path.join(dir, 'openapi.yaml');
+    generated = path.join(dir, 'api.ts');
+    fs.copyFileSync(path.join(root, 'openapi/openapi.yaml'), contract);
+    port = await freePort();
+    dev = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/dev.ts'), '--contract', contract, '--generated', generated], {
+      cwd: root,
+      env: { ...process.env, PORT: String(port), DATA_DIR: path.join(dir, 'data'), LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    dev.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
+    dev.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')));
+    await until('the first server', served);
+  });
+
+  after(async () => {
+    if (dev.exitCode === null) {
+      dev.kill('SIGTERM');
+      await new Promise((resolve) => dev.once('exit', resolve));
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('when the contract changes, then the types are regenerated and the server restarts on it', async () => {
+    // A new operation: the running server answers its path 404 (no such route); a server
+    // started on the new contract knows it as an operation needing a key (401).
+    const status = async () => {
+      try {
+        return (await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status;
+      } catch {
+        return undefined;
+      }
+    };
+    assert.equal(await status(), 404);
+    const text = fs.readFileSync(contract, 'utf8');
+    const operation = [
+      '  /api/generate/watch-check:',
+      '    get:',
+      '      operationId: watchCheck',
+      '      summary: WATCH-MODE MARKER',
+      '      security:',
+      '        - bearerAuth: [read]',
+      '      responses:',
+      "        '200':",
+      '          description: Never served.',
+      "        '401':",
+      "          $ref: '#/components/responses/Unauthorized'",
+      '',
+    ].join('\n');
+    const edited = text.replace(/^paths:\n/m, `paths:\n${operation}`).replace(/^( {2}title: ).*$/m, '$1gemforge watch-mode check');
+    assert.notEqual(edited, text);
+    fs.writeFileSync(contract, edited);
+    await until('the restarted server on the new contract', async () => ((await status()) === 401 ? true : undefined));
+    assert.match(fs.readFileSync(generated, 'utf8'), /WATCH-MODE MARKER/);
+    assert.match(output, /\[dev\] contract linted; regenerated/);
+  });
+
+  it('when the contract breaks, then the linter says why and the last good server keeps running', async () => {
+    const before = output.length;
+    fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace(/^openapi: 3\.1\.0$/m, 'openapi: 3.1.0\nnot-a-field: {'));
+    await until('the lint failure', () => (output.slice(before).includes('[dev] the contract does not lint') ? true : undefined));
+    assert.ok(output.length > before);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status, 401, 'the last good server still answers, on the last good contract');
+    assert.match(fs.readFileSync(generated, 'utf8'), /WATCH-MODE MARKER/, 'the types were left as they were');
+  });
+
+  it('when dev is stopped, then its server stops too', async () => {
+    dev.kill('SIGTERM');
+    await new Promise((resolve) => dev.once('exit', resolve));
+    await until('the server to stop', async () => ((await served()) === undefined ? true : undefined), 15_000);
+  });
+});
