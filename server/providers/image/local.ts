@@ -104,10 +104,20 @@ function drawSvg(req: ImageRequest, palette: Rgb[], random: () => number, transp
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${parts.join('')}</svg>`;
 }
 
+/**
+ * `magicPrompt`: the prompt rewritten richer before drawing, as a hosted model's
+ * prompt enhancer would; here, descriptive words that change the seed and add
+ * colour to the palette.
+ */
+export function magicPrompt(prompt: string): string {
+  return `${prompt}, luminous golden and violet light, richly detailed, dramatic composition`;
+}
+
 async function render(req: ImageRequest, job: MediaJob<'image'>, tools: MediaTools): Promise<Sharp> {
-  const random = rng(seedOf(req.prompt, req.seed, job.index, req.negativePrompt, req.variant, req.style));
+  const prompt = req.magicPrompt ? magicPrompt(req.prompt) : req.prompt;
+  const random = rng(seedOf(prompt, req.seed, job.index, req.negativePrompt, req.variant, req.style));
   const refs = await Promise.all(req.referenceImages.map((id) => tools.assetFile(id)));
-  const palette = refs.length ? await referencePalette(refs) : promptPalette(req.prompt, random);
+  const palette = refs.length ? await referencePalette(refs) : promptPalette(prompt, random);
   const transparent = req.background === 'transparent';
   let image: Sharp;
   if (req.sourceImage) {

@@ -1,0 +1,109 @@
+/**
+ * A contract parameter the server accepts is one the code honours (issue 29,
+ * item 2): the parameter tables of domain/media-parameters.ts name exactly the
+ * contract's parameters, each image parameter changes exactly the job-request
+ * fields its table entry names, and each changes what is generated (real bytes).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import sharp from 'sharp';
+import YAML from 'yaml';
+import { startTestServer, type TestServer } from './helpers/server.ts';
+import { submit, waitForTask } from './helpers/tasks.ts';
+import { uploadAsset } from './helpers/uploads.ts';
+import * as media from './helpers/media.ts';
+import { AUDIO_PARAMETERS, IMAGE_PARAMETERS, VIDEO_PARAMETERS } from '../server/domain/media-parameters.ts';
+import { prepareImage } from '../server/domain/media-image.ts';
+import { loadCatalog } from '../server/domain/catalog.ts';
+
+const root = path.resolve(import.meta.dirname, '..');
+const contract = YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8')) as { components: { schemas: Record<string, { properties: Record<string, unknown> }> } };
+const propertiesOf = (schema: string) => Object.keys(contract.components.schemas[schema]!.properties).sort();
+
+type Body = { model: string; prompt: string; parameters: Record<string, unknown> };
+const BASE: Body = { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk', parameters: { resolution: '512', seed: 7 } };
+
+/** Each image parameter: two requests that differ only in it. */
+function imageCases(sources: { a: string; b: string }): Record<keyof typeof IMAGE_PARAMETERS, [Body, Body]> {
+  const vary = (name: string, a: unknown, b: unknown): [Body, Body] => {
+    const one = structuredClone(BASE);
+    const two = structuredClone(BASE);
+    if (a === undefined) delete one.parameters[name];
+    else one.parameters[name] = a;
+    two.parameters[name] = b;
+    return [one, two];
+  };
+  const edit = (source: string): Body => ({ model: 'gemforge-image-edit-1', prompt: 'the same scene at night', parameters: { resolution: '512', seed: 7, sourceImage: source } });
+  return {
+    ratio: vary('ratio', '1:1', '16:9'),
+    resolution: vary('resolution', '512', '1024'),
+    outputCount: vary('outputCount', 1, 2),
+    negativePrompt: vary('negativePrompt', undefined, 'fog, people'),
+    magicPrompt: vary('magicPrompt', false, true),
+    sourceImage: [edit(sources.a), edit(sources.b)],
+    background: vary('background', 'opaque', 'transparent'),
+    variant: vary('variant', 'standard', 'vivid'),
+    style: vary('style', 'photo', 'pixel'),
+    outputFormat: vary('outputFormat', 'png', 'webp'),
+    seed: vary('seed', 7, 8),
+  };
+}
+
+describe('media parameters', () => {
+  let s: TestServer;
+  let key: string;
+  let accountId: string;
+  let sources: { a: string; b: string };
+  before(async () => {
+    s = await startTestServer({ env: { WORKER_POLL_MS: '20' } });
+    ({ secret: key, accountId } = await s.user({ gems: 100_000 }));
+    const red = path.join(path.dirname(await media.image('png')), 'source-red.png');
+    const blue = path.join(path.dirname(red), 'source-blue.png');
+    await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 220, g: 30, b: 30 } } }).png().toFile(red);
+    await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 30, g: 60, b: 220 } } }).png().toFile(blue);
+    sources = { a: await uploadAsset(s, key, red, 'image/png'), b: await uploadAsset(s, key, blue, 'image/png') };
+  });
+  after(() => s.close());
+
+  it('when the tables are read, then they name exactly the parameters the contract accepts', () => {
+    assert.deepEqual(Object.keys(IMAGE_PARAMETERS).sort(), propertiesOf('MediaParametersImage'));
+    assert.deepEqual(Object.keys(VIDEO_PARAMETERS).sort(), propertiesOf('MediaParametersVideo'));
+    assert.deepEqual(Object.keys(AUDIO_PARAMETERS).sort(), propertiesOf('MediaParametersAudio'));
+  });
+
+  it('when one image parameter changes, then exactly the job-request fields its table entry names change', async () => {
+    const catalog = loadCatalog(s.config.catalogPath);
+    const ctx = { db: s.db, catalog, accountId, scenarios: [], scenariosEnabled: true };
+    for (const [name, [one, two]] of Object.entries(imageCases(sources))) {
+      const a = (await prepareImage(ctx, one as never)).request as unknown as Record<string, unknown>;
+      const b = (await prepareImage(ctx, two as never)).request as unknown as Record<string, unknown>;
+      const changed = Object.keys(a).filter((f) => JSON.stringify(a[f]) !== JSON.stringify(b[f])).sort();
+      const named = [...(IMAGE_PARAMETERS[name as keyof typeof IMAGE_PARAMETERS] as { sets: readonly string[] }).sets];
+      assert.ok(changed.length > 0, `${name}: changes something`);
+      assert.deepEqual(changed.filter((f) => !named.includes(f)), [], `${name}: changes only ${named.join(', ')} (changed ${changed.join(', ')})`);
+    }
+  });
+
+  it('when one image parameter changes, then what is generated changes (bytes, size, format or count)', async () => {
+    /** The outputs of a finished task: hash, dimensions and format of each. */
+    const generate = async (body: Body) => {
+      const made = await submit(s, key, '/api/generate/image', body);
+      assert.equal(made.status, 202, JSON.stringify(made.body));
+      const task = await waitForTask(s, key, made.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      return Promise.all(
+        task.outputs.map(async (o) => {
+          const bytes = Buffer.from(await (await fetch(o.asset!.url)).arrayBuffer());
+          const meta = await sharp(bytes).metadata();
+          return { sha: crypto.createHash('sha256').update(bytes).digest('hex'), width: meta.width, height: meta.height, format: meta.format, alpha: meta.hasAlpha };
+        }),
+      );
+    };
+    const cases = Object.entries(imageCases(sources));
+    const outcomes = await Promise.all(cases.map(async ([name, [one, two]]) => [name, await generate(one), await generate(two)] as const));
+    for (const [name, a, b] of outcomes) assert.notDeepEqual(a, b, `${name} changed nothing that was generated`);
+  });
+});
