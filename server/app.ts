@@ -102,7 +102,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(rejectUnrepresentable);
 
   // Account policies on the request's text, before any router claims an identity or reserves Gems.
-  app.use(policyStep(moderationDeps(deps)));
+  app.use(policyStep(moderationDeps(deps), config.openapiPath));
 
   // Each router is entered only for paths its routes can match (http/route-prefix.ts).
   app.use(byPrefix(modelsRouter(deps)));

@@ -10,9 +10,12 @@
  * A voice upload's transcript exists only once transcribed: the voices domain
  * moderates it there, through `screenTexts`.
  */
+import fs from 'node:fs';
 import type { NextFunction, Request, Response } from 'express';
+import YAML from 'yaml';
 import type { ModerationText } from '../providers/moderation/types.ts';
-import { screen, textsOf, type ModerationDeps } from '../domain/policy/moderation.ts';
+import { screen, type ModerationDeps } from '../domain/policy/moderation.ts';
+import { textsFrom } from '../domain/policy/moderated-fields.ts';
 import { isClaimed } from '../domain/idempotency.ts';
 import { principalOf } from './context.ts';
 import type { AppDeps } from '../app.ts';
@@ -32,8 +35,12 @@ function operationOf(req: Request): string | undefined {
   return (req as Request & { openapi?: { schema?: { operationId?: string } } }).openapi?.schema?.operationId;
 }
 
-/** Express middleware moderating the texts of every operation that carries some. */
-export function policyStep(deps: ModerationDeps) {
+/**
+ * Express middleware moderating the texts of every operation that carries some:
+ * the fields the contract at `openapiPath` marks `x-moderated` (read once, here).
+ */
+export function policyStep(deps: ModerationDeps, openapiPath: string) {
+  const textsOf = textsFrom(YAML.parse(fs.readFileSync(openapiPath, 'utf8')) as Record<string, unknown>);
   return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
     const operation = operationOf(req);
     const texts = req.method === 'POST' ? textsOf(operation, req.body) : [];

@@ -1,7 +1,8 @@
 /**
  * Moderation of the text of a request, before anything is reserved or
  * dispatched (spec: Authentication 7, Errors, Extraction). The texts of each
- * operation come from its already-validated body (textsOf); the provider
+ * operation come from its already-validated body (the fields the contract marks
+ * `x-moderated`, moderated-fields.ts); the provider
  * decides with the account's content preference; a refusal leaves only a
  * moderation record and answers `422 CONTENT_REJECTED`. Refusals count per
  * account, not per key: `threshold` of them within `windowSeconds` block the
@@ -31,30 +32,6 @@ export interface ModerationDeps {
   /** Refusals within the window that block the account; 0: never. */
   blockThreshold: number;
   blockWindowSeconds: number;
-}
-
-type Body = Record<string, unknown>;
-
-/** The named string fields of an object that hold text (absent or empty ones are left out). */
-function fields(object: unknown, names: string[], prefix: string): ModerationText[] {
-  const o = (object ?? {}) as Body;
-  return names.flatMap((name) => (typeof o[name] === 'string' && o[name] !== '' ? [{ field: `${prefix}${name}`, text: o[name] as string }] : []));
-}
-
-/** Per operation (contract operationId), the user text its body carries. */
-const TEXTS: Record<string, (body: Body) => ModerationText[]> = {
-  createImage: (b) => [...fields(b, ['prompt'], ''), ...fields(b.parameters, ['negativePrompt', 'style'], 'parameters.')],
-  createVideo: (b) => fields(b, ['prompt'], ''),
-  createAudio: (b) => [...fields(b, ['prompt'], ''), ...fields(b.parameters, ['style', 'title', 'negativeTags'], 'parameters.')],
-  createChatCompletion: (b) =>
-    (Array.isArray(b.messages) ? (b.messages as unknown[]) : []).flatMap((m, i) => fields(m, ['content'], `messages[${i}].`)),
-  extractVideo: (b) => fields(b, ['prompt'], ''),
-};
-
-/** The texts to moderate in a validated request body; empty for operations that carry none. */
-export function textsOf(operationId: string | undefined, body: unknown): ModerationText[] {
-  const pick = operationId !== undefined && Object.hasOwn(TEXTS, operationId) ? TEXTS[operationId] : undefined;
-  return pick && body && typeof body === 'object' ? pick(body as Body) : [];
 }
 
 /** Records a refusal and, past the threshold, blocks the account; true when this refusal blocked it. */
