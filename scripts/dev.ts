@@ -8,7 +8,7 @@
  * - server code changed: restart the server.
  * Edits arriving together are handled once (a short debounce); Ctrl-C stops both.
  *
- *   npm run dev [-- --contract FILE --generated OUT.ts …]   (PORT, DATA_DIR … as for npm start)
+ *   npm run dev [-- --contract FILE --generated OUT.ts … --parameters OUT.ts]   (PORT, DATA_DIR … as for npm start)
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,11 +23,13 @@ const { values } = parseArgs({
   options: {
     contract: { type: 'string', default: path.join(root, 'openapi/openapi.yaml') },
     generated: { type: 'string', multiple: true },
+    parameters: { type: 'string' },
     debounce: { type: 'string', default: '150' },
   },
 });
 const contract = path.resolve(values.contract!);
 const outputs = (values.generated ?? [path.join(root, 'generated/api.ts'), path.join(root, 'client/generated/api.ts')]).map((f) => path.resolve(f));
+const parametersOut = path.resolve(values.parameters ?? path.join(root, 'client/generated/parameters.ts'));
 const debounceMs = Number(values.debounce);
 
 const say = (line: string) => console.log(`[dev] ${line}`);
@@ -44,7 +46,8 @@ function generate(): string | undefined {
     const run = spawnSync(process.execPath, [bin('openapi-typescript'), contract, '--default-non-nullable', 'false', '-o', out], { cwd: root, encoding: 'utf8' });
     if (run.status !== 0) return `${run.stdout}${run.stderr}`.trim();
   }
-  return undefined;
+  const params = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), contract, parametersOut], { cwd: root, encoding: 'utf8' });
+  return params.status === 0 ? undefined : `${params.stdout}${params.stderr}`.trim();
 }
 
 let server: ChildProcess | undefined;
@@ -94,7 +97,7 @@ async function apply(batch: { contract: boolean }): Promise<void> {
       say(`regenerating the types failed; the last good server keeps running:\n${failed}`);
       return;
     }
-    say(`contract linted; regenerated ${outputs.map((o) => path.relative(root, o)).join(', ')}`);
+    say(`contract linted; regenerated ${[...outputs, parametersOut].map((o) => path.relative(root, o)).join(', ')}`);
   }
   await stopServer();
   say(batch.contract ? 'restarting the server on the new contract' : 'server code changed: restarting the server');

@@ -26,6 +26,13 @@ describe('contract', () => {
     assert.ok(fresh === committed, 'generated/api.ts is stale: run "npm run generate" and commit the result');
   });
 
+  it('when the parameter generator runs on the contract, then its output equals the committed client/generated/parameters.ts', () => {
+    const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'gen-')), 'parameters.ts');
+    execFileSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), 'openapi/openapi.yaml', out], { cwd: root, stdio: 'pipe' });
+    const committed = fs.readFileSync(path.join(root, 'client/generated/parameters.ts'), 'utf8');
+    assert.ok(fs.readFileSync(out, 'utf8') === committed, 'client/generated/parameters.ts is stale: run "npm run generate" and commit the result');
+  });
+
   it('when the contract describes the whole interface, then it has the eleven operations on nine paths', () => {
     const doc = YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8'));
     assert.equal(doc.openapi, '3.1.0');

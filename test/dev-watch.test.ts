@@ -54,7 +54,7 @@ describe('npm run dev', () => {
     generated = path.join(dir, 'api.ts');
     fs.copyFileSync(path.join(root, 'openapi/openapi.yaml'), contract);
     port = await freePort();
-    dev = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/dev.ts'), '--contract', contract, '--generated', generated], {
+    dev = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/dev.ts'), '--contract', contract, '--generated', generated, '--parameters', path.join(dir, 'parameters.ts')], {
       cwd: root,
       env: { ...process.env, PORT: String(port), DATA_DIR: path.join(dir, 'data'), LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],

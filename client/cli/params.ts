@@ -1,18 +1,19 @@
 /**
  * `--param k=v` for media parameters. Values stay strings unless the contract
- * types the parameter as a number, boolean or list (MediaParameters* schemas),
- * so `resolution=1024` stays "1024" and `outputCount=2` becomes 2. `k:=JSON`
+ * types the parameter as a number, boolean or list (the MediaParameters*
+ * schemas, read into generated/parameters.ts by `npm run generate`), so
+ * `resolution=1024` stays "1024" and `outputCount=2` becomes 2. `k:=JSON`
  * passes any JSON value as is.
  */
-type Kind = 'image' | 'video' | 'audio';
+import { PARAMETER_TYPES } from '../generated/parameters.ts';
 
-const NUMBERS: Record<Kind, string[]> = {
-  image: ['outputCount', 'seed'],
-  video: ['duration', 'seed'],
-  audio: ['speed', 'volume', 'temperature', 'seed'],
-};
-const BOOLEANS: Record<Kind, string[]> = { image: ['magicPrompt'], video: ['audio'], audio: [] };
-const LISTS: Record<Kind, string[]> = { image: [], video: ['referenceVideos', 'referenceAudios'], audio: [] };
+type Kind = keyof typeof PARAMETER_TYPES;
+
+/** The contract's value type of a parameter of `kind`; unknown names are strings (the server names them). */
+function typeOf(kind: Kind, name: string): 'number' | 'boolean' | 'list' | 'string' {
+  const types = PARAMETER_TYPES[kind] as Record<string, 'number' | 'boolean' | 'list' | 'string'>;
+  return Object.hasOwn(types, name) ? types[name]! : 'string';
+}
 
 /** Parses `k=v` / `k:=json` pairs into a parameters object; throws a usage message on a bad pair. */
 export function parseParams(kind: Kind, pairs: string[] = []): Record<string, unknown> {
@@ -30,14 +31,15 @@ export function parseParams(kind: Kind, pairs: string[] = []): Record<string, un
     const m = pair.match(/^([A-Za-z][A-Za-z0-9_]*)=(.*)$/s);
     if (!m) throw new UsageError(`--param ${pair}: expected name=value (or name:=JSON)`);
     const [, name, value] = m;
-    if (NUMBERS[kind].includes(name)) {
+    const type = typeOf(kind, name);
+    if (type === 'number') {
       const n = Number(value);
       if (value.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--param ${name} must be a number`);
       out[name] = n;
-    } else if (BOOLEANS[kind].includes(name)) {
+    } else if (type === 'boolean') {
       if (value !== 'true' && value !== 'false') throw new UsageError(`--param ${name} must be true or false`);
       out[name] = value === 'true';
-    } else if (LISTS[kind].includes(name)) {
+    } else if (type === 'list') {
       out[name] = value.split(',').map((s) => s.trim()).filter(Boolean);
     } else {
       out[name] = value;
