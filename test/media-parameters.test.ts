@@ -17,6 +17,8 @@ import { uploadAsset } from './helpers/uploads.ts';
 import * as media from './helpers/media.ts';
 import { AUDIO_PARAMETERS, IMAGE_PARAMETERS, VIDEO_PARAMETERS } from '../server/domain/media-parameters.ts';
 import { prepareImage } from '../server/domain/media-image.ts';
+import { prepareVideo } from '../server/domain/media-video.ts';
+import { prepareAudio } from '../server/domain/media-audio.ts';
 import { loadCatalog } from '../server/domain/catalog.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -85,6 +87,57 @@ describe('media parameters', () => {
       assert.ok(changed.length > 0, `${name}: changes something`);
       assert.deepEqual(changed.filter((f) => !named.includes(f)), [], `${name}: changes only ${named.join(', ')} (changed ${changed.join(', ')})`);
     }
+  });
+
+  it('when one video or audio parameter changes, then exactly the job-request fields its table entry names change', async () => {
+    const catalog = loadCatalog(s.config.catalogPath);
+    const ctx = { db: s.db, catalog, accountId, scenarios: [], scenariosEnabled: true };
+    const frame = sources.a;
+    const endFrame = sources.b;
+    const video = (parameters: Record<string, unknown>) => ({ model: 'gemforge-video-1', prompt: 'waves on a cliff', parameters: { mode: 'text-to-video', seed: 7, ...parameters } });
+    const speech = (parameters: Record<string, unknown>) => ({ model: 'gemforge-speech-1', operation: 'speech', prompt: 'Hello there.', parameters: { voiceProfileId: 'voice_72f75e56f33b8e9d6d8f4475', seed: 7, ...parameters } });
+    const music = (parameters: Record<string, unknown>) => ({ model: 'gemforge-music-1', operation: 'music', prompt: 'a calm song', parameters: { musicMode: 'advanced', seed: 7, ...parameters } });
+    const i2v = { mode: 'image-to-video', sourceImage: frame };
+    const cases: Array<[string, 'video' | 'audio', unknown, unknown]> = [
+      ['mode', 'video', video({}), video(i2v)],
+      ['sourceImage', 'video', video({ ...i2v }), video({ ...i2v, sourceImage: endFrame })],
+      ['endFrame', 'video', video({ ...i2v }), video({ ...i2v, endFrame })],
+      ['duration', 'video', video({ duration: 4 }), video({ duration: 6 })],
+      ['ratio', 'video', video({ ratio: '16:9' }), video({ ratio: '1:1' })],
+      ['resolution', 'video', video({ resolution: '480p' }), video({ resolution: '720p' })],
+      ['audio', 'video', video({ audio: false }), video({ audio: true })],
+      ['seed', 'video', video({ seed: 7 }), video({ seed: 8 })],
+      ['voiceProfileId', 'audio', speech({}), speech({ voiceProfileId: 'voice_d3aaf74203c48ce692bb5225' })],
+      ['speed', 'audio', speech({ speed: 1 }), speech({ speed: 1.5 })],
+      ['volume', 'audio', speech({ volume: 0 }), speech({ volume: 3 })],
+      ['temperature', 'audio', speech({ temperature: 0.7 }), speech({ temperature: 0.2 })],
+      ['musicMode', 'audio', music({ musicMode: 'advanced' }), music({ musicMode: 'simple' })],
+      ['instrumental', 'audio', music({ instrumental: 'off' }), music({ instrumental: 'on' })],
+      ['style', 'audio', music({}), music({ style: 'lo-fi folk' })],
+      ['title', 'audio', music({}), music({ title: 'Lanterns' })],
+      ['negativeTags', 'audio', music({}), music({ negativeTags: 'drums' })],
+      ['vocalGender', 'audio', music({ vocalGender: 'auto' }), music({ vocalGender: 'f' })],
+      ['duration', 'audio', music({ duration: '30' }), music({ duration: '60' })],
+      ['seed', 'audio', music({ seed: 7 }), music({ seed: 8 })],
+    ];
+    const covered = { video: new Set<string>(), audio: new Set<string>() };
+    for (const [name, kind, one, two] of cases) {
+      const prepare = kind === 'video' ? prepareVideo : prepareAudio;
+      const a = (await prepare(ctx, one as never)).request as unknown as Record<string, unknown>;
+      const b = (await prepare(ctx, two as never)).request as unknown as Record<string, unknown>;
+      const changed = Object.keys(a).filter((f) => JSON.stringify(a[f]) !== JSON.stringify(b[f])).sort();
+      const table = (kind === 'video' ? VIDEO_PARAMETERS : AUDIO_PARAMETERS) as Record<string, { sets: readonly string[] }>;
+      const named = [...table[name]!.sets];
+      assert.ok(changed.some((f) => named.includes(f)), `${kind} ${name}: changes one of ${named.join(', ')} (changed ${changed.join(', ') || 'nothing'})`);
+      // The mode decides which frame inputs apply: switching it may set the source image too.
+      const allowed = name === 'mode' ? [...named, 'sourceImage'] : named;
+      assert.deepEqual(changed.filter((f) => !allowed.includes(f)), [], `${kind} ${name}: changes only ${allowed.join(', ')} (changed ${changed.join(', ')})`);
+      covered[kind].add(name);
+    }
+    // Reference inputs (assets with their own duration rules) are covered by the video tests; every other parameter is here.
+    const referenceInputs = ['referenceVideo', 'referenceVideos', 'referenceAudios', 'coverAudio'];
+    assert.deepEqual(Object.keys(VIDEO_PARAMETERS).filter((p) => !covered.video.has(p) && !referenceInputs.includes(p)), []);
+    assert.deepEqual(Object.keys(AUDIO_PARAMETERS).filter((p) => !covered.audio.has(p) && !referenceInputs.includes(p)), []);
   });
 
   it('when one image parameter changes, then what is generated changes (bytes, size, format or count)', async () => {
