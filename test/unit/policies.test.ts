@@ -27,10 +27,12 @@ const policy = loadModerationPolicy(POLICY_FILE);
 
 describe('moderation normalisation and the embedded policy', () => {
   it('when text is folded, then case, accents, width, invisible characters, leetspeak and spacing are undone', () => {
-    assert.deepEqual(words('KÍLL　ｙｏｕｒ\u200bself!'), ['kill', 'yourself']);
-    assert.deepEqual(words('k.i.l.l y o u r s e l f'), ['killyourself']);
-    assert.deepEqual(words('$h00t 3v3ryone'), ['shoot', 'everyone']);
-    assert.deepEqual(words('Straße, œuvre, 16:9 in 2024'), ['strasse', 'oeuvre', '16', '9', 'in', '2024']);
+    const read = (text: string) => words(text, policy.vocabulary);
+    assert.deepEqual(read('KÍLL　ｙｏｕｒ\u200bself!'), ['kill', 'yourself']);
+    // Spelt-out letters are split into the words the policy knows (issue 30: "killyourself" matched nothing).
+    assert.deepEqual(read('k.i.l.l y o u r s e l f'), ['kill', 'yourself']);
+    assert.deepEqual(read('$h00t 3v3ryone'), ['shoot', 'everyone']);
+    assert.deepEqual(read('Straße, œuvre, 16:9 in 2024'), ['strasse', 'oeuvre', '16', '9', 'in', '2024']);
   });
 
   it('when any term of a standard category is rewritten (case, accents, separators, digits for letters), then it is still caught', () => {
@@ -105,7 +107,13 @@ describe('moderation normalisation and the embedded policy', () => {
       [{}, /"categories" must be a non-empty list/],
       [{ categories: [{ id: 'Bad Id', strictness: 'standard', terms: ['x'] }] }, /id must be lower-case/],
       [{ categories: [{ id: 'a', strictness: 'lenient', terms: ['x'] }] }, /strictness must be standard or strict/],
-      [{ categories: [{ id: 'a', strictness: 'strict' }] }, /at least one term or pattern/],
+      [{ categories: [{ id: 'a', strictness: 'strict' }] }, /at least one term, pattern or intent/],
+      [{ categories: [{ id: 'a', strictness: 'strict', intents: [{ seq: ['nope'] }] }] }, /intents\[0\]: seq names an unknown concept "nope"/],
+      [{ concepts: { x: ['y'] }, categories: [{ id: 'a', strictness: 'strict', intents: [{ all: ['x'], gap: -1 }] }] }, /gap must be a whole number/],
+      [{ concepts: { x: ['y'] }, categories: [{ id: 'a', strictness: 'strict', intents: [{ all: ['x'], near: 3 }] }] }, /unknown key near/],
+      [{ concepts: { x: ['y'] }, categories: [{ id: 'a', strictness: 'strict', intents: [{}] }] }, /give seq or all/],
+      [{ concepts: { 'Bad Name': ['y'] }, categories: [{ id: 'a', strictness: 'strict', terms: ['x'] }] }, /concepts: name "Bad Name"/],
+      [{ concepts: { x: [] }, categories: [{ id: 'a', strictness: 'strict', terms: ['x'] }] }, /concepts\.x must list at least one phrase/],
       [{ categories: [{ id: 'a', strictness: 'strict', terms: ['...'] }] }, /term "..." has no letters or digits/],
       [{ categories: [{ id: 'a', strictness: 'strict', patterns: ['(unclosed'] }] }, /not a valid regular expression/],
       [{ categories: [{ id: 'a', strictness: 'strict', terms: ['x'] }, { id: 'a', strictness: 'strict', terms: ['y'] }] }, /duplicate id a/],

@@ -1,74 +1,103 @@
 /**
  * Text normalisation for the embedded moderation policy, so that trivially
- * rewritten text is still caught: NFKC, case folding, diacritics stripped,
- * invisible characters dropped, simple leetspeak undone ("k1ll", "$hoot"),
- * letters spaced or dotted apart joined again ("k i l l", "k.i.l.l"), and
- * repeated letters collapsed ("kiiill"). Pure functions, no I/O.
+ * rewritten text reads as what it says: NFKC, case folding, diacritics
+ * stripped, invisible characters dropped, look-alike letters of other scripts
+ * folded to Latin (the confusables table of the `obscenity` package),
+ * leetspeak undone ("k1ll", "ki11", "$hoot", "|<ill"), letters spaced or
+ * dotted apart joined again and split into the words the policy knows
+ * ("a p i p e" → "a pipe"), stretched letters squeezed ("kiiill"), and a
+ * misspelt word that no English dictionary holds read as the policy word one
+ * edit away ("murdr" → "murder"). Words are compared by their Porter stems.
+ * Pure functions over a Vocabulary built once from the policy; no I/O but the
+ * dictionary, read once on first use.
  */
+import fs from 'node:fs';
+import { resolveConfusablesTransformer } from 'obscenity';
+import { stemmer } from 'stemmer';
+import wordListPath from 'word-list';
 
-/** Leetspeak and look-alike symbols, applied only inside words (see deleet). */
-const LEET = new Map<string, string>([
-  ['0', 'o'], ['1', 'i'], ['3', 'e'], ['4', 'a'], ['5', 's'], ['7', 't'], ['8', 'b'], ['9', 'g'],
-  ['@', 'a'], ['$', 's'], ['!', 'i'], ['|', 'l'], ['+', 't'], ['€', 'e'],
-]);
-
-/** Letters that lower-casing and NFD leave whole but a reader sees as plain Latin. */
+/** Letters that lower-casing and NFD leave whole but a reader sees as plain Latin (before the confusables table, which reads ß as B). */
 const FOLD = new Map<string, string>([
   ['ß', 'ss'], ['æ', 'ae'], ['œ', 'oe'], ['ø', 'o'], ['đ', 'd'], ['ł', 'l'], ['ı', 'i'], ['þ', 'th'],
+  ['’', "'"], ['‘', "'"], ['ʼ', "'"], ['`', "'"],
+]);
+
+const confusables = resolveConfusablesTransformer();
+
+/** Leetspeak: each character's readings, the likelier first; the vocabulary picks among them. */
+const LEET = new Map<string, string[]>([
+  ['0', ['o']], ['1', ['i', 'l']], ['3', ['e']], ['4', ['a']], ['5', ['s']], ['6', ['g', 'b']], ['7', ['t']], ['8', ['b']], ['9', ['g']],
+  ['@', ['a']], ['$', ['s']], ['!', ['i', 'l']], ['|', ['l', 'i']], ['+', ['t']], ['€', ['e']],
 ]);
 
 const LETTER = /\p{L}/u;
 const ALNUM = /[\p{L}\p{N}]/u;
+const DIGIT = /\p{N}/u;
 
-/** NFKC, lower case, no diacritics, no invisible format characters (zero-width spaces, joiners). */
+/** Contractions written with 's that are not possessives. */
+const CONTRACTED = new Set(['let', 'it', 'he', 'she', 'that', 'what', 'there', 'who', 'where', 'how', 'here', 'everyone', 'one']);
+
+/** Short words every segmentation may use, besides the policy's own. */
+const COMMON = `a i an the to too how do does did can could would should will shall may might must be is are was were am been being
+  my me mine you your yours he him his she her hers it its we us our they them their this that these those
+  of in on at for from with without by about into onto over under after before up down out off and or but so if then than
+  what where when why who whom which whose there here not no yes all any some every each one two
+  make made get got want need like just now please give show tell write help use using step steps way ways best
+  kill set go going gonna wanna let lets im id ill ive dont cant wont`;
+
+/**
+ * A lazily read English dictionary (the word-list package), to tell
+ * misspellings from real words: one sorted string and where each word starts
+ * (about 4 MB, where a Set of its 274,000 words would hold seven times that).
+ */
+let dictionary: { text: string; starts: Int32Array } | undefined;
+function inDictionary(word: string): boolean {
+  if (dictionary === undefined) {
+    const text = fs.readFileSync(wordListPath, 'utf8').split('\n').filter(Boolean).sort().join('\n') + '\n';
+    const starts = new Int32Array(text.split('\n').length - 1);
+    for (let i = 0, at = 0; i < starts.length; i++, at = text.indexOf('\n', at) + 1) starts[i] = at;
+    dictionary = { text, starts };
+  }
+  const { text, starts } = dictionary;
+  let lo = 0;
+  let hi = starts.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const entry = text.slice(starts[mid]!, text.indexOf('\n', starts[mid]!));
+    if (entry === word) return true;
+    if (entry < word) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return false;
+}
+
+/** A word's Porter stem; words of three letters or fewer are their own stem ("ied" is not "i"). */
+export function stemOf(word: string): string {
+  if (word.length <= 3) return word;
+  // Porter reads "weaponize" as "weapon": keep the verb apart (and -ise as -ize).
+  const verb = /^(.{3,}?)i[sz](?:e|ed|es|ing|ation|ations|er|ers)$/u.exec(word);
+  return verb ? `${verb[1]}iz` : stemmer(word);
+}
+
+/** NFKC, lower case, no diacritics, no invisible format characters, look-alike letters folded to Latin. */
 export function fold(text: string): string {
   const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '');
-  const bare = lower.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
-  return Array.from(bare, (c) => FOLD.get(c) ?? c).join('');
-}
-
-/**
- * Undoes leetspeak in one whitespace-free chunk that holds a letter: digits
- * become letters anywhere in it, symbols only where a letter or digit follows
- * (so "k!ll" is "kill" but "kill!" keeps its exclamation mark). Chunks without
- * a letter ("2024", "16:9") are numbers and stay as they are.
- */
-function deleet(chunk: string): string {
-  if (!LETTER.test(chunk)) return chunk;
-  const chars = Array.from(chunk);
-  return chars
-    .map((c, i) => {
-      const mapped = LEET.get(c);
-      if (mapped === undefined) return c;
-      if (/\p{N}/u.test(c)) return mapped;
-      return i + 1 < chars.length && ALNUM.test(chars[i + 1]!) ? mapped : c;
-    })
-    .join('');
-}
-
-/**
- * The words of a text after folding and leetspeak: runs of letters and digits.
- * Consecutive one-character words ("k i l l", "k.i.l.l", "g 0 r e") are
- * joined into one, leetspeak undone in the joined word.
- */
-export function words(text: string): string[] {
-  const raw = fold(text)
-    .split(/\s+/u)
-    .flatMap((chunk) => deleet(chunk).split(/[^\p{L}\p{N}]+/u))
-    .filter(Boolean);
-  const out: string[] = [];
-  let run = '';
-  for (const w of raw) {
-    if (Array.from(w).length === 1) {
-      run += w;
+  let out = '';
+  for (const c of lower) {
+    const mapped = FOLD.get(c);
+    if (mapped !== undefined) {
+      out += mapped;
       continue;
     }
-    if (run) out.push(deleet(run));
-    run = '';
-    out.push(w);
+    const code = c.codePointAt(0)!;
+    if (code < 0x80) {
+      out += c;
+      continue;
+    }
+    const confused = confusables.transform(code);
+    out += typeof confused === 'number' ? String.fromCodePoint(confused).toLowerCase() : c;
   }
-  if (run) out.push(deleet(run));
-  return out;
+  return out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
 }
 
 /** "kiiill" → "kil": repeated letters collapsed, so doubled and stretched spellings compare equal. */
@@ -76,48 +105,226 @@ export function squeeze(word: string): string {
   return word.replace(/(.)\1+/gu, '$1');
 }
 
-/** A text prepared for matching: its words joined without spaces, and where each word starts and ends. */
-export interface Prepared {
-  /** The words separated by single spaces (what category patterns are matched against). */
-  spaced: string;
-  /** The words joined without separators, repeated letters squeezed. */
-  compact: string;
-  starts: Set<number>;
-  ends: Set<number>;
-}
-
-export function prepare(text: string): Prepared {
-  const list = words(text);
-  const starts = new Set<number>();
-  const ends = new Set<number>();
-  let compact = '';
-  for (const w of list) {
-    // Squeezed across words too ("mass shooting" is "mashoting"), as termKey does:
-    // a word starting with the letter the previous one ended with shares it.
-    const word = squeeze(w);
-    const shared = compact.length > 0 && compact.at(-1) === word[0];
-    starts.add(shared ? compact.length - 1 : compact.length);
-    compact += shared ? word.slice(1) : word;
-    ends.add(compact.length);
-  }
-  return { spaced: list.join(' '), compact, starts, ends };
-}
-
-/** A term in the form `contains` compares: its words joined and squeezed. Empty for a term with no letters or digits. */
-export function termKey(term: string): string {
-  return squeeze(words(term).join(''));
-}
-
 /**
- * Whether the text holds the term as whole words: the term's key occurs in the
- * compact text starting where a word starts and ending where a word ends. So
- * "kill yourself" matches "K I L L   Y O U R S E L F" and "kill-your-self" but
- * not "skill yourself".
+ * How `a` becomes `b` in one edit, ranked by how likely a typo it is: 1 two
+ * letters swapped, 2 a letter left out or added, 3 a letter replaced;
+ * undefined when more than one edit apart (or equal).
  */
-export function contains(text: Prepared, key: string): boolean {
-  if (!key) return false;
-  for (let at = text.compact.indexOf(key); at !== -1; at = text.compact.indexOf(key, at + 1)) {
-    if (text.starts.has(at) && text.ends.has(at + key.length)) return true;
+function oneEdit(a: string, b: string): number | undefined {
+  if (Math.abs(a.length - b.length) > 1 || a === b) return undefined;
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  if (a.length === b.length) {
+    if (a[i] === b[i + 1] && a[i + 1] === b[i] && a.slice(i + 2) === b.slice(i + 2)) return 1;
+    return a.slice(i + 1) === b.slice(i + 1) ? 3 : undefined;
   }
-  return false;
+  const rest = a.length > b.length ? a.slice(i + 1) === b.slice(i) : a.slice(i) === b.slice(i + 1);
+  return rest ? 2 : undefined;
+}
+
+/** The words a policy knows: what segmentation, leetspeak and spelling correction aim at. */
+export class Vocabulary {
+  private readonly words = new Set<string>();
+  private readonly stems = new Set<string>();
+  private readonly squeezed = new Map<string, string>();
+  /** Policy words of 5+ letters by each one-letter deletion of them (and themselves), for spelling correction. */
+  private readonly deletions = new Map<string, string[]>();
+
+  constructor(policyWords: Iterable<string>) {
+    for (const w of COMMON.split(/\s+/)) if (w) this.add(w, false);
+    for (const w of policyWords) this.add(w, true);
+  }
+
+  private add(word: string, correctable: boolean): void {
+    if (this.words.has(word)) return;
+    this.words.add(word);
+    if (word.length >= 4) this.stems.add(stemOf(word));
+    const key = squeeze(word);
+    if (!this.squeezed.has(key)) this.squeezed.set(key, word);
+    if (correctable && word.length >= 4 && /^\p{L}+$/u.test(word)) {
+      for (const d of [word, ...Array.from(word, (_, i) => word.slice(0, i) + word.slice(i + 1))]) {
+        const list = this.deletions.get(d) ?? [];
+        list.push(word);
+        this.deletions.set(d, list);
+      }
+    }
+  }
+
+  private readonly cache = new Map<string, Token>();
+
+  /** A word as the policy reads it (corrected, stemmed); remembered, since prompts repeat their words. */
+  read(word: string, possessive: boolean): Token {
+    let token = this.cache.get(word);
+    if (token === undefined) {
+      const corrected = this.correct(word);
+      token = { word: corrected, stem: stemOf(corrected), possessive: false };
+      if (this.cache.size >= 20_000) this.cache.clear();
+      this.cache.set(word, token);
+    }
+    return possessive ? { ...token, possessive } : token;
+  }
+
+  /** A word the policy or everyday English (COMMON) holds, or an inflection of a policy word ("killing"). */
+  knows(word: string): boolean {
+    return this.words.has(word) || (word.length >= 4 && this.stems.has(stemOf(word)));
+  }
+
+  /** The word a token stands for: itself when known or a dictionary word; else squeezed or corrected to a policy word. */
+  correct(word: string): string {
+    if (this.knows(word) || !LETTER.test(word)) return word;
+    if (inDictionary(word)) return word;
+    const squeezed = this.squeezed.get(squeeze(word));
+    if (squeezed !== undefined) return squeezed;
+    if (word.length < 3 || !/^\p{L}+$/u.test(word)) return word;
+    // The likeliest typo wins; a tie between two policy words corrects nothing.
+    const ranked = new Map<string, number>();
+    const keys = word.length < 5 ? [word] : [word, ...Array.from(word, (_, i) => word.slice(0, i) + word.slice(i + 1))];
+    for (const d of keys) {
+      for (const c of this.deletions.get(d) ?? []) {
+        const rank = oneEdit(word, c);
+        // Short words: only a letter left out ("bom" for "bomb").
+        if (rank !== undefined && (word.length >= 5 || c.length === word.length + 1)) ranked.set(c, rank);
+      }
+    }
+    const best = Math.min(...ranked.values());
+    const winners = [...ranked].filter(([, rank]) => rank === best);
+    return winners.length === 1 ? winners[0]![0] : word;
+  }
+
+  /**
+   * Splits letters run together ("apipe", "killyourself") into known words,
+   * fewest words first; undefined when no split into known words exists.
+   */
+  segment(run: string): string[] | undefined {
+    const n = run.length;
+    if (n > 80) return undefined;
+    const best: Array<string[] | undefined> = new Array(n + 1).fill(undefined);
+    best[0] = [];
+    for (let end = 1; end <= n; end++) {
+      for (let start = 0; start < end; start++) {
+        const prefix = best[start];
+        if (prefix === undefined) continue;
+        const piece = run.slice(start, end);
+        if (!this.knows(piece)) continue;
+        const candidate = [...prefix, piece];
+        if (best[end] === undefined || candidate.length < best[end]!.length) best[end] = candidate;
+      }
+    }
+    return best[n];
+  }
+
+  /** Leetspeak undone in a chunk holding a letter: the reading whose words are all known, else the likeliest one. */
+  deleet(chunk: string): string {
+    if (!LETTER.test(chunk) || !Array.from(chunk).some((c) => LEET.has(c))) return chunk;
+    const chars = Array.from(chunk);
+    const options = chars.map((c, i) => {
+      const readings = LEET.get(c);
+      if (readings === undefined) return [c];
+      if (DIGIT.test(c)) return readings;
+      // Symbols read as letters only where a letter or digit follows ("k!ll", not "kill!").
+      return i + 1 < chars.length && ALNUM.test(chars[i + 1]!) ? readings : [c];
+    });
+    const pieces = (s: string) => s.split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+    if (pieces(chunk).every((p) => this.knows(p) && LETTER.test(p))) return chunk;
+    const ambiguous = options.map((o, i) => (o.length > 1 ? i : -1)).filter((i) => i >= 0).slice(0, 6);
+    const likeliest = options.map((o) => o[0]!);
+    for (let mask = 0; mask < 1 << ambiguous.length; mask++) {
+      const reading = likeliest.slice();
+      ambiguous.forEach((at, bit) => {
+        if (mask & (1 << bit)) reading[at] = options[at]![1]!;
+      });
+      const text = reading.join('');
+      if (pieces(text).every((p) => this.knows(p))) return text;
+    }
+    return likeliest.join('');
+  }
+}
+
+/** One word of a text as the policy reads it. */
+export interface Token {
+  word: string;
+  stem: string;
+  /** Written as a possessive ("kid's", "kids'"): a modifier, not what a verb acts on. */
+  possessive: boolean;
+}
+
+/** Ages under 18 written as numbers ("12 year old", "13yo", "a 9-year-old") become one word, `minorage`. */
+function markMinorAges(text: string): string {
+  const young = (all: string, n: string) => (Number(n) < 18 ? ' minorage ' : all);
+  return text
+    .replace(/\b(?:i am|im|i'm|you are|youre|you're|she is|shes|she's|he is|hes|he's|aged?|turned)\s+(\d{1,2})\b(?!\s*(?:%|am|pm|th|st|nd|rd|minutes?|hours?|days?|weeks?|months?|years|kg|lbs?|cm|inch))/gu, young)
+    .replace(/\b(\d{1,2})\s*-?\s*(?:y[o0]|y\/[o0]|yrs?|years?)\b(?:\s*-?\s*old)?/gu, young);
+}
+
+interface Piece {
+  word: string;
+  possessive: boolean;
+}
+
+/** The pieces of one whitespace-free chunk: leetspeak undone, split at punctuation, pieces that form a known word merged. */
+function chunkPieces(chunk: string, vocabulary: Vocabulary): Piece[] {
+  let possessive = false;
+  let body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
+  const owner = /^(.*[\p{L}\p{N}])'(s?)$/u.exec(body);
+  if (owner) {
+    if (owner[2] === 's' && CONTRACTED.has(owner[1]!)) body = owner[1]! + 's';
+    else {
+      body = owner[1]!;
+      possessive = true;
+    }
+  }
+  body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
+  const parts = body.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean).flatMap((p) => vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u)).filter(Boolean);
+  if (parts.length > 1 && parts.every((p) => Array.from(p).length === 1)) {
+    return parts.map((word) => ({ word, possessive: false })); // "k.i.l.l": letters spelt out, read with the run they belong to
+  }
+  // "kill-your-self": adjacent pieces that together make a known word are one word.
+  const merged: string[] = [];
+  for (let i = 0; i < parts.length; ) {
+    let j = parts.length;
+    while (j > i + 1 && !vocabulary.knows(parts.slice(i, j).join(''))) j--;
+    merged.push(parts.slice(i, j).join(''));
+    i = j;
+  }
+  return merged.map((word, i) => ({ word, possessive: possessive && i === merged.length - 1 }));
+}
+
+/** The tokens of a text: folded, leetspeak undone, spelt-out letters joined and segmented, misspellings corrected, stemmed. */
+export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
+  const pieces = markMinorAges(fold(text)).split(/\s+/u).filter(Boolean).flatMap((c) => chunkPieces(c, vocabulary));
+  const words: Piece[] = [];
+  let run: Piece[] = [];
+  const flush = () => {
+    if (run.length === 1) words.push(run[0]!);
+    else if (run.length > 1) {
+      const joined = vocabulary.deleet(run.map((p) => p.word).join(''));
+      const split = vocabulary.segment(joined);
+      words.push(...(split ?? [joined]).map((word) => ({ word, possessive: false })));
+    }
+    run = [];
+  };
+  for (const piece of pieces) {
+    // Single letters ("k i l l", "k.i.l.l", "a p i p e") are collected and read together.
+    if (Array.from(piece.word).length === 1) {
+      run.push(piece);
+      continue;
+    }
+    flush();
+    if (/^\p{L}+$/u.test(piece.word) && piece.word.length >= 7 && !vocabulary.knows(piece.word) && !inDictionary(piece.word)) {
+      // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
+      const split = vocabulary.segment(piece.word);
+      if (split && split.length === 2 && split.every((w) => w.length >= 4)) {
+        words.push(...split.map((word, i) => ({ word, possessive: piece.possessive && i === split.length - 1 })));
+        continue;
+      }
+    }
+    words.push(piece);
+  }
+  flush();
+  return words.map(({ word, possessive }) => vocabulary.read(word, possessive));
+}
+
+/** The words of a text as the policy reads them (for tests and the eval report). */
+export function words(text: string, vocabulary: Vocabulary): string[] {
+  return tokenize(text, vocabulary).map((t) => t.word);
 }

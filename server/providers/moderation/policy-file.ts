@@ -6,7 +6,8 @@
 import fs from 'node:fs';
 import YAML from 'yaml';
 import type { ContentPreference } from './types.ts';
-import { termKey } from './normalize.ts';
+import { fold, tokenize, Vocabulary } from './normalize.ts';
+import { indexPhrases, MASK, START, type Intent, type Phrase, type PhraseIndex } from './intents.ts';
 
 export type Strictness = ContentPreference;
 
@@ -15,16 +16,22 @@ export interface ModerationCategory {
   description: string;
   /** `standard`: applies to every account; `strict`: only to accounts whose content preference is strict. */
   strictness: Strictness;
-  /** The terms as `contains` compares them (normalised, squeezed), with the term each came from. */
-  terms: Array<{ term: string; key: string }>;
+  /** The terms as stems, with the term each came from. */
+  terms: Array<{ term: string; stems: string[] }>;
   /** Regular expressions over the normalised words separated by single spaces. */
   patterns: RegExp[];
+  /** The structures of a harmful request (see moderation.yaml). */
+  intents: Intent[];
   /** Category names of an OpenAI-compatible moderation endpoint that mean this category. */
   upstream: string[];
 }
 
 export interface ModerationPolicy {
   categories: ModerationCategory[];
+  /** The words the policy knows, for reading rewritten text. */
+  vocabulary: Vocabulary;
+  /** Concept phrases and masks by first stem. */
+  phrases: PhraseIndex;
   /** Whether a category applies to an account with this content preference. */
   applies(category: Pick<ModerationCategory, 'strictness'>, preference: ContentPreference): boolean;
 }
@@ -39,15 +46,47 @@ function stringList(value: unknown, where: string): string[] {
   return value as string[];
 }
 
-function parseCategory(raw: unknown, where: string): ModerationCategory {
+/** The words of a phrase as written, for the vocabulary. */
+function rawWords(phrase: string): string[] {
+  return fold(phrase).replace(/'/g, '').split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+}
+
+function stemsOf(phrase: string, vocabulary: Vocabulary, where: string): string[] {
+  const stems = tokenize(phrase, vocabulary).map((t) => t.stem);
+  if (stems.length === 0) throw new Error(`${where}: "${phrase}" has no letters or digits`);
+  return stems;
+}
+
+const INTENT_KEYS = new Set(['seq', 'all', 'unless', 'gap', 'across', 'thenNot']);
+
+function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent {
+  const i = raw as Record<string, unknown>;
+  if (typeof i !== 'object' || i === null || Array.isArray(i)) throw new Error(`${where} must be a mapping`);
+  const unknown = Object.keys(i).filter((k) => !INTENT_KEYS.has(k));
+  if (unknown.length > 0) throw new Error(`${where}: unknown key ${unknown[0]} (use seq, all, unless, gap, across, thenNot)`);
+  const names = (key: string) => {
+    const list = stringList(i[key], `${where}: ${key}`);
+    for (const c of list) if (!concepts.has(c)) throw new Error(`${where}: ${key} names an unknown concept "${c}"`);
+    return list;
+  };
+  const seq = names('seq');
+  const all = names('all');
+  if (seq.length === 0 && all.length === 0) throw new Error(`${where}: give seq or all`);
+  const gap = i.gap ?? 2;
+  if (typeof gap !== 'number' || !Number.isInteger(gap) || gap < 0 || gap > 10) throw new Error(`${where}: gap must be a whole number from 0 to 10`);
+  if (i.across !== undefined && typeof i.across !== 'boolean') throw new Error(`${where}: across must be true or false`);
+  if (i.thenNot !== undefined && (typeof i.thenNot !== 'string' || !concepts.has(i.thenNot))) throw new Error(`${where}: thenNot must name a concept`);
+  return { seq, all, unless: names('unless'), gap, across: i.across === true, thenNot: i.thenNot as string | undefined };
+}
+
+function parseCategory(raw: unknown, where: string, vocabulary: Vocabulary, concepts: Set<string>): ModerationCategory {
   const c = raw as Record<string, unknown>;
   if (typeof c !== 'object' || c === null) throw new Error(`${where} must be a mapping`);
   if (typeof c.id !== 'string' || !ID.test(c.id)) throw new Error(`${where}: id must be lower-case letters, digits and dashes`);
   if (c.strictness !== 'standard' && c.strictness !== 'strict') throw new Error(`${where} (${c.id}): strictness must be standard or strict`);
   const terms = stringList(c.terms, `${where} (${c.id}): terms`).map((term) => {
-    const key = termKey(term);
-    if (!key) throw new Error(`${where} (${c.id}): term "${term}" has no letters or digits`);
-    return { term, key };
+    if (!/[\p{L}\p{N}]/u.test(term)) throw new Error(`${where} (${c.id}): term "${term}" has no letters or digits`);
+    return { term, stems: stemsOf(term, vocabulary, `${where} (${c.id}): term`) };
   });
   const patterns = stringList(c.patterns, `${where} (${c.id}): patterns`).map((source) => {
     try {
@@ -56,30 +95,57 @@ function parseCategory(raw: unknown, where: string): ModerationCategory {
       throw new Error(`${where} (${c.id}): pattern ${JSON.stringify(source)} is not a valid regular expression: ${(error as Error).message}`);
     }
   });
-  if (terms.length === 0 && patterns.length === 0) throw new Error(`${where} (${c.id}): give at least one term or pattern`);
+  if (c.intents !== undefined && !Array.isArray(c.intents)) throw new Error(`${where} (${c.id}): intents must be a list`);
+  const intents = ((c.intents as unknown[] | undefined) ?? []).map((i, n) => parseIntent(i, `${where} (${c.id}): intents[${n}]`, concepts));
+  if (terms.length === 0 && patterns.length === 0 && intents.length === 0) throw new Error(`${where} (${c.id}): give at least one term, pattern or intent`);
   return {
     id: c.id,
     description: typeof c.description === 'string' ? c.description : c.id,
     strictness: c.strictness,
     terms,
     patterns,
+    intents,
     upstream: stringList(c.upstream, `${where} (${c.id}): upstream`),
   };
 }
 
 /** Builds a policy from parsed YAML (`source` names it in messages). */
 export function parseModerationPolicy(doc: unknown, source: string): ModerationPolicy {
-  const list = (doc as { categories?: unknown } | null)?.categories;
+  const d = (doc ?? {}) as { categories?: unknown; concepts?: unknown; masks?: unknown };
+  const list = d.categories;
   if (!Array.isArray(list) || list.length === 0) throw new Error(`${source}: "categories" must be a non-empty list`);
+  const rawConcepts = d.concepts ?? {};
+  if (typeof rawConcepts !== 'object' || rawConcepts === null || Array.isArray(rawConcepts)) throw new Error(`${source}: "concepts" must map names to lists of phrases`);
+  const concepts = Object.entries(rawConcepts as Record<string, unknown>).map(([name, phrases]) => {
+    if (!ID.test(name)) throw new Error(`${source}: concepts: name "${name}" must be lower-case letters, digits and dashes`);
+    const listed = stringList(phrases, `${source}: concepts.${name}`);
+    if (listed.length === 0) throw new Error(`${source}: concepts.${name} must list at least one phrase`);
+    return { name, phrases: listed };
+  });
+  const masks = stringList(d.masks, `${source}: masks`);
+
+  // The vocabulary holds every word the policy writes, so that rewritten text is read towards them.
+  const words = new Set<string>();
+  const terms = list.flatMap((c) => ((c as { terms?: unknown })?.terms instanceof Array ? ((c as { terms: unknown[] }).terms.filter((t) => typeof t === 'string') as string[]) : []));
+  for (const phrase of [...concepts.flatMap((c) => c.phrases), ...masks, ...terms]) for (const w of rawWords(phrase)) words.add(w);
+  const vocabulary = new Vocabulary(words);
+
+  const phrases: Phrase[] = [
+    ...concepts.flatMap(({ name, phrases }) => phrases.map((p) => ({ stems: stemsOf(p, vocabulary, `${source}: concepts.${name}`), concept: name }))),
+    ...masks.map((p) => ({ stems: stemsOf(p, vocabulary, `${source}: masks`), concept: MASK })),
+  ];
+  const names = new Set([START, ...concepts.map((c) => c.name)]);
   const seen = new Set<string>();
   const categories = list.map((raw, i) => {
-    const category = parseCategory(raw, `${source}: categories[${i}]`);
+    const category = parseCategory(raw, `${source}: categories[${i}]`, vocabulary, names);
     if (seen.has(category.id)) throw new Error(`${source}: categories[${i}]: duplicate id ${category.id}`);
     seen.add(category.id);
     return category;
   });
   return {
     categories,
+    vocabulary,
+    phrases: indexPhrases(phrases),
     applies: (category, preference) => category.strictness === 'standard' || preference === 'strict',
   };
 }

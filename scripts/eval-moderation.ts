@@ -1,0 +1,60 @@
+/**
+ * npm run eval:moderation [-- --set NAME] [-- --quiet]
+ *
+ * Measures moderation on the labelled sets of test/fixtures/moderation/:
+ * recall per harmful category and the false-positive rate on benign text,
+ * for the embedded policy (MODERATION_POLICY_PATH or the shipped one) and,
+ * when MODERATION_URL is set, for that OpenAI-compatible endpoint too; lists
+ * every miss and every false positive. Exits 1 when the embedded policy
+ * misses a target (recall ≥ 95 %, false positives ≤ 1 %) on any set.
+ */
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../server/config.ts';
+import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
+import { embeddedModeration } from '../server/providers/moderation/local.ts';
+import { openAiCompatibleModeration } from '../server/providers/moderation/openai.ts';
+import type { ModerationProvider } from '../server/providers/moderation/types.ts';
+import { readSets, score, TARGETS, type Score } from './moderation/eval-set.ts';
+
+const { values } = parseArgs({ options: { set: { type: 'string' }, quiet: { type: 'boolean', default: false } } });
+
+const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
+const visible = (text: string) => JSON.stringify(text); // escapes invisible characters, so a miss can be read
+
+function report(provider: string, s: Score, quiet: boolean): boolean {
+  const met = s.recall >= TARGETS.recall && s.falsePositiveRate <= TARGETS.falsePositiveRate;
+  console.log(`\n## ${provider} on ${s.set}: recall ${pct(s.recall)} (target ≥ ${pct(TARGETS.recall)}), false positives ${pct(s.falsePositiveRate)} (target ≤ ${pct(TARGETS.falsePositiveRate)}) — ${met ? 'MET' : 'MISSED'}`);
+  for (const g of s.harmful) console.log(`  harmful ${g.group.padEnd(18)} ${String(g.refused).padStart(4)}/${String(g.total).padEnd(4)} refused  ${pct(g.refused / g.total)}`);
+  for (const g of s.benign) console.log(`  benign  ${g.group.padEnd(18)} ${String(g.refused).padStart(4)}/${String(g.total).padEnd(4)} refused  ${pct(g.refused / g.total)}`);
+  if (!quiet) {
+    if (s.misses.length > 0) console.log(`  misses (harmful, let through):`);
+    for (const m of s.misses) console.log(`    [${m.group}] ${visible(m.text)}`);
+    if (s.falsePositives.length > 0) console.log(`  false positives (benign, refused):`);
+    for (const f of s.falsePositives) console.log(`    [${f.group}] ${visible(f.text)} → ${f.categories.join(', ')}`);
+  }
+  return met;
+}
+
+const config = loadConfig(process.env);
+const policy = loadModerationPolicy(config.moderationPolicyPath);
+const providers: Array<[string, ModerationProvider, number]> = [['embedded', embeddedModeration(policy), 1]];
+if (config.moderationUrl) {
+  providers.push([`upstream ${config.moderationUrl}`, openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel }), 8]);
+}
+const sets = readSets().filter((s) => !values.set || s.name === values.set);
+if (sets.length === 0) {
+  console.error(`no set named ${values.set} in test/fixtures/moderation/`);
+  process.exit(2);
+}
+let allMet = true;
+for (const [name, provider, concurrency] of providers) {
+  for (const set of sets) {
+    try {
+      const met = report(name, await score(set, provider, concurrency), values.quiet ?? false);
+      if (name === 'embedded') allMet &&= met;
+    } catch (error) {
+      console.log(`\n## ${name} on ${set.name}: could not be measured: ${(error as Error).message}`);
+    }
+  }
+}
+process.exit(allMet ? 0 : 1);
