@@ -134,8 +134,9 @@ function sequences(tokens: Token[], found: Map<string, Occurrence[]>, intent: In
   return spans;
 }
 
-function overlapsAny(o: Occurrence, list: Occurrence[]): boolean {
-  for (const m of list) if (m.start < o.end && o.start < m.end) return true;
+/** Whether `o` lies inside one of `list` ("detection" inside "avoid detection"). */
+function insideAny(o: Occurrence, list: Occurrence[]): boolean {
+  for (const m of list) if (m.start <= o.start && o.end <= m.end) return true;
   return false;
 }
 
@@ -149,11 +150,11 @@ export function carries(tokens: Token[], found: Map<string, Occurrence[]>, inten
   for (const c of intent.seq) if (!found.has(c)) return false;
   for (const c of intent.all) if (!found.has(c)) return false;
   if (intent.unless.length > 0) {
-    // An `unless` word counts only where it is not part of the intent's own words ("avoid detection" is not "detection").
+    // An `unless` word counts only where it is not inside one of the intent's own phrases ("avoid detection" is not "detection").
     const own: Occurrence[] = [];
     for (const c of intent.seq) own.push(...found.get(c)!);
     for (const c of intent.all) own.push(...found.get(c)!);
-    for (const c of intent.unless) for (const o of found.get(c) ?? NONE) if (!overlapsAny(o, own)) return false;
+    for (const c of intent.unless) for (const o of found.get(c) ?? NONE) if (!insideAny(o, own)) return false;
   }
   const anchors = intent.seq.length > 0 ? sequences(tokens, found, intent) : found.get(intent.all[0]!)!;
   const from = intent.seq.length > 0 ? 0 : 1;

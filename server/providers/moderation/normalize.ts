@@ -76,7 +76,9 @@ export function stemOf(word: string): string {
   if (word.length <= 3) return word;
   // Porter reads "weaponize" as "weapon": keep the verb apart (and -ise as -ize).
   const verb = /^(.{3,}?)i[sz](?:e|ed|es|ing|ation|ations|er|ers)$/u.exec(word);
-  return verb ? `${verb[1]}iz` : stemmer(word);
+  if (verb) return `${verb[1]}iz`;
+  const stem = stemmer(word);
+  return stem.length < 3 ? word : stem; // "ieds" stays "ieds", not "i"
 }
 
 /** NFKC, lower case, no diacritics, no invisible format characters, look-alike letters folded to Latin. */
