@@ -32,6 +32,7 @@ import { filesRouter } from './routes/files.ts';
 import { docsRouter } from './routes/docs.ts';
 import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
+import type { RemoteMedia } from './providers/remote/index.ts';
 import type { TextProviders } from './providers/text/types.ts';
 import type { AnalysisProvider } from './providers/analysis/types.ts';
 import type { RegionMap } from './domain/policy/regions.ts';
@@ -51,6 +52,8 @@ export interface AppDeps {
   providers: { text: TextProviders; analysis: AnalysisProvider };
   /** Background work a shutdown waits for (text generations settling). */
   inflight?: InflightWork;
+  /** Remote media providers: submission checks against the upstream model, and the worker lane of each model. */
+  remoteMedia?: RemoteMedia;
 }
 
 /** JSON body limits per operation (spec Limits table); everything else gets the default. */

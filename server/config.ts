@@ -61,6 +61,33 @@ export interface Config {
    * `gemforge-text-1=llama3.2,other-id=qwen2.5`). Unmapped text models stay local.
    */
   textUpstreamModels: Record<string, string>;
+  /** OpenAI-compatible Images API for image models (`IMAGE_UPSTREAM_URL`, a base such as `https://api.openai.com`). */
+  imageUpstreamUrl: string | undefined;
+  imageUpstreamApiKey: string | undefined;
+  /** Catalog image model → upstream model (`IMAGE_UPSTREAM_MODELS`, e.g. `gemforge-image-1=gpt-image-1`). */
+  imageUpstreamModels: Record<string, string>;
+  /** The image upstream honours `Idempotency-Key` (`IMAGE_UPSTREAM_IDEMPOTENT`): an interrupted call is sent again, not held. */
+  imageUpstreamIdempotent: boolean;
+  /** OpenAI-compatible speech (`SPEECH_UPSTREAM_URL`, `…_API_KEY`, `…_MODELS`, `…_VOICES`, `…_IDEMPOTENT`). */
+  speechUpstreamUrl: string | undefined;
+  speechUpstreamApiKey: string | undefined;
+  speechUpstreamModels: Record<string, string>;
+  /** Catalog voice id → upstream voice name (`SPEECH_UPSTREAM_VOICES`, e.g. `voice_ember=alloy`). */
+  speechUpstreamVoices: Record<string, string>;
+  speechUpstreamIdempotent: boolean;
+  /** A prediction API in Replicate's shape (`REPLICATE_API_URL`, default https://api.replicate.com). */
+  replicateApiUrl: string;
+  replicateApiToken: string | undefined;
+  /** How often a running prediction is read (`REPLICATE_POLL_MS`). */
+  replicatePollMs: number;
+  /** A remote output's whole time budget (`REMOTE_DEADLINE_SECONDS`): past it a prediction is cancelled and the slot fails, an unanswered call is held. */
+  remoteDeadlineSeconds: number;
+  /** One request to a remote provider (`REMOTE_ATTEMPT_TIMEOUT_SECONDS`). */
+  remoteAttemptTimeoutSeconds: number;
+  /** The largest output taken from a remote provider (`REMOTE_OUTPUT_MAX_BYTES`). */
+  remoteOutputMaxBytes: number;
+  /** Worker loops for remote providers' jobs (`WORKER_REMOTE_CONCURRENCY`), apart from WORKER_CONCURRENCY. */
+  workerRemoteConcurrency: number;
   /** Honour `[[scenario:…]]` prompt markers (`SCENARIOS_ENABLED`, default true). */
   scenariosEnabled: boolean;
   /** Run the media worker inside the server (`WORKER_ENABLED`, default true; off when `gemforge worker` runs it). */
@@ -216,6 +243,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     textUpstreamUrl: env.TEXT_UPSTREAM_URL || undefined,
     textUpstreamApiKey: env.TEXT_UPSTREAM_API_KEY || undefined,
     textUpstreamModels: parseMapping(env.TEXT_UPSTREAM_MODELS, 'TEXT_UPSTREAM_MODELS'),
+    imageUpstreamUrl: env.IMAGE_UPSTREAM_URL || undefined,
+    imageUpstreamApiKey: env.IMAGE_UPSTREAM_API_KEY || undefined,
+    imageUpstreamModels: parseMapping(env.IMAGE_UPSTREAM_MODELS, 'IMAGE_UPSTREAM_MODELS'),
+    imageUpstreamIdempotent: parseBool(env.IMAGE_UPSTREAM_IDEMPOTENT, false),
+    speechUpstreamUrl: env.SPEECH_UPSTREAM_URL || undefined,
+    speechUpstreamApiKey: env.SPEECH_UPSTREAM_API_KEY || undefined,
+    speechUpstreamModels: parseMapping(env.SPEECH_UPSTREAM_MODELS, 'SPEECH_UPSTREAM_MODELS'),
+    speechUpstreamVoices: parseMapping(env.SPEECH_UPSTREAM_VOICES, 'SPEECH_UPSTREAM_VOICES'),
+    speechUpstreamIdempotent: parseBool(env.SPEECH_UPSTREAM_IDEMPOTENT, false),
+    replicateApiUrl: env.REPLICATE_API_URL || 'https://api.replicate.com',
+    replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
+    replicatePollMs: parseWhole(env.REPLICATE_POLL_MS, 1000, 'REPLICATE_POLL_MS', 10),
+    remoteDeadlineSeconds: parseWhole(env.REMOTE_DEADLINE_SECONDS, 900, 'REMOTE_DEADLINE_SECONDS', 1),
+    remoteAttemptTimeoutSeconds: parseWhole(env.REMOTE_ATTEMPT_TIMEOUT_SECONDS, 120, 'REMOTE_ATTEMPT_TIMEOUT_SECONDS', 1),
+    remoteOutputMaxBytes: parseWhole(env.REMOTE_OUTPUT_MAX_BYTES, 256 * 1024 * 1024, 'REMOTE_OUTPUT_MAX_BYTES', 1024),
+    workerRemoteConcurrency: parseWhole(env.WORKER_REMOTE_CONCURRENCY, 64, 'WORKER_REMOTE_CONCURRENCY', 1),
     scenariosEnabled: parseBool(env.SCENARIOS_ENABLED, true),
     workerEnabled: parseBool(env.WORKER_ENABLED, true),
     workerConcurrency: parseWhole(env.WORKER_CONCURRENCY, 2, 'WORKER_CONCURRENCY', 1),

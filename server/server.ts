@@ -16,6 +16,7 @@ import { createSigner, loadServerSecret } from './domain/signing.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
+import { createRemoteMedia } from './providers/remote/index.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
@@ -54,12 +55,16 @@ async function selfCheck(url: string, server: http.Server, db: Db): Promise<void
 }
 
 /** Starts the media worker on a database (in the server, or alone with `gemforge worker`). */
-export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, providers: MediaProviders = defaultMediaProviders()): RunningWorker {
+export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, given?: MediaProviders): RunningWorker {
+  // The embedded generators by kind, and each remote model's own provider (a broken provider entry stops the start).
+  const remote = given ? undefined : createRemoteMedia(config, loadCatalog(config.catalogPath));
+  const providers: MediaProviders = given ?? { ...defaultMediaProviders(), byModel: remote!.byModel };
   return startWorker({
     db,
     clock,
     logger,
     providers,
+    remoteConcurrency: Object.keys(providers.byModel ?? {}).length > 0 ? config.workerRemoteConcurrency : 0,
     dataDir: config.dataDir,
     ffmpegPath: config.ffmpegPath,
     ffprobePath: config.ffprobePath,
@@ -74,6 +79,8 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
 export async function startServer(config: Config, options: { clock?: Clock; providers?: MediaProviders } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
   const catalog = loadCatalog(config.catalogPath);
+  // Remote media providers are checked before the database opens: a model naming an unconfigured one stops the start.
+  const remoteMedia = createRemoteMedia(config, catalog);
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
   const policies = { moderation: moderationProviderFor(moderationPolicy, config), regions: loadRegions(config.regionsFile) };
@@ -89,7 +96,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const signer = createSigner(loadServerSecret(config.dataDir), config.signedUrlTtlSeconds);
   const inflight = new InflightWork();
   const providers = { text: createTextProviders(config), analysis: createAnalysisProvider(config) };
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers });
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia });
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
   answerClientErrors(server, logger);

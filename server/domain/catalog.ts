@@ -22,6 +22,10 @@ export type CatalogModel = Entry & {
   available?: boolean;
   baseGems?: number;
   listedCapabilities: Record<string, unknown>;
+  /** The provider that makes its outputs (`local` when absent; server/providers/remote). */
+  provider?: string;
+  /** The `replicate` block of a model whose provider is replicate (checked when providers are built). */
+  replicate?: unknown;
 };
 
 /** The entry of one kind. */
@@ -43,6 +47,7 @@ export interface Catalog {
 }
 
 const KINDS = new Set(['image', 'video', 'audio', 'text']);
+const PROVIDERS = new Set(['local', 'openai-images', 'openai-speech', 'replicate']);
 
 /** Loads and checks the catalog; a broken file stops start-up with a message naming the entry. */
 export function loadCatalog(file: string): Catalog {
@@ -50,7 +55,7 @@ export function loadCatalog(file: string): Catalog {
   if (!Array.isArray(doc?.models)) throw new Error(`${file}: "models" must be a list`);
   const seen = new Set<string>();
   const models = doc.models.map((raw, i) => {
-    const m = raw as { id: string; name: string; kind: ModelKind; available?: boolean; baseGems?: number; capabilities: unknown; pricing: unknown };
+    const m = raw as { id: string; name: string; kind: ModelKind; available?: boolean; baseGems?: number; capabilities: unknown; pricing: unknown; provider?: unknown; replicate?: unknown };
     const where = `${file}: models[${i}]`;
     if (typeof m?.id !== 'string' || !/^[A-Za-z0-9._:-]{1,150}$/.test(m.id)) throw new Error(`${where}: bad id`);
     if (seen.has(m.id)) throw new Error(`${where}: duplicate id ${m.id}`);
@@ -61,6 +66,11 @@ export function loadCatalog(file: string): Catalog {
     if (typeof m.pricing !== 'object' || m.pricing === null) throw new Error(`${where}: pricing must be an object`);
     const entry = parseEntry(m.kind, m, `${where} (${m.id})`);
     const model: CatalogModel = { ...entry, id: m.id, name: m.name, listedCapabilities: m.capabilities as Record<string, unknown> };
+    if (m.provider !== undefined) {
+      if (typeof m.provider !== 'string' || !PROVIDERS.has(m.provider)) throw new Error(`${where}: provider must be one of ${[...PROVIDERS].join(', ')}`);
+      model.provider = m.provider;
+    }
+    if (m.replicate !== undefined) model.replicate = m.replicate;
     if (m.available !== undefined) model.available = m.available;
     if (m.baseGems !== undefined) model.baseGems = m.baseGems;
     return model;

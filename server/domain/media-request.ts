@@ -21,6 +21,8 @@ interface Prepared<K extends MediaKind> {
   /** Gems per output slot; the quote is their sum, and each succeeded slot is charged its price. */
   outputPrices: number[];
   scenarios: Scenario[];
+  /** The worker lane of the model's provider (set by the route; `local` when absent). */
+  lane?: 'local' | 'remote';
 }
 
 export type PreparedMedia = { [K in MediaKind]: Prepared<K> }[MediaKind];

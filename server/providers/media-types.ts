@@ -113,6 +113,22 @@ export interface MediaJob<K extends MediaKind = MediaKind> {
   slots: number;
 }
 
+/** A remote provider's record of what it asked upstream for one slot (server/storage/remote-calls.ts). */
+export interface RemoteCallRecord {
+  state: 'calling' | 'created' | 'done';
+  upstreamId: string | null;
+}
+
+/** The slot records of one task, for remote providers (exactly once at the upstream). */
+export interface RemoteCalls {
+  find(idx: number): Promise<RemoteCallRecord | undefined>;
+  /** Before sending a request that may create work upstream. */
+  calling(idx: number, provider: string): Promise<void>;
+  /** Once the upstream named its job: a resumed run looks it up instead of creating another. */
+  created(idx: number, upstreamId: string): Promise<void>;
+  done(idx: number): Promise<void>;
+}
+
 export interface MediaTools {
   dataDir: string;
   ffmpegPath: string;
@@ -121,6 +137,11 @@ export interface MediaTools {
   assetFile(assetId: string): Promise<string>;
   /** A fresh temp file path under DATA_DIR/tmp. */
   tempFile(suffix: string): Promise<string>;
+  remoteCalls: RemoteCalls;
+  /** Logs a provider event with the task and slot (never a key or an upstream answer's body). */
+  warn(details: Record<string, unknown>, message: string): void;
+  /** True once the worker is stopping or lost the job: long waits end early, the job is left for recovery. */
+  stopping(): boolean;
 }
 
 export interface GeneratedOutput {
@@ -132,12 +153,32 @@ export interface GeneratedOutput {
 export interface MediaProvider<K extends MediaKind = MediaKind> {
   readonly name: string;
   readonly resume: ResumePolicy;
+  /** `remote`: I/O-bound, run by the worker's remote lane (many at once). Default `local`. */
+  readonly lane?: 'local' | 'remote';
   /** Makes the output of one slot, or throws (the slot fails with a sanitized message). */
   generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput>;
 }
 
-/** The media providers by kind, handed to the worker at the composition root. */
-export type MediaProviders = { [K in MediaKind]?: MediaProvider<K> };
+/**
+ * The media providers by kind, handed to the worker at the composition root,
+ * and the remote providers of the models that name one (`byModel`).
+ */
+export type MediaProviders = { [K in MediaKind]?: MediaProvider<K> } & { byModel?: Record<string, MediaProvider> };
+
+/** The provider that makes a model's outputs: its own when it names one, else its kind's. */
+export function providerOf(providers: MediaProviders, model: string, kind: MediaKind): MediaProvider | undefined {
+  return providers.byModel?.[model] ?? (providers[kind] as MediaProvider | undefined);
+}
+
+/**
+ * The provider cannot know how its upstream request ended (a crash or a
+ * deadline while a creating request was in flight, with no way to look it up):
+ * the task stays `processing` with its reservation held until an operator
+ * settles it (`gemforge admin task settle`), rather than paying twice.
+ */
+export class MediaHoldError extends Error {
+  override name = 'MediaHoldError';
+}
 
 /** A failure the provider wants shown to the client (its message is safe). */
 export class MediaGenerationError extends Error {

@@ -14,6 +14,7 @@ import { prepareVideo } from '../domain/media-video.ts';
 import { prepareAudio } from '../domain/media-audio.ts';
 import { scenarioOf } from '../domain/scenarios.ts';
 import { baseUrlFor } from '../http/base-url.ts';
+import { invalidRequest } from '../errors.ts';
 
 type Submission = components['schemas']['Submission'];
 type MediaBody = { model: string; prompt: string; maxGems?: number };
@@ -31,8 +32,8 @@ export function addMediaOperation(path: string, operation: 'createVideo' | 'crea
   OPERATIONS.push({ path, operation, prepare });
 }
 
-export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'config' | 'signer'>): Router {
-  const { db, clock, catalog, config, signer } = deps;
+export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'config' | 'signer' | 'remoteMedia'>): Router {
+  const { db, clock, catalog, config, signer, remoteMedia } = deps;
   const baseUrl = baseUrlFor(config);
   const router = Router();
   for (const { path, operation, prepare } of OPERATIONS) {
@@ -41,6 +42,12 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
       const body = req.body as MediaBody;
       const scenarios = scenarioOf(body.prompt, config.scenariosEnabled);
       const prepared = await prepare({ db, catalog, accountId: principal.account.id, scenarios, scenariosEnabled: config.scenariosEnabled }, body as never);
+      if (remoteMedia) {
+        // What the model's upstream cannot do is refused here, before anything is reserved.
+        const problem = remoteMedia.problem(prepared.model.id, prepared.kind, prepared.request);
+        if (problem) throw invalidRequest(`Model ${prepared.model.id}: ${problem}`);
+        prepared.lane = remoteMedia.laneOf(prepared.model.id);
+      }
       const { created, task, written } = await submitMedia(db, clock, {
         principal,
         idemKey: req.get('idempotency-key')!,

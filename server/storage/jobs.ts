@@ -26,22 +26,31 @@ export interface JobRow {
   locked_at: string | null;
   locked_by: string | null;
   last_error: string | null;
+  lane: Lane;
   created_at: string;
   updated_at: string;
 }
 
-export async function enqueue(db: Conn, taskId: string, nowIso: string): Promise<void> {
-  await executeLater(db, 'job-enqueue', (c, task, now) => c('jobs').insert({ task_id: task, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now }), [taskId, nowIso]);
+/** Which worker loops run a job: the local CPU-bound generators, or remote providers (I/O-bound, many at once). */
+export type Lane = 'local' | 'remote';
+
+export async function enqueue(db: Conn, taskId: string, nowIso: string, lane: Lane = 'local'): Promise<void> {
+  await executeLater(
+    db,
+    'job-enqueue',
+    (c, task, now, l) => c('jobs').insert({ task_id: task, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: l }),
+    [taskId, nowIso, lane],
+  );
 }
 
 /**
  * Claims the next due job for `workerId`: one conditional UPDATE, so two workers
  * (threads or processes) can never both win the same row.
  */
-export async function claimNext(db: Db, workerId: string, nowIso: string): Promise<JobRow | undefined> {
+export async function claimNext(db: Db, workerId: string, nowIso: string, lane: Lane = 'local'): Promise<JobRow | undefined> {
   return inTransaction(db, async (trx) => {
     let pick = trx('jobs')
-      .where({ state: 'queued' })
+      .where({ state: 'queued', lane })
       .where('run_at', '<=', nowIso)
       .where((q) => q.whereNull('retry_at').orWhere('retry_at', '<=', nowIso))
       .orderBy('run_at')
@@ -102,6 +111,14 @@ export async function failExpired(db: Conn, jobId: number, olderThanIso: string,
     .where({ id: jobId, state: 'running' })
     .where('locked_at', '<', olderThanIso)
     .update({ state: 'failed', locked_at: null, locked_by: null, updated_at: nowIso, last_error: lastError });
+  return n === 1;
+}
+
+/** Holds a running job of this worker for an operator (its outcome at the provider cannot be known); false when it is no longer ours. */
+export async function hold(db: Conn, jobId: number, workerId: string, nowIso: string, reason: string): Promise<boolean> {
+  const n = await db('jobs')
+    .where({ id: jobId, state: 'running', locked_by: workerId })
+    .update({ state: 'held', locked_at: null, locked_by: null, updated_at: nowIso, last_error: reason.slice(0, 500) });
   return n === 1;
 }
 

@@ -21,7 +21,8 @@ import { findScenario, type Scenario } from '../domain/scenarios.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { MediaProviders } from '../providers/media.ts';
-import { MediaGenerationError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools } from '../providers/media-types.ts';
+import * as remote from '../storage/remote-calls.ts';
+import { MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaTools } from '../providers/media-types.ts';
 
 export interface JobContext {
   db: Db;
@@ -56,8 +57,20 @@ async function hold(ctx: JobContext, seconds: number): Promise<boolean> {
   return true;
 }
 
-function toolsFor(ctx: JobContext, accountId: string): MediaTools {
+function toolsFor(ctx: JobContext, taskId: string, accountId: string): MediaTools {
+  const now = () => ctx.clock.now().toISOString();
   return {
+    stopping: ctx.stopping,
+    warn: (details, message) => ctx.logger.warn({ taskId, ...details }, message),
+    remoteCalls: {
+      async find(idx) {
+        const row = await remote.findRemoteCall(ctx.db, taskId, idx);
+        return row && { state: row.state, upstreamId: row.upstream_id };
+      },
+      calling: (idx, provider) => remote.markCalling(ctx.db, taskId, idx, provider, now()),
+      created: (idx, upstreamId) => remote.markCreated(ctx.db, taskId, idx, upstreamId, now()),
+      done: (idx) => remote.markDone(ctx.db, taskId, idx, now()),
+    },
     dataDir: ctx.dataDir,
     ffmpegPath: ctx.ffmpegPath,
     ffprobePath: ctx.ffprobePath,
@@ -70,11 +83,30 @@ function toolsFor(ctx: JobContext, accountId: string): MediaTools {
   };
 }
 
-/** Hands a job to the provider of its kind (the kind ties the payload to its provider's type). */
-function generate<K extends MediaKind>(providers: MediaProviders, job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
-  const provider: MediaProviders[K] = providers[job.kind];
+/** Hands a job to its model's provider (the model's own, else its kind's). */
+function generate(providers: MediaProviders, job: MediaJob, tools: MediaTools): Promise<GeneratedOutput> {
+  const provider = providerOf(providers, job.model, job.kind);
   if (!provider) throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No ${job.kind} generator is configured on this server.`);
   return provider.generate(job, tools);
+}
+
+/**
+ * How a stored output differs from what was asked (frame size; duration beyond
+ * 10 %), measured from its bytes: recorded in the log, since a remote provider
+ * may answer the nearest it offers.
+ */
+export function mismatch(request: Record<string, unknown>, asset: { width: number | null; height: number | null; duration_seconds: number | null }): Record<string, unknown> | undefined {
+  const out: Record<string, unknown> = {};
+  if (typeof request.width === 'number' && asset.width !== null && (asset.width !== request.width || asset.height !== request.height)) {
+    out.requestedSize = `${request.width}x${request.height}`;
+    out.measuredSize = `${asset.width}x${asset.height}`;
+  }
+  const seconds = typeof request.duration === 'number' ? request.duration : typeof request.durationSeconds === 'number' ? request.durationSeconds : undefined;
+  if (seconds !== undefined && seconds > 0 && asset.duration_seconds !== null && Math.abs(asset.duration_seconds - seconds) > seconds * 0.1) {
+    out.requestedSeconds = seconds;
+    out.measuredSeconds = asset.duration_seconds;
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 /** Settles the task and finishes the job in one transaction, only while the job is still this worker's. */
@@ -110,11 +142,11 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
     return;
   }
 
-  if (!ctx.providers[task.kind]) {
+  if (!providerOf(ctx.providers, task.model, task.kind)) {
     await settle(ctx, job, { status: 'failed', error: { code: 'WORKFLOW_UNAVAILABLE', message: `No ${task.kind} generator is configured on this server.` } });
     return;
   }
-  const tools = toolsFor(ctx, task.account_id);
+  const tools = toolsFor(ctx, task.id, task.account_id);
   const partial = Boolean(findScenario(scenarios, MEDIA_SCENARIOS.partial));
   const slots = await tasks.findOutputs(db, task.id);
   for (const slot of slots) {
@@ -142,10 +174,22 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
           expiresAt,
         });
         await tasks.updateOutput(db, task.id, slot.idx, { status: 'succeeded', asset_id: asset.id, error: null });
+        const differs = mismatch(request as Record<string, unknown>, asset);
+        if (differs) ctx.logger.warn({ taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs }, 'output differs from the request');
       } finally {
         await fsp.rm(out.file, { force: true });
       }
     } catch (error) {
+      // Stopping, or the lease was lost: whatever the provider threw, the job is left for recovery.
+      if (ctx.stopping()) return;
+      if (error instanceof MediaHoldError) {
+        // The outcome upstream cannot be known: hold the task for an operator rather than pay twice.
+        if (await jobs.hold(db, job.id, job.locked_by ?? '', clock.now().toISOString(), error.message)) {
+          ctx.logger.warn({ taskId: task.id, slot: slot.idx, reason: error.message }, 'job held for an operator (gemforge admin task settle)');
+          return;
+        }
+        throw new LeaseLostError(job);
+      }
       const safe = error instanceof MediaGenerationError ? error.message : 'This output could not be generated.';
       ctx.logger.warn({ err: error, taskId: task.id, slot: slot.idx }, 'output generation failed');
       await tasks.updateOutput(db, task.id, slot.idx, { status: 'failed', error: safe });

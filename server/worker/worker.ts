@@ -19,9 +19,12 @@ import { MEDIA_SCENARIOS } from '../domain/media-request.ts';
 import { findScenario, type Scenario } from '../domain/scenarios.ts';
 import { finishTask } from '../domain/tasks.ts';
 import { LeaseLostError, runJob, type JobContext } from './run-job.ts';
+import { providerOf } from '../providers/media-types.ts';
 
 export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
   concurrency: number;
+  /** Loops for remote providers' jobs (I/O-bound; 0 when no model has a remote provider). */
+  remoteConcurrency?: number;
   leaseMs: number;
   pollMs: number;
   /** First backoff of a re-queued job in ms; doubles per attempt, at most MAX_BACKOFF_MS. */
@@ -42,6 +45,10 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   const id = `${os.hostname().slice(0, 40)}:${process.pid}:${crypto.randomBytes(3).toString('hex')}`;
   const { db, clock, logger } = options;
   let stopping = false;
+  // Idle waits end as soon as the worker stops, so stop() does not wait out a poll or maintenance interval.
+  let wake: () => void = () => undefined;
+  const stopped = new Promise<void>((resolve) => (wake = resolve));
+  const idle = (ms: number) => Promise.race([sleep(ms), stopped]);
   const ctx: JobContext = { ...options, stopping: () => stopping };
   const log = logger.child({ worker: id });
 
@@ -70,15 +77,15 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     }
   }
 
-  async function loop(): Promise<void> {
+  async function loop(lane: jobs.Lane): Promise<void> {
     while (!stopping) {
       try {
-        const job = await jobs.claimNext(db, id, clock.now().toISOString());
+        const job = await jobs.claimNext(db, id, clock.now().toISOString(), lane);
         if (job) await runWithLease(job);
-        else await sleep(options.pollMs);
+        else await idle(options.pollMs);
       } catch (err) {
         log.error({ err }, 'worker loop error');
-        await sleep(options.pollMs * 4);
+        await idle(options.pollMs * 4);
       }
     }
   }
@@ -91,18 +98,24 @@ export function startWorker(options: WorkerOptions): RunningWorker {
       } catch (err) {
         log.error({ err }, 'worker maintenance error');
       }
-      await sleep(Math.max(100, Math.min(options.leaseMs / 2, 5000)));
+      await idle(Math.max(100, Math.min(options.leaseMs / 2, 5000)));
     }
   }
 
   // Jobs a dead worker left behind are recovered (in their old place) before the first claim.
   const recovered = recoverExpiredLeases(options).catch((err: unknown) => log.error({ err }, 'worker recovery error'));
-  const loops = [...Array.from({ length: options.concurrency }, () => recovered.then(loop)), maintenance()];
-  log.info({ concurrency: options.concurrency }, 'worker started');
+  const remoteLoops = options.remoteConcurrency ?? 0;
+  const loops = [
+    ...Array.from({ length: options.concurrency }, () => recovered.then(() => loop('local'))),
+    ...Array.from({ length: remoteLoops }, () => recovered.then(() => loop('remote'))),
+    maintenance(),
+  ];
+  log.info({ concurrency: options.concurrency, remoteConcurrency: remoteLoops }, 'worker started');
   return {
     id,
     async stop() {
       stopping = true;
+      wake();
       await Promise.allSettled(loops);
     },
   };
@@ -127,7 +140,8 @@ export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | '
   for (const job of await jobs.expiredLeases(db, cutoff)) {
     const task = await tasks.findTask(db, job.task_id);
     const scenarios = task ? ((JSON.parse(task.request) as { scenarios?: Scenario[] }).scenarios ?? []) : [];
-    const policy = findScenario(scenarios, MEDIA_SCENARIOS.unresumable) ? 'never' : (task && options.providers[task.kind]?.resume) ?? 'rerun';
+    const provider = task && providerOf(options.providers, task.model, task.kind);
+    const policy = findScenario(scenarios, MEDIA_SCENARIOS.unresumable) ? 'never' : (provider?.resume ?? 'rerun');
     const log = { jobId: job.id, taskId: job.task_id, attempts: job.attempts, maxAttempts: job.max_attempts };
     const interrupted = `interrupted after attempt ${job.attempts} of ${job.max_attempts} (worker ${job.locked_by ?? 'unknown'} stopped renewing its lease)`;
     if (policy === 'never') {

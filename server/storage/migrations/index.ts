@@ -11,6 +11,7 @@ import * as m005 from './005_tasks.ts';
 import * as m006 from './006_balances.ts';
 import * as m007 from './007_policies.ts';
 import * as m008 from './008_job_attempts.ts';
+import * as m009 from './009_remote_calls.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -25,6 +26,7 @@ const migrations: Array<[string, Migration]> = [
   ['006_balances', m006],
   ['007_policies', m007],
   ['008_job_attempts', m008],
+  ['009_remote_calls', m009],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

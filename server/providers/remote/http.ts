@@ -1,0 +1,122 @@
+/**
+ * Calling a remote media provider: bounded exponential backoff on 429, 5xx and
+ * requests that never reached it, honouring `Retry-After`; definitive refusals
+ * (other 4xx) end at once; a request that was sent and then lost (timeout,
+ * reset) is retried only where the upstream deduplicates it (an idempotency
+ * key it honours, or a read), otherwise its outcome is unknown. Keys travel
+ * only in headers and never appear in an error or a log line.
+ */
+import { MediaGenerationError, MediaHoldError } from '../media-types.ts';
+
+export interface CallOptions {
+  /** Who is called, for messages ("the image provider"). */
+  who: string;
+  /** Total time for the call and its retries. */
+  deadlineMs: number;
+  /** Per attempt. */
+  attemptTimeoutMs: number;
+  /** Attempts at most (the first one included). */
+  attempts?: number;
+  /** First backoff; doubles per attempt, at most `maxBackoffMs`. */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Whether a sent-then-lost request may be sent again (a GET, or an idempotency key the upstream honours). */
+  replayable: boolean;
+  stopping(): boolean;
+  /** Called before each retry (for logs). */
+  onRetry?(details: { attempt: number; status?: number; reason: string; waitMs: number }): void;
+}
+
+/** A definitive refusal by the upstream: the slot fails, its Gems are released. */
+export class UpstreamRefusal extends MediaGenerationError {}
+
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
+function networkCode(error: unknown): string | undefined {
+  const cause = (error as { cause?: { code?: string; cause?: { code?: string } } })?.cause;
+  return cause?.code ?? cause?.cause?.code;
+}
+
+/** `Retry-After` as milliseconds (seconds or an HTTP date), if present and sane. */
+export function retryAfterMs(value: string | null, now = Date.now()): number | undefined {
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The upstream's error text, for the task's error: only a known, harmless kind of refusal, never its words. */
+export function refusalMessage(who: string, status: number, body: string): string {
+  const lower = body.toLowerCase();
+  if (/content[_ ]policy|safety system|nsfw|moderation|unsafe content/.test(lower)) return `${who} refused the request under its content policy; nothing was charged.`;
+  if (status === 401 || status === 403) return `${who} refused this server's credentials; nothing was charged.`;
+  if (status === 404) return `${who} does not know the configured upstream model; nothing was charged.`;
+  return `${who} refused the request (HTTP ${status}); nothing was charged.`;
+}
+
+/**
+ * Sends `request()` until it answers something other than 429/5xx, within the
+ * deadline. Returns the response of a 2xx; throws UpstreamRefusal for another
+ * 4xx, MediaGenerationError when retries or the deadline run out before
+ * anything may have been done upstream, MediaHoldError when a request was sent
+ * and lost and may not be replayed (its outcome is unknown).
+ */
+export async function callUpstream(request: (signal: AbortSignal) => Promise<Response>, options: CallOptions): Promise<Response> {
+  const deadline = Date.now() + options.deadlineMs;
+  const attempts = options.attempts ?? 6;
+  let backoff = options.backoffMs ?? 500;
+  let lastReason = 'no answer';
+  for (let attempt = 1; ; attempt++) {
+    const left = deadline - Date.now();
+    if (left <= 0 || options.stopping()) break;
+    let response: Response;
+    // The attempt ends at its timeout, or as soon as the worker stops (the job is then left for recovery).
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new DOMException('timeout', 'TimeoutError')), Math.min(options.attemptTimeoutMs, left));
+    const watch = setInterval(() => options.stopping() && controller.abort(new DOMException('stopping', 'AbortError')), 100);
+    try {
+      response = await request(controller.signal);
+    } catch (error) {
+      clearTimeout(timer);
+      if (options.stopping()) throw new MediaGenerationError('GENERATION_FAILED', `${options.who} call interrupted: the worker is stopping`);
+      const code = networkCode(error);
+      const sent = !code || !NOT_SENT.has(code);
+      lastReason = code ?? (controller.signal.aborted ? 'timeout' : 'connection lost');
+      if (sent && !options.replayable) {
+        throw new MediaHoldError(`${options.who} did not answer a request it may have carried out (${lastReason}); its outcome cannot be known`);
+      }
+      if (attempt >= attempts) break;
+      const waitMs = Math.min(backoff, options.maxBackoffMs ?? 8000, Math.max(0, deadline - Date.now()));
+      options.onRetry?.({ attempt, reason: lastReason, waitMs });
+      await sleep(waitMs);
+      backoff *= 2;
+      continue;
+    } finally {
+      clearInterval(watch);
+    }
+    // The timeout stays armed while the body is read (a body that never ends is cut at the attempt's timeout).
+    timer.unref();
+    if (response.ok) return response;
+    clearTimeout(timer);
+    const body = await response.text().catch(() => '');
+    if (response.status !== 429 && response.status < 500) {
+      throw new UpstreamRefusal('GENERATION_FAILED', refusalMessage(options.who, response.status, body));
+    }
+    lastReason = `HTTP ${response.status}`;
+    if (attempt >= attempts) break;
+    const hinted = retryAfterMs(response.headers.get('retry-after'));
+    const waitMs = Math.min(hinted ?? backoff, options.maxBackoffMs ?? 8000 * 4, Math.max(0, deadline - Date.now()));
+    options.onRetry?.({ attempt, status: response.status, reason: lastReason, waitMs });
+    await sleep(waitMs);
+    backoff *= 2;
+  }
+  throw new MediaGenerationError('GENERATION_FAILED', `${options.who} was unavailable (${lastReason}); nothing was charged.`);
+}
+
+/** A base URL without its trailing slash, and without a trailing /v1 (endpoints add it). */
+export function baseOf(url: string): string {
+  return url.replace(/\/+$/, '').replace(/\/v1$/, '');
+}

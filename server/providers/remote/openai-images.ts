@@ -1,0 +1,184 @@
+/**
+ * Images from an OpenAI-compatible Images API: `POST {base}/v1/images/generations`,
+ * or `/v1/images/edits` (multipart) when the request has a source image. One
+ * upstream call per output slot (`n: 1`), so each slot is charged and resumed on
+ * its own. Ratio and resolution become the upstream model's nearest `size` and a
+ * `quality`; background and output format pass through where the model has
+ * them (otherwise the format is converted here); the negative prompt and style
+ * are written into the prompt. Answers in `b64_json` and in `url` are both taken.
+ *
+ * Exactly once: each call carries `Idempotency-Key: gemforge-<task>-<slot>`.
+ * OpenAI's API does not document that header (its Node SDK sends none), so by
+ * default a slot whose call was interrupted is held for an operator rather than
+ * sent again; `IMAGE_UPSTREAM_IDEMPOTENT=true` declares an upstream that honours
+ * it, and such a slot is sent again with the same key.
+ */
+import fsp from 'node:fs/promises';
+import sharp from 'sharp';
+import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { baseOf, callUpstream } from './http.ts';
+import { downloadOutput, storeOutputBytes } from './output.ts';
+
+export interface OpenAiImagesOptions {
+  url: string;
+  apiKey: string | undefined;
+  /** Public model id → upstream model name. */
+  models: Record<string, string>;
+  idempotent: boolean;
+  deadlineMs: number;
+  attemptTimeoutMs: number;
+  maxOutputBytes: number;
+}
+
+/** What a known upstream model can do (OpenAI's documented limits); unknown names are sent the exact size asked. */
+interface UpstreamImageModel {
+  sizes: string[] | undefined;
+  background: boolean;
+  outputFormat: boolean;
+  edits: boolean;
+  quality: (resolution: string) => string | undefined;
+  style?: (variant: string) => string | undefined;
+}
+
+function upstreamModel(name: string): UpstreamImageModel {
+  if (name.startsWith('gpt-image')) {
+    return {
+      sizes: ['1024x1024', '1536x1024', '1024x1536'],
+      background: true,
+      outputFormat: true,
+      edits: true,
+      quality: (r) => (Number(r) <= 512 ? 'low' : Number(r) <= 1024 ? 'medium' : 'high'),
+    };
+  }
+  if (name === 'dall-e-3') {
+    return {
+      sizes: ['1024x1024', '1792x1024', '1024x1792'],
+      background: false,
+      outputFormat: false,
+      edits: false,
+      quality: (r) => (Number(r) > 1024 ? 'hd' : 'standard'),
+      style: (v) => (v === 'vivid' ? 'vivid' : v === 'muted' ? 'natural' : undefined),
+    };
+  }
+  if (name === 'dall-e-2') return { sizes: ['256x256', '512x512', '1024x1024'], background: false, outputFormat: false, edits: true, quality: () => undefined };
+  return { sizes: undefined, background: true, outputFormat: true, edits: true, quality: () => undefined };
+}
+
+/** The allowed size nearest the requested shape (then the requested long edge). */
+export function nearestSize(sizes: string[] | undefined, width: number, height: number): string {
+  if (!sizes) return `${width}x${height}`;
+  const want = Math.log(width / height);
+  const score = (s: string) => {
+    const [w, h] = s.split('x').map(Number) as [number, number];
+    return Math.abs(Math.log(w / h) - want) * 10 + Math.abs(Math.max(w, h) - Math.max(width, height)) / 4096;
+  };
+  return [...sizes].sort((a, b) => score(a) - score(b))[0]!;
+}
+
+/** What the upstream model cannot do for this request (refused at submission, before anything is reserved). */
+export function imageRequestProblem(upstream: string, request: Pick<ImageJobRequest, 'background' | 'sourceImage' | 'referenceImages'>): string | undefined {
+  const m = upstreamModel(upstream);
+  if (request.background === 'transparent' && !m.background) return `parameters.background "transparent" is not available for this model (its upstream ${upstream} has no transparency).`;
+  if ((request.sourceImage || request.referenceImages.length > 0) && !m.edits) return `this model cannot edit images (its upstream ${upstream} has no edits): leave out sourceImage and referenceAssetIds.`;
+  return undefined;
+}
+
+function promptOf(request: ImageJobRequest): string {
+  let prompt = request.prompt;
+  if (request.style) prompt += `\n\nStyle: ${request.style}.`;
+  if (request.negativePrompt) prompt += `\n\nAvoid: ${request.negativePrompt}.`;
+  return prompt;
+}
+
+interface ImagesAnswer {
+  data?: Array<{ b64_json?: unknown; url?: unknown }>;
+}
+
+export class OpenAiImagesProvider implements MediaProvider<'image'> {
+  readonly name = 'openai-images';
+  readonly resume = 'lookup' as const;
+  readonly lane = 'remote' as const;
+  private readonly base: string;
+  constructor(private readonly options: OpenAiImagesOptions) {
+    this.base = baseOf(options.url);
+  }
+
+  async generate(job: MediaJob<'image'>, tools: MediaTools): Promise<GeneratedOutput> {
+    const upstream = this.options.models[job.model];
+    if (!upstream) throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No upstream image model is configured for ${job.model}.`);
+    const earlier = await tools.remoteCalls.find(job.index);
+    if (earlier && !this.options.idempotent) {
+      throw new MediaHoldError(`the image provider was asked for this output before the job was interrupted; whether it made (and charged) it cannot be known`);
+    }
+    const request = job.request;
+    const m = upstreamModel(upstream);
+    const size = nearestSize(m.sizes, request.width, request.height);
+    if (size !== `${request.width}x${request.height}`) {
+      tools.warn({ slot: job.index, requested: `${request.width}x${request.height}`, upstreamSize: size }, 'image size mapped to the nearest the upstream model offers');
+    }
+    const fields: Record<string, string> = { model: upstream, prompt: promptOf(request), n: '1', size };
+    const quality = m.quality(request.resolution);
+    if (quality) fields.quality = quality;
+    const style = m.style?.(request.variant);
+    if (style) fields.style = style;
+    if (m.background && request.background !== 'auto') fields.background = request.background;
+    if (m.outputFormat) fields.output_format = request.outputFormat;
+    const edit = Boolean(request.sourceImage) || request.referenceImages.length > 0;
+    const headers: Record<string, string> = { 'idempotency-key': `gemforge-${job.taskId}-${job.index}` };
+    if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
+
+    let body: BodyInit;
+    if (edit) {
+      const form = new FormData();
+      for (const [k, v] of Object.entries(fields)) form.append(k, v);
+      for (const id of [request.sourceImage, ...request.referenceImages].filter((x): x is string => Boolean(x))) {
+        const bytes = await fsp.readFile(await tools.assetFile(id));
+        const meta = await sharp(bytes).metadata();
+        form.append('image[]', new Blob([new Uint8Array(bytes)], { type: `image/${meta.format === 'jpeg' ? 'jpeg' : meta.format ?? 'png'}` }), `${id}.${meta.format ?? 'png'}`);
+      }
+      body = form;
+    } else {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify({ ...fields, n: 1 });
+    }
+    const endpoint = `${this.base}/v1/images/${edit ? 'edits' : 'generations'}`;
+    await tools.remoteCalls.calling(job.index, this.name);
+    const response = await callUpstream((signal) => fetch(endpoint, { method: 'POST', headers, body, signal }), {
+      who: 'The image provider',
+      deadlineMs: this.options.deadlineMs,
+      attemptTimeoutMs: this.options.attemptTimeoutMs,
+      replayable: this.options.idempotent,
+      stopping: tools.stopping,
+      onRetry: (d) => tools.warn({ slot: job.index, ...d }, 'image provider retry'),
+    });
+    const requestId = response.headers.get('x-request-id') ?? undefined;
+    const answer = (await response.json().catch(() => undefined)) as ImagesAnswer | undefined;
+    const item = Array.isArray(answer?.data) ? answer.data[0] : undefined;
+    let output: GeneratedOutput;
+    if (typeof item?.b64_json === 'string' && item.b64_json.length > 0) {
+      output = await storeOutputBytes(Buffer.from(item.b64_json, 'base64'), 'image', tools, 'The image provider', this.options.maxOutputBytes);
+    } else if (typeof item?.url === 'string') {
+      output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs });
+    } else {
+      tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'image provider answered without an image');
+      throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an answer without an image; nothing was charged for it.');
+    }
+    await tools.remoteCalls.done(job.index);
+    return this.inFormat(output, request, tools);
+  }
+
+  /** The requested format, converted here when the upstream answered another one. */
+  private async inFormat(output: GeneratedOutput, request: ImageJobRequest, tools: MediaTools): Promise<GeneratedOutput> {
+    if (output.mimeType === request.mimeType) return output;
+    const file = await tools.tempFile(`.${request.outputFormat}`);
+    try {
+      await sharp(output.file).toFormat(request.outputFormat).toFile(file);
+    } catch {
+      await fsp.rm(file, { force: true });
+      throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an image that could not be decoded; nothing was charged for it.');
+    } finally {
+      await fsp.rm(output.file, { force: true });
+    }
+    return { file, mimeType: request.mimeType };
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * Speech from an OpenAI-compatible `POST {base}/v1/audio/speech`. Catalog voices
+ * map to upstream voice names (`SPEECH_UPSTREAM_VOICES`); `speed` and the output
+ * format are carried over; `volume` (a gain in dB) is applied here with ffmpeg,
+ * since the upstream has no such control. Synchronous like the Images API, with
+ * the same exactly-once rule: an interrupted call is held for an operator
+ * unless `SPEECH_UPSTREAM_IDEMPOTENT=true` declares the upstream honours the
+ * `Idempotency-Key` sent with each call.
+ */
+import fsp from 'node:fs/promises';
+import { runTool } from '../../media/run.ts';
+import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools, type SpeechJobRequest } from '../media-types.ts';
+import { baseOf, callUpstream } from './http.ts';
+import { storeOutputBytes } from './output.ts';
+
+export interface OpenAiSpeechOptions {
+  url: string;
+  apiKey: string | undefined;
+  models: Record<string, string>;
+  /** Catalog voice id → upstream voice name. */
+  voices: Record<string, string>;
+  idempotent: boolean;
+  deadlineMs: number;
+  attemptTimeoutMs: number;
+  maxOutputBytes: number;
+}
+
+const FORMATS: Record<string, string> = { 'audio/wav': 'wav', 'audio/mpeg': 'mp3', 'audio/flac': 'flac', 'audio/aac': 'aac' };
+
+/** What the upstream cannot do for this request (refused at submission, before anything is reserved). */
+export function speechRequestProblem(voices: Record<string, string>, request: Pick<SpeechJobRequest, 'operation' | 'voice' | 'speed' | 'mimeType'>): string | undefined {
+  if (request.operation !== 'speech' || request.voice.source !== 'catalog') return 'this model speaks only with catalog voices (voice_clone and uploaded voices are not available).';
+  if (!voices[request.voice.id]) return `voice ${request.voice.id} is not available for this model.`;
+  if (request.speed < 0.25 || request.speed > 4) return 'parameters.speed must be between 0.25 and 4 for this model.';
+  if (!FORMATS[request.mimeType]) return `this model cannot write ${request.mimeType}.`;
+  return undefined;
+}
+
+export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
+  readonly name = 'openai-speech';
+  readonly resume = 'lookup' as const;
+  readonly lane = 'remote' as const;
+  private readonly base: string;
+  constructor(private readonly options: OpenAiSpeechOptions) {
+    this.base = baseOf(options.url);
+  }
+
+  async generate(job: MediaJob<'audio'>, tools: MediaTools): Promise<GeneratedOutput> {
+    const request = job.request;
+    const upstream = this.options.models[job.model];
+    if (!upstream || request.operation === 'music') throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No upstream speech model is configured for ${job.model}.`);
+    const problem = speechRequestProblem(this.options.voices, request);
+    if (problem) throw new MediaGenerationError('GENERATION_FAILED', `This output could not be made: ${problem}`);
+    const earlier = await tools.remoteCalls.find(job.index);
+    if (earlier && !this.options.idempotent) {
+      throw new MediaHoldError('the speech provider was asked for this output before the job was interrupted; whether it made (and charged) it cannot be known');
+    }
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'idempotency-key': `gemforge-${job.taskId}-${job.index}` };
+    if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
+    const body = JSON.stringify({ model: upstream, input: request.text, voice: this.options.voices[request.voice.id], speed: request.speed, response_format: FORMATS[request.mimeType] });
+    await tools.remoteCalls.calling(job.index, this.name);
+    const response = await callUpstream((signal) => fetch(`${this.base}/v1/audio/speech`, { method: 'POST', headers, body, signal }), {
+      who: 'The speech provider',
+      deadlineMs: this.options.deadlineMs,
+      attemptTimeoutMs: this.options.attemptTimeoutMs,
+      replayable: this.options.idempotent,
+      stopping: tools.stopping,
+      onRetry: (d) => tools.warn({ slot: job.index, ...d }, 'speech provider retry'),
+    });
+    const bytes = Buffer.from(await response.arrayBuffer());
+    const output = await storeOutputBytes(bytes, 'audio', tools, 'The speech provider', this.options.maxOutputBytes);
+    await tools.remoteCalls.done(job.index);
+    if (output.mimeType !== request.mimeType) {
+      await fsp.rm(output.file, { force: true });
+      tools.warn({ slot: job.index, asked: request.mimeType, got: output.mimeType, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'speech provider answered another format');
+      throw new MediaGenerationError('GENERATION_FAILED', `The speech provider returned ${output.mimeType} instead of ${request.mimeType}; nothing was charged for it.`);
+    }
+    return request.volume === 0 ? output : this.withGain(output, request.volume, tools);
+  }
+
+  /** The volume parameter (dB), applied locally. */
+  private async withGain(output: GeneratedOutput, gainDb: number, tools: MediaTools): Promise<GeneratedOutput> {
+    const ext = output.mimeType === 'audio/wav' ? 'wav' : output.mimeType === 'audio/mpeg' ? 'mp3' : output.mimeType === 'audio/flac' ? 'flac' : 'm4a';
+    const file = await tools.tempFile(`.${ext}`);
+    try {
+      await runTool(tools.ffmpegPath, ['-v', 'error', '-y', '-i', output.file, '-af', `volume=${gainDb}dB`, file]);
+      return { file, mimeType: output.mimeType };
+    } catch {
+      await fsp.rm(file, { force: true });
+      throw new MediaGenerationError('GENERATION_FAILED', 'The speech provider returned audio that could not be decoded; nothing was charged for it.');
+    } finally {
+      await fsp.rm(output.file, { force: true });
+    }
+  }
+}

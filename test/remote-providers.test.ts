@@ -1,0 +1,560 @@
+/**
+ * Remote media providers (issue 26) at the real server, against local fake
+ * upstreams that speak each provider's documented wire shape
+ * (test/helpers/fake-upstreams.ts): an OpenAI-compatible Images API, OpenAI
+ * speech, and Replicate-shaped predictions. Outputs are the upstream's bytes,
+ * stored as ours; faults end as retries, sanitized failures with Gems released,
+ * or a held task, never as a 5xx of the API; a SIGKILL mid-prediction leaves one
+ * upstream prediction and one charge.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import sharp from 'sharp';
+import YAML from 'yaml';
+import { startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
+import { startServerChild } from './helpers/child.ts';
+import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } from './helpers/tasks.ts';
+import { FFPROBE, image as imageFixture } from './helpers/media.ts';
+import { uploadAsset } from './helpers/uploads.ts';
+import { startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeOpenAiImages, type FakeReplicate, type FakeUpstream } from './helpers/fake-upstreams.ts';
+import { probeAv } from '../server/media/probe.ts';
+import { openDb } from '../server/storage/db.ts';
+import { dbOptionsFor } from './helpers/database.ts';
+import * as accounts from '../server/domain/accounts.ts';
+import * as ledger from '../server/domain/ledger.ts';
+import { verifyLedger } from '../server/domain/ledger-verify.ts';
+import { verifyTasks } from '../server/domain/tasks.ts';
+import { systemClock } from '../server/domain/clock.ts';
+import { nearestSize } from '../server/providers/remote/openai-images.ts';
+import { inputFor, parseReplicateEntry } from '../server/providers/remote/replicate.ts';
+import { retryAfterMs } from '../server/providers/remote/http.ts';
+import { mismatch } from '../server/worker/run-job.ts';
+import { loadConfig } from '../server/config.ts';
+import { startServer } from '../server/server.ts';
+import { run } from './helpers/run.ts';
+
+const IMAGE = '/api/generate/image';
+const VIDEO = '/api/generate/video';
+const AUDIO = '/api/generate/audio';
+const UPSTREAM_KEY = 'sk-upstream-secret-do-not-leak';
+const SAWYER = 'voice_216a51c833b48d5464b520f3';
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
+
+/** The shipped catalog with the video and music models moved to Replicate-shaped predictions. */
+function remoteCatalog(dir: string): string {
+  const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
+  for (const m of doc.models) {
+    if (m.id === 'gemforge-video-1') {
+      m.provider = 'replicate';
+      m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', duration: '{duration}', aspect_ratio: '{ratio}', fps: 24, note: 'made for {mode}' } };
+    }
+    if (m.id === 'gemforge-music-1') {
+      m.provider = 'replicate';
+      m.replicate = { version: '80f189984e5ca70287d13342f6daa0db45cba3c131c4e46dc81360f3a4c4f690', input: { prompt: '{prompt}', duration: '{durationSeconds}' } };
+    }
+  }
+  const file = path.join(dir, 'remote-models.yaml');
+  fs.writeFileSync(file, YAML.stringify(doc));
+  return file;
+}
+
+async function balanceOf(s: TestServer, accountId: string): Promise<number> {
+  return ledger.balanceOf(s.db, accountId);
+}
+
+/** Polls a task until `check` holds. */
+async function taskUntil(s: TestServer, key: string, id: string, check: (t: TaskBody) => boolean, timeoutMs = 20_000): Promise<TaskBody> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await s.call('GET', `/api/generate/tasks/${id}`, { key });
+    const { task } = (await res.json()) as { task: TaskBody };
+    if (check(task)) return task;
+    if (Date.now() > end) throw new Error(`task ${id} is ${task.status}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('remote providers: pure pieces', () => {
+  it('when a ratio has no exact upstream size, then the nearest shape is chosen', () => {
+    const gpt = ['1024x1024', '1536x1024', '1024x1536'];
+    assert.equal(nearestSize(gpt, 1024, 1024), '1024x1024');
+    assert.equal(nearestSize(gpt, 1024, 576), '1536x1024');
+    assert.equal(nearestSize(gpt, 576, 1024), '1024x1536');
+    assert.equal(nearestSize(undefined, 640, 360), '640x360');
+  });
+
+  it('when Retry-After is seconds or a date, then it becomes a wait', () => {
+    assert.equal(retryAfterMs('2'), 2000);
+    assert.equal(retryAfterMs(new Date(Date.now() + 3000).toUTCString(), Date.now()) ! > 1000, true);
+    assert.equal(retryAfterMs('soon'), undefined);
+    assert.equal(retryAfterMs(null), undefined);
+  });
+
+  it('when an output differs from the request in size or by more than a tenth in duration, then the difference is named', () => {
+    assert.deepEqual(mismatch({ width: 1024, height: 576 }, { width: 1536, height: 1024, duration_seconds: null }), { requestedSize: '1024x576', measuredSize: '1536x1024' });
+    assert.deepEqual(mismatch({ duration: 4 }, { width: 640, height: 360, duration_seconds: 2 }), { requestedSeconds: 4, measuredSeconds: 2 });
+    assert.equal(mismatch({ duration: 4, width: 640, height: 360 }, { width: 640, height: 360, duration_seconds: 4.2 }), undefined);
+  });
+
+  it('when a replicate entry is mapped, then placeholders keep their types and a broken entry names the problem', () => {
+    const entry = parseReplicateEntry({ model: 'a/b', input: { prompt: 'p: {prompt}', duration: '{duration}', audio: '{audio}', seed: '{seed}', fps: 24 } }, 'video', 'm');
+    assert.deepEqual(inputFor(entry, { prompt: 'hi', duration: 4, audio: true, seed: null } as never), { prompt: 'p: hi', duration: 4, audio: true, fps: 24 });
+    assert.throws(() => parseReplicateEntry({ model: 'a/b', input: { x: '{nope}' } }, 'video', 'catalog model v'), /catalog model v: replicate\.input\.x names \{nope\}/);
+    assert.throws(() => parseReplicateEntry({ input: {} }, 'video', 'm'), /exactly one of model and version/);
+    assert.throws(() => parseReplicateEntry({ model: 'nope', input: {} }, 'video', 'm'), /owner\/name/);
+    assert.throws(() => parseReplicateEntry(undefined, 'video', 'm'), /needs a "replicate" mapping/);
+  });
+
+  it('when a model names a provider that is not configured, then the server does not start, naming the model', async () => {
+    const dir = tempDataDir();
+    const env = { LOG_LEVEL: 'silent', DATA_DIR: dir, PORT: '0' };
+    await assert.rejects(startServer(loadConfig({ ...env, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1' })), /catalog model gemforge-image-1: provider openai-images needs IMAGE_UPSTREAM_URL/);
+    await assert.rejects(startServer(loadConfig({ ...env, IMAGE_UPSTREAM_URL: 'http://127.0.0.1:9', IMAGE_UPSTREAM_MODELS: 'nope=gpt-image-1' })), /IMAGE_UPSTREAM_MODELS names nope, which is not in the catalog/);
+    const catalog = path.join(dir, 'bad.yaml');
+    const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
+    doc.models.find((m) => m.id === 'gemforge-video-1')!.provider = 'replicate';
+    fs.writeFileSync(catalog, YAML.stringify(doc));
+    await assert.rejects(startServer(loadConfig({ ...env, CATALOG_PATH: catalog })), /catalog model gemforge-video-1: provider replicate needs a "replicate" mapping/);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('remote providers: OpenAI-compatible images', () => {
+  let fake: FakeOpenAiImages;
+  let s: TestServer;
+  before(async () => {
+    fake = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
+    s = await startTestServer({
+      env: {
+        IMAGE_UPSTREAM_URL: `${fake.url}/v1`,
+        IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
+        IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1,gemforge-image-edit-1=dall-e-3',
+        WORKER_POLL_MS: '20',
+        REMOTE_ATTEMPT_TIMEOUT_SECONDS: '2',
+        REMOTE_DEADLINE_SECONDS: '6',
+        REMOTE_OUTPUT_MAX_BYTES: '3000000',
+      },
+    });
+  });
+  after(async () => {
+    await s.close();
+    await fake.close();
+  });
+
+  it('when an image model maps to the upstream, then the outputs are the upstream images, stored as ours, one call per output with its idempotency key', async () => {
+    const u = await s.user({ gems: 100 });
+    const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk', parameters: { ratio: '16:9', resolution: '1024', outputCount: 2, outputFormat: 'webp', negativePrompt: 'people' } });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const task = await waitForTask(s, u.secret, r.body.task.id);
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+    assertSettled(task);
+    const calls = fake.requests.filter((q) => q.path === '/v1/images/generations');
+    assert.equal(calls.length, 2);
+    for (const [i, call] of calls.entries()) {
+      const body = call.json as Record<string, unknown>;
+      assert.equal(body.model, 'gpt-image-1');
+      assert.equal(body.size, '1536x1024', 'the nearest landscape size');
+      assert.equal(body.n, 1);
+      assert.equal(body.output_format, 'webp');
+      assert.equal(body.quality, 'medium');
+      assert.match(String(body.prompt), /a lighthouse at dusk[\s\S]*Avoid: people/);
+      assert.equal(call.headers.authorization, `Bearer ${UPSTREAM_KEY}`);
+      assert.match(String(call.headers['idempotency-key']), new RegExp(`^gemforge-${task.id}-[01]$`));
+      assert.notEqual(call.headers['idempotency-key'], calls[1 - i]!.headers['idempotency-key']);
+    }
+    for (const output of task.outputs) {
+      assert.equal(output.asset!.mimeType, 'image/webp');
+      assert.ok(!output.asset!.url.startsWith(fake.url), 'the client gets our URL, never the upstream');
+      const got = await download(output.asset!.url);
+      assert.equal(got.status, 200);
+      const meta = await sharp(got.bytes).metadata();
+      assert.deepEqual([meta.format, meta.width, meta.height], ['webp', 1536, 1024]);
+    }
+    assert.ok(!JSON.stringify(task).includes(UPSTREAM_KEY));
+  });
+
+  it('when the upstream answers with URLs, then the bytes it serves are downloaded and stored unchanged', async () => {
+    const urlFake = await startFakeOpenAiImages({ answer: 'url' });
+    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a red fox', parameters: { resolution: '1024' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const served = urlFake.requests.find((q) => q.method === 'GET' && q.path.startsWith('/files/'))!;
+      const original = Buffer.from(await (await fetch(`${urlFake.url}${served.path}`)).arrayBuffer());
+      const stored = await download(task.outputs[0]!.asset!.url);
+      assert.equal(sha(stored.bytes), sha(original), 'exactly the bytes the upstream returned');
+    } finally {
+      await t.close();
+      await urlFake.close();
+    }
+  });
+
+  it('when the request has a source image, then it goes to the edits endpoint as multipart with the image', async () => {
+    const u = await s.user({ gems: 100 });
+    const source = await uploadAsset(s, u.secret, await imageFixture('png', 64, 48), 'image/png');
+    const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'make it snow', parameters: { resolution: '1024', sourceImage: source } });
+    const task = await waitForTask(s, u.secret, r.body.task.id);
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+    const edit = fake.requests.filter((q) => q.path === '/v1/images/edits').at(-1)!;
+    assert.equal(edit.form!.fields.prompt, 'make it snow');
+    assert.equal(edit.form!.fields.model, 'gpt-image-1');
+    assert.equal(edit.form!.files.length, 1);
+    assert.equal((await sharp(edit.form!.files[0]!.bytes).metadata()).width, 64, 'the uploaded source image itself');
+  });
+
+  it('when the mapped upstream model cannot do what is asked, then 422 before anything is reserved', async () => {
+    const u = await s.user({ gems: 100 });
+    const source = await uploadAsset(s, u.secret, await imageFixture('png', 64, 48), 'image/png');
+    const before = fake.requests.length;
+    const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-edit-1', prompt: 'make it snow', parameters: { resolution: '512', sourceImage: source } });
+    assert.equal(r.status, 422);
+    assert.equal(r.body.error.code, 'INVALID_REQUEST');
+    assert.match(r.body.error.message, /cannot edit images.*dall-e-3/);
+    assert.equal(await balanceOf(s, u.accountId), 100, 'nothing reserved');
+    assert.equal(fake.requests.length, before, 'nothing sent upstream');
+  });
+
+  it('when the upstream answers 429 with Retry-After, or 500, then the call is retried and the task succeeds once', async () => {
+    const u = await s.user({ gems: 100 });
+    fake.fail('POST /v1/images/generations', { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' }, { status: 500, body: '{}' });
+    const started = Date.now();
+    const generationsBefore = fake.generations();
+    const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'retry me', parameters: { resolution: '512' } });
+    const task = await waitForTask(s, u.secret, r.body.task.id);
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+    assert.ok(Date.now() - started >= 1000, 'Retry-After was honoured');
+    assert.equal(fake.generations() - generationsBefore, 1);
+    assert.equal(task.chargedGems, task.quotedGems);
+  });
+
+  it('when the upstream refuses under its content policy, then the task fails with a sanitized message and the Gems are released', async () => {
+    const u = await s.user({ gems: 100 });
+    const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a content-policy test', parameters: { resolution: '512' } });
+    const task = await waitForTask(s, u.secret, r.body.task.id);
+    assert.equal(task.status, 'failed');
+    assert.match(task.error!.message, /refused the request under its content policy/);
+    assert.ok(!/safety system/.test(JSON.stringify(task)), "the upstream's own words are not passed on");
+    assertSettled(task);
+    assert.equal(await balanceOf(s, u.accountId), 100);
+  });
+
+  for (const [name, route, fault, message] of [
+    ['malformed JSON', 'POST /v1/images/generations', { malformed: true }, /answer without an image/],
+    ['an image that is really HTML', 'POST /v1/images/generations', { html: true }, /not an image/],
+    ['an oversize image', 'POST /v1/images/generations', { oversize: 4_000_000 }, /larger than 3000000 bytes/],
+  ] as const) {
+    it(`when the upstream answers ${name}, then the task fails, nothing is charged, and the API never answers 5xx`, async () => {
+      const u = await s.user({ gems: 100 });
+      fake.fail(route, fault);
+      const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: `fault ${name}`, parameters: { resolution: '512' } });
+      assert.equal(r.status, 202);
+      const task = await waitForTask(s, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed');
+      assert.match(task.error!.message, message);
+      assertSettled(task);
+      assert.equal(await balanceOf(s, u.accountId), 100);
+    });
+  }
+
+  it('when the upstream never answers, then past the deadline the task is held with its reservation (its outcome cannot be known), not paid twice', async () => {
+    const u = await s.user({ gems: 100 });
+    fake.fail('POST /v1/images/generations', { hang: true });
+    const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'hang forever', parameters: { resolution: '512' } });
+    const id = r.body.task.id as string;
+    await taskUntil(s, u.secret, id, (t) => t.status === 'processing');
+    const job = await (async () => {
+      const end = Date.now() + 10_000;
+      for (;;) {
+        const row = await s.db('jobs').where({ task_id: id }).first();
+        if (row?.state === 'held' || Date.now() > end) return row;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    })();
+    assert.equal(job.state, 'held');
+    assert.match(job.last_error, /cannot be known/);
+    assert.ok(!String(job.last_error).includes(UPSTREAM_KEY));
+    const task = await taskUntil(s, u.secret, id, () => true);
+    assert.equal(task.status, 'processing');
+    assert.ok((await balanceOf(s, u.accountId)) < 100, 'the reservation is held for the operator');
+  });
+});
+
+describe('remote providers: their own worker lane', () => {
+  it('when many remote jobs wait on a slow upstream, then they are in flight at once and a local job still runs meanwhile', async () => {
+    const slow = await startFakeOpenAiImages({ delayMs: 20_000 });
+    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: slow.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_CONCURRENCY: '1', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const remote: string[] = [];
+      for (let i = 0; i < 12; i++) remote.push((await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: `slow ${i}`, parameters: { resolution: '512' } })).body.task.id);
+      const end = Date.now() + 15_000;
+      while (slow.requests.filter((q) => q.path === '/v1/images/generations').length < 12) {
+        if (Date.now() > end) throw new Error(`only ${slow.requests.length} of 12 remote calls in flight`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // The one local loop is free: a local music job runs while every remote call still waits.
+      const local = await submit(t, u.secret, AUDIO, { model: 'gemforge-music-1', operation: 'music', prompt: 'a short calm tune', parameters: { duration: '30' } });
+      const done = await waitForTask(t, u.secret, local.body.task.id);
+      assert.equal(done.status, 'succeeded');
+      for (const id of remote) assert.equal((await taskUntil(t, u.secret, id, () => true)).status, 'processing');
+    } finally {
+      await t.close();
+      await slow.close();
+    }
+  });
+});
+
+describe('remote providers: OpenAI-compatible speech', () => {
+  let fake: FakeUpstream;
+  let s: TestServer;
+  before(async () => {
+    fake = await startFakeOpenAiSpeech({ apiKey: UPSTREAM_KEY });
+    s = await startTestServer({
+      env: {
+        SPEECH_UPSTREAM_URL: fake.url,
+        SPEECH_UPSTREAM_API_KEY: UPSTREAM_KEY,
+        SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
+        SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`,
+        WORKER_POLL_MS: '20',
+      },
+    });
+  });
+  after(async () => {
+    await s.close();
+    await fake.close();
+  });
+
+  it('when a speech model maps to the upstream, then the voice, speed and format are carried over and the volume is applied here', async () => {
+    const u = await s.user({ gems: 100 });
+    const text = 'The quick brown fox jumps over the lazy dog, twice over.';
+    const plain = await waitForTask(s, u.secret, (await submit(s, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: text, parameters: { voiceProfileId: SAWYER, speed: 1.5 } })).body.task.id);
+    assert.equal(plain.status, 'succeeded', JSON.stringify(plain.error));
+    const call = fake.requests.at(-1)!.json as Record<string, unknown>;
+    assert.deepEqual(call, { model: 'gpt-4o-mini-tts', input: text, voice: 'onyx', speed: 1.5, response_format: 'wav' });
+    const louder = await waitForTask(s, u.secret, (await submit(s, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: text, parameters: { voiceProfileId: SAWYER, speed: 1.5, volume: 6 } })).body.task.id);
+    assert.equal(louder.status, 'succeeded', JSON.stringify(louder.error));
+    const a = await download(plain.outputs[0]!.asset!.url);
+    const b = await download(louder.outputs[0]!.asset!.url);
+    assert.equal(a.type, 'audio/wav');
+    const peak = (wav: Buffer) => {
+      let max = 0;
+      for (let i = 44; i + 1 < wav.length; i += 2) max = Math.max(max, Math.abs(wav.readInt16LE(i)));
+      return max;
+    };
+    assert.ok(peak(b.bytes) > peak(a.bytes) * 1.5, `6 dB louder: ${peak(b.bytes)} vs ${peak(a.bytes)}`);
+  });
+
+  it('when the voice has no upstream voice, then 422 before anything is reserved', async () => {
+    const u = await s.user({ gems: 100 });
+    const r = await submit(s, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'hello', parameters: { voiceProfileId: 'voice_72f75e56f33b8e9d6d8f4475' } });
+    assert.equal(r.status, 422);
+    assert.match(r.body.error.message, /voice voice_72f75e56f33b8e9d6d8f4475 is not available for this model/);
+    assert.equal(await balanceOf(s, u.accountId), 100);
+  });
+});
+
+describe('remote providers: Replicate-shaped predictions', () => {
+  let fake: FakeReplicate;
+  let music: FakeReplicate;
+  let s: TestServer;
+  let dir: string;
+  before(async () => {
+    fake = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: 300, outputs: 'video' });
+    music = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: 200, outputs: 'audio' });
+    dir = tempDataDir();
+    s = await startTestServer({
+      env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '3' },
+    });
+  });
+  after(async () => {
+    await s.close();
+    await fake.close();
+    await music.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('when a video model is a prediction model, then one prediction is created with the mapped input and its video is stored as ours', async () => {
+    const u = await s.user({ gems: 1000 });
+    const r = await submit(s, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'waves at night', parameters: { mode: 'text-to-video', duration: 2, ratio: '16:9', resolution: '480p' } });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const task = await waitForTask(s, u.secret, r.body.task.id);
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+    const created = fake.predictions().at(-1)!;
+    assert.equal(created.model, 'acme/video-gen');
+    assert.deepEqual(created.input, { prompt: 'waves at night', duration: 2, aspect_ratio: '16:9', fps: 24, note: 'made for text-to-video' });
+    const create = fake.requests.find((q) => q.method === 'POST' && q.path === '/v1/models/acme/video-gen/predictions')!;
+    assert.equal(create.headers.authorization, `Bearer ${UPSTREAM_KEY}`);
+    const got = await download(task.outputs[0]!.asset!.url);
+    assert.equal(got.type, 'video/mp4');
+    const file = path.join(dir, 'out.mp4');
+    fs.writeFileSync(file, got.bytes);
+    const probe = await probeAv(FFPROBE, file);
+    assert.equal(probe.video?.codec, 'h264');
+    assert.deepEqual([probe.video?.width, probe.video?.height], [640, 360]);
+    assert.ok(Math.abs((probe.durationSeconds ?? 0) - 2) < 0.2, `2 s: ${probe.durationSeconds}`);
+    assert.ok(!JSON.stringify(task).includes(created.id), 'the upstream id never reaches the client');
+  });
+
+  it('when a prediction fails under the content policy, then the task fails sanitized and its Gems are released', async () => {
+    const u = await s.user({ gems: 1000 });
+    const r = await submit(s, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'content-policy please', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+    const task = await waitForTask(s, u.secret, r.body.task.id);
+    assert.equal(task.status, 'failed');
+    assert.match(task.error!.message, /could not make this output under its content policy/);
+    assert.ok(!/NSFW/.test(JSON.stringify(task)));
+    assert.equal(await balanceOf(s, u.accountId), 1000);
+  });
+
+  it('when a prediction is still running at the deadline, then it is cancelled upstream and the task fails, nothing charged', async () => {
+    const slow = await startFakeReplicate({ processingMs: Infinity });
+    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: slow.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '1' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'never ends', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed');
+      assert.match(task.error!.message, /did not finish within 1 s; the prediction was cancelled/);
+      assert.equal(slow.predictions()[0]!.status, 'canceled');
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000);
+    } finally {
+      await t.close();
+      await slow.close();
+    }
+  });
+
+  it('when a music model is a version-pinned prediction model, then its audio is stored as ours', async () => {
+    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: music.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-music-1', operation: 'music', prompt: 'a calm piano piece', parameters: { duration: '30' } });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(music.predictions().at(-1)!.version, '80f189984e5ca70287d13342f6daa0db45cba3c131c4e46dc81360f3a4c4f690');
+      assert.deepEqual(music.predictions().at(-1)!.input, { prompt: 'a calm piano piece', duration: 30 });
+      const got = await download(task.outputs[0]!.asset!.url);
+      assert.equal(got.type, 'audio/mpeg');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('when the server is SIGKILLed while a prediction is processing, then after a restart it is looked up, not created again: one prediction, one charge', async () => {
+    const slow = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: Infinity });
+    const dataDir = tempDataDir();
+    const env = {
+      DATA_DIR: dataDir,
+      CATALOG_PATH: remoteCatalog(dir),
+      REPLICATE_API_URL: slow.url,
+      REPLICATE_API_TOKEN: UPSTREAM_KEY,
+      REPLICATE_POLL_MS: '50',
+      WORKER_POLL_MS: '50',
+      WORKER_LEASE_MS: '1000',
+      WORKER_RETRY_BACKOFF_MS: '0',
+    };
+    const db0 = await openDb(await dbOptionsFor(dataDir));
+    const a = await accounts.createAccount(db0, systemClock, { name: 'crash' });
+    await ledger.credit(db0, systemClock, a.id, 1000, 'grant');
+    const { secret } = await accounts.createKey(db0, systemClock, 'gf', { accountId: a.id, name: 'k', scopes: ['read', 'generate'] });
+    await db0.destroy();
+    let child = await startServerChild(env);
+    const post = await fetch(`${child.url}${VIDEO}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': newKey('crash') },
+      body: JSON.stringify({ model: 'gemforge-video-1', prompt: 'crash mid prediction', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } }),
+    });
+    assert.equal(post.status, 202);
+    const id = ((await post.json()) as { task: { id: string } }).task.id;
+    const end = Date.now() + 15_000;
+    while (slow.predictions().length === 0 || slow.requests.filter((q) => q.method === 'GET').length < 2) {
+      if (Date.now() > end) throw new Error('no prediction was polled');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await child.kill('SIGKILL');
+    child = await startServerChild(env);
+    try {
+      await new Promise((r) => setTimeout(r, 1500)); // the lease expires; the restarted worker resumes the job
+      slow.finish(slow.predictions()[0]!.id, 'succeeded');
+      let task: TaskBody | undefined;
+      while (Date.now() < end + 20_000) {
+        const res = await fetch(`${child.url}/api/generate/tasks/${id}`, { headers: { authorization: `Bearer ${secret}` } });
+        task = ((await res.json()) as { task: TaskBody }).task;
+        if (['succeeded', 'failed', 'partial', 'cancelled'].includes(task.status)) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(task!.status, 'succeeded', JSON.stringify(task));
+      assertSettled(task!);
+      assert.equal(slow.predictions().length, 1, 'exactly one prediction was created upstream');
+    } finally {
+      await child.kill('SIGTERM');
+      await slow.close();
+    }
+    const db = await openDb(await dbOptionsFor(dataDir));
+    try {
+      assert.deepEqual((await verifyLedger(db, [verifyTasks])).problems, []);
+      assert.equal((await db('ledger_entries').where({ account_id: a.id, type: 'post' })).length, 1, 'charged exactly once');
+    } finally {
+      await db.destroy();
+    }
+  });
+});
+
+describe('remote providers from the CLI', () => {
+  it('when gemforge image, speech and video run against models with remote providers, then the files written are exactly the bytes the upstreams returned', async () => {
+    const images = await startFakeOpenAiImages({ answer: 'url' });
+    const speech = await startFakeOpenAiSpeech({});
+    const predictions = await startFakeReplicate({ processingMs: 100 });
+    const dir = tempDataDir();
+    const t = await startTestServer({
+      env: {
+        IMAGE_UPSTREAM_URL: images.url,
+        IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+        SPEECH_UPSTREAM_URL: speech.url,
+        SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=tts-1',
+        SPEECH_UPSTREAM_VOICES: `${SAWYER}=alloy`,
+        CATALOG_PATH: remoteCatalog(dir),
+        REPLICATE_API_URL: predictions.url,
+        REPLICATE_POLL_MS: '50',
+        WORKER_POLL_MS: '20',
+      },
+    });
+    try {
+      const u = await t.user({ gems: 10_000 });
+      const env = { PATH: process.env.PATH ?? '', GEMFORGE_API_KEY: u.secret, GEMFORGE_BASE_URL: t.url, GEMFORGE_POLL_SCHEDULE_MS: '100' };
+      const cli = async (args: string[]) => {
+        const r = await run(process.execPath, [path.join(ROOT, 'scripts/gemforge.mjs'), ...args, '--json'], { env });
+        assert.equal(r.code, 0, r.stderr);
+        const files = (JSON.parse(r.stdout) as { files: Array<{ path: string }> }).files;
+        assert.equal(files.length, 1);
+        return fs.readFileSync(files[0]!.path);
+      };
+      const served = async (fake: FakeUpstream, prefix: string) => {
+        const q = fake.requests.filter((r) => r.method === 'GET' && r.path.startsWith(prefix)).at(-1)!;
+        return Buffer.from(await (await fetch(`${fake.url}${q.path}`)).arrayBuffer());
+      };
+
+      const png = await cli(['image', 'a red fox', '--model', 'gemforge-image-1', '--param', 'resolution=1024', '--out', path.join(dir, 'img')]);
+      assert.equal(sha(png), sha(await served(images, '/files/')));
+
+      const wav = await cli(['speech', 'Hello from the upstream voice.', '--model', 'gemforge-speech-1', '--voice', SAWYER, '--out', path.join(dir, 'speech')]);
+      const again = await fetch(`${speech.url}/v1/audio/speech`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(speech.requests.at(-1)!.json) });
+      assert.equal(sha(wav), sha(Buffer.from(await again.arrayBuffer())), 'the upstream audio, unchanged');
+
+      const mp4 = await cli(['video', 'waves on a cliff', '--model', 'gemforge-video-1', '--param', 'duration=2', '--param', 'resolution=480p', '--out', path.join(dir, 'video')]);
+      assert.equal(sha(mp4), sha(await served(predictions, '/files/')));
+    } finally {
+      await t.close();
+      await images.close();
+      await speech.close();
+      await predictions.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
