@@ -276,7 +276,7 @@ describe('assets', () => {
     const out = await createOutputAsset(s.db, systemClock, tools, {
       accountId,
       taskId: 'task_x',
-      file: await media.video('mp4'),
+      output: { file: await media.video('mp4') },
       mimeType: 'video/mp4',
       expiresAt: new Date(Date.now() + 86_400_000),
     });

@@ -5,10 +5,10 @@
  */
 import fsp from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import type { Db } from '../storage/db.ts';
+import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/assets.ts';
 import type { AssetKind, AssetRow } from '../storage/assets.ts';
-import { BlobTooLargeError, commitTemp, putBlobFromFile, receiveToTemp, type TempBlob } from '../storage/blobs.ts';
+import { BlobTooLargeError, commitTemp, putBlobFromBuffer, putBlobFromFile, receiveToTemp, type TempBlob } from '../storage/blobs.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, SUPPORTED_MIMES, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
 import { probeAv, probeImage } from '../media/probe.ts';
@@ -78,13 +78,14 @@ export function overLimitOr<T>(fallback: T): (error: unknown) => T {
  * Checks a stored file against its declared type by probing it, and returns the
  * metadata to store. Throws 422 INVALID_REQUEST when it does not decode as that type.
  */
-export async function probeAs(tools: MediaTools, file: string, type: SupportedType): Promise<Probed> {
+export async function probeAs(tools: MediaTools, file: string | Buffer, type: SupportedType): Promise<Probed> {
   const what = `${FAMILY_NAMES[type.family]} (${type.mime})`;
   if (type.kind === 'image') {
     const image = await probeImage(file).catch(overLimitOr(undefined));
     if (!image || image.format !== SHARP_FORMATS[type.family]) throw invalidRequest(`The body could not be decoded as a ${what}.`);
     return { width: image.width, height: image.height, duration_seconds: null, video_codec: null, audio_codec: null, has_audio: null };
   }
+  if (typeof file !== 'string') throw new Error('audio and video are probed from a file');
   const av = await probeAv(tools.ffprobePath, file).catch(overLimitOr(undefined));
   if (!av || !DEMUXERS[type.family]!.test(av.formatName)) throw invalidRequest(`The body could not be decoded as ${what}.`);
   if (type.kind === 'video' && !av.video) throw invalidRequest(`The body has no video stream; it is not a ${type.mime} video.`);
@@ -211,25 +212,28 @@ function limitProblem(row: AssetRow): string | undefined {
 export interface OutputAssetInput {
   accountId: string;
   taskId: string;
-  /** The produced file; it is copied into the blob store (the caller removes it). */
-  file: string;
+  /** The produced file, copied into the blob store (the caller removes it); or the bytes themselves. */
+  output: { file: string } | { bytes: Buffer };
   /** Canonical MIME type of the output (image/png, video/mp4, audio/mpeg, …). */
   mimeType: string;
   /** When the stored output may be removed (output storage is not permanent). */
   expiresAt: Date | null;
   /** Probe the file for dimensions/duration/codecs (default true). */
   probe?: boolean;
+  /** Writes made in the same transaction as the asset row (the task output pointing at it: one commit, not two). */
+  alongside?: (trx: Tx, asset: AssetRow) => Promise<void>;
 }
 
 /** Stores a task's output file as a ready asset of that account (origin `output`). */
 export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools, input: OutputAssetInput): Promise<AssetRow> {
   const type = supportedType(input.mimeType);
   if (!type) throw new Error(`unsupported output type ${input.mimeType}`);
+  const source = 'bytes' in input.output ? input.output.bytes : input.output.file;
   const probed: Probed =
     input.probe === false
       ? { width: null, height: null, duration_seconds: null, video_codec: null, audio_codec: null, has_audio: null }
-      : await probeAs(tools, input.file, type);
-  const { sha256, size } = await putBlobFromFile(tools.dataDir, input.file);
+      : await probeAs(tools, source, type);
+  const { sha256, size } = typeof source === 'string' ? await putBlobFromFile(tools.dataDir, source) : await putBlobFromBuffer(tools.dataDir, source);
   const row: AssetRow = {
     id: newId('asset'),
     account_id: input.accountId,
@@ -246,6 +250,14 @@ export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools,
     deleted_at: null,
     created_at: clock.now().toISOString(),
   };
-  await store.insertAsset(db, row);
+  if (input.alongside) {
+    const alongside = input.alongside;
+    await inTransaction(db, async (trx) => {
+      await store.insertAsset(trx, row);
+      await alongside(trx, row);
+    });
+  } else {
+    await store.insertAsset(db, row);
+  }
   return row;
 }

@@ -104,7 +104,7 @@ const SAMPLE_BYTES: Record<string, number> = { uchar: 1, char: 1, ushort: 2, sho
  * a gate on decoding memory; libvips refuses more than the pixel limit itself.
  * Rejects (not a MediaLimitError) when the file is not a readable image.
  */
-export async function probeImage(file: string): Promise<ImageProbe> {
+export async function probeImage(file: string | Buffer): Promise<ImageProbe> {
   // The header only (no pixel is decoded), read without libvips' own limit so the refusal can name ours.
   const meta = await sharp(file, { limitInputPixels: false }).metadata().catch(() => undefined);
   if (!meta?.format || !meta.width || !meta.height) throw new Error('no image dimensions');

@@ -115,7 +115,7 @@ export interface MediaJob<K extends MediaKind = MediaKind> {
 
 /** A remote provider's record of what it asked upstream for one slot (server/storage/remote-calls.ts). */
 export interface RemoteCallRecord {
-  state: 'calling' | 'created' | 'done';
+  state: 'calling' | 'created';
   upstreamId: string | null;
 }
 
@@ -126,7 +126,6 @@ export interface RemoteCalls {
   calling(idx: number, provider: string): Promise<void>;
   /** Once the upstream named its job: a resumed run looks it up instead of creating another. */
   created(idx: number, upstreamId: string): Promise<void>;
-  done(idx: number): Promise<void>;
 }
 
 export interface MediaTools {
@@ -144,11 +143,12 @@ export interface MediaTools {
   stopping(): boolean;
 }
 
-export interface GeneratedOutput {
-  /** A file the provider wrote; the worker moves it into the blob store. */
-  file: string;
-  mimeType: string;
-}
+/**
+ * One output: a file the provider wrote (the worker copies it into the blob
+ * store and removes it), or bytes already in memory (an image that came back
+ * base64-encoded: stored without a temp file).
+ */
+export type GeneratedOutput = { file: string; mimeType: string } | { bytes: Buffer; mimeType: string };
 
 export interface MediaProvider<K extends MediaKind = MediaKind> {
   readonly name: string;

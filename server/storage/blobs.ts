@@ -129,6 +129,21 @@ export async function putBlobFromStream(
   return { sha256: temp.sha256, size: temp.size };
 }
 
+/** Stores bytes held in memory: hashed here, written once (to a temp file renamed into place) unless the blob exists. */
+export async function putBlobFromBuffer(dataDir: string, bytes: Buffer): Promise<{ sha256: string; size: number }> {
+  const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
+  const target = blobPath(dataDir, sha256);
+  try {
+    await fsp.access(target);
+  } catch {
+    const temp = await tempPath(dataDir);
+    await fsp.writeFile(temp, bytes, { flag: 'wx' });
+    await fsp.mkdir(path.dirname(target), { recursive: true });
+    await fsp.rename(temp, target);
+  }
+  return { sha256, size: bytes.length };
+}
+
 /** Stores a copy of a file (the file itself is left where it is). */
 export async function putBlobFromFile(dataDir: string, file: string): Promise<{ sha256: string; size: number }> {
   return putBlobFromStream(dataDir, fs.createReadStream(file));

@@ -6,7 +6,7 @@
  */
 import type { Db } from './db.ts';
 
-export type RemoteCallState = 'calling' | 'created' | 'done';
+export type RemoteCallState = 'calling' | 'created';
 
 export interface RemoteCallRow {
   task_id: string;
@@ -34,8 +34,4 @@ export async function markCalling(db: Db, taskId: string, idx: number, provider:
 
 export async function markCreated(db: Db, taskId: string, idx: number, upstreamId: string, nowIso: string): Promise<void> {
   await db('remote_calls').where({ task_id: taskId, idx }).update({ state: 'created', upstream_id: upstreamId.slice(0, 200), updated_at: nowIso });
-}
-
-export async function markDone(db: Db, taskId: string, idx: number, nowIso: string): Promise<void> {
-  await db('remote_calls').where({ task_id: taskId, idx }).update({ state: 'done', updated_at: nowIso });
 }

@@ -69,7 +69,6 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string): MediaTool
       },
       calling: (idx, provider) => remote.markCalling(ctx.db, taskId, idx, provider, now()),
       created: (idx, upstreamId) => remote.markCreated(ctx.db, taskId, idx, upstreamId, now()),
-      done: (idx) => remote.markDone(ctx.db, taskId, idx, now()),
     },
     dataDir: ctx.dataDir,
     ffmpegPath: ctx.ffmpegPath,
@@ -161,7 +160,7 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
       const out = await generate(ctx.providers, job, tools);
       if (ctx.stopping()) {
         // Stopping, or the lease was lost while generating: whoever runs the job next makes this slot.
-        await fsp.rm(out.file, { force: true });
+        if ('file' in out) await fsp.rm(out.file, { force: true });
         return;
       }
       const expiresAt = new Date(clock.now().getTime() + ctx.outputRetentionSeconds * 1000);
@@ -169,15 +168,15 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
         const asset = await createOutputAsset(db, clock, { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath }, {
           accountId: task.account_id,
           taskId: task.id,
-          file: out.file,
+          output: out,
           mimeType: out.mimeType,
           expiresAt,
+          alongside: (trx, stored) => tasks.updateOutput(trx, task.id, slot.idx, { status: 'succeeded', asset_id: stored.id, error: null }),
         });
-        await tasks.updateOutput(db, task.id, slot.idx, { status: 'succeeded', asset_id: asset.id, error: null });
         const differs = mismatch(request as Record<string, unknown>, asset);
         if (differs) ctx.logger.warn({ taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs }, 'output differs from the request');
       } finally {
-        await fsp.rm(out.file, { force: true });
+        if ('file' in out) await fsp.rm(out.file, { force: true });
       }
     } catch (error) {
       // Stopping, or the lease was lost: whatever the provider threw, the job is left for recovery.

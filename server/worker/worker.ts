@@ -90,6 +90,34 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     }
   }
 
+  /**
+   * The remote lane: one claimer keeps up to `slots` jobs running at once (they
+   * wait on the network), so idle capacity costs one poll per interval, not one
+   * per slot.
+   */
+  async function dispatch(lane: jobs.Lane, slots: number): Promise<void> {
+    const running = new Set<Promise<void>>();
+    while (!stopping) {
+      if (running.size >= slots) {
+        await Promise.race([...running, stopped]);
+        continue;
+      }
+      try {
+        const job = await jobs.claimNext(db, id, clock.now().toISOString(), lane);
+        if (!job) {
+          await idle(options.pollMs);
+          continue;
+        }
+        const run: Promise<void> = runWithLease(job).finally(() => running.delete(run));
+        running.add(run);
+      } catch (err) {
+        log.error({ err }, 'worker loop error');
+        await idle(options.pollMs * 4);
+      }
+    }
+    await Promise.allSettled(running);
+  }
+
   async function maintenance(): Promise<void> {
     while (!stopping) {
       try {
@@ -107,7 +135,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   const remoteLoops = options.remoteConcurrency ?? 0;
   const loops = [
     ...Array.from({ length: options.concurrency }, () => recovered.then(() => loop('local'))),
-    ...Array.from({ length: remoteLoops }, () => recovered.then(() => loop('remote'))),
+    ...(remoteLoops > 0 ? [recovered.then(() => dispatch('remote', remoteLoops))] : []),
     maintenance(),
   ];
   log.info({ concurrency: options.concurrency, remoteConcurrency: remoteLoops }, 'worker started');

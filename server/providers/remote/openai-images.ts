@@ -17,7 +17,7 @@ import fsp from 'node:fs/promises';
 import sharp from 'sharp';
 import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
 import { baseOf, callUpstream } from './http.ts';
-import { downloadOutput, storeOutputBytes } from './output.ts';
+import { downloadOutput, imageBytes } from './output.ts';
 
 export interface OpenAiImagesOptions {
   url: string;
@@ -156,29 +156,26 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     const item = Array.isArray(answer?.data) ? answer.data[0] : undefined;
     let output: GeneratedOutput;
     if (typeof item?.b64_json === 'string' && item.b64_json.length > 0) {
-      output = await storeOutputBytes(Buffer.from(item.b64_json, 'base64'), 'image', tools, 'The image provider', this.options.maxOutputBytes);
+      output = imageBytes(Buffer.from(item.b64_json, 'base64'), 'The image provider', this.options.maxOutputBytes);
     } else if (typeof item?.url === 'string') {
       output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs });
     } else {
       tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'image provider answered without an image');
       throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an answer without an image; nothing was charged for it.');
     }
-    await tools.remoteCalls.done(job.index);
-    return this.inFormat(output, request, tools);
+    return this.inFormat(output, request);
   }
 
   /** The requested format, converted here when the upstream answered another one. */
-  private async inFormat(output: GeneratedOutput, request: ImageJobRequest, tools: MediaTools): Promise<GeneratedOutput> {
+  private async inFormat(output: GeneratedOutput, request: ImageJobRequest): Promise<GeneratedOutput> {
     if (output.mimeType === request.mimeType) return output;
-    const file = await tools.tempFile(`.${request.outputFormat}`);
     try {
-      await sharp(output.file).toFormat(request.outputFormat).toFile(file);
+      const bytes = await sharp('bytes' in output ? output.bytes : output.file).toFormat(request.outputFormat).toBuffer();
+      return { bytes, mimeType: request.mimeType };
     } catch {
-      await fsp.rm(file, { force: true });
       throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an image that could not be decoded; nothing was charged for it.');
     } finally {
-      await fsp.rm(output.file, { force: true });
+      if ('file' in output) await fsp.rm(output.file, { force: true });
     }
-    return { file, mimeType: request.mimeType };
   }
 }

@@ -69,7 +69,6 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
     });
     const bytes = Buffer.from(await response.arrayBuffer());
     const output = await storeOutputBytes(bytes, 'audio', tools, 'The speech provider', this.options.maxOutputBytes);
-    await tools.remoteCalls.done(job.index);
     if (output.mimeType !== request.mimeType) {
       await fsp.rm(output.file, { force: true });
       tools.warn({ slot: job.index, asked: request.mimeType, got: output.mimeType, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'speech provider answered another format');
@@ -79,7 +78,7 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
   }
 
   /** The volume parameter (dB), applied locally. */
-  private async withGain(output: GeneratedOutput, gainDb: number, tools: MediaTools): Promise<GeneratedOutput> {
+  private async withGain(output: { file: string; mimeType: string }, gainDb: number, tools: MediaTools): Promise<GeneratedOutput> {
     const ext = output.mimeType === 'audio/wav' ? 'wav' : output.mimeType === 'audio/mpeg' ? 'mp3' : output.mimeType === 'audio/flac' ? 'flac' : 'm4a';
     const file = await tools.tempFile(`.${ext}`);
     try {

@@ -24,24 +24,40 @@ const MIME: Record<MediaKind, Partial<Record<MediaFamily, string>>> = {
 
 const ARTICLE: Record<MediaKind, string> = { image: 'an image', video: 'a video', audio: 'audio' };
 
-/** Checks a written output file: media of the expected kind; returns its MIME type from the bytes. */
-async function checkFile(file: string, kind: MediaKind, who: string): Promise<string> {
-  const handle = await fsp.open(file, 'r');
-  const head = Buffer.alloc(64);
-  const { bytesRead } = await handle.read(head, 0, 64, 0).finally(() => handle.close());
-  const family = sniff(head.subarray(0, bytesRead));
+/** The MIME type of media of the expected kind, from its first bytes; throws for anything else. */
+function mimeOf(head: Buffer, kind: MediaKind, who: string): string {
+  const family = sniff(head);
   const mime = family && MIME[kind][family];
   if (!mime) throw new MediaGenerationError('GENERATION_FAILED', `${who} returned something that is not ${ARTICLE[kind]}; nothing was charged for it.`);
   return mime;
 }
 
-/** An output that came back as bytes (a base64 answer, a binary body). */
-export async function storeOutputBytes(bytes: Buffer, kind: MediaKind, tools: MediaTools, who: string, maxBytes: number): Promise<GeneratedOutput> {
+/** Checks a written output file: media of the expected kind; returns its MIME type from the bytes. */
+async function checkFile(file: string, kind: MediaKind, who: string): Promise<string> {
+  const handle = await fsp.open(file, 'r');
+  const head = Buffer.alloc(64);
+  const { bytesRead } = await handle.read(head, 0, 64, 0).finally(() => handle.close());
+  return mimeOf(head.subarray(0, bytesRead), kind, who);
+}
+
+function checkSize(bytes: Buffer, who: string, maxBytes: number): void {
   if (bytes.length > maxBytes) throw new MediaGenerationError('GENERATION_FAILED', `${who} returned an output larger than ${maxBytes} bytes; nothing was charged for it.`);
+}
+
+/** An image that came back as bytes (a base64 answer): checked and kept in memory, no temp file. */
+export function imageBytes(bytes: Buffer, who: string, maxBytes: number): { bytes: Buffer; mimeType: string } {
+  checkSize(bytes, who, maxBytes);
+  return { bytes, mimeType: mimeOf(bytes.subarray(0, 64), 'image', who) };
+}
+
+/** An output that came back as a binary body, written to a temp file (audio and video are probed from files). */
+export async function storeOutputBytes(bytes: Buffer, kind: MediaKind, tools: MediaTools, who: string, maxBytes: number): Promise<{ file: string; mimeType: string }> {
+  checkSize(bytes, who, maxBytes);
+  const mimeType = mimeOf(bytes.subarray(0, 64), kind, who);
   const file = await tools.tempFile('.remote');
   try {
     await fsp.writeFile(file, bytes);
-    return { file, mimeType: await checkFile(file, kind, who) };
+    return { file, mimeType };
   } catch (error) {
     await fsp.rm(file, { force: true });
     throw error;
@@ -69,7 +85,7 @@ export interface DownloadOptions {
 }
 
 /** An output the upstream answered with a URL: downloaded (retried like any read), checked, as a temp file. */
-export async function downloadOutput(url: string, kind: MediaKind, tools: MediaTools, options: DownloadOptions): Promise<GeneratedOutput> {
+export async function downloadOutput(url: string, kind: MediaKind, tools: MediaTools, options: DownloadOptions): Promise<{ file: string; mimeType: string }> {
   let parsed: URL;
   try {
     parsed = new URL(url);

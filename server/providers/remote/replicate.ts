@@ -170,12 +170,10 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
       if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the worker leaves the job; a resumed run reads the same prediction
       if (Date.now() >= deadline) {
         await this.call(`/v1/predictions/${encodeURIComponent(id)}/cancel`, { method: 'POST' }, tools, true).catch(() => undefined);
-        await tools.remoteCalls.done(job.index);
         throw new MediaGenerationError('GENERATION_FAILED', `${this.who} did not finish within ${Math.round(this.options.deadlineMs / 1000)} s; the prediction was cancelled and nothing was charged.`);
       }
       await sleep(this.options.pollMs);
     }
-    await tools.remoteCalls.done(job.index);
     if (prediction.status === 'failed') {
       const reason = typeof prediction.error === 'string' && /nsfw|content|safety|policy/i.test(prediction.error) ? ' under its content policy' : '';
       throw new MediaGenerationError('GENERATION_FAILED', `${this.who} could not make this output${reason}; nothing was charged for it.`);

@@ -13,7 +13,7 @@ export async function up(db: Knex): Promise<void> {
     t.string('task_id', 64).notNullable();
     t.integer('idx').notNullable();
     t.string('provider', 64).notNullable();
-    t.string('state', 16).notNullable(); // calling | created | done
+    t.string('state', 16).notNullable(); // calling | created
     t.string('upstream_id', 200);
     t.string('created_at', 32).notNullable();
     t.string('updated_at', 32).notNullable();
