@@ -17,6 +17,7 @@ import { defaultMediaProviders, type MediaProviders } from './providers/media.ts
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia } from './providers/remote/index.ts';
+import { withScenarioLayer } from './domain/scenario-provider.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
@@ -58,7 +59,8 @@ async function selfCheck(url: string, server: http.Server, db: Db): Promise<void
 export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, given?: MediaProviders): RunningWorker {
   // The embedded generators by kind, and each remote model's own provider (a broken provider entry stops the start).
   const remote = given ? undefined : createRemoteMedia(config, loadCatalog(config.catalogPath));
-  const providers: MediaProviders = given ?? { ...defaultMediaProviders(), byModel: remote!.byModel };
+  // The scenario layer wraps every provider, so test cards play the same with local and remote ones.
+  const providers: MediaProviders = withScenarioLayer(given ?? { ...defaultMediaProviders(), byModel: remote!.byModel });
   return startWorker({
     db,
     clock,

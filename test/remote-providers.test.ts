@@ -221,6 +221,23 @@ describe('remote providers: OpenAI-compatible images', () => {
     assert.equal(fake.requests.length, before, 'nothing sent upstream');
   });
 
+  it('when a task carries scenario markers, then the scenario layer plays them with the remote provider as with the local one', async () => {
+    const u = await s.user({ gems: 100 });
+    const before = fake.requests.length;
+    const failed = await waitForTask(s, u.secret, (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'no luck [[scenario:fail]]', parameters: { resolution: '512' } })).body.task.id);
+    assert.equal(failed.status, 'failed');
+    assert.equal(fake.requests.length, before, 'a failing test card never reaches the upstream');
+    const partial = await waitForTask(s, u.secret, (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'half [[scenario:partial]]', parameters: { resolution: '512', outputCount: 2 } })).body.task.id);
+    assert.equal(partial.status, 'partial');
+    assertSettled(partial);
+    const sent = fake.requests.slice(before);
+    assert.equal(sent.length, 1, 'only the first output is asked of the upstream');
+    assert.equal((sent[0]!.json as { prompt: string }).prompt, 'half', 'the marker never reaches the upstream');
+    const cancelled = await waitForTask(s, u.secret, (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'stop [[scenario:cancel]]', parameters: { resolution: '512' } })).body.task.id);
+    assert.equal(cancelled.status, 'cancelled');
+    assert.equal(cancelled.error!.code, 'CANCELLED');
+  });
+
   it('when the upstream answers 429 with Retry-After, or 500, then the call is retried and the task succeeds once', async () => {
     const u = await s.user({ gems: 100 });
     fake.fail('POST /v1/images/generations', { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' }, { status: 500, body: '{}' });

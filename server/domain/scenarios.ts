@@ -52,7 +52,7 @@ export function scenarioOf(text: string, enabled: boolean): Scenario[] {
 }
 
 /** The first marker with this name, if any. */
-export function findScenario(scenarios: Scenario[], name: string): Scenario | undefined {
+export function findScenario(scenarios: readonly Scenario[], name: string): Scenario | undefined {
   return scenarios.find((s) => s.name === name);
 }
 

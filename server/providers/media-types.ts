@@ -111,6 +111,8 @@ export interface MediaJob<K extends MediaKind = MediaKind> {
   /** Slot index and number of slots. */
   index: number;
   slots: number;
+  /** The task's scenario markers (played by the scenario layer; providers ignore them). */
+  scenarios: ReadonlyArray<{ name: string; args: string[] }>;
 }
 
 /** A remote provider's record of what it asked upstream for one slot (server/storage/remote-calls.ts). */
@@ -155,6 +157,8 @@ export interface MediaProvider<K extends MediaKind = MediaKind> {
   readonly resume: ResumePolicy;
   /** `remote`: I/O-bound, run by the worker's remote lane (many at once). Default `local`. */
   readonly lane?: 'local' | 'remote';
+  /** The resume policy of one job, where it differs from `resume` (the scenario layer's `unresumable`). */
+  resumeFor?(job: Pick<MediaJob<K>, 'scenarios'>): ResumePolicy;
   /** Makes the output of one slot, or throws (the slot fails with a sanitized message). */
   generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput>;
 }
@@ -178,6 +182,11 @@ export function providerOf(providers: MediaProviders, model: string, kind: Media
  */
 export class MediaHoldError extends Error {
   override name = 'MediaHoldError';
+}
+
+/** The task is cancelled before any output (its message is safe): it ends `cancelled`, nothing charged. */
+export class MediaCancelledError extends Error {
+  override name = 'MediaCancelledError';
 }
 
 /** A failure the provider wants shown to the client (its message is safe). */

@@ -16,13 +16,12 @@ import { findAsset } from '../storage/assets.ts';
 import { blobPath, tempPath } from '../storage/blobs.ts';
 import { createOutputAsset } from '../domain/assets.ts';
 import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
-import { MEDIA_SCENARIOS } from '../domain/media-request.ts';
-import { findScenario, type Scenario } from '../domain/scenarios.ts';
+import type { Scenario } from '../domain/scenarios.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { MediaProviders } from '../providers/media.ts';
 import * as remote from '../storage/remote-calls.ts';
-import { MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaTools } from '../providers/media-types.ts';
+import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaTools } from '../providers/media-types.ts';
 
 export interface JobContext {
   db: Db;
@@ -43,18 +42,6 @@ export class LeaseLostError extends Error {
     super(`job ${job.id} (task ${job.task_id}) is no longer this worker's; its result was discarded`);
     this.name = 'LeaseLostError';
   }
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Waits `seconds`, in short slices, unless the worker stops; returns false when it stopped. */
-async function hold(ctx: JobContext, seconds: number): Promise<boolean> {
-  const until = Date.now() + seconds * 1000;
-  while (Date.now() < until) {
-    if (ctx.stopping()) return false;
-    await sleep(Math.min(100, until - Date.now()));
-  }
-  return true;
 }
 
 function toolsFor(ctx: JobContext, taskId: string, accountId: string): MediaTools {
@@ -130,33 +117,17 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
   await tasks.transitionTask(db, task.id, ['queued'], { status: 'processing', updated_at: now });
   await tasks.updateUnfinishedOutputs(db, task.id, { status: 'processing' });
 
-  const wait = findScenario(scenarios, MEDIA_SCENARIOS.processing) ?? findScenario(scenarios, MEDIA_SCENARIOS.unresumable);
-  if (wait && !(await hold(ctx, Math.min(Number(wait.args[0] ?? 5) || 5, 3600)))) return;
-  if (findScenario(scenarios, MEDIA_SCENARIOS.cancel)) {
-    await settle(ctx, job, { status: 'cancelled', error: { code: 'CANCELLED', message: 'The task was cancelled before it produced any output; nothing was charged.' } });
-    return;
-  }
-  if (findScenario(scenarios, MEDIA_SCENARIOS.fail)) {
-    await settle(ctx, job, { status: 'failed', error: { code: 'GENERATION_FAILED', message: 'The generation failed; nothing was charged.' } });
-    return;
-  }
-
   if (!providerOf(ctx.providers, task.model, task.kind)) {
     await settle(ctx, job, { status: 'failed', error: { code: 'WORKFLOW_UNAVAILABLE', message: `No ${task.kind} generator is configured on this server.` } });
     return;
   }
   const tools = toolsFor(ctx, task.id, task.account_id);
-  const partial = Boolean(findScenario(scenarios, MEDIA_SCENARIOS.partial));
   const slots = await tasks.findOutputs(db, task.id);
   for (const slot of slots) {
     if (slot.status === 'succeeded') continue; // stored by an earlier run
     if (ctx.stopping()) return;
-    if (partial && slot.idx > 0) {
-      await tasks.updateOutput(db, task.id, slot.idx, { status: 'failed', error: 'This output could not be generated.' });
-      continue;
-    }
     try {
-      const job: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length };
+      const job: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length, scenarios };
       const out = await generate(ctx.providers, job, tools);
       if (ctx.stopping()) {
         // Stopping, or the lease was lost while generating: whoever runs the job next makes this slot.
@@ -181,6 +152,10 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
     } catch (error) {
       // Stopping, or the lease was lost: whatever the provider threw, the job is left for recovery.
       if (ctx.stopping()) return;
+      if (error instanceof MediaCancelledError) {
+        await settle(ctx, job, { status: 'cancelled', error: { code: 'CANCELLED', message: error.message } });
+        return;
+      }
       if (error instanceof MediaHoldError) {
         // The outcome upstream cannot be known: hold the task for an operator rather than pay twice.
         if (await jobs.hold(db, job.id, job.locked_by ?? '', clock.now().toISOString(), error.message)) {

@@ -15,8 +15,7 @@ import * as jobs from '../storage/jobs.ts';
 import * as tasks from '../storage/tasks.ts';
 import { markAssetDeleted } from '../storage/assets.ts';
 import { blobPath } from '../storage/blobs.ts';
-import { MEDIA_SCENARIOS } from '../domain/media-request.ts';
-import { findScenario, type Scenario } from '../domain/scenarios.ts';
+import type { Scenario } from '../domain/scenarios.ts';
 import { finishTask } from '../domain/tasks.ts';
 import { LeaseLostError, runJob, type JobContext } from './run-job.ts';
 import { providerOf } from '../providers/media-types.ts';
@@ -167,9 +166,9 @@ export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | '
   const cutoff = new Date(now.getTime() - options.leaseMs).toISOString();
   for (const job of await jobs.expiredLeases(db, cutoff)) {
     const task = await tasks.findTask(db, job.task_id);
-    const scenarios = task ? ((JSON.parse(task.request) as { scenarios?: Scenario[] }).scenarios ?? []) : [];
     const provider = task && providerOf(options.providers, task.model, task.kind);
-    const policy = findScenario(scenarios, MEDIA_SCENARIOS.unresumable) ? 'never' : (provider?.resume ?? 'rerun');
+    const scenarios = task ? ((JSON.parse(task.request) as { scenarios?: Scenario[] }).scenarios ?? []) : [];
+    const policy = provider ? (provider.resumeFor?.({ scenarios }) ?? provider.resume) : 'rerun';
     const log = { jobId: job.id, taskId: job.task_id, attempts: job.attempts, maxAttempts: job.max_attempts };
     const interrupted = `interrupted after attempt ${job.attempts} of ${job.max_attempts} (worker ${job.locked_by ?? 'unknown'} stopped renewing its lease)`;
     if (policy === 'never') {
