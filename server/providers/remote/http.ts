@@ -6,7 +6,7 @@
  * key it honours, or a read), otherwise its outcome is unknown. Keys travel
  * only in headers and never appear in an error or a log line.
  */
-import { MediaGenerationError, MediaHoldError } from '../media-types.ts';
+import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools } from '../media-types.ts';
 
 export interface CallOptions {
   /** Who is called, for messages ("the image provider"). */
@@ -119,4 +119,38 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
 /** A base URL without its trailing slash, and without a trailing /v1 (endpoints add it). */
 export function baseOf(url: string): string {
   return url.replace(/\/+$/, '').replace(/\/v1$/, '');
+}
+
+export interface PostOnceOptions {
+  /** The provider's name, recorded with the slot. */
+  provider: string;
+  who: string;
+  apiKey: string | undefined;
+  /** The upstream honours `Idempotency-Key`: an interrupted call may be sent again with the same key. */
+  idempotent: boolean;
+  deadlineMs: number;
+  attemptTimeoutMs: number;
+}
+
+/**
+ * One creating call to a synchronous upstream, exactly once per output slot:
+ * a slot already asked before an interruption is held (unless the upstream
+ * honours the `Idempotency-Key: gemforge-<task>-<slot>` sent with every call),
+ * and the slot is recorded as `calling` before the request leaves.
+ */
+export async function postOnce(job: MediaJob, tools: MediaTools, endpoint: string, body: BodyInit, headers: Record<string, string>, options: PostOnceOptions): Promise<Response> {
+  if ((await tools.remoteCalls.find(job.index)) && !options.idempotent) {
+    throw new MediaHoldError(`${options.who} was asked for this output before the job was interrupted; whether it made (and charged) it cannot be known`);
+  }
+  const all: Record<string, string> = { ...headers, 'idempotency-key': `gemforge-${job.taskId}-${job.index}` };
+  if (options.apiKey) all.authorization = `Bearer ${options.apiKey}`;
+  await tools.remoteCalls.calling(job.index, options.provider);
+  return callUpstream((signal) => fetch(endpoint, { method: 'POST', headers: all, body, signal }), {
+    who: options.who,
+    deadlineMs: options.deadlineMs,
+    attemptTimeoutMs: options.attemptTimeoutMs,
+    replayable: options.idempotent,
+    stopping: tools.stopping,
+    onRetry: (d) => tools.warn({ slot: job.index, ...d }, `${options.provider} retry`),
+  });
 }

@@ -15,8 +15,8 @@
  */
 import fsp from 'node:fs/promises';
 import sharp from 'sharp';
-import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
-import { baseOf, callUpstream } from './http.ts';
+import { MediaGenerationError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { baseOf, postOnce } from './http.ts';
 import { downloadOutput, imageBytes } from './output.ts';
 
 export interface OpenAiImagesOptions {
@@ -106,10 +106,6 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
   async generate(job: MediaJob<'image'>, tools: MediaTools): Promise<GeneratedOutput> {
     const upstream = this.options.models[job.model];
     if (!upstream) throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No upstream image model is configured for ${job.model}.`);
-    const earlier = await tools.remoteCalls.find(job.index);
-    if (earlier && !this.options.idempotent) {
-      throw new MediaHoldError(`the image provider was asked for this output before the job was interrupted; whether it made (and charged) it cannot be known`);
-    }
     const request = job.request;
     const m = upstreamModel(upstream);
     const size = nearestSize(m.sizes, request.width, request.height);
@@ -124,8 +120,7 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     if (m.background && request.background !== 'auto') fields.background = request.background;
     if (m.outputFormat) fields.output_format = request.outputFormat;
     const edit = Boolean(request.sourceImage) || request.referenceImages.length > 0;
-    const headers: Record<string, string> = { 'idempotency-key': `gemforge-${job.taskId}-${job.index}` };
-    if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
+    const headers: Record<string, string> = {};
 
     let body: BodyInit;
     if (edit) {
@@ -142,15 +137,7 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
       body = JSON.stringify({ ...fields, n: 1 });
     }
     const endpoint = `${this.base}/v1/images/${edit ? 'edits' : 'generations'}`;
-    await tools.remoteCalls.calling(job.index, this.name);
-    const response = await callUpstream((signal) => fetch(endpoint, { method: 'POST', headers, body, signal }), {
-      who: 'The image provider',
-      deadlineMs: this.options.deadlineMs,
-      attemptTimeoutMs: this.options.attemptTimeoutMs,
-      replayable: this.options.idempotent,
-      stopping: tools.stopping,
-      onRetry: (d) => tools.warn({ slot: job.index, ...d }, 'image provider retry'),
-    });
+    const response = await postOnce(job, tools, endpoint, body, headers, { provider: this.name, who: 'The image provider', ...this.options });
     const requestId = response.headers.get('x-request-id') ?? undefined;
     const answer = (await response.json().catch(() => undefined)) as ImagesAnswer | undefined;
     const item = Array.isArray(answer?.data) ? answer.data[0] : undefined;

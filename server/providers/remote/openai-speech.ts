@@ -9,8 +9,8 @@
  */
 import fsp from 'node:fs/promises';
 import { runTool } from '../../media/run.ts';
-import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools, type SpeechJobRequest } from '../media-types.ts';
-import { baseOf, callUpstream } from './http.ts';
+import { MediaGenerationError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools, type SpeechJobRequest } from '../media-types.ts';
+import { baseOf, postOnce } from './http.ts';
 import { storeOutputBytes } from './output.ts';
 
 export interface OpenAiSpeechOptions {
@@ -51,22 +51,8 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
     if (!upstream || request.operation === 'music') throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No upstream speech model is configured for ${job.model}.`);
     const problem = speechRequestProblem(this.options.voices, request);
     if (problem) throw new MediaGenerationError('GENERATION_FAILED', `This output could not be made: ${problem}`);
-    const earlier = await tools.remoteCalls.find(job.index);
-    if (earlier && !this.options.idempotent) {
-      throw new MediaHoldError('the speech provider was asked for this output before the job was interrupted; whether it made (and charged) it cannot be known');
-    }
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'idempotency-key': `gemforge-${job.taskId}-${job.index}` };
-    if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
     const body = JSON.stringify({ model: upstream, input: request.text, voice: this.options.voices[request.voice.id], speed: request.speed, response_format: FORMATS[request.mimeType] });
-    await tools.remoteCalls.calling(job.index, this.name);
-    const response = await callUpstream((signal) => fetch(`${this.base}/v1/audio/speech`, { method: 'POST', headers, body, signal }), {
-      who: 'The speech provider',
-      deadlineMs: this.options.deadlineMs,
-      attemptTimeoutMs: this.options.attemptTimeoutMs,
-      replayable: this.options.idempotent,
-      stopping: tools.stopping,
-      onRetry: (d) => tools.warn({ slot: job.index, ...d }, 'speech provider retry'),
-    });
+    const response = await postOnce(job, tools, `${this.base}/v1/audio/speech`, body, { 'content-type': 'application/json' }, { provider: this.name, who: 'The speech provider', ...this.options });
     const bytes = Buffer.from(await response.arrayBuffer());
     const output = await storeOutputBytes(bytes, 'audio', tools, 'The speech provider', this.options.maxOutputBytes);
     if (output.mimeType !== request.mimeType) {
