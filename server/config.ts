@@ -2,6 +2,7 @@
  * Configuration, read once at start from the environment (STYLE habit 12).
  * Nothing else in the server reads `process.env`.
  */
+import { parseSecret } from './domain/signing.ts';
 import path from 'node:path';
 import { bundledFfmpegPath, bundledFfprobePath } from './media/binaries.ts';
 import { isAddressOrRange } from './domain/policy/addresses.ts';
@@ -80,6 +81,10 @@ export interface Config {
   replicateApiToken: string | undefined;
   /** How often a running prediction is read (`REPLICATE_POLL_MS`). */
   replicatePollMs: number;
+  /** The URL-signing key shared by every instance (`SIGNING_SECRET`); unset: the database's keys. */
+  signingSecret: Buffer | undefined;
+  /** Earlier secrets that still verify links until they expire (`SIGNING_SECRET_PREVIOUS`, comma-separated). */
+  signingSecretPrevious: Buffer[];
   /** A remote output's whole time budget (`REMOTE_DEADLINE_SECONDS`): past it a prediction is cancelled and the slot fails, an unanswered call is held. */
   remoteDeadlineSeconds: number;
   /** One request to a remote provider (`REMOTE_ATTEMPT_TIMEOUT_SECONDS`). */
@@ -255,6 +260,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     replicateApiUrl: env.REPLICATE_API_URL || 'https://api.replicate.com',
     replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
     replicatePollMs: parseWhole(env.REPLICATE_POLL_MS, 1000, 'REPLICATE_POLL_MS', 10),
+    signingSecret: env.SIGNING_SECRET ? parseSecret(env.SIGNING_SECRET, 'SIGNING_SECRET') : undefined,
+    signingSecretPrevious: (env.SIGNING_SECRET_PREVIOUS ?? '').split(',').filter((v) => v.trim() !== '').map((v) => parseSecret(v, 'SIGNING_SECRET_PREVIOUS')),
     remoteDeadlineSeconds: parseWhole(env.REMOTE_DEADLINE_SECONDS, 900, 'REMOTE_DEADLINE_SECONDS', 1),
     remoteAttemptTimeoutSeconds: parseWhole(env.REMOTE_ATTEMPT_TIMEOUT_SECONDS, 120, 'REMOTE_ATTEMPT_TIMEOUT_SECONDS', 1),
     remoteOutputMaxBytes: parseWhole(env.REMOTE_OUTPUT_MAX_BYTES, 256 * 1024 * 1024, 'REMOTE_OUTPUT_MAX_BYTES', 1024),

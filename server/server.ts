@@ -12,7 +12,7 @@ import { createLogger, type Logger } from './logger.ts';
 import { loadCatalog } from './domain/catalog.ts';
 import { seedCatalogVoices } from './domain/voices.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
-import { createSigner, loadServerSecret } from './domain/signing.ts';
+import { startSigner } from './domain/signing-keys.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
@@ -95,7 +95,14 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     await db.destroy();
     throw error;
   }
-  const signer = createSigner(loadServerSecret(config.dataDir), config.signedUrlTtlSeconds);
+  let signing;
+  try {
+    signing = await startSigner(config, db, clock, logger);
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
+  const { signer } = signing;
   const inflight = new InflightWork();
   const providers = { text: createTextProviders(config), analysis: createAnalysisProvider(config) };
   const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia });
@@ -148,6 +155,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
         logger.warn({ generations: inflight.size }, 'shutting down with text generations unsettled: their identities stay pending (REQUEST_UNCERTAIN)');
       }
       await worker?.stop();
+      signing.stop();
       await db.destroy();
       logger.info('stopped');
     },

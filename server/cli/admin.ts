@@ -3,6 +3,7 @@
  * settings page. Works on the same DATA_DIR / DATABASE_URL as the server (also
  * while it runs) and prints JSON on stdout; bad arguments exit 2 with a message.
  */
+import { rotateSigningKey } from '../storage/signing-keys.ts';
 import fs from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { suggest } from '../../client/cli/help.ts';
@@ -44,6 +45,11 @@ const HELP: Array<[command: string, usage: string]> = [
   ],
   ['moderation list', `moderation list [--account ID] [--all]    moderation refusals not cleared (--all: cleared ones too), newest first`],
   ['moderation clear', `moderation clear --account ID             clear an account's refusals and lift the block they set`],
+  [
+    'signing rotate',
+    `signing rotate                            a new URL-signing key in the database signs from now on; links signed
+                                            with the old one stay valid until they expire (not with SIGNING_SECRET)`,
+  ],
 ];
 
 const usageOf = (entries: Array<[string, string]>) => `usage: gemforge admin <command>\n${entries.map(([, u]) => `  ${u}`).join('\n')}`;
@@ -227,6 +233,15 @@ const commands: Record<string, Handler> = {
     parse(args, {});
     const report = await verifyLedger(db, [verifyTasks]);
     return { output: report, exitCode: report.ok ? 0 : 1 };
+  },
+
+  async 'signing rotate'(db, args) {
+    parse(args, {});
+    if (process.env.SIGNING_SECRET) {
+      throw new UsageError('SIGNING_SECRET is set: rotate by setting SIGNING_SECRET to a new secret and SIGNING_SECRET_PREVIOUS to the old one');
+    }
+    const id = await rotateSigningKey(db, systemClock.now().toISOString());
+    return { output: { keyId: id, note: 'every instance signs with the new key within 5 s; links signed before stay valid until they expire' } };
   },
 
   async 'task settle'(db, args) {

@@ -1,7 +1,13 @@
 /**
  * Signed output URLs: `/files/{assetId}?expires=<unix>&sig=<hex>`, an HMAC-SHA256
- * over the asset id and expiry with a server secret kept in DATA_DIR (created on
- * first start, so URLs survive restarts). Served without a bearer key.
+ * over the asset id and expiry. Served without a bearer key.
+ *
+ * The key is shared by every instance (issue 27, item 2): `SIGNING_SECRET` from
+ * configuration (with `SIGNING_SECRET_PREVIOUS` still verifying after a rotation),
+ * or else the database's signing keys (created once, rotated with `gemforge admin
+ * signing rotate`; retired keys verify until their links expire; each instance
+ * re-reads them every few seconds). The old per-disk file in DATA_DIR seeds the
+ * database key on upgrade, so links already handed out stay valid.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -14,36 +20,58 @@ export interface UrlSigner {
   verify(assetId: string, expires: string | undefined, sig: string | undefined, now: Date): 'ok' | 'expired' | 'invalid';
 }
 
-/** Reads the server secret, creating it once (atomically) if it does not exist. */
-export function loadServerSecret(dataDir: string): Buffer {
-  const file = path.join(dataDir, 'server-secret');
-  fs.mkdirSync(dataDir, { recursive: true });
-  try {
-    fs.writeFileSync(file, crypto.randomBytes(32).toString('hex'), { flag: 'wx', mode: 0o600 });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  }
-  const secret = Buffer.from(fs.readFileSync(file, 'utf8').trim(), 'hex');
-  if (secret.length < 32) throw new Error(`${file} is not a 64-hex-character secret`);
-  return secret;
+/** The keys a signer holds: `current` signs, every one verifies. */
+export interface KeyRing {
+  current: Buffer;
+  previous: Buffer[];
 }
 
-export function createSigner(secret: Buffer, ttlSeconds: number): UrlSigner {
-  // A KeyObject made once: handed a Buffer, createHmac builds one per call (about 17 µs
+/** A signer over a key ring that may change (a rotation seen by `setKeys`). */
+export interface RotatingSigner extends UrlSigner {
+  setKeys(ring: KeyRing): void;
+}
+
+export function createSigner(ring: Buffer | KeyRing, ttlSeconds: number): RotatingSigner {
+  // KeyObjects made once: handed a Buffer, createHmac builds one per call (about 17 µs
   // against 2 µs on Node 24), and a task read signs one URL per output.
-  const key = crypto.createSecretKey(secret);
-  const mac = (assetId: string, expires: number) => crypto.createHmac('sha256', key).update(`${assetId}\n${expires}`).digest('hex');
+  let current: crypto.KeyObject;
+  let all: crypto.KeyObject[];
+  const setKeys = (keys: KeyRing) => {
+    current = crypto.createSecretKey(keys.current);
+    all = [current, ...keys.previous.map((k) => crypto.createSecretKey(k))];
+  };
+  setKeys(Buffer.isBuffer(ring) ? { current: ring, previous: [] } : ring);
+  const mac = (key: crypto.KeyObject, assetId: string, expires: number) => crypto.createHmac('sha256', key).update(`${assetId}\n${expires}`).digest();
   return {
+    setKeys,
     sign(baseUrl, assetId, now) {
       const expires = Math.floor(now.getTime() / 1000) + ttlSeconds;
-      return `${baseUrl}/files/${encodeURIComponent(assetId)}?expires=${expires}&sig=${mac(assetId, expires)}`;
+      return `${baseUrl}/files/${encodeURIComponent(assetId)}?expires=${expires}&sig=${mac(current, assetId, expires).toString('hex')}`;
     },
     verify(assetId, expires, sig, now) {
       // One canonical form per link: `expires` as the server writes it (no leading zero), `sig` in lower-case hex.
       if (!expires || !/^[1-9][0-9]{0,11}$/.test(expires) || !sig || !/^[0-9a-f]{64}$/.test(sig)) return 'invalid';
-      const expected = Buffer.from(mac(assetId, Number(expires)), 'hex');
-      if (!crypto.timingSafeEqual(expected, Buffer.from(sig, 'hex'))) return 'invalid';
+      const presented = Buffer.from(sig, 'hex');
+      if (!all.some((key) => crypto.timingSafeEqual(mac(key, assetId, Number(expires)), presented))) return 'invalid';
       return Number(expires) * 1000 <= now.getTime() ? 'expired' : 'ok';
     },
   };
+}
+
+/** A secret given in configuration: 64 hex characters (32 bytes), or any text of at least 32 characters (its SHA-256). */
+export function parseSecret(value: string, name: string): Buffer {
+  const v = value.trim();
+  if (/^[0-9a-fA-F]{64,}$/.test(v) && v.length % 2 === 0) return Buffer.from(v, 'hex');
+  if (v.length >= 32) return crypto.createHash('sha256').update(v, 'utf8').digest();
+  throw new Error(`${name} must be at least 32 characters (for example 64 hex characters: openssl rand -hex 32)`);
+}
+
+/** The old per-installation secret file in DATA_DIR, if this installation has one (it seeds the database key). */
+export function legacySecret(dataDir: string): string | undefined {
+  try {
+    const hex = fs.readFileSync(path.join(dataDir, 'server-secret'), 'utf8').trim();
+    return /^[0-9a-f]{64}$/.test(hex) ? hex : undefined;
+  } catch {
+    return undefined;
+  }
 }

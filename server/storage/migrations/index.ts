@@ -12,6 +12,7 @@ import * as m006 from './006_balances.ts';
 import * as m007 from './007_policies.ts';
 import * as m008 from './008_job_attempts.ts';
 import * as m009 from './009_remote_calls.ts';
+import * as m010 from './010_signing_keys.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -27,6 +28,7 @@ const migrations: Array<[string, Migration]> = [
   ['007_policies', m007],
   ['008_job_attempts', m008],
   ['009_remote_calls', m009],
+  ['010_signing_keys', m010],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
