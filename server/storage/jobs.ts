@@ -78,6 +78,18 @@ export async function finish(db: Conn, jobId: number, workerId: string, nowIso: 
   return n === 1;
 }
 
+/**
+ * Hands a running job of this worker back to the queue when the worker stops
+ * (SIGTERM): at once, in its old place, and without spending one of its
+ * attempts (issue 27, item 6). False when it is no longer this worker's.
+ */
+export async function handBack(db: Conn, jobId: number, workerId: string, nowIso: string): Promise<boolean> {
+  const n = await db('jobs')
+    .where({ id: jobId, state: 'running', locked_by: workerId })
+    .update({ state: 'queued', locked_at: null, locked_by: null, retry_at: null, updated_at: nowIso, attempts: db.raw('attempts - 1'), last_error: 'handed back: its worker stopped' });
+  return n === 1;
+}
+
 export async function setState(db: Conn, jobId: number, state: JobState, nowIso: string, lastError?: string): Promise<void> {
   await db('jobs')
     .where({ id: jobId })

@@ -18,7 +18,7 @@ import { blobPath } from '../storage/blobs.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import { finishTask } from '../domain/tasks.ts';
 import { LeaseLostError, runJob, type JobContext } from './run-job.ts';
-import { providerOf } from '../providers/media-types.ts';
+import { providerOf, type MediaProviders, type ResumePolicy } from '../providers/media-types.ts';
 
 export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
   concurrency: number;
@@ -67,12 +67,28 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     try {
       await runJob({ ...ctx, stopping: () => stopping || lost }, job);
+      if (stopping && !lost) await leaveOnStop(job);
     } catch (err) {
       if (err instanceof LeaseLostError) log.warn({ jobId: job.id, taskId: job.task_id }, err.message);
       // A failure outside the provider (database, disk): leave the job to lease recovery.
       else log.error({ err, jobId: job.id, taskId: job.task_id }, 'job failed unexpectedly; it will be recovered when its lease expires');
     } finally {
       clearInterval(beat);
+    }
+  }
+
+  /**
+   * A job still running when the worker stops: handed back at once without
+   * spending an attempt, or held for an operator when its provider cannot
+   * resume it safely (the same rule as an expired lease, without the wait).
+   */
+  async function leaveOnStop(job: jobs.JobRow): Promise<void> {
+    const policy = resumePolicyOf(options.providers, await tasks.findTask(db, job.task_id));
+    const now = clock.now().toISOString();
+    if (policy === 'never') {
+      if (await jobs.hold(db, job.id, id, now, 'interrupted by a worker stop; the provider cannot resume it safely')) log.warn({ jobId: job.id, taskId: job.task_id }, 'job held for an operator at stop');
+    } else if (await jobs.handBack(db, job.id, id, now)) {
+      log.info({ jobId: job.id, taskId: job.task_id }, 'job handed back to the queue at stop');
     }
   }
 
@@ -148,6 +164,14 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   };
 }
 
+/** How an interrupted job of this task may continue: its provider's policy for it (`rerun` when none is known). */
+function resumePolicyOf(providers: MediaProviders, task: tasks.TaskRow | undefined): ResumePolicy {
+  const provider = task && providerOf(providers, task.model, task.kind);
+  if (!provider) return 'rerun';
+  const scenarios = (JSON.parse(task.request) as { scenarios?: Scenario[] }).scenarios ?? [];
+  return provider.resumeFor?.({ scenarios }) ?? provider.resume;
+}
+
 /** The backoff before the next claim of a job claimed `attempts` times so far. */
 export function retryBackoffMs(attempts: number, baseMs: number): number {
   return Math.min(MAX_BACKOFF_MS, baseMs * 2 ** Math.max(0, attempts - 1));
@@ -165,10 +189,7 @@ export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | '
   const now = clock.now();
   const cutoff = new Date(now.getTime() - options.leaseMs).toISOString();
   for (const job of await jobs.expiredLeases(db, cutoff)) {
-    const task = await tasks.findTask(db, job.task_id);
-    const provider = task && providerOf(options.providers, task.model, task.kind);
-    const scenarios = task ? ((JSON.parse(task.request) as { scenarios?: Scenario[] }).scenarios ?? []) : [];
-    const policy = provider ? (provider.resumeFor?.({ scenarios }) ?? provider.resume) : 'rerun';
+    const policy = resumePolicyOf(options.providers, await tasks.findTask(db, job.task_id));
     const log = { jobId: job.id, taskId: job.task_id, attempts: job.attempts, maxAttempts: job.max_attempts };
     const interrupted = `interrupted after attempt ${job.attempts} of ${job.max_attempts} (worker ${job.locked_by ?? 'unknown'} stopped renewing its lease)`;
     if (policy === 'never') {
