@@ -33,6 +33,7 @@ import { docsRouter } from './routes/docs.ts';
 import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
 import type { RemoteMedia } from './providers/remote/index.ts';
+import { closeWhileDraining, healthRouter, type Lifecycle } from './routes/health.ts';
 import type { TextProviders } from './providers/text/types.ts';
 import type { AnalysisProvider } from './providers/analysis/types.ts';
 import type { RegionMap } from './domain/policy/regions.ts';
@@ -54,6 +55,8 @@ export interface AppDeps {
   inflight?: InflightWork;
   /** Remote media providers: submission checks against the upstream model, and the worker lane of each model. */
   remoteMedia?: RemoteMedia;
+  /** Whether a shutdown is draining (readiness, Connection: close). */
+  lifecycle?: Lifecycle;
 }
 
 /** JSON body limits per operation (spec Limits table); everything else gets the default. */
@@ -72,6 +75,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('trust proxy', config.trustProxy.length > 0 ? config.trustProxy : false);
   app.use(requestId);
   app.use(accessLog(logger, app.request));
+  const lifecycle = deps.lifecycle ?? { draining: false };
+  app.use(closeWhileDraining(lifecycle));
+  // Liveness and readiness for balancers and orchestrators: outside the public contract.
+  app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle })));
 
   // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
   app.use(byPrefix(filesRouter(deps)));

@@ -112,6 +112,8 @@ export interface Config {
   signedUrlTtlSeconds: number;
   /** On SIGTERM/SIGINT, how long in-flight requests and text generations may finish (`SHUTDOWN_GRACE_SECONDS`, default 30). */
   shutdownGraceSeconds: number;
+  /** On SIGTERM: how long the server keeps listening while /readyz answers 503, before it stops accepting connections (`SHUTDOWN_READINESS_DELAY_SECONDS`). */
+  shutdownReadinessDelaySeconds: number;
   /** How long task outputs are kept, in seconds (`OUTPUT_RETENTION_SECONDS`, default 7 days). */
   outputRetentionSeconds: number;
   /**
@@ -274,6 +276,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     workerRetryBackoffMs: parseWhole(env.WORKER_RETRY_BACKOFF_MS, 1000, 'WORKER_RETRY_BACKOFF_MS', 0),
     signedUrlTtlSeconds: parseWhole(env.SIGNED_URL_TTL_SECONDS, 3600, 'SIGNED_URL_TTL_SECONDS', 1),
     shutdownGraceSeconds: parseWhole(env.SHUTDOWN_GRACE_SECONDS, 30, 'SHUTDOWN_GRACE_SECONDS', 0),
+    shutdownReadinessDelaySeconds: parseWhole(env.SHUTDOWN_READINESS_DELAY_SECONDS, 0, 'SHUTDOWN_READINESS_DELAY_SECONDS', 0),
     outputRetentionSeconds: parseWhole(env.OUTPUT_RETENTION_SECONDS, 7 * 24 * 3600, 'OUTPUT_RETENTION_SECONDS', 1),
     publicBaseUrl: parsePublicBaseUrl(env.PUBLIC_BASE_URL),
     allowedHosts: (env.ALLOWED_HOSTS ?? '').split(',').filter((e) => e.trim() !== '').map(checkAllowedHost),

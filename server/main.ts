@@ -7,7 +7,7 @@ async function main(): Promise<void> {
   const running = await startServer(config);
   const stop = async (signal: string) => {
     running.logger.info({ signal, graceSeconds: config.shutdownGraceSeconds }, 'shutting down: finishing in-flight requests');
-    await running.close({ graceMs: config.shutdownGraceSeconds * 1000 });
+    await running.close({ graceMs: config.shutdownGraceSeconds * 1000, readinessDelayMs: config.shutdownReadinessDelaySeconds * 1000 });
     process.exit(0);
   };
   process.once('SIGINT', () => void stop('SIGINT'));

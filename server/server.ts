@@ -34,7 +34,7 @@ export interface RunningServer {
    * finish for up to `graceMs` (default 0: cut them off), then closes the rest,
    * stops the worker and closes the database.
    */
-  close(options?: { graceMs?: number }): Promise<void>;
+  close(options?: { graceMs?: number; readinessDelayMs?: number }): Promise<void>;
 }
 
 /**
@@ -105,7 +105,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const { signer } = signing;
   const inflight = new InflightWork();
   const providers = { text: createTextProviders(config), analysis: createAnalysisProvider(config) };
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia });
+  const lifecycle = { draining: false };
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, lifecycle });
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
   answerClientErrors(server, logger);
@@ -137,9 +138,12 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     port,
     db,
     logger,
-    async close({ graceMs = 0 } = {}) {
+    async close({ graceMs = 0, readinessDelayMs = 0 } = {}) {
       if (closed) return;
       closed = true;
+      lifecycle.draining = true; // /readyz answers 503 and answers close their connections from now on
+      // Still listening for a moment, so a balancer polling /readyz sees the drain before connections are refused.
+      if (readinessDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, readinessDelayMs));
       const deadline = Date.now() + graceMs;
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       if (graceMs > 0 && active > 0) {

@@ -50,8 +50,8 @@ export async function startTestServer(
     ...running,
     dataDir,
     config,
-    async close() {
-      await running.close();
+    async close(closeOptions) {
+      await running.close(closeOptions);
       if (options.dataDir) return; // the caller's installation: it may start another server on it
       fs.rmSync(dataDir, { recursive: true, force: true });
       await dropDatabaseFor(dataDir);
