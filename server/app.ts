@@ -34,6 +34,7 @@ import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
 import type { RemoteMedia } from './providers/remote/index.ts';
 import { closeWhileDraining, healthRouter, type Lifecycle } from './routes/health.ts';
+import { metricsEndpoint, type ServerMetrics } from './http/metrics.ts';
 import type { TextProviders } from './providers/text/types.ts';
 import type { AnalysisProvider } from './providers/analysis/types.ts';
 import type { RegionMap } from './domain/policy/regions.ts';
@@ -57,6 +58,8 @@ export interface AppDeps {
   remoteMedia?: RemoteMedia;
   /** Whether a shutdown is draining (readiness, Connection: close). */
   lifecycle?: Lifecycle;
+  /** Request and state metrics (/metrics with METRICS_TOKEN, or METRICS_PORT). */
+  metrics?: ServerMetrics;
 }
 
 /** JSON body limits per operation (spec Limits table); everything else gets the default. */
@@ -74,7 +77,8 @@ export function createApp(deps: AppDeps): express.Express {
   // Client addresses (req.ip) from X-Forwarded-For only through the proxies TRUST_PROXY names.
   app.set('trust proxy', config.trustProxy.length > 0 ? config.trustProxy : false);
   app.use(requestId);
-  app.use(accessLog(logger, app.request));
+  app.use(accessLog(logger, app.request, deps.metrics));
+  if (deps.metrics && config.metricsToken) app.use(metricsEndpoint(deps.metrics, config.metricsToken));
   const lifecycle = deps.lifecycle ?? { draining: false };
   app.use(closeWhileDraining(lifecycle));
   // Liveness and readiness for balancers and orchestrators: outside the public contract.

@@ -112,6 +112,11 @@ export interface Config {
   signedUrlTtlSeconds: number;
   /** On SIGTERM/SIGINT, how long in-flight requests and text generations may finish (`SHUTDOWN_GRACE_SECONDS`, default 30). */
   shutdownGraceSeconds: number;
+  /** Prometheus metrics at /metrics on the main port, for `Authorization: Bearer` this token (`METRICS_TOKEN`). */
+  metricsToken: string | undefined;
+  /** Or on a listener of their own (`METRICS_PORT`, on `METRICS_HOST`, default 127.0.0.1). Neither: no metrics served. */
+  metricsPort: number | undefined;
+  metricsHost: string;
   /** On SIGTERM: how long the server keeps listening while /readyz answers 503, before it stops accepting connections (`SHUTDOWN_READINESS_DELAY_SECONDS`). */
   shutdownReadinessDelaySeconds: number;
   /** How long task outputs are kept, in seconds (`OUTPUT_RETENTION_SECONDS`, default 7 days). */
@@ -158,11 +163,11 @@ function parseBool(value: string | undefined, fallback: boolean): boolean {
   return !['0', 'false', 'no', 'off'].includes(value.toLowerCase());
 }
 
-function parsePort(value: string | undefined): number {
+function parsePort(value: string | undefined, name = 'PORT'): number {
   if (value === undefined || value === '') return 8080;
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`PORT must be an integer 0-65535, got "${value}"`);
+    throw new Error(`${name} must be an integer 0-65535, got "${value}"`);
   }
   return port;
 }
@@ -189,6 +194,11 @@ function parseMapping(value: string | undefined, name: string): Record<string, s
     out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
   }
   return out;
+}
+
+function checkMetricsToken(value: string): string {
+  if (value.length < 16) throw new Error('METRICS_TOKEN must be at least 16 characters');
+  return value;
 }
 
 function parseWhole(value: string | undefined, fallback: number, name: string, min: number): number {
@@ -276,6 +286,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     workerRetryBackoffMs: parseWhole(env.WORKER_RETRY_BACKOFF_MS, 1000, 'WORKER_RETRY_BACKOFF_MS', 0),
     signedUrlTtlSeconds: parseWhole(env.SIGNED_URL_TTL_SECONDS, 3600, 'SIGNED_URL_TTL_SECONDS', 1),
     shutdownGraceSeconds: parseWhole(env.SHUTDOWN_GRACE_SECONDS, 30, 'SHUTDOWN_GRACE_SECONDS', 0),
+    metricsToken: env.METRICS_TOKEN ? checkMetricsToken(env.METRICS_TOKEN) : undefined,
+    metricsPort: env.METRICS_PORT ? parsePort(env.METRICS_PORT, 'METRICS_PORT') : undefined,
+    metricsHost: env.METRICS_HOST || '127.0.0.1',
     shutdownReadinessDelaySeconds: parseWhole(env.SHUTDOWN_READINESS_DELAY_SECONDS, 0, 'SHUTDOWN_READINESS_DELAY_SECONDS', 0),
     outputRetentionSeconds: parseWhole(env.OUTPUT_RETENTION_SECONDS, 7 * 24 * 3600, 'OUTPUT_RETENTION_SECONDS', 1),
     publicBaseUrl: parsePublicBaseUrl(env.PUBLIC_BASE_URL),

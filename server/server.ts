@@ -18,6 +18,7 @@ import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia } from './providers/remote/index.ts';
 import { withScenarioLayer } from './domain/scenario-provider.ts';
+import { createServerMetrics, type ServerMetrics } from './http/metrics.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
@@ -34,6 +35,8 @@ export interface RunningServer {
    * finish for up to `graceMs` (default 0: cut them off), then closes the rest,
    * stops the worker and closes the database.
    */
+  /** The metrics listener's base URL, when METRICS_PORT is set. */
+  metricsUrl?: string;
   close(options?: { graceMs?: number; readinessDelayMs?: number }): Promise<void>;
 }
 
@@ -53,6 +56,25 @@ async function selfCheck(url: string, server: http.Server, db: Db): Promise<void
     await db.destroy();
     throw new Error(`the contract did not load (self-check answered ${res.status}); run "npm run lint:contract"`);
   }
+}
+
+/** The metrics listener of its own (METRICS_PORT): GET /metrics, nothing else. */
+async function listenMetrics(metrics: ServerMetrics, host: string, port: number): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    metrics.text().then(
+      (text) => res.writeHead(200, { 'content-type': metrics.contentType }).end(text),
+      () => res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics unavailable\n'),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
 }
 
 /** Starts the media worker on a database (in the server, or alone with `gemforge worker`). */
@@ -106,7 +128,9 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   const providers = { text: createTextProviders(config), analysis: createAnalysisProvider(config) };
   const lifecycle = { draining: false };
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, lifecycle });
+  const metrics = createServerMetrics(db, clock);
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, lifecycle, metrics });
+  const metricsServer = config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
   answerClientErrors(server, logger);
@@ -138,6 +162,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     port,
     db,
     logger,
+    ...(metricsServer && { metricsUrl: `http://${config.metricsHost}:${(metricsServer.address() as AddressInfo).port}` }),
     async close({ graceMs = 0, readinessDelayMs = 0 } = {}) {
       if (closed) return;
       closed = true;
@@ -160,6 +185,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
       }
       await worker?.stop();
       signing.stop();
+      if (metricsServer) await new Promise((resolve) => metricsServer.close(resolve));
       await db.destroy();
       logger.info('stopped');
     },

@@ -28,7 +28,7 @@ function lazyRequestLogger(proto: object, logger: Logger): void {
 }
 
 /** The access-log middleware of an app whose requests have `requestPrototype` (`app.request`). */
-export function accessLog(logger: Logger, requestPrototype: object) {
+export function accessLog(logger: Logger, requestPrototype: object, metrics?: { observe(req: Request, status: number, seconds: number): void }) {
   const write = accessWriter(logger);
   lazyRequestLogger(requestPrototype, logger);
   return (req: Request, res: Response, next: NextFunction): void => {
@@ -37,6 +37,7 @@ export function accessLog(logger: Logger, requestPrototype: object) {
     // cut mid-way never emits 'finish'); `complete` says which it was.
     res.on('close', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      metrics?.observe(req, res.statusCode, ms / 1000);
       write({
         requestId: req.id,
         method: req.method,

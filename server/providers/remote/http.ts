@@ -6,11 +6,23 @@
  * key it honours, or a read), otherwise its outcome is unknown. Keys travel
  * only in headers and never appear in an error or a log line.
  */
+import client from 'prom-client';
 import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools } from '../media-types.ts';
+
+/** Errors from remote media providers, by provider and kind, for /metrics (one per process). */
+export const upstreamErrorRegistry = new client.Registry();
+const upstreamErrors = new client.Counter({
+  name: 'gemforge_upstream_errors_total',
+  help: 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
+  labelNames: ['provider', 'kind'] as const,
+  registers: [upstreamErrorRegistry],
+});
 
 export interface CallOptions {
   /** Who is called, for messages ("the image provider"). */
   who: string;
+  /** The provider's name, for the error metric. */
+  provider?: string;
   /** Total time for the call and its retries. */
   deadlineMs: number;
   /** Per attempt. */
@@ -86,8 +98,10 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
       const sent = !code || !NOT_SENT.has(code);
       lastReason = code ?? (controller.signal.aborted ? 'timeout' : 'connection lost');
       if (sent && !options.replayable) {
+        upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
         throw new MediaHoldError(`${options.who} did not answer a request it may have carried out (${lastReason}); its outcome cannot be known`);
       }
+      upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
       if (attempt >= attempts) break;
       const waitMs = Math.min(backoff, options.maxBackoffMs ?? 8000, Math.max(0, deadline - Date.now()));
       options.onRetry?.({ attempt, reason: lastReason, waitMs });
@@ -103,9 +117,11 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     clearTimeout(timer);
     const body = await response.text().catch(() => '');
     if (response.status !== 429 && response.status < 500) {
+      upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'refused' });
       throw new UpstreamRefusal('GENERATION_FAILED', refusalMessage(options.who, response.status, body));
     }
     lastReason = `HTTP ${response.status}`;
+    upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
     if (attempt >= attempts) break;
     const hinted = retryAfterMs(response.headers.get('retry-after'));
     const waitMs = Math.min(hinted ?? backoff, options.maxBackoffMs ?? 8000 * 4, Math.max(0, deadline - Date.now()));
@@ -113,6 +129,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     await sleep(waitMs);
     backoff *= 2;
   }
+  upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'unavailable' });
   throw new MediaGenerationError('GENERATION_FAILED', `${options.who} was unavailable (${lastReason}); nothing was charged.`);
 }
 
@@ -147,6 +164,7 @@ export async function postOnce(job: MediaJob, tools: MediaTools, endpoint: strin
   await tools.remoteCalls.calling(job.index, options.provider);
   return callUpstream((signal) => fetch(endpoint, { method: 'POST', headers: all, body, signal }), {
     who: options.who,
+    provider: options.provider,
     deadlineMs: options.deadlineMs,
     attemptTimeoutMs: options.attemptTimeoutMs,
     replayable: options.idempotent,

@@ -124,6 +124,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean): Promise<Response> {
     return callUpstream((signal) => fetch(`${this.base}${path}`, { ...init, headers: this.headers(), signal }), {
       who: this.who,
+      provider: this.name,
       deadlineMs: this.options.attemptTimeoutMs * 3,
       attemptTimeoutMs: this.options.attemptTimeoutMs,
       replayable,

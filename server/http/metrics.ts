@@ -1,0 +1,113 @@
+/**
+ * Prometheus metrics (issue 27, item 5), with prom-client: requests by
+ * operation and status with latency histograms; tasks by status, the job queue
+ * by lane and state with the age of its oldest waiting job, and the Gems held in
+ * open reservations, read from the database at each scrape; upstream errors of
+ * the remote media providers; the process's own metrics. Served only where an
+ * operator asked: on METRICS_PORT (its own listener) or at /metrics with
+ * `Authorization: Bearer METRICS_TOKEN` — never public by accident.
+ */
+import crypto from 'node:crypto';
+import type { NextFunction, Request, Response } from 'express';
+import client from 'prom-client';
+import type { Db } from '../storage/db.ts';
+import type { Clock } from '../domain/clock.ts';
+import { upstreamErrorRegistry } from '../providers/remote/http.ts';
+
+/** Process-wide metrics (one per process, whatever servers it runs). */
+const processRegistry = new client.Registry();
+client.collectDefaultMetrics({ register: processRegistry, prefix: 'gemforge_' });
+
+
+export interface ServerMetrics {
+  /** Counts one answered request. */
+  observe(req: Request, status: number, seconds: number): void;
+  /** The exposition text of every metric. */
+  text(): Promise<string>;
+  contentType: string;
+}
+
+function operationOf(req: Request): string {
+  const id = (req as Request & { openapi?: { schema?: { operationId?: string } } }).openapi?.schema?.operationId;
+  if (id) return id;
+  if (req.path.startsWith('/files/')) return 'downloadFile';
+  if (req.path === '/healthz' || req.path === '/readyz') return 'health';
+  if (req.path.startsWith('/docs') || req.path === '/openapi.yaml') return 'docs';
+  return 'other';
+}
+
+export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
+  const registry = new client.Registry();
+  const requests = new client.Counter({ name: 'gemforge_http_requests_total', help: 'Answered requests, by operation and status', labelNames: ['operation', 'status'] as const, registers: [registry] });
+  const latency = new client.Histogram({
+    name: 'gemforge_http_request_duration_seconds',
+    help: 'Time to answer, by operation',
+    labelNames: ['operation'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  new client.Gauge({
+    name: 'gemforge_tasks',
+    help: 'Media tasks by status',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const row of (await db('tasks').select('status').count({ n: '*' }).groupBy('status')) as Array<{ status: string; n: number | string }>) this.set({ status: row.status }, Number(row.n));
+    },
+  });
+  new client.Gauge({
+    name: 'gemforge_jobs',
+    help: 'Worker jobs by lane and state (queued, running, held)',
+    labelNames: ['lane', 'state'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const rows = (await db('jobs').whereIn('state', ['queued', 'running', 'held']).select('lane', 'state').count({ n: '*' }).groupBy('lane', 'state')) as Array<{ lane: string; state: string; n: number | string }>;
+      for (const row of rows) this.set({ lane: row.lane, state: row.state }, Number(row.n));
+    },
+  });
+  new client.Gauge({
+    name: 'gemforge_oldest_queued_job_age_seconds',
+    help: 'Age of the oldest job waiting in the queue (0 when none waits)',
+    registers: [registry],
+    async collect() {
+      const row = (await db('jobs').where({ state: 'queued' }).min({ at: 'run_at' }).first()) as { at: string | null } | undefined;
+      this.set(row?.at ? Math.max(0, (clock.now().getTime() - Date.parse(row.at)) / 1000) : 0);
+    },
+  });
+  new client.Gauge({
+    name: 'gemforge_reserved_gems',
+    help: 'Gems held in open reservations (allowance and paid)',
+    registers: [registry],
+    async collect() {
+      const row = (await db('reservations').where({ state: 'held' }).sum({ a: 'hold_allowance', p: 'hold_paid' }).first()) as { a: number | string | null; p: number | string | null } | undefined;
+      this.set(Number(row?.a ?? 0) + Number(row?.p ?? 0));
+    },
+  });
+  return {
+    observe(req, status, seconds) {
+      const operation = operationOf(req);
+      requests.inc({ operation, status: String(status) });
+      latency.observe({ operation }, seconds);
+    },
+    async text() {
+      return client.Registry.merge([processRegistry, upstreamErrorRegistry, registry]).metrics();
+    },
+    contentType: registry.contentType,
+  };
+}
+
+/** GET /metrics on the main port, only with `Authorization: Bearer <token>` (compared in constant time). */
+export function metricsEndpoint(metrics: ServerMetrics, token: string) {
+  const expected = crypto.createHash('sha256').update(token).digest();
+  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
+    if (req.path !== '/metrics' || req.method !== 'GET') return next();
+    const presented = /^Bearer (.+)$/.exec(req.get('authorization') ?? '')?.[1] ?? '';
+    if (!crypto.timingSafeEqual(crypto.createHash('sha256').update(presented).digest(), expected)) {
+      res.status(401).set('www-authenticate', 'Bearer').json({ error: 'metrics need the operator token (METRICS_TOKEN)' });
+      return;
+    }
+    res.set('content-type', metrics.contentType).send(await metrics.text());
+  };
+}
