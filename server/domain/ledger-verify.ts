@@ -4,7 +4,7 @@
  * broken invariant and every figure that differs from its recomputed value. Other modules (tasks, idempotency)
  * add their own checks through `extraChecks`.
  */
-import type { Db } from '../storage/db.ts';
+import { inTransaction, isSqlite, type Db, type Tx } from '../storage/db.ts';
 import { allEntries, allReservations, type EntryRow } from '../storage/ledger.ts';
 import { figureTables, type FigureTable } from '../storage/balances.ts';
 
@@ -14,9 +14,22 @@ export interface VerifyReport {
   problems: string[];
 }
 
-export type ExtraCheck = (db: Db) => Promise<string[]>;
+export type ExtraCheck = (db: Db | Tx) => Promise<string[]>;
 
+/**
+ * Checks every ledger invariant on one consistent snapshot of the database
+ * (issue 27, item 6: separate statements while workers settled reported false
+ * problems): one read-only transaction, REPEATABLE READ on Postgres; on SQLite
+ * (WAL) a transaction's reads see one snapshot.
+ */
 export async function verifyLedger(db: Db, extraChecks: ExtraCheck[] = []): Promise<VerifyReport> {
+  return inTransaction(db, async (trx) => {
+    if (!isSqlite(db)) await trx.raw('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+    return verifyIn(trx, extraChecks);
+  });
+}
+
+async function verifyIn(db: Tx, extraChecks: ExtraCheck[]): Promise<VerifyReport> {
   const reservations = await allReservations(db);
   const entries = await allEntries(db);
   const problems: string[] = [];

@@ -40,6 +40,39 @@ export async function tempPath(dataDir: string, suffix = ''): Promise<string> {
   return path.join(dir, `${crypto.randomBytes(12).toString('hex')}${suffix}`);
 }
 
+/** Temp files older than this are left over from a process that died (no generation or upload lives this long). */
+export const STALE_TEMP_MS = 6 * 3600 * 1000;
+
+/**
+ * Removes temp files a killed process left in DATA_DIR/tmp (and its multipart
+ * folder) that are older than `olderThanMs`; returns how many went. Files in use
+ * by a live process are younger, so processes sharing DATA_DIR are safe.
+ */
+export async function sweepTemp(dataDir: string, olderThanMs = STALE_TEMP_MS, now = Date.now()): Promise<number> {
+  let removed = 0;
+  for (const dir of [tmpDir(dataDir), path.join(tmpDir(dataDir), 'multipart')]) {
+    let names: string[];
+    try {
+      names = await fsp.readdir(dir);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const file = path.join(dir, name);
+      try {
+        const stat = await fsp.stat(file);
+        if (stat.isFile() && now - stat.mtimeMs > olderThanMs) {
+          await fsp.rm(file, { force: true });
+          removed++;
+        }
+      } catch {
+        /* gone meanwhile */
+      }
+    }
+  }
+  return removed;
+}
+
 /** Where the blob with this SH-256 lives (whether or not it exists). */
 export function blobPath(dataDir: string, sha256: string): string {
   if (!SHA256.test(sha256)) throw new Error(`not a sha256: ${sha256}`);

@@ -14,7 +14,7 @@ import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import * as tasks from '../storage/tasks.ts';
 import { markAssetDeleted } from '../storage/assets.ts';
-import { blobPath } from '../storage/blobs.ts';
+import { blobPath, sweepTemp } from '../storage/blobs.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import { finishTask } from '../domain/tasks.ts';
 import { LeaseLostError, runJob, type JobContext } from './run-job.ts';
@@ -134,10 +134,17 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   }
 
   async function maintenance(): Promise<void> {
+    let sweptAt = 0;
     while (!stopping) {
       try {
         await recoverExpiredLeases(options);
         await expireOutputs(options);
+        // Temp files a killed process left behind: at start, then hourly.
+        if (Date.now() - sweptAt > 3600_000) {
+          sweptAt = Date.now();
+          const removed = await sweepTemp(options.dataDir);
+          if (removed > 0) log.info({ removed }, 'removed temp files left by stopped processes');
+        }
       } catch (err) {
         log.error({ err }, 'worker maintenance error');
       }
