@@ -5,10 +5,11 @@
  */
 import { rotateSigningKey } from '../storage/signing-keys.ts';
 import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { suggest } from '../../client/cli/help.ts';
 import { loadConfig } from '../config.ts';
-import { openDb, sqliteFile, type Db } from '../storage/db.ts';
+import { isSqlite, openDb, sqliteFile, type Db } from '../storage/db.ts';
 import { systemClock } from '../domain/clock.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as ledger from '../domain/ledger.ts';
@@ -45,6 +46,11 @@ const HELP: Array<[command: string, usage: string]> = [
   ],
   ['moderation list', `moderation list [--account ID] [--all]    moderation refusals not cleared (--all: cleared ones too), newest first`],
   ['moderation clear', `moderation clear --account ID             clear an account's refusals and lift the block they set`],
+  [
+    'backup',
+    `backup PATH                               an online copy of the embedded SQLite database (VACUUM INTO) while the
+                                            server runs; back up DATA_DIR/blobs beside it (Postgres: use pg_dump)`,
+  ],
   [
     'signing rotate',
     `signing rotate                            a new URL-signing key in the database signs from now on; links signed
@@ -235,6 +241,17 @@ const commands: Record<string, Handler> = {
     return { output: report, exitCode: report.ok ? 0 : 1 };
   },
 
+  async backup(db, args) {
+    const { positionals } = parse(args, {});
+    const target = path.resolve(onePositional(positionals, 'PATH'));
+    if (!isSqlite(db)) throw new UsageError('backup copies the embedded SQLite database; on Postgres use pg_dump (and copy the blob store)');
+    if (fs.existsSync(target)) throw new UsageError(`${target} already exists; give a new file`);
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    // One consistent copy, taken online: VACUUM INTO reads a snapshot while the server goes on writing (WAL).
+    await db.raw('VACUUM INTO ?', [target]);
+    return { output: { file: target, bytes: fs.statSync(target).size, note: 'restore: stop the server, put this file at DATA_DIR/gemforge.sqlite, with the blob store beside it' } };
+  },
+
   async 'signing rotate'(db, args) {
     parse(args, {});
     if (process.env.SIGNING_SECRET) {
@@ -330,7 +347,9 @@ export async function runAdmin(argv: string[], io = { out: process.stdout, err: 
     io.out.write(`${help}\n`);
     return 0;
   }
-  const name = argv.slice(0, 2).join(' ');
+  // Commands are two words ("ledger verify"), or one ("backup").
+  const twoWords = argv.slice(0, 2).join(' ');
+  const name = Object.hasOwn(commands, twoWords) ? twoWords : (argv[0] ?? '');
   const handler = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!handler) {
     const close = argv.length ? closest(argv) : [];
@@ -347,7 +366,7 @@ export async function runAdmin(argv: string[], io = { out: process.stdout, err: 
   let db: Db | undefined;
   try {
     db = await openDb(config);
-    const { output, exitCode = 0 } = await handler(db, argv.slice(2));
+    const { output, exitCode = 0 } = await handler(db, argv.slice(name.split(' ').length));
     io.out.write(`${JSON.stringify(output, null, 2)}\n`);
     return exitCode;
   } catch (error) {
