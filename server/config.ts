@@ -81,6 +81,9 @@ export interface Config {
   replicateApiToken: string | undefined;
   /** How often a running prediction is read (`REPLICATE_POLL_MS`). */
   replicatePollMs: number;
+  /** Where media bytes live (`BLOB_STORE`): `local` (DATA_DIR/blobs) or `s3` (S3-compatible object storage, S3_*). */
+  blobStore: 'local' | 's3';
+  s3: { endpoint: string | undefined; bucket: string; region: string; forcePathStyle: boolean; prefix: string };
   /** The URL-signing key shared by every instance (`SIGNING_SECRET`); unset: the database's keys. */
   signingSecret: Buffer | undefined;
   /** Earlier secrets that still verify links until they expire (`SIGNING_SECRET_PREVIOUS`, comma-separated). */
@@ -196,6 +199,13 @@ function parseMapping(value: string | undefined, name: string): Record<string, s
   return out;
 }
 
+function parseBlobStore(value: string | undefined, bucket: string | undefined): 'local' | 's3' {
+  const store = value || 'local';
+  if (store !== 'local' && store !== 's3') throw new Error(`BLOB_STORE must be local or s3, got "${value}"`);
+  if (store === 's3' && !bucket) throw new Error('BLOB_STORE=s3 needs S3_BUCKET (and S3_ENDPOINT for a store other than AWS S3)');
+  return store;
+}
+
 function checkMetricsToken(value: string): string {
   if (value.length < 16) throw new Error('METRICS_TOKEN must be at least 16 characters');
   return value;
@@ -272,6 +282,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     replicateApiUrl: env.REPLICATE_API_URL || 'https://api.replicate.com',
     replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
     replicatePollMs: parseWhole(env.REPLICATE_POLL_MS, 1000, 'REPLICATE_POLL_MS', 10),
+    blobStore: parseBlobStore(env.BLOB_STORE, env.S3_BUCKET),
+    s3: {
+      endpoint: env.S3_ENDPOINT || undefined,
+      bucket: env.S3_BUCKET ?? '',
+      region: env.S3_REGION || 'us-east-1',
+      forcePathStyle: parseBool(env.S3_FORCE_PATH_STYLE, false),
+      prefix: env.S3_PREFIX ? `${env.S3_PREFIX.replace(/\/+$/, '')}/` : '',
+    },
     signingSecret: env.SIGNING_SECRET ? parseSecret(env.SIGNING_SECRET, 'SIGNING_SECRET') : undefined,
     signingSecretPrevious: (env.SIGNING_SECRET_PREVIOUS ?? '').split(',').filter((v) => v.trim() !== '').map((v) => parseSecret(v, 'SIGNING_SECRET_PREVIOUS')),
     remoteDeadlineSeconds: parseWhole(env.REMOTE_DEADLINE_SECONDS, 900, 'REMOTE_DEADLINE_SECONDS', 1),

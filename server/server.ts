@@ -19,6 +19,8 @@ import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia } from './providers/remote/index.ts';
 import { withScenarioLayer } from './domain/scenario-provider.ts';
 import { createServerMetrics, type ServerMetrics } from './http/metrics.ts';
+import { s3BlobStore } from './storage/s3-blobs.ts';
+import { useRemoteBlobStore } from './storage/blobs.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
@@ -56,6 +58,22 @@ async function selfCheck(url: string, server: http.Server, db: Db): Promise<void
     await db.destroy();
     throw new Error(`the contract did not load (self-check answered ${res.status}); run "npm run lint:contract"`);
   }
+}
+
+/**
+ * Points the installation's blob functions at S3-compatible storage when
+ * BLOB_STORE=s3, after checking the bucket answers (a wrong endpoint, bucket or
+ * credentials stop the start with a message). Local: nothing to do.
+ */
+export async function configureBlobStore(config: Config): Promise<void> {
+  if (config.blobStore !== 's3') return;
+  const store = s3BlobStore(config.s3);
+  try {
+    await store.check();
+  } catch (error) {
+    throw new Error(`BLOB_STORE=s3: ${store.description} cannot be reached: ${(error as Error).name}: ${(error as Error).message}`);
+  }
+  useRemoteBlobStore(config.dataDir, store);
 }
 
 /** The metrics listener of its own (METRICS_PORT): GET /metrics, nothing else. */
@@ -108,6 +126,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
   const policies = { moderation: moderationProviderFor(moderationPolicy, config), regions: loadRegions(config.regionsFile) };
+  await configureBlobStore(config);
   const db = await openDb(config);
   const clock = options.clock ?? systemClock;
   // The public voices exist before the first request (a bad voice catalog stops the start).

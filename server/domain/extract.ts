@@ -12,12 +12,11 @@
  * A billed answer that does not parse completes the identity with a saved
  * 409 ANALYSIS_FAILED, which replays answer again with no new charge.
  */
-import fs from 'node:fs/promises';
 import { setTimeout } from 'node:timers/promises';
 import type { components, operations } from '../../generated/api.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import { blobPath } from '../storage/blobs.ts';
+import { localBlob } from '../storage/blobs.ts';
 import type { Db } from '../storage/db.ts';
 import { AnalysisError, type AnalysisProvider, type AnalysisUsage } from '../providers/analysis/types.ts';
 import type { Principal } from './accounts.ts';
@@ -94,17 +93,14 @@ async function admissible(deps: ExtractDeps, principal: Principal, request: Requ
   }
   const asset = await requireUsableAsset(deps.db, principal.account.id, request.videoAssetId, ['video']);
   const durationSeconds = checkVideoLimits(asset);
-  const file = blobPath(deps.dataDir, asset.blob_sha256);
-  try {
-    await fs.access(file);
-  } catch {
-    throw new ApiError(422, 'INVALID_REFERENCE', `The stored bytes of video ${asset.id} are no longer available.`);
-  }
   const scenarios = scenarioOf(request.prompt, deps.scenariosEnabled);
   if (findScenario(scenarios, EXTRACT_SCENARIOS.providerUnavailable)) {
     throw spend.providerUnavailable('analysis provider', 'before-claim');
   }
-  return { asset, durationSeconds, file, scenarios };
+  // The analyzer reads a file: the stored one, or a temp copy of a blob in object storage (released after the analysis).
+  const local = await localBlob(deps.dataDir, asset.blob_sha256);
+  if (!local) throw new ApiError(422, 'INVALID_REFERENCE', `The stored bytes of video ${asset.id} are no longer available.`);
+  return { asset, durationSeconds, file: local.path, release: local.release, scenarios };
 }
 
 /**
@@ -119,7 +115,20 @@ export async function extractVideo(deps: ExtractDeps, principal: Principal, idem
   const existing = await idem.lookup(deps.db, identity);
   if (existing) return idem.savedResponse<Extraction>(existing);
 
-  const { asset, durationSeconds, file, scenarios } = await admissible(deps, principal, request);
+  const { asset, durationSeconds, file, release, scenarios } = await admissible(deps, principal, request);
+  try {
+    return await analyse(deps, identity, request, { asset, durationSeconds, file, scenarios });
+  } finally {
+    await release();
+  }
+}
+
+async function analyse(
+  deps: ExtractDeps,
+  identity: idem.Identity,
+  request: Required<Pick<ExtractionRequest, 'prompt'>> & ExtractionRequest,
+  { asset, durationSeconds, file, scenarios }: Omit<Awaited<ReturnType<typeof admissible>>, 'release'>,
+): Promise<Extraction> {
   const rates = deps.catalog.analysis.pricing;
   const amount = conservativeMaximum(rates);
   const id = newId('ext');

@@ -3,12 +3,11 @@
  * URLs, without a bearer key. Outside the contract's API paths, so it is mounted
  * before the validator. A tampered or expired link gets the Error envelope, never bytes.
  */
-import fs from 'node:fs';
 import { Router } from 'express';
 import type { AppDeps } from '../app.ts';
 import { ApiError } from '../errors.ts';
 import { findAsset } from '../storage/assets.ts';
-import { blobPath } from '../storage/blobs.ts';
+import { openBlob } from '../storage/blobs.ts';
 
 const EXTENSIONS: Record<string, string> = {
   'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif',
@@ -24,18 +23,19 @@ export function filesRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 
     if (verdict === 'invalid') throw new ApiError(403, 'INVALID_SIGNATURE', 'This download link is not valid.');
     if (verdict === 'expired') throw new ApiError(403, 'URL_EXPIRED', 'This download link has expired; read the task again for a fresh one.');
     const asset = await findAsset(db, assetId);
-    const file = asset && !asset.deleted_at ? blobPath(config.dataDir, asset.blob_sha256) : undefined;
-    if (!asset || !file || !fs.existsSync(file)) throw new ApiError(404, 'NOT_FOUND', 'This output is no longer stored.');
+    // Streamed from the store (the local directory or S3-compatible storage): the link's checks stay the server's.
+    const stream = asset && !asset.deleted_at ? await openBlob(config.dataDir, asset.blob_sha256) : undefined;
+    if (!asset || !stream) throw new ApiError(404, 'NOT_FOUND', 'This output is no longer stored.');
     res.setHeader('content-type', asset.mime_type);
     res.setHeader('content-length', String(asset.size_bytes));
     res.setHeader('cache-control', 'private, max-age=60');
     res.setHeader('content-disposition', `inline; filename="${asset.id}.${(Object.hasOwn(EXTENSIONS, asset.mime_type) ? EXTENSIONS[asset.mime_type] : 'bin')}"`);
     if (req.method === 'HEAD') {
+      stream.destroy();
       res.status(200).end();
       return;
     }
     await new Promise<void>((resolve, reject) => {
-      const stream = fs.createReadStream(file);
       stream.on('error', reject);
       res.on('close', resolve);
       stream.pipe(res);

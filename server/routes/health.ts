@@ -6,10 +6,9 @@
  * 503 `not-ready` with the checks, so a balancer stops sending new work while a
  * SIGTERM drains (issue 27, item 5).
  */
-import fsp from 'node:fs/promises';
-import path from 'node:path';
 import { Router } from 'express';
 import type { Db } from '../storage/db.ts';
+import { checkBlobStore } from '../storage/blobs.ts';
 
 export interface Lifecycle {
   /** Set when a shutdown starts: not ready, and every answer closes its connection. */
@@ -39,12 +38,7 @@ export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecyc
   router.get('/readyz', async (_req, res) => {
     const [database, storage] = await Promise.all([
       check(() => deps.db.raw('select 1')),
-      check(async () => {
-        const dir = path.join(deps.dataDir, 'blobs');
-        await fsp.mkdir(dir, { recursive: true });
-        if (!(await fsp.stat(dir)).isDirectory()) throw new Error('the blob store is not a directory');
-        await fsp.access(dir, fsp.constants.W_OK);
-      }),
+      check(() => checkBlobStore(deps.dataDir)),
     ]);
     const draining = deps.lifecycle.draining;
     const ready = database === 'ok' && storage === 'ok' && !draining;

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import type { RemoteBlobStore } from './s3-blobs.ts';
 
 const SHA256 = /^[0-9a-f]{64}$/;
 
@@ -79,11 +80,6 @@ export function blobPath(dataDir: string, sha256: string): string {
   return path.join(dataDir, 'blobs', sha256.slice(0, 2), sha256);
 }
 
-/** A read stream over a stored blob. */
-export function openBlob(dataDir: string, sha256: string): fs.ReadStream {
-  return fs.createReadStream(blobPath(dataDir, sha256));
-}
-
 /**
  * Streams `source` into a temp file, hashing and counting as it goes; rejects
  * with BlobTooLargeError as soon as more than `maxBytes` arrived (the temp file
@@ -140,6 +136,15 @@ export async function receiveToTemp(
 
 /** Moves a received temp file into the store (or drops it when the blob already exists). */
 export async function commitTemp(dataDir: string, temp: TempBlob): Promise<string> {
+  const remote = remoteStoreOf(dataDir);
+  if (remote) {
+    try {
+      if (!(await remote.has(temp.sha256))) await remote.putFile(temp.sha256, temp.path, temp.size);
+    } finally {
+      await fsp.rm(temp.path, { force: true });
+    }
+    return temp.sha256;
+  }
   const target = blobPath(dataDir, temp.sha256);
   await fsp.mkdir(path.dirname(target), { recursive: true });
   try {
@@ -165,6 +170,11 @@ export async function putBlobFromStream(
 /** Stores bytes held in memory: hashed here, written once (to a temp file renamed into place) unless the blob exists. */
 export async function putBlobFromBuffer(dataDir: string, bytes: Buffer): Promise<{ sha256: string; size: number }> {
   const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
+  const remote = remoteStoreOf(dataDir);
+  if (remote) {
+    if (!(await remote.has(sha256))) await remote.putBuffer(sha256, bytes);
+    return { sha256, size: bytes.length };
+  }
   const target = blobPath(dataDir, sha256);
   try {
     await fsp.access(target);
@@ -180,4 +190,68 @@ export async function putBlobFromBuffer(dataDir: string, bytes: Buffer): Promise
 /** Stores a copy of a file (the file itself is left where it is). */
 export async function putBlobFromFile(dataDir: string, file: string): Promise<{ sha256: string; size: number }> {
   return putBlobFromStream(dataDir, fs.createReadStream(file));
+}
+
+/**
+ * The blob store of an installation: its DATA_DIR/blobs directory unless a
+ * remote store was configured for it (BLOB_STORE=s3, at start-up). Kept by
+ * data directory, so every blob function below follows the configuration.
+ */
+const remoteStores = new Map<string, RemoteBlobStore>();
+
+export function useRemoteBlobStore(dataDir: string, store: RemoteBlobStore): void {
+  remoteStores.set(path.resolve(dataDir), store);
+}
+
+function remoteStoreOf(dataDir: string): RemoteBlobStore | undefined {
+  return remoteStores.size === 0 ? undefined : remoteStores.get(path.resolve(dataDir));
+}
+
+/** The blob's bytes as a stream, or undefined when the store does not hold it. */
+export async function openBlob(dataDir: string, sha256: string): Promise<Readable | undefined> {
+  const remote = remoteStoreOf(dataDir);
+  if (remote) return remote.get(sha256);
+  const file = blobPath(dataDir, sha256);
+  return fs.existsSync(file) ? fs.createReadStream(file) : undefined;
+}
+
+/**
+ * A local file with the blob's bytes, for tools that read files (sharp, ffmpeg,
+ * ffprobe): the stored file itself, or a temp copy of a remote blob that
+ * `release` removes. Undefined when the store does not hold the blob.
+ */
+export async function localBlob(dataDir: string, sha256: string): Promise<{ path: string; release(): Promise<void> } | undefined> {
+  const remote = remoteStoreOf(dataDir);
+  if (!remote) {
+    const file = blobPath(dataDir, sha256);
+    return fs.existsSync(file) ? { path: file, release: async () => undefined } : undefined;
+  }
+  const file = await tempPath(dataDir, '.blob');
+  try {
+    if (!(await remote.download(sha256, file))) {
+      await fsp.rm(file, { force: true });
+      return undefined;
+    }
+  } catch (error) {
+    await fsp.rm(file, { force: true });
+    throw error;
+  }
+  return { path: file, release: () => fsp.rm(file, { force: true }) };
+}
+
+/** Deletes a blob from the store (expired outputs no asset uses any more). */
+export async function deleteBlob(dataDir: string, sha256: string): Promise<void> {
+  const remote = remoteStoreOf(dataDir);
+  if (remote) await remote.delete(sha256);
+  else await fsp.rm(blobPath(dataDir, sha256), { force: true });
+}
+
+/** Throws when the blob store cannot take writes (readiness). */
+export async function checkBlobStore(dataDir: string): Promise<void> {
+  const remote = remoteStoreOf(dataDir);
+  if (remote) return remote.check();
+  const dir = path.join(dataDir, 'blobs');
+  await fsp.mkdir(dir, { recursive: true });
+  if (!(await fsp.stat(dir)).isDirectory()) throw new Error('the blob store is not a directory');
+  await fsp.access(dir, fsp.constants.W_OK);
 }

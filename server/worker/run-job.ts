@@ -13,7 +13,7 @@ import * as tasks from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
 import type { JobRow } from '../storage/jobs.ts';
 import { findAsset } from '../storage/assets.ts';
-import { blobPath, tempPath } from '../storage/blobs.ts';
+import { localBlob, tempPath } from '../storage/blobs.ts';
 import { createOutputAsset } from '../domain/assets.ts';
 import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
 import type { Scenario } from '../domain/scenarios.ts';
@@ -21,7 +21,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { MediaProviders } from '../providers/media.ts';
 import * as remote from '../storage/remote-calls.ts';
-import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaTools } from '../providers/media-types.ts';
+import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools } from '../providers/media-types.ts';
 
 export interface JobContext {
   db: Db;
@@ -44,7 +44,7 @@ export class LeaseLostError extends Error {
   }
 }
 
-function toolsFor(ctx: JobContext, taskId: string, accountId: string): MediaTools {
+function toolsFor(ctx: JobContext, taskId: string, accountId: string, copies: Array<() => Promise<void>>): MediaTools {
   const now = () => ctx.clock.now().toISOString();
   return {
     stopping: ctx.stopping,
@@ -64,7 +64,11 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string): MediaTool
     async assetFile(assetId) {
       const asset = await findAsset(ctx.db, assetId);
       if (!asset || asset.account_id !== accountId || asset.deleted_at) throw new MediaGenerationError('INVALID_REFERENCE', `Reference ${assetId} is gone.`);
-      return blobPath(ctx.dataDir, asset.blob_sha256);
+      // The stored file, or a temp copy of a blob in object storage, removed when the job run ends.
+      const local = await localBlob(ctx.dataDir, asset.blob_sha256);
+      if (!local) throw new MediaGenerationError('INVALID_REFERENCE', `Reference ${assetId} is gone.`);
+      copies.push(local.release);
+      return local.path;
     },
   };
 }
@@ -121,7 +125,19 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
     await settle(ctx, job, { status: 'failed', error: { code: 'WORKFLOW_UNAVAILABLE', message: `No ${task.kind} generator is configured on this server.` } });
     return;
   }
-  const tools = toolsFor(ctx, task.id, task.account_id);
+  const copies: Array<() => Promise<void>> = [];
+  const tools = toolsFor(ctx, task.id, task.account_id, copies);
+  try {
+    await runSlots(ctx, job, task, request as JobRequests[typeof task.kind], scenarios, tools);
+  } finally {
+    // Temp copies of references kept in object storage: always removed.
+    await Promise.all(copies.map((release) => release().catch(() => undefined)));
+  }
+}
+
+/** Makes each unfinished output slot, then settles the task (charged for what succeeded). */
+async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, request: JobRequests[MediaKind], scenarios: Scenario[], tools: MediaTools): Promise<void> {
+  const { db, clock } = ctx;
   const slots = await tasks.findOutputs(db, task.id);
   for (const slot of slots) {
     if (slot.status === 'succeeded') continue; // stored by an earlier run
@@ -144,7 +160,7 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
           expiresAt,
           alongside: (trx, stored) => tasks.updateOutput(trx, task.id, slot.idx, { status: 'succeeded', asset_id: stored.id, error: null }),
         });
-        const differs = mismatch(request as Record<string, unknown>, asset);
+        const differs = mismatch(request as unknown as Record<string, unknown>, asset);
         if (differs) ctx.logger.warn({ taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs }, 'output differs from the request');
       } finally {
         if ('file' in out) await fsp.rm(out.file, { force: true });

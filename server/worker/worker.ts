@@ -14,7 +14,7 @@ import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import * as tasks from '../storage/tasks.ts';
 import { markAssetDeleted } from '../storage/assets.ts';
-import { blobPath, sweepTemp } from '../storage/blobs.ts';
+import { deleteBlob, sweepTemp } from '../storage/blobs.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import { finishTask } from '../domain/tasks.ts';
 import { LeaseLostError, runJob, type JobContext } from './run-job.ts';
@@ -237,7 +237,7 @@ export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' 
       await markAssetDeleted(trx, o.asset_id!, nowIso);
       await tasks.updateOutput(trx, o.task_id, o.idx, { status: 'expired' });
     });
-    if (!(await tasks.blobInUse(db, o.blob_sha256))) await fsp.rm(blobPath(options.dataDir, o.blob_sha256), { force: true });
+    if (!(await tasks.blobInUse(db, o.blob_sha256))) await deleteBlob(options.dataDir, o.blob_sha256);
   }
   return expired.length;
 }

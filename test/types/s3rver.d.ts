@@ -1,0 +1,16 @@
+/** The part of s3rver (no types of its own) the tests use. */
+declare module 's3rver' {
+  interface S3rverOptions {
+    port?: number;
+    address?: string;
+    silent?: boolean;
+    directory?: string;
+    resetOnClose?: boolean;
+    configureBuckets?: Array<{ name: string; configs: Array<string | Buffer> }>;
+  }
+  export default class S3rver {
+    constructor(options?: S3rverOptions);
+    run(): Promise<{ address: string; port: number }>;
+    close(): Promise<void>;
+  }
+}
