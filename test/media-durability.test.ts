@@ -296,6 +296,36 @@ describe('job recovery after a crash', () => {
       assert.equal(await jobs.finish(db, fresh.id, 'w-fresh', now), true);
     }));
 
+  it('when a job is taken over while its output is being made, then the first worker stores no output for it, even before a heartbeat notices', () =>
+    withQueue(async ({ db, dir, clock, owner }) => {
+      await queueTask(db, clock, owner, 'task_taken');
+      const provider: MediaProvider = {
+        name: 'takeover',
+        resume: 'rerun',
+        async generate(_job, tools) {
+          await db('jobs').where({ task_id: 'task_taken' }).update({ locked_by: 'thief' }); // recovered and claimed elsewhere, between two heartbeats
+          const file = await tools.tempFile('.png');
+          await fsp.writeFile(file, await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } }).png().toBuffer());
+          return { file, mimeType: 'image/png' };
+        },
+      };
+      const worker = startWorker({ db, clock, logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 60_000, pollMs: 20, retryBackoffMs: 0 });
+      try {
+        const end = Date.now() + 5000;
+        while ((await jobs.findJobByTask(db, 'task_taken'))?.locked_by !== 'thief') {
+          if (Date.now() > end) throw new Error('the job never started');
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        await new Promise((r) => setTimeout(r, 300));
+      } finally {
+        await worker.stop();
+      }
+      const outputs = (await db('task_outputs').where({ task_id: 'task_taken' })) as Array<{ status: string; asset_id: string | null }>;
+      assert.ok(outputs.every((o) => o.status !== 'succeeded' && o.asset_id === null), 'no output written for a job that is no longer ours');
+      assert.equal((await db('assets').where({ task_id: 'task_taken' })).length, 0);
+      assert.equal((await jobs.findJobByTask(db, 'task_taken'))!.locked_by, 'thief');
+    }));
+
   it('when a running job is taken over by another worker, then the first worker stops its work and settles nothing', () =>
     withQueue(async ({ db, dir, clock, owner }) => {
       await queueTask(db, clock, owner, 'task_stolen');

@@ -72,6 +72,17 @@ export async function heartbeat(db: Conn, jobId: number, workerId: string, nowIs
   return (await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ locked_at: nowIso })) === 1;
 }
 
+/**
+ * Whether the job is still this worker's, its row locked until the caller's
+ * transaction ends (Postgres), so a write made with this check cannot race a
+ * recovery that hands the job to another worker.
+ */
+export async function stillOurs(trx: Conn, jobId: number, workerId: string): Promise<boolean> {
+  let q = trx('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).first('id');
+  if (!isSqlite(trx as Db)) q = q.forUpdate();
+  return Boolean(await q);
+}
+
 /** Marks this worker's running job done; false when the job is no longer this worker's (its lease was lost). */
 export async function finish(db: Conn, jobId: number, workerId: string, nowIso: string): Promise<boolean> {
   const n = await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ state: 'done', locked_at: null, locked_by: null, updated_at: nowIso });

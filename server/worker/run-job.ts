@@ -143,8 +143,8 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
     if (slot.status === 'succeeded') continue; // stored by an earlier run
     if (ctx.stopping()) return;
     try {
-      const job: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length, scenarios };
-      const out = await generate(ctx.providers, job, tools);
+      const mediaJob: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length, scenarios };
+      const out = await generate(ctx.providers, mediaJob, tools);
       if (ctx.stopping()) {
         // Stopping, or the lease was lost while generating: whoever runs the job next makes this slot.
         if ('file' in out) await fsp.rm(out.file, { force: true });
@@ -158,7 +158,11 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
           output: out,
           mimeType: out.mimeType,
           expiresAt,
-          alongside: (trx, stored) => tasks.updateOutput(trx, task.id, slot.idx, { status: 'succeeded', asset_id: stored.id, error: null }),
+          alongside: async (trx, stored) => {
+            // Written only while the job is still this worker's (issue 27, item 6): a recovered job's new owner makes the slot.
+            if (!(await jobs.stillOurs(trx, job.id, job.locked_by ?? ''))) throw new LeaseLostError(job);
+            await tasks.updateOutput(trx, task.id, slot.idx, { status: 'succeeded', asset_id: stored.id, error: null });
+          },
         });
         const differs = mismatch(request as unknown as Record<string, unknown>, asset);
         if (differs) ctx.logger.warn({ taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs }, 'output differs from the request');
@@ -167,6 +171,7 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
       }
     } catch (error) {
       // Stopping, or the lease was lost: whatever the provider threw, the job is left for recovery.
+      if (error instanceof LeaseLostError) throw error;
       if (ctx.stopping()) return;
       if (error instanceof MediaCancelledError) {
         await settle(ctx, job, { status: 'cancelled', error: { code: 'CANCELLED', message: error.message } });
