@@ -34,7 +34,7 @@ import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
 import type { RemoteMedia } from './providers/remote/index.ts';
 import { closeWhileDraining, healthRouter, type Lifecycle } from './routes/health.ts';
-import { metricsEndpoint, type ServerMetrics } from './http/metrics.ts';
+import type { ServerMetrics } from './http/metrics.ts';
 import type { TextProviders } from './providers/text/types.ts';
 import type { AnalysisProvider } from './providers/analysis/types.ts';
 import type { RegionMap } from './domain/policy/regions.ts';
@@ -78,7 +78,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('trust proxy', config.trustProxy.length > 0 ? config.trustProxy : false);
   app.use(requestId);
   app.use(accessLog(logger, app.request, deps.metrics));
-  if (deps.metrics && config.metricsToken) app.use(metricsEndpoint(deps.metrics, config.metricsToken));
+  if (deps.metrics && config.metricsToken) app.use(deps.metrics.endpoint(config.metricsToken));
   const lifecycle = deps.lifecycle ?? { draining: false };
   app.use(closeWhileDraining(lifecycle));
   // Liveness and readiness for balancers and orchestrators: outside the public contract.

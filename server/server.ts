@@ -18,8 +18,7 @@ import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia } from './providers/remote/index.ts';
 import { withScenarioLayer } from './domain/scenario-provider.ts';
-import { createServerMetrics, type ServerMetrics } from './http/metrics.ts';
-import { s3BlobStore } from './storage/s3-blobs.ts';
+import type { ServerMetrics } from './http/metrics.ts';
 import { useRemoteBlobStore } from './storage/blobs.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
@@ -67,6 +66,8 @@ async function selfCheck(url: string, server: http.Server, db: Db): Promise<void
  */
 export async function configureBlobStore(config: Config): Promise<void> {
   if (config.blobStore !== 's3') return;
+  // The AWS SDK is loaded only when asked for: it adds tens of MiB to every process that imports it.
+  const { s3BlobStore } = await import('./storage/s3-blobs.ts');
   const store = s3BlobStore(config.s3);
   try {
     await store.check();
@@ -147,9 +148,10 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   const providers = { text: createTextProviders(config), analysis: createAnalysisProvider(config) };
   const lifecycle = { draining: false };
-  const metrics = createServerMetrics(db, clock);
+  // Metrics only where an operator asked for them (prom-client loaded, requests counted).
+  const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;
   const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, lifecycle, metrics });
-  const metricsServer = config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
+  const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
   answerClientErrors(server, logger);
@@ -173,7 +175,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   await selfCheck(url, server, db);
-  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, options.providers) : undefined;
+  // The worker gets the remote providers built above (the catalog is read once).
+  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, options.providers ?? { ...defaultMediaProviders(), byModel: remoteMedia.byModel }) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
   let closed = false;
   return {

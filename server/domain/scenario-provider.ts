@@ -24,7 +24,6 @@ import {
   type MediaProvider,
   type MediaProviders,
   type MediaTools,
-  type ResumePolicy,
 } from '../providers/media-types.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -70,5 +69,3 @@ export function withScenarioLayer(providers: MediaProviders): MediaProviders {
   if (providers.byModel) out.byModel = Object.fromEntries(Object.entries(providers.byModel).map(([id, p]) => [id, withScenarios(p)]));
   return out;
 }
-
-export type { ResumePolicy };

@@ -1,5 +1,6 @@
 /**
- * Prometheus metrics (issue 27, item 5), with prom-client: requests by
+ * Prometheus metrics (issue 27, item 5), with prom-client, loaded only when an
+ * operator asked for metrics (nothing is counted otherwise): requests by
  * operation and status with latency histograms; tasks by status, the job queue
  * by lane and state with the age of its oldest waiting job, and the Gems held in
  * open reservations, read from the database at each scrape; upstream errors of
@@ -12,7 +13,7 @@ import type { NextFunction, Request, Response } from 'express';
 import client from 'prom-client';
 import type { Db } from '../storage/db.ts';
 import type { Clock } from '../domain/clock.ts';
-import { upstreamErrorRegistry } from '../providers/remote/http.ts';
+import { upstreamErrorCounts } from '../providers/remote/http.ts';
 
 /** Process-wide metrics (one per process, whatever servers it runs). */
 const processRegistry = new client.Registry();
@@ -25,6 +26,8 @@ export interface ServerMetrics {
   /** The exposition text of every metric. */
   text(): Promise<string>;
   contentType: string;
+  /** GET /metrics on the main port for `Authorization: Bearer <token>`. */
+  endpoint(token: string): (req: Request, res: Response, next: NextFunction) => Promise<void>;
 }
 
 function operationOf(req: Request): string {
@@ -45,6 +48,19 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     labelNames: ['operation'] as const,
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
+  });
+  new client.Counter({
+    name: 'gemforge_upstream_errors_total',
+    help: 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
+    labelNames: ['provider', 'kind'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, n] of upstreamErrorCounts) {
+        const [provider, kind] = key.split(' ') as [string, string];
+        this.inc({ provider, kind }, n);
+      }
+    },
   });
   new client.Gauge({
     name: 'gemforge_tasks',
@@ -92,14 +108,17 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
       latency.observe({ operation }, seconds);
     },
     async text() {
-      return client.Registry.merge([processRegistry, upstreamErrorRegistry, registry]).metrics();
+      return client.Registry.merge([processRegistry, registry]).metrics();
     },
     contentType: registry.contentType,
+    endpoint(token) {
+      return metricsEndpoint(this, token);
+    },
   };
 }
 
 /** GET /metrics on the main port, only with `Authorization: Bearer <token>` (compared in constant time). */
-export function metricsEndpoint(metrics: ServerMetrics, token: string) {
+function metricsEndpoint(metrics: Pick<ServerMetrics, 'text' | 'contentType'>, token: string) {
   const expected = crypto.createHash('sha256').update(token).digest();
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     if (req.path !== '/metrics' || req.method !== 'GET') return next();

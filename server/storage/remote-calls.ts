@@ -24,12 +24,10 @@ export async function findRemoteCall(db: Db, taskId: string, idx: number): Promi
 
 /** Records that a creating request is about to be sent (kept as it is when one was already recorded). */
 export async function markCalling(db: Db, taskId: string, idx: number, provider: string, nowIso: string): Promise<void> {
-  const existing = await findRemoteCall(db, taskId, idx);
-  if (existing) {
-    await db('remote_calls').where({ task_id: taskId, idx }).update({ state: 'calling', provider, updated_at: nowIso });
-    return;
-  }
-  await db('remote_calls').insert({ task_id: taskId, idx, provider, state: 'calling', upstream_id: null, created_at: nowIso, updated_at: nowIso });
+  await db('remote_calls')
+    .insert({ task_id: taskId, idx, provider, state: 'calling', upstream_id: null, created_at: nowIso, updated_at: nowIso })
+    .onConflict(['task_id', 'idx'])
+    .merge({ state: 'calling', provider, updated_at: nowIso });
 }
 
 export async function markCreated(db: Db, taskId: string, idx: number, upstreamId: string, nowIso: string): Promise<void> {

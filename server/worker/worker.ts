@@ -92,23 +92,10 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     }
   }
 
-  async function loop(lane: jobs.Lane): Promise<void> {
-    while (!stopping) {
-      try {
-        const job = await jobs.claimNext(db, id, clock.now().toISOString(), lane);
-        if (job) await runWithLease(job);
-        else await idle(options.pollMs);
-      } catch (err) {
-        log.error({ err }, 'worker loop error');
-        await idle(options.pollMs * 4);
-      }
-    }
-  }
-
   /**
-   * The remote lane: one claimer keeps up to `slots` jobs running at once (they
-   * wait on the network), so idle capacity costs one poll per interval, not one
-   * per slot.
+   * One lane: a single claimer keeps up to `slots` of its jobs running at once,
+   * so idle capacity costs one poll per interval, not one per slot (the remote
+   * lane's 64 slots wait on the network).
    */
   async function dispatch(lane: jobs.Lane, slots: number): Promise<void> {
     const running = new Set<Promise<void>>();
@@ -156,7 +143,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   const recovered = recoverExpiredLeases(options).catch((err: unknown) => log.error({ err }, 'worker recovery error'));
   const remoteLoops = options.remoteConcurrency ?? 0;
   const loops = [
-    ...Array.from({ length: options.concurrency }, () => recovered.then(() => loop('local'))),
+    recovered.then(() => dispatch('local', options.concurrency)),
     ...(remoteLoops > 0 ? [recovered.then(() => dispatch('remote', remoteLoops))] : []),
     maintenance(),
   ];

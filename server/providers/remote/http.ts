@@ -6,17 +6,16 @@
  * key it honours, or a read), otherwise its outcome is unknown. Keys travel
  * only in headers and never appear in an error or a log line.
  */
-import client from 'prom-client';
 import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools } from '../media-types.ts';
 
-/** Errors from remote media providers, by provider and kind, for /metrics (one per process). */
-export const upstreamErrorRegistry = new client.Registry();
-const upstreamErrors = new client.Counter({
-  name: 'gemforge_upstream_errors_total',
-  help: 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
-  labelNames: ['provider', 'kind'] as const,
-  registers: [upstreamErrorRegistry],
-});
+/** Errors from remote media providers by "provider kind" (retried, refused, lost, unavailable), for /metrics (one count per process). */
+export const upstreamErrorCounts = new Map<string, number>();
+const upstreamErrors = {
+  inc({ provider, kind }: { provider: string; kind: string }) {
+    const key = `${provider} ${kind}`;
+    upstreamErrorCounts.set(key, (upstreamErrorCounts.get(key) ?? 0) + 1);
+  },
+};
 
 export interface CallOptions {
   /** Who is called, for messages ("the image provider"). */
