@@ -26,7 +26,8 @@ import { parseArgs } from 'node:util';
 import { generatedTasks, IMAGE, MANY_TASKS, seedBenchKey } from './bench/fixture.ts';
 import { pinning, root, runLoad, runMain, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
 import { render, targets, type Row } from './bench/report.ts';
-import type { LoadJob, LoadResult } from './bench/types.ts';
+import { row, type Case } from './bench/rounds.ts';
+import type { LoadJob } from './bench/types.ts';
 
 const { values } = parseArgs({
   options: {
@@ -46,17 +47,11 @@ const ONLY = values.only ? new Set(values.only.split(',').map((n) => n.trim())) 
 const selected = (cases: Case[]) => cases.filter((c) => !ONLY || ONLY.has(c.name));
 const WARMUP = Number(values.warmup);
 const REWARM = Number(values.rewarm);
+const OPTIONS = { duration: DURATION, rounds: ROUNDS, warmup: WARMUP, rewarm: REWARM };
 
 const TEXT = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 };
 const CHAT = '/api/generate/text/v1/chat/completions';
 
-interface Case {
-  name: string;
-  connections: number;
-  /** Statuses that count as answered (anything else marks the row as not measured). */
-  expect: number[];
-  job: Omit<LoadJob, 'connections' | 'warmupSeconds' | 'durationSeconds'>;
-}
 
 function gemforgeCases(base: string, auth: Record<string, string>, taskIds: string[], idemKey: string): Case[] {
   const taskId = taskIds[0]!;
@@ -87,71 +82,11 @@ const prismCases = (base: string, taskId: string): Case[] => {
 
 const helloCase = (name: string, base: string): Case => ({ name, connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/`, method: 'GET', headers: {} } });
 
-type Measured = LoadResult & { problem?: string };
-
-async function measure(c: Case, warmupSeconds: number, durationSeconds: number): Promise<Measured> {
-  process.stdout.write(`  ${c.name} …`);
-  const result = await runLoad<LoadResult>({ ...c.job, connections: c.connections, warmupSeconds, durationSeconds });
-  const unexpected = Object.entries(result.statuses).filter(([s]) => !c.expect.includes(Number(s)));
-  const problem =
-    result.requests === 0 ? 'no answers' : unexpected.length ? `statuses ${JSON.stringify(Object.fromEntries(unexpected))}` : result.errors ? `${result.errors} errors` : undefined;
-  console.log(` ${result.rps.toFixed(0)} req/s, p99 ${result.p99} ms${problem ? ` (${problem})` : ''}`);
-  return { ...result, ...(problem && { problem }) };
-}
-
-const median = (xs: number[]) => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
-
-/**
- * One row: ROUNDS rounds of (the bare node:http baseline, this case), each
- * DURATION / ROUNDS seconds after its own warm-up (WARMUP seconds before the
- * row's first, REWARM before the later ones: the server sat idle in between).
- * Every figure is the median over the rounds, the ratio the median of the
- * rounds' own ratios: a burst of load from elsewhere spoils one round, not the
- * row.
- */
-/** Server CPU per request (median over the rounds) and the ratio it implies: baseline CPU per request over this row's. */
-function cpu(rounds: Array<{ base: Measured; run: Measured }>): Pick<Row, 'cpuUs' | 'cpuRatio'> {
-  const pairs = rounds.filter((r) => r.base.cpuUs && r.run.cpuUs);
-  if (pairs.length === 0) return {};
-  return { cpuUs: median(pairs.map((r) => r.run.cpuUs!)), cpuRatio: median(pairs.map((r) => r.base.cpuUs! / r.run.cpuUs!)) };
-}
-
-async function row(c: Case, baseline: Case): Promise<Row> {
-  const seconds = DURATION / ROUNDS;
-  const rounds: Array<{ base: Measured; run: Measured }> = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    const base = await measure(baseline, i === 0 ? 1 : REWARM, seconds);
-    rounds.push({ base, run: await measure(c, i === 0 ? WARMUP : REWARM, seconds) });
-  }
-  const runs = rounds.map((r) => r.run);
-  const statuses: Record<string, number> = {};
-  for (const r of runs) for (const [code, n] of Object.entries(r.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
-  const problem = runs.find((r) => r.problem)?.problem ?? rounds.map((r) => r.base.problem && `baseline: ${r.base.problem}`).find(Boolean);
-  return {
-    name: c.name,
-    connections: c.connections,
-    rps: median(runs.map((r) => r.rps)),
-    p50: median(runs.map((r) => r.p50)),
-    p99: median(runs.map((r) => r.p99)),
-    requests: runs.reduce((n, r) => n + r.requests, 0),
-    errors: runs.reduce((n, r) => n + r.errors, 0),
-    statuses,
-    baselineRps: median(rounds.map((r) => r.base.rps)),
-    ratio: median(rounds.map((r) => r.run.rps / r.base.rps)),
-    ...cpu(rounds),
-    ...(problem && { problem }),
-  };
-}
-
 /** Runs the cases against a started server (each as one row, see `row`), then stops it. */
 async function against(server: Started, cases: Case[], baseline: Case): Promise<Row[]> {
   try {
     const rows: Row[] = [];
-    for (const c of selected(cases)) rows.push(await row({ ...c, job: { ...c.job, serverPid: server.child.pid } }, baseline));
+    for (const c of selected(cases)) rows.push(await row({ ...c, job: { ...c.job, serverPid: server.child.pid } }, baseline, OPTIONS));
     return rows;
   } finally {
     await server.stop();

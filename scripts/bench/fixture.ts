@@ -12,9 +12,9 @@ import { startGemforge } from './processes.ts';
 /** The image submission the benchmarks send. */
 export const IMAGE = { model: 'gemforge-image-1', prompt: 'a red fox in the snow', parameters: { outputCount: 2, ratio: '16:9', resolution: '1024' } };
 
-/** Creates the account and key in `dataDir`'s database; returns the key's secret. */
-export async function seedBenchKey(dataDir: string): Promise<string> {
-  const db = await openDb({ dataDir });
+/** Creates the account and key in `dataDir`'s database (or `databaseUrl`'s); returns the key's secret. */
+export async function seedBenchKey(dataDir: string, databaseUrl?: string): Promise<string> {
+  const db = await openDb({ dataDir, databaseUrl });
   try {
     const account = await accounts.createAccount(db, systemClock, { name: 'bench', llmAllowance: 1_000_000_000 });
     await ledger.credit(db, systemClock, account.id, 1_000_000_000, 'bench grant');

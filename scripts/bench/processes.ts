@@ -72,12 +72,12 @@ export async function startScript(script: string): Promise<Started> {
   return { child, base: `http://127.0.0.1:${port}`, stop: stopper(child) };
 }
 
-/** gemforge itself (`server/main.ts`) on a data dir, its log lines appended to `logFile`. */
-export async function startGemforge(env: Record<string, string>, logFile: string): Promise<Started> {
+/** gemforge itself (`server/main.ts`) on a data dir, its log lines appended to `logFile`; on the server's core unless `core` says another. */
+export async function startGemforge(env: Record<string, string>, logFile: string, core = pinning?.server): Promise<Started> {
   const port = await freePort();
   const log = fs.openSync(logFile, 'a');
   const stdio: StdioOptions = ['ignore', log, 'inherit'];
-  const [cmd, args] = pinned(pinning?.server, ['--import', 'tsx', 'server/main.ts']);
+  const [cmd, args] = pinned(core, ['--import', 'tsx', 'server/main.ts']);
   const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio });
   fs.closeSync(log);
   const base = `http://127.0.0.1:${port}`;

@@ -35,6 +35,13 @@ export interface ReserveRequest {
   ref?: string | undefined;
   /** The reservation's id when the caller made it up front (media records it on the identity at once). */
   id?: string | undefined;
+  /**
+   * Let the database decide a media hold as the transaction commits (Postgres,
+   * balances.ts `guardHold`): a refusal then fails the commit (`holdRefusedAtCommit`)
+   * with nothing kept, and the caller runs the transaction again without this to
+   * learn which rule refused it.
+   */
+  atCommit?: boolean;
 }
 
 export interface Settlement {
@@ -69,6 +76,9 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
   }
   const now = clock.now();
   const month = utcMonth(now);
+  if (req.atCommit && req.purpose === 'media' && (await balances.guardHold(trx, { accountId: req.accountId, keyId: req.keyId, month, paid: req.amount }))) {
+    return recordHold(trx, req, { now, month, holdAllowance: 0, holdPaid: req.amount });
+  }
   const figures = await balances.lockFigures(trx, req.accountId, req.keyId, month);
   if (!figures) throw new Error(`reserve: unknown account ${req.accountId} or key ${req.keyId}`);
   const { balance } = figures;
@@ -119,6 +129,21 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
     }
   }
 
+  const row = await recordHold(trx, req, { now, month, holdAllowance, holdPaid });
+  // The figures were read above in this transaction: the moves go with its next statement.
+  await balances.move(trx, { accountId: row.account_id, keyId: row.key_id, month, paidPending: holdPaid, allowancePending: holdAllowance }, true);
+  return row;
+}
+
+/** True when a transaction failed because the hold decided at its commit was refused (`ReserveRequest.atCommit`). */
+export const holdRefusedAtCommit = balances.isHoldRefused;
+
+/** The reservation and its hold entry (the balance moves are the caller's). */
+async function recordHold(
+  trx: Tx,
+  req: ReserveRequest,
+  { now, month, holdAllowance, holdPaid }: { now: Date; month: string; holdAllowance: number; holdPaid: number },
+): Promise<ReservationRow> {
   const row: ReservationRow = {
     id: req.id ?? newId('rsv'),
     account_id: req.accountId,
@@ -146,8 +171,6 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
     created_at: row.created_at,
     note: null,
   });
-  // The figures were read above in this transaction: the moves go with its next statement.
-  await balances.move(trx, { accountId: row.account_id, keyId: row.key_id, month, paidPending: holdPaid, allowancePending: holdAllowance }, true);
   return row;
 }
 

@@ -134,25 +134,35 @@ export async function claimAndReserve<T = ReservationRow>(
   admission?: Admission<T>,
 ): Promise<idem.SubmitResult<T>> {
   if (admission && admission.outcome.reservationId !== hold.id) throw new Error('claimAndReserve: the decided outcome must name the reservation made up front');
-  return idem.claim(
-    db,
-    clock,
-    identity,
-    async (trx) => {
-      const reservation = await ledger.reserveTx(trx, clock, {
-        accountId: identity.accountId,
-        keyId: identity.keyId,
-        purpose: hold.purpose,
-        amount: hold.amount,
-        maxGems: hold.maxGems,
-        ref: hold.ref,
-        id: hold.id,
-      });
-      if (admission) return { value: await admission.run(trx, reservation), outcome: admission.outcome };
-      return { value: reservation as T, outcome: { state: 'pending' as const, ref: hold.ref ?? null, reservationId: reservation.id } };
-    },
-    admission?.outcome,
-  );
+  const attempt = (atCommit: boolean) =>
+    idem.claim(
+      db,
+      clock,
+      identity,
+      async (trx) => {
+        const reservation = await ledger.reserveTx(trx, clock, {
+          accountId: identity.accountId,
+          keyId: identity.keyId,
+          purpose: hold.purpose,
+          amount: hold.amount,
+          maxGems: hold.maxGems,
+          ref: hold.ref,
+          id: hold.id,
+          atCommit,
+        });
+        if (admission) return { value: await admission.run(trx, reservation), outcome: admission.outcome };
+        return { value: reservation as T, outcome: { state: 'pending' as const, ref: hold.ref ?? null, reservationId: reservation.id } };
+      },
+      admission?.outcome,
+    );
+  // First with the hold decided as the transaction commits (Postgres; no lock held across a round
+  // trip); when that refused it, nothing was kept: again the long way, which says which rule refused.
+  try {
+    return await attempt(true);
+  } catch (error) {
+    if (!ledger.holdRefusedAtCommit(error)) throw error;
+    return attempt(false);
+  }
 }
 
 // ---- Outcomes --------------------------------------------------------------------------

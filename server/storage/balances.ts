@@ -13,11 +13,17 @@
  * (spec Authentication 9) = key_months.posted + key_balances.pending. The LLM
  * allowance used in a month = account_months.allowance_posted + allowance_pending.
  *
- * Locking: on Postgres a reservation locks the account's balance row, then the
- * key's (`FOR UPDATE`), and only then reads the figures, so the read sees every
- * settlement committed before it. A settlement updates the balance rows before
- * the month rows, so month rows only change under the balance row's lock. SQLite's
- * single writer serializes all of it.
+ * Locking: on Postgres a reservation locks the account's balance row
+ * (`FOR UPDATE`) and only then reads the figures, so the read sees every
+ * settlement committed before it. Every movement updates the account's row
+ * first, then its month, then the key's rows (`move`), so the month rows and the
+ * key's rows only change under the account row's lock: that one lock guards them
+ * all. SQLite's single writer serializes all of it.
+ *
+ * A media hold can instead be decided by Postgres as the transaction commits
+ * (`guardHold`): one conditional UPDATE per balance row, waiting with the
+ * transaction's other writes for its COMMIT (pg-deferred.ts), so the account's
+ * row is locked only while Postgres runs that batch, never across a round trip.
  */
 import type { Knex } from 'knex';
 import { isSqlite, type Db } from './db.ts';
@@ -59,13 +65,14 @@ async function ensureRows(db: Conn, accountId: string, keyId: string | null): Pr
   if (keyId) await db('key_balances').insert({ key_id: keyId }).onConflict('key_id').ignore();
 }
 
-/** Postgres: locks the account's balance row, then the key's; false when a row is missing. */
+/**
+ * Postgres: locks the account's balance row (which guards the key's rows too, see
+ * above); false when it or the key's row is missing.
+ */
 async function lockRows(trx: Knex.Transaction, accountId: string, keyId: string | null): Promise<boolean> {
-  const a = await trx('account_balances').where({ account_id: accountId }).select('account_id').forUpdate();
-  if (!a.length) return false;
-  if (!keyId) return true;
-  const k = await trx('key_balances').where({ key_id: keyId }).select('key_id').forUpdate();
-  return k.length > 0;
+  const q = trx('account_balances as ab').where('ab.account_id', accountId).forUpdate('ab');
+  const rows = await (keyId ? q.join('key_balances as kb', (j) => j.onVal('kb.key_id', keyId)).select('ab.account_id') : q.select('ab.account_id'));
+  return rows.length > 0;
 }
 
 function figuresQuery(db: Conn, accountId: string, keyId: string | null, month: string) {
@@ -161,6 +168,55 @@ export async function move(trx: Knex.Transaction, m: Movement, figuresRead = fal
       .onConflict(['key_id', 'month'])
       .merge({ posted: trx.raw('?? + ?', ['key_months.posted', posted]) });
   }
+}
+
+/** What `guardHold` holds: paid Gems of the account's balance, counted against the key's cap. */
+export interface GuardedHold {
+  accountId: string;
+  keyId: string | null;
+  month: string;
+  paid: number;
+}
+
+/** SQLSTATE of `gemforge_guard` (migration 011): a hold refused as its transaction committed. */
+const GUARD_REFUSED = 'GF001';
+
+/** True when a transaction failed because a `guardHold` was refused. */
+export const isHoldRefused = (error: unknown): boolean => (error as { code?: string } | null)?.code === GUARD_REFUSED;
+
+// The rules of ledger.ts `reserveTx` for a media hold, as conditions of the moves themselves: the
+// account's paid balance covers it; the key has no cap, or a cap above 0 that its month's spend plus
+// this hold stays within. The key's statement runs after the account's (its own snapshot, under the
+// account row's lock), so the month row it reads is current.
+const accountGuard: Build = (c, account, paid) =>
+  c.raw(
+    `WITH held AS (UPDATE account_balances SET paid_pending = paid_pending + ? WHERE account_id = ? AND credited - paid_pending - paid_posted >= ? RETURNING 1)
+     SELECT gemforge_guard(count(*) = 1, 'account balance') FROM held`,
+    [paid, account, paid],
+  );
+const keyGuard: Build = (c, key, month, paid) =>
+  c.raw(
+    `WITH held AS (UPDATE key_balances AS kb SET pending = kb.pending + ?
+       FROM api_keys AS k LEFT JOIN key_months AS km ON km.key_id = k.id AND km.month = ?
+       WHERE kb.key_id = ? AND k.id = kb.key_id AND (k.monthly_cap IS NULL OR (k.monthly_cap > 0 AND kb.pending + COALESCE(km.posted, 0) + ? <= k.monthly_cap))
+       RETURNING 1)
+     SELECT gemforge_guard(count(*) = 1, 'key cap') FROM held`,
+    [paid, month, key, paid],
+  );
+
+/**
+ * Postgres: holds `paid` Gems by conditional moves that wait for the COMMIT
+ * (compiled.ts `executeLater`), instead of locking and reading the figures first:
+ * the moves `move` would make for this hold, each refusing (`isHoldRefused`) when
+ * a rule does not hold, which fails the commit with nothing kept. The caller
+ * then decides again with `lockFigures`, which says which rule it was. false on
+ * SQLite, where nothing is gained: its caller takes the figures instead.
+ */
+export async function guardHold(trx: Knex.Transaction, h: GuardedHold): Promise<boolean> {
+  if (isSqlite(trx)) return false;
+  await executeLater(trx, 'account-guarded-hold', accountGuard, [h.accountId, h.paid]);
+  if (h.keyId) await executeLater(trx, 'key-guarded-hold', keyGuard, [h.keyId, h.month, h.paid]);
+  return true;
 }
 
 /** Locks (Postgres) and reads an account's paid balance, creating its row on first use. */

@@ -21,6 +21,7 @@
 import type { Knex } from 'knex';
 import type sqlite3 from 'sqlite3';
 import { canDefer } from './statement-cache.ts';
+import { canDeferPg, pgLiteral } from './pg-deferred.ts';
 
 type Conn = Knex | Knex.Transaction;
 export type Row = Record<string, unknown>;
@@ -65,7 +66,8 @@ export function compile(conn: Conn, build: Build, arity: number): Plan {
   });
   // A parameter the builder put into the SQL text instead of a binding would be frozen at its sentinel.
   if (used.size !== arity || sentinels.some((s) => native.sql.includes(s))) throw new Error(`compiled statement: a parameter is not bound as a value`);
-  const pieces = placeholderPieces(native.sql);
+  // Cut at knex's own `?` placeholders (SQLite's native SQL is the same; Postgres numbers them $1, $2 … in this order).
+  const pieces = placeholderPieces(compiled.sql);
   if (pieces.length !== bindings.length + 1) throw new Error('compiled statement: placeholders and bindings differ');
   return { sql: native.sql, method: writes ? 'run' : 'all', bindings, pieces };
 }
@@ -120,10 +122,11 @@ export function rowOf<K extends string>(columns: readonly K[], params: readonly 
 }
 
 function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
-  let plan = plans.get(name);
+  const key = onSqlite(conn) ? name : `pg:${name}`; // one process may hold both kinds of database (tools, tests)
+  let plan = plans.get(key);
   if (!plan) {
     plan = compile(conn, build, arity);
-    plans.set(name, plan);
+    plans.set(key, plan);
   }
   return plan;
 }
@@ -138,6 +141,16 @@ function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
  * at once like `execute`.
  */
 export async function executeLater(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<void> {
+  if (!onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
+    // Postgres (pg-deferred.ts): any statement may wait, its outcome unread; a failure fails the commit.
+    const plan = planOf(conn, name, build, params.length);
+    const literals = plan.bindings.map((b) => pgLiteral(typeof b === 'number' ? params[b] : b.value));
+    const connection: unknown = await conn.client.acquireConnection();
+    if (canDeferPg(connection) && literals.every((l) => l !== undefined)) {
+      connection.deferSql(plan.pieces.reduce((sql, piece, i) => sql + literals[i - 1] + piece));
+      return;
+    }
+  }
   if (onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
     const plan = planOf(conn, name, build, params.length);
     if (plan.method === 'run') {

@@ -14,6 +14,7 @@ import { attachReader, readerOf, ReadConnection } from './reads.ts';
 import { cacheStatements, traceStatements } from './statement-cache.ts';
 import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
 import { sqliteTransaction } from './sqlite-transaction.ts';
+import { deferringPg } from './pg-deferred.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -142,6 +143,7 @@ function holderAlive(file: string): boolean {
 
 /** The pg connection as far as the pool hook needs it. */
 interface PgConnection {
+  query(config: unknown, values?: unknown, callback?: unknown): unknown;
   setTypeParser(oid: number, parse: (text: string) => unknown): void;
 }
 
@@ -174,7 +176,7 @@ function openPostgres(url: string): Db {
         // Per connection, not pg's global parsers: other pg users in the process keep theirs.
         conn.setTypeParser(INT8, wholeNumber);
         conn.setTypeParser(NUMERIC, wholeNumber);
-        done(null, conn);
+        done(null, deferringPg(conn)); // writes may wait for the COMMIT (pg-deferred.ts)
       },
     },
   });

@@ -3,6 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import * as ledger from '../../server/domain/ledger.ts';
+import * as spend from '../../server/domain/spend.ts';
+import { onStatement, type Db } from '../../server/storage/db.ts';
 import { verifyLedger } from '../../server/domain/ledger-verify.ts';
 import { ApiError } from '../../server/errors.ts';
 import { openDb } from '../../server/storage/db.ts';
@@ -267,6 +269,94 @@ describe('ledger invariants (property)', () => {
         assert.equal(summary.llmAllowanceUsed, 12);
       }
     } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('holds decided as the transaction commits (Postgres; SQLite decides them the long way)', () => {
+  const clock = new ManualClock(new Date('2026-11-10T00:00:00Z'));
+  let n = 0;
+  /** A media submission's claim and hold, as claimAndReserve makes it (atCommit first on Postgres). */
+  const submit = (db: Db, accountId: string, keyId: string, amount: number) => {
+    const id = `rsv_test_${n++}`;
+    return spend.claimAndReserve(db, clock, { keyId, accountId, idemKey: id, operation: 'createImage', fingerprint: 'f' }, { purpose: 'media', amount, id }, {
+      outcome: { state: 'completed', ref: `task_${id}`, reservationId: id },
+      run: async () => undefined,
+    });
+  };
+  const counted = (p: Promise<unknown>) =>
+    p.then(
+      () => 1,
+      (e: unknown) => {
+        if (e instanceof ApiError && e.status === 402) return 0;
+        throw e;
+      },
+    );
+
+  it('when the balance or the key cap cannot cover a hold, then the spec error names the rule, and nothing of the claim or the hold is kept', async () => {
+    const t = await openTestDb();
+    try {
+      const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 10 });
+      await ledger.credit(t.db, clock, accountId, 20, 'grant');
+      await submit(t.db, accountId, keyId, 6);
+      await rejects(submit(t.db, accountId, keyId, 5), 402, 'API_KEY_LIMIT', /6 Gems are already charged this UTC month or held, and this request needs 5 Gems \(4 Gems left\)/);
+      const other = await makeAccountWithKey(t.db, clock);
+      await ledger.credit(t.db, clock, other.accountId, 3, 'grant');
+      await rejects(submit(t.db, other.accountId, other.keyId, 4), 402, 'INSUFFICIENT_GEMS', /balance of 3 Gems cannot cover this request, which needs 4 Gems/);
+      assert.equal(await ledger.balanceOf(t.db, accountId), 14);
+      assert.equal(await ledger.balanceOf(t.db, other.accountId), 3);
+      assert.equal(Number((await t.db('idempotency_records').count({ n: '*' }))[0].n), 1, 'only the hold that passed claimed its identity');
+      assert.equal(Number((await t.db('reservations').count({ n: '*' }))[0].n), 1);
+      assert.equal((await verifyLedger(t.db)).ok, true);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('when a hold passes on Postgres, then its transaction is three round trips (BEGIN, the claim, the writes with the COMMIT) and the balance rows are locked by none but the last', { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' }, async () => {
+    const t = await openTestDb();
+    try {
+      const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 100 });
+      await ledger.credit(t.db, clock, accountId, 100, 'grant');
+      await submit(t.db, accountId, keyId, 1); // creates the key's balance row the long way
+      const sent: string[] = [];
+      const stop = onStatement(t.db, (sql) => sent.push(sql));
+      await submit(t.db, accountId, keyId, 2);
+      stop();
+      assert.equal(sent.length, 3, sent.join('\n'));
+      assert.match(sent[0], /^BEGIN/);
+      assert.match(sent[1], /^insert into "idempotency_records"/);
+      assert.match(sent[2], /^COMMIT/);
+      assert.equal(await ledger.balanceOf(t.db, accountId), 97);
+      assert.equal((await ledger.accountSummary(t.db, clock, accountId, [keyId])).keySpendThisMonth[keyId], 3);
+      assert.equal((await verifyLedger(t.db)).ok, true);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('when holds of one account race from two processes while settlements commit, then neither the balance nor the key cap is ever passed', async () => {
+    const t = await openTestDb();
+    const other = await openDb(await dbOptionsFor(t.dir));
+    try {
+      for (let round = 0; round < 5; round++) {
+        // The key cap (50) binds before the balance (100): 7 holds of 7; then a second key on the balance alone.
+        const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 50 });
+        await ledger.credit(t.db, clock, accountId, 100, 'grant');
+        const first = await ledger.reserve(t.db, clock, { accountId, keyId, purpose: 'media', amount: 7 });
+        const results = await Promise.all([
+          ledger.settle(other, clock, first.id, 7).then(() => 0), // held → charged this month: the key's spend stays 7
+          ...Array.from({ length: 20 }, (_, i) => counted(submit(i % 2 ? other : t.db, accountId, keyId, 7))),
+        ]);
+        assert.equal(results.reduce((a: number, b) => a + b, 0), 6, `round ${round}: 7 holds of 7 fit the cap of 50`);
+        const summary = await ledger.accountSummary(t.db, clock, accountId, [keyId]);
+        assert.equal(summary.keySpendThisMonth[keyId], 49);
+        assert.equal(await ledger.balanceOf(t.db, accountId), 51);
+      }
+      assert.equal((await verifyLedger(t.db)).ok, true);
+    } finally {
+      await other.destroy();
       await t.close();
     }
   });
