@@ -214,8 +214,9 @@ const keyGuard: Build = (c, key, month, paid) =>
  */
 export async function guardHold(trx: Knex.Transaction, h: GuardedHold): Promise<boolean> {
   if (isSqlite(trx)) return false;
-  await executeLater(trx, 'account-guarded-hold', accountGuard, [h.accountId, h.paid]);
-  if (h.keyId) await executeLater(trx, 'key-guarded-hold', keyGuard, [h.keyId, h.month, h.paid]);
+  // Last before the COMMIT: the account's row is locked from its statement to the end of the batch.
+  await executeLater(trx, 'account-guarded-hold', accountGuard, [h.accountId, h.paid], true);
+  if (h.keyId) await executeLater(trx, 'key-guarded-hold', keyGuard, [h.keyId, h.month, h.paid], true);
   return true;
 }
 

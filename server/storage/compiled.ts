@@ -140,14 +140,14 @@ function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
  * have. Anywhere else, or with a value that has no literal, it runs
  * at once like `execute`.
  */
-export async function executeLater(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<void> {
+export async function executeLater(conn: Conn, name: string, build: Build, params: readonly Value[], last = false): Promise<void> {
   if (!onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
     // Postgres (pg-deferred.ts): any statement may wait, its outcome unread; a failure fails the commit.
     const plan = planOf(conn, name, build, params.length);
     const literals = plan.bindings.map((b) => pgLiteral(typeof b === 'number' ? params[b] : b.value));
     const connection: unknown = await conn.client.acquireConnection();
     if (canDeferPg(connection) && literals.every((l) => l !== undefined)) {
-      connection.deferSql(plan.pieces.reduce((sql, piece, i) => sql + literals[i - 1] + piece));
+      connection.deferSql(plan.pieces.reduce((sql, piece, i) => sql + literals[i - 1] + piece), last);
       return;
     }
   }

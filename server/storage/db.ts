@@ -13,7 +13,7 @@ import { migrationSource } from './migrations/index.ts';
 import { attachReader, readerOf, ReadConnection } from './reads.ts';
 import { cacheStatements, traceStatements } from './statement-cache.ts';
 import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
-import { sqliteTransaction } from './sqlite-transaction.ts';
+import { leanTransaction } from './lean-transaction.ts';
 import { deferringPg } from './pg-deferred.ts';
 
 export type Db = Knex;
@@ -301,8 +301,8 @@ export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Pr
     try {
       // Writes still waiting (compiled.ts executeLater) leave with the COMMIT, in one round trip; one
       // that fails there rolls the transaction back and fails it, as it would have at the write.
-      // SQLite: knex's transaction life cycle without its per-transaction knex instance (sqlite-transaction.ts).
-      return await (writers.has(db) ? sqliteTransaction(db, fn) : db.transaction(fn));
+      // knex's transaction life cycle without its per-transaction knex instance (lean-transaction.ts).
+      return await leanTransaction(db, fn);
     } catch (error) {
       if (attempt >= 20 || !retryable(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40 * (attempt + 1)));

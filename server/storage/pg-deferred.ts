@@ -30,8 +30,12 @@ type Callback = (error: Error | null, result?: unknown) => void;
 
 /** A pg connection whose writes may wait for its next statement. */
 export interface DeferringPg extends PgClient {
-  /** Queues complete SQL (values written in) to run with or before the next statement. */
-  deferSql(sql: string): void;
+  /**
+   * Queues complete SQL (values written in) to run with or before the next
+   * statement; `last`: after every other waiting write, right before the
+   * COMMIT (what locks a contended row: it is then locked the shortest time).
+   */
+  deferSql(sql: string, last?: boolean): void;
 }
 
 export const canDeferPg = (conn: unknown): conn is DeferringPg => typeof (conn as Partial<DeferringPg>)?.deferSql === 'function';
@@ -83,16 +87,18 @@ const last = (result: unknown) => (Array.isArray(result) ? result[result.length 
 export function deferringPg<C extends PgClient>(conn: C): C & DeferringPg {
   const query = conn.query.bind(conn);
   let waiting: string[] = [];
+  let lastly: string[] = [];
   const out = conn as C & DeferringPg;
-  out.deferSql = (sql) => void waiting.push(sql);
+  out.deferSql = (sql, last = false) => void (last ? lastly : waiting).push(sql);
   out.query = function deferredQuery(config: unknown, values?: unknown, callback?: unknown): unknown {
-    if (waiting.length === 0) return query(config, values, callback);
+    if (waiting.length === 0 && lastly.length === 0) return query(config, values, callback);
     const cb = (typeof values === 'function' ? values : callback) as Callback | undefined;
     const { text, bound } = shapeOf(config, values);
     // Only knex's callback calls come here with writes waiting (transactions); anything else goes as it came.
     if (typeof cb !== 'function' || text === undefined) return query(config, values, callback);
-    const batch = waiting.join(';\n');
+    const batch = [...waiting, ...lastly].join(';\n');
     waiting = [];
+    lastly = [];
     if (ROLLBACK.test(text)) return query(config, values, callback);
     if (COMMIT.test(text) && !bound) {
       query(`${batch};\n${text}`, (error: Error | null, result: unknown) => {

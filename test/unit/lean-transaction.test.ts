@@ -1,8 +1,7 @@
 /**
- * inTransaction on SQLite (server/storage/sqlite-transaction.ts): knex's
- * transaction life cycle and query surface, without knex's per-transaction
- * knex instance. Always on an SQLite database of its own, whichever database
- * the suite runs on (Postgres keeps knex's own transactions).
+ * inTransaction (server/storage/lean-transaction.ts): knex's transaction life
+ * cycle and query surface, without knex's per-transaction knex instance, on the
+ * database the suite runs on (SQLite, or Postgres under `npm run test:postgres`).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,12 +9,15 @@ import fs from 'node:fs';
 import { inTransaction, openDb, type Db } from '../../server/storage/db.ts';
 import { execute, executeLater, type Build } from '../../server/storage/compiled.ts';
 import { tempDataDir } from '../helpers/server.ts';
+import { dbOptionsFor, dropDatabaseFor } from '../helpers/database.ts';
 
-describe('SQLite transactions', () => {
+const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
+
+describe('transactions of inTransaction', () => {
   const dir = tempDataDir();
   let db: Db;
   before(async () => {
-    db = await openDb({ dataDir: dir });
+    db = await openDb(await dbOptionsFor(dir));
     await db.schema.createTable('parents', (table) => {
       table.integer('n').primary();
       table.text('t');
@@ -25,6 +27,7 @@ describe('SQLite transactions', () => {
   });
   after(async () => {
     await db.destroy();
+    await dropDatabaseFor(dir);
     fs.rmSync(dir, { recursive: true, force: true });
   });
   const names = async () => (await db('parents').orderBy('n')).map((r: { t: string }) => r.t);
@@ -33,7 +36,7 @@ describe('SQLite transactions', () => {
   it("when a transaction queries through knex's surface (table starter, select, raw, fn, count), then it sees its own writes and others see them only after COMMIT", async () => {
     await clear();
     let seenOutside: unknown;
-    const other = await openDb({ dataDir: dir }); // another process's view: committed data only
+    const other = await openDb(await dbOptionsFor(dir)); // another process's view: committed data only
     try {
       const inside = await inTransaction(db, async (trx) => {
         await trx('parents').insert({ n: 1, t: 'one' });
@@ -44,9 +47,10 @@ describe('SQLite transactions', () => {
         const count = await trx('parents').count({ c: '*' }).first();
         const selected = await trx.select('t').from('parents').where('n', '<', 3).orderBy('n');
         const now = await trx.raw(`SELECT ${trx.fn.now().toQuery()} AS now`);
-        return { count: count?.c, selected: selected.map((r: { t: string }) => r.t), now: typeof (now as Array<{ now: unknown }>)[0]?.now };
+        const rows = (Array.isArray(now) ? now : (now as { rows: unknown[] }).rows) as Array<{ now: unknown }>; // raw: SQLite's rows, pg's result
+        return { count: count?.c, selected: selected.map((r: { t: string }) => r.t), now: rows[0]?.now !== undefined };
       });
-      assert.deepEqual(inside, { count: 3, selected: ['one', 'two'], now: 'string' });
+      assert.deepEqual(inside, { count: 3, selected: ['one', 'two'], now: true });
       assert.deepEqual(seenOutside, []);
       assert.deepEqual(await names(), ['one', 'two', 'THREE']);
       assert.deepEqual((await other('parents').orderBy('n')).map((r: { t: string }) => r.t), ['one', 'two', 'THREE']);
@@ -76,7 +80,7 @@ describe('SQLite transactions', () => {
       await trx('parents').insert({ n: 1, t: 'one' });
       await trx('kids').insert({ id: 1, parent: 99 }); // no such parent: refused only at COMMIT
     }).catch((error: unknown) => error);
-    assert.match(String(failed), /FOREIGN KEY constraint failed/);
+    assert.match(String(failed), /FOREIGN KEY constraint failed|violates foreign key constraint/);
     assert.deepEqual(await names(), []);
     // Left inside the transaction, the next BEGIN would fail ("cannot start a transaction within a transaction").
     await inTransaction(db, (trx) => trx('parents').insert({ n: 2, t: 'two' }));
@@ -103,12 +107,12 @@ describe('SQLite transactions', () => {
         await trx('parents').insert({ n: 1, t: 'one' });
         await misuse(trx as never);
       }).catch((error: unknown) => error);
-      assert.match(String(failed), /not available on an SQLite transaction/);
+      assert.match(String(failed), /not available on a transaction of inTransaction/);
     }
     assert.deepEqual(await names(), []);
   });
 
-  it('when many transactions are started at once, then they run one at a time in the order they were started, each seeing the one before', async () => {
+  it('when many transactions are started at once on SQLite, then they run one at a time in the order they were started, each seeing the one before', { skip: onPostgres ? 'SQLite only (one writer; Postgres runs them side by side)' : false }, async () => {
     await clear();
     await db('parents').insert({ n: 0, t: '0' });
     const order: number[] = [];
