@@ -33,6 +33,7 @@ import { docsRouter } from './routes/docs.ts';
 import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
 import type { RemoteMedia } from './providers/remote/index.ts';
+import type { MediaProviders } from './providers/media-types.ts';
 import { closeWhileDraining, healthRouter, type Lifecycle } from './routes/health.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import type { TextProviders } from './providers/text/types.ts';
@@ -56,6 +57,8 @@ export interface AppDeps {
   inflight?: InflightWork;
   /** Remote media providers: submission checks against the upstream model, and the worker lane of each model. */
   remoteMedia?: RemoteMedia;
+  /** The media providers the worker runs, the scenario layer composed in: a submission asks the model's one first (its submission hooks). */
+  mediaProviders: MediaProviders;
   /** Whether a shutdown is draining (readiness, Connection: close). */
   lifecycle?: Lifecycle;
   /** Request and state metrics (/metrics with METRICS_TOKEN, or METRICS_PORT). */

@@ -16,8 +16,8 @@ import { startSigner } from './domain/signing-keys.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
-import { createRemoteMedia } from './providers/remote/index.ts';
-import { withScenarioLayer } from './domain/scenario-provider.ts';
+import { createRemoteMedia, type RemoteMedia } from './providers/remote/index.ts';
+import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import { useRemoteBlobStore } from './storage/blobs.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
@@ -96,12 +96,23 @@ async function listenMetrics(metrics: ServerMetrics, host: string, port: number)
   return server;
 }
 
-/** Starts the media worker on a database (in the server, or alone with `gemforge worker`). */
-export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, given?: MediaProviders): RunningWorker {
-  // The embedded generators by kind, and each remote model's own provider (a broken provider entry stops the start).
-  const remote = given ? undefined : createRemoteMedia(config, loadCatalog(config.catalogPath));
-  // The scenario layer wraps every provider, so test cards play the same with local and remote ones.
-  const providers: MediaProviders = withScenarioLayer(given ?? { ...defaultMediaProviders(), byModel: remote!.byModel });
+/**
+ * The media providers of a deployment: the embedded generators by kind and each
+ * remote model's own provider (or the given ones), with the scenario layer
+ * composed around every one, so test cards play the same with local and remote
+ * providers. The API asks them at submission (their submission hooks), the worker runs them.
+ */
+function mediaProvidersOf(remote: RemoteMedia, given?: MediaProviders): MediaProviders {
+  return withScenarioLayer(given ?? { ...defaultMediaProviders(), byModel: remote.byModel });
+}
+
+/**
+ * Starts the media worker on a database (in the server, or alone with `gemforge worker`),
+ * with the server's providers (scenario layer included) or the deployment's own.
+ */
+export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, layered?: MediaProviders): RunningWorker {
+  // A broken provider entry in the catalog stops the start.
+  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath)));
   return startWorker({
     db,
     clock,
@@ -146,11 +157,13 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   }
   const { signer } = signing;
   const inflight = new InflightWork();
-  const providers = { text: createTextProviders(config), analysis: createAnalysisProvider(config) };
+  // Every provider with the scenario layer composed around it (scenario-provider.ts).
+  const mediaProviders = mediaProvidersOf(remoteMedia, options.providers);
+  const providers = { text: withTextScenarios(createTextProviders(config)), analysis: withAnalysisScenarios(createAnalysisProvider(config)) };
   const lifecycle = { draining: false };
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
   const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, lifecycle, metrics });
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics });
   const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
@@ -175,8 +188,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   await selfCheck(url, server, db);
-  // The worker gets the remote providers built above (the catalog is read once).
-  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, options.providers ?? { ...defaultMediaProviders(), byModel: remoteMedia.byModel }) : undefined;
+  // The worker runs the providers built above (the catalog is read once).
+  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
   let closed = false;
   return {

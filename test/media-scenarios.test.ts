@@ -10,6 +10,8 @@ import * as ledger from '../server/domain/ledger.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
 import { systemClock } from '../server/domain/clock.ts';
+import { defaultMediaProviders } from '../server/providers/media.ts';
+import type { MediaProvider } from '../server/providers/media-types.ts';
 
 const IMAGE = '/api/generate/image';
 const body = (prompt: string, parameters: Record<string, unknown> = {}) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512', ...parameters } });
@@ -139,5 +141,53 @@ describe('scenario triggers switched off', () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe('submission hooks of the model’s provider (no marker at all)', () => {
+  // What the scenario layer does with its cards, a provider does with its own hooks:
+  // the submission use case asks them, it does not look for markers.
+  let s: TestServer;
+  let user: { accountId: string; keyId: string; secret: string };
+  let open = false;
+  let lose = false;
+  const local = defaultMediaProviders().image!;
+  const breaker: MediaProvider<'image'> = {
+    name: 'breaker',
+    resume: local.resume,
+    generate: (job, tools) => local.generate(job, tools),
+    admit: () => open,
+    slots: (_s, n) => n * 2,
+    dispatchOutcome: () => (lose ? 'lost' : 'known'),
+  };
+  before(async () => {
+    s = await startTestServer({ env: { WORKER_POLL_MS: '20' }, providers: { ...defaultMediaProviders(), image: breaker } });
+    user = await s.user({ gems: 1000 });
+  });
+  after(() => s.close());
+
+  it('when the provider’s pre-flight refuses (a circuit breaker), then 503 PROVIDER_UNAVAILABLE with nothing claimed, and the identity may be retried', async () => {
+    const before = await ledger.balanceOf(s.db, user.accountId);
+    const idemKey = newKey('breaker');
+    const res = await submit(s, user.secret, IMAGE, body('a plain prompt'), idemKey);
+    assert.deepEqual([res.status, res.body.error.code], [503, 'PROVIDER_UNAVAILABLE']);
+    assert.equal(await ledger.balanceOf(s.db, user.accountId), before);
+    open = true;
+    const again = await submit(s, user.secret, IMAGE, body('a plain prompt'), idemKey);
+    assert.equal(again.status, 202, 'admitted once the breaker closes');
+    assert.equal(again.body.task.outputs.length, 2, 'split over the slots the provider makes');
+  });
+
+  it('when the provider says a dispatch’s outcome is lost, then REQUEST_UNCERTAIN now and on replay, the reservation held', async () => {
+    open = true;
+    lose = true;
+    const before = await ledger.accountSummary(s.db, systemClock, user.accountId, []);
+    const idemKey = newKey('lost');
+    for (let i = 0; i < 2; i++) {
+      const res = await submit(s, user.secret, IMAGE, body('another plain prompt'), idemKey);
+      assert.deepEqual([res.status, res.body.error.code], [409, 'REQUEST_UNCERTAIN']);
+    }
+    const afterwards = await ledger.accountSummary(s.db, systemClock, user.accountId, []);
+    assert.equal(afterwards.outstandingReservations.count, before.outstandingReservations.count + 1, 'one reservation held');
   });
 });

@@ -238,6 +238,42 @@ describe('remote providers: OpenAI-compatible images', () => {
     assert.equal(cancelled.error!.code, 'CANCELLED');
   });
 
+  it('when a submission carries a submission test card, then the scenario layer around the remote provider answers it as around the local one, and nothing reaches the upstream', async () => {
+    const u = await s.user({ gems: 100 });
+    const before = fake.requests.length;
+    const image = (prompt: string, extra: Record<string, unknown> = {}) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512' }, ...extra });
+
+    const busyKey = newKey('unavailable');
+    const busy = await submit(s, u.secret, IMAGE, image('busy [[scenario:provider-unavailable]]'), busyKey);
+    assert.deepEqual([busy.status, busy.body.error.code], [503, 'PROVIDER_UNAVAILABLE']);
+    assert.equal(await balanceOf(s, u.accountId), 100, 'nothing reserved');
+    assert.equal((await submit(s, u.secret, IMAGE, image('busy [[scenario:provider-unavailable]]'), busyKey)).status, 503, 'the same identity may be retried');
+
+    const source = await uploadAsset(s, u.secret, await imageFixture('png', 64, 48), 'image/png');
+    const waiting = await submit(s, u.secret, IMAGE, image('wait [[scenario:references-processing]]', { referenceAssetIds: [source] }));
+    assert.deepEqual([waiting.status, waiting.body.error.code], [409, 'REFERENCES_PROCESSING']);
+    assert.match(waiting.body.error.message, new RegExp(source));
+    assert.equal(await balanceOf(s, u.accountId), 100, 'nothing reserved');
+
+    const lostKey = newKey('uncertain');
+    for (let i = 0; i < 2; i++) {
+      const lost = await submit(s, u.secret, IMAGE, image('lost [[scenario:uncertain]]'), lostKey);
+      assert.deepEqual([lost.status, lost.body.error.code], [409, 'REQUEST_UNCERTAIN']);
+    }
+    const summary = await ledger.accountSummary(s.db, systemClock, u.accountId, []);
+    assert.equal(summary.outstandingReservations.count, 1, 'the reservation stays held');
+    assert.equal(summary.balance, 98);
+
+    const single = await waitForTask(s, u.secret, (await submit(s, u.secret, IMAGE, image('one [[scenario:partial]]'))).body.task.id);
+    assert.equal(single.status, 'partial');
+    assert.equal(single.outputs.length, 2, 'a single-output task gets an alternate take that fails');
+    assert.equal(single.chargedGems, 1);
+    assertSettled(single);
+    const sent = fake.requests.slice(before);
+    assert.equal(sent.length, 1, 'only the first take of the partial card is asked of the upstream');
+    assert.equal((sent[0]!.json as { prompt: string }).prompt, 'one');
+  });
+
   it('when the upstream answers 429 with Retry-After, or 500, then the call is retried and the task succeeds once', async () => {
     const u = await s.user({ gems: 100 });
     fake.fail('POST /v1/images/generations', { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' }, { status: 500, body: '{}' });

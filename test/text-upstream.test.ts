@@ -177,6 +177,31 @@ describe('text generation through an OpenAI-compatible upstream', () => {
     assert.equal((await errorOf(await post(k, ask('mode:500')))).code, 'REQUEST_UNCERTAIN');
   });
 
+  it('when the last user message carries a text test card, then the scenario layer plays it over the upstream provider as over the local one', async () => {
+    const before = seen.length;
+    const busyKey = newKey();
+    const busy = await errorOf(await post(busyKey, ask('mode:default [[scenario:provider-unavailable]]')));
+    assert.deepEqual([busy.status, busy.code], [503, 'PROVIDER_UNAVAILABLE']);
+    assert.equal(seen.length, before, 'refused before the upstream is asked');
+    assert.equal(await s.db('idempotency_records').where({ idem_key: busyKey }).first(), undefined, 'nothing claimed');
+
+    const failedKey = newKey();
+    const broken = await readStream(await post(failedKey, ask('mode:default [[scenario:stream-error:1]]', { stream: true })));
+    assert.equal(broken.content, 'Hello');
+    assert.equal(broken.done, false);
+    assert.equal(broken.error?.code, 'PROVIDER_ERROR');
+    assert.equal(seen.at(-1)!.body.messages.at(-1)!.content, 'mode:default', 'the marker never reaches the upstream');
+    const billed = await lastReservation();
+    assert.equal(billed.state, 'settled');
+    const replay = await errorOf(await post(failedKey, ask('mode:default [[scenario:stream-error:1]]', { stream: true })));
+    assert.deepEqual([replay.status, replay.code], [502, 'PROVIDER_ERROR']);
+
+    const lostKey = newKey();
+    assert.equal((await errorOf(await post(lostKey, ask('mode:default [[scenario:uncertain:1]]')))).code, 'REQUEST_UNCERTAIN');
+    assert.equal((await lastReservation()).state, 'held');
+    assert.equal((await errorOf(await post(lostKey, ask('mode:default [[scenario:uncertain:1]]')))).code, 'REQUEST_UNCERTAIN');
+  });
+
   it('when the upstream stream breaks off, then the client stream ends with a REQUEST_UNCERTAIN frame and no [DONE]; the reservation stays held', async () => {
     const k = newKey();
     const r = await readStream(await post(k, ask('mode:break', { stream: true })));

@@ -2,7 +2,7 @@
  * Video analysis (issue 8): the synchronous, idempotent, metered extraction call.
  *
  *   replay a completed identity (its saved 200 or 409 ANALYSIS_FAILED) before any check
- *   → check what the schema cannot (owned ready video, 25 MiB / 120 s, scenario 503)
+ *   → check what the schema cannot (owned ready video, 25 MiB / 120 s), ask the provider's pre-flight (503)
  *   → quote the conservative whole-Gem maximum (262,144 input + 8,192 output tokens)
  *   → claim the identity and reserve in one transaction (idempotency.submit, state pending)
  *   → run the analysis provider, parse its raw answer
@@ -12,7 +12,6 @@
  * A billed answer that does not parse completes the identity with a saved
  * 409 ANALYSIS_FAILED, which replays answer again with no new charge.
  */
-import { setTimeout } from 'node:timers/promises';
 import type { components, operations } from '../../generated/api.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import type { Logger } from '../logger.ts';
@@ -26,7 +25,7 @@ import type { Clock } from './clock.ts';
 import * as idem from './idempotency.ts';
 import { newId } from './ids.ts';
 import * as spend from './spend.ts';
-import { EXTRACT_SCENARIOS, findScenario, scenarioOf, stripScenarios } from './scenarios.ts';
+import { scenarioOf, stripScenarios } from './scenarios.ts';
 
 export type ExtractionRequest = operations['extractVideo']['requestBody']['content']['application/json'];
 export type Extraction = components['schemas']['Extraction'];
@@ -51,6 +50,7 @@ export interface ExtractDeps {
   clock: Clock;
   catalog: Catalog;
   logger: Logger;
+  /** The analysis provider, the scenario layer composed in (server.ts). */
   provider: AnalysisProvider;
   /** DATA_DIR, where the blobs are. */
   dataDir: string;
@@ -86,21 +86,25 @@ export function checkVideoLimits(asset: Pick<AssetRow, 'id' | 'size_bytes' | 'du
   return duration;
 }
 
-/** The rules the schema cannot express, checked before anything is claimed. */
+/** The rules the schema cannot express and the provider's pre-flight, checked before anything is claimed. */
 async function admissible(deps: ExtractDeps, principal: Principal, request: Required<Pick<ExtractionRequest, 'prompt'>> & ExtractionRequest) {
   if (request.model !== deps.catalog.analysis.id) {
     throw new ApiError(422, 'MODEL_UNAVAILABLE', `"${request.model}" is not the analysis model; use "${deps.catalog.analysis.id}".`);
   }
   const asset = await requireUsableAsset(deps.db, principal.account.id, request.videoAssetId, ['video']);
   const durationSeconds = checkVideoLimits(asset);
-  const scenarios = scenarioOf(request.prompt, deps.scenariosEnabled);
-  if (findScenario(scenarios, EXTRACT_SCENARIOS.providerUnavailable)) {
+  const asked = {
+    model: deps.catalog.analysis.id,
+    prompt: stripScenarios(request.prompt, deps.scenariosEnabled),
+    scenarios: scenarioOf(request.prompt, deps.scenariosEnabled),
+  };
+  if (deps.provider.admit?.(asked) === false) {
     throw spend.providerUnavailable('analysis provider', 'before-claim');
   }
   // The analyzer reads a file: the stored one, or a temp copy of a blob in object storage (released after the analysis).
   const local = await localBlob(deps.dataDir, asset.blob_sha256);
   if (!local) throw new ApiError(422, 'INVALID_REFERENCE', `The stored bytes of video ${asset.id} are no longer available.`);
-  return { asset, durationSeconds, file: local.path, release: local.release, scenarios };
+  return { asset, durationSeconds, file: local.path, release: local.release, asked };
 }
 
 /**
@@ -115,9 +119,9 @@ export async function extractVideo(deps: ExtractDeps, principal: Principal, idem
   const existing = await idem.lookup(deps.db, identity);
   if (existing) return idem.savedResponse<Extraction>(existing);
 
-  const { asset, durationSeconds, file, release, scenarios } = await admissible(deps, principal, request);
+  const { asset, durationSeconds, file, release, asked } = await admissible(deps, principal, request);
   try {
-    return await analyse(deps, identity, request, { asset, durationSeconds, file, scenarios });
+    return await analyse(deps, identity, request, { asset, durationSeconds, file, asked });
   } finally {
     await release();
   }
@@ -127,7 +131,7 @@ async function analyse(
   deps: ExtractDeps,
   identity: idem.Identity,
   request: Required<Pick<ExtractionRequest, 'prompt'>> & ExtractionRequest,
-  { asset, durationSeconds, file, scenarios }: Omit<Awaited<ReturnType<typeof admissible>>, 'release'>,
+  { asset, durationSeconds, file, asked }: Omit<Awaited<ReturnType<typeof admissible>>, 'release'>,
 ): Promise<Extraction> {
   const rates = deps.catalog.analysis.pricing;
   const amount = conservativeMaximum(rates);
@@ -138,16 +142,10 @@ async function analyse(
 
   const run: Run = { id, claim: { identity, reservationId: claim.value.id, reserved: amount, ref: id }, rates };
   const log = deps.logger.child({ extraction: id, asset: asset.id, provider: deps.provider.name });
-  if (findScenario(scenarios, EXTRACT_SCENARIOS.uncertain)) {
-    throw await fail(deps, run, new AnalysisError('uncertain', 'The outcome of this analysis is unknown (scenario uncertain).'), log);
-  }
-  const slow = findScenario(scenarios, EXTRACT_SCENARIOS.processing);
-  if (slow) await setTimeout(Math.min(Number(slow.args[0]) || 5, 60) * 1000);
   let result;
   try {
     result = await deps.provider.analyze({
-      model: deps.catalog.analysis.id,
-      prompt: stripScenarios(request.prompt, deps.scenariosEnabled),
+      ...asked,
       video: {
         file,
         mimeType: asset.mime_type,
@@ -161,9 +159,7 @@ async function analyse(
   } catch (error) {
     throw await fail(deps, run, error, log);
   }
-  // The scenario keeps the billed usage and breaks the answer, as a model's malformed output would.
-  const output = findScenario(scenarios, EXTRACT_SCENARIOS.analysisFailed) ? result.output.slice(0, Math.floor(result.output.length / 2)) : result.output;
-  const parsed = parseExtraction(output);
+  const parsed = parseExtraction(result.output);
   // Missing usage keeps the conservative reservation (spec).
   const charge = result.usage ? measuredCharge(rates, result.usage, amount) : amount;
   log.info({ usage: result.usage ?? null, charge, reserved: amount, parsed: Boolean(parsed) }, 'analysis finished');

@@ -112,7 +112,7 @@ async function prepareSpeech(ctx: PrepareContext, body: AudioRequest, operation:
     kind: 'audio',
     model,
     scenarios: ctx.scenarios,
-    outputPrices: slotsFor(price, 1, ctx.scenarios),
+    outputPrices: slotsFor(ctx, price, 1),
     request: { operation, text, voice, speed, volume, temperature, seed: p.seed ?? null, mimeType: caps.outputFormat },
   };
 }
@@ -148,7 +148,7 @@ async function prepareMusic(ctx: PrepareContext, body: AudioRequest): Promise<Pr
     kind: 'audio',
     model,
     scenarios: ctx.scenarios,
-    outputPrices: slotsFor(price, 1, ctx.scenarios),
+    outputPrices: slotsFor(ctx, price, 1),
     request: {
       operation: 'music',
       prompt: providerPrompt(body.prompt, ctx.scenariosEnabled),

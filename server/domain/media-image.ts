@@ -67,7 +67,7 @@ export async function prepareImage(ctx: PrepareContext, body: ImageRequest): Pro
     kind: 'image',
     model,
     scenarios: ctx.scenarios,
-    outputPrices: slotsFor(perOutput * outputCount, outputCount, ctx.scenarios),
+    outputPrices: slotsFor(ctx, perOutput * outputCount, outputCount),
     request: {
       prompt: providerPrompt(body.prompt, ctx.scenariosEnabled),
       negativePrompt: p.negativePrompt ?? null,

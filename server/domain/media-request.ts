@@ -7,10 +7,10 @@
 import { ApiError, invalidRequest } from '../errors.ts';
 import type { Db } from '../storage/db.ts';
 import type { AssetKind } from '../storage/assets.ts';
-import type { JobRequests, MediaKind } from '../providers/media-types.ts';
+import { providerOf, type JobRequests, type MediaKind, type MediaProvider, type MediaProviders, type MediaSubmission } from '../providers/media-types.ts';
 import { requireUsableAsset } from './assets.ts';
 import type { Catalog, CatalogModel, ModelKind, ModelOf } from './catalog.ts';
-import { findScenario, stripScenarios, type Scenario } from './scenarios.ts';
+import { stripScenarios, type Scenario } from './scenarios.ts';
 
 /** What a media kind's preparation produces. */
 interface Prepared<K extends MediaKind> {
@@ -33,19 +33,36 @@ export interface PrepareContext {
   accountId: string;
   scenarios: Scenario[];
   scenariosEnabled: boolean;
+  /** The model's provider as the submission asks it (submissionProvider); absent: one without submission hooks. */
+  provider?: SubmissionProvider;
 }
 
-/** Media scenario markers (docs/api.md, "Scenario triggers"), beside the text ones. */
-export const MEDIA_SCENARIOS = {
-  fail: 'fail',
-  partial: 'partial',
-  processing: 'processing',
-  cancel: 'cancel',
-  uncertain: 'uncertain',
-  providerUnavailable: 'provider-unavailable',
-  referencesProcessing: 'references-processing',
-  unresumable: 'unresumable',
-} as const;
+/**
+ * The submission hooks of the provider that will run a model's jobs, bound to
+ * one submission, with the ordinary answer where it has no hook (see MediaProvider).
+ */
+export interface SubmissionProvider {
+  /** False: 503 PROVIDER_UNAVAILABLE before anything is claimed. */
+  admit(): boolean;
+  /** The first of these references the provider cannot use yet, if any. */
+  referencePending(assetIds: string[]): string | undefined;
+  /** The output slots made for `outputCount` outputs. */
+  slots(outputCount: number): number;
+  /** `lost`: the submission is recorded uncertain (claimed, reserved, no task). */
+  dispatchOutcome(): 'known' | 'lost';
+}
+
+/** The provider of `submission.model` among `providers` (the scenario layer composed in), bound to the submission. */
+export function submissionProvider(providers: MediaProviders, submission: MediaSubmission): SubmissionProvider {
+  // A model of another kind falls back to its kind's provider; preparation refuses it anyway.
+  const provider: MediaProvider | undefined = providerOf(providers, submission.model, submission.kind);
+  return {
+    admit: () => provider?.admit?.(submission) ?? true,
+    referencePending: (assetIds) => provider?.referencePending?.(submission, assetIds),
+    slots: (outputCount) => provider?.slots?.(submission, outputCount) ?? outputCount,
+    dispatchOutcome: () => provider?.dispatchOutcome?.(submission) ?? 'known',
+  };
+}
 
 /** The discovery model for a submission, or 422 MODEL_UNAVAILABLE. */
 export function requireModel<K extends ModelKind>(catalog: Catalog, id: string, kind: K, check?: (m: ModelOf<K>) => boolean): ModelOf<K> {
@@ -81,14 +98,14 @@ export function checkPromptLength(prompt: string, max: number, modelId: string, 
 }
 
 /**
- * Every referenced asset must be owned, of the right kind and ready (422
- * INVALID_REFERENCE / 409 REFERENCES_PROCESSING). The `references-processing`
- * scenario makes the first reference look not ready.
+ * Every referenced asset must be owned, of the right kind and ready, here and
+ * for the model's provider (422 INVALID_REFERENCE / 409 REFERENCES_PROCESSING).
  */
 export async function checkReferences(ctx: PrepareContext, refs: Array<{ id: string; kinds: AssetKind[] }>): Promise<void> {
   for (const ref of refs) await requireUsableAsset(ctx.db, ctx.accountId, ref.id, ref.kinds);
-  if (refs.length && findScenario(ctx.scenarios, MEDIA_SCENARIOS.referencesProcessing)) {
-    throw new ApiError(409, 'REFERENCES_PROCESSING', `Reference asset ${refs[0].id} is still processing; retry with the same Idempotency-Key when it is ready.`);
+  const pending = refs.length ? ctx.provider?.referencePending(refs.map((r) => r.id)) : undefined;
+  if (pending) {
+    throw new ApiError(409, 'REFERENCES_PROCESSING', `Reference asset ${pending} is still processing; retry with the same Idempotency-Key when it is ready.`);
   }
 }
 
@@ -98,14 +115,13 @@ export function providerPrompt(prompt: string, enabled: boolean): string {
 }
 
 /**
- * Scenario `partial` on a single-output task adds a second slot (an alternate
- * take that fails), splitting the quote so the charge is a real part of it.
+ * The price of each output slot: the quote `total` of `count` outputs split over
+ * the slots the provider makes for them (the scenario `partial` adds a second,
+ * failing take to a single output, so its charge is a real part of the quote);
+ * the first slots take the remainder.
  */
-export function slotsFor(total: number, count: number, scenarios: Scenario[]): number[] {
-  if (count === 1 && findScenario(scenarios, MEDIA_SCENARIOS.partial)) {
-    const first = Math.ceil(total / 2);
-    return [first, total - first];
-  }
-  const each = Math.floor(total / count);
-  return Array.from({ length: count }, (_, i) => each + (i < total - each * count ? 1 : 0));
+export function slotsFor(ctx: Pick<PrepareContext, 'provider'>, total: number, count: number): number[] {
+  const slots = ctx.provider?.slots(count) ?? count;
+  const each = Math.floor(total / slots);
+  return Array.from({ length: slots }, (_, i) => each + (i < total - each * slots ? 1 : 0));
 }

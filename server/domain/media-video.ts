@@ -96,7 +96,7 @@ async function checkNamedReferences(ctx: PrepareContext, refs: NamedReference[],
       throw new ApiError(422, 'INVALID_REFERENCE', `${ref.name}: ${ref.kind} asset ${ref.id} is ${length}; model ${modelId} accepts reference ${ref.kind} of ${min}–${max} s.`);
     }
   }
-  // The shared check once more for the `references-processing` scenario.
+  // The shared check once more: whether the model's provider can use them yet.
   await checkReferences(ctx, refs.map((r) => ({ id: r.id, kinds: [r.kind] })));
 }
 
@@ -173,7 +173,7 @@ export async function prepareVideo(ctx: PrepareContext, body: VideoRequest): Pro
     kind: 'video',
     model,
     scenarios: ctx.scenarios,
-    outputPrices: slotsFor(total, 1, ctx.scenarios),
+    outputPrices: slotsFor(ctx, total, 1),
     request: {
       prompt: providerPrompt(body.prompt, ctx.scenariosEnabled),
       mode,

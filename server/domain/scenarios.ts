@@ -6,8 +6,10 @@
  * `[[scenario:processing:5]]`. Configuration `SCENARIOS_ENABLED=false` turns
  * them all off: markers are then ordinary text.
  *
- * Each workflow decides which names it honours (text: `stream-error`,
- * `uncertain`, `provider-unavailable`; see `TEXT_SCENARIOS`). Unknown names are
+ * The use cases only parse markers out of a prompt and hand them to their
+ * provider; the scenario layer composed around every provider at the composition
+ * root (scenario-provider.ts) plays them. Each workflow honours its own names
+ * (`MEDIA_SCENARIOS`, `TEXT_SCENARIOS`, `EXTRACT_SCENARIOS`). Unknown names are
  * ignored, so a new marker never breaks an old workflow.
  */
 
@@ -28,6 +30,18 @@ export const TEXT_SCENARIOS = {
   uncertain: 'uncertain',
   /** 503 PROVIDER_UNAVAILABLE before anything is claimed: the same identity may be retried. */
   providerUnavailable: 'provider-unavailable',
+} as const;
+
+/** Media scenario markers (docs/api.md, "Scenario triggers"). */
+export const MEDIA_SCENARIOS = {
+  fail: 'fail',
+  partial: 'partial',
+  processing: 'processing',
+  cancel: 'cancel',
+  uncertain: TEXT_SCENARIOS.uncertain,
+  providerUnavailable: TEXT_SCENARIOS.providerUnavailable,
+  referencesProcessing: 'references-processing',
+  unresumable: 'unresumable',
 } as const;
 
 /** Extraction scenarios (issue 8), beside `uncertain` and `provider-unavailable` as text has them. */

@@ -14,8 +14,7 @@ import * as spend from './spend.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import type { Principal } from './accounts.ts';
-import { MEDIA_SCENARIOS, type PreparedMedia } from './media-request.ts';
-import { findScenario } from './scenarios.ts';
+import type { PreparedMedia, SubmissionProvider } from './media-request.ts';
 
 export type { TaskRow, OutputRow };
 // The read side lives in task-view.ts (one statement per read); submissions answer with it too.
@@ -30,6 +29,8 @@ export interface SubmitInput {
   body: unknown;
   maxGems: number | undefined;
   prepared: PreparedMedia;
+  /** The model's provider, asked before anything is claimed (media-request.ts submissionProvider). */
+  provider: Pick<SubmissionProvider, 'admit' | 'dispatchOutcome'>;
 }
 
 /**
@@ -62,13 +63,13 @@ export type Submitted = { created: true; task: TaskRow; written: TaskSnapshot } 
  * task (created: true); an exact replay → the existing task (created: false).
  */
 export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Promise<Submitted> {
-  const { principal, prepared } = input;
+  const { principal, prepared, provider } = input;
   const identity = spend.identityOf(principal, input.idemKey, input.operation, fingerprinted(input.body));
-  if (findScenario(prepared.scenarios, MEDIA_SCENARIOS.providerUnavailable)) {
+  if (!provider.admit()) {
     // Decided before anything is claimed: nothing retained, the identity may be retried.
     throw spend.providerUnavailable('generation provider', 'before-claim');
   }
-  const uncertain = Boolean(findScenario(prepared.scenarios, MEDIA_SCENARIOS.uncertain));
+  const uncertain = provider.dispatchOutcome() === 'lost';
   const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
   // The outcome is known before the transaction: the identity's record is written in it at once.
   const reservationId = newId('rsv');

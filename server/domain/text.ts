@@ -1,7 +1,7 @@
 /**
  * Text generation (issue 7): the chat-completions use case.
  *
- *   check what the schema cannot (model, conversation size, scenario 503)
+ *   check what the schema cannot (model, conversation size), ask the provider's pre-flight (503)
  *   → quote a conservative whole-Gem maximum
  *   → claim the identity and reserve in one transaction (idempotency.submit, state pending)
  *   → run the provider in the background, independent of the client
@@ -23,7 +23,7 @@ import type { Clock } from './clock.ts';
 import * as idem from './idempotency.ts';
 import type { InflightWork } from '../lifecycle.ts';
 import * as spend from './spend.ts';
-import { findScenario, scenarioOf, stripScenarios, TEXT_SCENARIOS } from './scenarios.ts';
+import { scenarioOf, stripScenarios } from './scenarios.ts';
 import { chatPromptTokens, countTokens } from '../tokens.ts';
 import {
   ProviderError,
@@ -31,6 +31,7 @@ import {
   type ChatMessage,
   type FinishReason,
   type TextEvent,
+  type TextGenerationRequest,
   type TextProviders,
   type Usage,
 } from '../providers/text/types.ts';
@@ -42,8 +43,6 @@ export const OPERATION = 'createChatCompletion';
 /** Spec Limits: the serialized conversation (`JSON.stringify(messages)`) in UTF-8 bytes. */
 export const MAX_CONVERSATION_BYTES = 128_000;
 export const DEFAULT_MAX_TOKENS = 4096;
-/** Deltas a scenario lets through before it fails the stream (overridable: `[[scenario:stream-error:N]]`). */
-const SCENARIO_DELTAS = 4;
 
 export type TextRates = spend.TokenRates;
 
@@ -52,6 +51,7 @@ export interface TextDeps {
   clock: Clock;
   catalog: Catalog;
   logger: Logger;
+  /** The text providers, the scenario layer composed in (server.ts). */
   providers: TextProviders;
   scenariosEnabled: boolean;
   /** Where a running generation is registered so a shutdown can wait for its settlement. */
@@ -135,8 +135,8 @@ function providerMessages(messages: ChatMessage[], scenariosEnabled: boolean): {
   return { messages: out, lastUser };
 }
 
-/** The rules the schema cannot express, checked before anything is claimed. */
-function admissible(deps: TextDeps, request: ChatCompletionRequest) {
+/** The rules the schema cannot express and the provider's pre-flight, checked before anything is claimed. */
+function admissible(deps: TextDeps, request: ChatCompletionRequest & { max_tokens: number }) {
   const found = deps.catalog.find(request.model);
   const model = found?.kind === 'text' && found.available === true ? found : undefined;
   if (!model) {
@@ -147,11 +147,20 @@ function admissible(deps: TextDeps, request: ChatCompletionRequest) {
     throw new ApiError(422, 'INVALID_REQUEST', `The serialized conversation is ${conversationBytes} bytes; at most ${MAX_CONVERSATION_BYTES} are allowed.`);
   }
   const { messages, lastUser } = providerMessages(request.messages, deps.scenariosEnabled);
-  const scenarios = scenarioOf(lastUser, deps.scenariosEnabled);
-  if (findScenario(scenarios, TEXT_SCENARIOS.providerUnavailable)) {
+  const { provider, model: providerModel } = deps.providers(model.id);
+  const asked: TextGenerationRequest = {
+    model: providerModel,
+    messages,
+    max_tokens: request.max_tokens,
+    temperature: request.temperature,
+    top_p: request.top_p,
+    response_format: request.response_format,
+    scenarios: scenarioOf(lastUser, deps.scenariosEnabled),
+  };
+  if (provider.admit?.(asked) === false) {
     throw spend.providerUnavailable('text provider', 'before-claim');
   }
-  return { model, messages, scenarios };
+  return { model, provider, asked };
 }
 
 /**
@@ -172,24 +181,15 @@ export async function createChatCompletion(
   const existing = await idem.lookup(deps.db, identity);
   if (existing) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(existing) };
 
-  const { model, messages, scenarios } = admissible(deps, request);
+  const { model, provider, asked } = admissible(deps, request);
+  const { messages } = asked;
   const rates = model.pricing;
-  const { provider, model: providerModel } = deps.providers(model.id);
   const amount = conservativeMaximum(rates, provider.promptTokenUpperBound(messages), request.max_tokens);
   const id = `chatcmpl_${crypto.randomBytes(12).toString('hex')}`;
 
   const claim = await spend.claimAndReserve(deps.db, deps.clock, identity, { purpose: 'llm', amount, maxGems: request.maxGems, ref: id });
   if (!claim.created) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(claim.record) };
 
-  const scenario = findScenario(scenarios, TEXT_SCENARIOS.streamError) ?? findScenario(scenarios, TEXT_SCENARIOS.uncertain);
-  const events = provider.generate({
-    model: providerModel,
-    messages,
-    max_tokens: request.max_tokens,
-    temperature: request.temperature,
-    top_p: request.top_p,
-    response_format: request.response_format,
-  });
   const generation = start(deps, {
     id,
     created: Math.floor(deps.clock.now().getTime() / 1000),
@@ -197,7 +197,7 @@ export async function createChatCompletion(
     claim: { identity, reservationId: claim.value.id, reserved: amount, ref: id },
     rates,
     messages,
-    events: scenario ? withScenario(events, scenario.name, Number(scenario.args[0]) || SCENARIO_DELTAS, messages) : events,
+    events: provider.generate(asked),
   });
   return { type: 'live', generation };
 }
@@ -205,22 +205,6 @@ export async function createChatCompletion(
 /** Measured usage of a conversation and some output, with the server's own tokenizer. */
 function measure(messages: ChatMessage[], output: string): Usage {
   return usageOf(chatPromptTokens(messages), countTokens(output));
-}
-
-/** Scenario triggers: let a few deltas through, then fail the way the marker asks. */
-async function* withScenario(events: AsyncIterable<TextEvent>, name: string, deltas: number, messages: ChatMessage[]): AsyncGenerator<TextEvent> {
-  let text = '';
-  let seen = 0;
-  for await (const event of events) {
-    if (event.type !== 'delta') break;
-    yield event;
-    text += event.content;
-    if (++seen >= deltas) break;
-  }
-  if (name === TEXT_SCENARIOS.streamError) {
-    throw new ProviderError('failed', 'The text provider failed part-way (scenario stream-error).', { usage: measure(messages, text) });
-  }
-  throw new ProviderError('uncertain', 'The outcome of this generation is unknown (scenario uncertain).');
 }
 
 interface Run {

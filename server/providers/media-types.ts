@@ -161,7 +161,36 @@ export interface MediaProvider<K extends MediaKind = MediaKind> {
   resumeFor?(job: Pick<MediaJob<K>, 'scenarios'>): ResumePolicy;
   /** Makes the output of one slot, or throws (the slot fails with a sanitized message). */
   generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput>;
+
+  // Submission hooks: asked by the submission use case, before anything is claimed or
+  // reserved, of the provider that will run the model's jobs. Every one is optional;
+  // absent, the answer is the ordinary one. The scenario layer implements them all.
+
+  /**
+   * Pre-flight: false when the provider cannot take work now (a remote provider's
+   * circuit breaker, the scenario `provider-unavailable`): 503 PROVIDER_UNAVAILABLE,
+   * nothing retained, the same identity may be retried. Default: true.
+   */
+  admit?(submission: MediaSubmission): boolean;
+  /**
+   * Of owned, ready reference assets, the first the provider cannot use yet (its
+   * own copy still being ingested; the scenario `references-processing`): 409
+   * REFERENCES_PROCESSING, nothing reserved. Default: none.
+   */
+  referencePending?(submission: MediaSubmission, assetIds: string[]): string | undefined;
+  /** The output slots it makes for `outputCount` requested outputs; the quote is split over them (default: as many). */
+  slots?(submission: MediaSubmission, outputCount: number): number;
+  /**
+   * Whether the outcome of dispatching this submission can be known. `lost` (the
+   * scenario `uncertain`): the identity is claimed and the Gems reserved, but no
+   * task is made; the reservation stays held and every replay answers 409
+   * REQUEST_UNCERTAIN. Default: `known`.
+   */
+  dispatchOutcome?(submission: MediaSubmission): 'known' | 'lost';
 }
+
+/** A media submission as its provider's submission hooks see it (the markers are the scenario layer's; providers ignore them). */
+export type MediaSubmission = Pick<MediaJob, 'model' | 'kind' | 'scenarios'>;
 
 /**
  * The media providers by kind, handed to the worker at the composition root,

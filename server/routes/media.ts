@@ -8,7 +8,7 @@ import type { components } from '../../generated/api.ts';
 import type { AppDeps } from '../app.ts';
 import { principalOf } from '../http/context.ts';
 import { submitMedia, viewTask } from '../domain/tasks.ts';
-import type { PrepareContext, PreparedMedia } from '../domain/media-request.ts';
+import { submissionProvider, type PrepareContext, type PreparedMedia } from '../domain/media-request.ts';
 import { prepareImage } from '../domain/media-image.ts';
 import { prepareVideo } from '../domain/media-video.ts';
 import { prepareAudio } from '../domain/media-audio.ts';
@@ -27,13 +27,16 @@ const OPERATIONS: Array<{ path: string; operation: 'createImage' | 'createVideo'
   { path: '/api/generate/audio', operation: 'createAudio', prepare: prepareAudio as Preparer },
 ];
 
+/** The media kind each operation submits. */
+const KINDS = { createImage: 'image', createVideo: 'video', createAudio: 'audio' } as const;
+
 /** Registers a media kind's route (video and audio add theirs the same way). */
 export function addMediaOperation(path: string, operation: 'createVideo' | 'createAudio', prepare: Preparer): void {
   OPERATIONS.push({ path, operation, prepare });
 }
 
-export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'config' | 'signer' | 'remoteMedia'>): Router {
-  const { db, clock, catalog, config, signer, remoteMedia } = deps;
+export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'config' | 'signer' | 'remoteMedia' | 'mediaProviders'>): Router {
+  const { db, clock, catalog, config, signer, remoteMedia, mediaProviders } = deps;
   const baseUrl = baseUrlFor(config);
   const router = Router();
   for (const { path, operation, prepare } of OPERATIONS) {
@@ -41,7 +44,8 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
       const principal = principalOf(req);
       const body = req.body as MediaBody;
       const scenarios = scenarioOf(body.prompt, config.scenariosEnabled);
-      const prepared = await prepare({ db, catalog, accountId: principal.account.id, scenarios, scenariosEnabled: config.scenariosEnabled }, body as never);
+      const provider = submissionProvider(mediaProviders, { model: body.model, kind: KINDS[operation], scenarios });
+      const prepared = await prepare({ db, catalog, accountId: principal.account.id, scenarios, scenariosEnabled: config.scenariosEnabled, provider }, body as never);
       if (remoteMedia) {
         // What the model's upstream cannot do is refused here, before anything is reserved.
         const problem = remoteMedia.problem(prepared.model.id, prepared.kind, prepared.request);
@@ -55,6 +59,7 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
         body,
         maxGems: body.maxGems,
         prepared,
+        provider,
       });
       const view = await viewTask(db, clock, signer, baseUrl(req), task, written);
       const response: Submission = { task: view, created };

@@ -13,6 +13,7 @@ import { startServer, type RunningServer } from '../../server/server.ts';
 import * as accounts from '../../server/domain/accounts.ts';
 import * as ledger from '../../server/domain/ledger.ts';
 import { systemClock, type Clock } from '../../server/domain/clock.ts';
+import type { MediaProviders } from '../../server/providers/media-types.ts';
 import { databaseUrlFor, dropDatabaseFor } from './database.ts';
 
 export interface TestServer extends RunningServer {
@@ -34,7 +35,7 @@ export function tempDataDir(): string {
 }
 
 export async function startTestServer(
-  options: { env?: Record<string, string>; clock?: Clock; config?: Partial<Config>; dataDir?: string } = {},
+  options: { env?: Record<string, string>; clock?: Clock; config?: Partial<Config>; dataDir?: string; providers?: MediaProviders } = {},
 ): Promise<TestServer> {
   const dataDir = options.dataDir ?? tempDataDir();
   const databaseUrl = await databaseUrlFor(dataDir);
@@ -43,7 +44,7 @@ export async function startTestServer(
     options.config,
   );
   const clock = options.clock ?? systemClock;
-  const running = await startServer(config, { clock });
+  const running = await startServer(config, { clock, ...(options.providers && { providers: options.providers }) });
   const { db } = running;
 
   const server: TestServer = {

@@ -132,6 +132,16 @@ describe('extraction use case', () => {
     assert.equal((await reservations())[0].state, 'held');
   });
 
+  it('when the provider’s pre-flight refuses (a circuit breaker), then 503 PROVIDER_UNAVAILABLE before anything is claimed and it is never asked to analyse', async () => {
+    const stub = new Stub(async () => ({ output: GOOD, usage: undefined }));
+    const breaker: AnalysisProvider = { name: 'breaker', admit: () => false, analyze: () => stub.analyze() };
+    const { run, reservations } = await setup(breaker);
+    await rejectsWith(run('k1', 'a plain prompt'), 503, 'PROVIDER_UNAVAILABLE');
+    await rejectsWith(run('k1', 'a plain prompt'), 503, 'PROVIDER_UNAVAILABLE');
+    assert.equal(stub.calls, 0);
+    assert.deepEqual(await reservations(), []);
+  });
+
   it('when scenario markers are in the prompt, then the provider sees the prompt without them', async () => {
     let seen = '';
     const provider: AnalysisProvider = {

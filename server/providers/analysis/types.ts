@@ -25,6 +25,8 @@ export interface AnalysisRequest {
   video: AnalysisVideo;
   /** The caller's prompt, scenario markers removed ('' when none). */
   prompt: string;
+  /** The prompt's scenario markers (played by the scenario layer; providers ignore them). */
+  scenarios?: ReadonlyArray<{ name: string; args: string[] }>;
 }
 
 /** Tokens the provider measured for one analysis. */
@@ -62,6 +64,13 @@ export class AnalysisError extends Error {
 export interface AnalysisProvider {
   /** A short name for logs (`local`, or a remote endpoint's name). */
   readonly name: string;
+  /**
+   * Pre-flight, asked before anything is claimed or reserved (the video not yet
+   * opened): false when the provider cannot take work now (a circuit breaker; the
+   * scenario layer's `provider-unavailable`), answered 503 PROVIDER_UNAVAILABLE
+   * with nothing retained, so the same identity may be retried. Absent: always admitted.
+   */
+  admit?(request: Omit<AnalysisRequest, 'video'>): boolean;
   /** Analyses one video; rejects with AnalysisError (anything else counts as `uncertain`). */
   analyze(request: AnalysisRequest): Promise<AnalysisResult>;
 }

@@ -24,6 +24,8 @@ export interface TextGenerationRequest {
   temperature?: number | undefined;
   top_p?: number | undefined;
   response_format?: { type: 'text' | 'json_object' } | undefined;
+  /** The last user message's scenario markers (played by the scenario layer; providers ignore them and never send them). */
+  scenarios?: ReadonlyArray<{ name: string; args: string[] }>;
 }
 
 /** What a provider yields: text deltas, then exactly one finish (with usage when the provider reports it). */
@@ -35,6 +37,13 @@ export interface TextProvider {
   readonly name: string;
   /** An upper bound of the prompt tokens this provider can bill for `messages` (for the reservation). */
   promptTokenUpperBound(messages: ChatMessage[]): number;
+  /**
+   * Pre-flight, asked before anything is claimed or reserved: false when the
+   * provider cannot take work now (a circuit breaker; the scenario layer's
+   * `provider-unavailable`), answered 503 PROVIDER_UNAVAILABLE with nothing
+   * retained, so the same identity may be retried. Absent: always admitted.
+   */
+  admit?(request: TextGenerationRequest): boolean;
   /** Runs one completion. Fails with a ProviderError; any other error counts as an uncertain outcome. */
   generate(request: TextGenerationRequest): AsyncIterable<TextEvent>;
 }
