@@ -6,15 +6,21 @@
  * bare node:http baseline (bench/rounds.ts), 32 connections per API process,
  * every request a new identity (`image new identity` of bench-http.ts):
  *
- *   pg image new identity           one API process on Postgres, one account
- *   pg image new identity, 2 procs  two API processes on the same database and
- *                                   account, each driven by its own load process
- *   sqlite image new identity       the embedded default, for comparison
+ *   pg image new identity             one API process on Postgres, one account
+ *   pg image new identity, 4 accounts the same process and load spread over four
+ *                                     accounts (8 connections each): what one
+ *                                     account would do if it did not serialize
+ *   pg image new identity, 2 procs    two API processes on the same database and
+ *                                     account, each driven by its own load process
+ *   sqlite image new identity         the embedded default, for comparison
  *
- * Targets: the one-process row ≥ 1,000 submissions/s with p99 ≤ 50 ms; two
- * processes ≥ 1.6× one. The second needs a core per API process besides the
- * load and Postgres: with fewer than 4 cores it is measured and printed but not
- * judged (it says so). Timings on a shared machine are evidence, not a gate:
+ * Targets: the one-process row ≥ 1,000 submissions/s with p99 ≤ 50 ms (the
+ * issue's figures, from a machine where Postgres had cores of its own); one
+ * account ≥ 90 % of four (the account's row no longer bounds its throughput:
+ * a ratio in one run, so it holds on any machine); two processes ≥ 1.6× one.
+ * That last one needs a core per API process besides the load and Postgres:
+ * with fewer than 4 cores it is measured and printed but not judged (it says
+ * so). Timings on a shared machine are evidence, not a gate:
  * a MISS exits 0 unless `--strict`; a row that could not be measured exits 1.
  *
  * Postgres: BENCH_DATABASE_URL or TEST_DATABASE_URL (a role with CREATEDB; a
@@ -50,6 +56,7 @@ const OPTIONS = { duration: Number(values.duration), rounds: Math.max(1, Number(
 const CONNECTIONS = 32;
 const ONE = 'pg image new identity';
 const TWO = 'pg image new identity, 2 procs';
+const FOUR = 'pg image new identity, 4 accounts';
 /** Cores the two-process row needs to mean anything: one per API process, one for the load, one for Postgres. */
 const CORES_FOR_TWO = 4;
 const STARTED_MARK = 'GEMFORGE_BENCH_PG_STARTED';
@@ -97,16 +104,20 @@ const submission = (base: string, auth: Record<string, string>): Case['job'] => 
   freshIdempotencyKey: true,
 });
 
-/** Both API processes at once, each under its own load process: requests add up, latencies are the worse side's. */
-async function both(servers: Started[], auth: Record<string, string>, warmupSeconds: number, seconds: number): Promise<Measured> {
-  process.stdout.write(`  ${TWO} …`);
-  const results = await Promise.all(
-    servers.map((s) => runLoad<LoadResult>({ ...submission(s.base, auth), connections: CONNECTIONS, warmupSeconds, durationSeconds: seconds, serverPid: s.child.pid })),
-  );
+/** Several load processes at once (one per API process or per account): requests add up, latencies are the worst one's. */
+async function together(name: string, jobs: Array<Case['job'] & { connections: number }>, warmupSeconds: number, seconds: number): Promise<Measured> {
+  process.stdout.write(`  ${name} …`);
+  const results = await Promise.all(jobs.map((job) => runLoad<LoadResult>({ ...job, warmupSeconds, durationSeconds: seconds })));
   const statuses: Record<string, number> = {};
   for (const r of results) for (const [code, n] of Object.entries(r.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
   const sum = (f: (r: LoadResult) => number) => results.reduce((n, r) => n + f(r), 0);
-  const cpus = results.map((r) => r.cpuUs).filter((c): c is number => c !== undefined);
+  // A load process reads its server's CPU over its own requests: per server, that CPU (cpuUs × requests of
+  // one of its loads) over the requests of all of its loads; the median over the servers.
+  const cpus = [...new Set(jobs.map((j) => j.serverPid))].flatMap((pid) => {
+    const mine = results.filter((_, i) => jobs[i]!.serverPid === pid);
+    const one = mine.find((r) => r.cpuUs !== undefined);
+    return one ? [(one.cpuUs! * one.requests) / mine.reduce((n, r) => n + r.requests, 0)] : [];
+  });
   const measured = judged({ expect: [202] }, {
     rps: sum((r) => r.rps),
     p50: Math.max(...results.map((r) => r.p50)),
@@ -114,7 +125,7 @@ async function both(servers: Started[], auth: Record<string, string>, warmupSeco
     requests: sum((r) => r.requests),
     errors: sum((r) => r.errors),
     statuses,
-    ...(cpus.length === results.length && { cpuUs: Math.round(median(cpus)) }),
+    ...(cpus.length > 0 && { cpuUs: Math.round(median(cpus)) }),
   });
   console.log(` ${measured.rps.toFixed(0)} req/s, p99 ${measured.p99} ms${measured.problem ? ` (${measured.problem})` : ''}`);
   return measured;
@@ -127,6 +138,11 @@ function targets(rows: Row[]): Target[] {
   if (one) {
     out.push({ name: `${ONE}: req/s`, measured: one.rps.toFixed(0), bound: '≥ 1000', pass: !one.problem && one.rps >= 1000 });
     out.push({ name: `${ONE}: p99`, measured: `${one.p99} ms`, bound: '≤ 50 ms', pass: !one.problem && one.p99 <= 50 });
+  }
+  const four = rows.find((r) => r.name === FOUR);
+  if (one && four) {
+    const share = one.rps / four.rps;
+    out.push({ name: `${ONE} vs ${FOUR}`, measured: `${(share * 100).toFixed(1)} %`, bound: '≥ 90 %', pass: !one.problem && !four.problem && share >= 0.9 });
   }
   if (one && two) {
     const cores = os.availableParallelism();
@@ -152,7 +168,9 @@ async function main(): Promise<number> {
   console.log(`Node ${process.version}; ${os.availableParallelism()} cores; ${pinning ? `API on core ${pinning.server} (the second on core ${pinning.load}), load on core ${pinning.load}` : 'no CPU pinning'}; ${OPTIONS.rounds} rounds of ${(OPTIONS.duration / OPTIONS.rounds).toFixed(1)} s per row`);
   const started: Started[] = [];
   try {
-    const pgSecret = await seedBenchKey(dirs[0], db.url);
+    const pgSecrets = [];
+    for (let i = 0; i < 4; i++) pgSecrets.push(await seedBenchKey(dirs[0], db.url));
+    const pgSecret = pgSecrets[0]!;
     const sqliteSecret = await seedBenchKey(dirs[2]);
     const headers = (secret: string) => ({ authorization: `Bearer ${secret}`, 'content-type': 'application/json' });
     const env = (dir: string, extra: Record<string, string> = {}) => ({ DATA_DIR: dir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', ...extra });
@@ -165,10 +183,13 @@ async function main(): Promise<number> {
     started.push(pgA);
     const auth = headers(pgSecret);
     rows.push(await row({ name: ONE, connections: CONNECTIONS, expect: [202], job: { ...submission(pgA.base, auth), serverPid: pgA.child.pid } }, baseline, OPTIONS));
+    const spread = pgSecrets.map((secret) => ({ ...submission(pgA.base, headers(secret)), connections: CONNECTIONS / 4, serverPid: pgA.child.pid }));
+    rows.push(await row({ name: FOUR, connections: CONNECTIONS }, baseline, OPTIONS, (w, s) => together(FOUR, spread, w, s)));
     // The second API process shares the database and the account; its own data dir (nothing else is shared).
     const pgB = await startGemforge(env(dirs[1], { DATABASE_URL: db.url }), logFile, pinning?.load);
     started.push(pgB);
-    rows.push(await row({ name: TWO, connections: 2 * CONNECTIONS }, baseline, OPTIONS, (w, s) => both([pgA, pgB], auth, w, s)));
+    const both = [pgA, pgB].map((s) => ({ ...submission(s.base, auth), connections: CONNECTIONS, serverPid: s.child.pid }));
+    rows.push(await row({ name: TWO, connections: 2 * CONNECTIONS }, baseline, OPTIONS, (w, s) => together(TWO, both, w, s)));
     await pgB.stop();
     await pgA.stop();
     const sqlite = await startGemforge(env(dirs[2]), logFile);

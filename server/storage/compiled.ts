@@ -43,6 +43,8 @@ interface Plan {
   method: 'all' | 'run';
   /** Where each binding comes from: a parameter's index, or a value fixed in the query. */
   bindings: Array<number | { value: unknown }>;
+  /** Postgres: the name it is prepared under on each connection (pg-deferred.ts). */
+  pgName?: string;
 }
 
 const plans = new Map<string, Plan>();
@@ -126,6 +128,7 @@ function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
   let plan = plans.get(key);
   if (!plan) {
     plan = compile(conn, build, arity);
+    if (!onSqlite(conn)) plan.pgName = `gemforge_${plans.size}`;
     plans.set(key, plan);
   }
   return plan;
@@ -147,7 +150,7 @@ export async function executeLater(conn: Conn, name: string, build: Build, param
     const literals = plan.bindings.map((b) => pgLiteral(typeof b === 'number' ? params[b] : b.value));
     const connection: unknown = await conn.client.acquireConnection();
     if (canDeferPg(connection) && literals.every((l) => l !== undefined)) {
-      connection.deferSql(plan.pieces.reduce((sql, piece, i) => sql + literals[i - 1] + piece), last);
+      await connection.deferPrepared(plan.pgName!, plan.sql, literals as string[], last);
       return;
     }
   }

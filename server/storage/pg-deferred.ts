@@ -36,6 +36,13 @@ export interface DeferringPg extends PgClient {
    * COMMIT (what locks a contended row: it is then locked the shortest time).
    */
   deferSql(sql: string, last?: boolean): void;
+  /**
+   * Like `deferSql` for a statement prepared on this connection under `name`
+   * (`text` with $1 … placeholders): prepared at its first use, in a round trip
+   * of its own (a prepared statement outlives any transaction), then run as
+   * `EXECUTE name(args)`, so Postgres parses and plans it once per connection.
+   */
+  deferPrepared(name: string, text: string, args: string[], last?: boolean): Promise<void>;
 }
 
 export const canDeferPg = (conn: unknown): conn is DeferringPg => typeof (conn as Partial<DeferringPg>)?.deferSql === 'function';
@@ -90,6 +97,14 @@ export function deferringPg<C extends PgClient>(conn: C): C & DeferringPg {
   let lastly: string[] = [];
   const out = conn as C & DeferringPg;
   out.deferSql = (sql, last = false) => void (last ? lastly : waiting).push(sql);
+  const prepared = new Set<string>();
+  out.deferPrepared = async (name, text, args, last = false) => {
+    if (!prepared.has(name)) {
+      await new Promise<void>((resolve, reject) => query(`PREPARE ${name} AS ${text}`, (error: Error | null) => (error ? reject(error) : resolve())));
+      prepared.add(name);
+    }
+    out.deferSql(args.length ? `EXECUTE ${name}(${args.join(', ')})` : `EXECUTE ${name}`, last);
+  };
   out.query = function deferredQuery(config: unknown, values?: unknown, callback?: unknown): unknown {
     if (waiting.length === 0 && lastly.length === 0) return query(config, values, callback);
     const cb = (typeof values === 'function' ? values : callback) as Callback | undefined;
