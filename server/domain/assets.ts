@@ -8,7 +8,7 @@ import type { Readable } from 'node:stream';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/assets.ts';
 import type { AssetKind, AssetRow } from '../storage/assets.ts';
-import { BlobTooLargeError, commitTemp, putBlobFromBuffer, putBlobFromFile, receiveToTemp, type TempBlob } from '../storage/blobs.ts';
+import { BlobTooLargeError, commitTemp, openBlob, putBlobFromBuffer, putBlobFromFile, receiveToTemp, type TempBlob } from '../storage/blobs.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, SUPPORTED_MIMES, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
 import { probeAv, probeImage } from '../media/probe.ts';
@@ -260,4 +260,15 @@ export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools,
     await store.insertAsset(db, row);
   }
   return row;
+}
+
+/**
+ * A stored asset's bytes for a signed download (routes/files.ts): the asset and a
+ * stream of its blob from the store (local directory or S3-compatible), or
+ * undefined when the asset is unknown, deleted, or its bytes are gone.
+ */
+export async function openStoredAsset(db: Db, dataDir: string, assetId: string): Promise<{ asset: AssetRow; stream: Readable } | undefined> {
+  const asset = await store.findAsset(db, assetId);
+  const stream = asset && !asset.deleted_at ? await openBlob(dataDir, asset.blob_sha256) : undefined;
+  return asset && stream ? { asset, stream } : undefined;
 }
