@@ -15,6 +15,7 @@ import * as jobs from '../storage/jobs.ts';
 import * as tasks from '../storage/tasks.ts';
 import { markAssetDeleted } from '../storage/assets.ts';
 import { deleteBlob, sweepTemp } from '../storage/blobs.ts';
+import { deleteUnreferenced } from '../storage/blob-pins.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import type { Clock } from '../domain/clock.ts';
 import { finishTask } from '../domain/tasks.ts';
@@ -223,8 +224,13 @@ async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock' | 'leas
   });
 }
 
-/** Deletes outputs past their retention: the output shows `expired` with no asset, the bytes go. */
-export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' | 'dataDir'>): Promise<number> {
+/**
+ * Deletes outputs past their retention: the output shows `expired` with no
+ * asset, and the bytes go unless something still names them, decided and done
+ * under the hash's lock so a new asset of the same bytes keeps them
+ * (blob-pins.ts). `beforeDelete` runs just before bytes go (tests interleave there).
+ */
+export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' | 'dataDir'>, beforeDelete?: (sha256: string) => Promise<void>): Promise<number> {
   const { db, clock } = options;
   const nowIso = clock.now().toISOString();
   const expired = await tasks.expiredOutputs(db, nowIso, 100);
@@ -233,7 +239,10 @@ export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' 
       await markAssetDeleted(trx, o.asset_id!, nowIso);
       await tasks.updateOutput(trx, o.task_id, o.idx, { status: 'expired' });
     });
-    if (!(await tasks.blobInUse(db, o.blob_sha256))) await deleteBlob(options.dataDir, o.blob_sha256);
+    await deleteUnreferenced(db, o.blob_sha256, clock.now(), async () => {
+      await beforeDelete?.(o.blob_sha256);
+      await deleteBlob(options.dataDir, o.blob_sha256);
+    });
   }
   return expired.length;
 }

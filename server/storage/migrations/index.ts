@@ -13,6 +13,7 @@ import * as m007 from './007_policies.ts';
 import * as m008 from './008_job_attempts.ts';
 import * as m009 from './009_remote_calls.ts';
 import * as m010 from './010_signing_keys.ts';
+import * as m011 from './011_blob_pins.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -29,6 +30,7 @@ const migrations: Array<[string, Migration]> = [
   ['008_job_attempts', m008],
   ['009_remote_calls', m009],
   ['010_signing_keys', m010],
+  ['011_blob_pins', m011],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
