@@ -41,7 +41,12 @@ function request(agent: http.Agent, url: string, options: { method?: string; hea
   });
 }
 
-/** A submission whose headers and first half arrive now, and the rest when `finish` is called (then its whole answer). */
+/**
+ * A submission whose headers and first half arrive now, and the rest when
+ * `finish` is called (then its whole answer). It resolves once the server
+ * answered `100 Continue`, which Node sends as it hands the request to the app:
+ * from then on the request is accepted.
+ */
 async function halfSent(url: string, key: string, idem: string, text: string): Promise<{ finish(): Promise<RawResponse> }> {
   const { hostname, port } = new URL(url);
   const socket = net.connect(Number(port), hostname);
@@ -51,7 +56,14 @@ async function halfSent(url: string, key: string, idem: string, text: string): P
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   const bytes = Buffer.from(text);
   const half = Math.floor(bytes.length / 2);
-  socket.write(`POST ${IMAGE} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${key}\r\nIdempotency-Key: ${idem}\r\nContent-Type: application/json\r\nContent-Length: ${bytes.length}\r\nConnection: close\r\n\r\n`);
+  socket.write(`POST ${IMAGE} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${key}\r\nIdempotency-Key: ${idem}\r\nContent-Type: application/json\r\nContent-Length: ${bytes.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`);
+  const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
+  const end = Date.now() + 10_000;
+  while (!received.startsWith(CONTINUE)) {
+    if (Date.now() > end) throw new Error(`no 100 Continue for ${idem}: ${received}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  received = received.slice(CONTINUE.length);
   socket.write(bytes.subarray(0, half));
   return {
     async finish() {
