@@ -55,14 +55,16 @@ describe('job leases on the database clock', () => {
           return { file, mimeType: 'image/png' };
         },
       };
-      const common = { db, logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 400, pollMs: 20, retryBackoffMs: 0 };
+      // A lease of 1 s, heart-beaten every 333 ms: a loaded machine (the suite runs two files at once) can delay a
+      // beat by a few hundred ms, and a lease that then passed would be taken rightly — not what this test is about.
+      const common = { db, logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 1000, pollMs: 20, retryBackoffMs: 0 };
       const slow = startWorker({ ...common, clock: behind });
       let fast: ReturnType<typeof startWorker> | undefined;
       try {
         await within(5000, 'the first worker claims the job', async () => ((await stateOf(db, 'task_live')).locked_by === slow.id ? true : undefined));
-        // The second worker's maintenance looks for expired leases every 200 ms; the first heart-beats every 133 ms.
+        // The second worker's maintenance looks for expired leases every 500 ms; the first heart-beats every 333 ms.
         fast = startWorker({ ...common, clock: ahead });
-        await new Promise((r) => setTimeout(r, 1200)); // three leases' time, on a clock the test cannot move
+        await new Promise((r) => setTimeout(r, 3000)); // three leases' time, on a clock the test cannot move
         const job = await stateOf(db, 'task_live');
         assert.equal(job.state, 'running');
         assert.equal(job.locked_by, slow.id, 'the live lease was not taken');

@@ -175,6 +175,18 @@ export async function executeLater(conn: Conn, name: string, build: Build, param
  */
 export async function execute(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<Executed> {
   const make = build;
+  if (!onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
+    // Postgres (pg-deferred.ts): prepared once per connection, sent with what waits (the BEGIN included).
+    const plan = planOf(conn, name, make, params.length);
+    const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
+    const literals = values.map(pgLiteral);
+    const connection: unknown = await conn.client.acquireConnection();
+    if (canDeferPg(connection) && literals.every((l) => l !== undefined)) {
+      conn.client.emit('query', { sql: plan.sql, bindings: values }); // as knex's own queries announce themselves (db.ts onStatement)
+      const result = await connection.runPrepared(plan.pgName!, plan.sql, literals as string[]);
+      return plan.method === 'run' ? { rows: [], changes: result.rowCount ?? 0 } : { rows: result.rows, changes: 0 };
+    }
+  }
   if (!onSqlite(conn) || !isTransaction(conn)) {
     const result: unknown = await make(conn, ...params);
     return typeof result === 'number' ? { rows: [], changes: result } : { rows: Array.isArray(result) ? (result as Row[]) : [], changes: 0 };

@@ -14,6 +14,15 @@
  * a core). Written this way, the rows a submission locks are locked only while
  * Postgres runs the batch, not across round trips.
  *
+ * A transaction's BEGIN is held the same way and goes with its first statement
+ * (a transaction that sends nothing and rolls back costs no round trip), and a
+ * statement whose result is read (compiled.ts `execute`) goes with what waits,
+ * as one query (`runPrepared`): a media submission is two round trips, BEGIN with
+ * its claim, then its writes with the COMMIT. Statements are prepared once per
+ * connection (SQL PREPARE) and run as EXECUTE, so Postgres parses and plans each
+ * once. knex's query event (db.ts `onStatement`) still sees every statement;
+ * `DEBUG=knex:query` shows a batch as its COMMIT.
+ *
  * When the batch fails, the statement that was waiting behind it is not run and
  * hears the batch's error; a failed COMMIT batch is rolled back first (Postgres
  * skips the rest of a failed multi-statement query, the COMMIT with it, and would
@@ -43,10 +52,23 @@ export interface DeferringPg extends PgClient {
    * `EXECUTE name(args)`, so Postgres parses and plans it once per connection.
    */
   deferPrepared(name: string, text: string, args: string[], last?: boolean): Promise<void>;
+  /**
+   * Runs a statement prepared like `deferPrepared`'s now, with what waits (a
+   * held BEGIN, waiting writes) in the same simple-protocol query: one round
+   * trip. Its result, as node-postgres gives it.
+   */
+  runPrepared(name: string, text: string, args: string[]): Promise<PgResult>;
+}
+
+/** The part of a node-postgres result a caller reads. */
+export interface PgResult {
+  rows: Array<Record<string, unknown>>;
+  rowCount: number | null;
 }
 
 export const canDeferPg = (conn: unknown): conn is DeferringPg => typeof (conn as Partial<DeferringPg>)?.deferSql === 'function';
 
+const BEGIN = /^\s*(begin|start transaction)\s*;?\s*$/i;
 const ROLLBACK = /^\s*(rollback|abort)\b/i;
 const COMMIT = /^\s*(commit|end)\b/i;
 
@@ -90,35 +112,66 @@ function shapeOf(config: unknown, values: unknown): { text: string | undefined; 
 /** The last result of a multi-statement query (the COMMIT's), as a single statement would give it. */
 const last = (result: unknown) => (Array.isArray(result) ? result[result.length - 1] : result);
 
+/** What a query gives back as its callback's result, for a statement not sent (a held BEGIN, a ROLLBACK of nothing). */
+const unsent = (command: string) => ({ command, rows: [], rowCount: null, fields: [] });
+
 /** Makes `conn` deferring (once; from the pool's afterCreate). Returns it. */
 export function deferringPg<C extends PgClient>(conn: C): C & DeferringPg {
   const query = conn.query.bind(conn);
+  /** A BEGIN not sent yet: it goes with the transaction's first statement that is. */
+  let begin = false;
   let waiting: string[] = [];
   let lastly: string[] = [];
+  /** The BEGIN held back and the writes waiting, in order, as one batch; none wait after. */
+  const take = (): string[] => {
+    const batch = [...(begin ? ['BEGIN'] : []), ...waiting, ...lastly];
+    begin = false;
+    waiting = [];
+    lastly = [];
+    return batch;
+  };
   const out = conn as C & DeferringPg;
   out.deferSql = (sql, last = false) => void (last ? lastly : waiting).push(sql);
   const prepared = new Set<string>();
+  const prepare = async (name: string, text: string) => {
+    if (prepared.has(name)) return;
+    await new Promise<void>((resolve, reject) => query(`PREPARE ${name} AS ${text}`, (error: Error | null) => (error ? reject(error) : resolve())));
+    prepared.add(name);
+  };
+  const executing = (name: string, args: string[]) => (args.length ? `EXECUTE ${name}(${args.join(', ')})` : `EXECUTE ${name}`);
   out.deferPrepared = async (name, text, args, last = false) => {
-    if (!prepared.has(name)) {
-      await new Promise<void>((resolve, reject) => query(`PREPARE ${name} AS ${text}`, (error: Error | null) => (error ? reject(error) : resolve())));
-      prepared.add(name);
-    }
-    out.deferSql(args.length ? `EXECUTE ${name}(${args.join(', ')})` : `EXECUTE ${name}`, last);
+    await prepare(name, text);
+    out.deferSql(executing(name, args), last);
+  };
+  out.runPrepared = async (name, text, args) => {
+    await prepare(name, text);
+    const batch = [...take(), executing(name, args)].join(';\n');
+    return new Promise((resolve, reject) => query(batch, (error: Error | null, result: unknown) => (error ? reject(error) : resolve(last(result) as PgResult))));
   };
   out.query = function deferredQuery(config: unknown, values?: unknown, callback?: unknown): unknown {
-    if (waiting.length === 0 && lastly.length === 0) return query(config, values, callback);
     const cb = (typeof values === 'function' ? values : callback) as Callback | undefined;
     const { text, bound } = shapeOf(config, values);
-    // Only knex's callback calls come here with writes waiting (transactions); anything else goes as it came.
+    // Only knex's callback calls are held or joined (its transactions); anything else goes as it came.
     if (typeof cb !== 'function' || text === undefined) return query(config, values, callback);
-    const batch = [...waiting, ...lastly].join(';\n');
-    waiting = [];
-    lastly = [];
-    if (ROLLBACK.test(text)) return query(config, values, callback);
+    if (BEGIN.test(text) && !bound && !begin && waiting.length === 0 && lastly.length === 0) {
+      begin = true;
+      process.nextTick(cb, null, unsent('BEGIN'));
+      return undefined;
+    }
+    if (!begin && waiting.length === 0 && lastly.length === 0) return query(config, values, callback);
+    const held = begin;
+    const batch = take().join(';\n');
+    if (ROLLBACK.test(text)) {
+      // Nothing of the transaction reached Postgres when its BEGIN was still held: nothing to roll back.
+      if (held) process.nextTick(cb, null, unsent('ROLLBACK'));
+      else query(config, values, callback);
+      return undefined;
+    }
     if (COMMIT.test(text) && !bound) {
       query(`${batch};\n${text}`, (error: Error | null, result: unknown) => {
         if (!error) return cb(null, last(result));
-        query('ROLLBACK', () => cb(error));
+        // After the failed query's ReadyForQuery (a query sent from its error callback would queue behind it).
+        setImmediate(() => query('ROLLBACK', () => cb(error)));
       });
       return undefined;
     }

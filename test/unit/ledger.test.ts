@@ -314,7 +314,7 @@ describe('holds decided as the transaction commits (Postgres; SQLite decides the
     }
   });
 
-  it('when a hold passes on Postgres, then its transaction is three round trips (BEGIN, the claim, the writes with the COMMIT) and the balance rows are locked by none but the last', { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' }, async () => {
+  it('when a hold passes on Postgres, then its transaction sends the BEGIN, the claim and the COMMIT (the writes and the hold wait for it: no lock or read of the balance rows before)', { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' }, async () => {
     const t = await openTestDb();
     try {
       const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 100 });
