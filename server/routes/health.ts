@@ -8,8 +8,7 @@
  */
 import { Router } from 'express';
 import { ApiError } from '../errors.ts';
-import type { Db } from '../storage/db.ts';
-import { checkBlobStore } from '../storage/blobs.ts';
+import { blobStoreWritable, databaseAnswers, type Db } from '../domain/readiness.ts';
 
 export interface Lifecycle {
   /** Set when a shutdown starts: not ready, and every answer closes its connection. */
@@ -38,8 +37,8 @@ export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecyc
   });
   router.get('/readyz', async (_req, res) => {
     const [database, storage] = await Promise.all([
-      check(() => deps.db.raw('select 1')),
-      check(() => checkBlobStore(deps.dataDir)),
+      check(() => databaseAnswers(deps.db)),
+      check(() => blobStoreWritable(deps.dataDir)),
     ]);
     const draining = deps.lifecycle.draining;
     const ready = database === 'ok' && storage === 'ok' && !draining;
