@@ -120,6 +120,44 @@ async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared:
   return { task, snapshot };
 }
 
+// ---- The task's life cycle in the worker (issue 31, item 4: task state changes only here) ----
+
+/** The task a job runs, or undefined when it is gone. */
+export async function taskOf(db: Db | Tx, taskId: string): Promise<TaskRow | undefined> {
+  return store.findTask(db, taskId);
+}
+
+/** The task's output slots, in order. */
+export async function outputsOf(db: Db | Tx, taskId: string): Promise<OutputRow[]> {
+  return store.findOutputs(db, taskId);
+}
+
+/** A worker starts the task: queued → processing, and every unfinished slot with it. */
+export async function startProcessing(db: Db, clock: Clock, taskId: string): Promise<void> {
+  await store.transitionTask(db, taskId, ['queued'], { status: 'processing', updated_at: clock.now().toISOString() });
+  await store.updateUnfinishedOutputs(db, taskId, { status: 'processing' });
+}
+
+/** A slot's output is stored: it names its asset (in the transaction that records the asset). */
+export async function outputSucceeded(trx: Tx, taskId: string, idx: number, assetId: string): Promise<void> {
+  await store.updateOutput(trx, taskId, idx, { status: 'succeeded', asset_id: assetId, error: null });
+}
+
+/** A slot could not be made; `error` is what the client may read. */
+export async function outputFailed(db: Db, taskId: string, idx: number, error: string): Promise<void> {
+  await store.updateOutput(db, taskId, idx, { status: 'failed', error });
+}
+
+/** Up to `limit` stored outputs past their retention, with their blobs. */
+export async function outputsPastRetention(db: Db, clock: Clock, limit: number) {
+  return store.expiredOutputs(db, clock.now().toISOString(), limit);
+}
+
+/** A stored output past its retention shows `expired` (its asset is marked deleted in the same transaction). */
+export async function outputExpired(trx: Tx, taskId: string, idx: number): Promise<void> {
+  await store.updateOutput(trx, taskId, idx, { status: 'expired' });
+}
+
 export interface Finish {
   status: Extract<TaskStatus, 'succeeded' | 'partial' | 'failed' | 'cancelled'>;
   error?: { code: string; message: string } | null;

@@ -9,12 +9,12 @@
 import fsp from 'node:fs/promises';
 import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
-import * as tasks from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
 import type { JobRow } from '../storage/jobs.ts';
 import { findAsset } from '../storage/assets.ts';
 import { localBlob, tempPath } from '../storage/blobs.ts';
 import { createOutputAsset } from '../domain/assets.ts';
+import * as tasks from '../domain/tasks.ts';
 import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -110,16 +110,14 @@ async function settle(ctx: JobContext, job: JobRow, finish: Finish): Promise<voi
 /** Runs a claimed job to a terminal task, or returns early (job left running) when the worker stops. */
 export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
   const { db, clock } = ctx;
-  const task = await tasks.findTask(db, job.task_id);
+  const task = await tasks.taskOf(db, job.task_id);
   if (!task || TERMINAL.has(task.status)) {
     await jobs.finish(db, job.id, job.locked_by ?? '', clock.now().toISOString());
     return;
   }
   // The stored payload: the kind's job request as submission built it, plus the scenarios.
   const { scenarios = [], ...request } = JSON.parse(task.request) as JobRequests[typeof task.kind] & { scenarios?: Scenario[] };
-  const now = clock.now().toISOString();
-  await tasks.transitionTask(db, task.id, ['queued'], { status: 'processing', updated_at: now });
-  await tasks.updateUnfinishedOutputs(db, task.id, { status: 'processing' });
+  await tasks.startProcessing(db, clock, task.id);
 
   if (!providerOf(ctx.providers, task.model, task.kind)) {
     await settle(ctx, job, { status: 'failed', error: { code: 'WORKFLOW_UNAVAILABLE', message: `No ${task.kind} generator is configured on this server.` } });
@@ -138,7 +136,7 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
 /** Makes each unfinished output slot, then settles the task (charged for what succeeded). */
 async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, request: JobRequests[MediaKind], scenarios: Scenario[], tools: MediaTools): Promise<void> {
   const { db, clock } = ctx;
-  const slots = await tasks.findOutputs(db, task.id);
+  const slots = await tasks.outputsOf(db, task.id);
   for (const slot of slots) {
     if (slot.status === 'succeeded') continue; // stored by an earlier run
     if (ctx.stopping()) return;
@@ -161,7 +159,7 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
           alongside: async (trx, stored) => {
             // Written only while the job is still this worker's (issue 27, item 6): a recovered job's new owner makes the slot.
             if (!(await jobs.stillOurs(trx, job.id, job.locked_by ?? ''))) throw new LeaseLostError(job);
-            await tasks.updateOutput(trx, task.id, slot.idx, { status: 'succeeded', asset_id: stored.id, error: null });
+            await tasks.outputSucceeded(trx, task.id, slot.idx, stored.id);
           },
         });
         const differs = mismatch(request as unknown as Record<string, unknown>, asset);
@@ -187,10 +185,10 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
       }
       const safe = error instanceof MediaGenerationError ? error.message : 'This output could not be generated.';
       ctx.logger.warn({ err: error, taskId: task.id, slot: slot.idx }, 'output generation failed');
-      await tasks.updateOutput(db, task.id, slot.idx, { status: 'failed', error: safe });
+      await tasks.outputFailed(db, task.id, slot.idx, safe);
     }
   }
-  const outputs = await tasks.findOutputs(db, task.id);
+  const outputs = await tasks.outputsOf(db, task.id);
   const status = statusFromOutputs(outputs);
   const failedCount = outputs.filter((o) => o.status !== 'succeeded').length;
   await settle(ctx, job, {

@@ -12,7 +12,7 @@ import fsp from 'node:fs/promises';
 import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
-import * as tasks from '../storage/tasks.ts';
+import * as tasks from '../domain/tasks.ts';
 import { markAssetDeleted } from '../storage/assets.ts';
 import { deleteBlob, sweepTemp } from '../storage/blobs.ts';
 import { deleteUnreferenced } from '../storage/blob-pins.ts';
@@ -94,7 +94,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
    * resume it safely (the same rule as an expired lease, without the wait).
    */
   async function leaveOnStop(job: jobs.JobRow): Promise<void> {
-    const policy = resumePolicyOf(options.providers, await tasks.findTask(db, job.task_id));
+    const policy = resumePolicyOf(options.providers, await tasks.taskOf(db, job.task_id));
     const now = clock.now().toISOString();
     if (policy === 'never') {
       if (await jobs.hold(db, job.id, id, now, 'interrupted by a worker stop; the provider cannot resume it safely')) log.warn({ jobId: job.id, taskId: job.task_id }, 'job held for an operator at stop');
@@ -193,7 +193,7 @@ export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | '
   const { db, clock, leaseMs } = options;
   const at = leaseTime(clock);
   for (const job of await jobs.expiredLeases(db, at, leaseMs)) {
-    const policy = resumePolicyOf(options.providers, await tasks.findTask(db, job.task_id));
+    const policy = resumePolicyOf(options.providers, await tasks.taskOf(db, job.task_id));
     const log = { jobId: job.id, taskId: job.task_id, attempts: job.attempts, maxAttempts: job.max_attempts };
     const interrupted = `interrupted after attempt ${job.attempts} of ${job.max_attempts} (worker ${job.locked_by ?? 'unknown'} stopped renewing its lease)`;
     if (policy === 'never') {
@@ -216,7 +216,7 @@ async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock' | 'leas
   const { db, clock } = options;
   return inTransaction(db, async (trx) => {
     if (!(await jobs.failExpired(trx, job.id, at, options.leaseMs, reason))) return false;
-    const produced = (await tasks.findOutputs(trx, job.task_id)).some((o) => o.status === 'succeeded');
+    const produced = (await tasks.outputsOf(trx, job.task_id)).some((o) => o.status === 'succeeded');
     const status = produced ? 'partial' : 'failed';
     const message = `The generation was interrupted ${job.attempts} times and was given up; only outputs already produced were charged.`;
     await finishTask(trx, clock, job.task_id, { status, error: { code: status === 'failed' ? 'GENERATION_FAILED' : 'PARTIAL_FAILURE', message } });
@@ -233,11 +233,11 @@ async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock' | 'leas
 export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' | 'dataDir'>, beforeDelete?: (sha256: string) => Promise<void>): Promise<number> {
   const { db, clock } = options;
   const nowIso = clock.now().toISOString();
-  const expired = await tasks.expiredOutputs(db, nowIso, 100);
+  const expired = await tasks.outputsPastRetention(db, clock, 100);
   for (const o of expired) {
     await inTransaction(db, async (trx) => {
       await markAssetDeleted(trx, o.asset_id!, nowIso);
-      await tasks.updateOutput(trx, o.task_id, o.idx, { status: 'expired' });
+      await tasks.outputExpired(trx, o.task_id, o.idx);
     });
     await deleteUnreferenced(db, o.blob_sha256, clock.now(), async () => {
       await beforeDelete?.(o.blob_sha256);
