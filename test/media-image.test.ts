@@ -251,7 +251,8 @@ describe('image generation', () => {
 
 describe('signed URL expiry and output retention', () => {
   it('when the URL has expired, then 403 URL_EXPIRED; when the retention passed, then the output shows expired with no asset and the bytes are gone', async () => {
-    const s = await startTestServer({ env: { WORKER_POLL_MS: '20', SIGNED_URL_TTL_SECONDS: '1', OUTPUT_RETENTION_SECONDS: '2', WORKER_LEASE_MS: '400' } });
+    // A link lives 2 s (the first download must come within it, on a loaded machine too), the output 3 s.
+    const s = await startTestServer({ env: { WORKER_POLL_MS: '20', SIGNED_URL_TTL_SECONDS: '2', OUTPUT_RETENTION_SECONDS: '3', WORKER_LEASE_MS: '400' } });
     try {
       const user = await s.user();
       const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'short lived', parameters: { resolution: '512' } });
