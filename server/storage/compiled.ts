@@ -22,6 +22,7 @@ import type { Knex } from 'knex';
 import type sqlite3 from 'sqlite3';
 import { canDefer } from './statement-cache.ts';
 import { canDeferPg, pgLiteral } from './pg-deferred.ts';
+import { statementKind } from './knex-adapter.ts';
 
 type Conn = Knex | Knex.Transaction;
 export type Row = Record<string, unknown>;
@@ -57,7 +58,7 @@ export function compile(conn: Conn, build: Build, arity: number): Plan {
   const sentinels = Array.from({ length: arity }, (_, i) => `\u0000param${i}\u0000`);
   const compiled = build(conn, ...sentinels).toSQL();
   const native = compiled.toNative();
-  const { method, returning } = compiled as unknown as { method: string; returning?: unknown };
+  const { method, returning } = statementKind(compiled);
   const writes = (method === 'insert' || method === 'update' || method === 'del' || method === 'counter') && !returning;
   const used = new Set<number>();
   const bindings = native.bindings.map((value) => {

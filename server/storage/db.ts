@@ -7,13 +7,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import knex, { type Knex } from 'knex';
-import SqliteDialect from 'knex/lib/dialects/sqlite3/index.js';
 import type sqlite3 from 'sqlite3';
 import { migrationSource } from './migrations/index.ts';
 import { attachReader, readerOf, ReadConnection } from './reads.ts';
 import { cacheStatements, traceStatements } from './statement-cache.ts';
 import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
-import { leanTransaction } from './lean-transaction.ts';
+import { leanTransaction, SqliteClient } from './knex-adapter.ts';
 import { deferringPg } from './pg-deferred.ts';
 
 export type Db = Knex;
@@ -216,27 +215,6 @@ export function onStatement(db: Db, listener: (sql: string) => void): () => void
   };
 }
 
-/**
- * knex's SQLite client, with each query's LIMIT written into its SQL instead of
- * bound. SQLite plans a bound LIMIT with the value bound when it prepares the
- * statement, so binding that parameter again marks the statement expired and its
- * next step prepares it again (parse and plan, every time: sqlite3ExprIsInteger
- * sets the statement's variable mask). A kept statement (statement-cache.ts,
- * reads.ts) with `.first()` or `.limit(n)` would lose what keeping it saves.
- * knex makes every limit a whole number (parseInt), so it goes into the SQL as
- * digits; limits are few (1 and page sizes), so the statements they make stay
- * few. OFFSET stays bound: SQLite does not plan on it, and its values are many.
- * A subclass, not a patched instance, because a transaction's client is made
- * from the class's prototype.
- */
-class SqliteClient extends SqliteDialect {
-  override queryCompiler(builder: Knex.QueryBuilder, formatter?: unknown): unknown {
-    const single = (builder as unknown as { _single: Record<string, unknown> })._single;
-    if (Number.isSafeInteger(single.limit)) single.skipBinding = { ...(single.skipBinding as object | undefined), limit: true };
-    return super.queryCompiler(builder, formatter);
-  }
-}
-
 function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
   fs.mkdirSync(dataDir, { recursive: true });
   const connections: sqlite3.Database[] = [];
@@ -314,7 +292,7 @@ export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Pr
     try {
       // Writes still waiting (compiled.ts executeLater) leave with the COMMIT, in one round trip; one
       // that fails there rolls the transaction back and fails it, as it would have at the write.
-      // knex's transaction life cycle without its per-transaction knex instance (lean-transaction.ts).
+      // knex's transaction life cycle without its per-transaction knex instance (knex-adapter.ts).
       return await leanTransaction(db, fn);
     } catch (error) {
       if (attempt >= 20 || !retryable(error)) throw error;

@@ -1,5 +1,5 @@
 /**
- * inTransaction (server/storage/lean-transaction.ts): knex's transaction life
+ * inTransaction (server/storage/knex-adapter.ts): knex's transaction life
  * cycle and query surface, without knex's per-transaction knex instance, on the
  * database the suite runs on (SQLite, or Postgres under `npm run test:postgres`).
  */

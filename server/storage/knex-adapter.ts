@@ -1,4 +1,13 @@
 /**
+ * The one file that uses knex's private internals (issue 31, item 2; knex is
+ * pinned in package.json, and test/unit/borrowed-internals.test.ts fails naming
+ * this file when an upgrade changes what it relies on). Three things, each
+ * measured (docs/development.md, "Borrowed internals"):
+ *
+ *   leanTransaction  transactions without knex's per-transaction knex instance
+ *   SqliteClient     knex's SQLite dialect with LIMIT written into the SQL
+ *   statementKind    what a compiled query is (its method, whether it returns rows)
+ *
  * Transactions without knex's per-transaction knex instance (issue 13 for the
  * SQLite writer; issue 27 for Postgres, where knex's transactions cost the same
  * garbage: server CPU per image submission 1,166 → 1,057 µs side by side). knex's `db.transaction(fn)` builds, for every
@@ -31,6 +40,7 @@
  * an error, so the same life cycle holds there.
  */
 import type { Knex } from 'knex';
+import SqliteDialect from 'knex/lib/dialects/sqlite3/index.js';
 
 type Tx = Knex.Transaction;
 type AnyFunction = (...args: never[]) => unknown;
@@ -167,4 +177,31 @@ async function rollBack(db: Knex, connection: unknown, send: (sql: string) => Pr
     (connection as { __knex__disposed?: unknown }).__knex__disposed = error;
     db.client.logger.warn?.(`ROLLBACK failed; the connection is replaced: ${String(error)}`);
   }
+}
+
+/**
+ * knex's SQLite client, with each query's LIMIT written into its SQL instead of
+ * bound. SQLite plans a bound LIMIT with the value bound when it prepares the
+ * statement, so binding that parameter again marks the statement expired and its
+ * next step prepares it again (parse and plan, every time: sqlite3ExprIsInteger
+ * sets the statement's variable mask). A kept statement (statement-cache.ts,
+ * reads.ts) with `.first()` or `.limit(n)` would lose what keeping it saves.
+ * knex makes every limit a whole number (parseInt), so it goes into the SQL as
+ * digits; limits are few (1 and page sizes), so the statements they make stay
+ * few. OFFSET stays bound: SQLite does not plan on it, and its values are many.
+ * A subclass, not a patched instance, because a transaction's client is made
+ * from the class's prototype. Internal: the builder's `_single` and its `skipBinding`.
+ */
+export class SqliteClient extends SqliteDialect {
+  override queryCompiler(builder: Knex.QueryBuilder, formatter?: unknown): unknown {
+    const single = (builder as unknown as { _single: Record<string, unknown> })._single;
+    if (Number.isSafeInteger(single.limit)) single.skipBinding = { ...(single.skipBinding as object | undefined), limit: true };
+    return super.queryCompiler(builder, formatter);
+  }
+}
+
+/** What a compiled query is: knex's method name (`select`, `insert`, `update`, `del`, `raw` …) and whether it returns rows. Internal: `toSQL()`'s `method` and `returning`. */
+export function statementKind(compiled: Knex.Sql): { method: string; returning: boolean } {
+  const { method, returning } = compiled as unknown as { method: string; returning?: unknown };
+  return { method, returning: Boolean(returning) };
 }

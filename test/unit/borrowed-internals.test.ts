@@ -1,0 +1,108 @@
+/**
+ * Tripwires on the libraries' private internals that gemforge relies on (issue
+ * 31, item 2). Each library's internals are used in one adapter file; each test
+ * here checks what that file relies on, against the version installed, and fails
+ * with a message naming the file and the version package.json pins: an upgrade
+ * that changes them is then a conscious act (read the file, re-measure what it
+ * buys, adapt or drop it), never a silent breakage. What each one buys:
+ * docs/development.md, "Borrowed internals".
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import express from 'express';
+import knex, { type Knex } from 'knex';
+import pino from 'pino';
+import SqliteDialect from 'knex/lib/dialects/sqlite3/index.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const pins = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies;
+const installed = (name: string) => (JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+
+/** Fails with the library, its pinned and installed versions, the adapter file and what changed. */
+function tripwire(library: string, file: string) {
+  return (ok: unknown, what: string) =>
+    assert.ok(ok, `${library} ${installed(library)} (package.json pins ${pins[library]}): ${what} — ${file} relies on it; read that file before upgrading`);
+}
+
+describe('borrowed internals', () => {
+  it('when the libraries are installed, then each is the exact version package.json pins (an upgrade is a conscious act)', () => {
+    for (const name of ['knex', 'express', 'pino', 'express-openapi-validator', 'pg', 'sqlite3']) {
+      assert.match(pins[name] ?? '', /^\d+\.\d+\.\d+$/, `${name} is pinned to an exact version in package.json`);
+      assert.equal(installed(name), pins[name], `${name}: installed ${installed(name)}, package.json pins ${pins[name]}`);
+    }
+  });
+
+  it('when knex is used past its API (server/storage/knex-adapter.ts), then what the adapter relies on is there', async () => {
+    const check = tripwire('knex', 'server/storage/knex-adapter.ts');
+    check(typeof (SqliteDialect as unknown as { prototype: { queryCompiler?: unknown } }).prototype.queryCompiler === 'function', 'the SQLite dialect class (knex/lib/dialects/sqlite3) with a queryCompiler method');
+    const db = knex({ client: SqliteDialect as unknown as typeof Knex.Client, connection: { filename: ':memory:' }, useNullAsDefault: true });
+    try {
+      const builder = db('t').select('a').limit(1);
+      const single = (builder as unknown as { _single?: Record<string, unknown> })._single;
+      check(single && single.limit === 1, "a builder's _single.limit (where SqliteClient writes LIMIT into the SQL)");
+      const select = builder.toSQL() as unknown as { method?: string; returning?: unknown };
+      const insert = db('t').insert({ a: 1 }).toSQL() as unknown as { method?: string };
+      const returning = db('t').insert({ a: 1 }).returning('a').toSQL() as unknown as { returning?: unknown };
+      check(select.method === 'select' && insert.method === 'insert' && returning.returning !== undefined, "toSQL()'s method and returning (statementKind)");
+      const context = (db as unknown as { context?: { client?: unknown; queryBuilder?: unknown } }).context;
+      check(context && context.client === db.client && typeof context.queryBuilder === 'function', "the knex instance's context with its client and queryBuilder (leanTransaction's transaction function)");
+      const client = db.client as unknown as Record<string, unknown>;
+      check(['query', 'stream', 'acquireConnection', 'releaseConnection'].every((m) => typeof client[m] === 'function'), "the client's query, stream, acquireConnection and releaseConnection (leanTransaction's client)");
+      const source = fs.readFileSync(path.join(ROOT, 'node_modules/knex/lib/client.js'), 'utf8');
+      check(source.includes('__knex__disposed'), 'the pool giving up a connection marked __knex__disposed (leanTransaction after a failed ROLLBACK)');
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('when Express routers are read (server/http/route-prefix.ts), then a router lists its routes in .stack with their paths', () => {
+    const check = tripwire('express', 'server/http/route-prefix.ts');
+    const router = express.Router();
+    router.get('/api/x/:id', (_req, res) => void res.end());
+    const stack = (router as unknown as { stack?: Array<{ route?: { path?: unknown } }> }).stack;
+    check(Array.isArray(stack) && stack[0]?.route?.path === '/api/x/:id', "a router's stack of layers with route.path");
+  });
+
+  it("when pino's logger is written past its API (server/logger.ts), then its stream, bindings and time symbols are there", () => {
+    const check = tripwire('pino', 'server/logger.ts');
+    const { streamSym, chindingsSym, timeSym } = pino.symbols;
+    check(typeof streamSym === 'symbol' && typeof chindingsSym === 'symbol' && typeof timeSym === 'symbol', 'pino.symbols.streamSym, chindingsSym and timeSym');
+    const logger = pino({ base: { pid: 1 } }, pino.destination({ dest: process.platform === 'win32' ? 'NUL' : '/dev/null', sync: true }));
+    const internals = logger as unknown as Record<symbol, unknown>;
+    check(typeof (internals[streamSym] as { flush?: unknown }).flush === 'function', "the logger's destination under streamSym, with flush");
+    check(typeof internals[timeSym] === 'function' && /^,"time":\d+$/.test((internals[timeSym] as () => string)()), 'the time function under timeSym giving `,"time":<ms>`');
+    check(internals[chindingsSym] === ',"pid":1', 'the bindings under chindingsSym as a JSON fragment');
+  });
+
+  it('when express-openapi-validator is sped up (server/http/validator-routes.ts), then the dist files and exports it patches are there', () => {
+    const check = tripwire('express-openapi-validator', 'server/http/validator-routes.ts');
+    const fromValidator = createRequire(createRequire(import.meta.url).resolve('express-openapi-validator'));
+    const mutator = (fromValidator('./middlewares/parsers/req.parameter.mutator.js') as { RequestParameterMutator?: { prototype?: { modifyRequest?: unknown } } }).RequestParameterMutator;
+    check(typeof mutator?.prototype?.modifyRequest === 'function', 'dist/middlewares/parsers/req.parameter.mutator.js exporting RequestParameterMutator with modifyRequest');
+    const mutatorSource = fs.readFileSync(fromValidator.resolve('./middlewares/parsers/req.parameter.mutator.js'), 'utf8');
+    check(mutatorSource.includes('this._apiDocs'), "the mutator's _apiDocs");
+    check(typeof (fromValidator('path-to-regexp') as { pathToRegexp?: unknown }).pathToRegexp === 'function', 'its own path-to-regexp with a pathToRegexp export');
+    const metadata = fs.readFileSync(fromValidator.resolve('./middlewares/openapi.metadata.js'), 'utf8');
+    check(/\(0, path_to_regexp_1\.pathToRegexp\)\(/.test(metadata), 'openapi.metadata.js calling pathToRegexp through the module object at call time (what the memoizing wrapper replaces)');
+  });
+
+  it("when a broken request body is answered (server/http/client-error.ts), then Node's socket names the response it is writing as _httpMessage", async () => {
+    let seen: unknown;
+    const server = http.createServer((req, res) => {
+      seen = (req.socket as unknown as { _httpMessage?: unknown })._httpMessage === res;
+      res.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as { port: number };
+      await fetch(`http://127.0.0.1:${port}/`).then((r) => r.arrayBuffer());
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    assert.equal(seen, true, `Node ${process.version}: a server socket's _httpMessage is no longer its response — server/http/client-error.ts relies on it`);
+  });
+});
