@@ -6,32 +6,17 @@
  * are memoised by name.
  */
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import zlib from 'node:zlib';
 import sharp from 'sharp';
-import { bundledFfmpegPath, bundledFfprobePath } from '../../server/media/binaries.ts';
-import { runTool } from '../../server/media/run.ts';
+import { bundledFfprobePath } from '../../server/media/binaries.ts';
 import { probeAv } from '../../server/media/probe.ts';
+import { ffmpegWith, fixtureFiles } from './fixture-files.ts';
 
-export const FFMPEG = bundledFfmpegPath();
+export { FFMPEG } from './fixture-files.ts';
 export const FFPROBE = bundledFfprobePath();
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-fixtures-'));
-process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
-
-const made = new Map<string, Promise<string>>();
-function memo(name: string, make: (file: string) => Promise<void>): Promise<string> {
-  let p = made.get(name);
-  if (!p) {
-    const file = path.join(dir, name);
-    p = make(file).then(() => file);
-    made.set(name, p);
-  }
-  return p;
-}
-
-const ffmpeg = (args: string[]) => runTool(FFMPEG, ['-v', 'error', '-nostdin', '-y', ...args], { timeoutMs: 120_000 });
+const { memo } = fixtureFiles('gemforge-fixtures-');
+const ffmpeg = ffmpegWith(120_000);
 
 export type ImageFormat = 'png' | 'jpeg' | 'webp' | 'gif';
 

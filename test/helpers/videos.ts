@@ -4,28 +4,10 @@
  * with or without a tone; a detailed (sharp) shot; a long but tiny video; a big
  * one of high-bitrate noise. Files go to one temp dir per process, memoised by name.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { bundledFfmpegPath } from '../../server/media/binaries.ts';
-import { runTool } from '../../server/media/run.ts';
+import { ffmpegWith, fixtureFiles } from './fixture-files.ts';
 
-const FFMPEG = bundledFfmpegPath();
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-videos-'));
-process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
-
-const made = new Map<string, Promise<string>>();
-function memo(name: string, make: (file: string) => Promise<void>): Promise<string> {
-  let p = made.get(name);
-  if (!p) {
-    const file = path.join(dir, name);
-    p = make(file).then(() => file);
-    made.set(name, p);
-  }
-  return p;
-}
-
-const ffmpeg = (args: string[]) => runTool(FFMPEG, ['-v', 'error', '-nostdin', '-y', ...args], { timeoutMs: 180_000 });
+const { memo } = fixtureFiles('gemforge-videos-');
+const ffmpeg = ffmpegWith(180_000);
 const H264 = ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p'];
 
 /** One shot: an lavfi source (e.g. `color=red`, `testsrc`) for `seconds`. */
