@@ -354,7 +354,8 @@ export async function figureTables(db: Conn): Promise<FigureTable[]> {
     ['key_balances', ['key_id'], ['pending'], recomputedKeys(db)],
     ['key_months', ['key_id', 'month'], ['posted'], recomputedKeyMonths(db)],
   ];
-  return Promise.all(
-    specs.map(async ([table, keys, figures, recomputed]) => ({ table, keys, figures, stored: await db(table).select('*'), recomputed: await recomputed })),
-  );
+  // One after another: in a transaction they share one connection, which runs one query at a time anyway.
+  const tables: FigureTable[] = [];
+  for (const [table, keys, figures, recomputed] of specs) tables.push({ table, keys, figures, stored: await db(table).select('*'), recomputed: await recomputed });
+  return tables;
 }

@@ -63,12 +63,10 @@ export async function storeReferenced<T>(db: Db, sha256: string, now: Date, put:
 export async function deleteUnreferenced(db: Db, sha256: string, now: Date, remove: () => Promise<void>): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     await lockHash(trx, sha256, now);
-    const named = await Promise.all([
-      trx('assets').where({ blob_sha256: sha256 }).whereNull('deleted_at').first('id'),
-      trx('voices').where({ blob_sha256: sha256 }).first('id'),
-      trx('blob_pins').where({ sha256 }).first('token'),
-    ]);
-    if (named.some(Boolean)) return false;
+    // One after another: the transaction's one connection runs one query at a time.
+    if (await trx('assets').where({ blob_sha256: sha256 }).whereNull('deleted_at').first('id')) return false;
+    if (await trx('voices').where({ blob_sha256: sha256 }).first('id')) return false;
+    if (await trx('blob_pins').where({ sha256 }).first('token')) return false;
     await remove();
     return true;
   });
