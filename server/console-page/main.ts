@@ -1,0 +1,223 @@
+/**
+ * The account console page (issue 28), bundled by esbuild at server start
+ * (console-page/build.ts) and served from /console/assets: nothing is fetched
+ * from anywhere but this server. It calls the console API through openapi-fetch
+ * typed by generated/console.ts, and sends the session's CSRF token on every
+ * state change. An invite link carries its token in the fragment (#invite=…),
+ * which the browser never sends to a server.
+ */
+import createClient, { type Middleware } from 'openapi-fetch';
+import type { components, paths } from '../../generated/console.ts';
+
+type Key = components['schemas']['Key'];
+type Account = components['schemas']['Account'];
+type Problem = { error?: { message?: string } } | undefined;
+
+let csrfToken = '';
+const api = createClient<paths>({ baseUrl: '/console/api', credentials: 'same-origin' });
+const withCsrf: Middleware = {
+  onRequest({ request }) {
+    if (request.method !== 'GET' && csrfToken) request.headers.set('X-CSRF-Token', csrfToken);
+    return request;
+  },
+};
+api.use(withCsrf);
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
+const views = ['sign-in-view', 'invite-view', 'signed-in-view'] as const;
+
+function show(view: (typeof views)[number]): void {
+  for (const v of views) $(v).hidden = v !== view;
+  $('who').hidden = view !== 'signed-in-view';
+}
+
+function say(text: string): void {
+  $('status').textContent = text;
+}
+
+/** Shows an API error's message (the Error envelope), or hides the box. */
+function problem(error: Problem | string | null): void {
+  const box = $('problem');
+  const text = typeof error === 'string' ? error : (error?.error?.message ?? '');
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+function inviteToken(): string | undefined {
+  const match = /^#invite=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  return match?.[1];
+}
+
+async function signedIn(): Promise<void> {
+  show('signed-in-view');
+  await Promise.all([loadAccount(), loadKeys()]);
+}
+
+function showAccount(account: Account): void {
+  csrfToken = account.csrfToken;
+  $('who-email').textContent = account.email;
+  $('account-balance').textContent = `${account.balance} Gems`;
+  $('account-allowance').textContent = `${account.llmAllowanceUsed} of ${account.llmAllowance} (${account.month})`;
+  const held = account.outstandingReservations;
+  $('account-reservations').textContent = `${held.count} holding ${held.gems} Gems`;
+  $<HTMLInputElement>('paid-consent').checked = account.paidConsent;
+}
+
+async function loadAccount(): Promise<boolean> {
+  const { data, response } = await api.GET('/account');
+  if (!data) {
+    if (response.status === 401) show(inviteToken() ? 'invite-view' : 'sign-in-view');
+    return false;
+  }
+  showAccount(data);
+  return true;
+}
+
+function fact(list: HTMLElement, term: string, value: string): void {
+  const dt = document.createElement('dt');
+  dt.textContent = term;
+  const dd = document.createElement('dd');
+  dd.textContent = value;
+  list.append(dt, dd);
+}
+
+/** One key in the list: its facts and, unless revoked, a revoke button that asks to be confirmed. */
+function keyItem(key: Key): HTMLLIElement {
+  const li = document.createElement('li');
+  li.dataset.keyId = key.id;
+  if (key.revokedAt) li.className = 'revoked';
+  const title = document.createElement('strong');
+  title.textContent = `${key.name} ${key.hint}`;
+  const facts = document.createElement('dl');
+  fact(facts, 'Scopes', key.scopes.join(', '));
+  fact(facts, 'Monthly cap', key.monthlyCap === null ? 'none' : `${key.monthlyCap} Gems`);
+  fact(facts, 'This month', `${key.spendThisMonth} Gems (charges and holds)`);
+  fact(facts, 'Expires', key.expiresAt ?? 'never');
+  fact(facts, 'Created', key.createdAt);
+  if (key.revokedAt) fact(facts, 'Revoked', key.revokedAt);
+  li.append(title, facts);
+  if (!key.revokedAt) li.append(revokeButton(key));
+  return li;
+}
+
+function revokeButton(key: Key): HTMLElement {
+  const box = document.createElement('div');
+  const ask = document.createElement('button');
+  ask.type = 'button';
+  ask.textContent = `Revoke ${key.name}`;
+  ask.addEventListener('click', () => {
+    const confirm = document.createElement('button');
+    confirm.type = 'button';
+    confirm.className = 'danger';
+    confirm.textContent = `Yes, revoke ${key.name} now`;
+    const cancel = document.createElement('button');
+    cancel.type = 'button';
+    cancel.textContent = 'Keep it';
+    cancel.addEventListener('click', () => box.replaceChildren(ask));
+    confirm.addEventListener('click', async () => {
+      const { error } = await api.DELETE('/keys/{keyId}', { params: { path: { keyId: key.id } } });
+      problem(error ?? null);
+      if (!error) say(`Key ${key.name} is revoked.`);
+      await loadKeys();
+    });
+    box.replaceChildren(confirm, cancel);
+    confirm.focus();
+  });
+  box.append(ask);
+  return box;
+}
+
+async function loadKeys(): Promise<void> {
+  const { data, error } = await api.GET('/keys');
+  if (error) return problem(error);
+  $('keys').replaceChildren(...[...data.keys].reverse().map(keyItem));
+}
+
+$('sign-in-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target as HTMLFormElement);
+  const { data, error } = await api.POST('/session', { body: { email: String(form.get('email')), password: String(form.get('password')) } });
+  problem(error ?? null);
+  if (!data) return;
+  csrfToken = data.csrfToken;
+  $<HTMLInputElement>('sign-in-password').value = '';
+  say(`Signed in as ${data.email}.`);
+  await signedIn();
+});
+
+$('invite-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target as HTMLFormElement);
+  const password = String(form.get('password'));
+  if (password !== String(form.get('confirm'))) return problem('The two passwords differ.');
+  const { data, error } = await api.POST('/invites/accept', { body: { token: inviteToken() ?? '', password } });
+  problem(error ?? null);
+  if (!data) return;
+  history.replaceState(null, '', location.pathname); // the token is spent: out of the address bar
+  csrfToken = data.csrfToken;
+  say(`Welcome, ${data.email}.`);
+  await signedIn();
+});
+
+$('create-key-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const formElement = event.target as HTMLFormElement;
+  const form = new FormData(formElement);
+  const expires = String(form.get('expires') ?? '');
+  const cap = String(form.get('cap') ?? '');
+  const { data, error } = await api.POST('/keys', {
+    body: {
+      name: String(form.get('name')),
+      scopes: form.getAll('scope').map(String) as Key['scopes'],
+      ...(expires && { expiresAt: new Date(`${expires}Z`).toISOString() }),
+      ...(cap && { monthlyCap: Number(cap) }),
+    },
+  });
+  problem(error ?? null);
+  if (!data) return;
+  formElement.reset();
+  $('new-secret').hidden = false;
+  $<HTMLInputElement>('new-secret-value').value = data.secret;
+  $('copy-secret').focus();
+  say(`Key ${data.key.name} is created.`);
+  await loadKeys();
+});
+
+$('copy-secret').addEventListener('click', async () => {
+  const field = $<HTMLInputElement>('new-secret-value');
+  try {
+    await navigator.clipboard.writeText(field.value);
+    say('The secret is copied.');
+  } catch {
+    field.select(); // no clipboard permission (plain http): selected for Ctrl+C
+    say('Select and copy the secret with Ctrl+C.');
+  }
+});
+
+$('secret-done').addEventListener('click', () => {
+  $<HTMLInputElement>('new-secret-value').value = '';
+  $('new-secret').hidden = true;
+});
+
+$('paid-consent').addEventListener('change', async (event) => {
+  const paidConsent = (event.target as HTMLInputElement).checked;
+  const { data, error } = await api.PATCH('/account', { body: { paidConsent } });
+  problem(error ?? null);
+  if (data) {
+    showAccount(data);
+    say(paidConsent ? 'Paid Gems may now be spent.' : 'Paid Gems will not be spent.');
+  } else await loadAccount();
+});
+
+async function leave(path: '/session' | '/sessions'): Promise<void> {
+  const { error } = await api.DELETE(path);
+  problem(error ?? null);
+  csrfToken = '';
+  say(path === '/sessions' ? 'Signed out everywhere.' : 'Signed out.');
+  show('sign-in-view');
+}
+$('sign-out').addEventListener('click', () => leave('/session'));
+$('sign-out-everywhere').addEventListener('click', () => leave('/sessions'));
+
+if (inviteToken()) show('invite-view');
+else if (await loadAccount()) await signedIn();

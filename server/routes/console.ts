@@ -1,0 +1,144 @@
+/**
+ * The account console's JSON API (openapi/console.yaml, issue 28): sign in and
+ * out, the account's keys, its balance and paid-Gem consent. HTTP ↔ domain only;
+ * the session and CSRF checks ran before (http/console.ts).
+ */
+import { Router, type Request, type Response } from 'express';
+import type { operations } from '../../generated/console.ts';
+import type { AppDeps } from '../app.ts';
+import * as accounts from '../domain/accounts.ts';
+import * as consoleAuth from '../domain/console.ts';
+import * as ledger from '../domain/ledger.ts';
+import { ApiError, notFound } from '../errors.ts';
+import { SESSION_COOKIE, sessionOf } from '../http/console.ts';
+
+type Json<Op extends keyof operations, Status extends number> = operations[Op] extends {
+  responses: { [S in Status]: { content: { 'application/json': infer Body } } };
+}
+  ? Body
+  : never;
+type Body<Op extends keyof operations> = operations[Op] extends { requestBody: { content: { 'application/json': infer B } } } ? B : never;
+type KeyView = Json<'listKeys', 200>['keys'][number];
+
+/** Sets the session cookie: HttpOnly, SameSite=Strict, only under /console, Secure over TLS. */
+function setCookie(req: Request, res: Response, opened: consoleAuth.OpenedSession, maxSeconds: number): void {
+  res.cookie(SESSION_COOKIE, opened.token, { httpOnly: true, sameSite: 'strict', path: '/console', secure: req.secure, maxAge: maxSeconds * 1000 });
+}
+
+function clearCookie(req: Request, res: Response): void {
+  res.clearCookie(SESSION_COOKIE, { httpOnly: true, sameSite: 'strict', path: '/console', secure: req.secure });
+}
+
+function signedIn(opened: consoleAuth.OpenedSession): Json<'signIn', 200> {
+  return { accountId: opened.session.account_id, email: opened.email, csrfToken: opened.session.csrf_token, expiresAt: opened.session.expires_at };
+}
+
+/** A domain refusal of a key change, said to the account holder. */
+function keyRefusal(error: unknown): unknown {
+  if (error instanceof accounts.KeyLimitError) {
+    return new ApiError(409, 'KEY_LIMIT_REACHED', `This account already has ${accounts.MAX_ACTIVE_KEYS} keys that are not revoked; revoke one first.`);
+  }
+  if (error instanceof accounts.AdminError) return new ApiError(422, 'INVALID_REQUEST', `${error.message[0]!.toUpperCase()}${error.message.slice(1)}.`);
+  return error;
+}
+
+export function consoleRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'config'>): Router {
+  const router = Router();
+  const settings = config.consoleSession;
+
+  async function keyViews(accountId: string): Promise<KeyView[]> {
+    const keys = await accounts.listKeys(db, accountId);
+    const summary = await ledger.accountSummary(db, clock, accountId, keys.map((k) => k.id));
+    return keys.map((k) => view(k, summary.keySpendThisMonth[k.id] ?? 0));
+  }
+  const view = (k: accounts.Principal['key'], spend: number): KeyView => {
+    const { accountId: _account, ...rest } = accounts.describeKey(k);
+    return { ...rest, scopes: rest.scopes as KeyView['scopes'], spendThisMonth: spend };
+  };
+
+  async function accountView(req: Request): Promise<Json<'getAccount', 200>> {
+    const session = sessionOf(req);
+    const account = await accounts.requireAccount(db, session.account_id);
+    const keys = await accounts.listKeys(db, account.id);
+    const summary = await ledger.accountSummary(db, clock, account.id, keys.map((k) => k.id));
+        return {
+      id: account.id,
+      name: account.name,
+      email: await consoleAuth.emailOf(db, session),
+      balance: summary.balance,
+      llmAllowance: account.llm_allowance,
+      llmAllowanceUsed: summary.llmAllowanceUsed,
+      paidConsent: account.paid_consent,
+      month: summary.month,
+      outstandingReservations: { count: summary.outstandingReservations.count, gems: summary.outstandingReservations.gems },
+      csrfToken: session.csrf_token,
+    };
+  }
+
+  router.post('/console/api/session', async (req, res) => {
+    const body = req.body as Body<'signIn'>;
+    const opened = await consoleAuth.signIn(db, clock, settings, { ...body, address: req.ip ?? '' });
+    setCookie(req, res, opened, settings.maxSeconds);
+    res.status(200).json(signedIn(opened));
+  });
+
+  router.post('/console/api/invites/accept', async (req, res) => {
+    const body = req.body as Body<'acceptInvite'>;
+    const opened = await consoleAuth.acceptInvite(db, clock, settings, body.token, body.password);
+    setCookie(req, res, opened, settings.maxSeconds);
+    res.status(200).json(signedIn(opened));
+  });
+
+  router.delete('/console/api/session', async (req, res) => {
+    await consoleAuth.signOut(db, clock, sessionOf(req));
+    clearCookie(req, res);
+    res.status(204).end();
+  });
+
+  router.delete('/console/api/sessions', async (req, res) => {
+    const ended = await consoleAuth.signOutEverywhere(db, clock, sessionOf(req).login_id);
+    clearCookie(req, res);
+    res.status(200).json({ ended } satisfies Json<'signOutEverywhere', 200>);
+  });
+
+  router.get('/console/api/keys', async (req, res) => {
+    res.status(200).json({ keys: await keyViews(sessionOf(req).account_id) } satisfies Json<'listKeys', 200>);
+  });
+
+  router.post('/console/api/keys', async (req, res) => {
+    const body = req.body as Body<'createKey'>;
+    const created = await accounts
+      .createKey(db, clock, config.keyPrefix, {
+        accountId: sessionOf(req).account_id,
+        name: body.name,
+        scopes: body.scopes,
+        monthlyCap: body.monthlyCap,
+        expiresAt: body.expiresAt === undefined ? undefined : new Date(body.expiresAt),
+      })
+      .catch((error: unknown) => {
+        throw keyRefusal(error);
+      });
+    res.status(201).json({ key: view(created.key, 0), secret: created.secret } satisfies Json<'createKey', 201>);
+  });
+
+  router.delete('/console/api/keys/:keyId', async (req, res) => {
+    const accountId = sessionOf(req).account_id;
+    const mine = (await accounts.listKeys(db, accountId)).find((k) => k.id === req.params.keyId);
+    if (!mine) throw notFound('No such key in this account.');
+    await accounts.revokeKey(db, clock, mine.id);
+    const revoked = (await keyViews(accountId)).find((k) => k.id === mine.id)!;
+    res.status(200).json(revoked satisfies Json<'revokeKey', 200>);
+  });
+
+  router.get('/console/api/account', async (req, res) => {
+    res.status(200).json(await accountView(req));
+  });
+
+  router.patch('/console/api/account', async (req, res) => {
+    const body = req.body as Body<'updateAccount'>;
+    await accounts.updateAccount(db, clock, sessionOf(req).account_id, { paidConsent: body.paidConsent });
+    res.status(200).json(await accountView(req));
+  });
+
+  return router;
+}
