@@ -44,7 +44,7 @@ const HELP: Array<[command: string, usage: string]> = [
   ],
   ['console login', `console login --account ID --email E --password-stdin   a console login with a password read from stdin`],
   ['console list', `console list [--account ID]               console logins: email, password set, invite pending, live sessions`],
-  ['console signout', `console signout --email E                end every console session of that login`],
+  ['console signout', `console signout --email E                 end every console session of that login`],
   ['ledger verify', `ledger verify`],
   ['task settle', `task settle TASK_ID --failed|--succeeded   settle a task held after an interruption`],
   ['identity list', `identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)`],

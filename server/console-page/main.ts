@@ -59,7 +59,7 @@ function showAccount(account: Account): void {
   $('account-balance').textContent = `${account.balance} Gems`;
   $('account-allowance').textContent = `${account.llmAllowanceUsed} of ${account.llmAllowance} (${account.month})`;
   const held = account.outstandingReservations;
-  $('account-reservations').textContent = `${held.count} holding ${held.gems} Gems`;
+  $('account-reservations').textContent = `${held.count} (${held.gems} Gems held)`;
   $<HTMLInputElement>('paid-consent').checked = account.paidConsent;
 }
 
