@@ -1,4 +1,4 @@
-/** Console logins, sessions and sign-in attempts (migration 012). Plain rows in, plain rows out. */
+/** Console logins, sessions and sign-in attempts (migration 013). Plain rows in, plain rows out. */
 import type { Db } from './db.ts';
 
 export interface LoginRow {

@@ -14,7 +14,7 @@ import * as m008 from './008_job_attempts.ts';
 import * as m009 from './009_remote_calls.ts';
 import * as m010 from './010_signing_keys.ts';
 import * as m011 from './011_hold_guard.ts';
-import * as m012 from './012_console_logins.ts';
+import * as m013 from './013_console_logins.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -32,7 +32,7 @@ const migrations: Array<[string, Migration]> = [
   ['009_remote_calls', m009],
   ['010_signing_keys', m010],
   ['011_hold_guard', m011],
-  ['012_console_logins', m012],
+  ['013_console_logins', m013],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
