@@ -12,7 +12,7 @@ import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import path from 'node:path';
 import { startTestServer, tempDataDir } from './helpers/server.ts';
-import { startServerChild } from './helpers/child.ts';
+import { seedUserOnDisk as seedUser, startServerChild } from './helpers/child.ts';
 import { assertSettled, newKey, type TaskBody } from './helpers/tasks.ts';
 import { assertOneIdentityRace } from './helpers/exactly-once.ts';
 import { openDb } from '../server/storage/db.ts';
@@ -54,19 +54,6 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
     if (v !== undefined) return v;
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** An account with Gems and a key, made directly in the data dir the child uses. */
-async function seedUser(dataDir: string): Promise<{ accountId: string; secret: string }> {
-  const db = await openDb(await dbOptionsFor(dataDir));
-  try {
-    const a = await accounts.createAccount(db, systemClock, { name: 'durability' });
-    await ledger.credit(db, systemClock, a.id, 500, 'grant');
-    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: a.id, name: 'k', scopes: ['read', 'generate'] });
-    return { accountId: a.id, secret };
-  } finally {
-    await db.destroy();
   }
 }
 

@@ -5,10 +5,11 @@
  */
 import fsp from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { inTransaction, type Db, type Tx } from '../storage/db.ts';
+import type { Db, Tx } from '../storage/db.ts';
 import * as store from '../storage/assets.ts';
 import type { AssetKind, AssetRow } from '../storage/assets.ts';
-import { BlobTooLargeError, commitTemp, putBlobFromBuffer, putBlobFromFile, receiveToTemp, type TempBlob } from '../storage/blobs.ts';
+import { BlobTooLargeError, commitTemp, openBlob, receiveToTemp, stageBlob, type TempBlob } from '../storage/blobs.ts';
+import { storeReferenced } from '../storage/blob-pins.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, SUPPORTED_MIMES, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
 import { probeAv, probeImage } from '../media/probe.ts';
@@ -142,7 +143,6 @@ export async function uploadAsset(db: Db, clock: Clock, tools: MediaTools, input
   try {
     checkSniffed(temp.head, temp.size, type);
     const probed = await probeAs(tools, temp.path, type);
-    await commitTemp(tools.dataDir, temp);
     const row: AssetRow = {
       id: newId('asset'),
       account_id: input.accountId,
@@ -159,7 +159,7 @@ export async function uploadAsset(db: Db, clock: Clock, tools: MediaTools, input
       deleted_at: null,
       created_at: clock.now().toISOString(),
     };
-    await store.insertAsset(db, row);
+    await storeReferenced(db, temp.sha256, clock.now(), () => commitTemp(tools.dataDir, temp), (trx) => store.insertAsset(trx, row));
     return row;
   } finally {
     await fsp.rm(temp.path, { force: true });
@@ -233,15 +233,15 @@ export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools,
     input.probe === false
       ? { width: null, height: null, duration_seconds: null, video_codec: null, audio_codec: null, has_audio: null }
       : await probeAs(tools, source, type);
-  const { sha256, size } = typeof source === 'string' ? await putBlobFromFile(tools.dataDir, source) : await putBlobFromBuffer(tools.dataDir, source);
+  const staged = await stageBlob(tools.dataDir, source);
   const row: AssetRow = {
     id: newId('asset'),
     account_id: input.accountId,
     kind: type.kind,
     mime_type: type.mime,
     state: 'ready',
-    size_bytes: size,
-    blob_sha256: sha256,
+    size_bytes: staged.size,
+    blob_sha256: staged.sha256,
     filename: null,
     ...probed,
     origin: 'output',
@@ -250,14 +250,24 @@ export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools,
     deleted_at: null,
     created_at: clock.now().toISOString(),
   };
-  if (input.alongside) {
-    const alongside = input.alongside;
-    await inTransaction(db, async (trx) => {
+  try {
+    await storeReferenced(db, staged.sha256, clock.now(), staged.commit, async (trx) => {
       await store.insertAsset(trx, row);
-      await alongside(trx, row);
+      await input.alongside?.(trx, row);
     });
-  } else {
-    await store.insertAsset(db, row);
+  } finally {
+    await staged.discard();
   }
   return row;
+}
+
+/**
+ * A stored asset's bytes for a signed download (routes/files.ts): the asset and a
+ * stream of its blob from the store (local directory or S3-compatible), or
+ * undefined when the asset is unknown, deleted, or its bytes are gone.
+ */
+export async function openStoredAsset(db: Db, dataDir: string, assetId: string): Promise<{ asset: AssetRow; stream: Readable } | undefined> {
+  const asset = await store.findAsset(db, assetId);
+  const stream = asset && !asset.deleted_at ? await openBlob(dataDir, asset.blob_sha256) : undefined;
+  return asset && stream ? { asset, stream } : undefined;
 }

@@ -1,6 +1,13 @@
 /** Time, injectable so tests can cross UTC month boundaries deterministically. */
 export interface Clock {
   now(): Date;
+  /**
+   * True for a clock every process of a deployment reads alike (a test's manual
+   * clock, standing in for the database's). Job leases are stamped and judged by
+   * such a clock; never by a process's own clock, which may be skewed on its
+   * machine: those use the database's clock (storage/jobs.ts `leaseTime`).
+   */
+  readonly shared?: boolean;
 }
 
 export const systemClock: Clock = { now: () => new Date() };

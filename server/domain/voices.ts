@@ -12,7 +12,8 @@ import type { components } from '../../generated/api.ts';
 import type { Db } from '../storage/db.ts';
 import * as store from '../storage/voices.ts';
 import type { VoiceRow } from '../storage/voices.ts';
-import { putBlobFromFile } from '../storage/blobs.ts';
+import { stageBlob } from '../storage/blobs.ts';
+import { storeReferenced } from '../storage/blob-pins.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, type MediaFamily } from '../media/sniff.ts';
 import { probeAv } from '../media/probe.ts';
@@ -220,7 +221,8 @@ export async function createVoice(db: Db, clock: Clock, tools: VoiceMediaTools, 
   const now = clock.now();
   const name = voiceName(file.originalname, now);
   await tools.screen?.([{ field: 'file name', text: name }, ...(transcript.text ? [{ field: 'transcript', text: transcript.text }] : [])]);
-  const { sha256 } = await putBlobFromFile(tools.dataDir, file.path);
+  const staged = await stageBlob(tools.dataDir, file.path);
+  const sha256 = staged.sha256;
   const row: VoiceRow = {
     id: newId('voice'),
     account_id: input.accountId,
@@ -244,6 +246,10 @@ export async function createVoice(db: Db, clock: Clock, tools: VoiceMediaTools, 
     }),
     created_at: now.toISOString(),
   };
-  await store.insertVoice(db, row);
+  try {
+    await storeReferenced(db, sha256, now, staged.commit, (trx) => store.insertVoice(trx, row));
+  } finally {
+    await staged.discard();
+  }
   return row;
 }

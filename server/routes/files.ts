@@ -6,8 +6,7 @@
 import { Router } from 'express';
 import type { AppDeps } from '../app.ts';
 import { ApiError } from '../errors.ts';
-import { findAsset } from '../storage/assets.ts';
-import { openBlob } from '../storage/blobs.ts';
+import { openStoredAsset } from '../domain/assets.ts';
 
 const EXTENSIONS: Record<string, string> = {
   'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif',
@@ -22,10 +21,10 @@ export function filesRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 
     const verdict = signer.verify(assetId, typeof q.expires === 'string' ? q.expires : undefined, typeof q.sig === 'string' ? q.sig : undefined, clock.now());
     if (verdict === 'invalid') throw new ApiError(403, 'INVALID_SIGNATURE', 'This download link is not valid.');
     if (verdict === 'expired') throw new ApiError(403, 'URL_EXPIRED', 'This download link has expired; read the task again for a fresh one.');
-    const asset = await findAsset(db, assetId);
     // Streamed from the store (the local directory or S3-compatible storage): the link's checks stay the server's.
-    const stream = asset && !asset.deleted_at ? await openBlob(config.dataDir, asset.blob_sha256) : undefined;
-    if (!asset || !stream) throw new ApiError(404, 'NOT_FOUND', 'This output is no longer stored.');
+    const stored = await openStoredAsset(db, config.dataDir, assetId);
+    if (!stored) throw new ApiError(404, 'NOT_FOUND', 'This output is no longer stored.');
+    const { asset, stream } = stored;
     res.setHeader('content-type', asset.mime_type);
     res.setHeader('content-length', String(asset.size_bytes));
     res.setHeader('cache-control', 'private, max-age=60');

@@ -309,8 +309,9 @@ async function insertSelect(db: Conn, table: string, columns: string[], select: 
 }
 
 /**
- * Replaces every running figure with its recomputed value (migration 006, and the
- * history seeder of the benchmark). Every account and key gets a balance row.
+ * Replaces every running figure with its recomputed value (the history seeder of
+ * the benchmark; migration 006 keeps a frozen copy of its own). Every account and
+ * key gets a balance row.
  */
 export async function fillBalances(db: Conn): Promise<void> {
   for (const table of ['key_months', 'key_balances', 'account_months', 'account_balances']) await db(table).delete();

@@ -192,6 +192,24 @@ export async function putBlobFromFile(dataDir: string, file: string): Promise<{ 
   return putBlobFromStream(dataDir, fs.createReadStream(file));
 }
 
+/** Bytes hashed and ready to go into the store: `commit` puts them (skipping a blob already there), `discard` drops what is left. */
+export interface StagedBlob {
+  sha256: string;
+  size: number;
+  commit(): Promise<unknown>;
+  discard(): Promise<void>;
+}
+
+/** Hashes a file (copied to a temp file on the way) or bytes, before they are put: a writer pins the hash first (blob-pins.ts). */
+export async function stageBlob(dataDir: string, source: string | Buffer): Promise<StagedBlob> {
+  if (typeof source !== 'string') {
+    const sha256 = crypto.createHash('sha256').update(source).digest('hex');
+    return { sha256, size: source.length, commit: () => putBlobFromBuffer(dataDir, source), discard: async () => undefined };
+  }
+  const temp = await receiveToTemp(dataDir, fs.createReadStream(source), { maxBytes: Number.MAX_SAFE_INTEGER });
+  return { sha256: temp.sha256, size: temp.size, commit: () => commitTemp(dataDir, temp), discard: () => fsp.rm(temp.path, { force: true }) };
+}
+
 /**
  * The blob store of an installation: its DATA_DIR/blobs directory unless a
  * remote store was configured for it (BLOB_STORE=s3, at start-up). Kept by

@@ -280,6 +280,19 @@ export function isSqlite(db: Db | Knex.Transaction): boolean {
   return (db.client as { dialect?: string }).dialect === 'sqlite3';
 }
 
+/**
+ * The database's own clock, `offsetMs` moved, as the ISO text every stored stamp
+ * uses (`2026-01-01T00:00:00.000Z`), so it compares with stamps written from
+ * JavaScript on either database. Processes on machines whose clocks disagree
+ * agree on this one.
+ */
+export function databaseNow(db: Db | Knex.Transaction, offsetMs = 0): Knex.Raw {
+  if (!Number.isInteger(offsetMs)) throw new RangeError(`databaseNow: offsetMs must be whole milliseconds, got ${offsetMs}`);
+  if (isSqlite(db)) return db.raw(`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)`, [`${(offsetMs / 1000).toFixed(3)} seconds`]);
+  // clock_timestamp(), not now(): the time of this statement, not of its transaction's start.
+  return db.raw(`to_char((clock_timestamp() + ?::bigint * interval '1 millisecond') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`, [offsetMs]);
+}
+
 const BUSY = /SQLITE_BUSY|database is locked/;
 /** Postgres: serialization_failure, deadlock_detected (the victim was rolled back whole). */
 const PG_RETRY = new Set(['40001', '40P01']);

@@ -5,9 +5,13 @@
  * Order is `run_at` then `id`, and a re-queued job keeps its `run_at`: a task a
  * client already sees as `processing` does not go behind the backlog. Its
  * backoff is `retry_at`; `attempts` counts claims up to `max_attempts`.
+ * Leases (`locked_at`) and backoffs (`retry_at`) are stamped and judged by one
+ * clock, the database's (`LeaseTime`), never a worker machine's own: a worker
+ * whose clock runs minutes off neither steals a live lease nor keeps an expired
+ * one (issue 27, item 6).
  */
 import type { Knex } from 'knex';
-import { inTransaction, isSqlite, type Db } from './db.ts';
+import { databaseNow, inTransaction, isSqlite, type Db } from './db.ts';
 import { executeLater } from './compiled.ts';
 
 type Conn = Db | Knex.Transaction;
@@ -31,6 +35,20 @@ export interface JobRow {
   updated_at: string;
 }
 
+/** Lease times come from the database's clock. */
+export const DATABASE_CLOCK = Symbol('the database clock');
+
+/**
+ * The moment leases are stamped and judged at: the database's clock, or an ISO
+ * time read from a clock that every worker shares (a test's manual clock).
+ */
+export type LeaseTime = typeof DATABASE_CLOCK | string;
+
+/** `at` moved by `offsetMs`, as a query value in the stored text format. */
+function stamp(db: Conn, at: LeaseTime, offsetMs = 0): string | Knex.Raw {
+  return at === DATABASE_CLOCK ? databaseNow(db, offsetMs) : new Date(Date.parse(at) + offsetMs).toISOString();
+}
+
 /** Which worker loops run a job: the local CPU-bound generators, or remote providers (I/O-bound, many at once). */
 export type Lane = 'local' | 'remote';
 
@@ -45,14 +63,16 @@ export async function enqueue(db: Conn, taskId: string, nowIso: string, lane: La
 
 /**
  * Claims the next due job for `workerId`: one conditional UPDATE, so two workers
- * (threads or processes) can never both win the same row.
+ * (threads or processes) can never both win the same row. `run_at` only orders
+ * (it is the submitting API's clock at enqueue, never a future time); a
+ * re-queued job waits for its `retry_at`.
  */
-export async function claimNext(db: Db, workerId: string, nowIso: string, lane: Lane = 'local'): Promise<JobRow | undefined> {
+export async function claimNext(db: Db, workerId: string, now: LeaseTime, lane: Lane = 'local'): Promise<JobRow | undefined> {
   return inTransaction(db, async (trx) => {
+    const at = stamp(trx, now);
     let pick = trx('jobs')
       .where({ state: 'queued', lane })
-      .where('run_at', '<=', nowIso)
-      .where((q) => q.whereNull('retry_at').orWhere('retry_at', '<=', nowIso))
+      .where((q) => q.whereNull('retry_at').orWhere('retry_at', '<=', at))
       .orderBy('run_at')
       .orderBy('id')
       .first('id');
@@ -61,15 +81,15 @@ export async function claimNext(db: Db, workerId: string, nowIso: string, lane: 
     if (!candidate) return undefined;
     const n = await trx('jobs')
       .where({ id: candidate.id, state: 'queued' })
-      .update({ state: 'running', locked_at: nowIso, locked_by: workerId, updated_at: nowIso, attempts: trx.raw('attempts + 1') });
+      .update({ state: 'running', locked_at: at, locked_by: workerId, updated_at: at, attempts: trx.raw('attempts + 1') });
     if (n !== 1) return undefined;
     return trx('jobs').where({ id: candidate.id }).first();
   });
 }
 
 /** Renews the lease; false when the job is no longer this worker's. */
-export async function heartbeat(db: Conn, jobId: number, workerId: string, nowIso: string): Promise<boolean> {
-  return (await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ locked_at: nowIso })) === 1;
+export async function heartbeat(db: Conn, jobId: number, workerId: string, now: LeaseTime): Promise<boolean> {
+  return (await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ locked_at: stamp(db, now) })) === 1;
 }
 
 /**
@@ -107,9 +127,18 @@ export async function setState(db: Conn, jobId: number, state: JobState, nowIso:
     .update({ state, locked_at: null, locked_by: null, updated_at: nowIso, ...(lastError !== undefined && { last_error: lastError.slice(0, 2000) }) });
 }
 
-/** Running jobs whose lease expired (their worker died or hung). */
-export async function expiredLeases(db: Conn, olderThanIso: string): Promise<JobRow[]> {
-  return db('jobs').where({ state: 'running' }).where('locked_at', '<', olderThanIso).select('*');
+/** Running jobs whose lease of `leaseMs` expired at `now` (their worker died or hung). */
+export async function expiredLeases(db: Conn, now: LeaseTime, leaseMs: number): Promise<JobRow[]> {
+  return db('jobs').where({ state: 'running' }).where('locked_at', '<', stamp(db, now, -leaseMs)).select('*');
+}
+
+/** Moves a running job whose lease is (still) expired at `now` out of `running`; false when someone else took it meanwhile. */
+async function leaveExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, change: Record<string, string | Knex.Raw>): Promise<boolean> {
+  const n = await db('jobs')
+    .where({ id: jobId, state: 'running' })
+    .where('locked_at', '<', stamp(db, now, -leaseMs))
+    .update({ ...change, locked_at: null, locked_by: null, updated_at: stamp(db, now) });
+  return n === 1;
 }
 
 export async function findJobByTask(db: Conn, taskId: string): Promise<JobRow | undefined> {
@@ -118,23 +147,15 @@ export async function findJobByTask(db: Conn, taskId: string): Promise<JobRow | 
 
 /**
  * Requeues an expired running job unless someone else took it meanwhile. It
- * keeps its `run_at` (its place in the queue) and waits until `retryAtIso`.
+ * keeps its `run_at` (its place in the queue) and waits `backoffMs`.
  */
-export async function requeueExpired(db: Conn, jobId: number, olderThanIso: string, nowIso: string, retryAtIso: string, lastError: string): Promise<boolean> {
-  const n = await db('jobs')
-    .where({ id: jobId, state: 'running' })
-    .where('locked_at', '<', olderThanIso)
-    .update({ state: 'queued', locked_at: null, locked_by: null, retry_at: retryAtIso, updated_at: nowIso, last_error: lastError });
-  return n === 1;
+export async function requeueExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, backoffMs: number, lastError: string): Promise<boolean> {
+  return leaveExpired(db, jobId, now, leaseMs, { state: 'queued', retry_at: stamp(db, now, backoffMs), last_error: lastError });
 }
 
 /** Fails an expired running job that used all its attempts, unless someone else took it meanwhile. */
-export async function failExpired(db: Conn, jobId: number, olderThanIso: string, nowIso: string, lastError: string): Promise<boolean> {
-  const n = await db('jobs')
-    .where({ id: jobId, state: 'running' })
-    .where('locked_at', '<', olderThanIso)
-    .update({ state: 'failed', locked_at: null, locked_by: null, updated_at: nowIso, last_error: lastError });
-  return n === 1;
+export async function failExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, lastError: string): Promise<boolean> {
+  return leaveExpired(db, jobId, now, leaseMs, { state: 'failed', last_error: lastError });
 }
 
 /** Holds a running job of this worker for an operator (its outcome at the provider cannot be known); false when it is no longer ours. */
@@ -145,10 +166,7 @@ export async function hold(db: Conn, jobId: number, workerId: string, nowIso: st
   return n === 1;
 }
 
-export async function holdExpired(db: Conn, jobId: number, olderThanIso: string, nowIso: string, reason: string): Promise<boolean> {
-  const n = await db('jobs')
-    .where({ id: jobId, state: 'running' })
-    .where('locked_at', '<', olderThanIso)
-    .update({ state: 'held', locked_at: null, locked_by: null, updated_at: nowIso, last_error: reason });
-  return n === 1;
+/** Holds an expired running job for an operator, unless someone else took it meanwhile. */
+export async function holdExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, reason: string): Promise<boolean> {
+  return leaveExpired(db, jobId, now, leaseMs, { state: 'held', last_error: reason });
 }

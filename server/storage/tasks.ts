@@ -163,8 +163,3 @@ export async function sumOutputPrices(db: Conn, taskId: string): Promise<number>
   const row = await db('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first();
   return Number(row?.total ?? 0);
 }
-
-/** Whether any live asset still points at a blob (outputs may share bytes). */
-export async function blobInUse(db: Conn, sha256: string): Promise<boolean> {
-  return Boolean(await db('assets').where({ blob_sha256: sha256 }).whereNull('deleted_at').first('id'));
-}

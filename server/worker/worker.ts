@@ -15,7 +15,9 @@ import * as jobs from '../storage/jobs.ts';
 import * as tasks from '../storage/tasks.ts';
 import { markAssetDeleted } from '../storage/assets.ts';
 import { deleteBlob, sweepTemp } from '../storage/blobs.ts';
+import { deleteUnreferenced } from '../storage/blob-pins.ts';
 import type { Scenario } from '../domain/scenarios.ts';
+import type { Clock } from '../domain/clock.ts';
 import { finishTask } from '../domain/tasks.ts';
 import { LeaseLostError, runJob, type JobContext } from './run-job.ts';
 import { providerOf, type MediaProviders, type ResumePolicy } from '../providers/media-types.ts';
@@ -37,6 +39,15 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
+/**
+ * The time this worker's leases are stamped and judged at: the database's
+ * clock, since machines' clocks disagree; a clock that every worker shares (a
+ * test's manual clock) is used as it is.
+ */
+export function leaseTime(clock: Clock): jobs.LeaseTime {
+  return clock.shared ? clock.now().toISOString() : jobs.DATABASE_CLOCK;
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function startWorker(options: WorkerOptions): RunningWorker {
@@ -56,7 +67,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     let lost = false;
     const beat = setInterval(() => {
       jobs
-        .heartbeat(db, job.id, id, clock.now().toISOString())
+        .heartbeat(db, job.id, id, leaseTime(clock))
         .then((ours) => {
           if (!ours && !lost) {
             lost = true;
@@ -105,7 +116,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
         continue;
       }
       try {
-        const job = await jobs.claimNext(db, id, clock.now().toISOString(), lane);
+        const job = await jobs.claimNext(db, id, leaseTime(clock), lane);
         if (!job) {
           await idle(options.pollMs);
           continue;
@@ -179,33 +190,32 @@ export function retryBackoffMs(attempts: number, baseMs: number): number {
  * settlement path (succeeded outputs charged, the rest released).
  */
 export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | 'clock' | 'logger' | 'leaseMs' | 'providers' | 'retryBackoffMs'>): Promise<void> {
-  const { db, clock } = options;
-  const now = clock.now();
-  const cutoff = new Date(now.getTime() - options.leaseMs).toISOString();
-  for (const job of await jobs.expiredLeases(db, cutoff)) {
+  const { db, clock, leaseMs } = options;
+  const at = leaseTime(clock);
+  for (const job of await jobs.expiredLeases(db, at, leaseMs)) {
     const policy = resumePolicyOf(options.providers, await tasks.findTask(db, job.task_id));
     const log = { jobId: job.id, taskId: job.task_id, attempts: job.attempts, maxAttempts: job.max_attempts };
     const interrupted = `interrupted after attempt ${job.attempts} of ${job.max_attempts} (worker ${job.locked_by ?? 'unknown'} stopped renewing its lease)`;
     if (policy === 'never') {
-      if (await jobs.holdExpired(db, job.id, cutoff, now.toISOString(), 'interrupted; the provider cannot resume it safely')) {
+      if (await jobs.holdExpired(db, job.id, at, leaseMs, 'interrupted; the provider cannot resume it safely')) {
         options.logger.warn(log, 'interrupted job held for an operator (gemforge admin task settle)');
       }
     } else if (job.attempts >= job.max_attempts) {
-      if (await failExhausted(options, job, cutoff, interrupted)) options.logger.warn(log, 'job failed: every attempt was interrupted; its reservation was released');
+      if (await failExhausted(options, job, at, interrupted)) options.logger.warn(log, 'job failed: every attempt was interrupted; its reservation was released');
     } else {
-      const retryAt = new Date(now.getTime() + retryBackoffMs(job.attempts, options.retryBackoffMs)).toISOString();
-      if (await jobs.requeueExpired(db, job.id, cutoff, now.toISOString(), retryAt, interrupted)) {
-        options.logger.info({ ...log, policy, retryAt }, 'interrupted job requeued in its place');
+      const backoffMs = retryBackoffMs(job.attempts, options.retryBackoffMs);
+      if (await jobs.requeueExpired(db, job.id, at, leaseMs, backoffMs, interrupted)) {
+        options.logger.info({ ...log, policy, backoffMs }, 'interrupted job requeued in its place');
       }
     }
   }
 }
 
 /** Fails a job out of attempts and settles its task, in one transaction; false when another worker got there first. */
-async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock'>, job: jobs.JobRow, cutoff: string, reason: string): Promise<boolean> {
+async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock' | 'leaseMs'>, job: jobs.JobRow, at: jobs.LeaseTime, reason: string): Promise<boolean> {
   const { db, clock } = options;
   return inTransaction(db, async (trx) => {
-    if (!(await jobs.failExpired(trx, job.id, cutoff, clock.now().toISOString(), reason))) return false;
+    if (!(await jobs.failExpired(trx, job.id, at, options.leaseMs, reason))) return false;
     const produced = (await tasks.findOutputs(trx, job.task_id)).some((o) => o.status === 'succeeded');
     const status = produced ? 'partial' : 'failed';
     const message = `The generation was interrupted ${job.attempts} times and was given up; only outputs already produced were charged.`;
@@ -214,8 +224,13 @@ async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock'>, job: 
   });
 }
 
-/** Deletes outputs past their retention: the output shows `expired` with no asset, the bytes go. */
-export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' | 'dataDir'>): Promise<number> {
+/**
+ * Deletes outputs past their retention: the output shows `expired` with no
+ * asset, and the bytes go unless something still names them, decided and done
+ * under the hash's lock so a new asset of the same bytes keeps them
+ * (blob-pins.ts). `beforeDelete` runs just before bytes go (tests interleave there).
+ */
+export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' | 'dataDir'>, beforeDelete?: (sha256: string) => Promise<void>): Promise<number> {
   const { db, clock } = options;
   const nowIso = clock.now().toISOString();
   const expired = await tasks.expiredOutputs(db, nowIso, 100);
@@ -224,7 +239,10 @@ export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' 
       await markAssetDeleted(trx, o.asset_id!, nowIso);
       await tasks.updateOutput(trx, o.task_id, o.idx, { status: 'expired' });
     });
-    if (!(await tasks.blobInUse(db, o.blob_sha256))) await deleteBlob(options.dataDir, o.blob_sha256);
+    await deleteUnreferenced(db, o.blob_sha256, clock.now(), async () => {
+      await beforeDelete?.(o.blob_sha256);
+      await deleteBlob(options.dataDir, o.blob_sha256);
+    });
   }
   return expired.length;
 }

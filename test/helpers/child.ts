@@ -11,6 +11,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { openDb } from '../../server/storage/db.ts';
 import * as accounts from '../../server/domain/accounts.ts';
+import * as ledger from '../../server/domain/ledger.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import { dbEnvFor, dbOptionsFor } from './database.ts';
 import { tempDataDir } from './server.ts';
@@ -86,6 +87,19 @@ export async function generateKeyOnDisk(dataDir: string, llmAllowance: number): 
   try {
     const account = await accounts.createAccount(db, systemClock, { name: 'crash', llmAllowance });
     return (await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'k', scopes: ['generate'] })).secret;
+  } finally {
+    await db.destroy();
+  }
+}
+
+/** Before (or beside) a server on `dataDir`: an account with `gems` and a `read`+`generate` key, made directly in its database. */
+export async function seedUserOnDisk(dataDir: string, gems = 500): Promise<{ accountId: string; secret: string }> {
+  const db = await openDb(await dbOptionsFor(dataDir));
+  try {
+    const a = await accounts.createAccount(db, systemClock, { name: 'on-disk' });
+    await ledger.credit(db, systemClock, a.id, gems, 'grant');
+    const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: a.id, name: 'k', scopes: ['read', 'generate'] });
+    return { accountId: a.id, secret };
   } finally {
     await db.destroy();
   }

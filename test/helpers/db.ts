@@ -30,6 +30,8 @@ export async function openTestDb(dir = tempDataDir()): Promise<TestDb> {
 
 /** A clock tests move by hand, e.g. across a UTC month boundary. */
 export class ManualClock implements Clock {
+  /** Every worker of a test reads this one clock, so it stamps job leases (as the database's clock does in production). */
+  readonly shared = true;
   constructor(private t: Date) {}
   now(): Date {
     return new Date(this.t);
