@@ -159,6 +159,8 @@ async function countFailure(db: Db, clock: Clock, subject: string): Promise<void
 export async function signIn(db: Db, clock: Clock, settings: SessionSettings, input: { email: string; password: string; address: string }): Promise<OpenedSession> {
   const email = normalEmail(input.email);
   const subjects = { email: `email:${sha256(email)}`, address: `address:${input.address}` };
+  // Old windows and long-ended sessions go as sign-ins come, so neither table grows without end.
+  await store.prune(db, later(clock, -Math.max(ATTEMPT_WINDOW_SECONDS, 86_400)));
   await checkAttempts(db, clock, subjects.email, ATTEMPT_LIMITS.email);
   await checkAttempts(db, clock, subjects.address, ATTEMPT_LIMITS.address);
   const login = await store.findLoginByEmail(db, email);

@@ -83,8 +83,9 @@ export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config'>, pag
   api.use(errorMiddleware(CONSOLE_SPEC));
   const pageRouter = consolePageRouter(page);
   return (req: Request, res: Response, next: NextFunction): void => {
-    const p = req.path.toLowerCase();
-    if (p === '/console/api' || p.startsWith('/console/api/')) api(req, res, next);
+    // Every request passes here: only a path's head is lower-cased (Express matches paths case-insensitively).
+    const p = req.path.slice(0, 13).toLowerCase();
+    if (p === '/console/api' || p === '/console/api/') api(req, res, next);
     else if (p === '/console' || p.startsWith('/console/')) pageRouter(req, res, next);
     else next();
   };

@@ -95,3 +95,9 @@ export async function saveAttempt(db: Db, row: AttemptRow): Promise<void> {
 export async function clearAttempt(db: Db, subject: string): Promise<void> {
   await db('console_attempts').where({ subject }).delete();
 }
+
+/** Deletes attempt windows that started before `before`, and sessions that ended before `before`. */
+export async function prune(db: Db, before: string): Promise<void> {
+  await db('console_attempts').where('window_started_at', '<', before).delete();
+  await db('console_sessions').where('expires_at', '<', before).delete();
+}
