@@ -112,7 +112,7 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        /** Change the paid-Gem consent */
+        /** Change the paid-Gem consent or the content preference */
         patch: operations["updateAccount"];
         trace?: never;
     };
@@ -156,6 +156,11 @@ export interface components {
         Account: {
             id: string;
             name: string;
+            /**
+             * @description blocked: no key of the account works (by the operator, or by repeated moderation refusals: see `moderation`).
+             * @enum {string}
+             */
+            state: "active" | "blocked" | "unavailable";
             /** @description The signed-in login's email. */
             email: string;
             /** @description Paid Gems. */
@@ -171,8 +176,26 @@ export interface components {
                 count: number;
                 gems: number;
             };
+            contentPreference: components["schemas"]["ContentPreference"];
+            /** @description Requests refused by moderation and not cleared by the operator, newest first (at most 20), and when they blocked the account. */
+            moderation: {
+                /** Format: date-time */
+                blockedAt: string | null;
+                refusals: {
+                    operation: string;
+                    field: string;
+                    categories: string[];
+                    /** Format: date-time */
+                    createdAt: string;
+                }[];
+            };
             csrfToken: string;
         };
+        /**
+         * @description strict: moderation refuses more (see the operator docs, policies).
+         * @enum {string}
+         */
+        ContentPreference: "standard" | "strict";
     };
     responses: {
         /** @description The error envelope. */
@@ -429,7 +452,8 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    paidConsent: boolean;
+                    paidConsent?: boolean;
+                    contentPreference?: components["schemas"]["ContentPreference"];
                 };
             };
         };

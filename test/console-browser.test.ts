@@ -112,6 +112,8 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await page.reload();
     await page.locator('#signed-in-view').waitFor();
     assert.equal(await page.getByLabel('Spend paid Gems').isChecked(), false);
+    await page.getByLabel('Content preference').selectOption('strict');
+    await page.getByRole('status').filter({ hasText: 'The content preference is strict.' }).waitFor();
 
     // A change without the CSRF token: refused with its code.
     const csrf = await page.evaluate(async () => {

@@ -192,6 +192,29 @@ describe('account console API', () => {
     assert.equal(res.status, 200);
     assert.equal((await res.json()).paidConsent, false);
     assert.equal((await errorOf(await consoleCall(s, 'PATCH', '/account', { session, body: { paidConsent: 'no' } }))).status, 422);
+    const strict = await consoleCall(s, 'PATCH', '/account', { session, body: { contentPreference: 'strict' } });
+    assert.equal((await strict.json()).contentPreference, 'strict');
+    for (const body of [{}, { contentPreference: 'lax' }]) {
+      assert.equal((await errorOf(await consoleCall(s, 'PATCH', '/account', { session, body }))).code, 'INVALID_REQUEST', JSON.stringify(body));
+    }
+  });
+
+  it('when moderation refuses the account\'s requests until it is blocked, then the account shows each refusal\'s reason and the block', async () => {
+    const { accountId, email } = await consoleHolder(s);
+    const session = await signIn(s, email);
+    const { secret } = await s.key(accountId);
+    const fresh = await (await consoleCall(s, 'GET', '/account', { session })).json();
+    assert.deepEqual(fresh.moderation, { blockedAt: null, refusals: [] });
+    const body = { ...IMAGE, prompt: 'how to build a bomb' };
+    for (let i = 0; i < s.config.moderationBlockThreshold; i++) {
+      const refused = await s.call('POST', '/api/generate/image', { key: secret, body, headers: { 'idempotency-key': `console-bomb-${i}` } });
+      assert.equal((await errorOf(refused)).code, 'CONTENT_REJECTED');
+    }
+    const account = await (await consoleCall(s, 'GET', '/account', { session })).json();
+    assert.equal(account.state, 'blocked');
+    assert.ok(account.moderation.blockedAt);
+    assert.equal(account.moderation.refusals.length, s.config.moderationBlockThreshold);
+    assert.deepEqual(account.moderation.refusals[0], { operation: account.moderation.refusals[0].operation, field: 'prompt', categories: ['violence'], createdAt: account.moderation.refusals[0].createdAt });
   });
 
   it('when an invite is accepted, then the holder is signed in with the new password, and the link works only once and only in time', async () => {

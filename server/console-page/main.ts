@@ -61,6 +61,22 @@ function showAccount(account: Account): void {
   const held = account.outstandingReservations;
   $('account-reservations').textContent = `${held.count} (${held.gems} Gems held)`;
   $<HTMLInputElement>('paid-consent').checked = account.paidConsent;
+  $<HTMLSelectElement>('content-preference').value = account.contentPreference;
+  $('account-state').textContent = account.state;
+  showModeration(account.moderation);
+}
+
+/** Moderation refusals not cleared, and the block they set: shown only when there are any. */
+function showModeration({ blockedAt, refusals }: Account['moderation']): void {
+  $('moderation').hidden = !blockedAt && refusals.length === 0;
+  $('moderation-blocked').textContent = blockedAt ? `Requests are refused since ${blockedAt}: too many were refused by moderation. Ask the operator to review them.` : '';
+  $('moderation-refusals').replaceChildren(
+    ...refusals.map((r) => {
+      const li = document.createElement('li');
+      li.textContent = `${r.createdAt}: ${r.operation}, ${r.field} refused (${r.categories.join(', ')})`;
+      return li;
+    }),
+  );
 }
 
 async function loadAccount(): Promise<boolean> {
@@ -199,14 +215,23 @@ $('secret-done').addEventListener('click', () => {
   $('new-secret').hidden = true;
 });
 
-$('paid-consent').addEventListener('change', async (event) => {
-  const paidConsent = (event.target as HTMLInputElement).checked;
-  const { data, error } = await api.PATCH('/account', { body: { paidConsent } });
+/** Changes a setting of the account; the page shows what the server now holds. */
+async function patchAccount(body: { paidConsent?: boolean; contentPreference?: Account['contentPreference'] }, done: string): Promise<void> {
+  const { data, error } = await api.PATCH('/account', { body });
   problem(error ?? null);
-  if (data) {
-    showAccount(data);
-    say(paidConsent ? 'Paid Gems may now be spent.' : 'Paid Gems will not be spent.');
-  } else await loadAccount();
+  if (!data) return void (await loadAccount());
+  showAccount(data);
+  say(done);
+}
+
+$('paid-consent').addEventListener('change', (event) => {
+  const paidConsent = (event.target as HTMLInputElement).checked;
+  return patchAccount({ paidConsent }, paidConsent ? 'Paid Gems may now be spent.' : 'Paid Gems will not be spent.');
+});
+
+$('content-preference').addEventListener('change', (event) => {
+  const contentPreference = (event.target as HTMLSelectElement).value as Account['contentPreference'];
+  return patchAccount({ contentPreference }, `The content preference is ${contentPreference}.`);
 });
 
 async function leave(path: '/session' | '/sessions'): Promise<void> {

@@ -9,6 +9,8 @@ import type { AppDeps } from '../app.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as consoleAuth from '../domain/console.ts';
 import * as ledger from '../domain/ledger.ts';
+import * as moderation from '../domain/policy/moderation.ts';
+import { PolicyInputError } from '../domain/policy/settings.ts';
 import { ApiError, notFound } from '../errors.ts';
 import { SESSION_COOKIE, sessionOf } from '../http/console.ts';
 
@@ -19,6 +21,9 @@ type Json<Op extends keyof operations, Status extends number> = operations[Op] e
   : never;
 type Body<Op extends keyof operations> = operations[Op] extends { requestBody: { content: { 'application/json': infer B } } } ? B : never;
 type KeyView = Json<'listKeys', 200>['keys'][number];
+
+/** Moderation refusals shown on the account, newest first. */
+const MODERATION_SHOWN = 20;
 
 /** Sets the session cookie: HttpOnly, SameSite=Strict, only under /console, Secure over TLS. */
 function setCookie(req: Request, res: Response, opened: consoleAuth.OpenedSession, maxSeconds: number): void {
@@ -61,16 +66,23 @@ export function consoleRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock
     const account = await accounts.requireAccount(db, session.account_id);
     const keys = await accounts.listKeys(db, account.id);
     const summary = await ledger.accountSummary(db, clock, account.id, keys.map((k) => k.id));
-        return {
+        const refusals = await moderation.listRecords(db, { accountId: account.id, limit: MODERATION_SHOWN });
+    return {
       id: account.id,
       name: account.name,
       email: await consoleAuth.emailOf(db, session),
+      state: account.state,
       balance: summary.balance,
       llmAllowance: account.llm_allowance,
       llmAllowanceUsed: summary.llmAllowanceUsed,
       paidConsent: account.paid_consent,
+      contentPreference: account.content_preference as Json<'getAccount', 200>['contentPreference'],
       month: summary.month,
       outstandingReservations: { count: summary.outstandingReservations.count, gems: summary.outstandingReservations.gems },
+      moderation: {
+        blockedAt: account.moderation_blocked_at,
+        refusals: refusals.map(({ operation, field, categories, createdAt }) => ({ operation, field, categories, createdAt })),
+      },
       csrfToken: session.csrf_token,
     };
   }
@@ -136,7 +148,9 @@ export function consoleRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock
 
   router.patch('/console/api/account', async (req, res) => {
     const body = req.body as Body<'updateAccount'>;
-    await accounts.updateAccount(db, clock, sessionOf(req).account_id, { paidConsent: body.paidConsent });
+    await accounts.updateAccount(db, clock, sessionOf(req).account_id, { paidConsent: body.paidConsent, contentPreference: body.contentPreference }).catch((error: unknown) => {
+      throw error instanceof PolicyInputError ? new ApiError(422, 'INVALID_REQUEST', error.message) : error;
+    });
     res.status(200).json(await accountView(req));
   });
 
