@@ -116,6 +116,26 @@ export interface paths {
         patch: operations["updateAccount"];
         trace?: never;
     };
+    "/tasks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's media tasks, newest first, a page at a time
+         * @description Each task as the generation API shows it (status, quoted, charged and released Gems), its outputs with freshly signed download URLs.
+         */
+        get: operations["listTasks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -196,6 +216,39 @@ export interface components {
          * @enum {string}
          */
         ContentPreference: "standard" | "strict";
+        /** @description A media task, in the generation API's shape (openapi.yaml, Task). */
+        Task: {
+            id: string;
+            /** @enum {string} */
+            status: "queued" | "processing" | "succeeded" | "partial" | "failed" | "cancelled";
+            quotedGems: number;
+            chargedGems: number;
+            releasedGems: number;
+            error: null | {
+                code: string;
+                message: string;
+            };
+            outputs: {
+                index: number;
+                /** @enum {string} */
+                status: "pending" | "processing" | "succeeded" | "failed" | "expired";
+                asset: null | {
+                    id: string;
+                    /** @enum {string} */
+                    kind: "image" | "video" | "audio";
+                    mimeType: string;
+                    /** @description A signed download URL, valid for a limited time. */
+                    url: string;
+                };
+            }[];
+            /** @enum {string} */
+            kind: "image" | "video" | "audio";
+            model: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
     };
     responses: {
         /** @description The error envelope. */
@@ -461,6 +514,36 @@ export interface operations {
             200: components["responses"]["Account"];
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
+            422: components["responses"]["Error"];
+        };
+    };
+    listTasks: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page. */
+                cursor?: string;
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of tasks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        tasks: components["schemas"]["Task"][];
+                        /** @description The cursor of the next page; null after the last. */
+                        next: string | null;
+                    };
+                };
+            };
+            401: components["responses"]["Error"];
             422: components["responses"]["Error"];
         };
     };

@@ -105,6 +105,12 @@ describe('the account console in Chromium', { skip: missing }, () => {
     assert.equal(task.status, 'succeeded');
     await page.reload();
     await page.locator('#keys li').filter({ hasText: `${task.chargedGems} Gems (charges and holds)` }).waitFor();
+    const shown = page.locator(`#tasks li[data-task-id="${task.id}"]`);
+    await shown.filter({ hasText: `charged ${task.chargedGems}` }).waitFor();
+    const preview = shown.getByRole('img');
+    await preview.scrollIntoViewIfNeeded();
+    await page.waitForFunction((id) => (document.querySelector(`#tasks li[data-task-id="${id}"] img`) as HTMLImageElement | null)?.naturalWidth! > 0, task.id);
+    await shot(page, '04-task-shown');
 
     // Consent off, kept after a reload.
     await page.getByLabel('Spend paid Gems').uncheck();
@@ -125,17 +131,17 @@ describe('the account console in Chromium', { skip: missing }, () => {
 
     // Revoking asks first; then the API refuses the secret.
     await page.getByRole('button', { name: 'Revoke laptop' }).click();
-    await shot(page, '04-revoke-confirm');
+    await shot(page, '05-revoke-confirm');
     await page.getByRole('button', { name: 'Yes, revoke laptop now' }).click();
     await page.locator('#keys li.revoked').waitFor();
     assert.equal((await errorOf(await s.call('GET', '/api/generate/models', { key: secret }))).code, 'INVALID_API_KEY');
-    await shot(page, '05-key-revoked');
+    await shot(page, '06-key-revoked');
 
     // An idle session ends: the page asks to sign in again.
     clock.advance((s.config.consoleSession.idleSeconds + 1) * 1000);
     await page.reload();
     await page.locator('#sign-in-view').waitFor();
-    await shot(page, '06-session-expired');
+    await shot(page, '07-session-expired');
 
     assert.deepEqual(failures, []);
     await context.close();

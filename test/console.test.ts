@@ -234,6 +234,32 @@ describe('account console API', () => {
     assert.equal((await errorOf(short)).status, 422);
   });
 
+  it('when the account\'s keys made tasks, then the activity pages them newest first with their Gems and signed outputs, and shows no other account\'s', async () => {
+    const { accountId, email } = await consoleHolder(s);
+    const session = await signIn(s, email);
+    const { secret } = await s.key(accountId);
+    const ids: string[] = [];
+    for (const prompt of ['first fox', 'second fox', 'third fox']) ids.push((await submit(s, secret, '/api/generate/image', { ...IMAGE, prompt })).body.task.id);
+    const done = await waitForTask(s, secret, ids[2]!);
+    await submit(s, (await s.user()).secret, '/api/generate/image', IMAGE); // another account's
+
+    const first = await (await consoleCall(s, 'GET', '/tasks?limit=2', { session })).json();
+    assert.deepEqual(first.tasks.map((t: { id: string }) => t.id), [ids[2], ids[1]]);
+    const newest = first.tasks[0];
+    assert.equal(newest.status, 'succeeded');
+    assert.equal(newest.chargedGems, done.chargedGems);
+    const download = await fetch(newest.outputs[0].asset.url);
+    assert.equal(download.status, 200, 'the output URL is signed');
+    assert.ok(first.next);
+    const second = await (await consoleCall(s, 'GET', `/tasks?limit=2&cursor=${first.next}`, { session })).json();
+    assert.deepEqual(second.tasks.map((t: { id: string }) => t.id), [ids[0]]);
+    assert.equal(second.next, null);
+
+    for (const query of ['?limit=0', '?limit=51', '?cursor=bm90LWEtY3Vyc29y', '?page=2']) {
+      assert.equal((await errorOf(await consoleCall(s, 'GET', `/tasks${query}`, { session }))).code, 'INVALID_REQUEST', query);
+    }
+  });
+
   it('when /console is opened, then the page and its bundled script come from this server under a strict Content-Security-Policy', async () => {
     const page = await fetch(`${s.url}/console`);
     assert.equal(page.status, 200);

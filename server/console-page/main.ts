@@ -11,6 +11,7 @@ import type { components, paths } from '../../generated/console.ts';
 
 type Key = components['schemas']['Key'];
 type Account = components['schemas']['Account'];
+type Task = components['schemas']['Task'];
 type Problem = { error?: { message?: string } } | undefined;
 
 let csrfToken = '';
@@ -50,8 +51,52 @@ function inviteToken(): string | undefined {
 
 async function signedIn(): Promise<void> {
   show('signed-in-view');
-  await Promise.all([loadAccount(), loadKeys()]);
+  await Promise.all([loadAccount(), loadKeys(), loadTasks()]);
 }
+
+/** One task: what it is, its status and Gems, and its outputs (image previews, other kinds as links). */
+function taskItem(task: Task): HTMLLIElement {
+  const li = document.createElement('li');
+  li.dataset.taskId = task.id;
+  const title = document.createElement('strong');
+  title.textContent = `${task.kind} · ${task.model} · ${task.status}`;
+  const facts = document.createElement('dl');
+  fact(facts, 'Gems', `quoted ${task.quotedGems}, charged ${task.chargedGems}, released ${task.releasedGems}`);
+  fact(facts, 'Created', task.createdAt);
+  if (task.error) fact(facts, 'Error', `${task.error.code}: ${task.error.message}`);
+  li.append(title, facts);
+  for (const output of task.outputs) {
+    if (!output.asset) continue;
+    if (output.asset.kind === 'image') {
+      const img = document.createElement('img');
+      img.src = output.asset.url;
+      img.alt = `Output ${output.index + 1} of task ${task.id}`;
+      img.loading = 'lazy';
+      li.append(img);
+    } else {
+      const a = document.createElement('a');
+      a.href = output.asset.url;
+      a.textContent = `Output ${output.index + 1} (${output.asset.mimeType})`;
+      li.append(a);
+    }
+  }
+  return li;
+}
+
+let olderTasks: string | null = null;
+
+/** The first page of tasks, or (`more`) the next one after those shown. */
+async function loadTasks(more = false): Promise<void> {
+  const { data, error } = await api.GET('/tasks', { params: { query: more && olderTasks ? { cursor: olderTasks } : {} } });
+  if (error) return problem(error);
+  const items = data.tasks.map(taskItem);
+  if (more) $('tasks').append(...items);
+  else $('tasks').replaceChildren(...items);
+  olderTasks = data.next;
+  $('older-tasks').hidden = data.next === null;
+  $('no-tasks').hidden = $('tasks').childElementCount > 0;
+}
+$('older-tasks').addEventListener('click', () => loadTasks(true));
 
 function showAccount(account: Account): void {
   csrfToken = account.csrfToken;

@@ -7,7 +7,7 @@
 import type { components } from '../../generated/api.ts';
 import { ApiError } from '../errors.ts';
 import type { Db } from '../storage/db.ts';
-import { findTaskOwner, findTaskSnapshot, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
+import { findTaskOwner, findTaskSnapshot, listTaskIds, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
 import type { Clock } from './clock.ts';
 import type { UrlSigner } from './signing.ts';
 
@@ -63,4 +63,27 @@ export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl:
   const snapshot = await findTaskSnapshot(db, task.id);
   if (!snapshot) throw notFound(task.id);
   return present({ ...snapshot, task }, clock, signer, baseUrl);
+}
+
+/** A page of an account's tasks, newest first: `cursor` continues where the last page ended; `next` is absent after the last. */
+export async function listOwnedTasks(
+  db: Db,
+  clock: Clock,
+  signer: UrlSigner,
+  baseUrl: string,
+  accountId: string,
+  page: { cursor?: string | undefined; limit: number },
+): Promise<{ tasks: TaskView[]; next: string | null }> {
+  const before = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
+  const rows = await listTaskIds(db, accountId, before, page.limit + 1);
+  const shown = rows.slice(0, page.limit);
+  const tasks = await Promise.all(shown.map((r) => viewOwnedTask(db, clock, signer, baseUrl, accountId, r.id)));
+  const last = shown.at(-1);
+  return { tasks, next: rows.length > page.limit && last ? Buffer.from(`${last.created_at}|${last.id}`).toString('base64url') : null };
+}
+
+function decodeCursor(cursor: string): { createdAt: string; id: string } {
+  const [createdAt, id] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  if (!createdAt || !id || Number.isNaN(Date.parse(createdAt))) throw new ApiError(422, 'INVALID_REQUEST', 'The cursor is not one this server gave; start from the first page.');
+  return { createdAt, id };
 }

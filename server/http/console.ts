@@ -64,7 +64,7 @@ function requireSession({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'c
 }
 
 /** The console's stack, entered only for /console and the paths under it. */
-export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config'>, page: ConsolePage | undefined) {
+export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>, page: ConsolePage | undefined) {
   const api = Router();
   api.use(express.json({ limit: '16kb' }));
   api.use(

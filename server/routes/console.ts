@@ -13,6 +13,8 @@ import * as moderation from '../domain/policy/moderation.ts';
 import { PolicyInputError } from '../domain/policy/settings.ts';
 import { ApiError, notFound } from '../errors.ts';
 import { SESSION_COOKIE, sessionOf } from '../http/console.ts';
+import { baseUrlFor } from '../http/base-url.ts';
+import { listOwnedTasks } from '../domain/task-view.ts';
 
 type Json<Op extends keyof operations, Status extends number> = operations[Op] extends {
   responses: { [S in Status]: { content: { 'application/json': infer Body } } };
@@ -47,9 +49,13 @@ function keyRefusal(error: unknown): unknown {
   return error;
 }
 
-export function consoleRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'config'>): Router {
+/** Tasks on a page of activity when the page does not say. */
+const TASKS_PER_PAGE = 20;
+
+export function consoleRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>): Router {
   const router = Router();
   const settings = config.consoleSession;
+  const baseUrl = baseUrlFor(config);
 
   async function keyViews(accountId: string): Promise<KeyView[]> {
     const keys = await accounts.listKeys(db, accountId);
@@ -152,6 +158,15 @@ export function consoleRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock
       throw error instanceof PolicyInputError ? new ApiError(422, 'INVALID_REQUEST', error.message) : error;
     });
     res.status(200).json(await accountView(req));
+  });
+
+  router.get('/console/api/tasks', async (req, res) => {
+    const query = req.query as operations['listTasks']['parameters']['query'] & {};
+    const page = await listOwnedTasks(db, clock, signer, baseUrl(req), sessionOf(req).account_id, {
+      cursor: query.cursor,
+      limit: query.limit === undefined ? TASKS_PER_PAGE : Number(query.limit),
+    });
+    res.status(200).json(page satisfies Json<'listTasks', 200>);
   });
 
   return router;

@@ -163,3 +163,10 @@ export async function sumOutputPrices(db: Conn, taskId: string): Promise<number>
   const row = await db('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first();
   return Number(row?.total ?? 0);
 }
+
+/** An account's task ids, newest first, after the (created_at, id) position `before` when given. */
+export async function listTaskIds(db: Conn, accountId: string, before: { createdAt: string; id: string } | undefined, limit: number): Promise<Array<{ id: string; created_at: string }>> {
+  const q = db('tasks').where({ account_id: accountId }).select('id', 'created_at').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(limit);
+  if (before) q.andWhere((w) => w.where('created_at', '<', before.createdAt).orWhere((same) => same.where('created_at', before.createdAt).andWhere('id', '<', before.id)));
+  return q;
+}
