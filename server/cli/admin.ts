@@ -19,6 +19,7 @@ import * as idem from '../domain/idempotency.ts';
 import { describePolicies, PolicyInputError } from '../domain/policy/settings.ts';
 import * as moderation from '../domain/policy/moderation.ts';
 import * as consoleLogins from '../domain/console.ts';
+import { accountOverview } from '../domain/account-view.ts';
 
 export class UsageError extends Error {}
 
@@ -124,20 +125,11 @@ function flagProblem(error: Error & { code?: string }, flags: string[]): string 
 const STATES = ['active', 'blocked', 'unavailable'] as const;
 
 async function showAccount(db: Db, id: string) {
-  const account = await accounts.requireAccount(db, id);
-  const keys = await accounts.listKeys(db, id);
-  const summary = await ledger.accountSummary(db, systemClock, id, keys.map((k) => k.id));
+  const { account, summary, fields, keys } = await accountOverview(db, systemClock, id);
   return {
-    id: account.id,
-    name: account.name,
-    state: account.state,
-    balance: summary.balance,
-    llmAllowance: account.llm_allowance,
-    llmAllowanceUsed: summary.llmAllowanceUsed,
-    paidConsent: account.paid_consent,
-    month: summary.month,
+    ...fields,
     outstandingReservations: summary.outstandingReservations,
-    keys: keys.map((k) => ({ ...accounts.describeKey(k), spendThisMonth: summary.keySpendThisMonth[k.id] })),
+    keys,
     ...describePolicies(account),
     createdAt: account.created_at,
   };

@@ -8,7 +8,7 @@ import type { operations } from '../../generated/console.ts';
 import type { AppDeps } from '../app.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as consoleAuth from '../domain/console.ts';
-import * as ledger from '../domain/ledger.ts';
+import { accountOverview } from '../domain/account-view.ts';
 import * as moderation from '../domain/policy/moderation.ts';
 import { PolicyInputError } from '../domain/policy/settings.ts';
 import { ApiError, notFound } from '../errors.ts';
@@ -58,32 +58,21 @@ export function consoleRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' 
   const baseUrl = baseUrlFor(config);
 
   async function keyViews(accountId: string): Promise<KeyView[]> {
-    const keys = await accounts.listKeys(db, accountId);
-    const summary = await ledger.accountSummary(db, clock, accountId, keys.map((k) => k.id));
-    return keys.map((k) => view(k, summary.keySpendThisMonth[k.id] ?? 0));
+    return (await accountOverview(db, clock, accountId)).keys.map(view);
   }
-  const view = (k: accounts.Principal['key'], spend: number): KeyView => {
-    const { accountId: _account, ...rest } = accounts.describeKey(k);
-    return { ...rest, scopes: rest.scopes as KeyView['scopes'], spendThisMonth: spend };
-  };
+  const view = ({ accountId: _account, ...key }: ReturnType<typeof accounts.describeKey> & { spendThisMonth: number }): KeyView => ({
+    ...key,
+    scopes: key.scopes as KeyView['scopes'],
+  });
 
   async function accountView(req: Request): Promise<Json<'getAccount', 200>> {
     const session = sessionOf(req);
-    const account = await accounts.requireAccount(db, session.account_id);
-    const keys = await accounts.listKeys(db, account.id);
-    const summary = await ledger.accountSummary(db, clock, account.id, keys.map((k) => k.id));
-        const refusals = await moderation.listRecords(db, { accountId: account.id, limit: MODERATION_SHOWN });
+    const { account, summary, fields } = await accountOverview(db, clock, session.account_id);
+    const refusals = await moderation.listRecords(db, { accountId: account.id, limit: MODERATION_SHOWN });
     return {
-      id: account.id,
-      name: account.name,
+      ...fields,
       email: await consoleAuth.emailOf(db, session),
-      state: account.state,
-      balance: summary.balance,
-      llmAllowance: account.llm_allowance,
-      llmAllowanceUsed: summary.llmAllowanceUsed,
-      paidConsent: account.paid_consent,
       contentPreference: account.content_preference as Json<'getAccount', 200>['contentPreference'],
-      month: summary.month,
       outstandingReservations: { count: summary.outstandingReservations.count, gems: summary.outstandingReservations.gems },
       moderation: {
         blockedAt: account.moderation_blocked_at,
@@ -136,7 +125,7 @@ export function consoleRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' 
       .catch((error: unknown) => {
         throw keyRefusal(error);
       });
-    res.status(201).json({ key: view(created.key, 0), secret: created.secret } satisfies Json<'createKey', 201>);
+    res.status(201).json({ key: view({ ...accounts.describeKey(created.key), spendThisMonth: 0 }), secret: created.secret } satisfies Json<'createKey', 201>);
   });
 
   router.delete('/console/api/keys/:keyId', async (req, res) => {
