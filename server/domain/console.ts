@@ -49,8 +49,9 @@ export async function hashPassword(password: string): Promise<string> {
   return argon2id({ password, salt: crypto.randomBytes(16), parallelism: 1, iterations: 2, memorySize: 19_456, hashLength: 32, outputType: 'encoded' });
 }
 
-/** Verified against a real hash even when there is no login, so an unknown email costs the same time. */
-const DECOY = hashPassword(randomToken());
+/** Verified against a real hash even when there is no login, so an unknown email costs the same time (made at the first sign-in, not at every import). */
+let decoy: Promise<string> | undefined;
+const decoyHash = () => (decoy ??= hashPassword(randomToken()));
 
 function checkPassword(password: string): void {
   const chars = Array.from(password).length;
@@ -164,7 +165,7 @@ export async function signIn(db: Db, clock: Clock, settings: SessionSettings, in
   await checkAttempts(db, clock, subjects.email, ATTEMPT_LIMITS.email);
   await checkAttempts(db, clock, subjects.address, ATTEMPT_LIMITS.address);
   const login = await store.findLoginByEmail(db, email);
-  const hash = login?.password_hash ?? (await DECOY);
+  const hash = login?.password_hash ?? (await decoyHash());
   const ok = (await argon2Verify({ password: input.password, hash })) && Boolean(login?.password_hash);
   if (!ok || !login) {
     await countFailure(db, clock, subjects.email);

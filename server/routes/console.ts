@@ -1,6 +1,7 @@
 /**
  * The account console's JSON API (openapi/console.yaml, issue 28): sign in and
- * out, the account's keys, its balance and paid-Gem consent. HTTP ↔ domain only;
+ * out, the account's keys, its balance and settings (paid-Gem consent, content
+ * preference, moderation refusals), and its recent tasks. HTTP ↔ domain only;
  * the session and CSRF checks ran before (http/console.ts).
  */
 import { Router, type Request, type Response } from 'express';
