@@ -68,6 +68,15 @@ describe('account console API', () => {
     assert.equal((await attempt(email, PASSWORD, 53)).status, 200);
   });
 
+  it('when an email\'s failures arrive all at once, then every one counts toward the limit', async () => {
+    const { email } = await consoleHolder(s);
+    const wrong = Array.from({ length: consoleLogins.ATTEMPT_LIMITS.email }, (_, i) =>
+      consoleCall(s, 'POST', '/session', { body: { email, password: 'wrong password' }, address: `198.51.100.${100 + i}` }),
+    );
+    assert.deepEqual((await Promise.all(wrong)).map((r) => r.status), wrong.map(() => 401));
+    assert.equal((await consoleCall(s, 'POST', '/session', { body: { email, password: PASSWORD }, address: '198.51.100.200' })).status, 429);
+  });
+
   it('when one address fails too often, then it gets 429 for any email while other addresses sign in', async () => {
     const { email } = await consoleHolder(s);
     for (let i = 0; i < consoleLogins.ATTEMPT_LIMITS.address; i++) {

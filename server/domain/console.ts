@@ -150,10 +150,7 @@ async function checkAttempts(db: Db, clock: Clock, subject: string, limit: numbe
 }
 
 async function countFailure(db: Db, clock: Clock, subject: string): Promise<void> {
-  const row = await store.findAttempt(db, subject);
-  const now = clock.now();
-  const fresh = !row || Date.parse(row.window_started_at) + ATTEMPT_WINDOW_SECONDS * 1000 <= now.getTime();
-  await store.saveAttempt(db, fresh ? { subject, failures: 1, window_started_at: now.toISOString() } : { ...row, failures: row.failures + 1 });
+  await store.countAttemptFailure(db, subject, clock.now().toISOString(), later(clock, -ATTEMPT_WINDOW_SECONDS));
 }
 
 /** Signs in with an email and password from `address`: a session, or 401 SIGN_IN_FAILED / 429 TOO_MANY_ATTEMPTS. */

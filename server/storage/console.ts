@@ -88,8 +88,19 @@ export async function findAttempt(db: Db, subject: string): Promise<AttemptRow |
   return row ? { ...row, failures: Number(row.failures) } : undefined;
 }
 
-export async function saveAttempt(db: Db, row: AttemptRow): Promise<void> {
-  await db('console_attempts').insert(row).onConflict('subject').merge();
+/**
+ * Counts one failure of `subject` in one statement (concurrent failures all
+ * count): a window that started at or before `staleBefore` starts again at `at`.
+ */
+export async function countAttemptFailure(db: Db, subject: string, at: string, staleBefore: string): Promise<void> {
+  const stale = 'console_attempts.window_started_at <= ?';
+  await db('console_attempts')
+    .insert({ subject, failures: 1, window_started_at: at })
+    .onConflict('subject')
+    .merge({
+      failures: db.raw(`CASE WHEN ${stale} THEN 1 ELSE console_attempts.failures + 1 END`, [staleBefore]),
+      window_started_at: db.raw(`CASE WHEN ${stale} THEN ? ELSE console_attempts.window_started_at END`, [staleBefore, at]),
+    });
 }
 
 export async function clearAttempt(db: Db, subject: string): Promise<void> {
