@@ -280,4 +280,15 @@ describe('account console API', () => {
     assert.match(script.headers.get('content-type') ?? '', /javascript/);
     assert.equal((await fetch(`${s.url}/console/nothing-here`)).status, 404);
   });
+
+  it('when PUBLIC_BASE_URL names another origin, then the page may show output previews from it and from nowhere else', async () => {
+    const other = await startTestServer({ env: { PUBLIC_BASE_URL: 'https://media.example.com/base' } });
+    try {
+      const csp = (await fetch(`${other.url}/console`)).headers.get('content-security-policy') ?? '';
+      assert.match(csp, /img-src 'self' https:\/\/media\.example\.com;/);
+      assert.match(csp, /connect-src 'self';/);
+    } finally {
+      await other.close();
+    }
+  });
 });

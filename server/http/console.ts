@@ -81,7 +81,7 @@ export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'si
   api.use(consoleRouter(deps));
   api.use((_req: Request, _res: Response, next: NextFunction) => next(notFound('No such route.')));
   api.use(errorMiddleware(CONSOLE_SPEC));
-  const pageRouter = consolePageRouter(page);
+  const pageRouter = consolePageRouter(page, deps.config.publicBaseUrl);
   return (req: Request, res: Response, next: NextFunction): void => {
     // Every request passes here: only a path's head is lower-cased (Express matches paths case-insensitively).
     const p = req.path.slice(0, 13).toLowerCase();

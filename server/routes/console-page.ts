@@ -13,18 +13,23 @@ export interface ConsolePage {
   css: string;
 }
 
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+/** The policy: this origin only, and the public base URL's (where signed output links point, for previews) when one is set. */
+function policy(publicBaseUrl: string | undefined): string {
+  const outputs = publicBaseUrl ? ` ${new URL(publicBaseUrl).origin}` : '';
+  return `default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'${outputs}; media-src 'self'${outputs}; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`;
+}
 
-function send(res: Response, type: string, body: string): void {
-  res.set({ 'content-security-policy': CSP, 'x-frame-options': 'DENY', 'referrer-policy': 'no-referrer', 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' });
+function send(res: Response, csp: string, type: string, body: string): void {
+  res.set({ 'content-security-policy': csp, 'x-frame-options': 'DENY', 'referrer-policy': 'no-referrer', 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' });
   res.status(200).type(type).send(body);
 }
 
-export function consolePageRouter(page: ConsolePage | undefined): Router {
+export function consolePageRouter(page: ConsolePage | undefined, publicBaseUrl: string | undefined): Router {
   const router = Router();
+  const csp = policy(publicBaseUrl);
   const built = (res: Response, pick: (p: ConsolePage) => string, type: string) => {
     if (!page) throw new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'The console page was not built on this server.');
-    send(res, type, pick(page));
+    send(res, csp, type, pick(page));
   };
   router.get(['/console', '/console/'], (_req, res) => built(res, (p) => p.html, 'html'));
   router.get('/console/assets/console.js', (_req, res) => built(res, (p) => p.js, 'js'));
