@@ -136,6 +136,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/charges": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's text and extraction charges, newest first, a page at a time */
+        get: operations["listCharges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -249,6 +266,24 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
         };
+        /** @description The cursor of the next page; null after the last. */
+        NextCursor: string | null;
+        /** @description A text or extraction request's reservation. */
+        Charge: {
+            id: string;
+            /** @description What it paid for: the completion or extraction id. */
+            ref: string | null;
+            keyId: string | null;
+            /** @enum {string} */
+            state: "held" | "settled" | "released";
+            heldGems: number;
+            chargedGems: number;
+            releasedGems: number;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            settledAt: string | null;
+        };
     };
     responses: {
         /** @description The error envelope. */
@@ -280,6 +315,9 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The `next` of the previous page. */
+        Cursor: string;
+        Limit: string;
         /** @description The session's `csrfToken`; required on every state change (checked by the server, 403 `CSRF_TOKEN_INVALID`). */
         CsrfToken: string;
     };
@@ -521,8 +559,8 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The `next` of the previous page. */
-                cursor?: string;
-                limit?: string;
+                cursor?: components["parameters"]["Cursor"];
+                limit?: components["parameters"]["Limit"];
             };
             header?: never;
             path?: never;
@@ -538,8 +576,36 @@ export interface operations {
                 content: {
                     "application/json": {
                         tasks: components["schemas"]["Task"][];
-                        /** @description The cursor of the next page; null after the last. */
-                        next: string | null;
+                        next: components["schemas"]["NextCursor"];
+                    };
+                };
+            };
+            401: components["responses"]["Error"];
+            422: components["responses"]["Error"];
+        };
+    };
+    listCharges: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of charges. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        charges: components["schemas"]["Charge"][];
+                        next: components["schemas"]["NextCursor"];
                     };
                 };
             };

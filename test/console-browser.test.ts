@@ -82,6 +82,7 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await page.keyboard.press('Enter');
     await page.locator('#account-balance').filter({ hasText: '1000 Gems' }).waitFor();
     assert.equal(await page.getByRole('alert').isHidden(), true, 'the old message is gone');
+    await page.getByText('No text or extraction requests yet.').waitFor();
     await fitsWidth(page);
     await shot(page, '02-signed-in');
 

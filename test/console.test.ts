@@ -269,6 +269,32 @@ describe('account console API', () => {
     }
   });
 
+  it('when the account\'s keys made text requests, then the charges page them newest first with what was held, charged and released', async () => {
+    const { accountId, email } = await consoleHolder(s, { gems: 1000 });
+    const session = await signIn(s, email);
+    const { secret } = await s.key(accountId);
+    const ids: string[] = [];
+    for (const content of ['hello', 'hello again']) {
+      const res = await s.call('POST', '/api/generate/text/v1/chat/completions', {
+        key: secret,
+        body: { model: 'gemforge-text-1', messages: [{ role: 'user', content }] },
+        headers: { 'idempotency-key': `console-text-${content.length}` },
+      });
+      assert.equal(res.status, 200, await res.clone().text());
+      ids.push((await res.json()).id);
+    }
+    const first = await (await consoleCall(s, 'GET', '/charges?limit=1', { session })).json();
+    assert.equal(first.charges.length, 1);
+    const [newest] = first.charges;
+    assert.equal(newest.ref, ids[1]);
+    assert.equal(newest.state, 'settled');
+    assert.ok(newest.chargedGems > 0);
+    assert.equal(newest.chargedGems + newest.releasedGems, newest.heldGems);
+    const second = await (await consoleCall(s, 'GET', `/charges?limit=1&cursor=${first.next}`, { session })).json();
+    assert.deepEqual(second.charges.map((c: { ref: string }) => c.ref), [ids[0]]);
+    assert.equal(second.next, null);
+  });
+
   it('when /console is opened, then the page and its bundled script come from this server under a strict Content-Security-Policy', async () => {
     const page = await fetch(`${s.url}/console`);
     assert.equal(page.status, 200);

@@ -12,6 +12,7 @@ import type { components, paths } from '../../generated/console.ts';
 type Key = components['schemas']['Key'];
 type Account = components['schemas']['Account'];
 type Task = components['schemas']['Task'];
+type Charge = components['schemas']['Charge'];
 type Problem = { error?: { message?: string } } | undefined;
 
 let csrfToken = '';
@@ -51,7 +52,7 @@ function inviteToken(): string | undefined {
 
 async function signedIn(): Promise<void> {
   show('signed-in-view');
-  await Promise.all([loadAccount(), loadKeys(), loadTasks()]);
+  await Promise.all([loadAccount(), loadKeys(), loadTasks(), loadCharges()]);
 }
 
 /** One task: what it is, its status and Gems, and its outputs (image previews, other kinds as links). */
@@ -83,20 +84,48 @@ function taskItem(task: Task): HTMLLIElement {
   return li;
 }
 
-let olderTasks: string | null = null;
-
-/** The first page of tasks, or (`more`) the next one after those shown. */
-async function loadTasks(more = false): Promise<void> {
-  const { data, error } = await api.GET('/tasks', { params: { query: more && olderTasks ? { cursor: olderTasks } : {} } });
-  if (error) return problem(error);
-  const items = data.tasks.map(taskItem);
-  if (more) $('tasks').append(...items);
-  else $('tasks').replaceChildren(...items);
-  olderTasks = data.next;
-  $('older-tasks').hidden = data.next === null;
-  $('no-tasks').hidden = $('tasks').childElementCount > 0;
+function chargeItem(charge: Charge): HTMLLIElement {
+  const li = document.createElement('li');
+  const title = document.createElement('strong');
+  title.textContent = `${charge.ref ?? charge.id} · ${charge.state}`;
+  const facts = document.createElement('dl');
+  fact(facts, 'Gems', `held ${charge.heldGems}, charged ${charge.chargedGems}, released ${charge.releasedGems}`);
+  fact(facts, 'Created', charge.createdAt);
+  li.append(title, facts);
+  return li;
 }
-$('older-tasks').addEventListener('click', () => loadTasks(true));
+
+/**
+ * A paged list (newest first) in the page: `load(true)` appends the next page
+ * after those shown, `load()` shows the first again.
+ */
+function pagedList<Row>(list: string, empty: string, older: string, fetchPage: (cursor?: string) => Promise<{ rows: Row[]; next: string | null } | undefined>, item: (row: Row) => HTMLElement) {
+  let next: string | null = null;
+  const load = async (more = false): Promise<void> => {
+    const page = await fetchPage(more && next ? next : undefined);
+    if (!page) return;
+    const items = page.rows.map(item);
+    if (more) $(list).append(...items);
+    else $(list).replaceChildren(...items);
+    next = page.next;
+    $(older).hidden = next === null;
+    $(empty).hidden = $(list).childElementCount > 0;
+  };
+  $(older).addEventListener('click', () => load(true));
+  return load;
+}
+
+const loadTasks = pagedList('tasks', 'no-tasks', 'older-tasks', async (cursor) => {
+  const { data, error } = await api.GET('/tasks', { params: { query: cursor ? { cursor } : {} } });
+  problem(error ?? null);
+  return data && { rows: data.tasks, next: data.next };
+}, taskItem);
+
+const loadCharges = pagedList('charges', 'no-charges', 'older-charges', async (cursor) => {
+  const { data, error } = await api.GET('/charges', { params: { query: cursor ? { cursor } : {} } });
+  problem(error ?? null);
+  return data && { rows: data.charges, next: data.next };
+}, chargeItem);
 
 function showAccount(account: Account): void {
   csrfToken = account.csrfToken;

@@ -8,6 +8,8 @@ import type { Db } from '../storage/db.ts';
 import type { Clock } from './clock.ts';
 import { describeKey, listKeys, requireAccount } from './accounts.ts';
 import { accountSummary } from './ledger.ts';
+import { listReservations } from '../storage/ledger.ts';
+import { decodeCursor, pageOf } from './paging.ts';
 
 export async function accountOverview(db: Db, clock: Clock, id: string) {
   const account = await requireAccount(db, id);
@@ -29,4 +31,24 @@ export async function accountOverview(db: Db, clock: Clock, id: string) {
     },
     keys: keys.map((k) => ({ ...describeKey(k), spendThisMonth: summary.keySpendThisMonth[k.id] ?? 0 })),
   };
+}
+
+/**
+ * A page of the account's text and extraction charges (their reservations),
+ * newest first: what was held, charged and released, and what it paid for.
+ */
+export async function listLlmCharges(db: Db, accountId: string, page: { cursor?: string | undefined; limit: number }) {
+  const { rows, next } = pageOf(await listReservations(db, accountId, 'llm', decodeCursor(page.cursor), page.limit + 1), page.limit);
+  const charges = rows.map((r) => ({
+    id: r.id,
+    ref: r.ref,
+    keyId: r.key_id,
+    state: r.state,
+    heldGems: r.hold_allowance + r.hold_paid,
+    chargedGems: r.charged,
+    releasedGems: r.released,
+    createdAt: r.created_at,
+    settledAt: r.settled_at,
+  }));
+  return { charges, next };
 }

@@ -10,6 +10,7 @@ import type { Db } from '../storage/db.ts';
 import { findTaskOwner, findTaskSnapshot, listTaskIds, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
 import type { Clock } from './clock.ts';
 import type { UrlSigner } from './signing.ts';
+import { decodeCursor, pageOf } from './paging.ts';
 
 export type TaskView = components['schemas']['Task'];
 
@@ -65,7 +66,7 @@ export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl:
   return present({ ...snapshot, task }, clock, signer, baseUrl);
 }
 
-/** A page of an account's tasks, newest first: `cursor` continues where the last page ended; `next` is absent after the last. */
+/** A page of an account's tasks, newest first: `cursor` continues where the last page ended; `next` is null after the last. */
 export async function listOwnedTasks(
   db: Db,
   clock: Clock,
@@ -74,16 +75,6 @@ export async function listOwnedTasks(
   accountId: string,
   page: { cursor?: string | undefined; limit: number },
 ): Promise<{ tasks: TaskView[]; next: string | null }> {
-  const before = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
-  const rows = await listTaskIds(db, accountId, before, page.limit + 1);
-  const shown = rows.slice(0, page.limit);
-  const tasks = await Promise.all(shown.map((r) => viewOwnedTask(db, clock, signer, baseUrl, accountId, r.id)));
-  const last = shown.at(-1);
-  return { tasks, next: rows.length > page.limit && last ? Buffer.from(`${last.created_at}|${last.id}`).toString('base64url') : null };
-}
-
-function decodeCursor(cursor: string): { createdAt: string; id: string } {
-  const [createdAt, id] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  if (!createdAt || !id || Number.isNaN(Date.parse(createdAt))) throw new ApiError(422, 'INVALID_REQUEST', 'The cursor is not one this server gave; start from the first page.');
-  return { createdAt, id };
+  const { rows, next } = pageOf(await listTaskIds(db, accountId, decodeCursor(page.cursor), page.limit + 1), page.limit);
+  return { tasks: await Promise.all(rows.map((r) => viewOwnedTask(db, clock, signer, baseUrl, accountId, r.id))), next };
 }

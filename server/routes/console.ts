@@ -1,7 +1,7 @@
 /**
  * The account console's JSON API (openapi/console.yaml, issue 28): sign in and
  * out, the account's keys, its balance and settings (paid-Gem consent, content
- * preference, moderation refusals), and its recent tasks. HTTP ↔ domain only;
+ * preference, moderation refusals), its recent tasks and text and extraction charges. HTTP ↔ domain only;
  * the session and CSRF checks ran before (http/console.ts).
  */
 import { Router, type Request, type Response } from 'express';
@@ -9,7 +9,7 @@ import type { operations } from '../../generated/console.ts';
 import type { AppDeps } from '../app.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as consoleAuth from '../domain/console.ts';
-import { accountOverview } from '../domain/account-view.ts';
+import { accountOverview, listLlmCharges } from '../domain/account-view.ts';
 import * as moderation from '../domain/policy/moderation.ts';
 import { PolicyInputError } from '../domain/policy/settings.ts';
 import { ApiError, notFound } from '../errors.ts';
@@ -50,8 +50,14 @@ function keyRefusal(error: unknown): unknown {
   return error;
 }
 
-/** Tasks on a page of activity when the page does not say. */
-const TASKS_PER_PAGE = 20;
+/** Rows on a page of activity when the page does not say. */
+const ROWS_PER_PAGE = 20;
+
+/** The page a list request asks for (its `cursor` and `limit`, both checked by the contract). */
+function pageAsked(req: Request): { cursor: string | undefined; limit: number } {
+  const query = req.query as operations['listTasks']['parameters']['query'] & {};
+  return { cursor: query.cursor, limit: query.limit === undefined ? ROWS_PER_PAGE : Number(query.limit) };
+}
 
 export function consoleRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>): Router {
   const router = Router();
@@ -151,12 +157,12 @@ export function consoleRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' 
   });
 
   router.get('/console/api/tasks', async (req, res) => {
-    const query = req.query as operations['listTasks']['parameters']['query'] & {};
-    const page = await listOwnedTasks(db, clock, signer, baseUrl(req), sessionOf(req).account_id, {
-      cursor: query.cursor,
-      limit: query.limit === undefined ? TASKS_PER_PAGE : Number(query.limit),
-    });
+    const page = await listOwnedTasks(db, clock, signer, baseUrl(req), sessionOf(req).account_id, pageAsked(req));
     res.status(200).json(page satisfies Json<'listTasks', 200>);
+  });
+
+  router.get('/console/api/charges', async (req, res) => {
+    res.status(200).json((await listLlmCharges(db, sessionOf(req).account_id, pageAsked(req))) satisfies Json<'listCharges', 200>);
   });
 
   return router;

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import type { Db } from './db.ts';
 import { readByKey } from './reads.ts';
 import { executeLater, rowOf, rowParams } from './compiled.ts';
+import { newestFirst, type PagePosition } from './paging.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -164,9 +165,7 @@ export async function sumOutputPrices(db: Conn, taskId: string): Promise<number>
   return Number(row?.total ?? 0);
 }
 
-/** An account's task ids, newest first, after the (created_at, id) position `before` when given. */
-export async function listTaskIds(db: Conn, accountId: string, before: { createdAt: string; id: string } | undefined, limit: number): Promise<Array<{ id: string; created_at: string }>> {
-  const q = db('tasks').where({ account_id: accountId }).select('id', 'created_at').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(limit);
-  if (before) q.andWhere((w) => w.where('created_at', '<', before.createdAt).orWhere((same) => same.where('created_at', before.createdAt).andWhere('id', '<', before.id)));
-  return q;
+/** An account's task ids, newest first, after `before` when given. */
+export async function listTaskIds(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<Array<{ id: string; created_at: string }>> {
+  return newestFirst(db('tasks').where({ account_id: accountId }).select('id', 'created_at'), before, limit);
 }
