@@ -30,6 +30,8 @@ import { mediaRouter } from './routes/media.ts';
 import { tasksRouter } from './routes/tasks.ts';
 import { filesRouter } from './routes/files.ts';
 import { docsRouter } from './routes/docs.ts';
+import { consoleStack } from './http/console.ts';
+import type { ConsolePage } from './routes/console-page.ts';
 import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
 import type { RemoteMedia } from './providers/remote/index.ts';
@@ -63,6 +65,8 @@ export interface AppDeps {
   lifecycle?: Lifecycle;
   /** Request and state metrics (/metrics with METRICS_TOKEN, or METRICS_PORT). */
   metrics?: ServerMetrics;
+  /** The account console page, built at start (console-page/build.ts); without it /console answers 503. */
+  consolePage?: ConsolePage;
 }
 
 /** JSON body limits per operation (spec Limits table); everything else gets the default. */
@@ -93,6 +97,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(byPrefix(docsRouter(deps)));
   // A draining server takes no new work: it is sent to another instance (reads are still answered).
   app.use(refuseWorkWhileDraining(lifecycle));
+  // The account console (/console, its own contract openapi/console.yaml and session cookie): never the bearer API's stack.
+  app.use(consoleStack(deps, deps.consolePage));
 
   for (const [path, limit] of JSON_LIMITS) app.use(path, jsonBody(limit));
   // Raw and multipart uploads are never JSON, whatever Content-Type a client claims.

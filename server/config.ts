@@ -157,6 +157,8 @@ export interface Config {
   trustProxy: string[];
   /** Operator-supplied CIDR → region file for regional restrictions (`REGIONS_FILE`); none: every region is unknown. */
   regionsFile: string | undefined;
+  /** Account console sessions (issue 28): idle and absolute lifetimes in seconds (`CONSOLE_SESSION_IDLE_SECONDS`, default 1800; `CONSOLE_SESSION_MAX_SECONDS`, default 43200). */
+  consoleSession: { idleSeconds: number; maxSeconds: number };
 }
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -319,6 +321,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     moderationBlockWindowSeconds: parseWhole(env.MODERATION_BLOCK_WINDOW_SECONDS, 86_400, 'MODERATION_BLOCK_WINDOW_SECONDS', 1),
     trustProxy: parseTrustProxy(env.TRUST_PROXY),
     regionsFile: env.REGIONS_FILE ? path.resolve(env.REGIONS_FILE) : undefined,
+    consoleSession: {
+      idleSeconds: parseWhole(env.CONSOLE_SESSION_IDLE_SECONDS, 1800, 'CONSOLE_SESSION_IDLE_SECONDS', 60),
+      maxSeconds: parseWhole(env.CONSOLE_SESSION_MAX_SECONDS, 43_200, 'CONSOLE_SESSION_MAX_SECONDS', 60),
+    },
     ...overrides,
   };
 }

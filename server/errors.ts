@@ -4,8 +4,8 @@
  * turns it into the Error envelope.
  */
 
-/** Statuses the spec allows an error response to carry. */
-export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 502 | 503;
+/** Statuses the spec allows an error response to carry (429: the account console's sign-in limit only). */
+export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 429 | 502 | 503;
 
 /**
  * 409 codes a client must not retry as they are: their response carries

@@ -25,6 +25,7 @@ import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
 import { createTextProviders } from './providers/text/index.ts';
 import { createAnalysisProvider } from './providers/analysis/index.ts';
+import { buildConsolePage } from './console-page/build.ts';
 
 export interface RunningServer {
   url: string;
@@ -138,6 +139,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
   const policies = { moderation: moderationProviderFor(moderationPolicy, config), regions: loadRegions(config.regionsFile) };
+  // The console page's script is bundled before the database opens (a broken page stops the start).
+  const consolePage = await buildConsolePage();
   await configureBlobStore(config);
   const db = await openDb(config);
   const clock = options.clock ?? systemClock;
@@ -163,7 +166,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const lifecycle = { draining: false };
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
   const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics });
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics, consolePage });
   const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.

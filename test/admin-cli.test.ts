@@ -8,7 +8,8 @@ import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { admin, adminText } from './helpers/admin.ts';
+import { admin, adminText, adminWithInput } from './helpers/admin.ts';
+import { consoleCall, signIn } from './helpers/console.ts';
 import { statusWithin } from './helpers/auth.ts';
 
 describe('admin CLI', () => {
@@ -257,5 +258,52 @@ describe('admin CLI', () => {
     const missing = await admin(s.dataDir, 'identity', 'release', 'key_nope');
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /KEY_ID and IDEMPOTENCY_KEY/);
+  });
+  it('when an operator invites a holder and makes a login with a password, then the link and the password sign in, list shows them and signout ends their sessions', async () => {
+    const accountId = await s.account();
+    const invited = await admin(s.dataDir, 'console', 'invite', '--account', accountId, '--email', 'Grace@Example.com', '--base-url', 'https://console.example.com/');
+    assert.equal(invited.code, 0, invited.stderr);
+    assert.equal(invited.json.email, 'grace@example.com');
+    const link = new URL(invited.json.link);
+    assert.equal(`${link.origin}${link.pathname}`, 'https://console.example.com/console');
+    const token = /^#invite=(.+)$/.exec(link.hash)![1];
+    const accepted = await consoleCall(s, 'POST', '/invites/accept', { body: { token, password: 'grace chose this one' } });
+    assert.equal(accepted.status, 200);
+
+    const made = await adminWithInput(s.dataDir, 'linus password 42\n', 'console', 'login', '--account', accountId, '--email', 'linus@example.com', '--password-stdin');
+    assert.equal(made.code, 0, made.stderr);
+    await signIn(s, 'linus@example.com', 'linus password 42');
+
+    const list = await admin(s.dataDir, 'console', 'list', '--account', accountId);
+    assert.equal(list.code, 0, list.stderr);
+    assert.deepEqual(list.json.logins.map((l: { email: string; hasPassword: boolean; liveSessions: number }) => [l.email, l.hasPassword, l.liveSessions]), [
+      ['grace@example.com', true, 1],
+      ['linus@example.com', true, 1],
+    ]);
+    assert.ok(!JSON.stringify(list.json).includes('argon2'), 'no hash is shown');
+
+    const out = await admin(s.dataDir, 'console', 'signout', '--email', 'linus@example.com');
+    assert.deepEqual(out.json, { email: 'linus@example.com', endedSessions: 1 });
+  });
+
+  it('when console commands get bad arguments, then a clear message and a non-zero exit', async () => {
+    const accountId = await s.account();
+    const other = await s.account();
+    await admin(s.dataDir, 'console', 'invite', '--account', accountId, '--email', 'taken@example.com');
+    const cases: Array<[string, string[], RegExp]> = [
+      ['', ['console', 'invite', '--account', accountId], /--email is required/],
+      ['', ['console', 'invite', '--account', 'acct_missing', '--email', 'a@example.com'], /no account with id acct_missing/],
+      ['', ['console', 'invite', '--account', accountId, '--email', 'not-an-email'], /not an email address/],
+      ['', ['console', 'invite', '--account', other, '--email', 'taken@example.com'], /already signs in to another account/],
+      ['', ['console', 'invite', '--account', accountId, '--email', 'a@example.com', '--base-url', 'ftp://x'], /--base-url must be an http\(s\) URL/],
+      ['secret', ['console', 'login', '--account', accountId, '--email', 'b@example.com'], /--password-stdin is required/],
+      ['short\n', ['console', 'login', '--account', accountId, '--email', 'b@example.com', '--password-stdin'], /12 to 256 characters/],
+      ['', ['console', 'signout', '--email', 'nobody@example.com'], /no console login for nobody@example.com/],
+    ];
+    for (const [stdin, args, message] of cases) {
+      const r = await adminWithInput(s.dataDir, stdin, ...args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message, `${args.join(' ')}: ${r.stderr}`);
+    }
   });
 });

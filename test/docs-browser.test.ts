@@ -13,10 +13,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page, type Request as PwRequest } from 'playwright-core';
 import { startTestServer, type TestServer } from './helpers/server.ts';
+import { ARGS, CHROMIUM, missing } from './helpers/chromium.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const missing = fs.existsSync(CHROMIUM) ? false : `Chromium is not installed at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)`;
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 /** Opens an operation, switches on "Try it out", optionally replaces the body, runs it and returns the API request and its status. */
 async function tryItOut(page: Page, opId: string, apiPath: string, editBody?: (body: string) => string): Promise<{ request: PwRequest; status: number; shown: string }> {

@@ -18,6 +18,8 @@ import { operatorSettle, verifyTasks } from '../domain/tasks.ts';
 import * as idem from '../domain/idempotency.ts';
 import { describePolicies, PolicyInputError } from '../domain/policy/settings.ts';
 import * as moderation from '../domain/policy/moderation.ts';
+import * as consoleLogins from '../domain/console.ts';
+import { accountOverview } from '../domain/account-view.ts';
 
 export class UsageError extends Error {}
 
@@ -35,6 +37,15 @@ const HELP: Array<[command: string, usage: string]> = [
   ['key create', `key create --account ID --name N --scopes read,generate [--cap C] [--expires ISO-8601]`],
   ['key revoke', `key revoke KEY_ID`],
   ['key list', `key list --account ID`],
+  [
+    'console invite',
+    `console invite --account ID --email E [--base-url URL]
+                                            a one-time link to the account console (/console), valid ${consoleLogins.INVITE_HOURS} h,
+                                            where the holder sets a password; printed once`,
+  ],
+  ['console login', `console login --account ID --email E --password-stdin   a console login with a password read from stdin`],
+  ['console list', `console list [--account ID]               console logins: email, password set, invite pending, live sessions`],
+  ['console signout', `console signout --email E                 end every console session of that login`],
   ['ledger verify', `ledger verify`],
   ['task settle', `task settle TASK_ID --failed|--succeeded   settle a task held after an interruption`],
   ['identity list', `identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)`],
@@ -114,20 +125,11 @@ function flagProblem(error: Error & { code?: string }, flags: string[]): string 
 const STATES = ['active', 'blocked', 'unavailable'] as const;
 
 async function showAccount(db: Db, id: string) {
-  const account = await accounts.requireAccount(db, id);
-  const keys = await accounts.listKeys(db, id);
-  const summary = await ledger.accountSummary(db, systemClock, id, keys.map((k) => k.id));
+  const { account, summary, fields, keys } = await accountOverview(db, systemClock, id);
   return {
-    id: account.id,
-    name: account.name,
-    state: account.state,
-    balance: summary.balance,
-    llmAllowance: account.llm_allowance,
-    llmAllowanceUsed: summary.llmAllowanceUsed,
-    paidConsent: account.paid_consent,
-    month: summary.month,
+    ...fields,
     outstandingReservations: summary.outstandingReservations,
-    keys: keys.map((k) => ({ ...accounts.describeKey(k), spendThisMonth: summary.keySpendThisMonth[k.id] })),
+    keys,
     ...describePolicies(account),
     createdAt: account.created_at,
   };
@@ -137,6 +139,21 @@ async function showAccount(db: Db, id: string) {
 function list(value: string | boolean | undefined): string[] | undefined {
   if (typeof value !== 'string') return undefined;
   return value.split(',').map((v) => v.trim()).filter(Boolean);
+}
+
+/** All of stdin, without the final line break (`--password-stdin`). */
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
+/** Where the console is reached: --base-url, else PUBLIC_BASE_URL, else this machine's port. */
+function consoleUrl(baseUrl: string | boolean | undefined): string {
+  const config = loadConfig();
+  const base = typeof baseUrl === 'string' ? baseUrl : (config.publicBaseUrl ?? `http://localhost:${config.port}`);
+  if (!/^https?:\/\/[^\s]+$/.test(base)) throw new UsageError(`--base-url must be an http(s) URL, got "${base}"`);
+  return `${base.replace(/\/+$/, '')}/console`;
 }
 
 const commands: Record<string, Handler> = {
@@ -233,6 +250,42 @@ const commands: Record<string, Handler> = {
     if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
     const keys = await accounts.listKeys(db, required(values.account as string | undefined, '--account'));
     return { output: { keys: keys.map(accounts.describeKey) } };
+  },
+
+  async 'console invite'(db, args) {
+    const { values, positionals } = parse(args, { account: { type: 'string' }, email: { type: 'string' }, 'base-url': { type: 'string' } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const url = consoleUrl(values['base-url']);
+    const accountId = required(values.account as string | undefined, '--account');
+    const { login, token, expiresAt } = await consoleLogins.invite(db, systemClock, { accountId, email: required(values.email as string | undefined, '--email') });
+    return {
+      output: { accountId, email: login.email, link: `${url}#invite=${token}`, expiresAt, note: 'The link is shown once and works once; send it to the account holder.' },
+    };
+  },
+
+  async 'console login'(db, args) {
+    const { values, positionals } = parse(args, { account: { type: 'string' }, email: { type: 'string' }, 'password-stdin': { type: 'boolean' } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    if (values['password-stdin'] !== true) throw new UsageError('--password-stdin is required (a password never goes on the command line)');
+    const accountId = required(values.account as string | undefined, '--account');
+    const email = required(values.email as string | undefined, '--email');
+    const login = await consoleLogins.setPassword(db, systemClock, { accountId, email, password: await readStdin() });
+    return { output: { accountId, email: login.email, console: consoleUrl(undefined), note: 'Sign in at the console with this email and password; earlier sessions of this login ended.' } };
+  },
+
+  async 'console list'(db, args) {
+    const { values, positionals } = parse(args, { account: { type: 'string' } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const accountId = values.account as string | undefined;
+    if (accountId !== undefined) await accounts.requireAccount(db, accountId);
+    return { output: { logins: await consoleLogins.describeLogins(db, systemClock, accountId) } };
+  },
+
+  async 'console signout'(db, args) {
+    const { values, positionals } = parse(args, { email: { type: 'string' } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    const email = required(values.email as string | undefined, '--email');
+    return { output: { email, endedSessions: await consoleLogins.revokeSessionsOf(db, systemClock, email) } };
   },
 
   async 'ledger verify'(db, args) {

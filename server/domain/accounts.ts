@@ -25,6 +25,9 @@ export interface Principal {
 /** A domain rule broken by an admin command (bad arguments, unknown IDs). */
 export class AdminError extends Error {}
 
+/** The account already has MAX_ACTIVE_KEYS non-revoked keys. */
+export class KeyLimitError extends AdminError {}
+
 /** Account and key names: what their columns hold (Postgres enforces it; SQLite would not). */
 export const MAX_NAME_CHARS = 200;
 
@@ -126,7 +129,7 @@ export async function createKey(
     if (!(await store.findAccount(trx, input.accountId))) throw new AdminError(`no account with id ${input.accountId}`);
     const active = await store.countActiveKeys(trx, input.accountId);
     if (active >= MAX_ACTIVE_KEYS) {
-      throw new AdminError(`account ${input.accountId} already has ${MAX_ACTIVE_KEYS} non-revoked keys; revoke one first`);
+      throw new KeyLimitError(`account ${input.accountId} already has ${MAX_ACTIVE_KEYS} non-revoked keys; revoke one first`);
     }
     await store.insertKey(trx, key);
   });

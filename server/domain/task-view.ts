@@ -7,9 +7,10 @@
 import type { components } from '../../generated/api.ts';
 import { ApiError } from '../errors.ts';
 import type { Db } from '../storage/db.ts';
-import { findTaskOwner, findTaskSnapshot, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
+import { findTaskOwner, findTaskSnapshot, listTaskIds, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
 import type { Clock } from './clock.ts';
 import type { UrlSigner } from './signing.ts';
+import { decodeCursor, pageOf } from './paging.ts';
 
 export type TaskView = components['schemas']['Task'];
 
@@ -63,4 +64,17 @@ export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl:
   const snapshot = await findTaskSnapshot(db, task.id);
   if (!snapshot) throw notFound(task.id);
   return present({ ...snapshot, task }, clock, signer, baseUrl);
+}
+
+/** A page of an account's tasks, newest first: `cursor` continues where the last page ended; `next` is null after the last. */
+export async function listOwnedTasks(
+  db: Db,
+  clock: Clock,
+  signer: UrlSigner,
+  baseUrl: string,
+  accountId: string,
+  page: { cursor?: string | undefined; limit: number },
+): Promise<{ tasks: TaskView[]; next: string | null }> {
+  const { rows, next } = pageOf(await listTaskIds(db, accountId, decodeCursor(page.cursor), page.limit + 1), page.limit);
+  return { tasks: await Promise.all(rows.map((r) => viewOwnedTask(db, clock, signer, baseUrl, accountId, r.id))), next };
 }

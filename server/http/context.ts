@@ -3,6 +3,7 @@ import type { Principal } from '../domain/accounts.ts';
 import type { ApiError } from '../errors.ts';
 import type { Request } from 'express';
 import type { Logger } from '../logger.ts';
+import type { SessionRow } from '../domain/console.ts';
 import { ApiError as ApiErrorClass } from '../errors.ts';
 
 declare global {
@@ -19,6 +20,8 @@ declare global {
       authError?: ApiError;
       /** A body that could not be parsed, reported once the caller is authenticated (http/body.ts). */
       bodyError?: unknown;
+      /** The account console's signed-in session (http/console.ts). */
+      consoleSession?: SessionRow;
     }
   }
 }

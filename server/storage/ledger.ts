@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import type { Db } from './db.ts';
 import { executeLater, rowOf, rowParams } from './compiled.ts';
+import { newestFirst, type PagePosition } from './paging.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -103,4 +104,10 @@ export async function allReservations(db: Conn): Promise<ReservationRow[]> {
 
 export async function allEntries(db: Conn): Promise<EntryRow[]> {
   return (await db<EntryRow>('ledger_entries').select('*').orderBy('id')).map(toEntry);
+}
+
+/** An account's reservations of one purpose, newest first, after `before` when given. */
+export async function listReservations(db: Db, accountId: string, purpose: Purpose, before: PagePosition | undefined, limit: number): Promise<ReservationRow[]> {
+  const rows: ReservationRow[] = await newestFirst(db('reservations').where({ account_id: accountId, purpose }).select('*'), before, limit);
+  return rows.map(toReservation);
 }

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import type { Db } from './db.ts';
 import { readByKey } from './reads.ts';
 import { executeLater, rowOf, rowParams } from './compiled.ts';
+import { newestFirst, type PagePosition } from './paging.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -162,4 +163,9 @@ export async function tasksWithMoney(db: Conn): Promise<Array<TaskRow & { hold: 
 export async function sumOutputPrices(db: Conn, taskId: string): Promise<number> {
   const row = await db('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first();
   return Number(row?.total ?? 0);
+}
+
+/** An account's task ids, newest first, after `before` when given. */
+export async function listTaskIds(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<Array<{ id: string; created_at: string }>> {
+  return newestFirst(db('tasks').where({ account_id: accountId }).select('id', 'created_at'), before, limit);
 }

@@ -5,29 +5,38 @@ import { dbEnvFor } from './database.ts';
 
 const bin = path.resolve(import.meta.dirname, '../../scripts/gemforge.mjs');
 
-/** Runs `gemforge admin …` without blocking the test process (the server keeps answering meanwhile). */
-export async function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+/** Runs `gemforge admin …` without blocking the test process (the server keeps answering meanwhile); `stdin` is written to its input. */
+async function run(dataDir: string, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const env = { ...process.env, ...(await dbEnvFor(dataDir)) };
   return new Promise((resolve) => {
-    execFile(process.execPath, [bin, 'admin', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => {
-      let json: unknown;
-      try {
-        json = JSON.parse(stdout);
-      } catch {
-        json = undefined;
-      }
-      const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
-      resolve({ code, json, stderr });
+    const child = execFile(process.execPath, [bin, 'admin', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr });
     });
+    child.stdin?.end(stdin ?? '');
   });
+}
+
+function withJson(r: { code: number; stdout: string; stderr: string }): { code: number; json: any; stderr: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(r.stdout);
+  } catch {
+    json = undefined;
+  }
+  return { code: r.code, json, stderr: r.stderr };
+}
+
+/** Runs `gemforge admin …` and parses its JSON output. */
+export async function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  return withJson(await run(dataDir, args));
+}
+
+/** Runs `gemforge admin …` with `stdin` as its input (a password) and parses its JSON output. */
+export async function adminWithInput(dataDir: string, stdin: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  return withJson(await run(dataDir, args, stdin));
 }
 
 /** Runs `gemforge admin …` and returns its raw output (help text, messages). */
 export async function adminText(dataDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = { ...process.env, ...(await dbEnvFor(dataDir)) };
-  return new Promise((resolve) => {
-    execFile(process.execPath, [bin, 'admin', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr });
-    });
-  });
+  return run(dataDir, args);
 }

@@ -53,3 +53,14 @@ export async function makeAccountWithKey(
   const { key } = await accounts.createKey(db, clock, 'gf', { accountId: a.id, name: 'k', scopes: ['generate'], monthlyCap: input.cap });
   return { accountId: a.id, keyId: key.id };
 }
+
+/** The system's time moved by hand: later by `advance(ms)`, everything else as the real clock (workers keep running). */
+export class OffsetClock implements Clock {
+  private offset = 0;
+  now(): Date {
+    return new Date(Date.now() + this.offset);
+  }
+  advance(ms: number): void {
+    this.offset += ms;
+  }
+}

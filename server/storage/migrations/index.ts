@@ -15,6 +15,7 @@ import * as m009 from './009_remote_calls.ts';
 import * as m010 from './010_signing_keys.ts';
 import * as m011 from './011_hold_guard.ts';
 import * as m012 from './012_blob_pins.ts';
+import * as m013 from './013_console_logins.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -33,6 +34,7 @@ const migrations: Array<[string, Migration]> = [
   ['010_signing_keys', m010],
   ['011_hold_guard', m011],
   ['012_blob_pins', m012],
+  ['013_console_logins', m013],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

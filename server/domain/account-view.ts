@@ -1,0 +1,54 @@
+/**
+ * An account as its owner and operator see it: its money picture in the current
+ * UTC month and each key's spend (charges plus outstanding reservations, what a
+ * key's cap limits). `gemforge admin account show` and the console's account and
+ * key views both start from it.
+ */
+import type { Db } from '../storage/db.ts';
+import type { Clock } from './clock.ts';
+import { describeKey, listKeys, requireAccount } from './accounts.ts';
+import { accountSummary } from './ledger.ts';
+import { listReservations } from '../storage/ledger.ts';
+import { decodeCursor, pageOf } from './paging.ts';
+
+export async function accountOverview(db: Db, clock: Clock, id: string) {
+  const account = await requireAccount(db, id);
+  const keys = await listKeys(db, id);
+  const summary = await accountSummary(db, clock, id, keys.map((k) => k.id));
+  return {
+    account,
+    summary,
+    /** The fields both views show, in this order. */
+    fields: {
+      id: account.id,
+      name: account.name,
+      state: account.state,
+      balance: summary.balance,
+      llmAllowance: account.llm_allowance,
+      llmAllowanceUsed: summary.llmAllowanceUsed,
+      paidConsent: account.paid_consent,
+      month: summary.month,
+    },
+    keys: keys.map((k) => ({ ...describeKey(k), spendThisMonth: summary.keySpendThisMonth[k.id] ?? 0 })),
+  };
+}
+
+/**
+ * A page of the account's text and extraction charges (their reservations),
+ * newest first: what was held, charged and released, and what it paid for.
+ */
+export async function listLlmCharges(db: Db, accountId: string, page: { cursor?: string | undefined; limit: number }) {
+  const { rows, next } = pageOf(await listReservations(db, accountId, 'llm', decodeCursor(page.cursor), page.limit + 1), page.limit);
+  const charges = rows.map((r) => ({
+    id: r.id,
+    ref: r.ref,
+    keyId: r.key_id,
+    state: r.state,
+    heldGems: r.hold_allowance + r.hold_paid,
+    chargedGems: r.charged,
+    releasedGems: r.released,
+    createdAt: r.created_at,
+    settledAt: r.settled_at,
+  }));
+  return { charges, next };
+}

@@ -1,0 +1,320 @@
+/**
+ * The account console's API (issue 28) against the real server: signing in and
+ * out, the cookie's attributes, CSRF, expiry, sign-in limits, keys made and
+ * revoked by their holder and used on the generation API, the account's consent.
+ * The server trusts a loopback proxy, so each test speaks from addresses of its own.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
+import { OffsetClock } from './helpers/db.ts';
+import { consoleCall, consoleHolder, PASSWORD, sessionCookieOf, signIn } from './helpers/console.ts';
+import { submit, waitForTask } from './helpers/tasks.ts';
+import * as consoleLogins from '../server/domain/console.ts';
+import { MAX_ACTIVE_KEYS } from '../server/domain/accounts.ts';
+
+const IMAGE = { model: 'gemforge-image-1', prompt: 'a fox made in the console', parameters: { resolution: '512' } };
+
+describe('account console API', () => {
+  let s: TestServer;
+  const clock = new OffsetClock();
+  before(async () => {
+    s = await startTestServer({ clock, env: { TRUST_PROXY: 'loopback' } });
+  });
+  after(() => s.close());
+
+  it('when a holder signs in, then the cookie is HttpOnly, SameSite=Strict and under /console, Secure only over TLS, and the account shows its balance', async () => {
+    const { accountId, email } = await consoleHolder(s, { gems: 700 });
+    const res = await consoleCall(s, 'POST', '/session', { body: { email: email.toUpperCase(), password: PASSWORD } });
+    assert.equal(res.status, 200);
+    const set = res.headers.getSetCookie().join('\n');
+    for (const attribute of [/HttpOnly/, /SameSite=Strict/, /Path=\/console(;|$)/]) assert.match(set, attribute);
+    assert.doesNotMatch(set, /Secure/, 'plain http: no Secure attribute');
+    const body = await res.json();
+    assert.equal(body.accountId, accountId);
+    assert.equal(body.email, email);
+    const session = { cookie: sessionCookieOf(res), csrf: body.csrfToken };
+    const account = await (await consoleCall(s, 'GET', '/account', { session })).json();
+    assert.equal(account.balance, 700);
+    assert.equal(account.paidConsent, true);
+    assert.equal(account.csrfToken, body.csrfToken);
+
+    const tls = await s.call('POST', '/console/api/session', { body: { email, password: PASSWORD }, headers: { 'x-forwarded-proto': 'https' } });
+    assert.match(tls.headers.getSetCookie().join('\n'), /Secure/, 'behind a trusted TLS proxy: Secure');
+  });
+
+  it('when the password is wrong or the email unknown, then both get the same 401 SIGN_IN_FAILED', async () => {
+    const { email } = await consoleHolder(s);
+    const wrong = await consoleCall(s, 'POST', '/session', { body: { email, password: 'not the password' }, address: '192.0.2.10' });
+    const unknown = await consoleCall(s, 'POST', '/session', { body: { email: 'nobody@example.com', password: 'not the password' }, address: '192.0.2.10' });
+    assert.equal(wrong.status, 401);
+    assert.equal(wrong.headers.get('set-cookie'), null);
+    assert.deepEqual(await wrong.json(), await unknown.json());
+    assert.equal(unknown.status, 401);
+  });
+
+  it('when one email fails too often, then even the right password gets 429 until the window ends, known and unknown emails alike', async () => {
+    const { email } = await consoleHolder(s);
+    const attempt = (e: string, password: string, i: number) => consoleCall(s, 'POST', '/session', { body: { email: e, password }, address: `198.51.100.${i}` });
+    for (let i = 0; i < consoleLogins.ATTEMPT_LIMITS.email; i++) {
+      assert.equal((await attempt(email, 'wrong password', i)).status, 401);
+      assert.equal((await attempt('ghost@example.com', 'wrong password', i)).status, 401);
+    }
+    const limited = await attempt(email, PASSWORD, 50);
+    assert.equal(limited.status, 429);
+    assert.equal((await errorOf(limited)).code, 'TOO_MANY_ATTEMPTS');
+    assert.deepEqual(await (await attempt('ghost@example.com', PASSWORD, 51)).json(), await (await attempt(email, PASSWORD, 52)).json(), 'a 429 does not tell which emails exist');
+    clock.advance(consoleLogins.ATTEMPT_WINDOW_SECONDS * 1000);
+    assert.equal((await attempt(email, PASSWORD, 53)).status, 200);
+  });
+
+  it('when an email\'s failures arrive all at once, then every one counts toward the limit', async () => {
+    const { email } = await consoleHolder(s);
+    const wrong = Array.from({ length: consoleLogins.ATTEMPT_LIMITS.email }, (_, i) =>
+      consoleCall(s, 'POST', '/session', { body: { email, password: 'wrong password' }, address: `198.51.100.${100 + i}` }),
+    );
+    assert.deepEqual((await Promise.all(wrong)).map((r) => r.status), wrong.map(() => 401));
+    assert.equal((await consoleCall(s, 'POST', '/session', { body: { email, password: PASSWORD }, address: '198.51.100.200' })).status, 429);
+  });
+
+  it('when one address fails too often, then it gets 429 for any email while other addresses sign in', async () => {
+    const { email } = await consoleHolder(s);
+    for (let i = 0; i < consoleLogins.ATTEMPT_LIMITS.address; i++) {
+      const res = await consoleCall(s, 'POST', '/session', { body: { email: `guess-${i}@example.com`, password: 'guess' }, address: '203.0.113.7' });
+      assert.equal(res.status, 401);
+    }
+    assert.equal((await consoleCall(s, 'POST', '/session', { body: { email, password: PASSWORD }, address: '203.0.113.7' })).status, 429);
+    assert.equal((await consoleCall(s, 'POST', '/session', { body: { email, password: PASSWORD }, address: '203.0.113.8' })).status, 200);
+  });
+
+  it('when a state change carries no CSRF token or another session\'s, then 403 CSRF_TOKEN_INVALID and nothing changes', async () => {
+    const { email } = await consoleHolder(s, { paidConsent: true });
+    const session = await signIn(s, email);
+    const other = await signIn(s, (await consoleHolder(s)).email);
+    const missing = await consoleCall(s, 'PATCH', '/account', { session, csrf: false, body: { paidConsent: false } });
+    assert.equal(missing.status, 403);
+    assert.equal((await errorOf(missing)).code, 'CSRF_TOKEN_INVALID');
+    const foreign = await consoleCall(s, 'POST', '/keys', { session: { ...session, csrf: other.csrf }, body: { name: 'x', scopes: ['read'] } });
+    assert.equal((await errorOf(foreign)).code, 'CSRF_TOKEN_INVALID');
+    assert.equal((await (await consoleCall(s, 'DELETE', '/session', { session, csrf: false })).status), 403);
+    const account = await (await consoleCall(s, 'GET', '/account', { session })).json();
+    assert.equal(account.paidConsent, true);
+    assert.deepEqual((await (await consoleCall(s, 'GET', '/keys', { session })).json()).keys, []);
+  });
+
+  it('when a session is idle too long, or reaches its absolute end however busy, then 401 SESSION_EXPIRED', async () => {
+    const { email } = await consoleHolder(s);
+    const { idleSeconds, maxSeconds } = s.config.consoleSession;
+    const idle = await signIn(s, email);
+    clock.advance((idleSeconds + 1) * 1000);
+    const expired = await consoleCall(s, 'GET', '/account', { session: idle });
+    assert.equal(expired.status, 401);
+    assert.equal((await errorOf(expired)).code, 'SESSION_EXPIRED');
+
+    const busy = await signIn(s, email);
+    for (let t = 0; t + idleSeconds / 2 < maxSeconds; t += idleSeconds / 2) {
+      assert.equal((await consoleCall(s, 'GET', '/keys', { session: busy })).status, 200);
+      clock.advance((idleSeconds / 2) * 1000);
+    }
+    clock.advance((idleSeconds / 2) * 1000);
+    assert.equal((await errorOf(await consoleCall(s, 'GET', '/keys', { session: busy }))).code, 'SESSION_EXPIRED');
+    assert.equal((await errorOf(await consoleCall(s, 'GET', '/keys'))).code, 'SESSION_EXPIRED', 'no cookie at all: the same answer');
+  });
+
+  it('when a holder signs out, or out everywhere, then those cookies stop working', async () => {
+    const { email } = await consoleHolder(s);
+    const one = await signIn(s, email);
+    assert.equal((await consoleCall(s, 'DELETE', '/session', { session: one })).status, 204);
+    assert.equal((await consoleCall(s, 'GET', '/account', { session: one })).status, 401);
+    const [a, b] = [await signIn(s, email), await signIn(s, email)];
+    const everywhere = await consoleCall(s, 'DELETE', '/sessions', { session: a });
+    assert.deepEqual(await everywhere.json(), { ended: 2 });
+    assert.equal((await consoleCall(s, 'GET', '/account', { session: b })).status, 401);
+  });
+
+  it('when only a console session cookie is sent to the generation API, then it answers 401 INVALID_API_KEY', async () => {
+    const session = await signIn(s, (await consoleHolder(s)).email);
+    const models = await s.call('GET', '/api/generate/models', { headers: { cookie: session.cookie } });
+    assert.equal((await errorOf(models)).code, 'INVALID_API_KEY');
+    const image = await s.call('POST', '/api/generate/image', { body: IMAGE, headers: { cookie: session.cookie, 'x-csrf-token': session.csrf, 'idempotency-key': 'cookie-only' } });
+    assert.equal(image.status, 401);
+    assert.equal((await errorOf(image)).code, 'INVALID_API_KEY');
+  });
+
+  it('when a holder creates a key, then its secret (shown once) makes an image, its spend is listed, and after revoking it the API answers 401', async () => {
+    const session = await signIn(s, (await consoleHolder(s, { gems: 1000 })).email);
+    const created = await consoleCall(s, 'POST', '/keys', { session, body: { name: 'laptop', scopes: ['read', 'generate'], monthlyCap: 500 } });
+    assert.equal(created.status, 201);
+    const { key, secret } = await created.json();
+    assert.match(secret, /^gf_[0-9a-f]{64}$/);
+    assert.equal(key.hint, `…${secret.slice(-4)}`);
+
+    const submitted = await submit(s, secret, '/api/generate/image', IMAGE);
+    assert.equal(submitted.status, 202);
+    const task = await waitForTask(s, secret, submitted.body.task.id);
+    assert.equal(task.status, 'succeeded');
+
+    const listed = await consoleCall(s, 'GET', '/keys', { session });
+    const text = await listed.text();
+    assert.ok(!text.includes(secret.slice(3)), 'the secret is never listed');
+    const [shown] = JSON.parse(text).keys;
+    assert.equal(shown.spendThisMonth, task.chargedGems);
+    assert.equal(shown.monthlyCap, 500);
+
+    const revoked = await consoleCall(s, 'DELETE', `/keys/${key.id}`, { session });
+    assert.equal(revoked.status, 200);
+    assert.ok((await revoked.json()).revokedAt);
+    assert.equal((await errorOf(await s.call('GET', '/api/generate/models', { key: secret }))).code, 'INVALID_API_KEY');
+  });
+
+  it('when a key would be the 51st, expire in the past or have a negative cap, then a clear 4xx and nothing is created', async () => {
+    const { accountId, email } = await consoleHolder(s);
+    const session = await signIn(s, email);
+    for (let i = 0; i < MAX_ACTIVE_KEYS; i++) await s.key(accountId, { name: `k${i}` });
+    const count = async () => (await (await consoleCall(s, 'GET', '/keys', { session })).json()).keys.length;
+    const cases: Array<[unknown, number, string, RegExp]> = [
+      [{ name: 'one too many', scopes: ['read'] }, 409, 'KEY_LIMIT_REACHED', /already has 50 keys .*revoke one first/],
+      [{ name: 'old', scopes: ['read'], expiresAt: '2001-01-01T00:00:00Z' }, 422, 'INVALID_REQUEST', /expiry must be in the future/],
+      [{ name: 'minus', scopes: ['read'], monthlyCap: -1 }, 422, 'INVALID_REQUEST', /monthlyCap must be >= 0/],
+      [{ name: 'none', scopes: [] }, 422, 'INVALID_REQUEST', /scopes/],
+    ];
+    for (const [body, status, code, message] of cases) {
+      const error = await errorOf(await consoleCall(s, 'POST', '/keys', { session, body }));
+      assert.equal(error.status, status, JSON.stringify(body));
+      assert.equal(error.code, code);
+      assert.match(error.message, message);
+    }
+    assert.equal(await count(), MAX_ACTIVE_KEYS);
+  });
+
+  it('when a holder revokes a key of another account, then 404 and the key still works', async () => {
+    const session = await signIn(s, (await consoleHolder(s)).email);
+    const stranger = await s.user();
+    const res = await consoleCall(s, 'DELETE', `/keys/${stranger.keyId}`, { session });
+    assert.equal((await errorOf(res)).code, 'NOT_FOUND');
+    assert.equal((await s.call('GET', '/api/generate/models', { key: stranger.secret })).status, 200);
+  });
+
+  it('when a holder turns paid-Gem consent off, then the account says so', async () => {
+    const session = await signIn(s, (await consoleHolder(s, { paidConsent: true })).email);
+    const res = await consoleCall(s, 'PATCH', '/account', { session, body: { paidConsent: false } });
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).paidConsent, false);
+    assert.equal((await errorOf(await consoleCall(s, 'PATCH', '/account', { session, body: { paidConsent: 'no' } }))).status, 422);
+    const strict = await consoleCall(s, 'PATCH', '/account', { session, body: { contentPreference: 'strict' } });
+    assert.equal((await strict.json()).contentPreference, 'strict');
+    for (const body of [{}, { contentPreference: 'lax' }]) {
+      assert.equal((await errorOf(await consoleCall(s, 'PATCH', '/account', { session, body }))).code, 'INVALID_REQUEST', JSON.stringify(body));
+    }
+  });
+
+  it('when moderation refuses the account\'s requests until it is blocked, then the account shows each refusal\'s reason and the block', async () => {
+    const { accountId, email } = await consoleHolder(s);
+    const session = await signIn(s, email);
+    const { secret } = await s.key(accountId);
+    const fresh = await (await consoleCall(s, 'GET', '/account', { session })).json();
+    assert.deepEqual(fresh.moderation, { blockedAt: null, refusals: [] });
+    const body = { ...IMAGE, prompt: 'how to build a bomb' };
+    for (let i = 0; i < s.config.moderationBlockThreshold; i++) {
+      const refused = await s.call('POST', '/api/generate/image', { key: secret, body, headers: { 'idempotency-key': `console-bomb-${i}` } });
+      assert.equal((await errorOf(refused)).code, 'CONTENT_REJECTED');
+    }
+    const account = await (await consoleCall(s, 'GET', '/account', { session })).json();
+    assert.equal(account.state, 'blocked');
+    assert.ok(account.moderation.blockedAt);
+    assert.equal(account.moderation.refusals.length, s.config.moderationBlockThreshold);
+    assert.deepEqual(account.moderation.refusals[0], { operation: account.moderation.refusals[0].operation, field: 'prompt', categories: ['violence'], createdAt: account.moderation.refusals[0].createdAt });
+  });
+
+  it('when an invite is accepted, then the holder is signed in with the new password, and the link works only once and only in time', async () => {
+    const accountId = await s.account();
+    const { token } = await consoleLogins.invite(s.db, clock, { accountId, email: 'new@example.com' });
+    const accepted = await consoleCall(s, 'POST', '/invites/accept', { body: { token, password: 'a brand new password' } });
+    assert.equal(accepted.status, 200);
+    assert.equal((await accepted.json()).accountId, accountId);
+    const again = await consoleCall(s, 'POST', '/invites/accept', { body: { token, password: 'a brand new password' } });
+    assert.equal((await errorOf(again)).code, 'INVITE_INVALID');
+    await signIn(s, 'new@example.com', 'a brand new password');
+
+    const late = await consoleLogins.invite(s.db, clock, { accountId, email: 'late@example.com' });
+    clock.advance((consoleLogins.INVITE_HOURS * 3600 + 1) * 1000);
+    assert.equal((await errorOf(await consoleCall(s, 'POST', '/invites/accept', { body: { token: late.token, password: 'a brand new password' } }))).code, 'INVITE_INVALID');
+    const short = await consoleCall(s, 'POST', '/invites/accept', { body: { token: 'x', password: 'short' } });
+    assert.equal((await errorOf(short)).status, 422);
+  });
+
+  it('when the account\'s keys made tasks, then the activity pages them newest first with their Gems and signed outputs, and shows no other account\'s', async () => {
+    const { accountId, email } = await consoleHolder(s);
+    const session = await signIn(s, email);
+    const { secret } = await s.key(accountId);
+    const ids: string[] = [];
+    for (const prompt of ['first fox', 'second fox', 'third fox']) ids.push((await submit(s, secret, '/api/generate/image', { ...IMAGE, prompt })).body.task.id);
+    const done = await waitForTask(s, secret, ids[2]!);
+    await submit(s, (await s.user()).secret, '/api/generate/image', IMAGE); // another account's
+
+    const first = await (await consoleCall(s, 'GET', '/tasks?limit=2', { session })).json();
+    assert.deepEqual(first.tasks.map((t: { id: string }) => t.id), [ids[2], ids[1]]);
+    const newest = first.tasks[0];
+    assert.equal(newest.status, 'succeeded');
+    assert.equal(newest.chargedGems, done.chargedGems);
+    const download = await fetch(newest.outputs[0].asset.url);
+    assert.equal(download.status, 200, 'the output URL is signed');
+    assert.ok(first.next);
+    const second = await (await consoleCall(s, 'GET', `/tasks?limit=2&cursor=${first.next}`, { session })).json();
+    assert.deepEqual(second.tasks.map((t: { id: string }) => t.id), [ids[0]]);
+    assert.equal(second.next, null);
+
+    for (const query of ['?limit=0', '?limit=51', '?cursor=bm90LWEtY3Vyc29y', '?page=2']) {
+      assert.equal((await errorOf(await consoleCall(s, 'GET', `/tasks${query}`, { session }))).code, 'INVALID_REQUEST', query);
+    }
+  });
+
+  it('when the account\'s keys made text requests, then the charges page them newest first with what was held, charged and released', async () => {
+    const { accountId, email } = await consoleHolder(s, { gems: 1000 });
+    const session = await signIn(s, email);
+    const { secret } = await s.key(accountId);
+    const ids: string[] = [];
+    for (const content of ['hello', 'hello again']) {
+      const res = await s.call('POST', '/api/generate/text/v1/chat/completions', {
+        key: secret,
+        body: { model: 'gemforge-text-1', messages: [{ role: 'user', content }] },
+        headers: { 'idempotency-key': `console-text-${content.length}` },
+      });
+      assert.equal(res.status, 200, await res.clone().text());
+      ids.push((await res.json()).id);
+    }
+    const first = await (await consoleCall(s, 'GET', '/charges?limit=1', { session })).json();
+    assert.equal(first.charges.length, 1);
+    const [newest] = first.charges;
+    assert.equal(newest.ref, ids[1]);
+    assert.equal(newest.state, 'settled');
+    assert.ok(newest.chargedGems > 0);
+    assert.equal(newest.chargedGems + newest.releasedGems, newest.heldGems);
+    const second = await (await consoleCall(s, 'GET', `/charges?limit=1&cursor=${first.next}`, { session })).json();
+    assert.deepEqual(second.charges.map((c: { ref: string }) => c.ref), [ids[0]]);
+    assert.equal(second.next, null);
+  });
+
+  it('when /console is opened, then the page and its bundled script come from this server under a strict Content-Security-Policy', async () => {
+    const page = await fetch(`${s.url}/console`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-security-policy') ?? '', /default-src 'none'; script-src 'self'/);
+    const html = await page.text();
+    assert.doesNotMatch(html, /https?:\/\//, 'nothing from elsewhere');
+    const script = await fetch(`${s.url}/console/assets/console.js`);
+    assert.equal(script.status, 200);
+    assert.match(script.headers.get('content-type') ?? '', /javascript/);
+    assert.equal((await fetch(`${s.url}/console/nothing-here`)).status, 404);
+  });
+
+  it('when PUBLIC_BASE_URL names another origin, then the page may show output previews from it and from nowhere else', async () => {
+    const other = await startTestServer({ env: { PUBLIC_BASE_URL: 'https://media.example.com/base' } });
+    try {
+      const csp = (await fetch(`${other.url}/console`)).headers.get('content-security-policy') ?? '';
+      assert.match(csp, /img-src 'self' https:\/\/media\.example\.com;/);
+      assert.match(csp, /connect-src 'self';/);
+    } finally {
+      await other.close();
+    }
+  });
+});
