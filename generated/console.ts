@@ -189,6 +189,11 @@ export interface components {
             revokedAt: string | null;
             /** Format: date-time */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the key last authenticated a request, to within a minute; null when it has not been used.
+             */
+            lastUsedAt: string | null;
         };
         Account: {
             id: string;

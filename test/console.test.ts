@@ -141,13 +141,14 @@ describe('account console API', () => {
     assert.equal((await errorOf(image)).code, 'INVALID_API_KEY');
   });
 
-  it('when a holder creates a key, then its secret (shown once) makes an image, its spend is listed, and after revoking it the API answers 401', async () => {
+  it('when a holder creates a key, then its secret (shown once) makes an image, its spend and last use are listed, and after revoking it the API answers 401', async () => {
     const session = await signIn(s, (await consoleHolder(s, { gems: 1000 })).email);
     const created = await consoleCall(s, 'POST', '/keys', { session, body: { name: 'laptop', scopes: ['read', 'generate'], monthlyCap: 500 } });
     assert.equal(created.status, 201);
     const { key, secret } = await created.json();
     assert.match(secret, /^gf_[0-9a-f]{64}$/);
     assert.equal(key.hint, `…${secret.slice(-4)}`);
+    assert.equal(key.lastUsedAt, null, 'a new key has not been used');
 
     const submitted = await submit(s, secret, '/api/generate/image', IMAGE);
     assert.equal(submitted.status, 202);
@@ -160,6 +161,8 @@ describe('account console API', () => {
     const [shown] = JSON.parse(text).keys;
     assert.equal(shown.spendThisMonth, task.chargedGems);
     assert.equal(shown.monthlyCap, 500);
+    // Both on the server's clock (which earlier tests of this file moved on).
+    assert.ok(typeof shown.lastUsedAt === 'string' && shown.lastUsedAt >= key.createdAt, `last used ${shown.lastUsedAt}, created ${key.createdAt}`);
 
     const revoked = await consoleCall(s, 'DELETE', `/keys/${key.id}`, { session });
     assert.equal(revoked.status, 200);

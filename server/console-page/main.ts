@@ -184,6 +184,7 @@ function keyItem(key: Key): HTMLLIElement {
   fact(facts, 'This month', `${key.spendThisMonth} Gems (charges and holds)`);
   fact(facts, 'Expires', key.expiresAt ?? 'never');
   fact(facts, 'Created', key.createdAt);
+  fact(facts, 'Last used', key.lastUsedAt ?? 'never');
   if (key.revokedAt) fact(facts, 'Revoked', key.revokedAt);
   li.append(title, facts);
   if (!key.revokedAt) li.append(revokeButton(key));

@@ -160,8 +160,38 @@ export function describeKey(key: ApiKeyRow) {
     expiresAt: key.expires_at,
     revokedAt: key.revoked_at,
     createdAt: key.created_at,
+    lastUsedAt: key.last_used_at ?? null,
     hint: `…${key.secret_hint}`,
   };
+}
+
+/** How often one process stamps one key's last use: the console shows it to within this. */
+const KEY_USE_INTERVAL_MS = 60_000;
+/** Keys remembered per process before the memory starts again (a stamp may then come early: harmless). */
+const KEY_USE_MEMORY = 10_000;
+
+/**
+ * Notes that keys authenticated requests (the console's "last used"): a key's
+ * stamp is written at most once a minute per process, in the background, so the
+ * request path only looks up a map. A write that fails is reported to `onError`
+ * and costs nothing else: the next use a minute later writes again.
+ */
+export class KeyUses {
+  private readonly written = new Map<string, number>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
+
+  note(keyId: string, onError: (error: unknown) => void = () => undefined): void {
+    const now = this.clock.now();
+    const last = this.written.get(keyId);
+    if (last !== undefined && now.getTime() - last < KEY_USE_INTERVAL_MS) return;
+    if (this.written.size >= KEY_USE_MEMORY) this.written.clear();
+    this.written.set(keyId, now.getTime());
+    store.markKeyUsed(this.db, keyId, now.toISOString()).catch(onError);
+  }
 }
 
 const KEY_SHAPE = /^[a-z]+_[0-9a-f]{64}$/;

@@ -8,7 +8,7 @@
 import type { Request } from 'express';
 import type { Db } from '../storage/db.ts';
 import type { Clock } from '../domain/clock.ts';
-import { authenticate, type Scope } from '../domain/accounts.ts';
+import { authenticate, KeyUses, type Scope } from '../domain/accounts.ts';
 import { PrincipalCache } from '../domain/principal-cache.ts';
 import { ApiError } from '../errors.ts';
 import { bodyErrorOf } from './errors.ts';
@@ -20,6 +20,7 @@ const BEARER = /^Bearer +([^\s]+) *$/i;
 
 export function bearerHandler(db: Db, clock: Clock, prefix: string, regions: RegionMap = NO_REGIONS) {
   const cache = new PrincipalCache();
+  const uses = new KeyUses(db, clock);
   return async (req: Request, scopes: string[]): Promise<boolean> => {
     const match = BEARER.exec(req.get('authorization') ?? '');
     try {
@@ -27,6 +28,7 @@ export function bearerHandler(db: Db, clock: Clock, prefix: string, regions: Reg
       const principal = await authenticate(db, clock, prefix, match?.[1], scope, cache);
       checkAccess(principal.account, req.ip, regions);
       req.principal = principal;
+      uses.note(principal.key.id, (err: unknown) => req.log?.warn({ err }, "a key's last use could not be recorded; the request is not affected"));
     } catch (error) {
       if (error instanceof ApiError) {
         req.authError = error;

@@ -39,6 +39,8 @@ export interface ApiKeyRow {
   expires_at: string | null;
   revoked_at: string | null;
   created_at: string;
+  /** When it last authenticated a request, to within a minute (migration 014); null: not since. */
+  last_used_at?: string | null;
 }
 
 /** SQLite returns booleans as 0/1 and big integers as numbers; normalise both drivers. */
@@ -141,3 +143,10 @@ export async function lockAccountRow(trx: Knex.Transaction, accountId: string): 
   if (!isSqlite(trx)) await trx('accounts').where({ id: accountId }).select('id').forUpdate();
 }
 
+/** Stamps a key's last use, never moving it back (processes' writes may arrive out of order). */
+export async function markKeyUsed(db: Conn, id: string, at: string): Promise<void> {
+  await db('api_keys')
+    .where({ id })
+    .where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', at))
+    .update({ last_used_at: at });
+}

@@ -16,6 +16,7 @@ import * as m010 from './010_signing_keys.ts';
 import * as m011 from './011_hold_guard.ts';
 import * as m012 from './012_blob_pins.ts';
 import * as m013 from './013_console_logins.ts';
+import * as m014 from './014_key_last_used.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -35,6 +36,7 @@ const migrations: Array<[string, Migration]> = [
   ['011_hold_guard', m011],
   ['012_blob_pins', m012],
   ['013_console_logins', m013],
+  ['014_key_last_used', m014],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
