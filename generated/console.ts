@@ -153,6 +153,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/uploads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The assets the account uploaded (references, sources, voice samples), newest first, a page at a time */
+        get: operations["listUploads"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/voices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's own (cloned) voices, newest first, a page at a time */
+        get: operations["listVoices"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -273,6 +307,32 @@ export interface components {
         };
         /** @description The cursor of the next page; null after the last. */
         NextCursor: string | null;
+        /** @description An asset the account uploaded through the generation API (outputs are shown with their tasks). */
+        Upload: {
+            id: string;
+            /** @enum {string} */
+            kind: "image" | "video" | "audio";
+            mimeType: string;
+            sizeBytes: number;
+            filename: string | null;
+            state: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            deletedAt: string | null;
+        };
+        /** @description A voice the account cloned from its own sample. */
+        Voice: {
+            id: string;
+            name: string;
+            language: string | null;
+            /** @enum {string} */
+            state: "ready" | "retired";
+            /** @description The sample's length. */
+            durationSeconds: number | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
         /** @description A text or extraction request's reservation. */
         Charge: {
             id: string;
@@ -610,6 +670,64 @@ export interface operations {
                 content: {
                     "application/json": {
                         charges: components["schemas"]["Charge"][];
+                        next: components["schemas"]["NextCursor"];
+                    };
+                };
+            };
+            401: components["responses"]["Error"];
+            422: components["responses"]["Error"];
+        };
+    };
+    listUploads: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of uploaded assets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        uploads: components["schemas"]["Upload"][];
+                        next: components["schemas"]["NextCursor"];
+                    };
+                };
+            };
+            401: components["responses"]["Error"];
+            422: components["responses"]["Error"];
+        };
+    };
+    listVoices: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of voices. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        voices: components["schemas"]["Voice"][];
                         next: components["schemas"]["NextCursor"];
                     };
                 };

@@ -10,6 +10,8 @@ import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import { OffsetClock } from './helpers/db.ts';
 import { consoleCall, consoleHolder, PASSWORD, sessionCookieOf, signIn } from './helpers/console.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
+import fs from 'node:fs';
+import * as media from './helpers/media.ts';
 import * as consoleLogins from '../server/domain/console.ts';
 import { MAX_ACTIVE_KEYS } from '../server/domain/accounts.ts';
 
@@ -296,6 +298,45 @@ describe('account console API', () => {
     const second = await (await consoleCall(s, 'GET', `/charges?limit=1&cursor=${first.next}`, { session })).json();
     assert.deepEqual(second.charges.map((c: { ref: string }) => c.ref), [ids[0]]);
     assert.equal(second.next, null);
+  });
+
+  it('when the account uploaded assets and cloned a voice, then the console pages its uploads newest first and lists its own voices, and no other account\'s', async () => {
+    const { accountId, email } = await consoleHolder(s, { gems: 1000 });
+    const session = await signIn(s, email);
+    const { secret } = await s.key(accountId);
+    const uploadAs = async (key: string) => {
+      const res = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'image/png' }, body: fs.readFileSync(await media.image('png')) });
+      assert.equal(res.status, 201, await res.clone().text());
+      return ((await res.json()) as { asset: { id: string } }).asset.id;
+    };
+    const uploaded = [await uploadAs(secret), await uploadAs(secret)];
+    await uploadAs((await s.user()).secret); // another account's
+    const form = new FormData();
+    form.append('file', new Blob([fs.readFileSync(await media.speech(20))], { type: 'audio/wav' }), 'narration.wav');
+    form.append('duration', '20');
+    form.append('rightsConfirmed', 'true');
+    const cloned = await fetch(new URL('/api/generate/voices', s.url), { method: 'POST', headers: { authorization: `Bearer ${secret}` }, body: form });
+    assert.equal(cloned.status, 201, await cloned.clone().text());
+    const voiceId = ((await cloned.json()) as { voice: { id: string } }).voice.id;
+
+    const first = await (await consoleCall(s, 'GET', '/uploads?limit=1', { session })).json();
+    assert.equal(first.uploads.length, 1);
+    assert.equal(first.uploads[0].kind, 'image');
+    assert.equal(first.uploads[0].mimeType, 'image/png');
+    assert.ok(first.uploads[0].sizeBytes > 0);
+    const second = await (await consoleCall(s, 'GET', `/uploads?cursor=${first.next}`, { session })).json();
+    const listed = [...first.uploads, ...second.uploads].map((u: { id: string }) => u.id);
+    // The voice's sample is an upload of the account too; the other account's image is not listed.
+    assert.deepEqual(listed.filter((id: string) => uploaded.includes(id)), [uploaded[1], uploaded[0]], 'newest first');
+    assert.equal(new Set(listed).size, listed.length, 'no page repeats a row');
+    const own = (await s.db('assets').where({ account_id: accountId, origin: 'upload' }).select('id')).map((r: { id: string }) => r.id);
+    assert.deepEqual([...listed].sort(), [...own].sort(), "every upload of the account's, and only those");
+    assert.equal(second.next, null);
+    const voices = await (await consoleCall(s, 'GET', '/voices', { session })).json();
+    assert.deepEqual(voices.voices.map((v: { id: string }) => v.id), [voiceId]);
+    assert.equal(voices.voices[0].state, 'ready');
+    assert.ok(voices.voices[0].durationSeconds > 19);
+    assert.equal((await consoleCall(s, 'GET', '/uploads?cursor=not-a-cursor', { session })).status, 422);
   });
 
   it('when /console is opened, then the page and its bundled script come from this server under a strict Content-Security-Policy', async () => {

@@ -13,6 +13,8 @@ type Key = components['schemas']['Key'];
 type Account = components['schemas']['Account'];
 type Task = components['schemas']['Task'];
 type Charge = components['schemas']['Charge'];
+type Upload = components['schemas']['Upload'];
+type Voice = components['schemas']['Voice'];
 type Problem = { error?: { message?: string } } | undefined;
 
 let csrfToken = '';
@@ -52,7 +54,7 @@ function inviteToken(): string | undefined {
 
 async function signedIn(): Promise<void> {
   show('signed-in-view');
-  await Promise.all([loadAccount(), loadKeys(), loadTasks(), loadCharges()]);
+  await Promise.all([loadAccount(), loadKeys(), loadTasks(), loadCharges(), loadUploads(), loadVoices()]);
 }
 
 /** One task: what it is, its status and Gems, and its outputs (image previews, other kinds as links). */
@@ -95,6 +97,30 @@ function chargeItem(charge: Charge): HTMLLIElement {
   return li;
 }
 
+function uploadItem(upload: Upload): HTMLLIElement {
+  const li = document.createElement('li');
+  const title = document.createElement('strong');
+  title.textContent = `${upload.filename ?? upload.id} · ${upload.kind}`;
+  const facts = document.createElement('dl');
+  fact(facts, 'Type', `${upload.mimeType}, ${upload.sizeBytes.toLocaleString('en-US')} bytes`);
+  fact(facts, 'Uploaded', upload.createdAt);
+  if (upload.deletedAt) fact(facts, 'Deleted', upload.deletedAt);
+  li.append(title, facts);
+  return li;
+}
+
+function voiceItem(voice: Voice): HTMLLIElement {
+  const li = document.createElement('li');
+  const title = document.createElement('strong');
+  title.textContent = `${voice.name} · ${voice.state}`;
+  const facts = document.createElement('dl');
+  if (voice.language) fact(facts, 'Language', voice.language);
+  if (voice.durationSeconds !== null) fact(facts, 'Sample', `${voice.durationSeconds.toFixed(1)} s`);
+  fact(facts, 'Created', voice.createdAt);
+  li.append(title, facts);
+  return li;
+}
+
 /**
  * A paged list (newest first) in the page: `load(true)` appends the next page
  * after those shown, `load()` shows the first again.
@@ -126,6 +152,18 @@ const loadCharges = pagedList('charges', 'no-charges', 'older-charges', async (c
   problem(error ?? null);
   return data && { rows: data.charges, next: data.next };
 }, chargeItem);
+
+const loadUploads = pagedList('uploads', 'no-uploads', 'older-uploads', async (cursor) => {
+  const { data, error } = await api.GET('/uploads', { params: { query: cursor ? { cursor } : {} } });
+  problem(error ?? null);
+  return data && { rows: data.uploads, next: data.next };
+}, uploadItem);
+
+const loadVoices = pagedList('voices', 'no-voices', 'older-voices', async (cursor) => {
+  const { data, error } = await api.GET('/voices', { params: { query: cursor ? { cursor } : {} } });
+  problem(error ?? null);
+  return data && { rows: data.voices, next: data.next };
+}, voiceItem);
 
 function showAccount(account: Account): void {
   csrfToken = account.csrfToken;

@@ -9,6 +9,8 @@ import type { Clock } from './clock.ts';
 import { describeKey, listKeys, requireAccount } from './accounts.ts';
 import { accountSummary } from './ledger.ts';
 import { listReservations } from '../storage/ledger.ts';
+import { listUploads } from '../storage/assets.ts';
+import { listAccountVoices } from '../storage/voices.ts';
 import { decodeCursor, pageOf } from './paging.ts';
 
 export async function accountOverview(db: Db, clock: Clock, id: string) {
@@ -51,4 +53,29 @@ export async function listLlmCharges(db: Db, accountId: string, page: { cursor?:
     settledAt: r.settled_at,
   }));
   return { charges, next };
+}
+
+type Page = { cursor?: string | undefined; limit: number };
+
+/** A page of the assets the account uploaded, newest first (outputs show with their tasks). */
+export async function listUploadedAssets(db: Db, accountId: string, page: Page) {
+  const { rows, next } = pageOf(await listUploads(db, accountId, decodeCursor(page.cursor), page.limit + 1), page.limit);
+  const uploads = rows.map((a) => ({
+    id: a.id,
+    kind: a.kind,
+    mimeType: a.mime_type,
+    sizeBytes: a.size_bytes,
+    filename: a.filename,
+    state: a.state,
+    createdAt: a.created_at,
+    deletedAt: a.deleted_at,
+  }));
+  return { uploads, next };
+}
+
+/** A page of the account's own voices, newest first. */
+export async function listOwnVoices(db: Db, accountId: string, page: Page) {
+  const { rows, next } = pageOf(await listAccountVoices(db, accountId, decodeCursor(page.cursor), page.limit + 1), page.limit);
+  const voices = rows.map((v) => ({ id: v.id, name: v.name, language: v.language, state: v.state, durationSeconds: v.duration_seconds, createdAt: v.created_at }));
+  return { voices, next };
 }

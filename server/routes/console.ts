@@ -9,7 +9,7 @@ import type { operations } from '../../generated/console.ts';
 import type { AppDeps } from '../app.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as consoleAuth from '../domain/console.ts';
-import { accountOverview, listLlmCharges } from '../domain/account-view.ts';
+import { accountOverview, listLlmCharges, listOwnVoices, listUploadedAssets } from '../domain/account-view.ts';
 import * as moderation from '../domain/policy/moderation.ts';
 import { PolicyInputError } from '../domain/policy/settings.ts';
 import { ApiError, notFound } from '../errors.ts';
@@ -163,6 +163,12 @@ export function consoleRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' 
 
   router.get('/console/api/charges', async (req, res) => {
     res.status(200).json((await listLlmCharges(db, sessionOf(req).account_id, pageAsked(req))) satisfies Json<'listCharges', 200>);
+  });
+  router.get('/console/api/uploads', async (req, res) => {
+    res.status(200).json((await listUploadedAssets(db, sessionOf(req).account_id, pageAsked(req))) satisfies Json<'listUploads', 200>);
+  });
+  router.get('/console/api/voices', async (req, res) => {
+    res.status(200).json((await listOwnVoices(db, sessionOf(req).account_id, pageAsked(req))) satisfies Json<'listVoices', 200>);
   });
 
   return router;

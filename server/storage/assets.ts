@@ -1,5 +1,6 @@
 /** Asset rows. Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
+import { newestFirst, type PagePosition } from './paging.ts';
 import type { Db } from './db.ts';
 
 type Conn = Db | Knex.Transaction;
@@ -58,4 +59,10 @@ export async function listTaskAssets(db: Conn, taskId: string): Promise<AssetRow
 
 export async function markAssetDeleted(db: Conn, id: string, at: string): Promise<number> {
   return db('assets').where({ id }).whereNull('deleted_at').update({ deleted_at: at });
+}
+
+/** A page of the assets an account uploaded, newest first (the console's activity). */
+export async function listUploads(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<AssetRow[]> {
+  const rows = await newestFirst(db('assets').where({ account_id: accountId, origin: 'upload' }).select('*'), before, limit);
+  return rows.map(toAsset);
 }

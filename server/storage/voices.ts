@@ -1,6 +1,7 @@
 /** Voice rows (catalog and uploaded). Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
 import { isSqlite, type Db } from './db.ts';
+import { newestFirst, type PagePosition } from './paging.ts';
 
 type Conn = Db | Knex.Transaction;
 
@@ -81,4 +82,10 @@ export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: Voice
   const order = q.scope === 'mine' ? `created_at${binary} DESC, id${binary} DESC` : `name${binary} ASC, id${binary} ASC`;
   const rows = await filtered(db, q).orderByRaw(order).offset(q.offset).limit(q.limit);
   return { rows: rows.map(toVoice), total: Number(count?.n ?? 0) };
+}
+
+/** A page of an account's own voices, newest first (the console's activity). */
+export async function listAccountVoices(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<VoiceRow[]> {
+  const rows = await newestFirst(db('voices').where({ account_id: accountId }).select('*'), before, limit);
+  return rows.map(toVoice);
 }
