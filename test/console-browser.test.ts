@@ -15,10 +15,11 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import { ARGS, CHROMIUM, missing } from './helpers/chromium.ts';
 import { OffsetClock } from './helpers/db.ts';
-import { submit, waitForTask } from './helpers/tasks.ts';
+import { run } from './helpers/run.ts';
 import * as consoleLogins from '../server/domain/console.ts';
 
 const ARTIFACTS = path.resolve(import.meta.dirname, '../test-artifacts/console');
+const BIN = path.resolve(import.meta.dirname, '../scripts/gemforge.mjs');
 const PASSWORD = 'a password of my own';
 const IMAGE = { model: 'gemforge-image-1', prompt: 'a fox from the console', parameters: { resolution: '512' } };
 
@@ -45,8 +46,11 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await browser?.close();
     await s?.close();
   });
+  /** The gemforge CLI as a user runs it, with this key against this server. */
+  const cli = (args: string[], key: string) =>
+    run(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', GEMFORGE_API_KEY: key, GEMFORGE_BASE_URL: s.url, GEMFORGE_POLL_SCHEDULE_MS: '100' } });
 
-  it('when a holder accepts an invite, signs in by keyboard, makes a key, uses it, changes consent and revokes it, then each step shows and the API follows', async () => {
+  it('when a holder accepts an invite, signs in by keyboard, makes a key, uses it from the CLI, changes consent and revokes it, then each step shows and the API and CLI follow', async () => {
     const accountId = await s.account({ gems: 1000, paidConsent: true });
     const { token } = await consoleLogins.invite(s.db, clock, { accountId, email: 'ada@example.com' });
     const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
@@ -100,9 +104,10 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await page.getByRole('button', { name: 'Done' }).click();
     assert.equal(await page.content().then((html) => html.includes(secret)), false, 'the secret is gone from the page');
 
-    // The secret makes an image; the key's spend shows after a reload.
-    const submitted = await submit(s, secret, '/api/generate/image', IMAGE);
-    const task = await waitForTask(s, secret, submitted.body.task.id);
+    // The secret makes an image through the gemforge CLI; the key's spend shows after a reload.
+    const made = await cli(['image', IMAGE.prompt, '--model', IMAGE.model, '--param', 'resolution=512', '--out', fs.mkdtempSync(path.join(s.dataDir, 'cli-')), '--json'], secret);
+    assert.equal(made.code, 0, made.stderr);
+    const { task } = JSON.parse(made.stdout) as { task: { id: string; status: string; chargedGems: number } };
     assert.equal(task.status, 'succeeded');
     await page.reload();
     await page.locator('#keys li').filter({ hasText: `${task.chargedGems} Gems (charges and holds)` }).waitFor();
@@ -136,6 +141,9 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await page.getByRole('button', { name: 'Yes, revoke laptop now' }).click();
     await page.locator('#keys li.revoked').waitFor();
     assert.equal((await errorOf(await s.call('GET', '/api/generate/models', { key: secret }))).code, 'INVALID_API_KEY');
+    const refused = await cli(['models'], secret);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /INVALID_API_KEY|401/, refused.stderr);
     await shot(page, '06-key-revoked');
 
     // An idle session ends: the page asks to sign in again.
