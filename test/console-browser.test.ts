@@ -118,6 +118,17 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await page.waitForFunction((id) => (document.querySelector(`#tasks li[data-task-id="${id}"] img`) as HTMLImageElement | null)?.naturalWidth! > 0, task.id);
     await shot(page, '04-task-shown');
 
+    // A music task's output plays in the page: the player loads its metadata through the signed link.
+    const music = await cli(['music', 'a short calm melody', '--param', 'duration=30', '--out', fs.mkdtempSync(path.join(s.dataDir, 'cli-')), '--json'], secret);
+    assert.equal(music.code, 0, music.stderr);
+    const musicTask = (JSON.parse(music.stdout) as { task: { id: string } }).task;
+    await page.reload();
+    await page.locator(`#tasks li[data-task-id="${musicTask.id}"] audio`).waitFor();
+    await page.waitForFunction((id) => {
+      const player = document.querySelector(`#tasks li[data-task-id="${id}"] audio`) as HTMLAudioElement | null;
+      return !!player && player.readyState >= 1 && player.duration > 29;
+    }, musicTask.id);
+
     // Consent off, kept after a reload.
     await page.getByLabel('Spend paid Gems').uncheck();
     await page.getByRole('status').filter({ hasText: 'Paid Gems will not be spent.' }).waitFor();

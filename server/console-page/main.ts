@@ -57,7 +57,7 @@ async function signedIn(): Promise<void> {
   await Promise.all([loadAccount(), loadKeys(), loadTasks(), loadCharges(), loadUploads(), loadVoices()]);
 }
 
-/** One task: what it is, its status and Gems, and its outputs (image previews, other kinds as links). */
+/** One task: what it is, its status and Gems, and its outputs (images previewed, video and audio playable, each also a link). */
 function taskItem(task: Task): HTMLLIElement {
   const li = document.createElement('li');
   li.dataset.taskId = task.id;
@@ -70,13 +70,22 @@ function taskItem(task: Task): HTMLLIElement {
   li.append(title, facts);
   for (const output of task.outputs) {
     if (!output.asset) continue;
+    const label = `Output ${output.index + 1} of task ${task.id}`;
     if (output.asset.kind === 'image') {
       const img = document.createElement('img');
       img.src = output.asset.url;
-      img.alt = `Output ${output.index + 1} of task ${task.id}`;
+      img.alt = label;
       img.loading = 'lazy';
       li.append(img);
-    } else {
+    } else if (output.asset.kind === 'video' || output.asset.kind === 'audio') {
+      const player = document.createElement(output.asset.kind);
+      player.controls = true;
+      player.preload = 'metadata';
+      player.src = output.asset.url;
+      player.setAttribute('aria-label', label);
+      li.append(player);
+    }
+    if (output.asset.kind !== 'image') {
       const a = document.createElement('a');
       a.href = output.asset.url;
       a.textContent = `Output ${output.index + 1} (${output.asset.mimeType})`;
