@@ -5,10 +5,13 @@
  *   types (generated/ and client/generated/, as `npm run generate` does) and
  *   restart the server on it; when it fails, print the linter's message and keep
  *   the last good server running;
- * - server code changed: restart the server.
+ * - the console's contract (openapi/console.yaml) changed: regenerate its types
+ *   (generated/console.ts) and restart the server on it;
+ * - server code changed (TypeScript, YAML, the console page's HTML and CSS):
+ *   restart the server.
  * Edits arriving together are handled once (a short debounce); Ctrl-C stops both.
  *
- *   npm run dev [-- --contract FILE --generated OUT.ts … --parameters OUT.ts]   (PORT, DATA_DIR … as for npm start)
+ *   npm run dev [-- --contract FILE --generated OUT.ts … --parameters OUT.ts --console-contract FILE --console-generated OUT.ts]   (PORT, DATA_DIR … as for npm start)
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,6 +27,8 @@ const { values } = parseArgs({
     contract: { type: 'string', default: path.join(root, 'openapi/openapi.yaml') },
     generated: { type: 'string', multiple: true },
     parameters: { type: 'string' },
+    'console-contract': { type: 'string', default: path.join(root, 'openapi/console.yaml') },
+    'console-generated': { type: 'string', default: path.join(root, 'generated/console.ts') },
     debounce: { type: 'string', default: '150' },
   },
 });
@@ -31,6 +36,8 @@ const contract = path.resolve(values.contract!);
 const outputs = (values.generated ?? [path.join(root, 'generated/api.ts'), path.join(root, 'client/generated/api.ts')]).map((f) => path.resolve(f));
 const parametersOut = path.resolve(values.parameters ?? path.join(root, 'client/generated/parameters.ts'));
 const debounceMs = Number(values.debounce);
+const consoleContract = path.resolve(values['console-contract']!);
+const consoleOut = path.resolve(values['console-generated']!);
 
 const say = (line: string) => console.log(`[dev] ${line}`);
 
@@ -40,11 +47,17 @@ function lint(): string | undefined {
   return run.status === 0 ? undefined : `${run.stdout}${run.stderr}`.trim() || `redocly exited ${run.status}`;
 }
 
+/** Types from a contract (openapi-typescript, as `npm run generate` runs it); the failure when it fails. */
+function typesOf(from: string, out: string): string | undefined {
+  const run = spawnSync(process.execPath, [bin('openapi-typescript'), from, '--default-non-nullable', 'false', '-o', out], { cwd: root, encoding: 'utf8' });
+  return run.status === 0 ? undefined : `${run.stdout}${run.stderr}`.trim();
+}
+
 /** Regenerates every output from the contract; returns the failure when one fails. */
 function generate(): string | undefined {
   for (const out of outputs) {
-    const run = spawnSync(process.execPath, [bin('openapi-typescript'), contract, '--default-non-nullable', 'false', '-o', out], { cwd: root, encoding: 'utf8' });
-    if (run.status !== 0) return `${run.stdout}${run.stderr}`.trim();
+    const failed = typesOf(contract, out);
+    if (failed) return failed;
   }
   const params = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), contract, parametersOut], { cwd: root, encoding: 'utf8' });
   return params.status === 0 ? undefined : `${params.stdout}${params.stderr}`.trim();
@@ -80,14 +93,27 @@ async function stopServer(): Promise<void> {
 }
 
 let stopping = false;
-let pending: { contract: boolean } | undefined;
+type Batch = { contract: boolean; console: boolean };
+let pending: Batch | undefined;
 let timer: NodeJS.Timeout | undefined;
 let busy = Promise.resolve();
 
 /** What a batch of changes does: see the header. */
-async function apply(batch: { contract: boolean }): Promise<void> {
+/** Set while the contract does not lint: the last good server then keeps running whatever else changes. */
+let contractBroken = false;
+
+async function apply(batch: Batch): Promise<void> {
+  if (batch.console) {
+    const failed = typesOf(consoleContract, consoleOut);
+    if (failed) {
+      say(`regenerating the console's types failed; the last good server keeps running:\n${failed}`);
+      return;
+    }
+    say(`regenerated ${path.relative(root, consoleOut)} from ${path.relative(root, consoleContract)}`);
+  }
   if (batch.contract) {
     const problem = lint();
+    contractBroken = problem !== undefined;
     if (problem) {
       say(`the contract does not lint; the last good server keeps running:\n${problem}`);
       return;
@@ -99,13 +125,17 @@ async function apply(batch: { contract: boolean }): Promise<void> {
     }
     say(`contract linted; regenerated ${[...outputs, parametersOut].map((o) => path.relative(root, o)).join(', ')}`);
   }
+  if (contractBroken) {
+    say('the contract still does not lint; the last good server keeps running until it does');
+    return;
+  }
   await stopServer();
-  say(batch.contract ? 'restarting the server on the new contract' : 'server code changed: restarting the server');
+  say(batch.contract || batch.console ? 'restarting the server on the new contract' : 'server code changed: restarting the server');
   startServer();
 }
 
-function changed(isContract: boolean): void {
-  pending = { contract: (pending?.contract ?? false) || isContract };
+function changed(what: Partial<Batch>): void {
+  pending = { contract: (pending?.contract ?? false) || !!what.contract, console: (pending?.console ?? false) || !!what.console };
   clearTimeout(timer);
   timer = setTimeout(() => {
     const batch = pending!;
@@ -116,10 +146,13 @@ function changed(isContract: boolean): void {
 
 // Watch directories, not files: editors save by writing a new file and renaming it over the old.
 fs.watch(path.dirname(contract), (_event, name) => {
-  if (name && path.join(path.dirname(contract), name.toString()) === contract) changed(true);
+  if (name && path.join(path.dirname(contract), name.toString()) === contract) changed({ contract: true });
+});
+fs.watch(path.dirname(consoleContract), (_event, name) => {
+  if (name && path.join(path.dirname(consoleContract), name.toString()) === consoleContract) changed({ console: true });
 });
 fs.watch(path.join(root, 'server'), { recursive: true }, (_event, name) => {
-  if (name && /\.(ts|ya?ml)$/.test(name.toString())) changed(false);
+  if (name && /\.(ts|ya?ml|html|css)$/.test(name.toString())) changed({});
 });
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -131,6 +164,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 const problem = lint();
+contractBroken = problem !== undefined;
 if (problem) say(`the contract does not lint (fix it; the server starts once it does):\n${problem}`);
 else {
   startServer();

@@ -36,6 +36,8 @@ describe('npm run dev', () => {
   let dir: string;
   let contract: string;
   let generated: string;
+  let consoleContract: string;
+  let consoleGenerated: string;
   let port: number;
   let dev: ChildProcess;
   let output = '';
@@ -53,8 +55,12 @@ describe('npm run dev', () => {
     contract = path.join(dir, 'openapi.yaml');
     generated = path.join(dir, 'api.ts');
     fs.copyFileSync(path.join(root, 'openapi/openapi.yaml'), contract);
+    consoleContract = path.join(dir, 'console', 'console.yaml');
+    consoleGenerated = path.join(dir, 'console.ts');
+    fs.mkdirSync(path.dirname(consoleContract));
+    fs.copyFileSync(path.join(root, 'openapi/console.yaml'), consoleContract);
     port = await freePort();
-    dev = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/dev.ts'), '--contract', contract, '--generated', generated, '--parameters', path.join(dir, 'parameters.ts')], {
+    dev = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/dev.ts'), '--contract', contract, '--generated', generated, '--parameters', path.join(dir, 'parameters.ts'), '--console-contract', consoleContract, '--console-generated', consoleGenerated], {
       cwd: root,
       env: { ...process.env, PORT: String(port), DATA_DIR: path.join(dir, 'data'), LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -113,6 +119,16 @@ describe('npm run dev', () => {
     assert.ok(output.length > before);
     assert.equal((await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status, 401, 'the last good server still answers, on the last good contract');
     assert.match(fs.readFileSync(generated, 'utf8'), /WATCH-MODE MARKER/, 'the types were left as they were');
+  });
+
+  it("when the console's contract changes while the contract is broken, then its types are regenerated and the last good server keeps running", async () => {
+    const before = output.length;
+    assert.equal(fs.existsSync(consoleGenerated), false);
+    fs.writeFileSync(consoleContract, fs.readFileSync(consoleContract, 'utf8').replace(/^( {2}title: ).*$/m, '$1console watch check'));
+    await until('the console types', () => (fs.existsSync(consoleGenerated) && fs.readFileSync(consoleGenerated, 'utf8').includes('"/session"') ? true : undefined));
+    await until('the note', () => (output.slice(before).includes('[dev] the contract still does not lint') ? true : undefined));
+    assert.match(output.slice(before), /\[dev\] regenerated .*console\.ts/);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status, 401, 'the last good server still answers');
   });
 
   it('when dev is stopped, then its server stops too', async () => {
