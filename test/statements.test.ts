@@ -2,6 +2,8 @@
  * Round trips per request (issue 13): authentication reads a key with its
  * account in one statement, or none while the key is cached; a task read is one
  * statement whatever its outputs; the models list and a missing key need none.
+ * A key's last use (the console's "last used") is stamped in the background at
+ * most once a minute per key: counted apart from a request's statements.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -40,14 +42,16 @@ describe('statements per request', () => {
   /** sqlite3 reports a statement's trace asynchronously: lets those of earlier work arrive first. */
   const settle = () => new Promise((r) => setTimeout(r, 50));
 
-  /** The statements the server ran while answering one request. */
-  async function count(method: string, path: string, key?: string): Promise<{ status: number; statements: string[] }> {
+  const LAST_USE = /last_used_at/;
+
+  /** The statements the server ran while answering one request, and the key's last-use stamps apart. */
+  async function count(method: string, path: string, key?: string): Promise<{ status: number; statements: string[]; stamps: number }> {
     await settle();
     statements = [];
     const res = await s.call(method, path, { ...(key && { key }) });
     await res.arrayBuffer();
     await settle();
-    return { status: res.status, statements };
+    return { status: res.status, statements: statements.filter((q) => !LAST_USE.test(q)), stamps: statements.filter((q) => LAST_USE.test(q)).length };
   }
 
   /** Statements that read the key (always with its account, in the same statement) and those that read tasks. */
@@ -91,9 +95,16 @@ describe('statements per request', () => {
     assert.equal(first.status, 200);
     assert.equal(keyReads(first.statements).length, 1, 'the first use reads the key with its account');
     assert.equal(first.statements.length, 1);
+    assert.equal(first.stamps, 1, "the first use stamps the key's last use");
     // Right after, the key is cached (for half a second: on a very busy machine one more read may come first).
     const next = [];
-    for (let i = 0; i < 3; i++) next.push((await count('GET', '/api/generate/models', fresh.secret)).statements.length);
+    const stamps = [];
+    for (let i = 0; i < 3; i++) {
+      const again = await count('GET', '/api/generate/models', fresh.secret);
+      next.push(again.statements.length);
+      stamps.push(again.stamps);
+    }
+    assert.deepEqual(stamps, [0, 0, 0], 'within the minute the last use is not stamped again');
     assert.ok(next.includes(0), `statements: ${next.join(', ')}`);
     assert.ok(next.every((n) => n <= 1));
     const missing = await count('GET', '/api/generate/models');
