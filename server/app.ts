@@ -36,7 +36,7 @@ import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
 import type { RemoteMedia } from './providers/remote/index.ts';
 import type { MediaProviders } from './providers/media-types.ts';
-import { closeWhileDraining, healthRouter, refuseWorkWhileDraining, type Lifecycle } from './routes/health.ts';
+import { healthRouter, whileDraining, type Lifecycle } from './routes/health.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import type { TextProviders } from './providers/text/types.ts';
 import type { AnalysisProvider } from './providers/analysis/types.ts';
@@ -87,7 +87,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(accessLog(logger, app.request, deps.metrics));
   if (deps.metrics && config.metricsToken) app.use(deps.metrics.endpoint(config.metricsToken));
   const lifecycle = deps.lifecycle ?? { draining: false };
-  app.use(closeWhileDraining(lifecycle));
+  // Draining: every answer closes its connection, and new work is sent to another instance (reads are still answered).
+  app.use(whileDraining(lifecycle));
   // Liveness and readiness for balancers and orchestrators: outside the public contract.
   app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle })));
 
@@ -95,8 +96,6 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(byPrefix(filesRouter(deps)));
   // The contract (/openapi.yaml) and the API reference page (/docs): public, outside the API paths.
   app.use(byPrefix(docsRouter(deps)));
-  // A draining server takes no new work: it is sent to another instance (reads are still answered).
-  app.use(refuseWorkWhileDraining(lifecycle));
   // The account console (/console, its own contract openapi/console.yaml and session cookie): never the bearer API's stack.
   app.use(consoleStack(deps, deps.consolePage));
 

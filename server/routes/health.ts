@@ -50,28 +50,24 @@ export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecyc
   return router;
 }
 
-/** While draining, every answer closes its connection, so keep-alive clients reconnect to an instance that is not stopping. */
-export function closeWhileDraining(lifecycle: Lifecycle) {
-  return (_req: unknown, res: { setHeader(name: string, value: string): void }, next: () => void) => {
-    if (lifecycle.draining) res.setHeader('connection', 'close');
-    next();
-  };
-}
-
 /** Seconds a refused client is asked to wait before it sends the same request again (to another instance, through the balancer). */
 const DRAIN_RETRY_AFTER_SECONDS = 1;
 
 /**
- * While draining, a request that would start new work (anything but GET and
- * HEAD: submissions, uploads, chat completions, extraction) is refused with 503
- * TEMPORARILY_UNAVAILABLE, `Retry-After` and `Connection: close`, before any
- * body is read or identity claimed: the client sends the same request, with the
- * same Idempotency-Key, to another instance. Reads (task polls, downloads) are
- * still answered, and requests that arrived before the drain run to their end.
+ * While draining: every answer closes its connection, so keep-alive clients
+ * reconnect to an instance that is not stopping; and a request that would start
+ * new work (anything but GET and HEAD: submissions, uploads, chat completions,
+ * extraction) is refused with 503 TEMPORARILY_UNAVAILABLE and `Retry-After`,
+ * before any body is read or identity claimed: the client sends the same
+ * request, with the same Idempotency-Key, to another instance. Reads (task
+ * polls, downloads, /readyz) are still answered, and requests that arrived
+ * before the drain run to their end. One check per request otherwise.
  */
-export function refuseWorkWhileDraining(lifecycle: Lifecycle) {
+export function whileDraining(lifecycle: Lifecycle) {
   return (req: { method: string }, res: { setHeader(name: string, value: string): void }, next: (error?: unknown) => void) => {
-    if (!lifecycle.draining || req.method === 'GET' || req.method === 'HEAD') return next();
+    if (!lifecycle.draining) return next();
+    res.setHeader('connection', 'close');
+    if (req.method === 'GET' || req.method === 'HEAD') return next();
     res.setHeader('retry-after', String(DRAIN_RETRY_AFTER_SECONDS));
     next(new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'This instance is shutting down and takes no new work; send the same request (same Idempotency-Key) again.'));
   };

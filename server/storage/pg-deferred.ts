@@ -29,6 +29,7 @@
  * leave the connection in the aborted transaction), so the transaction fails as
  * it would have at the write itself.
  */
+import { createRequire } from 'node:module';
 
 /** The part of node-postgres's Client this module drives. */
 interface PgClient {
@@ -87,20 +88,10 @@ export function pgLiteral(value: unknown): string | undefined {
   return undefined;
 }
 
-/** node-postgres's escapeLiteral (pg/lib/utils.js), which its Client also exposes. */
-function escapeLiteral(str: string): string {
-  let backslash = false;
-  let escaped = "'";
-  for (const c of str) {
-    if (c === "'") escaped += "''";
-    else if (c === '\\') {
-      escaped += '\\\\';
-      backslash = true;
-    } else escaped += c;
-  }
-  escaped += "'";
-  return backslash ? ` E${escaped}` : escaped;
-}
+const requireHere = createRequire(import.meta.url);
+let pgEscape: ((str: string) => string) | undefined;
+/** node-postgres's own `escapeLiteral`, loaded at the first string (only Postgres paths write literals). */
+const escapeLiteral = (str: string) => (pgEscape ??= (requireHere('pg') as { escapeLiteral: (s: string) => string }).escapeLiteral)(str);
 
 /** The query's text and whether it carries bound values (node-postgres's call shapes). */
 function shapeOf(config: unknown, values: unknown): { text: string | undefined; bound: boolean } {
