@@ -130,19 +130,30 @@ function voiceItem(voice: Voice): HTMLLIElement {
   return li;
 }
 
+/** The console's paged lists: each is its API path, its key in the answer, and its elements in the page. */
+type Listed = 'tasks' | 'charges' | 'uploads' | 'voices';
+type PageOf<N extends Listed> = paths[`/${N}`]['get']['responses'][200]['content']['application/json'];
+type RowOf<N extends Listed> = PageOf<N> extends Record<N, Array<infer R>> ? R : never;
+
 /**
- * A paged list (newest first) in the page: `load(true)` appends the next page
- * after those shown, `load()` shows the first again.
+ * A paged list (newest first) in the page, from GET /{name} into #{name}, with
+ * #no-{name} shown when it is empty and #older-{name} while there are more:
+ * `load(true)` appends the next page after those shown, `load()` shows the first again.
  */
-function pagedList<Row>(list: string, empty: string, older: string, fetchPage: (cursor?: string) => Promise<{ rows: Row[]; next: string | null } | undefined>, item: (row: Row) => HTMLElement) {
+function pagedList<N extends Listed>(name: N, item: (row: RowOf<N>) => HTMLElement) {
+  const [list, empty, older] = [name, `no-${name}`, `older-${name}`];
   let next: string | null = null;
   const load = async (more = false): Promise<void> => {
-    const page = await fetchPage(more && next ? next : undefined);
-    if (!page) return;
-    const items = page.rows.map(item);
+    const cursor = more && next ? next : undefined;
+    // The four paths share one shape (cursor and limit in, a page out): one call for each of them.
+    const get = api.GET as unknown as (path: `/${N}`, init: { params: { query: { cursor?: string } } }) => Promise<{ data?: PageOf<N>; error?: Problem }>;
+    const { data, error } = await get(`/${name}`, { params: { query: cursor ? { cursor } : {} } });
+    problem(error ?? null);
+    if (!data) return;
+    const items = (data as Record<N, Array<RowOf<N>>>)[name].map(item);
     if (more) $(list).append(...items);
     else $(list).replaceChildren(...items);
-    next = page.next;
+    next = data.next;
     $(older).hidden = next === null;
     $(empty).hidden = $(list).childElementCount > 0;
   };
@@ -150,29 +161,10 @@ function pagedList<Row>(list: string, empty: string, older: string, fetchPage: (
   return load;
 }
 
-const loadTasks = pagedList('tasks', 'no-tasks', 'older-tasks', async (cursor) => {
-  const { data, error } = await api.GET('/tasks', { params: { query: cursor ? { cursor } : {} } });
-  problem(error ?? null);
-  return data && { rows: data.tasks, next: data.next };
-}, taskItem);
-
-const loadCharges = pagedList('charges', 'no-charges', 'older-charges', async (cursor) => {
-  const { data, error } = await api.GET('/charges', { params: { query: cursor ? { cursor } : {} } });
-  problem(error ?? null);
-  return data && { rows: data.charges, next: data.next };
-}, chargeItem);
-
-const loadUploads = pagedList('uploads', 'no-uploads', 'older-uploads', async (cursor) => {
-  const { data, error } = await api.GET('/uploads', { params: { query: cursor ? { cursor } : {} } });
-  problem(error ?? null);
-  return data && { rows: data.uploads, next: data.next };
-}, uploadItem);
-
-const loadVoices = pagedList('voices', 'no-voices', 'older-voices', async (cursor) => {
-  const { data, error } = await api.GET('/voices', { params: { query: cursor ? { cursor } : {} } });
-  problem(error ?? null);
-  return data && { rows: data.voices, next: data.next };
-}, voiceItem);
+const loadTasks = pagedList('tasks', taskItem);
+const loadCharges = pagedList('charges', chargeItem);
+const loadUploads = pagedList('uploads', uploadItem);
+const loadVoices = pagedList('voices', voiceItem);
 
 function showAccount(account: Account): void {
   csrfToken = account.csrfToken;
