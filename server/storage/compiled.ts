@@ -136,25 +136,34 @@ function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
 }
 
 /**
+ * Postgres in a transaction (pg-deferred.ts): the statement's plan, its values,
+ * those values as literals and the transaction's connection, or undefined where
+ * it runs through knex instead (SQLite, no transaction, a value with no literal).
+ */
+async function onPgTransaction(conn: Conn, name: string, build: Build, params: readonly Value[]) {
+  if (onSqlite(conn) || !isTransaction(conn) || conn.isCompleted()) return undefined;
+  const plan = planOf(conn, name, build, params.length);
+  const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
+  const literals = values.map(pgLiteral);
+  const connection: unknown = await conn.client.acquireConnection();
+  if (!canDeferPg(connection) || !literals.every((l): l is string => l !== undefined)) return undefined;
+  return { plan, values, literals, connection };
+}
+
+/**
  * Runs a write whose outcome nobody reads (no rows, no count of changed rows):
- * on SQLite in a transaction it waits, with its values written into its SQL
- * (`sqliteLiteral`), and goes with the other waiting writes in one round trip
- * just before the transaction's next statement (statement-cache.ts), its COMMIT
- * included. A failure then fails the transaction as the write itself would
+ * in a transaction it waits and goes with the other waiting writes in one round
+ * trip just before the transaction's next statement, its COMMIT included — on
+ * SQLite with its values written into its SQL (`sqliteLiteral`,
+ * statement-cache.ts), on Postgres as EXECUTE of a statement prepared on the
+ * connection (`pg-deferred.ts`; `last` puts it after the other waiting writes). A failure then fails the transaction as the write itself would
  * have. Anywhere else, or with a value that has no literal, it runs
  * at once like `execute`.
  */
 export async function executeLater(conn: Conn, name: string, build: Build, params: readonly Value[], last = false): Promise<void> {
-  if (!onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
-    // Postgres (pg-deferred.ts): any statement may wait, its outcome unread; a failure fails the commit.
-    const plan = planOf(conn, name, build, params.length);
-    const literals = plan.bindings.map((b) => pgLiteral(typeof b === 'number' ? params[b] : b.value));
-    const connection: unknown = await conn.client.acquireConnection();
-    if (canDeferPg(connection) && literals.every((l) => l !== undefined)) {
-      await connection.deferPrepared(plan.pgName!, plan.sql, literals as string[], last);
-      return;
-    }
-  }
+  // Postgres: any statement may wait, its outcome unread; a failure fails the commit.
+  const pg = await onPgTransaction(conn, name, build, params);
+  if (pg) return pg.connection.deferPrepared(pg.plan.pgName!, pg.plan.sql, pg.literals, last);
   if (onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
     const plan = planOf(conn, name, build, params.length);
     if (plan.method === 'run') {
@@ -176,17 +185,12 @@ export async function executeLater(conn: Conn, name: string, build: Build, param
  */
 export async function execute(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<Executed> {
   const make = build;
-  if (!onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
-    // Postgres (pg-deferred.ts): prepared once per connection, sent with what waits (the BEGIN included).
-    const plan = planOf(conn, name, make, params.length);
-    const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
-    const literals = values.map(pgLiteral);
-    const connection: unknown = await conn.client.acquireConnection();
-    if (canDeferPg(connection) && literals.every((l) => l !== undefined)) {
-      conn.client.emit('query', { sql: plan.sql, bindings: values }); // as knex's own queries announce themselves (db.ts onStatement)
-      const result = await connection.runPrepared(plan.pgName!, plan.sql, literals as string[]);
-      return plan.method === 'run' ? { rows: [], changes: result.rowCount ?? 0 } : { rows: result.rows, changes: 0 };
-    }
+  // Postgres: prepared once per connection, sent with what waits (the BEGIN included).
+  const pg = await onPgTransaction(conn, name, make, params);
+  if (pg) {
+    conn.client.emit('query', { sql: pg.plan.sql, bindings: pg.values }); // as knex's own queries announce themselves (db.ts onStatement)
+    const result = await pg.connection.runPrepared(pg.plan.pgName!, pg.plan.sql, pg.literals);
+    return pg.plan.method === 'run' ? { rows: [], changes: result.rowCount ?? 0 } : { rows: result.rows, changes: 0 };
   }
   if (!onSqlite(conn) || !isTransaction(conn)) {
     const result: unknown = await make(conn, ...params);
