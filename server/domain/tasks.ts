@@ -148,9 +148,9 @@ export async function outputFailed(db: Db, taskId: string, idx: number, error: s
   await store.updateOutput(db, taskId, idx, { status: 'failed', error });
 }
 
-/** Up to `limit` stored outputs past their retention, with their blobs. */
-export async function outputsPastRetention(db: Db, clock: Clock, limit: number) {
-  return store.expiredOutputs(db, clock.now().toISOString(), limit);
+/** Up to `limit` stored outputs past their retention at `nowIso`, with their blobs. */
+export async function outputsPastRetention(db: Db, nowIso: string, limit: number) {
+  return store.expiredOutputs(db, nowIso, limit);
 }
 
 /** A stored output past its retention shows `expired` (its asset is marked deleted in the same transaction). */

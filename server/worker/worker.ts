@@ -233,7 +233,7 @@ async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock' | 'leas
 export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' | 'dataDir'>, beforeDelete?: (sha256: string) => Promise<void>): Promise<number> {
   const { db, clock } = options;
   const nowIso = clock.now().toISOString();
-  const expired = await tasks.outputsPastRetention(db, clock, 100);
+  const expired = await tasks.outputsPastRetention(db, nowIso, 100);
   for (const o of expired) {
     await inTransaction(db, async (trx) => {
       await markAssetDeleted(trx, o.asset_id!, nowIso);
