@@ -63,8 +63,8 @@ function requireSession({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'c
   };
 }
 
-/** The console's stack, entered only for /console and the paths under it. */
-export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>, page: ConsolePage | undefined) {
+/** The console API's router: its own validator on openapi/console.yaml, the session check, the routes. */
+function consoleApi(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>): Router {
   const api = Router();
   api.use(express.json({ limit: '16kb' }));
   api.use(
@@ -81,11 +81,22 @@ export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'si
   api.use(consoleRouter(deps));
   api.use((_req: Request, _res: Response, next: NextFunction) => next(notFound('No such route.')));
   api.use(errorMiddleware(CONSOLE_SPEC));
+  return api;
+}
+
+/**
+ * The console's stack, entered only for /console and the paths under it. Its
+ * API (a second validator with its compiled contract, ~29 MB of heap) is built
+ * at the first console API request, not at start: a server whose console is
+ * never used does not carry it.
+ */
+export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>, page: ConsolePage | undefined) {
+  let api: Router | undefined;
   const pageRouter = consolePageRouter(page, deps.config.publicBaseUrl);
   return (req: Request, res: Response, next: NextFunction): void => {
     // Every request passes here: only a path's head is lower-cased (Express matches paths case-insensitively).
     const p = req.path.slice(0, 13).toLowerCase();
-    if (p === '/console/api' || p === '/console/api/') api(req, res, next);
+    if (p === '/console/api' || p === '/console/api/') (api ??= consoleApi(deps))(req, res, next);
     else if (p === '/console' || p.startsWith('/console/')) pageRouter(req, res, next);
     else next();
   };
