@@ -16,6 +16,7 @@ import * as ledger from '../server/domain/ledger.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { clearRecords, listRecords } from '../server/domain/policy/moderation.ts';
 import { systemClock } from '../server/domain/clock.ts';
+import { onStatement } from '../server/storage/db.ts';
 
 const IMAGE = '/api/generate/image';
 let counter = 0;
@@ -41,6 +42,22 @@ async function assertRefused(s: TestServer, res: Response, accountId: string, ge
   const summary = await ledger.accountSummary(s.db, systemClock, accountId, []);
   assert.equal(summary.outstandingReservations.count, 0, 'nothing reserved');
   assert.equal(summary.balance, gems, 'nothing charged');
+}
+
+/** How many statements read idempotency records while `call` is answered (sqlite3 traces them shortly after). */
+async function identityReads(s: TestServer, call: () => Promise<Response>): Promise<{ res: Response; reads: number }> {
+  let reads = 0;
+  const stop = onStatement(s.db, (sql) => {
+    if (/^\s*select\b[\s\S]*\bfrom\s+[`"]?idempotency_records\b/i.test(sql)) reads++;
+  });
+  try {
+    const res = await call();
+    await res.clone().arrayBuffer();
+    await new Promise((r) => setTimeout(r, 50));
+    return { res, reads };
+  } finally {
+    stop();
+  }
 }
 
 describe('moderation (embedded policy)', () => {
@@ -165,12 +182,15 @@ describe('moderation (embedded policy)', () => {
     const taskId = (await submitted.json()).task.id;
 
     await accounts.updateAccount(s.db, systemClock, u.accountId, { contentPreference: 'strict' });
-    const replay = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: chat('summarise the gore in Macbeth'), headers: textHeaders });
-    assert.equal(replay.status, 200, await replay.clone().text());
-    assert.deepEqual(await replay.json(), completion, 'the retained response, not a new one');
-    const mediaReplay = await s.call('POST', IMAGE, { key: u.secret, body: image('a gory battlefield painting'), headers: imageHeaders });
-    assert.equal(mediaReplay.status, 200, await mediaReplay.clone().text());
-    assert.equal((await mediaReplay.json()).task.id, taskId);
+    // Moderation asks whether the identity was claimed, the use case replays it: one read of its record.
+    const replay = await identityReads(s, () => s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: chat('summarise the gore in Macbeth'), headers: textHeaders }));
+    assert.equal(replay.res.status, 200, await replay.res.clone().text());
+    assert.deepEqual(await replay.res.json(), completion, 'the retained response, not a new one');
+    assert.equal(replay.reads, 1, 'the text replay reads its identity once');
+    const mediaReplay = await identityReads(s, () => s.call('POST', IMAGE, { key: u.secret, body: image('a gory battlefield painting'), headers: imageHeaders }));
+    assert.equal(mediaReplay.res.status, 200, await mediaReplay.res.clone().text());
+    assert.equal((await mediaReplay.res.json()).task.id, taskId);
+    assert.equal(mediaReplay.reads, 1, 'the media replay reads its identity once (no claim tried)');
     const changed = await errorOf(await s.call('POST', IMAGE, { key: u.secret, body: image('G 0 R E'), headers: imageHeaders }));
     assert.deepEqual([changed.status, changed.code], [409, 'IDEMPOTENCY_CONFLICT']);
     assert.equal((await listRecords(s.db, { accountId: u.accountId })).length, 0, 'no refusal was recorded');

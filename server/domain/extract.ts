@@ -111,12 +111,12 @@ async function admissible(deps: ExtractDeps, principal: Principal, request: Requ
  * Analyses a video or replays a completed identity. Every failure is thrown as
  * ApiError (the first response of an ANALYSIS_FAILED identity included).
  */
-export async function extractVideo(deps: ExtractDeps, principal: Principal, idemKey: string, body: ExtractionRequest): Promise<Extraction> {
+export async function extractVideo(deps: ExtractDeps, principal: Principal, idemKey: string, body: ExtractionRequest, recorded?: idem.RecordRead): Promise<Extraction> {
   // Defaults applied, so an absent prompt and '' are the same identity.
   const request = { ...body, prompt: body.prompt ?? '' };
   const identity = spend.identityOf(principal, idemKey, OPERATION, request);
   // A completed identity replays before any current check (its result is retained).
-  const existing = await idem.lookup(deps.db, identity);
+  const existing = await idem.lookup(deps.db, identity, recorded);
   if (existing) return idem.savedResponse<Extraction>(existing);
 
   const { asset, durationSeconds, file, release, asked } = await admissible(deps, principal, request);
@@ -137,10 +137,14 @@ async function analyse(
   const amount = conservativeMaximum(rates);
   const id = newId('ext');
 
-  const claim = await spend.claimAndReserve(deps.db, deps.clock, identity, { purpose: 'llm', amount, maxGems: request.maxGems, ref: id });
+  const reservationId = newId('rsv');
+  const claim = await spend.inSubmission(deps.db, deps.clock, identity, async ({ claim, hold }) => {
+    await claim({ state: 'pending', ref: id, reservationId }); // until the analysis's outcome
+    await hold({ purpose: 'llm', amount, maxGems: request.maxGems, ref: id, id: reservationId });
+  });
   if (!claim.created) return idem.savedResponse<Extraction>(claim.record);
 
-  const run: Run = { id, claim: { identity, reservationId: claim.value.id, reserved: amount, ref: id }, rates };
+  const run: Run = { id, claim: { identity, reservationId, reserved: amount, ref: id }, rates };
   const log = deps.logger.child({ extraction: id, asset: asset.id, provider: deps.provider.name });
   let result;
   try {

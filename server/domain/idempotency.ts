@@ -8,9 +8,12 @@
  * or is created directly as completed when the outcome is decided inside the
  * claiming transaction (media: the task row is the durable outcome).
  *
- * Admission failures (422, 402, PRICE_CHANGED, REFERENCES_PROCESSING, a 503
- * before dispatch) throw inside the claiming transaction, so the claim rolls
- * back with the reservation and nothing is retained.
+ * The transaction is the use case's (spend.ts `inSubmission`); this module gives
+ * its steps: the replay rules (`lookup`, on a record a request reads once:
+ * `RecordRead`), the claim (`claimIn`, the transaction's first write) and the
+ * record's later states. Admission failures (422, 402, PRICE_CHANGED,
+ * REFERENCES_PROCESSING, a 503 before dispatch) throw inside that transaction,
+ * so the claim rolls back with the reservation and nothing is retained.
  */
 import crypto from 'node:crypto';
 import { ApiError, type ErrorStatus } from '../errors.ts';
@@ -73,13 +76,14 @@ const failed = () =>
   );
 
 /**
- * Reads the identity's record and applies the replay rules: a different body or
- * operation → IDEMPOTENCY_CONFLICT; pending/uncertain → REQUEST_UNCERTAIN;
- * released → REQUEST_FAILED; completed → the record (the caller replays it);
- * none → undefined (the caller may claim it).
+ * Applies the replay rules to the identity's record (`store.findRecord`, or a
+ * read the request made already: `recorded`): a different body or operation →
+ * IDEMPOTENCY_CONFLICT; pending/uncertain → REQUEST_UNCERTAIN; released →
+ * REQUEST_FAILED; completed → the record (the caller replays it); none →
+ * undefined (the caller may claim it).
  */
-export async function lookup(db: Db | Tx, id: Identity): Promise<IdempotencyRow | undefined> {
-  const row = await store.findRecord(db, id.keyId, id.idemKey);
+export async function lookup(db: Db | Tx, id: Identity, recorded?: RecordRead): Promise<IdempotencyRow | undefined> {
+  const row = recorded ? await recorded.get() : await store.findRecord(db, id.keyId, id.idemKey);
   if (!row) return undefined;
   if (row.operation !== id.operation || row.fingerprint !== id.fingerprint) throw conflict();
   if (row.state === 'pending' || row.state === 'uncertain') throw requestUncertain();
@@ -87,9 +91,28 @@ export async function lookup(db: Db | Tx, id: Identity): Promise<IdempotencyRow 
   return row;
 }
 
-/** Whether the identity (key + Idempotency-Key) has a record, whatever its state or body. */
-export async function isClaimed(db: Db | Tx, keyId: string, idemKey: string): Promise<boolean> {
-  return (await store.findRecord(db, keyId, idemKey)) !== undefined;
+/**
+ * The record of one identity (key, Idempotency-Key), read at most once for its
+ * request: the policy step asks whether it was claimed, the use case replays
+ * before today's checks, and both get the one read.
+ */
+export class RecordRead {
+  private read: Promise<IdempotencyRow | undefined> | undefined;
+  constructor(
+    private readonly db: Db,
+    private readonly keyId: string,
+    private readonly idemKey: string,
+  ) {}
+
+  /** The record, read at the first call. */
+  get(): Promise<IdempotencyRow | undefined> {
+    return (this.read ??= store.findRecord(this.db, this.keyId, this.idemKey));
+  }
+
+  /** Whether the request has read it already (media skips a read of its own, but not one made anyway). */
+  get asked(): boolean {
+    return this.read !== undefined;
+  }
 }
 
 export interface ClaimOutcome {
@@ -103,69 +126,39 @@ export interface ClaimOutcome {
 export type SubmitResult<T> = { created: true; value: T } | { created: false; record: IdempotencyRow };
 
 /**
- * Claims an identity and runs `admit` in the same transaction. `admit` reserves,
- * creates the durable work and says what the record holds; if it throws, the
- * claim rolls back (nothing retained). When another request holds or has
- * completed the identity, returns its record (or throws the replay error).
+ * The claim, a step of the submission's transaction (spend.ts `inSubmission`):
+ * inserts the identity's record, already in the state its use case decided
+ * before the transaction (media: completed with its task, or uncertain; text and
+ * extraction: pending until their outcome). It is the transaction's first
+ * write, so the primary key makes a concurrent or earlier claim of this
+ * identity fail here (`claimedBefore`), before anything is held.
  */
-export async function submit<T>(
-  db: Db,
-  clock: Clock,
-  id: Identity,
-  admit: (trx: Tx) => Promise<{ value: T; outcome: ClaimOutcome }>,
-): Promise<SubmitResult<T>> {
-  const existing = await lookup(db, id);
-  if (existing) return { created: false, record: existing };
-  return claim(db, clock, id, admit);
+export async function claimIn(trx: Tx, clock: Clock, id: Identity, outcome: ClaimOutcome): Promise<void> {
+  const now = clock.now().toISOString();
+  await store.insertRecord(trx, {
+    key_id: id.keyId,
+    idem_key: id.idemKey,
+    account_id: id.accountId,
+    operation: id.operation,
+    fingerprint: id.fingerprint,
+    created_at: now,
+    updated_at: now,
+    ...recordOf(outcome),
+  });
 }
 
+/** Whether a submission failed because its identity was claimed before its own claim (`claimIn`). */
+export const claimedBefore = (error: unknown): boolean => isUniqueViolation(error);
+
 /**
- * `submit` for a caller that has just looked the identity up itself (text and
- * extraction replay before their current checks; media before its scenarios).
- * No second look inside the transaction: a claim made meanwhile makes the insert
- * fail on the primary key, and its record is replayed.
- *
- * With `decided`, the outcome is known before the transaction (media: the task
- * and reservation ids are made up front), so the record is inserted in that
- * state at once and `admit`'s outcome is not written again: one statement
- * fewer. Either way the insert comes first, and a refusal rolls it back.
+ * What a submission whose claim failed (`claimedBefore`) answers: the record of
+ * the claim made before it, to replay, or its replay error. A fresh read: the
+ * request's earlier one, if any, saw no record.
  */
-export async function claim<T>(
-  db: Db,
-  clock: Clock,
-  id: Identity,
-  admit: (trx: Tx) => Promise<{ value: T; outcome: ClaimOutcome }>,
-  decided?: ClaimOutcome,
-): Promise<SubmitResult<T>> {
-  try {
-    return await inTransaction(db, async (trx) => {
-      const now = clock.now().toISOString();
-      // Insert first: the primary key makes a concurrent claim of this identity fail here.
-      await store.insertRecord(trx, {
-        key_id: id.keyId,
-        idem_key: id.idemKey,
-        account_id: id.accountId,
-        operation: id.operation,
-        fingerprint: id.fingerprint,
-        created_at: now,
-        updated_at: now,
-        ...recordOf(decided ?? { state: 'pending' }),
-      });
-      const { value, outcome } = await admit(trx);
-      if (decided) {
-        if (outcome !== decided) throw new Error('idempotency: an admission decided up front returned another outcome');
-      } else {
-        await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], { ...recordOf(outcome), updated_at: now });
-      }
-      return { created: true as const, value };
-    });
-  } catch (error) {
-    if (!isUniqueViolation(error)) throw error;
-    // Someone else claimed it between our lookup and insert: replay their outcome.
-    const record = await lookup(db, id);
-    if (!record) throw requestUncertain();
-    return { created: false, record };
-  }
+export async function replayOfClaimed(db: Db, id: Identity): Promise<SubmitResult<never>> {
+  const record = await lookup(db, id);
+  if (!record) throw requestUncertain(); // claimed and gone again (an operator's cleanup): not ours to guess
+  return { created: false, record };
 }
 
 /** The record's columns for an outcome. */

@@ -5,8 +5,9 @@
  *   identity     `identityOf`: (key, Idempotency-Key) bound to the operation and body
  *   quote        `tokenQuote` / `tokenCharge`: token pricing in whole Gems
  *                (media quotes are per output slot, see media-request.ts)
- *   reserve      `claimAndReserve`: claim the identity and hold the Gems in one
- *                transaction (a refusal rolls both back: nothing retained)
+ *   submit       `inSubmission`: the use case's transaction, whose steps claim
+ *                the identity and hold the Gems (a refusal rolls both back:
+ *                nothing retained) around the use case's own writes
  *   outcome      `outcomeOf` decides, from how the work ended, one of
  *                  release          certainly no billable work: release, identity released
  *                  bill-and-retain  known usage: charge it (≤ the hold), retain the response
@@ -92,19 +93,85 @@ export interface Hold {
   maxGems?: number | undefined;
   /** What it pays for (completion id, extraction id). */
   ref?: string;
-  /** The reservation's id, made up front (see `Admission`). */
-  id?: string;
+  /** The reservation's id, made up front: the claimed record names it. */
+  id: string;
 }
 
 /**
- * What a use case decides inside the claiming transaction (media: the task,
- * completed at once). Its outcome is known before the transaction starts, so the
- * identity's record is written in that state by its first statement.
+ * The steps of a submission's transaction, bound to it (`inSubmission`). The use
+ * case runs them in its own order, with its own writes between: claim, hold,
+ * then whatever makes the work durable (media: the task and its job).
  */
-export interface Admission<T> {
-  outcome: idem.ClaimOutcome;
-  /** Runs in the transaction after the reservation (media: creates the task). */
-  run: (trx: Tx, reservation: ReservationRow) => Promise<T>;
+export interface Submission {
+  /** The transaction, for the use case's own writes. */
+  readonly trx: Tx;
+  /**
+   * Claims the identity (idempotency.ts `claimIn`), its record written in the
+   * state the use case decided before the transaction: the first write, so a
+   * claim made before ends the transaction here and is replayed.
+   */
+  claim: (outcome: idem.ClaimOutcome) => Promise<void>;
+  /**
+   * Holds the Gems (ledger.ts `reserveTx`); the spec's refusals (402, 409
+   * PRICE_CHANGED) throw and roll everything back, the claim included, so
+   * nothing is retained. Its reservation is the one the claim names.
+   */
+  hold: (hold: Hold) => Promise<ReservationRow>;
+}
+
+/**
+ * Runs a submission's transaction: `story` claims, holds and makes its work
+ * durable through the `Submission` steps, and whatever it throws rolls all of
+ * it back. Returns the story's value (created), or, when the identity was
+ * claimed before (the claim's insert fails on its primary key), that claim's
+ * record to replay, or its replay error. A media hold is first decided as the
+ * transaction commits (Postgres: no lock held across a round trip); when that
+ * refuses it nothing was kept, and the story runs again the long way, which
+ * says which rule refused.
+ */
+export async function inSubmission<T>(db: Db, clock: Clock, identity: idem.Identity, story: (submission: Submission) => Promise<T>): Promise<idem.SubmitResult<T>> {
+  const attempt = async (atCommit: boolean): Promise<idem.SubmitResult<T>> => ({
+    created: true,
+    value: await inTransaction(db, (trx) => story(steps(trx, clock, identity, atCommit))),
+  });
+  try {
+    try {
+      return await attempt(true);
+    } catch (error) {
+      if (!ledger.holdRefusedAtCommit(error)) throw error;
+      return await attempt(false);
+    }
+  } catch (error) {
+    if (!idem.claimedBefore(error)) throw error;
+    return idem.replayOfClaimed(db, identity);
+  }
+}
+
+/** The steps of one attempt of a submission's transaction; they refuse to run out of order. */
+function steps(trx: Tx, clock: Clock, identity: idem.Identity, atCommit: boolean): Submission {
+  let claimed: idem.ClaimOutcome | undefined;
+  return {
+    trx,
+    async claim(outcome) {
+      if (claimed) throw new Error('spend: a submission claims its identity once');
+      claimed = outcome;
+      await idem.claimIn(trx, clock, identity, outcome);
+    },
+    async hold(hold) {
+      if (!claimed) throw new Error('spend: a submission claims its identity before it holds Gems');
+      if ((claimed.reservationId ?? undefined) !== hold.id) throw new Error('spend: the claimed record must name the reservation made up front');
+      return ledger.reserveTx(trx, clock, {
+        accountId: identity.accountId,
+        keyId: identity.keyId,
+        purpose: hold.purpose,
+        amount: hold.amount,
+        maxGems: hold.maxGems,
+        ref: hold.ref,
+        id: hold.id,
+        atCommit,
+      });
+    },
+  };
 }
 
 /** A claimed identity with its reservation: what the outcome functions need. */
@@ -114,55 +181,6 @@ export interface Claim {
   reserved: number;
   /** The response's id, recorded on the identity. */
   ref: string;
-}
-
-/**
- * Claims the identity and reserves in one transaction. The claim is the first
- * write, so an identity claimed before fails it on the primary key and its record
- * is replayed (or its replay error thrown) with nothing reserved; a caller that
- * must replay before its own checks looks the identity up first (`idem.lookup`).
- * `admission` (optional) runs in the transaction too, with the record already in
- * its decided state; by default the identity stays pending until an outcome
- * function closes it. Returns the created value, or the record of a claim made
- * meanwhile, to replay.
- */
-export async function claimAndReserve<T = ReservationRow>(
-  db: Db,
-  clock: Clock,
-  identity: idem.Identity,
-  hold: Hold,
-  admission?: Admission<T>,
-): Promise<idem.SubmitResult<T>> {
-  if (admission && admission.outcome.reservationId !== hold.id) throw new Error('claimAndReserve: the decided outcome must name the reservation made up front');
-  const attempt = (atCommit: boolean) =>
-    idem.claim(
-      db,
-      clock,
-      identity,
-      async (trx) => {
-        const reservation = await ledger.reserveTx(trx, clock, {
-          accountId: identity.accountId,
-          keyId: identity.keyId,
-          purpose: hold.purpose,
-          amount: hold.amount,
-          maxGems: hold.maxGems,
-          ref: hold.ref,
-          id: hold.id,
-          atCommit,
-        });
-        if (admission) return { value: await admission.run(trx, reservation), outcome: admission.outcome };
-        return { value: reservation as T, outcome: { state: 'pending' as const, ref: hold.ref ?? null, reservationId: reservation.id } };
-      },
-      admission?.outcome,
-    );
-  // First with the hold decided as the transaction commits (Postgres; no lock held across a round
-  // trip); when that refused it, nothing was kept: again the long way, which says which rule refused.
-  try {
-    return await attempt(true);
-  } catch (error) {
-    if (!ledger.holdRefusedAtCommit(error)) throw error;
-    return attempt(false);
-  }
 }
 
 // ---- Outcomes --------------------------------------------------------------------------

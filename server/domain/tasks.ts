@@ -11,6 +11,7 @@ import type { OutputRow, TaskRow, TaskSnapshot, TaskStatus } from '../storage/ta
 import * as ledger from './ledger.ts';
 import type { ReservationRow } from './ledger.ts';
 import * as spend from './spend.ts';
+import * as idem from './idempotency.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import type { Principal } from './accounts.ts';
@@ -31,6 +32,8 @@ export interface SubmitInput {
   prepared: PreparedMedia;
   /** The model's provider, asked before anything is claimed (media-request.ts submissionProvider). */
   provider: Pick<SubmissionProvider, 'admit' | 'dispatchOutcome'>;
+  /** The identity's record as the request reads it (once); media reads it only when an earlier step did. */
+  recorded?: idem.RecordRead | undefined;
 }
 
 /**
@@ -69,24 +72,32 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
     // Decided before anything is claimed: nothing retained, the identity may be retried.
     throw spend.providerUnavailable('generation provider', 'before-claim');
   }
+  // An earlier step of this request read the record (moderation: was it claimed?): replay from that read.
+  const earlier = input.recorded?.asked ? await idem.lookup(db, identity, input.recorded) : undefined;
+  if (earlier) return replayOf(db, earlier);
   const uncertain = provider.dispatchOutcome() === 'lost';
   const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
-  // The outcome is known before the transaction: the identity's record is written in it at once.
+  // The outcome is known before the transaction, so the claim writes the identity's record in it at once.
   const reservationId = newId('rsv');
   const taskId = newId('task');
   // No lookup first: a new submission is the common case, and a replay's claim fails
-  // on the identity's primary key before anything is reserved, then replays the record.
-  const result = await spend.claimAndReserve(db, clock, identity, { purpose: 'media', amount: quote, maxGems: input.maxGems, id: reservationId }, {
+  // on the identity's primary key before anything is held, then replays the record.
+  const result = await spend.inSubmission(db, clock, identity, async ({ trx, claim, hold }) => {
     // Uncertain: dispatched, then the outcome was lost; the reservation stays held, no task is visible.
-    outcome: uncertain ? { state: 'uncertain', reservationId } : { state: 'completed', ref: taskId, reservationId },
-    run: async (trx, reservation) => (uncertain ? undefined : createTask(trx, clock, principal, prepared, reservation, taskId)),
+    await claim(uncertain ? { state: 'uncertain', reservationId } : { state: 'completed', ref: taskId, reservationId });
+    const reservation = await hold({ purpose: 'media', amount: quote, maxGems: input.maxGems, id: reservationId });
+    return uncertain ? undefined : createTask(trx, clock, principal, prepared, reservation, taskId);
   });
   if (result.created) {
     if (!result.value) throw spend.requestUncertain();
     return { created: true, task: result.value.task, written: result.value.snapshot };
   }
-  // A replay: the task of the completed identity (none: its outcome was lost).
-  const task = result.record.ref ? await store.findTask(db, result.record.ref) : undefined;
+  return replayOf(db, result.record);
+}
+
+/** A replay: the task of the completed identity (none: its outcome was lost). */
+async function replayOf(db: Db, record: idem.IdempotencyRow): Promise<Submitted> {
+  const task = record.ref ? await store.findTask(db, record.ref) : undefined;
   if (!task) throw spend.requestUncertain();
   return { created: false, task };
 }

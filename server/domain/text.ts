@@ -23,6 +23,7 @@ import type { Clock } from './clock.ts';
 import * as idem from './idempotency.ts';
 import type { InflightWork } from '../lifecycle.ts';
 import * as spend from './spend.ts';
+import { newId } from './ids.ts';
 import { scenarioOf, stripScenarios } from './scenarios.ts';
 import { chatPromptTokens, countTokens } from '../tokens.ts';
 import {
@@ -173,12 +174,13 @@ export async function createChatCompletion(
   principal: Principal,
   idemKey: string,
   body: ChatCompletionRequest,
+  recorded?: idem.RecordRead,
 ): Promise<ChatOutcome> {
   // Defaults applied, so an absent `stream` and `stream: false` are the same identity.
   const request = { ...body, stream: body.stream ?? false, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS };
   const identity = spend.identityOf(principal, idemKey, OPERATION, request);
   // A completed identity replays before any current check (its result is retained).
-  const existing = await idem.lookup(deps.db, identity);
+  const existing = await idem.lookup(deps.db, identity, recorded);
   if (existing) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(existing) };
 
   const { model, provider, asked } = admissible(deps, request);
@@ -187,14 +189,18 @@ export async function createChatCompletion(
   const amount = conservativeMaximum(rates, provider.promptTokenUpperBound(messages), request.max_tokens);
   const id = `chatcmpl_${crypto.randomBytes(12).toString('hex')}`;
 
-  const claim = await spend.claimAndReserve(deps.db, deps.clock, identity, { purpose: 'llm', amount, maxGems: request.maxGems, ref: id });
+  const reservationId = newId('rsv');
+  const claim = await spend.inSubmission(deps.db, deps.clock, identity, async ({ claim, hold }) => {
+    await claim({ state: 'pending', ref: id, reservationId }); // until the completion's outcome
+    await hold({ purpose: 'llm', amount, maxGems: request.maxGems, ref: id, id: reservationId });
+  });
   if (!claim.created) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(claim.record) };
 
   const generation = start(deps, {
     id,
     created: Math.floor(deps.clock.now().getTime() / 1000),
     model: model.id,
-    claim: { identity, reservationId: claim.value.id, reserved: amount, ref: id },
+    claim: { identity, reservationId, reserved: amount, ref: id },
     rates,
     messages,
     events: provider.generate(asked),

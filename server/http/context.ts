@@ -5,6 +5,8 @@ import type { Request } from 'express';
 import type { Logger } from '../logger.ts';
 import type { SessionRow } from '../domain/console.ts';
 import { ApiError as ApiErrorClass } from '../errors.ts';
+import { RecordRead } from '../domain/idempotency.ts';
+import type { Db } from '../storage/db.ts';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -22,6 +24,8 @@ declare global {
       bodyError?: unknown;
       /** The account console's signed-in session (http/console.ts). */
       consoleSession?: SessionRow;
+      /** The identity's record, read once for the request (`identityRecordOf`). */
+      identityRecord?: RecordRead;
     }
   }
 }
@@ -30,4 +34,15 @@ declare global {
 export function principalOf(req: Request): Principal {
   if (!req.principal) throw new ApiErrorClass(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
   return req.principal;
+}
+
+/**
+ * The record of the request's identity (its key and Idempotency-Key), read at
+ * most once however many steps ask (the policy step, the use case); undefined
+ * without an Idempotency-Key.
+ */
+export function identityRecordOf(req: Request, db: Db): RecordRead | undefined {
+  const idemKey = req.get('idempotency-key');
+  if (idemKey === undefined) return undefined;
+  return (req.identityRecord ??= new RecordRead(db, principalOf(req).key.id, idemKey));
 }

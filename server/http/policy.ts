@@ -16,8 +16,7 @@ import YAML from 'yaml';
 import type { ModerationText } from '../providers/moderation/types.ts';
 import { screen, type ModerationDeps } from '../domain/policy/moderation.ts';
 import { textsFrom } from '../domain/policy/moderated-fields.ts';
-import { isClaimed } from '../domain/idempotency.ts';
-import { principalOf } from './context.ts';
+import { identityRecordOf, principalOf } from './context.ts';
 import type { AppDeps } from '../app.ts';
 
 /** What moderation needs, from the app's dependencies and configuration. */
@@ -46,9 +45,10 @@ export function policyStep(deps: ModerationDeps, openapiPath: string) {
     const texts = req.method === 'POST' ? textsOf(operation, req.body) : [];
     if (texts.length === 0) return next();
     const principal = principalOf(req);
-    const idemKey = req.get('idempotency-key');
     // An identity that already has a record was moderated when claimed: the idempotency rules answer it.
-    const claimed = async () => idemKey !== undefined && isClaimed(deps.db, principal.key.id, idemKey);
+    // The use case replays from the same read.
+    const record = identityRecordOf(req, deps.db);
+    const claimed = async () => record !== undefined && (await record.get()) !== undefined;
     try {
       await screen(deps, principal, operation!, texts, claimed);
       next();

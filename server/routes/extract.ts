@@ -5,7 +5,7 @@
  */
 import { Router } from 'express';
 import type { AppDeps } from '../app.ts';
-import { principalOf } from '../http/context.ts';
+import { identityRecordOf, principalOf } from '../http/context.ts';
 import { extractVideo, type ExtractDeps, type ExtractionRequest } from '../domain/extract.ts';
 
 export const EXTRACT_PATH = '/api/generate/extract/video';
@@ -22,7 +22,7 @@ export function extractRouter(deps: AppDeps): Router {
   };
   const router = Router();
   router.post(EXTRACT_PATH, async (req, res) => {
-    const extraction = await extractVideo(extract, principalOf(req), req.get('idempotency-key') ?? '', req.body as ExtractionRequest);
+    const extraction = await extractVideo(extract, principalOf(req), req.get('idempotency-key') ?? '', req.body as ExtractionRequest, identityRecordOf(req, deps.db));
     res.status(200).json(extraction);
   });
   return router;

@@ -6,7 +6,7 @@
 import { Router, type Request, type Response } from 'express';
 import type { components } from '../../generated/api.ts';
 import type { AppDeps } from '../app.ts';
-import { principalOf } from '../http/context.ts';
+import { identityRecordOf, principalOf } from '../http/context.ts';
 import { submitMedia, viewTask } from '../domain/tasks.ts';
 import { submissionProvider, type PrepareContext, type PreparedMedia } from '../domain/media-request.ts';
 import { prepareImage } from '../domain/media-image.ts';
@@ -60,6 +60,7 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
         maxGems: body.maxGems,
         prepared,
         provider,
+        recorded: identityRecordOf(req, db),
       });
       const view = await viewTask(db, clock, signer, baseUrl(req), task, written);
       const response: Submission = { task: view, created };

@@ -7,7 +7,7 @@ import { Router, type Request, type Response } from 'express';
 import type { components } from '../../generated/api.ts';
 import type { AppDeps } from '../app.ts';
 import { ApiError } from '../errors.ts';
-import { principalOf } from '../http/context.ts';
+import { identityRecordOf, principalOf } from '../http/context.ts';
 import { createChatCompletion, type ChatCompletion, type ChatCompletionRequest, type LiveGeneration, type TextDeps } from '../domain/text.ts';
 import { keyWatcher, type KeyWatcher } from '../domain/key-watch.ts';
 import type { Principal } from '../domain/accounts.ts';
@@ -31,7 +31,7 @@ export function textRouter(deps: AppDeps): Router {
   router.post(PATH, async (req, res) => {
     const body = req.body as ChatCompletionRequest;
     const principal = principalOf(req);
-    const outcome = await createChatCompletion(text, principal, req.get('idempotency-key') ?? '', body);
+    const outcome = await createChatCompletion(text, principal, req.get('idempotency-key') ?? '', body, identityRecordOf(req, deps.db));
     const stream = body.stream === true;
     if (outcome.type === 'replay') {
       if (stream) replayStream(res, outcome.completion);

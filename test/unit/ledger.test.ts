@@ -277,12 +277,12 @@ describe('ledger invariants (property)', () => {
 describe('holds decided as the transaction commits (Postgres; SQLite decides them the long way)', () => {
   const clock = new ManualClock(new Date('2026-11-10T00:00:00Z'));
   let n = 0;
-  /** A media submission's claim and hold, as claimAndReserve makes it (atCommit first on Postgres). */
+  /** A media submission's claim and hold, as spend.inSubmission runs them (atCommit first on Postgres). */
   const submit = (db: Db, accountId: string, keyId: string, amount: number) => {
     const id = `rsv_test_${n++}`;
-    return spend.claimAndReserve(db, clock, { keyId, accountId, idemKey: id, operation: 'createImage', fingerprint: 'f' }, { purpose: 'media', amount, id }, {
-      outcome: { state: 'completed', ref: `task_${id}`, reservationId: id },
-      run: async () => undefined,
+    return spend.inSubmission(db, clock, { keyId, accountId, idemKey: id, operation: 'createImage', fingerprint: 'f' }, async ({ claim, hold }) => {
+      await claim({ state: 'completed', ref: `task_${id}`, reservationId: id });
+      await hold({ purpose: 'media', amount, id });
     });
   };
   const counted = (p: Promise<unknown>) =>
