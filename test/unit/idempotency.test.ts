@@ -104,6 +104,24 @@ describe('idempotency', () => {
     assert.equal(ok.created, true);
   });
 
+  it('when a submission holds Gems before claiming, or holds a reservation its claim does not name, then it is refused and nothing is kept', async () => {
+    const before = await ledger.balanceOf(t.db, who.accountId);
+    const id = identity(who.keyId, who.accountId, 'k-order', { p: 1 });
+    await assert.rejects(
+      spend.inSubmission(t.db, clock, id, ({ hold }) => hold({ purpose: 'media', amount: 2, id: 'rsv_order' })),
+      /claims its identity before it holds Gems/,
+    );
+    await assert.rejects(
+      spend.inSubmission(t.db, clock, id, async ({ claim, hold }) => {
+        await claim({ state: 'completed', reservationId: 'rsv_named' });
+        return hold({ purpose: 'media', amount: 2, id: 'rsv_other' });
+      }),
+      /must name the reservation/,
+    );
+    assert.equal(await ledger.balanceOf(t.db, who.accountId), before);
+    assert.equal(await idem.lookup(t.db, id), undefined, 'the identity is still free');
+  });
+
   it('when a claim is pending or uncertain, then replays get REQUEST_UNCERTAIN; when released, REQUEST_FAILED', async () => {
     const id = identity(who.keyId, who.accountId, 'k-pending', { p: 1 });
     await submit(t.db, id, { state: 'pending' }, async () => null);
