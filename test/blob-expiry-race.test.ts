@@ -15,7 +15,7 @@ import { blobPath, putBlobFromBuffer } from '../server/storage/blobs.ts';
 import { storeReferenced } from '../server/storage/blob-pins.ts';
 import * as tasks from '../server/storage/tasks.ts';
 import { createOutputAsset } from '../server/domain/assets.ts';
-import { expireOutputs } from '../server/worker/worker.ts';
+import { expireOutputs } from '../server/domain/retention.ts';
 import { queueTask, withQueue, type QueueOwner } from './helpers/jobs.ts';
 import type { ManualClock } from './helpers/db.ts';
 
@@ -44,7 +44,7 @@ describe('expired blobs and new assets of the same bytes', () => {
       const old = await storeOutput(q, 'task_old', bytes);
       q.clock.advance(RETENTION_MS + 1);
       let fresh: ReturnType<typeof storeOutput> | undefined;
-      const swept = await expireOutputs({ db: q.db, clock: q.clock, dataDir: q.dir }, async () => {
+      const swept = await expireOutputs(q.db, q.clock, q.dir, async () => {
         // The sweep found no live asset for the hash and is about to delete: now the same bytes arrive again.
         fresh = storeOutput(q, 'task_new', bytes);
         await Promise.race([fresh, new Promise((r) => setTimeout(r, 500))]); // the writer gets every chance to finish first
@@ -68,7 +68,7 @@ describe('expired blobs and new assets of the same bytes', () => {
         q.clock.now(),
         async () => {
           await putBlobFromBuffer(q.dir, bytes); // already there: nothing written
-          assert.equal(await expireOutputs({ db: q.db, clock: q.clock, dataDir: q.dir }), 1, 'the old output expired');
+          assert.equal(await expireOutputs(q.db, q.clock, q.dir), 1, 'the old output expired');
           deletedDuringPut = !fs.existsSync(blobPath(q.dir, old.blob_sha256));
         },
         async () => undefined,
@@ -80,7 +80,7 @@ describe('expired blobs and new assets of the same bytes', () => {
     withQueue(async (q) => {
       const old = await storeOutput(q, 'task_alone', await png());
       q.clock.advance(RETENTION_MS + 1);
-      assert.equal(await expireOutputs({ db: q.db, clock: q.clock, dataDir: q.dir }), 1);
+      assert.equal(await expireOutputs(q.db, q.clock, q.dir), 1);
       assert.equal(fs.existsSync(blobPath(q.dir, old.blob_sha256)), false);
       const output = (await tasks.findOutputs(q.db, 'task_alone'))[0]!;
       assert.equal(output.status, 'expired');

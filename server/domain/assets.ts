@@ -8,7 +8,7 @@ import type { Readable } from 'node:stream';
 import type { Db, Tx } from '../storage/db.ts';
 import * as store from '../storage/assets.ts';
 import type { AssetKind, AssetRow } from '../storage/assets.ts';
-import { BlobTooLargeError, commitTemp, openBlob, receiveToTemp, stageBlob, type TempBlob } from '../storage/blobs.ts';
+import { BlobTooLargeError, commitTemp, localBlob, openBlob, receiveToTemp, stageBlob, type TempBlob } from '../storage/blobs.ts';
 import { storeReferenced } from '../storage/blob-pins.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, SUPPORTED_MIMES, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
@@ -270,4 +270,15 @@ export async function openStoredAsset(db: Db, dataDir: string, assetId: string):
   const asset = await store.findAsset(db, assetId);
   const stream = asset && !asset.deleted_at ? await openBlob(dataDir, asset.blob_sha256) : undefined;
   return asset && stream ? { asset, stream } : undefined;
+}
+
+/**
+ * The file of a reference a job reads: the stored file, or a temp copy of a blob
+ * in object storage (`release` removes it when the job is done); undefined when
+ * the asset is not the account's any more, was deleted, or its bytes are gone.
+ */
+export async function referenceFile(db: Db, dataDir: string, accountId: string, assetId: string): Promise<{ path: string; release: () => Promise<void> } | undefined> {
+  const asset = await store.findAsset(db, assetId);
+  if (!asset || asset.account_id !== accountId || asset.deleted_at) return undefined;
+  return localBlob(dataDir, asset.blob_sha256);
 }

@@ -11,9 +11,8 @@ import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import type { JobRow } from '../storage/jobs.ts';
-import { findAsset } from '../storage/assets.ts';
-import { localBlob, tempPath } from '../storage/blobs.ts';
-import { createOutputAsset } from '../domain/assets.ts';
+import { tempPath } from '../storage/blobs.ts';
+import { createOutputAsset, referenceFile } from '../domain/assets.ts';
 import * as tasks from '../domain/tasks.ts';
 import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
 import type { Scenario } from '../domain/scenarios.ts';
@@ -62,10 +61,8 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string, copies: Ar
     ffprobePath: ctx.ffprobePath,
     tempFile: (suffix) => tempPath(ctx.dataDir, suffix),
     async assetFile(assetId) {
-      const asset = await findAsset(ctx.db, assetId);
-      if (!asset || asset.account_id !== accountId || asset.deleted_at) throw new MediaGenerationError('INVALID_REFERENCE', `Reference ${assetId} is gone.`);
       // The stored file, or a temp copy of a blob in object storage, removed when the job run ends.
-      const local = await localBlob(ctx.dataDir, asset.blob_sha256);
+      const local = await referenceFile(ctx.db, ctx.dataDir, accountId, assetId);
       if (!local) throw new MediaGenerationError('INVALID_REFERENCE', `Reference ${assetId} is gone.`);
       copies.push(local.release);
       return local.path;

@@ -13,9 +13,8 @@ import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import * as tasks from '../domain/tasks.ts';
-import { markAssetDeleted } from '../storage/assets.ts';
-import { deleteBlob, sweepTemp } from '../storage/blobs.ts';
-import { deleteUnreferenced } from '../storage/blob-pins.ts';
+import { sweepTemp } from '../storage/blobs.ts';
+import { expireOutputs } from '../domain/retention.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import type { Clock } from '../domain/clock.ts';
 import { finishTask } from '../domain/tasks.ts';
@@ -136,7 +135,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     while (!stopping) {
       try {
         await recoverExpiredLeases(options);
-        await expireOutputs(options);
+        await expireOutputs(options.db, options.clock, options.dataDir);
         // Temp files a killed process left behind: at start, then hourly.
         if (Date.now() - sweptAt > 3600_000) {
           sweptAt = Date.now();
@@ -222,27 +221,4 @@ async function failExhausted(options: Pick<WorkerOptions, 'db' | 'clock' | 'leas
     await finishTask(trx, clock, job.task_id, { status, error: { code: status === 'failed' ? 'GENERATION_FAILED' : 'PARTIAL_FAILURE', message } });
     return true;
   });
-}
-
-/**
- * Deletes outputs past their retention: the output shows `expired` with no
- * asset, and the bytes go unless something still names them, decided and done
- * under the hash's lock so a new asset of the same bytes keeps them
- * (blob-pins.ts). `beforeDelete` runs just before bytes go (tests interleave there).
- */
-export async function expireOutputs(options: Pick<WorkerOptions, 'db' | 'clock' | 'dataDir'>, beforeDelete?: (sha256: string) => Promise<void>): Promise<number> {
-  const { db, clock } = options;
-  const nowIso = clock.now().toISOString();
-  const expired = await tasks.outputsPastRetention(db, nowIso, 100);
-  for (const o of expired) {
-    await inTransaction(db, async (trx) => {
-      await markAssetDeleted(trx, o.asset_id!, nowIso);
-      await tasks.outputExpired(trx, o.task_id, o.idx);
-    });
-    await deleteUnreferenced(db, o.blob_sha256, clock.now(), async () => {
-      await beforeDelete?.(o.blob_sha256);
-      await deleteBlob(options.dataDir, o.blob_sha256);
-    });
-  }
-  return expired.length;
 }
