@@ -7,6 +7,8 @@ import sharp from 'sharp';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import { assertSettled, download, newKey, submit, waitForTask } from './helpers/tasks.ts';
 import { image, video } from './helpers/media.ts';
+import { OffsetClock } from './helpers/db.ts';
+import { until } from './helpers/poll.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
@@ -24,8 +26,9 @@ const solid = (r: number, g: number, b: number) => sharp({ create: { width: 64, 
 describe('image generation', () => {
   let s: TestServer;
   let user: { accountId: string; keyId: string; secret: string };
+  const clock = new OffsetClock();
   before(async () => {
-    s = await startTestServer({ env: { WORKER_POLL_MS: '20' } });
+    s = await startTestServer({ env: { WORKER_POLL_MS: '20' }, clock });
     user = await s.user({ gems: 10_000 });
   });
   after(() => s.close());
@@ -238,7 +241,7 @@ describe('image generation', () => {
     assert.equal((await fetch(later)).status, 403, 'a longer expiry needs a new signature');
     const otherAsset = new URL(url.toString().replace(task.outputs[0].asset!.id, 'asset_000000000000000000000000'));
     assert.equal((await fetch(otherAsset)).status, 403);
-    await new Promise((r) => setTimeout(r, 1100));
+    clock.advance(1000); // the next second: a fresh link has a later expiry
     const again = await waitForTask(s, user.secret, task.id);
     assert.notEqual(again.outputs[0].asset!.url, task.outputs[0].asset!.url);
   });
@@ -251,24 +254,25 @@ describe('image generation', () => {
 
 describe('signed URL expiry and output retention', () => {
   it('when the URL has expired, then 403 URL_EXPIRED; when the retention passed, then the output shows expired with no asset and the bytes are gone', async () => {
-    // A link lives 2 s (the first download must come within it, on a loaded machine too), the output 3 s.
-    const s = await startTestServer({ env: { WORKER_POLL_MS: '20', SIGNED_URL_TTL_SECONDS: '2', OUTPUT_RETENTION_SECONDS: '3', WORKER_LEASE_MS: '400' } });
+    // A link lives a minute, the output two; the server's clock is moved past each (its sweep runs every 200 ms).
+    const clock = new OffsetClock();
+    const s = await startTestServer({ clock, env: { WORKER_POLL_MS: '20', SIGNED_URL_TTL_SECONDS: '60', OUTPUT_RETENTION_SECONDS: '120', WORKER_LEASE_MS: '400' } });
     try {
       const user = await s.user();
       const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'short lived', parameters: { resolution: '512' } });
       const task = await waitForTask(s, user.secret, sub.body.task.id);
       const url = task.outputs[0].asset!.url;
       assert.equal((await download(url)).status, 200);
-      await new Promise((r) => setTimeout(r, 2100));
+      clock.advance(61_000);
       const expired = await fetch(url);
       assert.equal(expired.status, 403);
       assert.equal((await errorOf(expired)).code, 'URL_EXPIRED');
-      const deadline = Date.now() + 10_000;
-      let view = await waitForTask(s, user.secret, task.id);
-      while (view.outputs[0].status !== 'expired' && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 200));
-        view = await waitForTask(s, user.secret, task.id);
-      }
+      assert.equal((await waitForTask(s, user.secret, task.id)).outputs[0].status, 'succeeded', 'within its retention the output stays');
+      clock.advance(60_000);
+      const view = await until('the output expired', async () => {
+        const t = await waitForTask(s, user.secret, task.id);
+        return t.outputs[0].status === 'expired' && t;
+      }, 10_000);
       assert.equal(view.outputs[0].status, 'expired');
       assert.equal(view.outputs[0].asset, null);
       assert.equal(view.status, 'succeeded', 'the task keeps its status and its money');
