@@ -9,17 +9,12 @@ import { assertSettled, download, newKey, submit, waitForTask } from './helpers/
 import { image, video } from './helpers/media.ts';
 import { OffsetClock } from './helpers/db.ts';
 import { until } from './helpers/poll.ts';
+import { uploadAsset } from './helpers/uploads.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
 
 const IMAGE = '/api/generate/image';
-
-async function upload(s: TestServer, key: string, bytes: Buffer, type: string): Promise<string> {
-  const res = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': type }, body: new Uint8Array(bytes) });
-  assert.equal(res.status, 201, await res.clone().text());
-  return ((await res.json()) as { asset: { id: string } }).asset.id;
-}
 
 const solid = (r: number, g: number, b: number) => sharp({ create: { width: 64, height: 64, channels: 3, background: { r, g, b } } }).png().toBuffer();
 
@@ -99,7 +94,7 @@ describe('image generation', () => {
     const missing = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-edit-1', prompt: 'make it night' });
     assert.equal(missing.status, 422);
     assert.match(missing.body.error.message, /sourceImage is required/);
-    const source = await upload(s, user.secret, await solid(200, 200, 200), 'image/png');
+    const source = await uploadAsset(s, user.secret, await solid(200, 200, 200), 'image/png');
     const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-edit-1', prompt: 'make it night', parameters: { sourceImage: source, resolution: '512' } });
     assert.equal(sub.status, 202, JSON.stringify(sub.body));
     const task = await waitForTask(s, user.secret, sub.body.task.id);
@@ -113,7 +108,7 @@ describe('image generation', () => {
   });
 
   it('when reference images are given, then their colours lead the palette', async () => {
-    const green = await upload(s, user.secret, await solid(20, 200, 40), 'image/png');
+    const green = await uploadAsset(s, user.secret, await solid(20, 200, 40), 'image/png');
     const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'an abstract composition', referenceAssetIds: [green], parameters: { resolution: '512' } });
     const task = await waitForTask(s, user.secret, sub.body.task.id);
     const { channels } = await sharp((await download(task.outputs[0].asset!.url)).bytes).stats();
@@ -154,11 +149,11 @@ describe('image generation', () => {
 
   it('when a reference is another account’s, or not an image, then 422 INVALID_REFERENCE', async () => {
     const other = await s.user();
-    const theirs = await upload(s, other.secret, await solid(1, 2, 3), 'image/png');
+    const theirs = await uploadAsset(s, other.secret, await solid(1, 2, 3), 'image/png');
     const res = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x', referenceAssetIds: [theirs] });
     assert.equal(res.status, 422);
     assert.equal(res.body.error.code, 'INVALID_REFERENCE');
-    const clip = await upload(s, user.secret, fs.readFileSync(await video('mp4')), 'video/mp4');
+    const clip = await uploadAsset(s, user.secret, fs.readFileSync(await video('mp4')), 'video/mp4');
     const wrongKind = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x', referenceAssetIds: [clip] });
     assert.equal(wrongKind.body.error.code, 'INVALID_REFERENCE');
     assert.match(wrongKind.body.error.message, /video/);

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { errorOf, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
+import { expectError, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { readStream, sseEvents } from './helpers/sse.ts';
 import { until } from './helpers/poll.ts';
 import * as accounts from '../server/domain/accounts.ts';
@@ -48,14 +48,6 @@ async function reservationsOf(s: TestServer, accountId: string): Promise<Reserva
 
 /** ceil((prompt × 1 + completion × 2) / 1000) at gemforge-text-1's rates. */
 const chargeFor = (u: Completion['usage']) => Math.ceil((u.prompt_tokens * 1 + u.completion_tokens * 2) / 1000);
-
-async function expectError(res: Response, status: number, code: string | undefined): Promise<string> {
-  const e = await errorOf(res);
-  assert.equal(e.status, status, `expected ${status} ${code}, got ${e.status} ${e.code}: ${e.message}`);
-  assert.deepEqual(e.keys, ['error']);
-  if (code) assert.equal(e.code, code);
-  return e.message;
-}
 
 describe('text generation', () => {
   let s: TestServer;
