@@ -13,6 +13,7 @@ import { pino } from 'pino';
 import { accessWriter, ACCESS_FLUSH_MS, ACCESS_LINE, createLogger, type AccessFields } from '../../server/logger.ts';
 import { accessLog } from '../../server/http/access-log.ts';
 import { capturedLogger } from '../helpers/logs.ts';
+import { until } from '../helpers/poll.ts';
 
 const sameTime = (line: string) => line.replace(/"time":\d+/, '"time":0');
 
@@ -100,8 +101,9 @@ describe('other lines', () => {
       const logger = createLogger('info', destination);
       for (let i = 0; i < 40; i++) logger.warn({ i }, 'burst');
       assert.ok(destination.listenerCount('drain') <= 1, `${destination.listenerCount('drain')} drain listeners`);
-      await new Promise((r) => setTimeout(r, 3 * ACCESS_FLUSH_MS));
-      const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i: number; msg: string });
+      const text = () => fs.readFileSync(file, 'utf8');
+      await until('the periodic flush to write the burst', () => text().split('\n').length > 40, 10 * ACCESS_FLUSH_MS, 20); // 40 whole lines
+      const lines = text().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i: number; msg: string });
       assert.deepEqual(lines.map((l) => l.i), Array.from({ length: 40 }, (_, i) => i));
       assert.deepEqual(warnings.map((w) => w.name), []);
       destination.destroy();
