@@ -17,6 +17,7 @@ import { download, submit, waitForTask } from './helpers/tasks.ts';
 import { uploadAsset } from './helpers/uploads.ts';
 import { image as imageFixture } from './helpers/media.ts';
 import { databaseUrlFor } from './helpers/database.ts';
+import { until } from './helpers/poll.ts';
 import { loadConfig } from '../server/config.ts';
 import { startServer } from '../server/server.ts';
 
@@ -75,11 +76,7 @@ describe('blob store: S3-compatible object storage', () => {
       assert.equal(task.status, 'succeeded');
       const added = s3.keys().filter((k) => !before.has(k));
       assert.equal(added.length, 1, 'the output went to the bucket');
-      const end = Date.now() + 15_000;
-      while (fs.existsSync(added[0]!)) {
-        if (Date.now() > end) throw new Error('the expired output stayed in the bucket');
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await until('the expired output to leave the bucket', () => !fs.existsSync(added[0]!), 15_000);
     } finally {
       await t.close();
     }

@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { TEST_DATABASE_URL } from './helpers/database.ts';
+import { freePort } from './helpers/ports.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -26,15 +27,6 @@ function skipReason(): string | false {
   if (TEST_DATABASE_URL) return 'the demo starts its own Postgres: it runs once, in npm test';
   if (!installed() && process.getuid?.() !== 0) return "needs nginx and postgresql from Debian's packages: not installed, and not root to install them";
   return false;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 describe('the multi-instance demo', () => {

@@ -8,29 +8,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './helpers/ports.ts';
+import { until } from './helpers/poll.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    assert.ok(Date.now() < end, `timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('npm run dev', () => {
   let dir: string;
@@ -67,7 +50,7 @@ describe('npm run dev', () => {
     });
     dev.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
     dev.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')));
-    await until('the first server', served);
+    await until('the first server', served, 60_000);
   });
 
   after(async () => {
@@ -107,7 +90,7 @@ describe('npm run dev', () => {
     const edited = text.replace(/^paths:\n/m, `paths:\n${operation}`).replace(/^( {2}title: ).*$/m, '$1gemforge watch-mode check');
     assert.notEqual(edited, text);
     fs.writeFileSync(contract, edited);
-    await until('the restarted server on the new contract', async () => ((await status()) === 401 ? true : undefined));
+    await until('the restarted server on the new contract', async () => ((await status()) === 401 ? true : undefined), 60_000);
     assert.match(fs.readFileSync(generated, 'utf8'), /WATCH-MODE MARKER/);
     assert.match(output, /\[dev\] contract linted; regenerated/);
   });
@@ -115,7 +98,7 @@ describe('npm run dev', () => {
   it('when the contract breaks, then the linter says why and the last good server keeps running', async () => {
     const before = output.length;
     fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace(/^openapi: 3\.1\.0$/m, 'openapi: 3.1.0\nnot-a-field: {'));
-    await until('the lint failure', () => (output.slice(before).includes('[dev] the contract does not lint') ? true : undefined));
+    await until('the lint failure', () => (output.slice(before).includes('[dev] the contract does not lint') ? true : undefined), 60_000);
     assert.ok(output.length > before);
     assert.equal((await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status, 401, 'the last good server still answers, on the last good contract');
     assert.match(fs.readFileSync(generated, 'utf8'), /WATCH-MODE MARKER/, 'the types were left as they were');
@@ -125,8 +108,8 @@ describe('npm run dev', () => {
     const before = output.length;
     assert.equal(fs.existsSync(consoleGenerated), false);
     fs.writeFileSync(consoleContract, fs.readFileSync(consoleContract, 'utf8').replace(/^( {2}title: ).*$/m, '$1console watch check'));
-    await until('the console types', () => (fs.existsSync(consoleGenerated) && fs.readFileSync(consoleGenerated, 'utf8').includes('"/session"') ? true : undefined));
-    await until('the note', () => (output.slice(before).includes('[dev] the contract still does not lint') ? true : undefined));
+    await until('the console types', () => (fs.existsSync(consoleGenerated) && fs.readFileSync(consoleGenerated, 'utf8').includes('"/session"') ? true : undefined), 60_000);
+    await until('the note', () => (output.slice(before).includes('[dev] the contract still does not lint') ? true : undefined), 60_000);
     assert.match(output.slice(before), /\[dev\] regenerated .*console\.ts/);
     assert.equal((await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status, 401, 'the last good server still answers');
   });

@@ -7,12 +7,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { openDb } from '../server/storage/db.ts';
 import { dbOptionsFor } from './helpers/database.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { childServers, generateKeyOnDisk } from './helpers/child.ts';
 import { video } from './helpers/media.ts';
+import { until } from './helpers/poll.ts';
 
 const PATH = '/api/generate/extract/video';
 
@@ -42,12 +42,7 @@ describe('video analysis across a crash', () => {
     // Kill once the claim is durable: the identity is pending with its reservation.
     const watch = await openDb(await dbOptionsFor(dataDir));
     try {
-      for (let i = 0; ; i++) {
-        const record = await watch('idempotency_records').where({ idem_key: 'crash-extract-1' }).first();
-        if (record?.state === 'pending') break;
-        assert.ok(i < 200, 'the extraction was never claimed');
-        await sleep(50);
-      }
+      await until('the extraction claimed', async () => (await watch('idempotency_records').where({ idem_key: 'crash-extract-1' }).first())?.state === 'pending', 10_000);
     } finally {
       await watch.destroy();
     }

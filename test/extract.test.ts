@@ -7,7 +7,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
+import { expectError, startTestServer, type TestServer } from './helpers/server.ts';
+import { uploadAsset } from './helpers/uploads.ts';
 import { image } from './helpers/media.ts';
 import { assertOneIdentityRace } from './helpers/exactly-once.ts';
 import { bigVideo, cutTimes, longTinyVideo, RGB_SHOTS, shotsVideo } from './helpers/videos.ts';
@@ -35,14 +36,6 @@ interface Extraction {
 }
 
 type User = { accountId: string; keyId: string; secret: string };
-
-async function expectError(res: Response, status: number, code: string | undefined): Promise<string> {
-  const e = await errorOf(res);
-  assert.equal(e.status, status, `expected ${status} ${code}, got ${e.status} ${e.code}: ${e.message}`);
-  assert.deepEqual(e.keys, ['error']);
-  if (code) assert.equal(e.code, code);
-  return e.message;
-}
 
 const near = (actual: number, expected: number, what: string) =>
   assert.ok(Math.abs(actual - expected) <= TOLERANCE, `${what}: ${actual} is not within ${TOLERANCE} s of ${expected}`);
@@ -76,16 +69,7 @@ describe('video analysis', () => {
   const post = (key: string, idemKey: string | undefined, body: unknown) =>
     s.call('POST', PATH, { key, body, headers: idemKey ? { 'idempotency-key': idemKey } : {} });
 
-  async function upload(key: string, file: string, type = 'video/mp4'): Promise<string> {
-    const res = await fetch(new URL('/api/generate/assets', s.url), {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': type },
-      body: new Uint8Array(fs.readFileSync(file)),
-    });
-    const text = await res.text();
-    assert.equal(res.status, 201, text);
-    return (JSON.parse(text) as { asset: { id: string } }).asset.id;
-  }
+  const upload = (key: string, file: string, type = 'video/mp4') => uploadAsset(s, key, file, type);
 
   async function analyse(u: User, assetId: string, prompt?: string, idemKey = newKey()): Promise<Extraction> {
     const res = await post(u.secret, idemKey, { model: MODEL, videoAssetId: assetId, ...(prompt === undefined ? {} : { prompt }) });

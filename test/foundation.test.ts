@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
+import { OffsetClock } from './helpers/db.ts';
 
 const MODELS = '/api/generate/models';
 
@@ -34,8 +35,10 @@ describe('foundation', () => {
   let generateKey: string;
   let accountId: string;
 
+  const clock = new OffsetClock();
+
   before(async () => {
-    s = await startTestServer();
+    s = await startTestServer({ clock });
     accountId = await s.account({ gems: 10 });
     readKey = (await s.key(accountId, { scopes: ['read'] })).secret;
     generateKey = (await s.key(accountId, { scopes: ['generate'] })).secret;
@@ -99,9 +102,9 @@ describe('foundation', () => {
   });
 
   it('when the key has expired, then 401 INVALID_API_KEY', async () => {
-    const { secret } = await s.key(accountId, { scopes: ['read'], expiresAt: new Date(Date.now() + 300) });
+    const { secret } = await s.key(accountId, { scopes: ['read'], expiresAt: new Date(clock.now().getTime() + 60_000) });
     assert.equal((await s.call('GET', MODELS, { key: secret })).status, 200);
-    await new Promise((r) => setTimeout(r, 400));
+    clock.advance(60_000);
     await expectError(await s.call('GET', MODELS, { key: secret }), 401, 'INVALID_API_KEY');
   });
 

@@ -60,8 +60,7 @@ describe('health and readiness', () => {
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
       assert.equal((await get(agent, `${s.url}/healthz`)).headers.connection, 'keep-alive');
-      const closing = s.close({ readinessDelayMs: 1500 });
-      await new Promise((r) => setTimeout(r, 100));
+      const closing = s.close({ readinessDelayMs: 1500 }); // draining from this call on
       const ready = await get(agent, `${s.url}/readyz`);
       assert.equal(ready.status, 503);
       assert.deepEqual(ready.body, { status: 'not-ready', checks: { database: 'ok', storage: 'ok', draining: true } });

@@ -15,6 +15,7 @@ import { createLogger } from '../server/logger.ts';
 import { leaseTime, recoverExpiredLeases, startWorker } from '../server/worker/worker.ts';
 import type { MediaProvider } from '../server/providers/media-types.ts';
 import { queueTask, withQueue } from './helpers/jobs.ts';
+import { until } from './helpers/poll.ts';
 
 const TEN_MINUTES = 10 * 60_000;
 /** A process clock running `ms` off (a machine whose NTP failed). */
@@ -24,16 +25,6 @@ const ahead = skewed(TEN_MINUTES);
 const logger = createLogger('silent');
 const providers = {} as Parameters<typeof recoverExpiredLeases>[0]['providers'];
 
-/** Polls `fn` until it gives a value, within `timeoutMs` (a lease of a few hundred ms passing on the database's clock). */
-async function within<T>(timeoutMs: number, what: string, fn: () => Promise<T | undefined>): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 const stateOf = async (db: Db, taskId: string) => (await jobs.findJobByTask(db, taskId))!;
 
@@ -61,7 +52,7 @@ describe('job leases on the database clock', () => {
       const slow = startWorker({ ...common, clock: behind });
       let fast: ReturnType<typeof startWorker> | undefined;
       try {
-        await within(5000, 'the first worker claims the job', async () => ((await stateOf(db, 'task_live')).locked_by === slow.id ? true : undefined));
+        await until('the first worker claims the job', async () => ((await stateOf(db, 'task_live')).locked_by === slow.id ? true : undefined), 5000, 25);
         // The second worker's maintenance looks for expired leases every 500 ms; the first heart-beats every 333 ms.
         fast = startWorker({ ...common, clock: ahead });
         await new Promise((r) => setTimeout(r, 3000)); // three leases' time, on a clock the test cannot move
@@ -70,7 +61,7 @@ describe('job leases on the database clock', () => {
         assert.equal(job.locked_by, slow.id, 'the live lease was not taken');
         assert.equal(job.attempts, 1);
         release();
-        await within(5000, 'the first worker finishes the job', async () => ((await stateOf(db, 'task_live')).state === 'done' ? true : undefined));
+        await until('the first worker finishes the job', async () => ((await stateOf(db, 'task_live')).state === 'done' ? true : undefined), 5000, 25);
       } finally {
         release();
         await Promise.all([slow.stop(), fast?.stop()]);
@@ -87,10 +78,10 @@ describe('job leases on the database clock', () => {
       assert.equal(claimed?.task_id, 'task_orphan');
       const recover = () => recoverExpiredLeases({ db, clock: behind, logger, providers, leaseMs: 300, retryBackoffMs: 0 });
       const started = Date.now();
-      await within(5000, 'the expired lease is recovered', async () => {
+      await until('the expired lease is recovered', async () => {
         await recover();
         return (await stateOf(db, 'task_orphan')).state === 'queued' ? true : undefined;
-      });
+      }, 5000, 25);
       assert.ok(Date.now() - started >= 250, 'not before the lease passed');
     }));
 
@@ -98,12 +89,12 @@ describe('job leases on the database clock', () => {
     withQueue(async ({ db, clock, owner }) => {
       await queueTask(db, clock, owner, 'task_backoff');
       assert.ok(await jobs.claimNext(db, 'w-dead', leaseTime(behind)));
-      await within(5000, 'the expired lease is recovered', async () => {
+      await until('the expired lease is recovered', async () => {
         await recoverExpiredLeases({ db, clock: ahead, logger, providers, leaseMs: 200, retryBackoffMs: 300 });
         return (await stateOf(db, 'task_backoff')).state === 'queued' ? true : undefined;
-      });
+      }, 5000, 25);
       assert.equal(await jobs.claimNext(db, 'w-behind', leaseTime(behind)), undefined, 'not during its backoff');
-      const job = await within(5000, 'the job is claimed after its backoff', () => jobs.claimNext(db, 'w-behind', leaseTime(behind)));
+      const job = await until('the job is claimed after its backoff', () => jobs.claimNext(db, 'w-behind', leaseTime(behind)), 5000, 25);
       assert.equal(job.task_id, 'task_backoff');
       assert.equal(job.attempts, 2);
     }));

@@ -12,6 +12,7 @@ import { startTestServer, type TestServer } from './helpers/server.ts';
 import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } from './helpers/tasks.ts';
 import { assertOneIdentityRace } from './helpers/exactly-once.ts';
 import { FFMPEG, FFPROBE, image, speech as speechFixture } from './helpers/media.ts';
+import { uploadAsset, uploadVoice } from './helpers/uploads.ts';
 import { runTool } from '../server/media/run.ts';
 import { probeAv } from '../server/media/probe.ts';
 import { decodePcm } from '../server/media/pcm.ts';
@@ -80,21 +81,8 @@ describe('audio generation', () => {
 
   const speak = (prompt: string, parameters: Record<string, unknown>, operation = 'speech') => ({ model: SPEECH, operation, prompt, parameters });
 
-  async function uploadVoice(file: string, key = user.secret): Promise<string> {
-    const form = new FormData();
-    form.append('file', new Blob([fs.readFileSync(file)], { type: 'audio/wav' }), path.basename(file));
-    form.append('duration', '20');
-    form.append('rightsConfirmed', 'true');
-    const res = await fetch(new URL('/api/generate/voices', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
-    assert.equal(res.status, 201, await res.clone().text());
-    return ((await res.json()) as { voice: { id: string } }).voice.id;
-  }
-
-  async function uploadAsset(file: string, type: string, key = user.secret): Promise<string> {
-    const res = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': type }, body: new Uint8Array(fs.readFileSync(file)) });
-    assert.equal(res.status, 201, await res.clone().text());
-    return ((await res.json()) as { asset: { id: string } }).asset.id;
-  }
+  const voice = (file: string, key = user.secret) => uploadVoice(s, key, file, 20);
+  const asset = (file: string, type: string) => uploadAsset(s, user.secret, file, type);
 
   /** A click track (a short 1 kHz blip on every beat) as WAV. */
   async function clickTrack(bpm: number): Promise<string> {
@@ -167,8 +155,8 @@ describe('audio generation', () => {
   });
 
   it('when a high- and a low-pitched reference are cloned, then the clones follow their pitch', async () => {
-    const lowId = await uploadVoice(await speechFixture(20, { pitch: 10 }));
-    const highId = await uploadVoice(await speechFixture(20, { pitch: 90 }));
+    const lowId = await voice(await speechFixture(20, { pitch: 10 }));
+    const highId = await voice(await speechFixture(20, { pitch: 90 }));
     const refPitch = async (id: string) => (JSON.parse((await findVoice(s.db, id))!.traits) as { medianPitchHz: number }).medianPitchHz;
     const [refLow, refHigh] = [await refPitch(lowId), await refPitch(highId)];
     assert.ok(refHigh > refLow * 1.4, `fixtures differ: ${refHigh} vs ${refLow}`);
@@ -230,8 +218,8 @@ describe('audio generation', () => {
   });
 
   it('when a fast and a slow click track are covered, then the covers’ estimated tempi follow them', async () => {
-    const fast = await uploadAsset(await clickTrack(140), 'audio/wav');
-    const slow = await uploadAsset(await clickTrack(80), 'audio/wav');
+    const fast = await asset(await clickTrack(140), 'audio/wav');
+    const slow = await asset(await clickTrack(80), 'audio/wav');
     const fastCover = await generate({ model: MUSIC, operation: 'music', prompt: 'a cover', parameters: { duration: '30', coverAudio: fast } }, { tempo: true });
     const slowCover = await generate({ model: MUSIC, operation: 'music', prompt: 'a cover', referenceAssetIds: [slow], parameters: { duration: '30' } }, { tempo: true });
     assert.ok(Math.abs(fastCover.tempo! - 140) < 140 * 0.04, `fast cover at ${fastCover.tempo} BPM`);
@@ -242,9 +230,9 @@ describe('audio generation', () => {
 
   it('when a rule of the audio operations is broken, then 422 names the parameter', async () => {
     const other = await s.user();
-    const theirVoice = await uploadVoice(await speechFixture(20), other.secret);
-    const mine = await uploadAsset(await clickTrack(100), 'audio/wav');
-    const picture = await uploadAsset(await image('png'), 'image/png');
+    const theirVoice = await voice(await speechFixture(20), other.secret);
+    const mine = await asset(await clickTrack(100), 'audio/wav');
+    const picture = await asset(await image('png'), 'image/png');
     const v = { voiceProfileId: SAWYER };
     const music = (parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ model: MUSIC, operation: 'music', prompt: 'a song', parameters, ...extra });
     const cases: Array<[unknown, string, RegExp]> = [

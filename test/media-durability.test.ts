@@ -30,7 +30,9 @@ import fsp from 'node:fs/promises';
 import sharp from 'sharp';
 import { createLogger } from '../server/logger.ts';
 import type { ManualClock } from './helpers/db.ts';
-import { queueTask, withQueue } from './helpers/jobs.ts';
+import { expireLeases, queueTask, withQueue } from './helpers/jobs.ts';
+import { until } from './helpers/poll.ts';
+import { capturedLogger } from './helpers/logs.ts';
 import type { Db } from '../server/storage/db.ts';
 
 const IMAGE = '/api/generate/image';
@@ -45,16 +47,6 @@ async function getTask(url: string, key: string, id: string): Promise<TaskBody> 
   const res = await fetch(`${url}/api/generate/tasks/${id}`, { headers: { authorization: `Bearer ${key}` } });
   assert.equal(res.status, 200);
   return ((await res.json()) as { task: TaskBody }).task;
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('media durability', () => {
@@ -121,6 +113,7 @@ describe('media durability', () => {
     await until('tasks processing', async () => ((await getTask(child.url, user.secret, ids[0])).status === 'processing' ? true : undefined));
     await until('the fragile task processing', async () => ((await getTask(child.url, user.secret, unresumable.body.task.id)).status === 'processing' ? true : undefined));
     await child.kill('SIGKILL');
+    assert.ok((await expireLeases(dataDir)) >= 1, 'the killed worker held leases');
 
     child = await startServerChild(env);
     try {
@@ -133,8 +126,13 @@ describe('media durability', () => {
         assertSettled(task);
         assert.equal(task.chargedGems, 2);
       }
-      // The fragile task's provider cannot resume: it stays processing with its reservation held.
-      await new Promise((r) => setTimeout(r, 2500));
+      // The fragile task's provider cannot resume: its job is held for an operator, the task stays processing with its reservation held.
+      const watch = await openDb(await dbOptionsFor(dataDir));
+      try {
+        await until('the fragile job held', async () => (await jobs.findJobByTask(watch, unresumable.body.task.id))?.state === 'held');
+      } finally {
+        await watch.destroy();
+      }
       const held = await getTask(child.url, user.secret, unresumable.body.task.id);
       assert.equal(held.status, 'processing');
       const replay = await post(child.url, user.secret, heldKey, { model: 'gemforge-image-1', prompt: 'fragile [[scenario:unresumable:30]]', parameters: { resolution: '512' } });
@@ -194,7 +192,7 @@ describe('media durability', () => {
     const backlog: string[] = [];
     for (let i = 0; i < 4; i++) backlog.push((await post(child.url, user.secret, newKey('fair'), body(`backlog ${i}`))).body.task.id);
     await child.kill('SIGKILL');
-    await new Promise((r) => setTimeout(r, 1200)); // the lease runs out while nothing runs
+    assert.equal(await expireLeases(dataDir), 1, 'the lease runs out while nothing runs');
 
     child = await startServerChild(env);
     try {
@@ -296,14 +294,10 @@ describe('job recovery after a crash', () => {
           return { file, mimeType: 'image/png' };
         },
       };
-      const worker = startWorker({ db, clock, logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 60_000, pollMs: 20, retryBackoffMs: 0 });
+      const log = capturedLogger('warn');
+      const worker = startWorker({ db, clock, logger: log.logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 60_000, pollMs: 20, retryBackoffMs: 0 });
       try {
-        const end = Date.now() + 5000;
-        while ((await jobs.findJobByTask(db, 'task_taken'))?.locked_by !== 'thief') {
-          if (Date.now() > end) throw new Error('the job never started');
-          await new Promise((r) => setTimeout(r, 20));
-        }
-        await new Promise((r) => setTimeout(r, 300));
+        await until('the worker discards its result', () => log.lines.some((l) => /is no longer this worker's; its result was discarded/.test(l)), 10_000);
       } finally {
         await worker.stop();
       }
@@ -331,15 +325,16 @@ describe('job recovery after a crash', () => {
           return { file, mimeType: 'image/png' };
         },
       };
-      const worker = startWorker({ db, clock, logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 300, pollMs: 20, retryBackoffMs: 0 });
+      const log = capturedLogger('warn');
+      const worker = startWorker({ db, clock, logger: log.logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 300, pollMs: 20, retryBackoffMs: 0 });
       try {
         await running;
         await db('jobs').where({ task_id: 'task_stolen' }).update({ locked_by: 'thief' }); // recovered and claimed elsewhere
-        await new Promise((r) => setTimeout(r, 400)); // a few heartbeats find it taken
+        await until('a heartbeat finds the job taken', () => log.lines.some((l) => /lease lost; stopping the work on this job/.test(l)), 10_000);
         release();
-        await new Promise((r) => setTimeout(r, 300));
       } finally {
-        await worker.stop();
+        release();
+        await worker.stop(); // waits for the job's run to end
       }
       const job = (await jobs.findJobByTask(db, 'task_stolen'))!;
       assert.equal(job.state, 'running');

@@ -7,25 +7,23 @@ import sharp from 'sharp';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import { assertSettled, download, newKey, submit, waitForTask } from './helpers/tasks.ts';
 import { image, video } from './helpers/media.ts';
+import { OffsetClock } from './helpers/db.ts';
+import { until } from './helpers/poll.ts';
+import { uploadAsset } from './helpers/uploads.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
 
 const IMAGE = '/api/generate/image';
 
-async function upload(s: TestServer, key: string, bytes: Buffer, type: string): Promise<string> {
-  const res = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': type }, body: new Uint8Array(bytes) });
-  assert.equal(res.status, 201, await res.clone().text());
-  return ((await res.json()) as { asset: { id: string } }).asset.id;
-}
-
 const solid = (r: number, g: number, b: number) => sharp({ create: { width: 64, height: 64, channels: 3, background: { r, g, b } } }).png().toBuffer();
 
 describe('image generation', () => {
   let s: TestServer;
   let user: { accountId: string; keyId: string; secret: string };
+  const clock = new OffsetClock();
   before(async () => {
-    s = await startTestServer({ env: { WORKER_POLL_MS: '20' } });
+    s = await startTestServer({ env: { WORKER_POLL_MS: '20' }, clock });
     user = await s.user({ gems: 10_000 });
   });
   after(() => s.close());
@@ -96,7 +94,7 @@ describe('image generation', () => {
     const missing = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-edit-1', prompt: 'make it night' });
     assert.equal(missing.status, 422);
     assert.match(missing.body.error.message, /sourceImage is required/);
-    const source = await upload(s, user.secret, await solid(200, 200, 200), 'image/png');
+    const source = await uploadAsset(s, user.secret, await solid(200, 200, 200), 'image/png');
     const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-edit-1', prompt: 'make it night', parameters: { sourceImage: source, resolution: '512' } });
     assert.equal(sub.status, 202, JSON.stringify(sub.body));
     const task = await waitForTask(s, user.secret, sub.body.task.id);
@@ -110,7 +108,7 @@ describe('image generation', () => {
   });
 
   it('when reference images are given, then their colours lead the palette', async () => {
-    const green = await upload(s, user.secret, await solid(20, 200, 40), 'image/png');
+    const green = await uploadAsset(s, user.secret, await solid(20, 200, 40), 'image/png');
     const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'an abstract composition', referenceAssetIds: [green], parameters: { resolution: '512' } });
     const task = await waitForTask(s, user.secret, sub.body.task.id);
     const { channels } = await sharp((await download(task.outputs[0].asset!.url)).bytes).stats();
@@ -151,11 +149,11 @@ describe('image generation', () => {
 
   it('when a reference is another account’s, or not an image, then 422 INVALID_REFERENCE', async () => {
     const other = await s.user();
-    const theirs = await upload(s, other.secret, await solid(1, 2, 3), 'image/png');
+    const theirs = await uploadAsset(s, other.secret, await solid(1, 2, 3), 'image/png');
     const res = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x', referenceAssetIds: [theirs] });
     assert.equal(res.status, 422);
     assert.equal(res.body.error.code, 'INVALID_REFERENCE');
-    const clip = await upload(s, user.secret, fs.readFileSync(await video('mp4')), 'video/mp4');
+    const clip = await uploadAsset(s, user.secret, fs.readFileSync(await video('mp4')), 'video/mp4');
     const wrongKind = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x', referenceAssetIds: [clip] });
     assert.equal(wrongKind.body.error.code, 'INVALID_REFERENCE');
     assert.match(wrongKind.body.error.message, /video/);
@@ -238,7 +236,7 @@ describe('image generation', () => {
     assert.equal((await fetch(later)).status, 403, 'a longer expiry needs a new signature');
     const otherAsset = new URL(url.toString().replace(task.outputs[0].asset!.id, 'asset_000000000000000000000000'));
     assert.equal((await fetch(otherAsset)).status, 403);
-    await new Promise((r) => setTimeout(r, 1100));
+    clock.advance(1000); // the next second: a fresh link has a later expiry
     const again = await waitForTask(s, user.secret, task.id);
     assert.notEqual(again.outputs[0].asset!.url, task.outputs[0].asset!.url);
   });
@@ -251,24 +249,25 @@ describe('image generation', () => {
 
 describe('signed URL expiry and output retention', () => {
   it('when the URL has expired, then 403 URL_EXPIRED; when the retention passed, then the output shows expired with no asset and the bytes are gone', async () => {
-    // A link lives 2 s (the first download must come within it, on a loaded machine too), the output 3 s.
-    const s = await startTestServer({ env: { WORKER_POLL_MS: '20', SIGNED_URL_TTL_SECONDS: '2', OUTPUT_RETENTION_SECONDS: '3', WORKER_LEASE_MS: '400' } });
+    // A link lives a minute, the output two; the server's clock is moved past each (its sweep runs every 200 ms).
+    const clock = new OffsetClock();
+    const s = await startTestServer({ clock, env: { WORKER_POLL_MS: '20', SIGNED_URL_TTL_SECONDS: '60', OUTPUT_RETENTION_SECONDS: '120', WORKER_LEASE_MS: '400' } });
     try {
       const user = await s.user();
       const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'short lived', parameters: { resolution: '512' } });
       const task = await waitForTask(s, user.secret, sub.body.task.id);
       const url = task.outputs[0].asset!.url;
       assert.equal((await download(url)).status, 200);
-      await new Promise((r) => setTimeout(r, 2100));
+      clock.advance(61_000);
       const expired = await fetch(url);
       assert.equal(expired.status, 403);
       assert.equal((await errorOf(expired)).code, 'URL_EXPIRED');
-      const deadline = Date.now() + 10_000;
-      let view = await waitForTask(s, user.secret, task.id);
-      while (view.outputs[0].status !== 'expired' && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 200));
-        view = await waitForTask(s, user.secret, task.id);
-      }
+      assert.equal((await waitForTask(s, user.secret, task.id)).outputs[0].status, 'succeeded', 'within its retention the output stays');
+      clock.advance(60_000);
+      const view = await until('the output expired', async () => {
+        const t = await waitForTask(s, user.secret, task.id);
+        return t.outputs[0].status === 'expired' && t;
+      }, 10_000);
       assert.equal(view.outputs[0].status, 'expired');
       assert.equal(view.outputs[0].asset, null);
       assert.equal(view.status, 'succeeded', 'the task keeps its status and its money');

@@ -14,6 +14,7 @@ import { startTestServer, type TestServer } from './helpers/server.ts';
 import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } from './helpers/tasks.ts';
 import { assertOneIdentityRace } from './helpers/exactly-once.ts';
 import { FFMPEG, FFPROBE, tone, video } from './helpers/media.ts';
+import { uploadAsset } from './helpers/uploads.ts';
 import { runTool } from '../server/media/run.ts';
 import { probeAv, type AvProbe } from '../server/media/probe.ts';
 import * as ledger from '../server/domain/ledger.ts';
@@ -26,13 +27,6 @@ const FPS = 24;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-video-test-'));
 process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
 const ffmpeg = (args: string[]) => runTool(FFMPEG, ['-v', 'error', '-nostdin', '-y', ...args], { timeoutMs: 120_000 });
-
-async function upload(s: TestServer, key: string, file: string | Buffer, type: string): Promise<string> {
-  const bytes = typeof file === 'string' ? fs.readFileSync(file) : file;
-  const res = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': type }, body: new Uint8Array(bytes) });
-  assert.equal(res.status, 201, await res.clone().text());
-  return ((await res.json()) as { asset: { id: string } }).asset.id;
-}
 
 const solid = (r: number, g: number, b: number, width = 64, height = 48) => sharp({ create: { width, height, channels: 3, background: { r, g, b } } }).png().toBuffer();
 
@@ -130,8 +124,8 @@ describe('video generation', () => {
   });
 
   it('when image-to-video has a source image and an end frame, then the first frame is the source and the last frame is the end image', async () => {
-    const source = await upload(s, user.secret, await solid(30, 90, 200), 'image/png');
-    const end = await upload(s, user.secret, await solid(220, 140, 30, 40, 80), 'image/png');
+    const source = await uploadAsset(s, user.secret, await solid(30, 90, 200), 'image/png');
+    const end = await uploadAsset(s, user.secret, await solid(220, 140, 30, 40, 80), 'image/png');
     const task = await run(
       { model: 'gemforge-video-1', prompt: 'the camera drifts over the sea', parameters: { mode: 'image-to-video', sourceImage: source, endFrame: end, duration: 4, ratio: '16:9', resolution: '720p', audio: true } },
       4 * 4 + 4,
@@ -145,8 +139,8 @@ describe('video generation', () => {
   });
 
   it('when image-to-video has a source image and a top-level reference image, then the video starts on the source (never the reference) and moves away from it', async () => {
-    const source = await upload(s, user.secret, await solid(240, 240, 240), 'image/png');
-    const red = await upload(s, user.secret, await solid(200, 20, 20), 'image/png');
+    const source = await uploadAsset(s, user.secret, await solid(240, 240, 240), 'image/png');
+    const red = await uploadAsset(s, user.secret, await solid(200, 20, 20), 'image/png');
     const task = await run(
       { model: 'gemforge-video-1', prompt: 'fog lifting', referenceAssetIds: [red], parameters: { mode: 'image-to-video', sourceImage: source, duration: 2, ratio: '9:16', resolution: '480p' } },
       4,
@@ -159,9 +153,9 @@ describe('video generation', () => {
   });
 
   it('when a reference image is given, then its colour tints the picture; reference video and audio are used too', async () => {
-    const green = await upload(s, user.secret, await solid(20, 200, 40), 'image/png');
-    const refVideo = await upload(s, user.secret, await video('mp4'), 'video/mp4');
-    const refAudio = await upload(s, user.secret, await tone(2, 330), 'audio/wav');
+    const green = await uploadAsset(s, user.secret, await solid(20, 200, 40), 'image/png');
+    const refVideo = await uploadAsset(s, user.secret, await video('mp4'), 'video/mp4');
+    const refAudio = await uploadAsset(s, user.secret, await tone(2, 330), 'audio/wav');
     const task = await run(
       {
         model: 'gemforge-video-1',
@@ -179,15 +173,15 @@ describe('video generation', () => {
 
   it('when a parameter breaks the model’s capabilities or a reference is wrong, then 422 names it (and the allowed values) and nothing is reserved', async () => {
     const other = await s.user();
-    const theirs = await upload(s, other.secret, await solid(1, 2, 3), 'image/png');
-    const img = await upload(s, user.secret, await solid(9, 9, 9), 'image/png');
-    const vid = await upload(s, user.secret, await video('mp4'), 'video/mp4');
-    const vid2 = await upload(s, user.secret, await video('mp4', { audio: false }), 'video/mp4');
-    const aud = await upload(s, user.secret, await tone(2), 'audio/wav');
-    const shortVid = await upload(s, user.secret, await clip(0.5), 'video/mp4');
-    const longVid = await upload(s, user.secret, await clip(12), 'video/mp4');
-    const shortAud = await upload(s, user.secret, await tone(0.5), 'audio/wav');
-    const longAud = await upload(s, user.secret, await tone(31), 'audio/wav');
+    const theirs = await uploadAsset(s, other.secret, await solid(1, 2, 3), 'image/png');
+    const img = await uploadAsset(s, user.secret, await solid(9, 9, 9), 'image/png');
+    const vid = await uploadAsset(s, user.secret, await video('mp4'), 'video/mp4');
+    const vid2 = await uploadAsset(s, user.secret, await video('mp4', { audio: false }), 'video/mp4');
+    const aud = await uploadAsset(s, user.secret, await tone(2), 'audio/wav');
+    const shortVid = await uploadAsset(s, user.secret, await clip(0.5), 'video/mp4');
+    const longVid = await uploadAsset(s, user.secret, await clip(12), 'video/mp4');
+    const shortAud = await uploadAsset(s, user.secret, await tone(0.5), 'audio/wav');
+    const longAud = await uploadAsset(s, user.secret, await tone(31), 'audio/wav');
     const V1 = 'gemforge-video-1';
     const LITE = 'gemforge-video-lite-1';
     const t2v = (parameters: Record<string, unknown> = {}, extra: Record<string, unknown> = {}, model = V1) => ({ model, prompt: 'x', parameters: { mode: 'text-to-video', ...parameters }, ...extra });

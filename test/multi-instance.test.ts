@@ -20,6 +20,7 @@ import { startLocalS3 } from './helpers/s3.ts';
 import { databaseUrlFor } from './helpers/database.ts';
 import { image as imageFixture } from './helpers/media.ts';
 import { assertSettled, type TaskBody } from './helpers/tasks.ts';
+import { until } from './helpers/poll.ts';
 import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import * as ledger from '../server/domain/ledger.ts';
@@ -115,7 +116,13 @@ describe('several instances on one database and one bucket', () => {
 
       // A backlog, and one worker killed outright while it works.
       const backlog = await Promise.all(Array.from({ length: 16 }, (_, i) => post(apis[i % 2]!.url, secret, `backlog-${i}`, { model: 'gemforge-image-1', prompt: `backlog ${i} [[scenario:processing:1]]`, parameters: { resolution: '512' } })));
-      await new Promise((r) => setTimeout(r, 700));
+      // Kill once both workers hold backlog jobs, so the killed one surely leaves work behind.
+      const watch = await openDb({ dataDir: dirs[0]!, databaseUrl: database });
+      try {
+        await until('both workers running backlog jobs', async () => new Set((await watch('jobs').where({ state: 'running' }).select('locked_by')).map((j: { locked_by: string }) => j.locked_by)).size >= 2, 30_000);
+      } finally {
+        await watch.destroy();
+      }
       workers[0]!.kill('SIGKILL');
       const done = await finished(apis[1]!.url, secret, backlog.map((r) => r.body.task.id as string));
       for (const t of done) {

@@ -35,6 +35,8 @@ import { mismatch } from '../server/worker/run-job.ts';
 import { loadConfig } from '../server/config.ts';
 import { startServer } from '../server/server.ts';
 import { run } from './helpers/run.ts';
+import { until } from './helpers/poll.ts';
+import { expireLeases } from './helpers/jobs.ts';
 
 const IMAGE = '/api/generate/image';
 const VIDEO = '/api/generate/video';
@@ -69,14 +71,10 @@ async function balanceOf(s: TestServer, accountId: string): Promise<number> {
 
 /** Polls a task until `check` holds. */
 async function taskUntil(s: TestServer, key: string, id: string, check: (t: TaskBody) => boolean, timeoutMs = 20_000): Promise<TaskBody> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await s.call('GET', `/api/generate/tasks/${id}`, { key });
-    const { task } = (await res.json()) as { task: TaskBody };
-    if (check(task)) return task;
-    if (Date.now() > end) throw new Error(`task ${id} is ${task.status}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return until(`task ${id}`, async () => {
+    const { task } = (await (await s.call('GET', `/api/generate/tasks/${id}`, { key })).json()) as { task: TaskBody };
+    return check(task) && task;
+  }, timeoutMs);
 }
 
 describe('remote providers: pure pieces', () => {
@@ -322,15 +320,10 @@ describe('remote providers: OpenAI-compatible images', () => {
     const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'hang forever', parameters: { resolution: '512' } });
     const id = r.body.task.id as string;
     await taskUntil(s, u.secret, id, (t) => t.status === 'processing');
-    const job = await (async () => {
-      const end = Date.now() + 10_000;
-      for (;;) {
-        const row = await s.db('jobs').where({ task_id: id }).first();
-        if (row?.state === 'held' || Date.now() > end) return row;
-        await new Promise((res) => setTimeout(res, 100));
-      }
-    })();
-    assert.equal(job.state, 'held');
+    const job = await until('the job held', async () => {
+      const row = await s.db('jobs').where({ task_id: id }).first();
+      return row?.state === 'held' && row;
+    }, 10_000);
     assert.match(job.last_error, /cannot be known/);
     assert.ok(!String(job.last_error).includes(UPSTREAM_KEY));
     const task = await taskUntil(s, u.secret, id, () => true);
@@ -347,11 +340,7 @@ describe('remote providers: their own worker lane', () => {
       const u = await t.user({ gems: 1000 });
       const remote: string[] = [];
       for (let i = 0; i < 12; i++) remote.push((await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: `slow ${i}`, parameters: { resolution: '512' } })).body.task.id);
-      const end = Date.now() + 15_000;
-      while (slow.requests.filter((q) => q.path === '/v1/images/generations').length < 12) {
-        if (Date.now() > end) throw new Error(`only ${slow.requests.length} of 12 remote calls in flight`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await until('12 remote calls in flight', () => slow.requests.filter((q) => q.path === '/v1/images/generations').length >= 12, 15_000);
       // The one local loop is free: a local music job runs while every remote call still waits.
       const local = await submit(t, u.secret, AUDIO, { model: 'gemforge-music-1', operation: 'music', prompt: 'a short calm tune', parameters: { duration: '30' } });
       const done = await waitForTask(t, u.secret, local.body.task.id);
@@ -525,25 +514,22 @@ describe('remote providers: Replicate-shaped predictions', () => {
     });
     assert.equal(post.status, 202);
     const id = ((await post.json()) as { task: { id: string } }).task.id;
-    const end = Date.now() + 15_000;
-    while (slow.predictions().length === 0 || slow.requests.filter((q) => q.method === 'GET').length < 2) {
-      if (Date.now() > end) throw new Error('no prediction was polled');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const polls = () => slow.requests.filter((q) => q.method === 'GET').length;
+    await until('a prediction polled', () => slow.predictions().length > 0 && polls() >= 2, 15_000);
     await child.kill('SIGKILL');
+    assert.equal(await expireLeases(dataDir), 1, 'the lease runs out while nothing runs');
+    const pollsBefore = polls();
     child = await startServerChild(env);
     try {
-      await new Promise((r) => setTimeout(r, 1500)); // the lease expires; the restarted worker resumes the job
+      await until('the restarted worker resumes the job (it polls the prediction)', () => polls() > pollsBefore, 15_000);
       slow.finish(slow.predictions()[0]!.id, 'succeeded');
-      let task: TaskBody | undefined;
-      while (Date.now() < end + 20_000) {
+      const task = await until('the task finished', async () => {
         const res = await fetch(`${child.url}/api/generate/tasks/${id}`, { headers: { authorization: `Bearer ${secret}` } });
-        task = ((await res.json()) as { task: TaskBody }).task;
-        if (['succeeded', 'failed', 'partial', 'cancelled'].includes(task.status)) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      assert.equal(task!.status, 'succeeded', JSON.stringify(task));
-      assertSettled(task!);
+        const t = ((await res.json()) as { task: TaskBody }).task;
+        return ['succeeded', 'failed', 'partial', 'cancelled'].includes(t.status) && t;
+      }, 20_000);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task));
+      assertSettled(task);
       assert.equal(slow.predictions().length, 1, 'exactly one prediction was created upstream');
     } finally {
       await child.kill('SIGTERM');

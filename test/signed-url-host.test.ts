@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import type { Request } from 'express';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
+import { until } from './helpers/poll.ts';
 import { baseUrlFor, checkAllowedHost, parseAuthority } from '../server/http/base-url.ts';
 import { loadConfig } from '../server/config.ts';
 import { isUri } from '../server/http/formats.ts';
@@ -119,12 +120,7 @@ describe('response validation of signed URLs', () => {
       const { secret } = await s.user();
       const made = await submit(s, secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk' });
       assert.equal(made.status, 202, 'no output yet, so no URL');
-      for (const until = Date.now() + 30_000; ; ) {
-        const row = (await s.db('tasks').where({ id: made.body.task.id }).first()) as { status: string };
-        if (row.status === 'succeeded') break;
-        assert.ok(Date.now() < until, `task still ${row.status}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await until('the task to succeed', async () => ((await s.db('tasks').where({ id: made.body.task.id }).first()) as { status: string }).status === 'succeeded');
       const res = await s.call('GET', `/api/generate/tasks/${made.body.task.id}`, { key: secret });
       const text = await res.text();
       assert.equal(res.status, 503, text);

@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import { startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
 import { dbEnvFor, databaseUrlFor } from './helpers/database.ts';
+import { until } from './helpers/poll.ts';
 import { createSigner, parseSecret } from '../server/domain/signing.ts';
 import { loadConfig } from '../server/config.ts';
 
@@ -28,6 +29,12 @@ async function outputUrl(s: TestServer): Promise<string> {
   const r = await submit(s, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a signed fox', parameters: { resolution: '512' } });
   const task = await waitForTask(s, u.secret, r.body.task.id);
   return task.outputs[0]!.asset!.url;
+}
+
+/** Whether a link was signed with the key whose secret (hex, as stored) is `secretHex`. */
+function signedWith(secretHex: string, url: string): boolean {
+  const { pathname, searchParams: q } = new URL(url);
+  return createSigner(Buffer.from(secretHex, 'hex'), 60).verify(pathname.split('/').pop()!, q.get('expires')!, q.get('sig')!, new Date()) === 'ok';
 }
 
 const statusOf = async (url: string) => (await fetch(url)).status;
@@ -123,19 +130,11 @@ describe('URL-signing keys', () => {
       const rows = await s.db('signing_keys').orderBy('id');
       assert.equal(rows.length, 2);
       assert.ok(rows[0].retired_at && !rows[1].retired_at);
-      const newKey = createSigner(Buffer.from(rows[1].secret, 'hex'), 60);
-      const signedWithNewKey = (url: string) => {
-        const q = new URL(url).searchParams;
-        return newKey.verify(new URL(url).pathname.split('/').pop()!, q.get('expires')!, q.get('sig')!, new Date()) === 'ok';
-      };
-      assert.ok(!signedWithNewKey(oldUrl));
-      let newUrl = oldUrl;
-      const end = Date.now() + 15_000;
-      while (!signedWithNewKey(newUrl)) {
-        if (Date.now() > end) throw new Error('the server never signed with the rotated key');
-        await new Promise((r) => setTimeout(r, 250));
-        newUrl = await outputUrl(s);
-      }
+      assert.ok(!signedWith(rows[1].secret, oldUrl));
+      const newUrl = await until('the server signs with the rotated key', async () => {
+        const url = await outputUrl(s);
+        return signedWith(rows[1].secret, url) && url;
+      }, 15_000, 250);
       assert.equal(await statusOf(newUrl), 200);
       assert.equal(await statusOf(oldUrl), 200, 'a link signed before the rotation still opens');
     } finally {
@@ -154,9 +153,13 @@ describe('URL-signing keys', () => {
       assert.equal(await statusOf(at(url, b.url)), 404);
       const { rotateSigningKey } = await import('../server/storage/signing-keys.ts');
       await rotateSigningKey(a.db, new Date().toISOString());
-      await new Promise((r) => setTimeout(r, 6000)); // both instances re-read the keys
-      const rotated = await outputUrl(a);
-      assert.equal(await statusOf(at(rotated, b.url)), 404, 'b verifies links signed with the new key');
+      const current = (await a.db('signing_keys').whereNull('retired_at').first()) as { secret: string };
+      // Each instance re-reads the keys on its own timer (every 5 s): a signs with the new key, then b verifies it.
+      const rotated = await until('a signs with the new key', async () => {
+        const fresh = await outputUrl(a);
+        return signedWith(current.secret, fresh) && fresh;
+      }, 15_000, 250);
+      await until('b verifies links signed with the new key (404: its bytes are on a\'s disk; not 403)', async () => (await statusOf(at(rotated, b.url))) === 404, 15_000, 250);
       assert.equal(await statusOf(at(url, b.url)), 404, 'and still the old ones');
       assert.equal(await statusOf(url), 200);
     } finally {

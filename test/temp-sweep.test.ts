@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startTestServer, tempDataDir } from './helpers/server.ts';
+import { until } from './helpers/poll.ts';
 import { STALE_TEMP_MS } from '../server/storage/blobs.ts';
 
 describe('temp files left behind', () => {
@@ -22,11 +23,7 @@ describe('temp files left behind', () => {
     for (const f of old) fs.utimesSync(f, past, past);
     const s = await startTestServer({ dataDir: dir });
     try {
-      const end = Date.now() + 10_000;
-      while (old.some((f) => fs.existsSync(f))) {
-        if (Date.now() > end) throw new Error('stale temp files were not removed');
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await until('the stale temp files removed', () => !old.some((f) => fs.existsSync(f)), 10_000);
       assert.ok(fs.existsSync(fresh), 'a young temp file may belong to a live process: kept');
     } finally {
       await s.close();

@@ -12,6 +12,7 @@ import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import { sseEvents, summarise } from './helpers/sse.ts';
 import { changeElsewhere } from './helpers/auth.ts';
 import { ManualClock } from './helpers/db.ts';
+import { until } from './helpers/poll.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import type { ReservationRow } from '../server/storage/ledger.ts';
 
@@ -38,13 +39,10 @@ describe('access ends during an open text response', () => {
     });
 
   async function settled(ref: string): Promise<ReservationRow> {
-    const until = Date.now() + 30_000;
-    for (;;) {
+    return until(`reservation ${ref} to settle`, async () => {
       const row = (await s.db('reservations').where({ ref }).first()) as ReservationRow | undefined;
-      if (row && row.state !== 'held') return row;
-      assert.ok(Date.now() < until, `reservation ${ref} settles`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      return row && row.state !== 'held' && row;
+    });
   }
 
   /**
@@ -104,13 +102,7 @@ describe('access ends during an open text response', () => {
     const user = await s.user({ llmAllowance: 100 });
     const pending = post(user.secret, false);
     // The completion is admitted once its reservation exists; revoke then.
-    const until = Date.now() + 10_000;
-    let row: ReservationRow | undefined;
-    while (!row) {
-      row = (await s.db('reservations').where({ account_id: user.accountId }).first()) as ReservationRow | undefined;
-      assert.ok(Date.now() < until, 'the completion was admitted');
-      if (!row) await new Promise((r) => setTimeout(r, 20));
-    }
+    const row = await until('the completion admitted', async () => (await s.db('reservations').where({ account_id: user.accountId }).first()) as ReservationRow | undefined, 10_000, 20);
     await accounts.revokeKey(s.db, clock, user.keyId);
     const e = await errorOf(await pending);
     assert.equal(e.status, 401);

@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { errorOf, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
+import { expectError, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { readStream, sseEvents } from './helpers/sse.ts';
+import { until } from './helpers/poll.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { systemClock } from '../server/domain/clock.ts';
@@ -47,24 +48,6 @@ async function reservationsOf(s: TestServer, accountId: string): Promise<Reserva
 
 /** ceil((prompt × 1 + completion × 2) / 1000) at gemforge-text-1's rates. */
 const chargeFor = (u: Completion['usage']) => Math.ceil((u.prompt_tokens * 1 + u.completion_tokens * 2) / 1000);
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-async function expectError(res: Response, status: number, code: string | undefined): Promise<string> {
-  const e = await errorOf(res);
-  assert.equal(e.status, status, `expected ${status} ${code}, got ${e.status} ${e.code}: ${e.message}`);
-  assert.deepEqual(e.keys, ['error']);
-  if (code) assert.equal(e.code, code);
-  return e.message;
-}
 
 describe('text generation', () => {
   let s: TestServer;
@@ -496,7 +479,7 @@ describe('text generation', () => {
       controller.abort();
       await reader.return(undefined).catch(() => undefined);
       const started = Date.now();
-      const row = await waitFor('settlement', async () => {
+      const row = await until('settlement', async () => {
         const r = await reservationOf(slow, first.id);
         return r.state === 'held' ? undefined : r;
       });
@@ -520,10 +503,11 @@ describe('text generation', () => {
         body: JSON.stringify(ask('Abandon me.')),
         signal: controller.signal,
       }).catch((e: unknown) => e);
-      await new Promise((r) => setTimeout(r, 100));
+      // Disconnect once the completion was admitted (its reservation is held) and is being generated.
+      await until('the completion admitted', async () => (await reservationsOf(slow, u.accountId)).length > 0, 10_000, 10);
       controller.abort();
       await pending;
-      const row = await waitFor('settlement', async () => {
+      const row = await until('settlement', async () => {
         const rows = await reservationsOf(slow, u.accountId);
         return rows[0]?.state === 'settled' ? rows[0] : undefined;
       });

@@ -11,6 +11,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import * as media from './helpers/media.ts';
+import { until } from './helpers/poll.ts';
 import { findVoice } from '../server/storage/voices.ts';
 import { loadVoiceCatalog, seedCatalogVoices } from '../server/domain/voices.ts';
 import { systemClock } from '../server/domain/clock.ts';
@@ -268,9 +269,9 @@ describe('voices', () => {
       req.on('close', () => resolve());
       req.write(body.subarray(0, Math.floor(body.length / 2)), () => setTimeout(() => req.destroy(), 200));
     });
-    await new Promise((r) => setTimeout(r, 300));
     assert.equal((await fetch(new URL(`${VOICES}?scope=explore`, s.url), { headers: { authorization: `Bearer ${key}` } })).status, 200);
-    assert.deepEqual(fs.readdirSync(`${s.dataDir}/tmp/multipart`), [], 'temp files are removed');
+    const left = () => fs.readdirSync(`${s.dataDir}/tmp/multipart`);
+    await until('the temp files to be removed', () => left().length === 0, 5000, 20);
   });
 
   // ------------------------------------------------------------ transcription (voice activity)

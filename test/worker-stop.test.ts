@@ -9,15 +9,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { assertSettled, submit, waitForTask } from './helpers/tasks.ts';
+import { until } from './helpers/poll.ts';
 
 async function processing(s: TestServer, key: string, id: string): Promise<void> {
-  const end = Date.now() + 15_000;
-  for (;;) {
+  await until('the task to start', async () => {
     const res = await s.call('GET', `/api/generate/tasks/${id}`, { key });
-    if (((await res.json()) as { task: { status: string } }).task.status === 'processing') return;
-    if (Date.now() > end) throw new Error('the task never started');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+    return ((await res.json()) as { task: { status: string } }).task.status === 'processing';
+  }, 15_000);
 }
 
 describe('a stopping worker', () => {

@@ -8,7 +8,9 @@ import * as ledger from '../../server/domain/ledger.ts';
 import * as tasks from '../../server/storage/tasks.ts';
 import * as jobs from '../../server/storage/jobs.ts';
 import { createAccount, createKey } from '../../server/domain/accounts.ts';
+import { openDb } from '../../server/storage/db.ts';
 import { ManualClock, openTestDb } from './db.ts';
+import { dbOptionsFor } from './database.ts';
 
 export interface QueueOwner {
   accountId: string;
@@ -43,5 +45,21 @@ export async function withQueue(fn: (q: { db: Db; dir: string; clock: ManualCloc
     await fn({ db: t.db, dir: t.dir, clock, owner: await queueOwner(t.db, clock) });
   } finally {
     await t.close();
+  }
+}
+
+/**
+ * The leases of the running jobs in data dir `dataDir` run out, as they would
+ * after a wait once their worker was killed: their stamps are moved back past
+ * any lease. Leases are judged on the database's clock, which a test cannot
+ * move; a dead worker renews nothing, so the rows are what the wait would leave.
+ * Returns how many leases ran out.
+ */
+export async function expireLeases(dataDir: string): Promise<number> {
+  const db = await openDb(await dbOptionsFor(dataDir));
+  try {
+    return await db('jobs').where({ state: 'running' }).update({ locked_at: '2000-01-01T00:00:00.000Z' });
+  } finally {
+    await db.destroy();
   }
 }

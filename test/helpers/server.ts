@@ -5,6 +5,7 @@
  * TEST_DATABASE_URL the server's database is a fresh Postgres database of its
  * own (helpers/database.ts) instead of SQLite in the data dir.
  */
+import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -95,4 +96,13 @@ export async function startTestServer(
 export async function errorOf(res: Response): Promise<{ status: number; code?: string; message: string; keys: string[] }> {
   const body = (await res.json()) as { error: { code?: string; message: string } };
   return { status: res.status, code: body.error?.code, message: body.error?.message, keys: Object.keys(body) };
+}
+
+/** Asserts that `res` is the error envelope alone, with `status` and (when given) `code`; returns its message. */
+export async function expectError(res: Response, status: number, code: string | undefined): Promise<string> {
+  const e = await errorOf(res);
+  assert.equal(e.status, status, `expected ${status} ${code}, got ${e.status} ${e.code}: ${e.message}`);
+  assert.deepEqual(e.keys, ['error']);
+  if (code) assert.equal(e.code, code);
+  return e.message;
 }

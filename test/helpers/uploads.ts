@@ -4,12 +4,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { TestServer } from './server.ts';
 
-/** Uploads `file` as a reference asset of `type`; returns its ID. */
-export async function uploadAsset(s: TestServer, key: string, file: string, type: string): Promise<string> {
+/** Uploads `file` (a path, or the bytes themselves) as a reference asset of `type`; returns its ID. */
+export async function uploadAsset(s: TestServer, key: string, file: string | Buffer, type: string): Promise<string> {
   const res = await fetch(new URL('/api/generate/assets', s.url), {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': type },
-    body: new Uint8Array(fs.readFileSync(file)),
+    body: new Uint8Array(typeof file === 'string' ? fs.readFileSync(file) : file),
   });
   assert.equal(res.status, 201, await res.clone().text());
   return ((await res.json()) as { asset: { id: string } }).asset.id;

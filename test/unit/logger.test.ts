@@ -4,7 +4,6 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import fs from 'node:fs';
@@ -13,18 +12,8 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { accessWriter, ACCESS_FLUSH_MS, ACCESS_LINE, createLogger, type AccessFields } from '../../server/logger.ts';
 import { accessLog } from '../../server/http/access-log.ts';
-
-/** A logger whose lines are kept in memory. */
-function capture(level: string) {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString().split('\n').filter(Boolean));
-      done();
-    },
-  });
-  return { logger: createLogger(level, sink), lines };
-}
+import { capturedLogger } from '../helpers/logs.ts';
+import { until } from '../helpers/poll.ts';
 
 const sameTime = (line: string) => line.replace(/"time":\d+/, '"time":0');
 
@@ -37,9 +26,9 @@ describe('access lines', () => {
 
   it('when an access line is written, then it is byte for byte the line pino writes for the same fields through a child bound to the request id', async () => {
     for (const fields of cases) {
-      const ours = capture('info');
+      const ours = capturedLogger('info');
       accessWriter(ours.logger)(fields);
-      const theirs = capture('info');
+      const theirs = capturedLogger('info');
       const { requestId, ...rest } = fields;
       theirs.logger.child({ requestId }).info(rest, ACCESS_LINE);
       await new Promise((r) => setImmediate(r));
@@ -53,9 +42,9 @@ describe('access lines', () => {
   });
 
   it('when the level is above info, or is raised after the writer was made, then no access line is written', async () => {
-    const quiet = capture('warn');
+    const quiet = capturedLogger('warn');
     accessWriter(quiet.logger)(cases[0]!);
-    const raised = capture('info');
+    const raised = capturedLogger('info');
     const write = accessWriter(raised.logger);
     raised.logger.level = 'error';
     write(cases[0]!);
@@ -70,7 +59,7 @@ describe('access lines', () => {
   });
 
   it('when a handler logs through req.log, then its line and the access line carry the request id', async () => {
-    const { logger, lines } = capture('info');
+    const { logger, lines } = capturedLogger('info');
     const app = express();
     app.use((req, _res, next) => {
       req.id = `req_${req.path.slice(1)}`;
@@ -112,8 +101,9 @@ describe('other lines', () => {
       const logger = createLogger('info', destination);
       for (let i = 0; i < 40; i++) logger.warn({ i }, 'burst');
       assert.ok(destination.listenerCount('drain') <= 1, `${destination.listenerCount('drain')} drain listeners`);
-      await new Promise((r) => setTimeout(r, 3 * ACCESS_FLUSH_MS));
-      const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i: number; msg: string });
+      const text = () => fs.readFileSync(file, 'utf8');
+      await until('the periodic flush to write the burst', () => text().split('\n').length > 40, 10 * ACCESS_FLUSH_MS, 20); // 40 whole lines
+      const lines = text().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i: number; msg: string });
       assert.deepEqual(lines.map((l) => l.i), Array.from({ length: 40 }, (_, i) => i));
       assert.deepEqual(warnings.map((w) => w.name), []);
       destination.destroy();
