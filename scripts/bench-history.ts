@@ -24,6 +24,7 @@ import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { openDb } from '../server/storage/db.ts';
 import { freePort } from './bench/processes.ts';
+import { SERVER_ARGS } from '../server/node-flags.ts';
 import { seedAccount, type SeededAccount } from './seed-history.ts';
 
 const { values } = parseArgs({
@@ -84,7 +85,7 @@ async function install(entries: number): Promise<Installation> {
   console.log(`seeded ${rows.toLocaleString('en')} ledger rows in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+  const child = spawn(process.execPath, [...SERVER_ARGS], {
     cwd: root,
     env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production', WORKER_ENABLED: 'false' },
     stdio: ['ignore', 'inherit', 'inherit'],

@@ -17,6 +17,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { SERVER_NODE_FLAGS } from '../server/node-flags.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 /** A tool's script in node_modules/.bin, run with this Node (not whichever `node` is first on PATH). */
@@ -66,7 +67,7 @@ function generate(): string | undefined {
 let server: ChildProcess | undefined;
 
 function startServer(): void {
-  server = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'server/main.ts')], {
+  server = spawn(process.execPath, [...SERVER_NODE_FLAGS, '--import', 'tsx', path.join(root, 'server/main.ts')], {
     cwd: root,
     env: { ...process.env, OPENAPI_PATH: contract },
     stdio: 'inherit',

@@ -2,6 +2,8 @@
  * The supported runtime (issue 13): the project brings Node 24 itself (the npm
  * package `node`, first on the PATH of npm scripts and npx), and the native
  * modules load and work under it: sqlite3 runs SQL, sharp encodes and decodes.
+ * Every command line that starts the server carries its V8 flags
+ * (server/node-flags.ts), and they take effect.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,9 +12,15 @@ import os from 'node:os';
 import path from 'node:path';
 import sqlite3 from 'sqlite3';
 import sharp from 'sharp';
+import { spawnSync } from 'node:child_process';
+import { SERVER_NODE_FLAGS } from '../server/node-flags.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
-const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { engines: { node: string }; dependencies: Record<string, string> };
+const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+  engines: { node: string };
+  dependencies: Record<string, string>;
+  scripts: Record<string, string>;
+};
 
 /** [major, minor] of a version such as `v24.21.0` or `>=24.11`. */
 const majorMinor = (v: string) => (/(\d+)\.(\d+)/.exec(v) ?? []).slice(1, 3).map(Number);
@@ -49,5 +57,22 @@ describe('runtime', () => {
     assert.equal(info.width, 3);
     assert.equal(info.height, 2);
     assert.deepEqual([...data.subarray(0, 3)], [255, 0, 0]);
+  });
+
+  it('when npm start or the multi-instance demo starts the server, then its Node gets the server\'s V8 flags', () => {
+    const flags = SERVER_NODE_FLAGS.join(' ');
+    assert.equal(pkg.scripts.start, `exec node ${flags} --import tsx server/main.ts`);
+    const demo = fs.readFileSync(path.join(root, 'scripts/demo-multi.sh'), 'utf8');
+    assert.match(demo, new RegExp(`"\\$NODE" ${flags} --import tsx server/main\\.ts`));
+  });
+
+  it('when Node runs with the server\'s V8 flags, then the young generation stays within two 32 MiB semi-spaces', () => {
+    // Allocates ~200 MB of short-lived objects with a survivor set, which grows the young generation to its limit.
+    const code = `let keep = []; for (let i = 0; i < 3e6; i++) { keep.push({ i }); if (keep.length > 1e6) keep = []; }
+      const space = require('node:v8').getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
+      console.log(space.space_size);`;
+    const run = spawnSync(process.execPath, [...SERVER_NODE_FLAGS, '-e', code], { encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stderr);
+    assert.ok(Number(run.stdout) <= 64 * 1024 * 1024, `new space ${run.stdout.trim()} bytes`);
   });
 });

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { SERVER_ARGS } from '../../server/node-flags.ts';
 
 export const root = path.resolve(import.meta.dirname, '../..');
 
@@ -77,7 +78,7 @@ export async function startGemforge(env: Record<string, string>, logFile: string
   const port = await freePort();
   const log = fs.openSync(logFile, 'a');
   const stdio: StdioOptions = ['ignore', log, 'inherit'];
-  const [cmd, args] = pinned(core, ['--import', 'tsx', 'server/main.ts']);
+  const [cmd, args] = pinned(core, [...SERVER_ARGS]);
   const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio });
   fs.closeSync(log);
   const base = `http://127.0.0.1:${port}`;

@@ -1,5 +1,5 @@
 /**
- * The real server as a child process (`node --import tsx server/main.ts`), for
+ * The real server as a child process (`node` with SERVER_ARGS, as `npm start`), for
  * tests that kill it (SIGKILL mid-work) and start it again on the same DATA_DIR.
  * The child logs JSON at LOG_LEVEL=info; its start line carries `url`. Under
  * TEST_DATABASE_URL it gets DATABASE_URL of the data dir's Postgres database.
@@ -15,6 +15,7 @@ import * as ledger from '../../server/domain/ledger.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import { dbEnvFor, dbOptionsFor } from './database.ts';
 import { tempDataDir } from './server.ts';
+import { SERVER_ARGS } from '../../server/node-flags.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -34,7 +35,7 @@ export interface ServerChild {
  * environment (DATA_DIR is required) and waits until it logs its URL.
  */
 export async function startServerChild(env: Record<string, string> & { DATA_DIR: string }, timeoutMs = 30_000): Promise<ServerChild> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+  const child = spawn(process.execPath, [...SERVER_ARGS], {
     cwd: ROOT,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'test', ...(await dbEnvFor(env.DATA_DIR)), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
