@@ -1,7 +1,7 @@
 /** Account and API-key rows. Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
-import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './query.ts';
 
 export type AccountState = 'active' | 'blocked' | 'unavailable';
 
@@ -57,12 +57,6 @@ function toKey(row: Record<string, unknown>): ApiKeyRow {
     scope_generate: Boolean(row.scope_generate),
     monthly_cap: row.monthly_cap === null || row.monthly_cap === undefined ? null : Number(row.monthly_cap),
   };
-}
-
-/** An INSERT of the columns `row` sets (those it leaves out keep their defaults): one statement per set of columns. */
-async function insertRow(db: Conn, table: string, row: object): Promise<void> {
-  const columns = columnsOf(row as Record<string, unknown>);
-  await query(db, statement.write(`${table}-insert:${columns}`, (c, ...v) => c(table).insert(rowOf(columns, v))), rowParams(columns, row as Record<string, unknown>));
 }
 
 export async function insertAccount(db: Conn, row: AccountRow): Promise<void> {

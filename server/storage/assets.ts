@@ -1,6 +1,6 @@
 /** Asset rows. Plain rows in, plain rows out. */
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
-import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { insertRow, query, statement, type Conn } from './query.ts';
 
 export type AssetKind = 'image' | 'video' | 'audio';
 export type AssetState = 'processing' | 'ready' | 'failed';
@@ -41,8 +41,7 @@ function toAsset(row: Record<string, unknown>): AssetRow {
 }
 
 export async function insertAsset(db: Conn, row: AssetRow): Promise<void> {
-  const columns = columnsOf(row);
-  await query(db, statement.write(`asset-insert:${columns}`, (c, ...v) => c('assets').insert(rowOf(columns, v))), rowParams(columns, row));
+  await insertRow(db, 'assets', row);
 }
 
 const assetById = statement.first('asset-by-id', (c, id) => c('assets').where({ id }).first());

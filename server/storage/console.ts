@@ -1,6 +1,6 @@
 /** Console logins, sessions and sign-in attempts (migration 013). Plain rows in, plain rows out. */
 import type { Db } from './db.ts';
-import { columnsOf, query, rowOf, rowParams, statement } from './query.ts';
+import { columnsOf, insertRow, query, rowOf, rowParams, statement } from './query.ts';
 
 export interface LoginRow {
   id: string;
@@ -29,12 +29,6 @@ export interface AttemptRow {
   subject: string;
   failures: number;
   window_started_at: string;
-}
-
-/** An INSERT of the columns `row` sets: one statement per set of columns. */
-async function insertRow(db: Db, table: string, row: object): Promise<void> {
-  const columns = columnsOf(row as Record<string, unknown>);
-  await query(db, statement.write(`${table}-insert:${columns}`, (c, ...v) => c(table).insert(rowOf(columns, v))), rowParams(columns, row as Record<string, unknown>));
 }
 
 export async function insertLogin(db: Db, row: LoginRow): Promise<void> {

@@ -2,7 +2,7 @@
  * Moderation records (a refused request leaves one, nothing else) and the
  * account block repeated refusals set. Plain rows in, plain rows out.
  */
-import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { insertRow, query, statement, type Conn } from './query.ts';
 
 export interface ModerationRecordRow {
   id: string;
@@ -17,8 +17,7 @@ export interface ModerationRecordRow {
 }
 
 export async function insertModerationRecord(db: Conn, row: ModerationRecordRow): Promise<void> {
-  const columns = columnsOf(row);
-  await query(db, statement.write(`moderation-record-insert:${columns}`, (c, ...v) => c('moderation_records').insert(rowOf(columns, v))), rowParams(columns, row));
+  await insertRow(db, 'moderation_records', row);
 }
 
 const recentRecords = statement.first<{ n: number | string }>('moderation-records-recent-count', (c, account, since) =>

@@ -59,7 +59,8 @@ import { asResult, compile, execute, executeLater, type Build, type Executed, ty
 import { KEY_COLUMN, readByKey, readRows } from './reads.ts';
 
 export type { Row, Value };
-export { rowOf, rowParams } from './compiled.ts';
+import { rowOf, rowParams } from './compiled.ts';
+export { rowOf, rowParams };
 
 /** The columns a patch sets (knex leaves out those undefined): put them into the statement's name. */
 export const columnsOf = <T extends object>(patch: T): Array<keyof T & string> =>
@@ -109,6 +110,13 @@ export const statement = {
   /** A statement built and run through knex at every call (nothing compiled once). */
   dynamic: <R = Row>(name: string, build: (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw | Knex.SchemaBuilder): Statement<'dynamic', R> => ({ name, kind: 'dynamic', build: build as Build }),
 };
+
+/** INSERTs `row` into `table`: the columns it sets (those it leaves out keep their defaults), one statement per set of columns. */
+export async function insertRow(conn: Conn, table: string, row: object): Promise<void> {
+  const values = row as Record<string, unknown>;
+  const columns = columnsOf(values);
+  await query(conn, statement.write(`${table}-insert:${columns}`, (c, ...v) => c(table).insert(rowOf(columns, v))), rowParams(columns, values));
+}
 
 const isTransaction = (conn: Conn): conn is Knex.Transaction => (conn as { isTransaction?: boolean }).isTransaction === true;
 

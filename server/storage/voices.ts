@@ -2,7 +2,7 @@
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
-import { columnsOf, query, rowOf, rowParams, statement, type Conn, type Value } from './query.ts';
+import { insertRow, query, statement, type Conn, type Value } from './query.ts';
 
 export interface VoiceRow {
   id: string;
@@ -26,8 +26,7 @@ function toVoice(row: Record<string, unknown>): VoiceRow {
 }
 
 export async function insertVoice(db: Conn, row: VoiceRow): Promise<void> {
-  const columns = columnsOf(row);
-  await query(db, statement.write(`voice-insert:${columns}`, (c, ...v) => c('voices').insert(rowOf(columns, v))), rowParams(columns, row));
+  await insertRow(db, 'voices', row);
 }
 
 const voiceById = statement.first('voice-by-id', (c, id) => c('voices').where({ id }).first());
