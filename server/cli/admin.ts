@@ -10,6 +10,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { suggest } from '../../client/cli/help.ts';
 import { loadConfig } from '../config.ts';
 import { isSqlite, openDb, sqliteFile, type Db } from '../storage/db.ts';
+import { copySqliteTo } from '../storage/maintenance.ts';
 import { systemClock } from '../domain/clock.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as ledger from '../domain/ledger.ts';
@@ -301,7 +302,7 @@ const commands: Record<string, Handler> = {
     if (fs.existsSync(target)) throw new UsageError(`${target} already exists; give a new file`);
     fs.mkdirSync(path.dirname(target), { recursive: true });
     // One consistent copy, taken online: VACUUM INTO reads a snapshot while the server goes on writing (WAL).
-    await db.raw('VACUUM INTO ?', [target]);
+    await copySqliteTo(db, target);
     return { output: { file: target, bytes: fs.statSync(target).size, note: 'restore: stop the server, put this file at DATA_DIR/gemforge.sqlite, with the blob store beside it' } };
   },
 

@@ -4,7 +4,8 @@
  * broken invariant and every figure that differs from its recomputed value. Other modules (tasks, idempotency)
  * add their own checks through `extraChecks`.
  */
-import { inTransaction, isSqlite, type Db, type Tx } from '../storage/db.ts';
+import { inTransaction, type Db, type Tx } from '../storage/db.ts';
+import { readOneSnapshot } from '../storage/maintenance.ts';
 import { allEntries, allReservations, type EntryRow } from '../storage/ledger.ts';
 import { figureTables, type FigureTable } from '../storage/balances.ts';
 
@@ -24,7 +25,7 @@ export type ExtraCheck = (db: Db | Tx) => Promise<string[]>;
  */
 export async function verifyLedger(db: Db, extraChecks: ExtraCheck[] = []): Promise<VerifyReport> {
   return inTransaction(db, async (trx) => {
-    if (!isSqlite(db)) await trx.raw('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+    await readOneSnapshot(trx);
     return verifyIn(trx, extraChecks);
   });
 }

@@ -7,10 +7,7 @@ import type { Db } from '../storage/db.ts';
 import { checkBlobStore } from '../storage/blobs.ts';
 
 export type { Db };
-
-export async function databaseAnswers(db: Db): Promise<void> {
-  await db.raw('select 1');
-}
+export { databaseAnswers } from '../storage/maintenance.ts';
 
 export async function blobStoreWritable(dataDir: string): Promise<void> {
   await checkBlobStore(dataDir);

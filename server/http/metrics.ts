@@ -12,6 +12,7 @@ import crypto from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import client from 'prom-client';
 import type { Db } from '../storage/db.ts';
+import { jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
 
@@ -69,7 +70,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     registers: [registry],
     async collect() {
       this.reset();
-      for (const row of (await db('tasks').select('status').count({ n: '*' }).groupBy('status')) as Array<{ status: string; n: number | string }>) this.set({ status: row.status }, Number(row.n));
+      for (const { status, count } of await taskCounts(db)) this.set({ status }, count);
     },
   });
   new client.Gauge({
@@ -79,8 +80,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     registers: [registry],
     async collect() {
       this.reset();
-      const rows = (await db('jobs').whereIn('state', ['queued', 'running', 'held']).select('lane', 'state').count({ n: '*' }).groupBy('lane', 'state')) as Array<{ lane: string; state: string; n: number | string }>;
-      for (const row of rows) this.set({ lane: row.lane, state: row.state }, Number(row.n));
+      for (const { lane, state, count } of await jobCounts(db)) this.set({ lane, state }, count);
     },
   });
   new client.Gauge({
@@ -88,8 +88,8 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     help: 'Age of the oldest job waiting in the queue (0 when none waits)',
     registers: [registry],
     async collect() {
-      const row = (await db('jobs').where({ state: 'queued' }).min({ at: 'run_at' }).first()) as { at: string | null } | undefined;
-      this.set(row?.at ? Math.max(0, (clock.now().getTime() - Date.parse(row.at)) / 1000) : 0);
+      const at = await oldestQueuedRunAt(db);
+      this.set(at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0);
     },
   });
   new client.Gauge({
@@ -97,8 +97,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     help: 'Gems held in open reservations (allowance and paid)',
     registers: [registry],
     async collect() {
-      const row = (await db('reservations').where({ state: 'held' }).sum({ a: 'hold_allowance', p: 'hold_paid' }).first()) as { a: number | string | null; p: number | string | null } | undefined;
-      this.set(Number(row?.a ?? 0) + Number(row?.p ?? 0));
+      this.set(await reservedGems(db));
     },
   });
   return {

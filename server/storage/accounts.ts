@@ -1,9 +1,7 @@
 /** Account and API-key rows. Plain rows in, plain rows out. */
-import { isSqlite, type Db } from './db.ts';
-import { readRows } from './reads.ts';
 import type { Knex } from 'knex';
-
-type Conn = Db | Knex.Transaction;
+import { isSqlite } from './db.ts';
+import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './query.ts';
 
 export type AccountState = 'active' | 'blocked' | 'unavailable';
 
@@ -62,11 +60,13 @@ function toKey(row: Record<string, unknown>): ApiKeyRow {
 }
 
 export async function insertAccount(db: Conn, row: AccountRow): Promise<void> {
-  await db('accounts').insert(row);
+  await insertRow(db, 'accounts', row);
 }
 
+const accountById = statement.first('account-by-id', (c, id) => c('accounts').where({ id }).first());
+
 export async function findAccount(db: Conn, id: string): Promise<AccountRow | undefined> {
-  const row = await db('accounts').where({ id }).first();
+  const row = await query(db, accountById, [id]);
   return row ? toAccount(row) : undefined;
 }
 
@@ -75,16 +75,19 @@ export async function updateAccount(
   id: string,
   patch: Partial<Pick<AccountRow, 'state' | 'llm_allowance' | 'paid_consent' | 'name'> & AccountPolicyColumns> & { updated_at: string },
 ): Promise<void> {
-  await db('accounts').where({ id }).update(patch);
+  const columns = columnsOf(patch);
+  await query(db, statement.write(`account-update:${columns}`, (c, i, ...v) => c('accounts').where({ id: i }).update(rowOf(columns, v))), [id, ...rowParams(columns, patch)]);
 }
 
+const accountIds = statement.rows<{ id: string }>('account-ids', (c) => c('accounts').select('id').orderBy('created_at'));
+
 export async function listAccountIds(db: Conn): Promise<string[]> {
-  const rows = await db('accounts').select('id').orderBy('created_at');
-  return rows.map((r: { id: string }) => r.id);
+  const rows = await query(db, accountIds);
+  return rows.map((r) => r.id);
 }
 
 export async function insertKey(db: Conn, row: ApiKeyRow): Promise<void> {
-  await db('api_keys').insert(row);
+  await insertRow(db, 'api_keys', row);
 }
 
 /** Every api_keys column, as `k.<column> as key__<column>` (beside the account's own `a.*`). */
@@ -93,8 +96,9 @@ const KEY_COLUMNS: ReadonlyArray<keyof ApiKeyRow> = [
 ];
 const KEY_SELECT = KEY_COLUMNS.map((c) => `k.${c} as key__${c}`);
 
-const keyWithAccount = (db: Conn, secretHash: string) =>
-  db('api_keys as k').join('accounts as a', 'a.id', 'k.account_id').where('k.secret_hash', secretHash).select('a.*', ...KEY_SELECT).limit(1);
+const keyWithAccount = statement.first('key-with-account', (c, secretHash) =>
+  c('api_keys as k').join('accounts as a', 'a.id', 'k.account_id').where('k.secret_hash', secretHash).select('a.*', ...KEY_SELECT).limit(1),
+);
 
 /**
  * A key and its account in one statement (authentication's one round trip).
@@ -102,7 +106,7 @@ const keyWithAccount = (db: Conn, secretHash: string) =>
  * change here; the key's columns are prefixed to keep the two apart.
  */
 export async function findKeyWithAccount(db: Conn, secretHash: string): Promise<{ key: ApiKeyRow; account: AccountRow } | undefined> {
-  const [row] = await readRows(db, 'key-with-account', keyWithAccount, [secretHash]);
+  const row = await query(db, keyWithAccount, [secretHash]);
   if (!row) return undefined;
   const key: Record<string, unknown> = {};
   const account: Record<string, unknown> = {};
@@ -113,24 +117,34 @@ export async function findKeyWithAccount(db: Conn, secretHash: string): Promise<
   return { key: toKey(key), account: toAccount(account) };
 }
 
+const keyById = statement.first('key-by-id', (c, id) => c('api_keys').where({ id }).first());
+
 export async function findKey(db: Conn, id: string): Promise<ApiKeyRow | undefined> {
-  const row = await db('api_keys').where({ id }).first();
+  const row = await query(db, keyById, [id]);
   return row ? toKey(row) : undefined;
 }
 
+const keysOf = statement.rows('keys-of-account', (c, account) => c('api_keys').where({ account_id: account }).orderBy('created_at'));
+
 export async function listKeys(db: Conn, accountId: string): Promise<ApiKeyRow[]> {
-  const rows = await db('api_keys').where({ account_id: accountId }).orderBy('created_at');
+  const rows = await query(db, keysOf, [accountId]);
   return rows.map(toKey);
 }
 
+const activeKeys = statement.first<{ n: number | string }>('active-keys-count', (c, account) =>
+  c('api_keys').where({ account_id: account }).whereNull('revoked_at').count({ n: '*' }).first(),
+);
+
 /** Keys not revoked (expired keys still count, as in the account settings page). */
 export async function countActiveKeys(db: Conn, accountId: string): Promise<number> {
-  const row = await db('api_keys').where({ account_id: accountId }).whereNull('revoked_at').count({ n: '*' }).first();
+  const row = await query(db, activeKeys, [accountId]);
   return Number(row?.n ?? 0);
 }
 
+const keyRevoke = statement.write('key-revoke', (c, id, at) => c('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at }));
+
 export async function revokeKey(db: Conn, id: string, at: string): Promise<number> {
-  return db('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at });
+  return (await query(db, keyRevoke, [id, at])).changes;
 }
 
 /**
@@ -140,13 +154,19 @@ export async function revokeKey(db: Conn, id: string, at: string): Promise<numbe
  * such checks interleave and pass the limit together.
  */
 export async function lockAccountRow(trx: Knex.Transaction, accountId: string): Promise<void> {
-  if (!isSqlite(trx)) await trx('accounts').where({ id: accountId }).select('id').forUpdate();
+  if (!isSqlite(trx)) await query(trx, accountLock, [accountId]);
 }
+
+const accountLock = statement.rows('account-lock', (c, id) => c('accounts').where({ id }).select('id').forUpdate());
+
+const keyUse = statement.write('key-use', (c, id, at) =>
+  c('api_keys')
+    .where({ id })
+    .where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', at!))
+    .update({ last_used_at: at }),
+);
 
 /** Stamps a key's last use, never moving it back (processes' writes may arrive out of order). */
 export async function markKeyUsed(db: Conn, id: string, at: string): Promise<void> {
-  await db('api_keys')
-    .where({ id })
-    .where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', at))
-    .update({ last_used_at: at });
+  await query(db, keyUse, [id, at]);
 }

@@ -1,9 +1,6 @@
 /** Asset rows. Plain rows in, plain rows out. */
-import type { Knex } from 'knex';
-import { newestFirst, type PagePosition } from './paging.ts';
-import type { Db } from './db.ts';
-
-type Conn = Db | Knex.Transaction;
+import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
+import { insertRow, query, statement, type Conn } from './query.ts';
 
 export type AssetKind = 'image' | 'video' | 'audio';
 export type AssetState = 'processing' | 'ready' | 'failed';
@@ -44,25 +41,34 @@ function toAsset(row: Record<string, unknown>): AssetRow {
 }
 
 export async function insertAsset(db: Conn, row: AssetRow): Promise<void> {
-  await db('assets').insert(row);
+  await insertRow(db, 'assets', row);
 }
 
+const assetById = statement.first('asset-by-id', (c, id) => c('assets').where({ id }).first());
+
 export async function findAsset(db: Conn, id: string): Promise<AssetRow | undefined> {
-  const row = await db('assets').where({ id }).first();
+  const row = await query(db, assetById, [id]);
   return row ? toAsset(row) : undefined;
 }
 
+const assetsOfTask = statement.rows('assets-of-task', (c, task) => c('assets').where({ task_id: task }).orderBy('created_at'));
+
 export async function listTaskAssets(db: Conn, taskId: string): Promise<AssetRow[]> {
-  const rows = await db('assets').where({ task_id: taskId }).orderBy('created_at');
+  const rows = await query(db, assetsOfTask, [taskId]);
   return rows.map(toAsset);
 }
 
+const assetDelete = statement.write('asset-mark-deleted', (c, id, at) => c('assets').where({ id }).whereNull('deleted_at').update({ deleted_at: at }));
+
 export async function markAssetDeleted(db: Conn, id: string, at: string): Promise<number> {
-  return db('assets').where({ id }).whereNull('deleted_at').update({ deleted_at: at });
+  return (await query(db, assetDelete, [id, at])).changes;
 }
 
 /** A page of the assets an account uploaded, newest first (the console's activity). */
 export async function listUploads(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<AssetRow[]> {
-  const rows = await newestFirst(db('assets').where({ account_id: accountId, origin: 'upload' }).select('*'), before, limit);
+  const page = statement.rows(pageShape('uploads-page', before, limit), (c, account, ...position) =>
+    newestFirst(c('assets').where({ account_id: account, origin: 'upload' }).select('*'), position, limit),
+  );
+  const rows = await query(db, page, [accountId, ...pageParams(before)]);
   return rows.map(toAsset);
 }

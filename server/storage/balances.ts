@@ -26,10 +26,8 @@
  * row is locked only while Postgres runs that batch, never across a round trip.
  */
 import type { Knex } from 'knex';
-import { isSqlite, type Db } from './db.ts';
-import { execute, executeLater, type Build, type Value } from './compiled.ts';
-
-type Conn = Db | Knex.Transaction;
+import { isSqlite } from './db.ts';
+import { query, statement, type Conn, type Value } from './query.ts';
 
 /** What a reservation needs to decide, read in one statement. */
 export interface Figures {
@@ -59,35 +57,49 @@ export interface Movement {
 
 const num = (v: unknown): number => Number(v ?? 0);
 
+const accountRowCreate = statement.write('account-balance-create', (c, account) => c('account_balances').insert({ account_id: account }).onConflict('account_id').ignore());
+const keyRowCreate = statement.write('key-balance-create', (c, key) => c('key_balances').insert({ key_id: key }).onConflict('key_id').ignore());
+
 /** Creates the balance rows of an account and key that have none yet (their first movement). */
 async function ensureRows(db: Conn, accountId: string, keyId: string | null): Promise<void> {
-  await db('account_balances').insert({ account_id: accountId }).onConflict('account_id').ignore();
-  if (keyId) await db('key_balances').insert({ key_id: keyId }).onConflict('key_id').ignore();
+  await query(db, accountRowCreate, [accountId]);
+  if (keyId) await query(db, keyRowCreate, [keyId]);
 }
+
+const accountRowLock = statement.rows('account-balance-lock', (c, account) => c('account_balances as ab').where('ab.account_id', account).forUpdate('ab').select('ab.account_id'));
+const rowsLock = statement.rows('account-key-balance-lock', (c, account, key) =>
+  c('account_balances as ab')
+    .where('ab.account_id', account)
+    .forUpdate('ab')
+    .join('key_balances as kb', (j) => j.onVal('kb.key_id', key!))
+    .select('ab.account_id'),
+);
 
 /**
  * Postgres: locks the account's balance row (which guards the key's rows too, see
  * above); false when it or the key's row is missing.
  */
 async function lockRows(trx: Knex.Transaction, accountId: string, keyId: string | null): Promise<boolean> {
-  const q = trx('account_balances as ab').where('ab.account_id', accountId).forUpdate('ab');
-  const rows = await (keyId ? q.join('key_balances as kb', (j) => j.onVal('kb.key_id', keyId)).select('ab.account_id') : q.select('ab.account_id'));
+  const rows = keyId ? await query(trx, rowsLock, [accountId, keyId]) : await query(trx, accountRowLock, [accountId]);
   return rows.length > 0;
 }
 
-function figuresQuery(db: Conn, accountId: string, keyId: string | null, month: string) {
+function figuresQuery(db: Conn, accountId: Value, keyId: Value, month: Value) {
   const q = db('account_balances as ab')
     .join('accounts as a', 'a.id', 'ab.account_id')
-    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month))
-    .where('ab.account_id', accountId)
+    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month!))
+    .where('ab.account_id', accountId!)
     .select('ab.credited', 'ab.paid_pending', 'ab.paid_posted', 'ab.allowance_pending', 'a.llm_allowance', 'a.paid_consent', 'am.allowance_posted');
   if (!keyId) return q;
   return q
     .join('key_balances as kb', (j) => j.onVal('kb.key_id', keyId))
     .join('api_keys as k', 'k.id', 'kb.key_id')
-    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month))
+    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month!))
     .select('kb.pending', 'k.monthly_cap', 'km.posted');
 }
+
+const figuresOfKey = statement.first('figures:key', (c, a, k, m) => figuresQuery(c, a!, k!, m!).limit(1));
+const figuresOfAccount = statement.first('figures', (c, a, m) => figuresQuery(c, a!, null, m!).limit(1));
 
 /**
  * The figures an admission decides on, under the rows' locks for the rest of the
@@ -99,10 +111,7 @@ export async function lockFigures(trx: Knex.Transaction, accountId: string, keyI
     await ensureRows(trx, accountId, keyId);
     await lockRows(trx, accountId, keyId);
   }
-  const read = async () =>
-    keyId
-      ? (await execute(trx, 'figures:key', (c, a, k, m) => figuresQuery(c, String(a), String(k), String(m)).limit(1), [accountId, keyId, month])).rows[0]
-      : (await execute(trx, 'figures', (c, a, m) => figuresQuery(c, String(a), null, String(m)).limit(1), [accountId, month])).rows[0];
+  const read = () => (keyId ? query(trx, figuresOfKey, [accountId, keyId, month]) : query(trx, figuresOfAccount, [accountId, month]));
   let row = await read();
   if (!row && !pg) {
     await ensureRows(trx, accountId, keyId);
@@ -123,11 +132,32 @@ export async function lockFigures(trx: Knex.Transaction, accountId: string, keyI
 const plus = (db: Conn, column: string, value: Value) => db.raw('?? + ?', [column, value]);
 
 /** The account row's move: each figure plus its amount. */
-const accountMove: Build = (c, account, cr, pp, po, ap) =>
+const accountMove = (c: Conn, account: Value, cr: Value, pp: Value, po: Value, ap: Value) =>
   c('account_balances')
     .where({ account_id: account })
     .update({ credited: plus(c, 'credited', cr), paid_pending: plus(c, 'paid_pending', pp), paid_posted: plus(c, 'paid_posted', po), allowance_pending: plus(c, 'allowance_pending', ap) });
-const keyMove: Build = (c, key, p) => c('key_balances').where({ key_id: key }).update({ pending: plus(c, 'pending', p) });
+const keyMove = (c: Conn, key: Value, p: Value) => c('key_balances').where({ key_id: key }).update({ pending: plus(c, 'pending', p) });
+// One name each, whether the move waits (`later`) or is checked (`write`): the same SQL.
+const accountMoveLater = statement.later('account-balance-move', (c, ...v) => accountMove(c, v[0]!, v[1]!, v[2]!, v[3]!, v[4]!));
+const accountMoveNow = statement.write('account-balance-move', accountMoveLater.build);
+const keyMoveLater = statement.later('key-balance-move', (c, key, p) => keyMove(c, key!, p!));
+const keyMoveNow = statement.write('key-balance-move', keyMoveLater.build);
+
+const accountMonthMove = statement.write('account-month-move', (c, account, month, allowance, paid) =>
+  c('account_months')
+    .insert({ account_id: account, month, allowance_posted: allowance, paid_posted: paid })
+    .onConflict(['account_id', 'month'])
+    .merge({
+      allowance_posted: c.raw('?? + ?', ['account_months.allowance_posted', allowance]),
+      paid_posted: c.raw('?? + ?', ['account_months.paid_posted', paid]),
+    }),
+);
+const keyMonthMove = statement.write('key-month-move', (c, key, month, posted) =>
+  c('key_months')
+    .insert({ key_id: key, month, posted })
+    .onConflict(['key_id', 'month'])
+    .merge({ posted: c.raw('?? + ?', ['key_months.posted', posted]) }),
+);
 
 /**
  * Applies a movement to the running figures: the account row, then its month,
@@ -146,28 +176,15 @@ export async function move(trx: Knex.Transaction, m: Movement, figuresRead = fal
     m.allowancePosted ?? 0,
   ];
   const accountParams = [m.accountId, credited, paidPending, paidPosted, allowancePending];
-  if (figuresRead) await executeLater(trx, 'account-balance-move', accountMove, accountParams);
-  else if ((await execute(trx, 'account-balance-move', accountMove, accountParams)).changes !== 1) throw new Error(`balances: account ${m.accountId} has no balance row`);
-  if (paidPosted || allowancePosted) {
-    await trx('account_months')
-      .insert({ account_id: m.accountId, month: m.month, allowance_posted: allowancePosted, paid_posted: paidPosted })
-      .onConflict(['account_id', 'month'])
-      .merge({
-        allowance_posted: trx.raw('?? + ?', ['account_months.allowance_posted', allowancePosted]),
-        paid_posted: trx.raw('?? + ?', ['account_months.paid_posted', paidPosted]),
-      });
-  }
+  if (figuresRead) await query(trx, accountMoveLater, accountParams);
+  else if ((await query(trx, accountMoveNow, accountParams)).changes !== 1) throw new Error(`balances: account ${m.accountId} has no balance row`);
+  if (paidPosted || allowancePosted) await query(trx, accountMonthMove, [m.accountId, m.month, allowancePosted, paidPosted]);
   if (!m.keyId) return;
   const pending = paidPending + allowancePending;
   const posted = paidPosted + allowancePosted;
-  if (pending && figuresRead) await executeLater(trx, 'key-balance-move', keyMove, [m.keyId, pending]);
-  else if (pending && (await execute(trx, 'key-balance-move', keyMove, [m.keyId, pending])).changes !== 1) throw new Error(`balances: key ${m.keyId} has no balance row`);
-  if (posted) {
-    await trx('key_months')
-      .insert({ key_id: m.keyId, month: m.month, posted })
-      .onConflict(['key_id', 'month'])
-      .merge({ posted: trx.raw('?? + ?', ['key_months.posted', posted]) });
-  }
+  if (pending && figuresRead) await query(trx, keyMoveLater, [m.keyId, pending]);
+  else if (pending && (await query(trx, keyMoveNow, [m.keyId, pending])).changes !== 1) throw new Error(`balances: key ${m.keyId} has no balance row`);
+  if (posted) await query(trx, keyMonthMove, [m.keyId, m.month, posted]);
 }
 
 /** What `guardHold` holds: paid Gems of the account's balance, counted against the key's cap. */
@@ -188,13 +205,13 @@ export const isHoldRefused = (error: unknown): boolean => (error as { code?: str
 // account's paid balance covers it; the key has no cap, or a cap above 0 that its month's spend plus
 // this hold stays within. The key's statement runs after the account's (its own snapshot, under the
 // account row's lock), so the month row it reads is current.
-const accountGuard: Build = (c, account, paid) =>
+const accountGuard = statement.later('account-guarded-hold', (c, account, paid) =>
   c.raw(
     `WITH held AS (UPDATE account_balances SET paid_pending = paid_pending + ? WHERE account_id = ? AND credited - paid_pending - paid_posted >= ? RETURNING 1)
      SELECT gemforge_guard(count(*) = 1, 'account balance') FROM held`,
     [paid, account, paid],
-  );
-const keyGuard: Build = (c, key, month, paid) =>
+  ), { last: true }); // last before the COMMIT: the account's row is locked from its statement to the end of the batch
+const keyGuard = statement.later('key-guarded-hold', (c, key, month, paid) =>
   c.raw(
     `WITH held AS (UPDATE key_balances AS kb SET pending = kb.pending + ?
        FROM api_keys AS k LEFT JOIN key_months AS km ON km.key_id = k.id AND km.month = ?
@@ -202,7 +219,7 @@ const keyGuard: Build = (c, key, month, paid) =>
        RETURNING 1)
      SELECT gemforge_guard(count(*) = 1, 'key cap') FROM held`,
     [paid, month, key, paid],
-  );
+  ), { last: true });
 
 /**
  * Postgres: holds `paid` Gems by conditional moves that wait for the COMMIT
@@ -214,9 +231,8 @@ const keyGuard: Build = (c, key, month, paid) =>
  */
 export async function guardHold(trx: Knex.Transaction, h: GuardedHold): Promise<boolean> {
   if (isSqlite(trx)) return false;
-  // Last before the COMMIT: the account's row is locked from its statement to the end of the batch.
-  await executeLater(trx, 'account-guarded-hold', accountGuard, [h.accountId, h.paid], true);
-  if (h.keyId) await executeLater(trx, 'key-guarded-hold', keyGuard, [h.keyId, h.month, h.paid], true);
+  await query(trx, accountGuard, [h.accountId, h.paid]);
+  if (h.keyId) await query(trx, keyGuard, [h.keyId, h.month, h.paid]);
   return true;
 }
 
@@ -227,13 +243,17 @@ export async function lockBalance(trx: Knex.Transaction, accountId: string): Pro
   return figures.balance;
 }
 
+const storedAccountFigures = statement.first('account-figures', (c, account, month) =>
+  c('account_balances as ab')
+    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month!))
+    .where('ab.account_id', account!)
+    .select('ab.*', 'am.allowance_posted as month_allowance_posted')
+    .first(),
+);
+
 /** An account's stored figures (zeros before its first movement). */
 export async function accountBalance(db: Conn, accountId: string, month: string) {
-  const row = await db('account_balances as ab')
-    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month))
-    .where('ab.account_id', accountId)
-    .select('ab.*', 'am.allowance_posted as month_allowance_posted')
-    .first();
+  const row = await query(db, storedAccountFigures, [accountId, month]);
   return {
     balance: num(row?.credited) - num(row?.paid_pending) - num(row?.paid_posted),
     allowanceUsed: num(row?.month_allowance_posted) + num(row?.allowance_pending),
@@ -242,13 +262,17 @@ export async function accountBalance(db: Conn, accountId: string, month: string)
 
 /** A key's spend in a UTC month from the stored figures: charged that month plus held. */
 export async function keySpent(db: Conn, keyId: string, month: string): Promise<number> {
-  const row = await db('key_balances as kb')
-    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month))
-    .where('kb.key_id', keyId)
-    .select('kb.pending', 'km.posted')
-    .first();
+  const row = await query(db, storedKeyFigures, [keyId, month]);
   return num(row?.pending) + num(row?.posted);
 }
+
+const storedKeyFigures = statement.first('key-figures', (c, key, month) =>
+  c('key_balances as kb')
+    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month!))
+    .where('kb.key_id', key!)
+    .select('kb.pending', 'km.posted')
+    .first(),
+);
 
 // ---- Recomputed from the ledger rows (the source of truth) ----------------------
 
@@ -305,7 +329,7 @@ export function recomputedKeyMonths(db: Conn) {
 async function insertSelect(db: Conn, table: string, columns: string[], select: Knex.QueryBuilder): Promise<void> {
   const { sql, bindings } = select.toSQL();
   const into = db.raw(`INSERT INTO ?? (${columns.map(() => '??').join(', ')}) `, [table, ...columns]).toQuery();
-  await db.raw(into + sql, bindings);
+  await query(db, statement.dynamic(`figures-fill:${table}`, (c) => c.raw(into + sql, bindings)));
 }
 
 /**
@@ -314,7 +338,7 @@ async function insertSelect(db: Conn, table: string, columns: string[], select: 
  * key gets a balance row.
  */
 export async function fillBalances(db: Conn): Promise<void> {
-  for (const table of ['key_months', 'key_balances', 'account_months', 'account_balances']) await db(table).delete();
+  for (const table of ['key_months', 'key_balances', 'account_months', 'account_balances']) await query(db, statement.write(`figures-clear:${table}`, (c) => c(table).delete()));
   const acc = recomputedAccounts(db).as('f');
   await insertSelect(
     db,
@@ -348,14 +372,18 @@ export interface FigureTable {
 
 /** Every running figure, stored and recomputed, for `admin ledger verify`. */
 export async function figureTables(db: Conn): Promise<FigureTable[]> {
-  const specs: Array<[string, string[], string[], Knex.QueryBuilder]> = [
-    ['account_balances', ['account_id'], ['credited', 'paid_pending', 'paid_posted', 'allowance_pending'], recomputedAccounts(db)],
-    ['account_months', ['account_id', 'month'], ['allowance_posted', 'paid_posted'], recomputedAccountMonths(db)],
-    ['key_balances', ['key_id'], ['pending'], recomputedKeys(db)],
-    ['key_months', ['key_id', 'month'], ['posted'], recomputedKeyMonths(db)],
+  const specs: Array<[string, string[], string[], (c: Conn) => Knex.QueryBuilder]> = [
+    ['account_balances', ['account_id'], ['credited', 'paid_pending', 'paid_posted', 'allowance_pending'], recomputedAccounts],
+    ['account_months', ['account_id', 'month'], ['allowance_posted', 'paid_posted'], recomputedAccountMonths],
+    ['key_balances', ['key_id'], ['pending'], recomputedKeys],
+    ['key_months', ['key_id', 'month'], ['posted'], recomputedKeyMonths],
   ];
   // One after another: in a transaction they share one connection, which runs one query at a time anyway.
   const tables: FigureTable[] = [];
-  for (const [table, keys, figures, recomputed] of specs) tables.push({ table, keys, figures, stored: await db(table).select('*'), recomputed: await recomputed });
+  for (const [table, keys, figures, recomputed] of specs) {
+    const stored = await query(db, statement.rows(`figures-stored:${table}`, (c) => c(table).select('*')));
+    const fromLedger = await query(db, statement.rows(`figures-recomputed:${table}`, recomputed));
+    tables.push({ table, keys, figures, stored, recomputed: fromLedger });
+  }
   return tables;
 }

@@ -18,6 +18,7 @@
  */
 import crypto from 'node:crypto';
 import { inTransaction, isSqlite, type Db, type Tx } from './db.ts';
+import { query, statement } from './query.ts';
 
 /** Pins older than this were left by a process that died (no put takes this long). */
 export const STALE_PIN_MS = 6 * 3600 * 1000;
@@ -25,10 +26,18 @@ export const STALE_PIN_MS = 6 * 3600 * 1000;
 /** Advisory-lock class of blob hashes on Postgres ("blob"), apart from the migration lock's key space. */
 const BLOB_LOCK_CLASS = 0x626c6f62;
 
+const hashLock = statement.rows('blob-hash-lock', (c, sha256) => c.raw('select pg_advisory_xact_lock(?::int, hashtext(?))', [BLOB_LOCK_CLASS, sha256]));
+const stalePinsDrop = statement.write('blob-stale-pins-drop', (c, sha256, before) => c('blob_pins').where({ sha256 }).where('created_at', '<', before!).delete());
+const pinInsert = statement.write('blob-pin-insert', (c, token, sha256, at) => c('blob_pins').insert({ token, sha256, created_at: at }));
+const pinDrop = statement.write('blob-pin-drop', (c, token) => c('blob_pins').where({ token }).delete());
+const liveAsset = statement.first('blob-live-asset', (c, sha256) => c('assets').where({ blob_sha256: sha256 }).whereNull('deleted_at').first('id'));
+const voiceOf = statement.first('blob-voice', (c, sha256) => c('voices').where({ blob_sha256: sha256 }).first('id'));
+const pinOf = statement.first('blob-pin', (c, sha256) => c('blob_pins').where({ sha256 }).first('token'));
+
 /** Holds the hash until the transaction ends; drops pins crashed writers left on it (on SQLite that write is what takes the lock). */
 async function lockHash(trx: Tx, sha256: string, now: Date): Promise<void> {
-  if (!isSqlite(trx)) await trx.raw('select pg_advisory_xact_lock(?::int, hashtext(?))', [BLOB_LOCK_CLASS, sha256]);
-  await trx('blob_pins').where({ sha256 }).where('created_at', '<', new Date(now.getTime() - STALE_PIN_MS).toISOString()).delete();
+  if (!isSqlite(trx)) await query(trx, hashLock, [sha256]);
+  await query(trx, stalePinsDrop, [sha256, new Date(now.getTime() - STALE_PIN_MS).toISOString()]);
 }
 
 /**
@@ -40,17 +49,17 @@ export async function storeReferenced<T>(db: Db, sha256: string, now: Date, put:
   const token = crypto.randomUUID();
   await inTransaction(db, async (trx) => {
     await lockHash(trx, sha256, now);
-    await trx('blob_pins').insert({ token, sha256, created_at: now.toISOString() });
+    await query(trx, pinInsert, [token, sha256, now.toISOString()]);
   });
   try {
     await put();
     return await inTransaction(db, async (trx) => {
       const out = await insert(trx);
-      await trx('blob_pins').where({ token }).delete();
+      await query(trx, pinDrop, [token]);
       return out;
     });
   } catch (error) {
-    await db('blob_pins').where({ token }).delete().catch(() => undefined);
+    await query(db, pinDrop, [token]).catch(() => undefined);
     throw error;
   }
 }
@@ -64,9 +73,9 @@ export async function deleteUnreferenced(db: Db, sha256: string, now: Date, remo
   return inTransaction(db, async (trx) => {
     await lockHash(trx, sha256, now);
     // One after another: the transaction's one connection runs one query at a time.
-    if (await trx('assets').where({ blob_sha256: sha256 }).whereNull('deleted_at').first('id')) return false;
-    if (await trx('voices').where({ blob_sha256: sha256 }).first('id')) return false;
-    if (await trx('blob_pins').where({ sha256 }).first('token')) return false;
+    if (await query(trx, liveAsset, [sha256])) return false;
+    if (await query(trx, voiceOf, [sha256])) return false;
+    if (await query(trx, pinOf, [sha256])) return false;
     await remove();
     return true;
   });

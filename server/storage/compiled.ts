@@ -27,7 +27,7 @@ import { statementKind } from './knex-adapter.ts';
 type Conn = Knex | Knex.Transaction;
 export type Row = Record<string, unknown>;
 /** A statement's parameter: what a column holds. */
-export type Value = string | number | null;
+export type Value = string | number | boolean | null;
 export type Build = (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw;
 
 /** What a statement gave: its rows (queries and RETURNING), or how many rows it changed (writes). */
@@ -124,6 +124,19 @@ export function rowOf<K extends string>(columns: readonly K[], params: readonly 
   return Object.fromEntries(columns.map((c, i) => [c, params[offset + i]])) as Record<K, Value>;
 }
 
+/**
+ * What knex answered, as rows and changes: a count (UPDATE, DELETE), rows, one
+ * row (`.first()`), or a Postgres raw result; insert ids are not rows.
+ */
+export function asResult(result: unknown): Executed {
+  if (typeof result === 'number') return { rows: [], changes: result };
+  if (Array.isArray(result)) return { rows: result.filter((r): r is Row => typeof r === 'object' && r !== null), changes: 0 };
+  if (result === undefined || result === null) return { rows: [], changes: 0 };
+  const pg = result as { rows?: unknown; rowCount?: number | null; command?: unknown };
+  if (Array.isArray(pg.rows) && typeof pg.command === 'string') return { rows: pg.rows as Row[], changes: pg.rowCount ?? 0 };
+  return { rows: [result as Row], changes: 0 };
+}
+
 function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
   const key = onSqlite(conn) ? name : `pg:${name}`; // one process may hold both kinds of database (tools, tests)
   let plan = plans.get(key);
@@ -192,10 +205,7 @@ export async function execute(conn: Conn, name: string, build: Build, params: re
     const result = await pg.connection.runPrepared(pg.plan.pgName!, pg.plan.sql, pg.literals);
     return pg.plan.method === 'run' ? { rows: [], changes: result.rowCount ?? 0 } : { rows: result.rows, changes: 0 };
   }
-  if (!onSqlite(conn) || !isTransaction(conn)) {
-    const result: unknown = await make(conn, ...params);
-    return typeof result === 'number' ? { rows: [], changes: result } : { rows: Array.isArray(result) ? (result as Row[]) : [], changes: 0 };
-  }
+  if (!onSqlite(conn) || !isTransaction(conn)) return asResult(await make(conn, ...params));
   if (conn.isCompleted()) throw new Error(`${name}: the transaction is already complete`); // as knex refuses it
   const plan = planOf(conn, name, make, params.length);
   const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));

@@ -265,10 +265,20 @@ export function isSqlite(db: Db | Knex.Transaction): boolean {
  * agree on this one.
  */
 export function databaseNow(db: Db | Knex.Transaction, offsetMs = 0): Knex.Raw {
+  return databaseNowAt(db, databaseClockOffset(db, offsetMs));
+}
+
+/** `databaseNow`'s offset as the value its SQL binds, so a compiled statement can take it as a parameter (`databaseNowAt`). */
+export function databaseClockOffset(db: Db | Knex.Transaction, offsetMs: number): string | number {
   if (!Number.isInteger(offsetMs)) throw new RangeError(`databaseNow: offsetMs must be whole milliseconds, got ${offsetMs}`);
-  if (isSqlite(db)) return db.raw(`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)`, [`${(offsetMs / 1000).toFixed(3)} seconds`]);
+  return isSqlite(db) ? `${(offsetMs / 1000).toFixed(3)} seconds` : offsetMs;
+}
+
+/** `databaseNow` moved by `offset`, a value from `databaseClockOffset` (or the parameter standing for it). */
+export function databaseNowAt(db: Db | Knex.Transaction, offset: string | number): Knex.Raw {
+  if (isSqlite(db)) return db.raw(`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)`, [offset]);
   // clock_timestamp(), not now(): the time of this statement, not of its transaction's start.
-  return db.raw(`to_char((clock_timestamp() + ?::bigint * interval '1 millisecond') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`, [offsetMs]);
+  return db.raw(`to_char((clock_timestamp() + ?::bigint * interval '1 millisecond') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`, [offset]);
 }
 
 const BUSY = /SQLITE_BUSY|database is locked/;

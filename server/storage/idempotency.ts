@@ -1,9 +1,5 @@
 /** Idempotency record rows. */
-import type { Knex } from 'knex';
-import type { Db } from './db.ts';
-import { execute, rowOf, rowParams } from './compiled.ts';
-
-type Conn = Db | Knex.Transaction;
+import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
 
 export type RecordState = 'pending' | 'completed' | 'released' | 'uncertain';
 
@@ -22,16 +18,20 @@ export interface IdempotencyRow {
   updated_at: string;
 }
 
+const recordByKey = statement.first<IdempotencyRow>('idempotency-record', (c, k, i) => c('idempotency_records').where({ key_id: k, idem_key: i }).first());
+
 export async function findRecord(db: Conn, keyId: string, idemKey: string): Promise<IdempotencyRow | undefined> {
-  return db('idempotency_records').where({ key_id: keyId, idem_key: idemKey }).first();
+  return query(db, recordByKey, [keyId, idemKey]);
 }
 
 const RECORD_COLUMNS = [
   'key_id', 'idem_key', 'account_id', 'operation', 'fingerprint', 'state', 'ref', 'reservation_id', 'response_status', 'response_body', 'created_at', 'updated_at',
 ] as const satisfies ReadonlyArray<keyof IdempotencyRow>;
 
+const recordInsert = statement.write('idempotency-insert', (c, ...v) => c('idempotency_records').insert(rowOf(RECORD_COLUMNS, v)));
+
 export async function insertRecord(db: Conn, row: IdempotencyRow): Promise<void> {
-  await execute(db, 'idempotency-insert', (c, ...v) => c('idempotency_records').insert(rowOf(RECORD_COLUMNS, v)), rowParams(RECORD_COLUMNS, row));
+  await query(db, recordInsert, rowParams(RECORD_COLUMNS, row));
 }
 
 /** Moves a record out of `from`; returns false when it was not in that state any more. */
@@ -42,17 +42,15 @@ export async function transitionRecord(
   from: RecordState[],
   patch: Partial<Pick<IdempotencyRow, 'state' | 'ref' | 'reservation_id' | 'response_status' | 'response_body' | 'updated_at'>>,
 ): Promise<boolean> {
-  const columns = (Object.keys(patch) as Array<keyof typeof patch>).filter((c) => patch[c] !== undefined); // as knex leaves them out
-  const { changes } = await execute(
-    db,
-    `idempotency-transition:${from.length}:${columns.join(',')}`,
-    (c, k, i, ...v) =>
-      c('idempotency_records').where({ key_id: k, idem_key: i }).whereIn('state', v.slice(0, from.length)).update(rowOf(columns, v, from.length)),
-    [keyId, idemKey, ...from, ...rowParams(columns, patch)],
+  const columns = columnsOf(patch);
+  const transition = statement.write(`idempotency-transition:${from.length}:${columns.join(',')}`, (c, k, i, ...v) =>
+    c('idempotency_records').where({ key_id: k, idem_key: i }).whereIn('state', v.slice(0, from.length)).update(rowOf(columns, v, from.length)),
   );
+  const { changes } = await query(db, transition, [keyId, idemKey, ...from, ...rowParams(columns, patch)]);
   return changes === 1;
 }
 
 export async function recordsInState(db: Conn, states: RecordState[]): Promise<IdempotencyRow[]> {
-  return db('idempotency_records').whereIn('state', states).select('*');
+  const inStates = statement.rows<IdempotencyRow>(`idempotency-records-in-state:${states.length}`, (c, ...s) => c('idempotency_records').whereIn('state', s).select('*'));
+  return query(db, inStates, states);
 }

@@ -11,10 +11,8 @@
  * one (issue 27, item 6).
  */
 import type { Knex } from 'knex';
-import { databaseNow, inTransaction, isSqlite, type Db } from './db.ts';
-import { executeLater } from './compiled.ts';
-
-type Conn = Db | Knex.Transaction;
+import { databaseClockOffset, databaseNowAt, inTransaction, isSqlite, type Db } from './db.ts';
+import { query, statement, type Conn, type Value } from './query.ts';
 
 export type JobState = 'queued' | 'running' | 'done' | 'held' | 'failed';
 
@@ -44,22 +42,43 @@ export const DATABASE_CLOCK = Symbol('the database clock');
  */
 export type LeaseTime = typeof DATABASE_CLOCK | string;
 
-/** `at` moved by `offsetMs`, as a query value in the stored text format. */
-function stamp(db: Conn, at: LeaseTime, offsetMs = 0): string | Knex.Raw {
-  return at === DATABASE_CLOCK ? databaseNow(db, offsetMs) : new Date(Date.parse(at) + offsetMs).toISOString();
+/** `at` moved by `offsetMs`, as a statement's parameter: the database clock's offset, or the ISO time. */
+function stamp(db: Conn, at: LeaseTime, offsetMs = 0): Value {
+  return at === DATABASE_CLOCK ? databaseClockOffset(db, offsetMs) : new Date(Date.parse(at) + offsetMs).toISOString();
 }
+
+/** In a builder: the moment a `stamp` parameter stands for (the SQL differs by clock: its name says which, `clockShape`). */
+const moment = (c: Conn, clock: boolean, p: Value): Value | Knex.Raw => (clock ? databaseNowAt(c, p as string | number) : p);
+const clockShape = (at: LeaseTime) => (at === DATABASE_CLOCK ? 'clock' : 'at');
 
 /** Which worker loops run a job: the local CPU-bound generators, or remote providers (I/O-bound, many at once). */
 export type Lane = 'local' | 'remote';
 
+const jobEnqueue = statement.later('job-enqueue', (c, task, now, l) =>
+  c('jobs').insert({ task_id: task, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: l }),
+);
+
 export async function enqueue(db: Conn, taskId: string, nowIso: string, lane: Lane = 'local'): Promise<void> {
-  await executeLater(
-    db,
-    'job-enqueue',
-    (c, task, now, l) => c('jobs').insert({ task_id: task, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: l }),
-    [taskId, nowIso, lane],
-  );
+  await query(db, jobEnqueue, [taskId, nowIso, lane]);
 }
+
+/** The next due job of a lane: skipping rows other workers hold on Postgres. */
+const jobPick = (at: LeaseTime) =>
+  statement.first<{ id: number }>(`job-pick:${clockShape(at)}`, (c, lane, now) => {
+    const q = c('jobs')
+      .where({ state: 'queued', lane })
+      .where((w) => w.whereNull('retry_at').orWhere('retry_at', '<=', moment(c, at === DATABASE_CLOCK, now)))
+      .orderBy('run_at')
+      .orderBy('id')
+      .first('id');
+    return isSqlite(c) ? q : q.forUpdate().skipLocked();
+  });
+const jobClaim = (at: LeaseTime) =>
+  statement.write(`job-claim:${clockShape(at)}`, (c, id, worker, now) => {
+    const t = moment(c, at === DATABASE_CLOCK, now);
+    return c('jobs').where({ id, state: 'queued' }).update({ state: 'running', locked_at: t, locked_by: worker, updated_at: t, attempts: c.raw('attempts + 1') });
+  });
+const jobById = statement.first<JobRow>('job-by-id', (c, id) => c('jobs').where({ id }).first());
 
 /**
  * Claims the next due job for `workerId`: one conditional UPDATE, so two workers
@@ -70,27 +89,27 @@ export async function enqueue(db: Conn, taskId: string, nowIso: string, lane: La
 export async function claimNext(db: Db, workerId: string, now: LeaseTime, lane: Lane = 'local'): Promise<JobRow | undefined> {
   return inTransaction(db, async (trx) => {
     const at = stamp(trx, now);
-    let pick = trx('jobs')
-      .where({ state: 'queued', lane })
-      .where((q) => q.whereNull('retry_at').orWhere('retry_at', '<=', at))
-      .orderBy('run_at')
-      .orderBy('id')
-      .first('id');
-    if (!isSqlite(db)) pick = pick.forUpdate().skipLocked();
-    const candidate = (await pick) as { id: number } | undefined;
+    const candidate = await query(trx, jobPick(now), [lane, at]);
     if (!candidate) return undefined;
-    const n = await trx('jobs')
-      .where({ id: candidate.id, state: 'queued' })
-      .update({ state: 'running', locked_at: at, locked_by: workerId, updated_at: at, attempts: trx.raw('attempts + 1') });
-    if (n !== 1) return undefined;
-    return trx('jobs').where({ id: candidate.id }).first();
+    if ((await query(trx, jobClaim(now), [candidate.id, workerId, at])).changes !== 1) return undefined;
+    return query(trx, jobById, [candidate.id]);
   });
 }
 
+const jobHeartbeat = (at: LeaseTime) =>
+  statement.write(`job-heartbeat:${clockShape(at)}`, (c, id, worker, now) =>
+    c('jobs').where({ id, locked_by: worker, state: 'running' }).update({ locked_at: moment(c, at === DATABASE_CLOCK, now) }),
+  );
+
 /** Renews the lease; false when the job is no longer this worker's. */
 export async function heartbeat(db: Conn, jobId: number, workerId: string, now: LeaseTime): Promise<boolean> {
-  return (await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ locked_at: stamp(db, now) })) === 1;
+  return (await query(db, jobHeartbeat(now), [jobId, workerId, stamp(db, now)])).changes === 1;
 }
+
+const jobStillOurs = statement.first('job-still-ours', (c, id, worker) => {
+  const q = c('jobs').where({ id, locked_by: worker, state: 'running' }).first('id');
+  return isSqlite(c) ? q : q.forUpdate();
+});
 
 /**
  * Whether the job is still this worker's, its row locked until the caller's
@@ -98,16 +117,23 @@ export async function heartbeat(db: Conn, jobId: number, workerId: string, now: 
  * recovery that hands the job to another worker.
  */
 export async function stillOurs(trx: Conn, jobId: number, workerId: string): Promise<boolean> {
-  let q = trx('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).first('id');
-  if (!isSqlite(trx as Db)) q = q.forUpdate();
-  return Boolean(await q);
+  return Boolean(await query(trx, jobStillOurs, [jobId, workerId]));
 }
+
+const jobFinish = statement.write('job-finish', (c, id, worker, now) =>
+  c('jobs').where({ id, locked_by: worker, state: 'running' }).update({ state: 'done', locked_at: null, locked_by: null, updated_at: now }),
+);
 
 /** Marks this worker's running job done; false when the job is no longer this worker's (its lease was lost). */
 export async function finish(db: Conn, jobId: number, workerId: string, nowIso: string): Promise<boolean> {
-  const n = await db('jobs').where({ id: jobId, locked_by: workerId, state: 'running' }).update({ state: 'done', locked_at: null, locked_by: null, updated_at: nowIso });
-  return n === 1;
+  return (await query(db, jobFinish, [jobId, workerId, nowIso])).changes === 1;
 }
+
+const jobHandBack = statement.write('job-hand-back', (c, id, worker, now) =>
+  c('jobs')
+    .where({ id, state: 'running', locked_by: worker })
+    .update({ state: 'queued', locked_at: null, locked_by: null, retry_at: null, updated_at: now, attempts: c.raw('attempts - 1'), last_error: 'handed back: its worker stopped' }),
+);
 
 /**
  * Hands a running job of this worker back to the queue when the worker stops
@@ -115,34 +141,56 @@ export async function finish(db: Conn, jobId: number, workerId: string, nowIso: 
  * attempts (issue 27, item 6). False when it is no longer this worker's.
  */
 export async function handBack(db: Conn, jobId: number, workerId: string, nowIso: string): Promise<boolean> {
-  const n = await db('jobs')
-    .where({ id: jobId, state: 'running', locked_by: workerId })
-    .update({ state: 'queued', locked_at: null, locked_by: null, retry_at: null, updated_at: nowIso, attempts: db.raw('attempts - 1'), last_error: 'handed back: its worker stopped' });
-  return n === 1;
+  return (await query(db, jobHandBack, [jobId, workerId, nowIso])).changes === 1;
 }
 
+const jobSetState = statement.write('job-set-state', (c, id, state, now) => c('jobs').where({ id }).update({ state, locked_at: null, locked_by: null, updated_at: now }));
+const jobSetStateWithError = statement.write('job-set-state:error', (c, id, state, now, error) =>
+  c('jobs').where({ id }).update({ state, locked_at: null, locked_by: null, updated_at: now, last_error: error }),
+);
+
 export async function setState(db: Conn, jobId: number, state: JobState, nowIso: string, lastError?: string): Promise<void> {
-  await db('jobs')
-    .where({ id: jobId })
-    .update({ state, locked_at: null, locked_by: null, updated_at: nowIso, ...(lastError !== undefined && { last_error: lastError.slice(0, 2000) }) });
+  if (lastError === undefined) await query(db, jobSetState, [jobId, state, nowIso]);
+  else await query(db, jobSetStateWithError, [jobId, state, nowIso, lastError.slice(0, 2000)]);
 }
+
+const jobsExpired = (at: LeaseTime) =>
+  statement.rows<JobRow>(`jobs-expired-leases:${clockShape(at)}`, (c, before) =>
+    c('jobs').where({ state: 'running' }).where('locked_at', '<', moment(c, at === DATABASE_CLOCK, before)).select('*'),
+  );
 
 /** Running jobs whose lease of `leaseMs` expired at `now` (their worker died or hung). */
 export async function expiredLeases(db: Conn, now: LeaseTime, leaseMs: number): Promise<JobRow[]> {
-  return db('jobs').where({ state: 'running' }).where('locked_at', '<', stamp(db, now, -leaseMs)).select('*');
+  return query(db, jobsExpired(now), [stamp(db, now, -leaseMs)]);
 }
+
+/** Where an expired job goes: its state and error, and for a retry, its backoff. */
+interface Leaving {
+  state: JobState;
+  last_error: string;
+  backoffMs?: number;
+}
+
+const jobLeaveExpired = (at: LeaseTime, retry: boolean) =>
+  statement.write(`job-leave-expired:${clockShape(at)}:${retry ? 'retry' : 'stop'}`, (c, id, state, error, expiredBefore, now, retryAt) => {
+    const clock = at === DATABASE_CLOCK;
+    return c('jobs')
+      .where({ id, state: 'running' })
+      .where('locked_at', '<', moment(c, clock, expiredBefore))
+      .update({ state, ...(retry && { retry_at: moment(c, clock, retryAt) }), last_error: error, locked_at: null, locked_by: null, updated_at: moment(c, clock, now) });
+  });
 
 /** Moves a running job whose lease is (still) expired at `now` out of `running`; false when someone else took it meanwhile. */
-async function leaveExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, change: Record<string, string | Knex.Raw>): Promise<boolean> {
-  const n = await db('jobs')
-    .where({ id: jobId, state: 'running' })
-    .where('locked_at', '<', stamp(db, now, -leaseMs))
-    .update({ ...change, locked_at: null, locked_by: null, updated_at: stamp(db, now) });
-  return n === 1;
+async function leaveExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, change: Leaving): Promise<boolean> {
+  const retry = change.backoffMs !== undefined;
+  const params = [jobId, change.state, change.last_error, stamp(db, now, -leaseMs), stamp(db, now), ...(retry ? [stamp(db, now, change.backoffMs)] : [])];
+  return (await query(db, jobLeaveExpired(now, retry), params)).changes === 1;
 }
 
+const jobOfTask = statement.first<JobRow>('job-of-task', (c, task) => c('jobs').where({ task_id: task }).first());
+
 export async function findJobByTask(db: Conn, taskId: string): Promise<JobRow | undefined> {
-  return db('jobs').where({ task_id: taskId }).first();
+  return query(db, jobOfTask, [taskId]);
 }
 
 /**
@@ -150,7 +198,7 @@ export async function findJobByTask(db: Conn, taskId: string): Promise<JobRow | 
  * keeps its `run_at` (its place in the queue) and waits `backoffMs`.
  */
 export async function requeueExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, backoffMs: number, lastError: string): Promise<boolean> {
-  return leaveExpired(db, jobId, now, leaseMs, { state: 'queued', retry_at: stamp(db, now, backoffMs), last_error: lastError });
+  return leaveExpired(db, jobId, now, leaseMs, { state: 'queued', backoffMs, last_error: lastError });
 }
 
 /** Fails an expired running job that used all its attempts, unless someone else took it meanwhile. */
@@ -158,12 +206,13 @@ export async function failExpired(db: Conn, jobId: number, now: LeaseTime, lease
   return leaveExpired(db, jobId, now, leaseMs, { state: 'failed', last_error: lastError });
 }
 
+const jobHold = statement.write('job-hold', (c, id, worker, now, reason) =>
+  c('jobs').where({ id, state: 'running', locked_by: worker }).update({ state: 'held', locked_at: null, locked_by: null, updated_at: now, last_error: reason }),
+);
+
 /** Holds a running job of this worker for an operator (its outcome at the provider cannot be known); false when it is no longer ours. */
 export async function hold(db: Conn, jobId: number, workerId: string, nowIso: string, reason: string): Promise<boolean> {
-  const n = await db('jobs')
-    .where({ id: jobId, state: 'running', locked_by: workerId })
-    .update({ state: 'held', locked_at: null, locked_by: null, updated_at: nowIso, last_error: reason.slice(0, 500) });
-  return n === 1;
+  return (await query(db, jobHold, [jobId, workerId, nowIso, reason.slice(0, 500)])).changes === 1;
 }
 
 /** Holds an expired running job for an operator, unless someone else took it meanwhile. */

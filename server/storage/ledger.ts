@@ -1,10 +1,7 @@
 /** Ledger rows (the running figures beside them are in balances.ts). Plain rows in, plain rows out. */
-import type { Knex } from 'knex';
 import type { Db } from './db.ts';
-import { executeLater, rowOf, rowParams } from './compiled.ts';
-import { newestFirst, type PagePosition } from './paging.ts';
-
-type Conn = Db | Knex.Transaction;
+import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 
 export type EntryType = 'credit' | 'hold' | 'post' | 'void';
 export type ReservationState = 'held' | 'settled' | 'released';
@@ -54,21 +51,28 @@ const RESERVATION_COLUMNS = [
   'id', 'account_id', 'key_id', 'purpose', 'ref', 'hold_allowance', 'hold_paid', 'state', 'charged', 'released', 'month', 'created_at', 'settled_at',
 ] as const satisfies ReadonlyArray<keyof ReservationRow>;
 
+const entryInsert = statement.later('ledger-entry-insert', (c, ...v) => c('ledger_entries').insert(rowOf(ENTRY_COLUMNS, v)));
+
 /** Appends one entry or several (one statement). */
 export async function insertEntry(db: Conn, entry: EntryRow | EntryRow[]): Promise<void> {
   if (Array.isArray(entry) || entry.id !== undefined) {
-    await db('ledger_entries').insert(entry);
+    // Several rows, or rows with their ids (tools, tests): built at each call, as their number and columns vary.
+    await query(db, statement.dynamic('ledger-entries-insert', (c) => c('ledger_entries').insert(entry)));
     return;
   }
-  await executeLater(db, 'ledger-entry-insert', (c, ...v) => c('ledger_entries').insert(rowOf(ENTRY_COLUMNS, v)), rowParams(ENTRY_COLUMNS, entry));
+  await query(db, entryInsert, rowParams(ENTRY_COLUMNS, entry));
 }
+
+const reservationInsert = statement.later('reservation-insert', (c, ...v) => c('reservations').insert(rowOf(RESERVATION_COLUMNS, v)));
 
 export async function insertReservation(db: Conn, row: ReservationRow): Promise<void> {
-  await executeLater(db, 'reservation-insert', (c, ...v) => c('reservations').insert(rowOf(RESERVATION_COLUMNS, v)), rowParams(RESERVATION_COLUMNS, row));
+  await query(db, reservationInsert, rowParams(RESERVATION_COLUMNS, row));
 }
 
+const reservationById = statement.first<ReservationRow>('reservation-by-id', (c, id) => c('reservations').where({ id }).first());
+
 export async function findReservation(db: Conn, id: string): Promise<ReservationRow | undefined> {
-  const row = await db<ReservationRow>('reservations').where({ id }).first();
+  const row = await query(db, reservationById, [id]);
   return row ? toReservation(row) : undefined;
 }
 
@@ -78,36 +82,46 @@ export async function closeReservation(
   id: string,
   patch: { state: ReservationState; charged: number; released: number; settled_at: string },
 ): Promise<boolean> {
-  const n = await db('reservations').where({ id, state: 'held' }).update(patch);
-  return n === 1;
+  const { changes } = await query(db, reservationClose, [id, patch.state, patch.charged, patch.released, patch.settled_at]);
+  return changes === 1;
 }
+
+const reservationClose = statement.write('reservation-close', (c, id, state, charged, released, settledAt) =>
+  c('reservations').where({ id, state: 'held' }).update({ state, charged, released, settled_at: settledAt }),
+);
 
 /** Gems still held by open reservations, split by pool. */
 export async function outstanding(
   db: Conn,
   filter: { account_id?: string; key_id?: string },
 ): Promise<{ allowance: number; paid: number; count: number }> {
-  const row = await db('reservations')
-    .where({ ...filter, state: 'held' })
-    .select(
-      db.raw('COALESCE(SUM(hold_allowance), 0) AS allowance'),
-      db.raw('COALESCE(SUM(hold_paid), 0) AS paid'),
-      db.raw('COUNT(*) AS count'),
-    )
-    .first();
+  const columns = columnsOf(filter);
+  const held = statement.first<{ allowance: unknown; paid: unknown; count: unknown }>(`reservations-outstanding:${columns}`, (c, ...v) =>
+    c('reservations')
+      .where({ ...rowOf(columns, v), state: 'held' })
+      .select(c.raw('COALESCE(SUM(hold_allowance), 0) AS allowance'), c.raw('COALESCE(SUM(hold_paid), 0) AS paid'), c.raw('COUNT(*) AS count'))
+      .first(),
+  );
+  const row = await query(db, held, rowParams(columns, filter));
   return { allowance: Number(row?.allowance ?? 0), paid: Number(row?.paid ?? 0), count: Number(row?.count ?? 0) };
 }
 
+const reservations = statement.rows<ReservationRow>('reservations-all', (c) => c('reservations').select('*').orderBy('created_at'));
+
 export async function allReservations(db: Conn): Promise<ReservationRow[]> {
-  return (await db<ReservationRow>('reservations').select('*').orderBy('created_at')).map(toReservation);
+  return (await query(db, reservations)).map(toReservation);
 }
 
+const entries = statement.rows<EntryRow>('ledger-entries-all', (c) => c('ledger_entries').select('*').orderBy('id'));
+
 export async function allEntries(db: Conn): Promise<EntryRow[]> {
-  return (await db<EntryRow>('ledger_entries').select('*').orderBy('id')).map(toEntry);
+  return (await query(db, entries)).map(toEntry);
 }
 
 /** An account's reservations of one purpose, newest first, after `before` when given. */
 export async function listReservations(db: Db, accountId: string, purpose: Purpose, before: PagePosition | undefined, limit: number): Promise<ReservationRow[]> {
-  const rows: ReservationRow[] = await newestFirst(db('reservations').where({ account_id: accountId, purpose }).select('*'), before, limit);
-  return rows.map(toReservation);
+  const page = statement.rows<ReservationRow>(pageShape('reservations-page', before, limit), (c, account, p, ...position) =>
+    newestFirst(c('reservations').where({ account_id: account, purpose: p }).select('*'), position, limit),
+  );
+  return (await query(db, page, [accountId, purpose, ...pageParams(before)])).map(toReservation);
 }

@@ -24,7 +24,7 @@
 import sqlite3 from 'sqlite3';
 import type { Knex } from 'knex';
 import { cacheStatements, traceStatements } from './statement-cache.ts';
-import { compile, type Build } from './compiled.ts';
+import { asResult, compile, type Build, type Value } from './compiled.ts';
 import { closeConnection, openConnection } from './sqlite-connection.ts';
 
 type Conn = Knex | Knex.Transaction;
@@ -211,7 +211,7 @@ export const KEY_COLUMN = 'read_key';
  */
 export async function readByKey(conn: Conn, name: string, build: (c: Conn) => Knex.QueryBuilder, keyColumn: string, key: string): Promise<Row[]> {
   const reader = readers.get(conn);
-  if (!reader) return (await build(conn).where(keyColumn, key).select({ [KEY_COLUMN]: keyColumn })) as Row[];
+  if (!reader) return asResult(await build(conn).where(keyColumn, key).select({ [KEY_COLUMN]: keyColumn })).rows;
   const plan = reader.plan(name, () =>
     compile(conn, (c, keys) => build(c).whereRaw('?? in (select value from json_each(?))', [keyColumn, keys]).select({ [KEY_COLUMN]: keyColumn }), 1),
   );
@@ -220,12 +220,12 @@ export async function readByKey(conn: Conn, name: string, build: (c: Conn) => Kn
 
 /**
  * Runs a read: on the read connections as a statement prepared once per `name`
- * when `conn` has them, else through knex. `build` must use only its string
- * parameters as values and return rows (no `.first()`: take `[0]`).
+ * when `conn` has them, else through knex. `build` must use its parameters only
+ * as values; a `.first()` gives its row as the only one.
  */
-export async function readRows(conn: Conn, name: string, build: (c: Conn, ...params: string[]) => Knex.QueryBuilder, params: string[]): Promise<Row[]> {
+export async function readRows(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<Row[]> {
   const reader = readers.get(conn);
-  if (!reader) return (await build(conn, ...params)) as Row[];
-  const plan = reader.plan(name, () => compile(conn, build as Build, params.length));
+  if (!reader) return asResult(await build(conn, ...params)).rows;
+  const plan = reader.plan(name, () => compile(conn, build, params.length));
   return reader.all(plan, params);
 }

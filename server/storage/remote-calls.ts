@@ -5,6 +5,7 @@
  * that a resumed job looks its work up instead of creating it again.
  */
 import type { Db } from './db.ts';
+import { query, statement } from './query.ts';
 
 export type RemoteCallState = 'calling' | 'created';
 
@@ -18,18 +19,28 @@ export interface RemoteCallRow {
   updated_at: string;
 }
 
+const remoteCall = statement.first<RemoteCallRow>('remote-call', (c, task, idx) => c('remote_calls').where({ task_id: task, idx }).first());
+
 export async function findRemoteCall(db: Db, taskId: string, idx: number): Promise<RemoteCallRow | undefined> {
-  return db('remote_calls').where({ task_id: taskId, idx }).first();
+  return query(db, remoteCall, [taskId, idx]);
 }
+
+const calling = statement.write('remote-call-calling', (c, task, idx, provider, now) =>
+  c('remote_calls')
+    .insert({ task_id: task, idx, provider, state: 'calling', upstream_id: null, created_at: now, updated_at: now })
+    .onConflict(['task_id', 'idx'])
+    .merge({ state: 'calling', provider, updated_at: now }),
+);
 
 /** Records that a creating request is about to be sent (kept as it is when one was already recorded). */
 export async function markCalling(db: Db, taskId: string, idx: number, provider: string, nowIso: string): Promise<void> {
-  await db('remote_calls')
-    .insert({ task_id: taskId, idx, provider, state: 'calling', upstream_id: null, created_at: nowIso, updated_at: nowIso })
-    .onConflict(['task_id', 'idx'])
-    .merge({ state: 'calling', provider, updated_at: nowIso });
+  await query(db, calling, [taskId, idx, provider, nowIso]);
 }
 
+const created = statement.write('remote-call-created', (c, task, idx, upstream, now) =>
+  c('remote_calls').where({ task_id: task, idx }).update({ state: 'created', upstream_id: upstream, updated_at: now }),
+);
+
 export async function markCreated(db: Db, taskId: string, idx: number, upstreamId: string, nowIso: string): Promise<void> {
-  await db('remote_calls').where({ task_id: taskId, idx }).update({ state: 'created', upstream_id: upstreamId.slice(0, 200), updated_at: nowIso });
+  await query(db, created, [taskId, idx, upstreamId.slice(0, 200), nowIso]);
 }

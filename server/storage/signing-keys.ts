@@ -1,6 +1,7 @@
 /** URL-signing keys in the database (migration 010): shared by every instance. */
 import crypto from 'node:crypto';
 import { inTransaction, type Db } from './db.ts';
+import { query, statement } from './query.ts';
 
 export interface SigningKeyRow {
   id: number;
@@ -11,9 +12,17 @@ export interface SigningKeyRow {
 
 /** The key that signs (the newest unretired one) and the keys retired since `since`, newest first. */
 export async function signingKeys(db: Db, since: string): Promise<{ current: SigningKeyRow | undefined; previous: SigningKeyRow[] }> {
-  const rows = (await db('signing_keys').where((q) => q.whereNull('retired_at').orWhere('retired_at', '>', since)).orderBy('id', 'desc')) as SigningKeyRow[];
+  const rows = await query(db, keysSince, [since]);
   return { current: rows.find((r) => r.retired_at === null), previous: rows.filter((r) => r.retired_at !== null) };
 }
+
+const keysSince = statement.rows<SigningKeyRow>('signing-keys-since', (c, since) =>
+  c('signing_keys').where((q) => q.whereNull('retired_at').orWhere('retired_at', '>', since!)).orderBy('id', 'desc'),
+);
+const liveKeys = statement.rows<SigningKeyRow>('signing-keys-live', (c) => c('signing_keys').whereNull('retired_at').orderBy('id'));
+const currentKey = statement.first<SigningKeyRow>('signing-key-current', (c) => c('signing_keys').whereNull('retired_at').orderBy('id').first());
+const keyCreate = statement.write<{ id: number }>('signing-key-create', (c, secret, now) => c('signing_keys').insert({ secret, created_at: now, retired_at: null }).returning('id'));
+const keysRetire = statement.write('signing-keys-retire', (c, now) => c('signing_keys').whereNull('retired_at').update({ retired_at: now }));
 
 /**
  * The current key, created once when there is none: `seed` (the secret an
@@ -23,19 +32,20 @@ export async function signingKeys(db: Db, since: string): Promise<{ current: Sig
  */
 export async function ensureSigningKey(db: Db, nowIso: string, seed: string | undefined): Promise<void> {
   await inTransaction(db, async (trx) => {
-    const current = await trx('signing_keys').whereNull('retired_at').orderBy('id').first();
+    const current = await query(trx, currentKey);
     if (current) return;
-    await trx('signing_keys').insert({ secret: seed ?? crypto.randomBytes(32).toString('hex'), created_at: nowIso, retired_at: null });
+    await query(trx, keyCreate, [seed ?? crypto.randomBytes(32).toString('hex'), nowIso]);
   });
-  const live = (await db('signing_keys').whereNull('retired_at').orderBy('id')) as SigningKeyRow[];
-  if (live.length > 1) await db('signing_keys').whereIn('id', live.slice(1).map((r) => r.id)).whereNull('retired_at').update({ retired_at: nowIso });
+  const extra = (await query(db, liveKeys)).slice(1).map((r) => r.id);
+  const retire = statement.write(`signing-keys-retire-extra:${extra.length}`, (c, now, ...ids) => c('signing_keys').whereIn('id', ids).whereNull('retired_at').update({ retired_at: now }));
+  if (extra.length) await query(db, retire, [nowIso, ...extra]);
 }
 
 /** Rotates: a new random key signs from now on; the old one is retired (it verifies until its links expire). Returns the new key's id. */
 export async function rotateSigningKey(db: Db, nowIso: string): Promise<number> {
   return inTransaction(db, async (trx) => {
-    await trx('signing_keys').whereNull('retired_at').update({ retired_at: nowIso });
-    const [row] = (await trx('signing_keys').insert({ secret: crypto.randomBytes(32).toString('hex'), created_at: nowIso, retired_at: null }).returning('id')) as Array<{ id: number } | number>;
-    return typeof row === 'number' ? row : row!.id;
+    await query(trx, keysRetire, [nowIso]);
+    const { rows } = await query(trx, keyCreate, [crypto.randomBytes(32).toString('hex'), nowIso]);
+    return Number(rows[0]!.id);
   });
 }

@@ -1,11 +1,6 @@
 /** Task and task-output rows. */
-import type { Knex } from 'knex';
-import type { Db } from './db.ts';
-import { readByKey } from './reads.ts';
-import { executeLater, rowOf, rowParams } from './compiled.ts';
-import { newestFirst, type PagePosition } from './paging.ts';
-
-type Conn = Db | Knex.Transaction;
+import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 
 export type TaskStatus = 'queued' | 'processing' | 'succeeded' | 'partial' | 'failed' | 'cancelled';
 export type OutputStatus = 'pending' | 'processing' | 'succeeded' | 'failed' | 'expired';
@@ -41,20 +36,21 @@ const TASK_COLUMNS = [
 ] as const satisfies ReadonlyArray<keyof TaskRow>;
 const OUTPUT_COLUMNS = ['task_id', 'idx', 'status', 'price', 'asset_id', 'error'] as const satisfies ReadonlyArray<keyof OutputRow>;
 
+const taskInsert = statement.later('task-insert', (c, ...v) => c('tasks').insert(rowOf(TASK_COLUMNS, v)));
+/** The outputs of a task in one INSERT: one statement per number of outputs. */
+const outputsInsert = (count: number) =>
+  statement.later(`task-outputs-insert:${count}`, (c, ...v) => c('task_outputs').insert(Array.from({ length: count }, (_, i) => rowOf(OUTPUT_COLUMNS, v, i * OUTPUT_COLUMNS.length))));
+
 export async function insertTask(db: Conn, task: TaskRow, outputs: OutputRow[]): Promise<void> {
-  await executeLater(db, 'task-insert', (c, ...v) => c('tasks').insert(rowOf(TASK_COLUMNS, v)), rowParams(TASK_COLUMNS, task));
+  await query(db, taskInsert, rowParams(TASK_COLUMNS, task));
   if (!outputs.length) return;
-  const width = OUTPUT_COLUMNS.length;
-  await executeLater(
-    db,
-    `task-outputs-insert:${outputs.length}`,
-    (c, ...v) => c('task_outputs').insert(outputs.map((_, i) => rowOf(OUTPUT_COLUMNS, v, i * width))),
-    outputs.flatMap((o) => rowParams(OUTPUT_COLUMNS, o)),
-  );
+  await query(db, outputsInsert(outputs.length), outputs.flatMap((o) => rowParams(OUTPUT_COLUMNS, o)));
 }
 
+const taskById = statement.first<TaskRow>('task-by-id', (c, id) => c('tasks').where({ id }).first());
+
 export async function findTask(db: Conn, id: string): Promise<TaskRow | undefined> {
-  return (await db('tasks').where({ id }).first()) as TaskRow | undefined;
+  return query(db, taskById, [id]);
 }
 
 /** The task columns a read shows (not the stored request, which can run to kilobytes). */
@@ -71,9 +67,9 @@ export interface TaskSnapshot {
   }>;
 }
 
-/** Tasks with their reservations, outputs and assets; `readByKey` picks the task by `t.id`. */
-const taskSnapshot = (db: Conn) =>
-  db('tasks as t')
+/** Tasks with their reservations, outputs and assets; read by the task's `t.id`. */
+const taskSnapshot = statement.byKey('task-snapshot', 't.id', (c) =>
+  c('tasks as t')
     .leftJoin('reservations as r', 'r.id', 't.reservation_id')
     .leftJoin('task_outputs as o', 'o.task_id', 't.id')
     .leftJoin('assets as a', 'a.id', 'o.asset_id')
@@ -83,7 +79,8 @@ const taskSnapshot = (db: Conn) =>
       'r.id as r_id', 'r.hold_allowance as r_hold_allowance', 'r.hold_paid as r_hold_paid', 'r.charged as r_charged', 'r.released as r_released',
       'o.idx as o_idx', 'o.status as o_status',
       'a.id as a_id', 'a.kind as a_kind', 'a.mime_type as a_mime_type', 'a.deleted_at as a_deleted_at',
-    );
+    ),
+);
 
 /**
  * A task with its reservation, outputs and their assets in one statement (one
@@ -91,7 +88,7 @@ const taskSnapshot = (db: Conn) =>
  * has none). Task reads used to be one round trip per table and per output.
  */
 export async function findTaskSnapshot(db: Conn, id: string): Promise<TaskSnapshot | undefined> {
-  const rows = await readByKey(db, 'task-snapshot', taskSnapshot, 't.id', id);
+  const rows = await query(db, taskSnapshot, [id]);
   if (rows.length === 0) return undefined;
   const first = rows[0];
   return {
@@ -110,62 +107,91 @@ export async function findTaskSnapshot(db: Conn, id: string): Promise<TaskSnapsh
   };
 }
 
-const taskOwner = (db: Conn) => db('tasks').select('account_id');
+const taskOwner = statement.byKey('task-owner', 'id', (c) => c('tasks').select('account_id'));
 
 /** The account a task belongs to (HEAD /tasks/{id}); undefined for an unknown task. */
 export async function findTaskOwner(db: Conn, id: string): Promise<string | undefined> {
-  const [row] = await readByKey(db, 'task-owner', taskOwner, 'id', id);
+  const [row] = await query(db, taskOwner, [id]);
   return row ? String(row.account_id) : undefined;
 }
 
+const outputsOf = statement.rows<OutputRow>('task-outputs', (c, taskId) => c('task_outputs').where({ task_id: taskId }).orderBy('idx'));
+
 export async function findOutputs(db: Conn, taskId: string): Promise<OutputRow[]> {
-  const rows = await db('task_outputs').where({ task_id: taskId }).orderBy('idx');
-  return rows.map((r: OutputRow) => ({ ...r, price: Number(r.price) }));
+  const rows = await query(db, outputsOf, [taskId]);
+  return rows.map((r) => ({ ...r, price: Number(r.price) }));
 }
 
 export async function updateTask(db: Conn, id: string, patch: Partial<TaskRow>): Promise<void> {
-  await db('tasks').where({ id }).update(patch);
+  const columns = columnsOf(patch);
+  await query(db, statement.write(`task-update:${columns}`, (c, i, ...v) => c('tasks').where({ id: i }).update(rowOf(columns, v))), [id, ...rowParams(columns, patch)]);
 }
 
 /** Moves a task from one of `from` to a new status; false when it was elsewhere. */
 export async function transitionTask(db: Conn, id: string, from: TaskStatus[], patch: Partial<TaskRow>): Promise<boolean> {
-  return (await db('tasks').where({ id }).whereIn('status', from).update(patch)) === 1;
+  const columns = columnsOf(patch);
+  const n = from.length;
+  const transition = statement.write(`task-transition:${n}:${columns}`, (c, i, ...v) =>
+    c('tasks').where({ id: i }).whereIn('status', v.slice(0, n)).update(rowOf(columns, v, n)),
+  );
+  return (await query(db, transition, [id, ...from, ...rowParams(columns, patch)])).changes === 1;
 }
 
 export async function updateOutput(db: Conn, taskId: string, idx: number, patch: Partial<OutputRow>): Promise<void> {
-  await db('task_outputs').where({ task_id: taskId, idx }).update(patch);
+  const columns = columnsOf(patch);
+  const update = statement.write(`task-output-update:${columns}`, (c, t, i, ...v) => c('task_outputs').where({ task_id: t, idx: i }).update(rowOf(columns, v)));
+  await query(db, update, [taskId, idx, ...rowParams(columns, patch)]);
 }
 
 export async function updateUnfinishedOutputs(db: Conn, taskId: string, patch: Partial<OutputRow>): Promise<void> {
-  await db('task_outputs').where({ task_id: taskId }).whereIn('status', ['pending', 'processing']).update(patch);
+  const columns = columnsOf(patch);
+  const update = statement.write(`task-unfinished-outputs-update:${columns}`, (c, t, ...v) =>
+    c('task_outputs').where({ task_id: t }).whereIn('status', ['pending', 'processing']).update(rowOf(columns, v)),
+  );
+  await query(db, update, [taskId, ...rowParams(columns, patch)]);
 }
+
+/** Outputs whose stored asset has passed its retention time (one statement per `limit`). */
+const expired = (limit: number) =>
+  statement.rows<OutputRow & { blob_sha256: string }>(`expired-outputs:${limit}`, (c, now) =>
+    c('task_outputs as o')
+      .join('assets as a', 'a.id', 'o.asset_id')
+      .where('o.status', 'succeeded')
+      .whereNull('a.deleted_at')
+      .whereNotNull('a.expires_at')
+      .where('a.expires_at', '<=', now)
+      .select('o.*', 'a.blob_sha256')
+      .limit(limit),
+  );
 
 /** Outputs whose stored asset has passed its retention time. */
 export async function expiredOutputs(db: Conn, nowIso: string, limit: number): Promise<Array<OutputRow & { blob_sha256: string }>> {
-  return db('task_outputs as o')
-    .join('assets as a', 'a.id', 'o.asset_id')
-    .where('o.status', 'succeeded')
-    .whereNull('a.deleted_at')
-    .whereNotNull('a.expires_at')
-    .where('a.expires_at', '<=', nowIso)
-    .select('o.*', 'a.blob_sha256')
-    .limit(limit);
+  return query(db, expired(limit), [nowIso]);
 }
+
+const withMoney = statement.rows('tasks-with-money', (c) =>
+  c('tasks as t')
+    .join('reservations as r', 'r.id', 't.reservation_id')
+    .select('t.*', c.raw('(r.hold_allowance + r.hold_paid) as hold'), 'r.charged', 'r.released', 'r.state as rstate'),
+);
 
 /** Terminal tasks with their reservation amounts (for ledger verify). */
 export async function tasksWithMoney(db: Conn): Promise<Array<TaskRow & { hold: number; charged: number; released: number; rstate: string }>> {
-  const rows = await db('tasks as t')
-    .join('reservations as r', 'r.id', 't.reservation_id')
-    .select('t.*', db.raw('(r.hold_allowance + r.hold_paid) as hold'), 'r.charged', 'r.released', 'r.state as rstate');
-  return rows.map((r: Record<string, unknown>) => ({ ...(r as unknown as TaskRow), hold: Number(r.hold), charged: Number(r.charged), released: Number(r.released), rstate: String(r.rstate) }));
+  const rows = await query(db, withMoney);
+  return rows.map((r) => ({ ...(r as unknown as TaskRow), hold: Number(r.hold), charged: Number(r.charged), released: Number(r.released), rstate: String(r.rstate) }));
 }
 
+const outputPrices = statement.first<{ total: number | string | null }>('task-output-prices', (c, taskId) => c('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first());
+
 export async function sumOutputPrices(db: Conn, taskId: string): Promise<number> {
-  const row = await db('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first();
+  const row = await query(db, outputPrices, [taskId]);
   return Number(row?.total ?? 0);
 }
 
 /** An account's task ids, newest first, after `before` when given. */
 export async function listTaskIds(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<Array<{ id: string; created_at: string }>> {
-  return newestFirst(db('tasks').where({ account_id: accountId }).select('id', 'created_at'), before, limit);
+  const page = statement.rows<{ id: string; created_at: string }>(pageShape('task-ids', before, limit), (c, account, ...position) =>
+    newestFirst(c('tasks').where({ account_id: account }).select('id', 'created_at'), position, limit),
+  );
+  return query(db, page, [accountId, ...pageParams(before)]);
 }

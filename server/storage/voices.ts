@@ -1,9 +1,8 @@
 /** Voice rows (catalog and uploaded). Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
-import { isSqlite, type Db } from './db.ts';
-import { newestFirst, type PagePosition } from './paging.ts';
-
-type Conn = Db | Knex.Transaction;
+import { isSqlite } from './db.ts';
+import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
+import { insertRow, query, statement, type Conn, type Value } from './query.ts';
 
 export interface VoiceRow {
   id: string;
@@ -27,11 +26,13 @@ function toVoice(row: Record<string, unknown>): VoiceRow {
 }
 
 export async function insertVoice(db: Conn, row: VoiceRow): Promise<void> {
-  await db('voices').insert(row);
+  await insertRow(db, 'voices', row);
 }
 
+const voiceById = statement.first('voice-by-id', (c, id) => c('voices').where({ id }).first());
+
 export async function findVoice(db: Conn, id: string): Promise<VoiceRow | undefined> {
-  const row = await db('voices').where({ id }).first();
+  const row = await query(db, voiceById, [id]);
   return row ? toVoice(row) : undefined;
 }
 
@@ -40,16 +41,13 @@ export async function findVoice(db: Conn, id: string): Promise<VoiceRow | undefi
  * no longer listed are retired, not deleted (tasks may still name them).
  */
 export async function syncCatalogVoices(db: Conn, rows: VoiceRow[]): Promise<void> {
+  // Batches of rows and a list of ids the catalog's size decides: built at each call (a start-up sync).
   for (let i = 0; i < rows.length; i += 100) {
-    await db('voices')
-      .insert(rows.slice(i, i + 100))
-      .onConflict('id')
-      .merge(['name', 'language', 'visibility', 'state', 'traits']);
+    const batch = rows.slice(i, i + 100);
+    await query(db, statement.dynamic('catalog-voices-upsert', (c) => c('voices').insert(batch).onConflict('id').merge(['name', 'language', 'visibility', 'state', 'traits'])));
   }
-  await db('voices')
-    .where({ source: 'catalog' })
-    .whereNotIn('id', rows.map((r) => r.id))
-    .update({ state: 'retired' });
+  const listed = rows.map((r) => r.id);
+  await query(db, statement.dynamic('catalog-voices-retire', (c) => c('voices').where({ source: 'catalog' }).whereNotIn('id', listed).update({ state: 'retired' })));
 }
 
 export interface VoiceQuery {
@@ -62,30 +60,45 @@ export interface VoiceQuery {
   limit: number;
 }
 
-function filtered(db: Conn, q: VoiceQuery): Knex.QueryBuilder {
-  const query = db('voices').where({ state: 'ready' });
-  if (q.scope === 'mine') query.where({ account_id: q.accountId, visibility: 'private' });
-  else query.where({ visibility: 'public' });
-  if (q.language) {
-    const lang = q.language;
-    query.where((w) => w.whereRaw('lower(language) = ?', [lang]).orWhereRaw('lower(language) like ?', [`${lang}-%`]));
-  }
-  return query;
+/**
+ * The voices `q` matches, its values as parameters: the account (mine) and the
+ * language's two patterns when it has one. The scope and whether a language is
+ * given are the statement's shape (`filterShape`).
+ */
+function filtered(c: Conn, q: VoiceQuery, [account, exact, prefix]: Value[]): Knex.QueryBuilder {
+  const voices = c('voices').where({ state: 'ready' });
+  if (q.scope === 'mine') voices.where({ account_id: account!, visibility: 'private' });
+  else voices.where({ visibility: 'public' });
+  if (q.language) voices.where((w) => w.whereRaw('lower(language) = ?', [exact!]).orWhereRaw('lower(language) like ?', [prefix!]));
+  return voices;
 }
+const filterShape = (q: VoiceQuery) => `${q.scope}:${q.language ? 'language' : 'any'}`;
+const filterParams = (q: VoiceQuery): Value[] => [...(q.scope === 'mine' ? [q.accountId] : []), ...(q.language ? [q.language, `${q.language}-%`] : [])];
+/** filtered()'s parameters after the account (explore has none). */
+const filterArgs = (q: VoiceQuery, v: Value[]): Value[] => (q.scope === 'mine' ? v : [null, ...v]);
 
 /** One page of voices in a stable order, and how many match in all. */
 export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: VoiceRow[]; total: number }> {
-  const count = await filtered(db, q).count({ n: '*' }).first();
+  const params = filterParams(q);
+  const counted = statement.first<{ n: number | string }>(`voices-count:${filterShape(q)}`, (c, ...v) => filtered(c, q, filterArgs(q, v)).count({ n: '*' }).first());
+  const count = await query(db, counted, params);
   // Code-point order, as SQLite compares: a Postgres database's own collation
   // (en_US and the like) would page the same voices in another order.
   const binary = isSqlite(db) ? '' : ' COLLATE "C"';
   const order = q.scope === 'mine' ? `created_at${binary} DESC, id${binary} DESC` : `name${binary} ASC, id${binary} ASC`;
-  const rows = await filtered(db, q).orderByRaw(order).offset(q.offset).limit(q.limit);
+  // The offset is a parameter (bound, as knex binds it); the page size is the shape.
+  const page = statement.rows(`voices-page:${filterShape(q)}:${q.limit}`, (c, offset, ...v) =>
+    filtered(c, q, filterArgs(q, v)).orderByRaw(order).offset(c.raw('?', [offset]) as unknown as number).limit(q.limit),
+  );
+  const rows = await query(db, page, [q.offset, ...params]);
   return { rows: rows.map(toVoice), total: Number(count?.n ?? 0) };
 }
 
 /** A page of an account's own voices, newest first (the console's activity). */
 export async function listAccountVoices(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<VoiceRow[]> {
-  const rows = await newestFirst(db('voices').where({ account_id: accountId }).select('*'), before, limit);
+  const page = statement.rows(pageShape('account-voices-page', before, limit), (c, account, ...position) =>
+    newestFirst(c('voices').where({ account_id: account }).select('*'), position, limit),
+  );
+  const rows = await query(db, page, [accountId, ...pageParams(before)]);
   return rows.map(toVoice);
 }
