@@ -23,7 +23,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { openDb } from '../server/storage/db.ts';
-import { freePort } from './bench/processes.ts';
+import { freePort, waitFor } from './bench/processes.ts';
 import { SERVER_ARGS } from '../server/node-flags.ts';
 import { seedAccount, type SeededAccount } from './seed-history.ts';
 
@@ -91,15 +91,7 @@ async function install(entries: number): Promise<Installation> {
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(`${base}/api/generate/models`, { headers: { authorization: `Bearer ${account.secret}` } })).ok) break;
-    } catch {
-      /* not listening yet */
-    }
-    if (i > 300) throw new Error('server did not start');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor(`${base}/api/generate/models`, 200, { headers: { authorization: `Bearer ${account.secret}` } });
   const res = await fetch(`${base}/api/generate/image`, {
     method: 'POST',
     headers: { authorization: `Bearer ${account.secret}`, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID() },

@@ -22,7 +22,7 @@ import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { MAX_ASSET_BYTES } from '../server/domain/assets.ts';
-import { freePort, runMain } from './bench/processes.ts';
+import { freePort, runMain, waitFor } from './bench/processes.ts';
 import { quantile } from './bench/quantile.ts';
 import { pngBomb } from '../test/helpers/media.ts';
 import { SERVER_ARGS } from '../server/node-flags.ts';
@@ -78,15 +78,7 @@ async function main(): Promise<number> {
   });
   const base = `http://127.0.0.1:${port}`;
   try {
-    for (let i = 0; ; i++) {
-      try {
-        if ((await fetch(`${base}/api/generate/models`, { headers: { authorization: `Bearer ${secret}` } })).ok) break;
-      } catch {
-        /* not listening yet */
-      }
-      if (i > 200) throw new Error('server did not start');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitFor(`${base}/api/generate/models`, 200, { headers: { authorization: `Bearer ${secret}` } });
     // Hostile images first, on a fresh server: the honest phase leaves its heap grown.
     const hostile = [];
     for (const row of await hostileRows()) hostile.push(await hostileUploads(base, secret, child.pid!, row));

@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { freePort, runMain } from './bench/processes.ts';
+import { freePort, runMain, waitFor } from './bench/processes.ts';
 import { SERVER_NODE_FLAGS } from '../server/node-flags.ts';
 
 const { values } = parseArgs({
@@ -77,15 +77,7 @@ async function measureOnce(settleMs: number): Promise<Record<string, number>> {
   const exited = new Promise((r) => child.once('exit', r));
   try {
     const base = `http://127.0.0.1:${port}`;
-    for (let i = 0; ; i++) {
-      try {
-        if ((await fetch(`${base}/api/generate/models`, { headers: { authorization: `Bearer ${secret}` } })).ok) break;
-      } catch {
-        /* not listening yet */
-      }
-      if (i > 300) throw new Error('server did not start');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitFor(`${base}/api/generate/models`, 200, { headers: { authorization: `Bearer ${secret}` } });
     await new Promise((r) => setTimeout(r, settleMs));
     const kib = memoryKib(child.pid!);
     if (values.smaps) fs.writeFileSync(path.join(values.smaps, `smaps-${path.basename(root)}-${Date.now()}`), fs.readFileSync(`/proc/${child.pid}/smaps`)); // copyFileSync copies nothing from /proc

@@ -59,15 +59,12 @@ async function signedIn(): Promise<void> {
 
 /** One task: what it is, its status and Gems, and its outputs (images previewed, video and audio playable, each also a link). */
 function taskItem(task: Task): HTMLLIElement {
-  const li = document.createElement('li');
+  const li = factsItem(`${task.kind} · ${task.model} · ${task.status}`, [
+    ['Gems', `quoted ${task.quotedGems}, charged ${task.chargedGems}, released ${task.releasedGems}`],
+    ['Created', task.createdAt],
+    task.error && ['Error', `${task.error.code}: ${task.error.message}`],
+  ]);
   li.dataset.taskId = task.id;
-  const title = document.createElement('strong');
-  title.textContent = `${task.kind} · ${task.model} · ${task.status}`;
-  const facts = document.createElement('dl');
-  fact(facts, 'Gems', `quoted ${task.quotedGems}, charged ${task.chargedGems}, released ${task.releasedGems}`);
-  fact(facts, 'Created', task.createdAt);
-  if (task.error) fact(facts, 'Error', `${task.error.code}: ${task.error.message}`);
-  li.append(title, facts);
   for (const output of task.outputs) {
     if (!output.asset) continue;
     const label = `Output ${output.index + 1} of task ${task.id}`;
@@ -96,37 +93,36 @@ function taskItem(task: Task): HTMLLIElement {
 }
 
 function chargeItem(charge: Charge): HTMLLIElement {
-  const li = document.createElement('li');
-  const title = document.createElement('strong');
-  title.textContent = `${charge.ref ?? charge.id} · ${charge.state}`;
-  const facts = document.createElement('dl');
-  fact(facts, 'Gems', `held ${charge.heldGems}, charged ${charge.chargedGems}, released ${charge.releasedGems}`);
-  fact(facts, 'Created', charge.createdAt);
-  li.append(title, facts);
-  return li;
+  return factsItem(`${charge.ref ?? charge.id} · ${charge.state}`, [
+    ['Gems', `held ${charge.heldGems}, charged ${charge.chargedGems}, released ${charge.releasedGems}`],
+    ['Created', charge.createdAt],
+  ]);
 }
 
 function uploadItem(upload: Upload): HTMLLIElement {
-  const li = document.createElement('li');
-  const title = document.createElement('strong');
-  title.textContent = `${upload.filename ?? upload.id} · ${upload.kind}`;
-  const facts = document.createElement('dl');
-  fact(facts, 'Type', `${upload.mimeType}, ${upload.sizeBytes.toLocaleString('en-US')} bytes`);
-  fact(facts, 'Uploaded', upload.createdAt);
-  if (upload.deletedAt) fact(facts, 'Deleted', upload.deletedAt);
-  li.append(title, facts);
-  return li;
+  return factsItem(`${upload.filename ?? upload.id} · ${upload.kind}`, [
+    ['Type', `${upload.mimeType}, ${upload.sizeBytes.toLocaleString('en-US')} bytes`],
+    ['Uploaded', upload.createdAt],
+    upload.deletedAt && ['Deleted', upload.deletedAt],
+  ]);
 }
 
 function voiceItem(voice: Voice): HTMLLIElement {
+  return factsItem(`${voice.name} · ${voice.state}`, [
+    voice.language && ['Language', voice.language],
+    voice.durationSeconds !== null && ['Sample', `${voice.durationSeconds.toFixed(1)} s`],
+    ['Created', voice.createdAt],
+  ]);
+}
+
+/** A list item: its title, then its facts as a definition list (a fact that is not there is left out). */
+function factsItem(title: string, facts: ReadonlyArray<readonly [term: string, value: string] | false | null | undefined | ''>): HTMLLIElement {
   const li = document.createElement('li');
-  const title = document.createElement('strong');
-  title.textContent = `${voice.name} · ${voice.state}`;
-  const facts = document.createElement('dl');
-  if (voice.language) fact(facts, 'Language', voice.language);
-  if (voice.durationSeconds !== null) fact(facts, 'Sample', `${voice.durationSeconds.toFixed(1)} s`);
-  fact(facts, 'Created', voice.createdAt);
-  li.append(title, facts);
+  const strong = document.createElement('strong');
+  strong.textContent = title;
+  const list = document.createElement('dl');
+  for (const f of facts) if (f) fact(list, f[0], f[1]);
+  li.append(strong, list);
   return li;
 }
 

@@ -260,12 +260,6 @@ export async function accountBalance(db: Conn, accountId: string, month: string)
   };
 }
 
-/** A key's spend in a UTC month from the stored figures: charged that month plus held. */
-export async function keySpent(db: Conn, keyId: string, month: string): Promise<number> {
-  const row = await query(db, storedKeyFigures, [keyId, month]);
-  return num(row?.pending) + num(row?.posted);
-}
-
 const storedKeyFigures = statement.first('key-figures', (c, key, month) =>
   c('key_balances as kb')
     .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month!))
@@ -273,6 +267,12 @@ const storedKeyFigures = statement.first('key-figures', (c, key, month) =>
     .select('kb.pending', 'km.posted')
     .first(),
 );
+
+/** A key's spend in a UTC month from the stored figures: charged that month plus held. */
+export async function keySpent(db: Conn, keyId: string, month: string): Promise<number> {
+  const row = await query(db, storedKeyFigures, [keyId, month]);
+  return num(row?.pending) + num(row?.posted);
+}
 
 // ---- Recomputed from the ledger rows (the source of truth) ----------------------
 

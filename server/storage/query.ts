@@ -55,11 +55,10 @@
  * numbers are numbers on both (db.ts parses Postgres's bigint and numeric).
  */
 import type { Knex } from 'knex';
-import { asResult, compile, execute, executeLater, type Build, type Executed, type Row, type Value } from './compiled.ts';
+import { asResult, compile, execute, executeLater, rowOf, rowParams, type Build, type Executed, type Row, type Value } from './compiled.ts';
 import { KEY_COLUMN, readByKey, readRows } from './reads.ts';
 
 export type { Row, Value };
-import { rowOf, rowParams } from './compiled.ts';
 export { rowOf, rowParams };
 
 /** The columns a patch sets (knex leaves out those undefined): put them into the statement's name. */
