@@ -166,6 +166,11 @@ function oneEdit(a: string, b: string): number | undefined {
   return rest ? 2 : undefined;
 }
 
+/** The runs of letters and digits of a text. */
+function pieces(text: string): string[] {
+  return text.split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+}
+
 /** The words a policy knows: what segmentation, leetspeak and spelling correction aim at. */
 export class Vocabulary {
   private readonly words = new Set<string>();
@@ -237,6 +242,18 @@ export class Vocabulary {
   }
 
   private readonly cache = new Map<string, Token>();
+  private readonly chunks = new Map<string, readonly Piece[]>();
+
+  /** How `read` splits a chunk, remembered (bounded) since texts repeat their chunks. */
+  remembered(chunk: string, read: (chunk: string, vocabulary: Vocabulary) => readonly Piece[]): readonly Piece[] {
+    let pieces = this.chunks.get(chunk);
+    if (pieces === undefined) {
+      pieces = read(chunk, this);
+      if (this.chunks.size >= 20_000) this.chunks.clear();
+      this.chunks.set(chunk, pieces);
+    }
+    return pieces;
+  }
 
   /** A word as the policy reads it (corrected, stemmed); remembered, since prompts repeat their words. */
   read(word: string, possessive: boolean): Token {
@@ -322,7 +339,6 @@ export class Vocabulary {
       // Symbols read as letters only where a letter or digit follows ("k!ll", not "kill!").
       return i + 1 < chars.length && ALNUM.test(chars[i + 1]!) ? readings : [c];
     });
-    const pieces = (s: string) => s.split(/[^\p{L}\p{N}]+/u).filter(Boolean);
     if (pieces(chunk).every((p) => this.knows(p) && LETTER.test(p))) return chunk;
     // A chunk longer than a few words is not one leetspeak word: its likeliest reading, without
     // trying 64 readings of the whole chunk (which made a long punctuated chunk cost 64 passes).
@@ -360,12 +376,11 @@ function markMinorAges(text: string): string {
 /** The most pieces joined into one word ("k-i-l-l-y-o-u-r-s-e-l-f" is twelve). */
 const MAX_MERGED_PIECES = 16;
 
-interface Piece {
-  word: string;
-  possessive: boolean;
+export interface Piece {
+  readonly word: string;
+  readonly possessive: boolean;
 }
 
-/** The pieces of one whitespace-free chunk: leetspeak undone, split at punctuation, pieces that form a known word merged. */
 /** A chunk of plain letters with at most closing punctuation: its word is itself (what most chunks are). */
 const PLAIN = /^([a-z]+)[.,;:?")]*$/;
 
@@ -374,10 +389,18 @@ function single(word: string): boolean {
   return word.length === 1 || (word.length === 2 && word.codePointAt(0)! > 0xffff);
 }
 
-function chunkPieces(chunk: string, vocabulary: Vocabulary): Piece[] {
+/** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
+const SPELT_WITH_SYMBOLS = /['|/\\]/;
+
+/** The pieces of one whitespace-free chunk: leetspeak undone, split at punctuation, pieces that form a known word merged. */
+function chunkPieces(chunk: string, vocabulary: Vocabulary): readonly Piece[] {
   // The fast path gives what the steps below give for such a chunk, at a fraction of the cost.
   const plain = PLAIN.exec(chunk);
   if (plain) return [{ word: plain[1]!, possessive: false }];
+  return vocabulary.remembered(chunk, readChunk);
+}
+
+function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   let possessive = false;
   let body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
   const owner = /^(.*[\p{L}\p{N}])'(s?)$/u.exec(body);
@@ -388,7 +411,7 @@ function chunkPieces(chunk: string, vocabulary: Vocabulary): Piece[] {
       possessive = true;
     }
   }
-  body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
+  if (SPELT_WITH_SYMBOLS.test(body)) body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
   const parts = body.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean).flatMap((p) => vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u)).filter(Boolean);
   if (parts.length > 1 && parts.every(single)) {
     return parts.map((word) => ({ word, possessive: false })); // "k.i.l.l": letters spelt out, read with the run they belong to
