@@ -90,7 +90,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Draining: every answer closes its connection, and new work is sent to another instance (reads are still answered).
   app.use(whileDraining(lifecycle));
   // Liveness and readiness for balancers and orchestrators: outside the public contract.
-  app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle })));
+  app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle, logger })));
 
   // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
   app.use(byPrefix(filesRouter(deps)));
