@@ -159,6 +159,12 @@ export interface Config {
   regionsFile: string | undefined;
   /** Account console sessions (issue 28): idle and absolute lifetimes in seconds (`CONSOLE_SESSION_IDLE_SECONDS`, default 1800; `CONSOLE_SESSION_MAX_SECONDS`, default 43200). */
   consoleSession: { idleSeconds: number; maxSeconds: number };
+  /**
+   * Console password hashing off the event loop (domain/password-pool.ts): worker threads
+   * (`CONSOLE_HASH_THREADS`, default 2) and jobs queued beyond them before a sign-in is
+   * refused with 503 (`CONSOLE_HASH_QUEUE`, default 64).
+   */
+  consoleHashing: { threads: number; queue: number };
 }
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -324,6 +330,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     consoleSession: {
       idleSeconds: parseWhole(env.CONSOLE_SESSION_IDLE_SECONDS, 1800, 'CONSOLE_SESSION_IDLE_SECONDS', 60),
       maxSeconds: parseWhole(env.CONSOLE_SESSION_MAX_SECONDS, 43_200, 'CONSOLE_SESSION_MAX_SECONDS', 60),
+    },
+    consoleHashing: {
+      threads: parseWhole(env.CONSOLE_HASH_THREADS, 2, 'CONSOLE_HASH_THREADS', 1),
+      queue: parseWhole(env.CONSOLE_HASH_QUEUE, 64, 'CONSOLE_HASH_QUEUE', 0),
     },
     ...overrides,
   };
