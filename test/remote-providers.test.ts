@@ -45,6 +45,9 @@ const UPSTREAM_KEY = 'sk-upstream-secret-do-not-leak';
 const SAWYER = 'voice_216a51c833b48d5464b520f3';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
+/** The fakes serve outputs from 127.0.0.1, which the server refuses unless the operator allows it. */
+const LOOPBACK_FETCH = { REMOTE_FETCH_ALLOW: '127.0.0.0/8' };
+
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
 
 /** The shipped catalog with the video and music models moved to Replicate-shaped predictions. */
@@ -129,6 +132,7 @@ describe('remote providers: OpenAI-compatible images', () => {
     fake = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
     s = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         IMAGE_UPSTREAM_URL: `${fake.url}/v1`,
         IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
         IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1,gemforge-image-edit-1=dall-e-3',
@@ -178,7 +182,7 @@ describe('remote providers: OpenAI-compatible images', () => {
 
   it('when the upstream answers with URLs, then the bytes it serves are downloaded and stored unchanged', async () => {
     const urlFake = await startFakeOpenAiImages({ answer: 'url' });
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 100 });
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a red fox', parameters: { resolution: '1024' } });
@@ -335,7 +339,7 @@ describe('remote providers: OpenAI-compatible images', () => {
 describe('remote providers: their own worker lane', () => {
   it('when many remote jobs wait on a slow upstream, then they are in flight at once and a local job still runs meanwhile', async () => {
     const slow = await startFakeOpenAiImages({ delayMs: 20_000 });
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: slow.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_CONCURRENCY: '1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: slow.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_CONCURRENCY: '1', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 1000 });
       const remote: string[] = [];
@@ -360,6 +364,7 @@ describe('remote providers: OpenAI-compatible speech', () => {
     fake = await startFakeOpenAiSpeech({ apiKey: UPSTREAM_KEY });
     s = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         SPEECH_UPSTREAM_URL: fake.url,
         SPEECH_UPSTREAM_API_KEY: UPSTREAM_KEY,
         SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
@@ -412,7 +417,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
     music = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: 200, outputs: 'audio' });
     dir = tempDataDir();
     s = await startTestServer({
-      env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '3' },
+      env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '3' },
     });
   });
   after(async () => {
@@ -456,7 +461,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
 
   it('when a prediction is still running at the deadline, then it is cancelled upstream and the task fails, nothing charged', async () => {
     const slow = await startFakeReplicate({ processingMs: Infinity });
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: slow.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '1' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: slow.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '1' } });
     try {
       const u = await t.user({ gems: 1000 });
       const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'never ends', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
@@ -472,7 +477,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
   });
 
   it('when a music model is a version-pinned prediction model, then its audio is stored as ours', async () => {
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: music.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: music.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 1000 });
       const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-music-1', operation: 'music', prompt: 'a calm piano piece', parameters: { duration: '30' } });
@@ -492,6 +497,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
     const slow = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: Infinity });
     const dataDir = tempDataDir();
     const env = {
+      ...LOOPBACK_FETCH,
       DATA_DIR: dataDir,
       CATALOG_PATH: remoteCatalog(dir),
       REPLICATE_API_URL: slow.url,
@@ -553,6 +559,7 @@ describe('remote providers from the CLI', () => {
     const dir = tempDataDir();
     const t = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         IMAGE_UPSTREAM_URL: images.url,
         IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
         SPEECH_UPSTREAM_URL: speech.url,
