@@ -159,7 +159,7 @@ export async function downloadOutput(url: string, kind: MediaKind, tools: MediaT
   } catch (error) {
     if (refused && !tools.stopping()) {
       tools.warn({ reason: refused.reason }, 'output address refused');
-      throw new MediaGenerationError('GENERATION_FAILED', `${options.who} returned an output address this server does not fetch (${refused.reason}); nothing was charged for it.`);
+      throw new MediaGenerationError('GENERATION_FAILED', `${options.who} returned an output address this server does not fetch: ${refused.reason}; nothing was charged for it.`);
     }
     throw error;
   }

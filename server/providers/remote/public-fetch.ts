@@ -59,7 +59,8 @@ export function addressAllowed(address: Address, allow: FetchAllow): boolean {
 
 function checkAddress(text: string, allow: FetchAllow): void {
   const address = parseAddress(text);
-  if (!address || !addressAllowed(address, allow)) throw new AddressRefused(`a ${address ? `${address.range()} ` : ''}address (${text}) that this server does not fetch`);
+  if (!address) throw new AddressRefused(`${text} is not an address it can check`);
+  if (!addressAllowed(address, allow)) throw new AddressRefused(`${text} is a ${address.range()} address`);
 }
 
 /** A lookup that resolves, refuses any non-public answer, and hands the connection only the addresses it checked. */
@@ -114,12 +115,12 @@ export async function fetchPublic(url: URL, init: { headers?: Record<string, str
   let current = url;
   let headers = { ...init.headers };
   for (let hop = 0; ; hop++) {
-    if (current.protocol !== 'http:' && current.protocol !== 'https:') throw new AddressRefused(`a ${current.protocol} address, not http(s)`);
+    if (current.protocol !== 'http:' && current.protocol !== 'https:') throw new AddressRefused(`a redirect leads to a ${current.protocol} address`);
     const res = await requestOnce(current, headers, init.signal, allow);
     const location = res.headers.location;
     if (!REDIRECTS.has(res.statusCode ?? 0) || !location) return toResponse(res);
     res.destroy();
-    if (hop >= MAX_REDIRECTS) throw new AddressRefused(`more than ${MAX_REDIRECTS} redirects`);
+    if (hop >= MAX_REDIRECTS) throw new AddressRefused(`it redirects more than ${MAX_REDIRECTS} times`);
     const next = new URL(location, current);
     // Credentials meant for the upstream do not travel to another origin.
     if (next.origin !== current.origin) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'authorization'));
