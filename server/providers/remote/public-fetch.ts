@@ -90,7 +90,7 @@ function requestOnce(url: URL, headers: Record<string, string>, signal: AbortSig
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     const request = client.request(url, { method: 'GET', headers, signal, ...(!listed && !literal && { lookup: checkedLookup(allow) }) }, resolve);
-    request.once('error', reject);
+    request.on('error', reject); // every error: an abort after the answer must not go unhandled
     request.end();
   });
 }
