@@ -23,6 +23,8 @@ import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { openDb } from '../server/storage/db.ts';
@@ -40,15 +42,20 @@ const OUTPUT_LIMIT = 32 * 1024 * 1024;
 const HUGE_ANSWER_BYTES = 300 * 1024 * 1024;
 const HUGE_RSS_SLACK = 64 * 1024 * 1024;
 
-/** Streams a JSON answer whose `b64_json` is `bytes` long, with backpressure, never held in memory. */
+/** Streams a JSON answer whose `b64_json` is `bytes` long (pipeline's backpressure), never held in memory. */
 async function hugeAnswer(res: http.ServerResponse, bytes: number): Promise<void> {
   res.writeHead(200, { 'content-type': 'application/json' });
-  res.write('{"created":1,"data":[{"b64_json":"');
   const block = Buffer.from('QUFB'.repeat(16 * 1024));
-  for (let sent = 0; sent < bytes && !res.destroyed; sent += block.length) {
-    if (!res.write(block)) await new Promise((resolve) => { res.once('drain', resolve); res.once('close', resolve); });
-  }
-  if (!res.destroyed) res.end('"}]}');
+  await pipeline(
+    Readable.from(
+      (function* () {
+        yield Buffer.from('{"created":1,"data":[{"b64_json":"');
+        for (let sent = 0; sent < bytes; sent += block.length) yield block;
+        yield Buffer.from('"}]}');
+      })(),
+    ),
+    res,
+  );
 }
 
 /** A process's resident set now and at its peak (kB from /proc, as bytes). */

@@ -21,6 +21,8 @@
  */
 import http from 'node:http';
 import type net from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -351,20 +353,24 @@ function matcher(route: Route): (method: string, path: string) => Record<string,
   };
 }
 
-/** Writes a StreamedBody with backpressure, until it is whole or the client (or close()) ends the socket. */
-async function sendStream(res: http.ServerResponse, body: StreamedBody): Promise<void> {
-  res.writeHead(body.status, { 'content-type': body.contentType, 'x-request-id': `req_${randomId(24)}` });
+/** The chunks of a StreamedBody, made as they are read. */
+async function* streamedChunks(body: StreamedBody): AsyncGenerator<Buffer> {
   const chunkBytes = body.chunkBytes ?? 64 * 1024;
   const fill = body.fill ?? ' ';
   const block = Buffer.from(fill.repeat(Math.ceil(chunkBytes / fill.length)).slice(0, chunkBytes));
   const total = body.totalBytes ?? Infinity;
-  if (body.prefix) res.write(body.prefix);
-  for (let sent = 0; sent < total && !res.destroyed; sent += block.length) {
-    const chunk = total - sent < block.length ? block.subarray(0, total - sent) : block;
-    if (!res.write(chunk)) await new Promise((resolve) => { res.once('drain', resolve); res.once('close', resolve); });
+  if (body.prefix) yield Buffer.from(body.prefix);
+  for (let sent = 0; sent < total; sent += block.length) {
+    yield total - sent < block.length ? block.subarray(0, total - sent) : block;
     if (body.intervalMs) await new Promise((resolve) => setTimeout(resolve, body.intervalMs));
   }
-  if (!res.destroyed) res.end(body.suffix ?? '');
+  if (body.suffix) yield Buffer.from(body.suffix);
+}
+
+/** Writes a StreamedBody with backpressure, until it is whole or the client (or close()) ends the socket. */
+async function sendStream(res: http.ServerResponse, body: StreamedBody): Promise<void> {
+  res.writeHead(body.status, { 'content-type': body.contentType, 'x-request-id': `req_${randomId(24)}` });
+  await pipeline(Readable.from(streamedChunks(body)), res);
 }
 
 function send(res: http.ServerResponse, reply: Reply): void {
