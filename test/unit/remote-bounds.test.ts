@@ -6,6 +6,11 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { readBase64Field } from '../../server/providers/remote/body.ts';
 import { addressAllowed, fetchAllowOf } from '../../server/providers/remote/public-fetch.ts';
 import { parseAddress } from '../../server/domain/policy/addresses.ts';
 import { scrubSecrets } from '../../server/providers/redact.ts';
@@ -62,5 +67,42 @@ describe('the SSE reader', () => {
     await assert.rejects(events(['data: ', 'x'.repeat(600), 'x'.repeat(600)], 1000), SseEventTooLarge);
     await assert.rejects(events(['data: ' + 'x'.repeat(600) + '\n', 'data: ' + 'x'.repeat(600) + '\n\n'], 1000), SseEventTooLarge);
     assert.deepEqual(await events(['data: ' + 'x'.repeat(600) + '\n\n', 'data: ' + 'y'.repeat(600) + '\n\n'], 1000), ['x'.repeat(600), 'y'.repeat(600)]);
+  });
+});
+
+describe('a base64 image answer', () => {
+  /** A Response whose body arrives in pieces of `size` bytes. */
+  const answerOf = (text: string, size: number) =>
+    new Response(
+      new ReadableStream({
+        start(controller) {
+          const bytes = Buffer.from(text);
+          for (let i = 0; i < bytes.length; i += size) controller.enqueue(bytes.subarray(i, i + size));
+          controller.close();
+        },
+      }),
+    );
+
+  it('when b64_json arrives in pieces of any size, JSON-escaped or not, then exactly its bytes are written and the rest of the answer is parsed', async () => {
+    const image = crypto.randomBytes(3000);
+    const b64 = image.toString('base64');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-b64-'));
+    try {
+      for (const value of [b64, b64.replaceAll('/', '\\/'), b64.replace(/(.{76})/g, '$1\\n')]) {
+        const text = `{"created":1,"data":[{"revised_prompt":"say \\"b64_json\\": \\"no\\"","b64_json":"${value}"}],"usage":{"total_tokens":3}}`;
+        for (const size of [1, 3, 7, 64, 100_000]) {
+          const file = path.join(dir, `out-${size}`);
+          const { answer, bytes } = await readBase64Field(answerOf(text, size), 'b64_json', file, 10_000, 'The image provider');
+          assert.equal(bytes, image.length, `pieces of ${size}`);
+          assert.ok(fs.readFileSync(file).equals(image), `pieces of ${size}`);
+          assert.deepEqual(answer, { created: 1, data: [{ revised_prompt: 'say "b64_json": "no"', b64_json: '' }], usage: { total_tokens: 3 } });
+        }
+      }
+      const url = await readBase64Field(answerOf('{"data":[{"url":"https://example.com/a.png"}]}', 5), 'b64_json', path.join(dir, 'url'), 10_000, 'x');
+      assert.deepEqual(url, { answer: { data: [{ url: 'https://example.com/a.png' }] }, bytes: 0 });
+      await assert.rejects(readBase64Field(answerOf(`{"data":[{"b64_json":"${b64}"}]}`, 64), 'b64_json', path.join(dir, 'big'), 2999, 'The image provider'), /larger than 2999 bytes/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -17,14 +17,11 @@ import fsp from 'node:fs/promises';
 import sharp from 'sharp';
 import { MediaGenerationError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
 import { SHARP_INPUT } from '../../media/limits.ts';
-import { decodeGated, type ImageProbe } from '../../media/probe.ts';
-import { base64JsonLimit, readJsonBounded } from './body.ts';
+import { decodeGated } from '../../media/probe.ts';
+import { readBase64Field } from './body.ts';
 import { baseOf, postOnce } from './http.ts';
-import { downloadOutput, imageBytes } from './output.ts';
+import { checkOutputFile, downloadOutput, type FileOutput } from './output.ts';
 import type { FetchAllow } from './public-fetch.ts';
-
-/** An image output with its probe (the limits passed, the cost at the decode gate). */
-type ImageOutput = GeneratedOutput & { probe: ImageProbe | undefined };
 
 /** A read that failed for a reason the slot may show (too large) is rethrown; any other becomes `fallback`. */
 function mediaErrorOr<T>(fallback: T): (error: unknown) => T {
@@ -156,17 +153,20 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     const endpoint = `${this.base}/v1/images/${edit ? 'edits' : 'generations'}`;
     const response = await postOnce(job, tools, endpoint, body, headers, { provider: this.name, who: 'The image provider', ...this.options });
     const requestId = response.headers.get('x-request-id') ?? undefined;
-    // Read within a limit derived from the output limit (base64 is 4/3 of the bytes), never whole first.
-    const answer = (await readJsonBounded(response, base64JsonLimit(this.options.maxOutputBytes), 'The image provider', this.options.maxOutputBytes).catch(mediaErrorOr(undefined))) as ImagesAnswer | undefined;
-    const item = Array.isArray(answer?.data) ? answer.data[0] : undefined;
-    let output: ImageOutput;
-    if (typeof item?.b64_json === 'string' && item.b64_json.length > 0) {
-      const b64 = item.b64_json;
-      item.b64_json = undefined; // the decoded bytes are all that is kept
-      output = await imageBytes(Buffer.from(b64, 'base64'), tools, 'The image provider', this.options.maxOutputBytes);
-    } else if (typeof item?.url === 'string') {
-      output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs, allow: this.options.fetchAllow });
-    } else {
+    // The base64 image is decoded into a temp file while it arrives, never held whole (nor as text) in memory.
+    const file = await tools.tempFile('.remote');
+    let output: FileOutput | undefined;
+    try {
+      const { answer, bytes } = await readBase64Field(response, 'b64_json', file, this.options.maxOutputBytes, 'The image provider').catch(mediaErrorOr({ answer: undefined, bytes: 0 }));
+      const item = Array.isArray((answer as ImagesAnswer | undefined)?.data) ? (answer as ImagesAnswer).data![0] : undefined;
+      if (bytes > 0) output = await checkOutputFile(file, 'image', tools, 'The image provider');
+      else if (typeof item?.url === 'string') {
+        output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs, allow: this.options.fetchAllow });
+      }
+    } finally {
+      if (output?.file !== file) await fsp.rm(file, { force: true });
+    }
+    if (!output) {
       tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'image provider answered without an image');
       throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an answer without an image; nothing was charged for it.');
     }
@@ -178,16 +178,15 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
    * one: the image passed the upload limits already (output.ts), and decodes
    * under libvips' own pixel limit and at the shared decode gate.
    */
-  private async inFormat(output: ImageOutput, request: ImageJobRequest): Promise<GeneratedOutput> {
-    const { probe, ...stored } = output;
-    if (stored.mimeType === request.mimeType || !probe) return stored;
+  private async inFormat({ file, mimeType, probe }: FileOutput, request: ImageJobRequest): Promise<GeneratedOutput> {
+    if (mimeType === request.mimeType || !probe) return { file, mimeType };
     try {
-      const bytes = await decodeGated(probe, () => sharp('bytes' in stored ? stored.bytes : stored.file, SHARP_INPUT).toFormat(request.outputFormat).toBuffer());
+      const bytes = await decodeGated(probe, () => sharp(file, SHARP_INPUT).toFormat(request.outputFormat).toBuffer());
       return { bytes, mimeType: request.mimeType };
     } catch {
       throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an image that could not be decoded; nothing was charged for it.');
     } finally {
-      if ('file' in stored) await fsp.rm(stored.file, { force: true });
+      await fsp.rm(file, { force: true });
     }
   }
 }

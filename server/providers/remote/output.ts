@@ -12,7 +12,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { sniff, type MediaFamily } from '../../media/sniff.ts';
-import { MediaGenerationError, type GeneratedOutput, type MediaKind, type MediaTools } from '../media-types.ts';
+import { MediaGenerationError, type MediaKind, type MediaTools } from '../media-types.ts';
 import { MediaLimitError } from '../../media/limits.ts';
 import { probeAv, probeImage, type ImageProbe } from '../../media/probe.ts';
 import { BodyTooLarge } from './body.ts';
@@ -71,11 +71,10 @@ export interface FileOutput {
   probe: ImageProbe | undefined;
 }
 
-/** An image that came back as bytes (a base64 answer): checked against the limits and kept in memory, no temp file. */
-export async function imageBytes(bytes: Buffer, tools: MediaTools, who: string, maxBytes: number): Promise<{ bytes: Buffer; mimeType: string; probe: ImageProbe | undefined }> {
-  if (bytes.length > maxBytes) throw new BodyTooLarge(who, maxBytes);
-  const mimeType = mimeOf(bytes.subarray(0, 64), 'image', who);
-  return { bytes, mimeType, probe: await checkOutputMedia(bytes, 'image', tools, who) };
+/** A written output file: sniffed as media of the kind (its MIME type from the bytes) and held to the media limits. */
+export async function checkOutputFile(file: string, kind: MediaKind, tools: MediaTools, who: string): Promise<FileOutput> {
+  const mimeType = await checkFile(file, kind, who);
+  return { file, mimeType, probe: await checkOutputMedia(file, kind, tools, who) };
 }
 
 /**
@@ -93,8 +92,7 @@ export async function storeOutputBody(response: Response, kind: MediaKind, tools
   const file = await tools.tempFile('.remote');
   try {
     await writeLimited(response.body, file, maxBytes, who);
-    const mimeType = await checkFile(file, kind, who);
-    return { file, mimeType, probe: await checkOutputMedia(file, kind, tools, who) };
+    return await checkOutputFile(file, kind, tools, who);
   } catch (error) {
     await fsp.rm(file, { force: true });
     if (error instanceof MediaGenerationError) throw error;
