@@ -1,8 +1,10 @@
 /**
  * Outputs of remote providers become ours: their bytes are written to a temp
- * file (base64 answers) or downloaded (URL answers) within a size limit, the
- * content is sniffed and must be media of the expected kind, and the MIME type
- * comes from the bytes, never from the upstream's headers. The worker then
+ * file (base64 answers, binary bodies) or downloaded from a public address
+ * (URL answers, public-fetch.ts), cut at a size limit while they arrive; the
+ * content is sniffed and must be media of the expected kind, the MIME type
+ * comes from the bytes, never from the upstream's headers, and the media is
+ * held to the upload limits before anything decodes or converts it. The worker then
  * stores the file in the blob store and measures it; an upstream URL or id
  * never reaches the client.
  */

@@ -9,6 +9,11 @@
  * 4xx before any output is `refused` (nothing was spent); anything after the
  * request may have been accepted (other 5xx, a reset, a broken or unfinished
  * stream) is `uncertain`.
+ *
+ * Bounded: the stream is read in linear time with one event at most 1 MiB, a
+ * one-JSON answer at most 16 MiB, an error body's first 64 KiB; past a bound
+ * the stream counts as broken (`uncertain`). Upstream text kept as an error's
+ * cause (and so logged) is scrubbed of keys first.
  */
 import { chatPromptTokenUpperBound } from '../../tokens.ts';
 import { readBounded, readErrorText } from '../remote/body.ts';
