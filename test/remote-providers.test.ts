@@ -12,10 +12,11 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import sharp from 'sharp';
 import YAML from 'yaml';
 import { startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
-import { startServerChild } from './helpers/child.ts';
+import { seedUserOnDisk, startServerChild } from './helpers/child.ts';
 import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } from './helpers/tasks.ts';
 import { FFPROBE, image as imageFixture } from './helpers/media.ts';
 import { uploadAsset } from './helpers/uploads.ts';
@@ -44,6 +45,9 @@ const AUDIO = '/api/generate/audio';
 const UPSTREAM_KEY = 'sk-upstream-secret-do-not-leak';
 const SAWYER = 'voice_216a51c833b48d5464b520f3';
 const ROOT = path.resolve(import.meta.dirname, '..');
+
+/** The fakes serve outputs from 127.0.0.1, which the server refuses unless the operator allows it. */
+const LOOPBACK_FETCH = { REMOTE_FETCH_ALLOW: '127.0.0.0/8' };
 
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
 
@@ -129,6 +133,7 @@ describe('remote providers: OpenAI-compatible images', () => {
     fake = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
     s = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         IMAGE_UPSTREAM_URL: `${fake.url}/v1`,
         IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
         IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1,gemforge-image-edit-1=dall-e-3',
@@ -178,7 +183,7 @@ describe('remote providers: OpenAI-compatible images', () => {
 
   it('when the upstream answers with URLs, then the bytes it serves are downloaded and stored unchanged', async () => {
     const urlFake = await startFakeOpenAiImages({ answer: 'url' });
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 100 });
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a red fox', parameters: { resolution: '1024' } });
@@ -335,7 +340,7 @@ describe('remote providers: OpenAI-compatible images', () => {
 describe('remote providers: their own worker lane', () => {
   it('when many remote jobs wait on a slow upstream, then they are in flight at once and a local job still runs meanwhile', async () => {
     const slow = await startFakeOpenAiImages({ delayMs: 20_000 });
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: slow.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_CONCURRENCY: '1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: slow.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_CONCURRENCY: '1', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 1000 });
       const remote: string[] = [];
@@ -360,6 +365,7 @@ describe('remote providers: OpenAI-compatible speech', () => {
     fake = await startFakeOpenAiSpeech({ apiKey: UPSTREAM_KEY });
     s = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         SPEECH_UPSTREAM_URL: fake.url,
         SPEECH_UPSTREAM_API_KEY: UPSTREAM_KEY,
         SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
@@ -412,7 +418,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
     music = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: 200, outputs: 'audio' });
     dir = tempDataDir();
     s = await startTestServer({
-      env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '3' },
+      env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '3' },
     });
   });
   after(async () => {
@@ -456,7 +462,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
 
   it('when a prediction is still running at the deadline, then it is cancelled upstream and the task fails, nothing charged', async () => {
     const slow = await startFakeReplicate({ processingMs: Infinity });
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: slow.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '1' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: slow.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '1' } });
     try {
       const u = await t.user({ gems: 1000 });
       const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'never ends', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
@@ -472,7 +478,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
   });
 
   it('when a music model is a version-pinned prediction model, then its audio is stored as ours', async () => {
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: music.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: music.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 1000 });
       const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-music-1', operation: 'music', prompt: 'a calm piano piece', parameters: { duration: '30' } });
@@ -492,6 +498,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
     const slow = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: Infinity });
     const dataDir = tempDataDir();
     const env = {
+      ...LOOPBACK_FETCH,
       DATA_DIR: dataDir,
       CATALOG_PATH: remoteCatalog(dir),
       REPLICATE_API_URL: slow.url,
@@ -553,6 +560,7 @@ describe('remote providers from the CLI', () => {
     const dir = tempDataDir();
     const t = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         IMAGE_UPSTREAM_URL: images.url,
         IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
         SPEECH_UPSTREAM_URL: speech.url,
@@ -594,6 +602,189 @@ describe('remote providers from the CLI', () => {
       await speech.close();
       await predictions.close();
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** A PNG whose header declares `width`×`height` over a 16×16 image's data: refused from its header, never decoded. */
+async function pngDeclaring(width: number, height: number): Promise<Buffer> {
+  const png = await sharp({ create: { width: 16, height: 16, channels: 3, background: { r: 9, g: 9, b: 9 } } }).png().toBuffer();
+  png.writeUInt32BE(width, 16);
+  png.writeUInt32BE(height, 20);
+  png.writeUInt32BE(zlib.crc32(png.subarray(12, 29)), 29); // IHDR's CRC over its type and data
+  return png;
+}
+
+describe('remote providers: bounded answers and fetched addresses', () => {
+  let images: FakeOpenAiImages;
+  let speech: FakeUpstream;
+  let predictions: FakeReplicate;
+  let s: TestServer;
+  let dir: string;
+  before(async () => {
+    images = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
+    speech = await startFakeOpenAiSpeech({ apiKey: UPSTREAM_KEY });
+    predictions = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: Infinity });
+    dir = tempDataDir();
+    s = await startTestServer({
+      env: {
+        ...LOOPBACK_FETCH,
+        IMAGE_UPSTREAM_URL: `${images.url}/v1`,
+        IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
+        IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+        SPEECH_UPSTREAM_URL: speech.url,
+        SPEECH_UPSTREAM_API_KEY: UPSTREAM_KEY,
+        SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
+        SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`,
+        CATALOG_PATH: remoteCatalog(dir),
+        REPLICATE_API_URL: predictions.url,
+        REPLICATE_API_TOKEN: UPSTREAM_KEY,
+        REPLICATE_POLL_MS: '50',
+        WORKER_POLL_MS: '20',
+        REMOTE_ATTEMPT_TIMEOUT_SECONDS: '30',
+        REMOTE_DEADLINE_SECONDS: '30',
+        REMOTE_OUTPUT_MAX_BYTES: '3000000',
+      },
+    });
+  });
+  after(async () => {
+    await s.close();
+    await images.close();
+    await speech.close();
+    await predictions.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Submits, waits, and checks the slot failed with nothing charged; returns the task's error message. */
+  async function failsUncharged(path: string, body: Record<string, unknown>): Promise<string> {
+    const u = await s.user({ gems: 100 });
+    const r = await submit(s, u.secret, path, body);
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const task = await waitForTask(s, u.secret, r.body.task.id);
+    assert.equal(task.status, 'failed', JSON.stringify(task));
+    assertSettled(task);
+    assert.equal(await balanceOf(s, u.accountId), 100, 'the Gems are released');
+    return task.error!.message;
+  }
+
+  it('when an image answer carries an endless b64_json, then the read is cut at the output limit (4/3 of it in base64) and the slot fails uncharged', async () => {
+    images.fail('POST /v1/images/generations', { stream: { status: 200, contentType: 'application/json', prefix: '{"created":1,"data":[{"b64_json":"', fill: 'QUFB' } });
+    const message = await failsUncharged(IMAGE, { model: 'gemforge-image-1', prompt: 'an endless answer', parameters: { resolution: '512' } });
+    assert.match(message, /larger than 3000000 bytes/);
+  });
+
+  it('when an error body never ends, then its head is read within the attempt and the call is retried, not stuck: the slot fails uncharged', async () => {
+    const endless = { stream: { status: 500, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', intervalMs: 50, chunkBytes: 1024 } } as const;
+    const own = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
+    own.fail('POST /v1/images/generations', ...Array.from({ length: 6 }, () => endless));
+    const t = await startTestServer({
+      env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: own.url, IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20', REMOTE_ATTEMPT_TIMEOUT_SECONDS: '1', REMOTE_DEADLINE_SECONDS: '4' },
+    });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'an endless error', parameters: { resolution: '512' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id, 30_000);
+      assert.equal(task.status, 'failed', JSON.stringify(task));
+      assert.match(task.error!.message, /unavailable \(HTTP 500\)/);
+      assertSettled(task);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 100);
+    } finally {
+      await t.close();
+      await own.close();
+    }
+  });
+
+  it('when a remote image declares 12000×12000 pixels and needs converting, then it is refused from its header by the upload limits and the slot fails uncharged', async () => {
+    images.fail('POST /v1/images/generations', { bytes: await pngDeclaring(12_000, 12_000) });
+    const message = await failsUncharged(IMAGE, { model: 'gemforge-image-1', prompt: 'an image bomb', parameters: { resolution: '512', outputFormat: 'webp' } });
+    assert.match(message, /over this server's media limits \(The image is 12000×12000 pixels.*limit is 40,000,000 pixels/);
+  });
+
+  it('when a speech body never ends, then it is cut at the output limit while streamed to disk and the slot fails uncharged', async () => {
+    speech.fail('POST /v1/audio/speech', { stream: { status: 200, contentType: 'audio/wav', prefix: 'RIFF', fill: '\0' } });
+    const message = await failsUncharged(AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'an endless voice', parameters: { voiceProfileId: SAWYER } });
+    assert.match(message, /larger than 3000000 bytes/);
+  });
+
+  it('when a prediction read answers an endless body, then the read is cut, the slot fails uncharged and the prediction is cancelled upstream', async () => {
+    const before = predictions.predictions().length;
+    predictions.fail('GET /v1/predictions/{id}', { stream: { status: 200, contentType: 'application/json', prefix: '{"id":"x","status":"processing","logs":"', fill: 'log ' } });
+    const message = await failsUncharged(VIDEO, { model: 'gemforge-video-1', prompt: 'an endless poll', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+    assert.match(message, /malformed answer/);
+    const made = predictions.predictions().slice(before);
+    assert.equal(made.length, 1);
+    assert.equal(made[0]!.status, 'canceled', 'billing upstream stops');
+    assert.ok(predictions.requests.some((q) => q.method === 'POST' && q.path === `/v1/predictions/${made[0]!.id}/cancel`));
+  });
+
+  it('when an output URL points at 127.0.0.1 and REMOTE_FETCH_ALLOW does not list it, then it is never fetched and the slot fails uncharged', async () => {
+    const urlFake = await startFakeOpenAiImages({ answer: 'url' });
+    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'an internal image', parameters: { resolution: '512' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed', JSON.stringify(task));
+      assert.match(task.error!.message, /output address this server does not fetch: 127\.0\.0\.1 is a loopback address/);
+      assertSettled(task);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 100);
+      assert.equal(urlFake.requests.filter((q) => q.path.startsWith('/files/')).length, 0, 'the internal address was never asked');
+    } finally {
+      await t.close();
+      await urlFake.close();
+    }
+  });
+
+  it('when an allowed output host redirects to an address that is not allowed, then the redirect is not followed and the slot fails uncharged', async () => {
+    const urlFake = await startFakeOpenAiImages({ answer: 'url', outputHost: 'localhost' });
+    const t = await startTestServer({ env: { REMOTE_FETCH_ALLOW: 'localhost', IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    try {
+      urlFake.fail('GET /files/{name}', { status: 302, headers: { location: `${urlFake.url}/files/internal.png` }, body: '' });
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a redirected image', parameters: { resolution: '512' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed', JSON.stringify(task));
+      assert.match(task.error!.message, /does not fetch: 127\.0\.0\.1 is a loopback address/);
+      assertSettled(task);
+      assert.deepEqual(urlFake.requests.filter((q) => q.path.startsWith('/files/')).map((q) => q.path.startsWith('/files/internal')), [false], 'only the allowed host was asked');
+    } finally {
+      await t.close();
+      await urlFake.close();
+    }
+  });
+
+  it('when the server gets SIGTERM while a read is stuck on a trickling upstream body, then the read ends and the server stops within the grace period, the job handed back', { timeout: 90_000 }, async () => {
+    const dataDir = tempDataDir();
+    const { secret } = await seedUserOnDisk(dataDir, 100);
+    const child = await startServerChild({
+      ...LOOPBACK_FETCH,
+      DATA_DIR: dataDir,
+      IMAGE_UPSTREAM_URL: images.url,
+      IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
+      IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+      IMAGE_UPSTREAM_IDEMPOTENT: 'true',
+      WORKER_POLL_MS: '20',
+      REMOTE_ATTEMPT_TIMEOUT_SECONDS: '3600',
+      REMOTE_DEADLINE_SECONDS: '3600',
+      SHUTDOWN_GRACE_SECONDS: '2',
+    });
+    try {
+      const calls = () => images.requests.filter((q) => q.path === '/v1/images/generations').length;
+      const before = calls();
+      images.fail('POST /v1/images/generations', { stream: { status: 500, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', chunkBytes: 1, intervalMs: 500 } });
+      const post = await fetch(`${child.url}${IMAGE}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': newKey('stuck') },
+        body: JSON.stringify({ model: 'gemforge-image-1', prompt: 'a stuck read', parameters: { resolution: '512' } }),
+      });
+      assert.equal(post.status, 202);
+      await until('the upstream is called', () => calls() > before, 15_000);
+      const how = await child.kill('SIGTERM');
+      assert.equal(how, 0, 'a clean exit');
+      assert.ok(child.logs.some((l) => l.msg === 'job handed back to the queue at stop'), 'the job is handed back for the next start');
+    } finally {
+      await child.kill('SIGKILL');
+      fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

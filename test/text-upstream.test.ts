@@ -7,7 +7,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
+import fs from 'node:fs';
+import { errorOf, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
+import { generateKeyOnDisk, startServerChild } from './helpers/child.ts';
+import { until } from './helpers/poll.ts';
 import { readStream } from './helpers/sse.ts';
 import type { ReservationRow } from '../server/storage/ledger.ts';
 
@@ -36,6 +39,23 @@ function fakeUpstream(seen: Seen[]): http.Server {
       if (mode === '400' || mode === '503' || mode === '500') {
         res.writeHead(Number(mode), { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: `fake ${mode}` } }));
+        return;
+      }
+      if (mode === 'huge-json') {
+        // One JSON completion of 20 MiB: above what is read of a JSON answer.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const usage = { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 };
+        res.end(JSON.stringify({ id: 'up-3', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(20 * 1024 * 1024) }, finish_reason: 'stop' }], usage }));
+        return;
+      }
+      if (mode === 'huge-event' || mode === 'echo-key') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: '' }));
+        // An event of 2 MiB (its line arrives in many chunks), or an error frame echoing the credentials it was sent.
+        const usage = { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 };
+        if (mode === 'huge-event') res.write(chunk({ content: 'y'.repeat(2 * 1024 * 1024) }, 'stop', { usage }));
+        else res.write(`data: ${JSON.stringify({ error: { message: `Incorrect API key provided: ${req.headers.authorization}; key ${req.headers.authorization?.slice(7)}` } })}\n\n`);
+        res.end('data: [DONE]\n\n');
         return;
       }
       if (mode === 'json') {
@@ -202,6 +222,19 @@ describe('text generation through an OpenAI-compatible upstream', () => {
     assert.equal((await errorOf(await post(lostKey, ask('mode:default [[scenario:uncertain:1]]')))).code, 'REQUEST_UNCERTAIN');
   });
 
+  it('when one upstream event is larger than the reader takes (1 MiB), then the stream fails as a broken one: 409 REQUEST_UNCERTAIN, the reservation held', async () => {
+    const k = newKey();
+    const e = await errorOf(await post(k, ask('mode:huge-event')));
+    assert.deepEqual([e.status, e.code], [409, 'REQUEST_UNCERTAIN']);
+    assert.equal((await lastReservation()).state, 'held');
+  });
+
+  it('when the upstream answers one JSON completion above the size read (16 MiB), then it is refused as unreadable: 409 REQUEST_UNCERTAIN, the reservation held', async () => {
+    const e = await errorOf(await post(newKey(), ask('mode:huge-json')));
+    assert.deepEqual([e.status, e.code], [409, 'REQUEST_UNCERTAIN']);
+    assert.equal((await lastReservation()).state, 'held');
+  });
+
   it('when the upstream stream breaks off, then the client stream ends with a REQUEST_UNCERTAIN frame and no [DONE]; the reservation stays held', async () => {
     const k = newKey();
     const r = await readStream(await post(k, ask('mode:break', { stream: true })));
@@ -234,5 +267,33 @@ describe('text generation with an unreachable upstream', () => {
     assert.deepEqual(rows.map((r) => [r.state, r.charged]), [['released', 0]]);
     const again = await errorOf(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': k } }));
     assert.deepEqual([again.status, again.code], [409, 'REQUEST_FAILED']);
+  });
+});
+
+describe('text upstream errors in the logs', () => {
+  it('when an upstream error frame echoes the key it was sent, then the log line carries it scrubbed', async () => {
+    const upstream = fakeUpstream([]);
+    const base = await listen(upstream);
+    const dataDir = tempDataDir();
+    const secret = await generateKeyOnDisk(dataDir, 1000);
+    const upstreamKey = 'sk-child-secret-0123456789abcdef';
+    const child = await startServerChild({ DATA_DIR: dataDir, TEXT_UPSTREAM_URL: `${base}/v1`, TEXT_UPSTREAM_API_KEY: upstreamKey, TEXT_UPSTREAM_MODELS: 'gemforge-text-1=fake-llama' });
+    try {
+      const res = await fetch(`${child.url}${PATH}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': newKey() },
+        body: JSON.stringify({ model: 'gemforge-text-1', messages: [{ role: 'user', content: 'mode:echo-key' }] }),
+      });
+      assert.equal(res.status, 409);
+      await until('the failure is logged', () => child.logs.some((l) => l.msg === 'text generation failed'), 10_000);
+      const logged = JSON.stringify(child.logs);
+      assert.ok(logged.includes('Incorrect API key provided: Bearer [redacted]'), 'the frame is logged, scrubbed');
+      assert.ok(!logged.includes('0123456789abcdef'), 'the key never reaches the log');
+    } finally {
+      await child.kill('SIGTERM');
+      upstream.closeAllConnections();
+      await new Promise((r) => upstream.close(r));
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

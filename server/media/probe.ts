@@ -89,6 +89,8 @@ export interface ImageProbe {
   format: string;
   width: number;
   height: number;
+  /** Decoding memory this image is counted for at the decode gate (see `decodeGated`). */
+  decodeCost: number;
 }
 
 /** Decoding memory a streamed (line-by-line) decode is counted for in the gate. */
@@ -120,12 +122,21 @@ export async function probeImage(file: string | Buffer): Promise<ImageProbe> {
       `The image (${width}×${height}, ${meta.isProgressive ? 'interlaced or progressive' : meta.format}) would take ${Math.ceil(frameBytes / 1024 / 1024)} MiB to decode; the limit for images decoded whole is ${MAX_WHOLE_FRAME_BYTES / 1024 / 1024} MiB.`,
     );
   }
-  await decodes.run(wholeFrame ? Math.max(frameBytes, STREAMED_DECODE_BYTES) : STREAMED_DECODE_BYTES, () =>
+  const decodeCost = wholeFrame ? Math.max(frameBytes, STREAMED_DECODE_BYTES) : STREAMED_DECODE_BYTES;
+  await decodes.run(decodeCost, () =>
     // The default (Lanczos) downscale reads every line; a nearest-neighbour one can stop
     // early and miss a truncated tail.
     sharp(file, { ...SHARP_INPUT, animated: false }).resize(8, 8, { fit: 'fill' }).raw().toBuffer(),
   );
-  return { format: meta.format, width, height };
+  return { format: meta.format, width, height, decodeCost };
+}
+
+/**
+ * Runs a decode of an image `probeImage` passed (a format conversion) at the
+ * same gate on decoding memory, so conversions and uploads share one budget.
+ */
+export function decodeGated<T>(image: Pick<ImageProbe, 'decodeCost'>, fn: () => Promise<T>): Promise<T> {
+  return decodes.run(image.decodeCost, fn);
 }
 
 /** `data` sizes that mean "length unknown" (written by streaming tools before they know it). */

@@ -21,6 +21,8 @@
  */
 import http from 'node:http';
 import type net from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -63,7 +65,25 @@ export type Fault =
   | { hang: true } // never answer (keep the socket open until close())
   | { malformed: true } // 200 with invalid JSON
   | { html: true } // the media bytes are replaced by an HTML page served with the media's content type
-  | { oversize: number }; // the media bytes are this many zero bytes (so a size limit can be tested)
+  | { oversize: number } // the media bytes are this many zero bytes (so a size limit can be tested)
+  | { bytes: Buffer } // the media bytes are these (an image whose header lies about its size)
+  | { stream: StreamedBody }; // the answer is a body made on the fly: huge, endless or trickling
+
+/**
+ * A body written on the fly, never held: `prefix`, then `fill` repeated up to
+ * `totalBytes` (or forever, until the client goes), then `suffix`; in chunks
+ * of `chunkBytes` every `intervalMs` (0: as fast as the client reads).
+ */
+export interface StreamedBody {
+  status: number;
+  contentType: string;
+  prefix?: string;
+  fill?: string;
+  suffix?: string;
+  totalBytes?: number;
+  chunkBytes?: number;
+  intervalMs?: number;
+}
 
 export interface FakeUpstream {
   /** e.g. http://127.0.0.1:PORT (no trailing slash). */
@@ -100,7 +120,7 @@ export type FakeReplicate = FakeUpstream & {
 
 type ImageFormat = 'png' | 'jpeg' | 'webp';
 type AudioFormat = 'mp3' | 'opus' | 'aac' | 'flac' | 'wav' | 'pcm';
-type MediaFault = { html: true } | { oversize: number };
+type MediaFault = { html: true } | { oversize: number } | { bytes: Buffer };
 
 const IMAGE_TYPES = new Map<string, { format: ImageFormat; contentType: string }>([
   ['png', { format: 'png', contentType: 'image/png' }],
@@ -195,6 +215,7 @@ function videoBytes(width: number, height: number, seconds: number): Promise<Buf
 /** The bytes a media fault puts in place of the real ones. */
 function spoil(bytes: Buffer, fault: MediaFault | undefined): Buffer {
   if (!fault) return bytes;
+  if ('bytes' in fault) return fault.bytes;
   return 'html' in fault ? Buffer.from(HTML_PAGE) : Buffer.alloc(fault.oversize);
 }
 
@@ -202,7 +223,8 @@ function spoil(bytes: Buffer, fault: MediaFault | undefined): Buffer {
 
 type Reply =
   | { status: number; json: unknown; headers?: Record<string, string> }
-  | { status: number; bytes: Buffer; contentType: string; headers?: Record<string, string> };
+  | { status: number; bytes: Buffer; contentType: string; headers?: Record<string, string> }
+  | { status: number; stream: StreamedBody };
 
 /** Thrown by a handler to answer with an error (the fakes' one error path). */
 class Refusal extends Error {
@@ -331,8 +353,29 @@ function matcher(route: Route): (method: string, path: string) => Record<string,
   };
 }
 
+/** The chunks of a StreamedBody, made as they are read. */
+async function* streamedChunks(body: StreamedBody): AsyncGenerator<Buffer> {
+  const chunkBytes = body.chunkBytes ?? 64 * 1024;
+  const fill = body.fill ?? ' ';
+  const block = Buffer.from(fill.repeat(Math.ceil(chunkBytes / fill.length)).slice(0, chunkBytes));
+  const total = body.totalBytes ?? Infinity;
+  if (body.prefix) yield Buffer.from(body.prefix);
+  for (let sent = 0; sent < total; sent += block.length) {
+    yield total - sent < block.length ? block.subarray(0, total - sent) : block;
+    if (body.intervalMs) await new Promise((resolve) => setTimeout(resolve, body.intervalMs));
+  }
+  if (body.suffix) yield Buffer.from(body.suffix);
+}
+
+/** Writes a StreamedBody with backpressure, until it is whole or the client (or close()) ends the socket. */
+async function sendStream(res: http.ServerResponse, body: StreamedBody): Promise<void> {
+  res.writeHead(body.status, { 'content-type': body.contentType, 'x-request-id': `req_${randomId(24)}` });
+  await pipeline(Readable.from(streamedChunks(body)), res);
+}
+
 function send(res: http.ServerResponse, reply: Reply): void {
   if (res.headersSent || res.destroyed) return; // closed meanwhile (close(), or the client left)
+  if ('stream' in reply) return void sendStream(res, reply.stream).catch(() => res.destroy());
   const bytes = 'json' in reply ? Buffer.from(JSON.stringify(reply.json)) : reply.bytes;
   const contentType = 'json' in reply ? 'application/json' : reply.contentType;
   try {
@@ -390,6 +433,7 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
     if (fault && 'hang' in fault) return undefined; // the socket stays open until close()
     await sleeps.sleep(options.delayMs ?? 0);
     if (fault && 'status' in fault) return faultReply(fault, provider);
+    if (fault && 'stream' in fault) return { status: fault.stream.status, stream: fault.stream };
     if (fault && 'malformed' in fault) return { status: 200, bytes: Buffer.from('{"created": 1700000000, "data": [{"b64_'), contentType: 'application/json' };
     if (found.route.auth && options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
       return { status: 401, json: provider.unauthorized };
@@ -508,7 +552,7 @@ function imageJob(input: Record<string, unknown>, answerUrl: boolean): ImageJob 
  * `Idempotency-Key` on the same route gets the first answer again.
  */
 export async function startFakeOpenAiImages(
-  options: { apiKey?: string; answer?: 'b64_json' | 'url'; delayMs?: number } = {},
+  options: { apiKey?: string; answer?: 'b64_json' | 'url'; delayMs?: number; outputHost?: string } = {},
 ): Promise<FakeOpenAiImages> {
   const files = new Map<string, { bytes: Buffer; contentType: string }>();
   const answers = new Map<string, Promise<Reply>>();
@@ -521,7 +565,9 @@ export async function startFakeOpenAiImages(
       if (!job.url) return { b64_json: bytes.toString('base64'), ...revised };
       const name = `${randomId(20)}.${job.format}`;
       files.set(name, { bytes, contentType: job.contentType });
-      return { url: `${call.base}/files/${name}`, ...revised };
+      // `outputHost` names the fake another way in its URLs (`localhost`), for address-policy tests.
+      const base = options.outputHost ? call.base.replace('127.0.0.1', options.outputHost) : call.base;
+      return { url: `${base}/files/${name}`, ...revised };
     });
     generations++;
     const gptImage = job.model.startsWith('gpt-image') ? { output_format: job.format, size: `${job.width}x${job.height}` } : {};

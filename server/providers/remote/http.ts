@@ -7,6 +7,7 @@
  * only in headers and never appear in an error or a log line.
  */
 import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools } from '../media-types.ts';
+import { readErrorText } from './body.ts';
 
 /** Errors from remote media providers by "provider kind" (retried, refused, lost, unavailable), for /metrics (one count per process). */
 export const upstreamErrorCounts = new Map<string, number>();
@@ -34,6 +35,8 @@ export interface CallOptions {
   /** Whether a sent-then-lost request may be sent again (a GET, or an idempotency key the upstream honours). */
   replayable: boolean;
   stopping(): boolean;
+  /** The job's signal: aborted when the worker stops or loses the job, it cuts a request or body read at once. */
+  signal?: AbortSignal | undefined;
   /** Called before each retry (for logs). */
   onRetry?(details: { attempt: number; status?: number; reason: string; waitMs: number }): void;
 }
@@ -89,7 +92,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     const timer = setTimeout(() => controller.abort(new DOMException('timeout', 'TimeoutError')), Math.min(options.attemptTimeoutMs, left));
     const watch = setInterval(() => options.stopping() && controller.abort(new DOMException('stopping', 'AbortError')), 100);
     try {
-      response = await request(controller.signal);
+      response = await request(attemptSignal(controller.signal, options.signal));
     } catch (error) {
       clearTimeout(timer);
       if (options.stopping()) throw new MediaGenerationError('GENERATION_FAILED', `${options.who} call interrupted: the worker is stopping`);
@@ -113,8 +116,9 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     // The timeout stays armed while the body is read (a body that never ends is cut at the attempt's timeout).
     timer.unref();
     if (response.ok) return response;
+    // Read under the attempt's timer and the job's signal, and only its head: an error body that never ends is cut.
+    const body = await readErrorText(response);
     clearTimeout(timer);
-    const body = await response.text().catch(() => '');
     if (response.status !== 429 && response.status < 500) {
       upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'refused' });
       throw new UpstreamRefusal('GENERATION_FAILED', refusalMessage(options.who, response.status, body));
@@ -130,6 +134,11 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
   }
   upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'unavailable' });
   throw new MediaGenerationError('GENERATION_FAILED', `${options.who} was unavailable (${lastReason}); nothing was charged.`);
+}
+
+/** The attempt's own signal, joined with the job's (a stop or a lost lease cuts the request and its body). */
+function attemptSignal(attempt: AbortSignal, job: AbortSignal | undefined): AbortSignal {
+  return job ? AbortSignal.any([attempt, job]) : attempt;
 }
 
 /** A base URL without its trailing slash, and without a trailing /v1 (endpoints add it). */
@@ -168,6 +177,7 @@ export async function postOnce(job: MediaJob, tools: MediaTools, endpoint: strin
     attemptTimeoutMs: options.attemptTimeoutMs,
     replayable: options.idempotent,
     stopping: tools.stopping,
+    signal: tools.signal,
     onRetry: (d) => tools.warn({ slot: job.index, ...d }, `${options.provider} retry`),
   });
 }

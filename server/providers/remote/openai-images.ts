@@ -16,8 +16,20 @@
 import fsp from 'node:fs/promises';
 import sharp from 'sharp';
 import { MediaGenerationError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { SHARP_INPUT } from '../../media/limits.ts';
+import { decodeGated } from '../../media/probe.ts';
+import { readBase64Field } from './body.ts';
 import { baseOf, postOnce } from './http.ts';
-import { downloadOutput, imageBytes } from './output.ts';
+import { checkOutputFile, downloadOutput, type FileOutput } from './output.ts';
+import type { FetchAllow } from './public-fetch.ts';
+
+/** A read that failed for a reason the slot may show (too large) is rethrown; any other becomes `fallback`. */
+function mediaErrorOr<T>(fallback: T): (error: unknown) => T {
+  return (error) => {
+    if (error instanceof MediaGenerationError) throw error;
+    return fallback;
+  };
+}
 
 export interface OpenAiImagesOptions {
   url: string;
@@ -28,6 +40,8 @@ export interface OpenAiImagesOptions {
   deadlineMs: number;
   attemptTimeoutMs: number;
   maxOutputBytes: number;
+  /** Private addresses an output URL may point at (`REMOTE_FETCH_ALLOW`). */
+  fetchAllow: FetchAllow;
 }
 
 /** What a known upstream model can do (OpenAI's documented limits); unknown names are sent the exact size asked. */
@@ -139,30 +153,40 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     const endpoint = `${this.base}/v1/images/${edit ? 'edits' : 'generations'}`;
     const response = await postOnce(job, tools, endpoint, body, headers, { provider: this.name, who: 'The image provider', ...this.options });
     const requestId = response.headers.get('x-request-id') ?? undefined;
-    const answer = (await response.json().catch(() => undefined)) as ImagesAnswer | undefined;
-    const item = Array.isArray(answer?.data) ? answer.data[0] : undefined;
-    let output: GeneratedOutput;
-    if (typeof item?.b64_json === 'string' && item.b64_json.length > 0) {
-      output = imageBytes(Buffer.from(item.b64_json, 'base64'), 'The image provider', this.options.maxOutputBytes);
-    } else if (typeof item?.url === 'string') {
-      output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs });
-    } else {
+    // The base64 image is decoded into a temp file while it arrives, never held whole (nor as text) in memory.
+    const file = await tools.tempFile('.remote');
+    let output: FileOutput | undefined;
+    try {
+      const { answer, bytes } = await readBase64Field(response, 'b64_json', file, this.options.maxOutputBytes, 'The image provider').catch(mediaErrorOr({ answer: undefined, bytes: 0 }));
+      const item = Array.isArray((answer as ImagesAnswer | undefined)?.data) ? (answer as ImagesAnswer).data![0] : undefined;
+      if (bytes > 0) output = await checkOutputFile(file, 'image', tools, 'The image provider');
+      else if (typeof item?.url === 'string') {
+        output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs, allow: this.options.fetchAllow });
+      }
+    } finally {
+      if (output?.file !== file) await fsp.rm(file, { force: true });
+    }
+    if (!output) {
       tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'image provider answered without an image');
       throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an answer without an image; nothing was charged for it.');
     }
     return this.inFormat(output, request);
   }
 
-  /** The requested format, converted here when the upstream answered another one. */
-  private async inFormat(output: GeneratedOutput, request: ImageJobRequest): Promise<GeneratedOutput> {
-    if (output.mimeType === request.mimeType) return output;
+  /**
+   * The requested format, converted here when the upstream answered another
+   * one: the image passed the upload limits already (output.ts), and decodes
+   * under libvips' own pixel limit and at the shared decode gate.
+   */
+  private async inFormat({ file, mimeType, probe }: FileOutput, request: ImageJobRequest): Promise<GeneratedOutput> {
+    if (mimeType === request.mimeType || !probe) return { file, mimeType };
     try {
-      const bytes = await sharp('bytes' in output ? output.bytes : output.file).toFormat(request.outputFormat).toBuffer();
+      const bytes = await decodeGated(probe, () => sharp(file, SHARP_INPUT).toFormat(request.outputFormat).toBuffer());
       return { bytes, mimeType: request.mimeType };
     } catch {
       throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an image that could not be decoded; nothing was charged for it.');
     } finally {
-      if ('file' in output) await fsp.rm(output.file, { force: true });
+      await fsp.rm(file, { force: true });
     }
   }
 }

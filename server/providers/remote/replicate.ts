@@ -21,8 +21,10 @@
  * checked at start: an unknown field stops the start naming the model.
  */
 import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { readJsonBounded } from './body.ts';
 import { baseOf, callUpstream } from './http.ts';
 import { downloadOutput } from './output.ts';
+import type { FetchAllow } from './public-fetch.ts';
 
 export interface ReplicateEntry {
   /** `owner/name` of an official model, or a version id (`POST /v1/predictions`). */
@@ -38,6 +40,8 @@ export interface ReplicateOptions {
   deadlineMs: number;
   attemptTimeoutMs: number;
   maxOutputBytes: number;
+  /** Private addresses an output URL may point at (`REMOTE_FETCH_ALLOW`). */
+  fetchAllow: FetchAllow;
 }
 
 /** The fields a placeholder may name, per kind (the job request's own fields). */
@@ -100,6 +104,8 @@ interface Prediction {
 }
 
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled']);
+/** The largest prediction answer read (its logs can run to hundreds of kilobytes). */
+const PREDICTION_MAX_BYTES = 4 * 1024 * 1024;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> {
@@ -129,11 +135,13 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
       attemptTimeoutMs: this.options.attemptTimeoutMs,
       replayable,
       stopping: tools.stopping,
+      signal: tools.signal,
     });
   }
 
   private async read(response: Response, tools: MediaTools, slot: number): Promise<Prediction> {
-    const body = (await response.json().catch(() => undefined)) as Prediction | undefined;
+    // Bounded while read: a prediction (its input, logs and output URLs) is small; a huge answer fails the read.
+    const body = (await readJsonBounded(response, PREDICTION_MAX_BYTES, this.who).catch(() => undefined)) as Prediction | undefined;
     if (typeof body !== 'object' || body === null || typeof body.status !== 'string') {
       tools.warn({ slot, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'prediction answer malformed');
       throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned a malformed answer; nothing was charged for this output.`);
@@ -156,6 +164,30 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     return prediction.id;
   }
 
+  /** Reads the prediction until it ends; throws at the deadline, on a failed read, or when the worker stops. */
+  private async untilTerminal(id: string, job: MediaJob<K>, tools: MediaTools): Promise<Prediction> {
+    const deadline = Date.now() + this.options.deadlineMs;
+    for (;;) {
+      const prediction = await this.read(await this.call(`/v1/predictions/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true), tools, job.index);
+      if (TERMINAL.has(prediction.status as string)) return prediction;
+      if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the worker leaves the job; a resumed run reads the same prediction
+      if (Date.now() >= deadline) {
+        throw new MediaGenerationError('GENERATION_FAILED', `${this.who} did not finish within ${Math.round(this.options.deadlineMs / 1000)} s; the prediction was cancelled and nothing was charged.`);
+      }
+      await sleep(this.options.pollMs);
+    }
+  }
+
+  /** Asks the upstream to cancel a prediction this slot gave up on (best effort: a failure is only logged). */
+  private async cancel(id: string, tools: MediaTools): Promise<void> {
+    try {
+      const response = await this.call(`/v1/predictions/${encodeURIComponent(id)}/cancel`, { method: 'POST' }, tools, true);
+      await response.body?.cancel();
+    } catch (error) {
+      tools.warn({ prediction: id, reason: error instanceof Error ? error.message : String(error) }, 'prediction cancel failed');
+    }
+  }
+
   async generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
     const earlier = await tools.remoteCalls.find(job.index);
     let id: string;
@@ -163,17 +195,13 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     else if (earlier) throw new MediaHoldError(`a prediction was requested for this output before the job was interrupted and its id never came back; whether it runs (and charges) cannot be known`);
     else id = await this.create(job, tools);
 
-    const deadline = Date.now() + this.options.deadlineMs;
     let prediction: Prediction;
-    for (;;) {
-      prediction = await this.read(await this.call(`/v1/predictions/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true), tools, job.index);
-      if (TERMINAL.has(prediction.status as string)) break;
-      if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the worker leaves the job; a resumed run reads the same prediction
-      if (Date.now() >= deadline) {
-        await this.call(`/v1/predictions/${encodeURIComponent(id)}/cancel`, { method: 'POST' }, tools, true).catch(() => undefined);
-        throw new MediaGenerationError('GENERATION_FAILED', `${this.who} did not finish within ${Math.round(this.options.deadlineMs / 1000)} s; the prediction was cancelled and nothing was charged.`);
-      }
-      await sleep(this.options.pollMs);
+    try {
+      prediction = await this.untilTerminal(id, job, tools);
+    } catch (error) {
+      // Given up (a read that failed, the deadline): cancelled upstream, so it stops billing. A stop leaves it for the resumed run.
+      if (!tools.stopping()) await this.cancel(id, tools);
+      throw error;
     }
     if (prediction.status === 'failed') {
       const reason = typeof prediction.error === 'string' && /nsfw|content|safety|policy/i.test(prediction.error) ? ' under its content policy' : '';
@@ -185,6 +213,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
       tools.warn({ slot: job.index }, 'prediction succeeded without an output URL');
       throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned no output; nothing was charged for it.`);
     }
-    return downloadOutput(url, this.kind, tools, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3 });
+    const { file, mimeType } = await downloadOutput(url, this.kind, tools, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
+    return { file, mimeType };
   }
 }

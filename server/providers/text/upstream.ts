@@ -9,8 +9,15 @@
  * 4xx before any output is `refused` (nothing was spent); anything after the
  * request may have been accepted (other 5xx, a reset, a broken or unfinished
  * stream) is `uncertain`.
+ *
+ * Bounded: the stream is read in linear time with one event at most 1 MiB, a
+ * one-JSON answer at most 16 MiB, an error body's first 64 KiB; past a bound
+ * the stream counts as broken (`uncertain`). Upstream text kept as an error's
+ * cause (and so logged) is scrubbed of keys first.
  */
 import { chatPromptTokenUpperBound } from '../../tokens.ts';
+import { readBounded, readErrorText } from '../remote/body.ts';
+import { scrubSecrets } from '../redact.ts';
 import { sseData } from './sse-reader.ts';
 import { ProviderError, type ChatMessage, type FinishReason, type TextEvent, type TextGenerationRequest, type TextProvider, type Usage } from './types.ts';
 
@@ -20,7 +27,14 @@ export interface UpstreamOptions {
   apiKey?: string | undefined;
   /** Gives up on a silent upstream after this long (the outcome is then uncertain). */
   timeoutMs?: number;
+  /** Keys scrubbed from upstream text before it becomes an error's cause or a log line (this provider's own key always is). */
+  secrets?: string[];
 }
+
+/** The largest one-JSON completion read (an upstream that ignores `stream`); larger fails as a broken answer. */
+const JSON_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
+/** Error bodies are read for a detail only: their head. */
+const ERROR_BODY_MAX_BYTES = 64 * 1024;
 
 /** The chat-completions endpoint for a configured base URL. */
 export function chatCompletionsUrl(base: string): string {
@@ -43,6 +57,15 @@ interface UpstreamChunk {
   error?: { message?: string };
 }
 
+/** A stream frame's JSON; a parse error would quote the frame (and whatever it echoes), so it is replaced. */
+function parseFrame(data: string): UpstreamChunk {
+  try {
+    return JSON.parse(data) as UpstreamChunk;
+  } catch {
+    throw new Error('upstream frame is not JSON');
+  }
+}
+
 function finishReason(value: string | null | undefined): FinishReason | undefined {
   if (!value) return undefined;
   return value === 'length' ? 'length' : 'stop';
@@ -61,6 +84,11 @@ export class UpstreamTextProvider implements TextProvider {
   private readonly endpoint: string;
   constructor(private readonly options: UpstreamOptions) {
     this.endpoint = chatCompletionsUrl(options.url);
+  }
+
+  /** Upstream text without this server's keys or anything shaped like a credential. */
+  private scrub(text: string): string {
+    return scrubSecrets(text, [this.options.apiKey, ...(this.options.secrets ?? [])]);
   }
 
   /** A remote tokenizer is unknown: bound it by bytes (every byte-level token covers at least one byte). */
@@ -97,7 +125,7 @@ export class UpstreamTextProvider implements TextProvider {
       throw new ProviderError('uncertain', 'The upstream text provider did not answer.', { cause: error });
     }
     if (res.ok) return res;
-    const detail = (await res.text().catch(() => '')).slice(0, 300);
+    const detail = this.scrub((await readErrorText(res, ERROR_BODY_MAX_BYTES)).slice(0, 300));
     if (res.status === 429 || res.status === 503) {
       throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, cause: detail });
     }
@@ -123,8 +151,8 @@ export class UpstreamTextProvider implements TextProvider {
           done = true;
           break;
         }
-        const chunk = JSON.parse(data) as UpstreamChunk;
-        if (chunk.error) throw new Error(`upstream error frame: ${chunk.error.message ?? 'unknown'}`);
+        const chunk = parseFrame(data);
+        if (chunk.error) throw new Error(`upstream error frame: ${this.scrub(String(chunk.error.message ?? 'unknown'))}`);
         const choice = chunk.choices?.[0];
         const content = choice?.delta?.content;
         if (typeof content === 'string' && content.length > 0) yield { type: 'delta', content };
@@ -142,7 +170,7 @@ export class UpstreamTextProvider implements TextProvider {
   private async *fromJson(res: Response): AsyncGenerator<TextEvent> {
     let body: UpstreamChunk;
     try {
-      body = (await res.json()) as UpstreamChunk;
+      body = JSON.parse((await readBounded(res, JSON_ANSWER_MAX_BYTES, 'The upstream text provider')).toString('utf8')) as UpstreamChunk;
     } catch (error) {
       throw new ProviderError('uncertain', 'The upstream text provider answered unreadable JSON.', { cause: error });
     }
