@@ -12,7 +12,7 @@ import type { Catalog, CatalogModel } from '../../domain/catalog.ts';
 import type { JobRequests, MediaKind, MediaProvider, SpeechJobRequest } from '../media-types.ts';
 import { imageRequestProblem, OpenAiImagesProvider } from './openai-images.ts';
 import { OpenAiSpeechProvider, speechRequestProblem } from './openai-speech.ts';
-import { parseReplicateEntry, ReplicateProvider } from './replicate.ts';
+import { parseReplicateEntry, ReplicateProvider, replicateRequestProblem } from './replicate.ts';
 
 export const PROVIDER_NAMES = ['local', 'openai-images', 'openai-speech', 'replicate'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
@@ -79,6 +79,7 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
       const provider = byModel[model];
       if (provider instanceof OpenAiImagesProvider && kind === 'image') return imageRequestProblem(config.imageUpstreamModels[model]!, request as JobRequests['image']);
       if (provider instanceof OpenAiSpeechProvider && kind === 'audio') return speechRequestProblem(config.speechUpstreamVoices, request as SpeechJobRequest);
+      if (provider instanceof ReplicateProvider) return replicateRequestProblem(request);
       return undefined;
     },
   };
