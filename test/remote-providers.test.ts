@@ -99,6 +99,11 @@ describe('remote providers: pure pieces', () => {
     assert.equal(nearestSize(undefined, 640, 360), '640x360');
   });
 
+  it('when the defaults run every remote job as a prediction, then the reads stay within Replicate\'s 3,000 a minute', () => {
+    const config = loadConfig({});
+    assert.ok(config.workerRemoteConcurrency * (60_000 / config.replicatePollMs) <= 3000, `${config.workerRemoteConcurrency} jobs every ${config.replicatePollMs} ms`);
+  });
+
   it('when Retry-After is seconds or a date, then it becomes a wait', () => {
     assert.equal(retryAfterMs('2'), 2000);
     assert.equal(retryAfterMs(new Date(Date.now() + 3000).toUTCString(), Date.now()) ! > 1000, true);
@@ -795,5 +800,88 @@ describe('remote providers: prediction reads', () => {
       assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
       assert.equal(fake.predictions().length, 0, 'nothing sent upstream');
     });
+  });
+});
+
+describe('remote providers: the upstreams\' dialects', () => {
+  /** The shipped catalog with `edit` applied to the models it names. */
+  function catalogWith(dir: string, edit: Record<string, (m: Record<string, unknown>) => void>): string {
+    const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
+    for (const m of doc.models) edit[m.id as string]?.(m);
+    const file = path.join(dir, 'dialect-models.yaml');
+    fs.writeFileSync(file, YAML.stringify(doc));
+    return file;
+  }
+
+  it('when a dall-e-2 model edits an image, then the source is sent as `image`, the one field dall-e-2 takes', async () => {
+    const fake = await startFakeOpenAiImages({});
+    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=dall-e-2', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 64), 'image/png');
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'make it snow', parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const edit = fake.requests.find((q) => q.path === '/v1/images/edits')!;
+      assert.deepEqual(edit.form!.files.map((f) => f.name), ['image']);
+      const two = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'merge', referenceAssetIds: [source], parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
+      assert.equal(two.status, 422, 'dall-e-2 edits one image');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
+  it('when the style and negative prompt written into the prompt pass the upstream model\'s limit, then 422 at submission, not an upstream 400 after a 202', async () => {
+    const fake = await startFakeOpenAiImages({});
+    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=dall-e-3', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x'.repeat(3990), parameters: { resolution: '1024', negativePrompt: 'people and cars', style: 'watercolor' } });
+      assert.equal(r.status, 422, JSON.stringify(r.body));
+      assert.match(r.body.error.message, /prompt with its style and negative prompt/);
+      assert.equal(await balanceOf(t, u.accountId), 100, 'nothing reserved');
+      assert.equal(fake.requests.length, 0);
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
+  it('when the upstream model is chatgpt-image-latest, then it gets the GPT image sizes, not the exact size asked', async () => {
+    const fake = await startFakeOpenAiImages({});
+    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=chatgpt-image-latest', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a wide bay', parameters: { ratio: '16:9', resolution: '1024' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const body = fake.requests.find((q) => q.path === '/v1/images/generations')!.json as Record<string, unknown>;
+      assert.equal(body.size, '1536x1024');
+      assert.equal(body.quality, 'medium');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
+  it('when speech is asked as AAC with a volume, then the gain keeps it AAC', async () => {
+    const fake = await startFakeOpenAiSpeech({});
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, { 'gemforge-speech-1': (m) => ((m.capabilities as Record<string, unknown>).outputFormat = 'audio/aac') });
+    const t = await startTestServer({ env: { CATALOG_PATH: catalog, SPEECH_UPSTREAM_URL: fake.url, SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts', SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`, WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Louder, in AAC please.', parameters: { voiceProfileId: SAWYER, volume: 6 } });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal((fake.requests.at(-1)!.json as Record<string, unknown>).response_format, 'aac');
+      assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'audio/aac');
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

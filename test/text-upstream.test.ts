@@ -33,6 +33,14 @@ function fakeUpstream(seen: Seen[]): http.Server {
       const body = JSON.parse(raw) as Seen['body'];
       seen.push({ url: req.url ?? '', authorization: req.headers.authorization, body });
       const mode = /mode:([a-z0-9-]+)/.exec(body.messages.at(-1)?.content ?? '')?.[1] ?? 'default';
+      // OpenAI's reasoning models refuse max_tokens and their own sampling parameters.
+      const refused = /^(o1|o3|o4|gpt-5)/.test(String(body.model)) && (['max_tokens', 'temperature', 'top_p'] as const).find((f) => body[f] !== undefined);
+      if (refused) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        const message = refused === 'max_tokens' ? "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead." : `Unsupported parameter: '${refused}' is not supported with this model.`;
+        res.end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: refused, code: 'unsupported_parameter' } }));
+        return;
+      }
       if (mode === '400' || mode === '503' || mode === '500') {
         res.writeHead(Number(mode), { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: `fake ${mode}` } }));
@@ -62,6 +70,10 @@ function fakeUpstream(seen: Seen[]): http.Server {
       }
       res.write(chunk({}, 'stop'));
       if (mode === 'default') res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 } })}\n\n`);
+      if (mode === 'reasoning') {
+        const usage = { prompt_tokens: 11, completion_tokens: 203, total_tokens: 214, completion_tokens_details: { reasoning_tokens: 200 } };
+        res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', choices: [], usage })}\n\n`);
+      }
       if (mode === 'huge-usage') res.write(`data: ${JSON.stringify({ id: 'up-1', choices: [], usage: { prompt_tokens: 5_000_000, completion_tokens: 5_000_000, total_tokens: 10_000_000 } })}\n\n`);
       res.end('data: [DONE]\n\n');
     });
@@ -210,6 +222,32 @@ describe('text generation through an OpenAI-compatible upstream', () => {
     assert.equal(r.error?.code, 'REQUEST_UNCERTAIN');
     assert.equal((await lastReservation()).state, 'held');
     assert.equal((await errorOf(await post(k, ask('mode:break', { stream: true })))).code, 'REQUEST_UNCERTAIN');
+  });
+});
+
+describe('text generation through a reasoning model upstream', () => {
+  const seen: Seen[] = [];
+  const upstream = fakeUpstream(seen);
+  let s: TestServer;
+  before(async () => {
+    s = await startTestServer({ env: { TEXT_UPSTREAM_URL: await listen(upstream), TEXT_UPSTREAM_MODELS: 'gemforge-text-1=o3-mini' } });
+  });
+  after(async () => {
+    await s.close();
+    upstream.closeAllConnections();
+    await new Promise((r) => upstream.close(r));
+  });
+
+  it('when the upstream model is a reasoning model, then the limit goes as max_completion_tokens, temperature and top_p stay out, and its reasoning tokens are metered', async () => {
+    const u = await s.user({ llmAllowance: 1000 });
+    const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'mode:reasoning think' }], max_tokens: 500, temperature: 0.3, top_p: 0.9 };
+    const res = await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': newKey() } });
+    assert.equal(res.status, 200, await res.clone().text());
+    const c = (await res.json()) as { usage: { completion_tokens: number } };
+    const sent = seen.at(-1)!.body;
+    assert.equal(sent.max_completion_tokens, 500);
+    for (const field of ['max_tokens', 'temperature', 'top_p']) assert.equal(sent[field], undefined, field);
+    assert.equal(c.usage.completion_tokens, 203, 'the hidden reasoning is billed as output');
   });
 });
 

@@ -478,6 +478,14 @@ interface ImageJob {
   url: boolean;
 }
 
+/** The image models OpenAI documents, by name prefix: their sizes and longest prompt. */
+const IMAGE_MODELS: Array<[string, { sizes: string[]; maxPrompt: number }]> = [
+  ['gpt-image', { sizes: ['1024x1024', '1536x1024', '1024x1536'], maxPrompt: 32000 }],
+  ['chatgpt-image', { sizes: ['1024x1024', '1536x1024', '1024x1536'], maxPrompt: 32000 }],
+  ['dall-e-3', { sizes: ['1024x1024', '1792x1024', '1024x1792'], maxPrompt: 4000 }],
+  ['dall-e-2', { sizes: ['256x256', '512x512', '1024x1024'], maxPrompt: 1000 }],
+];
+
 /** `size` as width and height: "WxH" (16–4096 each), "auto" or absent meaning 1024x1024. */
 function parseSize(size: unknown): { width: number; height: number } | undefined {
   if (size === undefined || size === 'auto') return { width: 1024, height: 1024 };
@@ -491,8 +499,11 @@ function imageJob(input: Record<string, unknown>, answerUrl: boolean): ImageJob 
   const { model, prompt } = input;
   if (typeof model !== 'string' || model === '') throw openAiRefusal(400, "Missing required parameter: 'model'.", 'model');
   if (typeof prompt !== 'string' || prompt === '') throw openAiRefusal(400, "Missing required parameter: 'prompt'.", 'prompt');
-  if (!model.startsWith('gpt-image') && !model.startsWith('dall-e')) {
-    throw openAiRefusal(404, `The model '${model}' does not exist or you do not have access to it.`, null, 'model_not_found');
+  const limits = IMAGE_MODELS.find(([prefix]) => model.startsWith(prefix))?.[1];
+  if (!limits) throw openAiRefusal(404, `The model '${model}' does not exist or you do not have access to it.`, null, 'model_not_found');
+  if (prompt.length > limits.maxPrompt) throw openAiRefusal(400, `Invalid 'prompt': string too long. Expected a string with maximum length ${limits.maxPrompt}, but got a string with length ${prompt.length} instead.`, 'prompt', 'string_above_max_length');
+  if (input.size !== undefined && input.size !== 'auto' && !limits.sizes.includes(String(input.size))) {
+    throw openAiRefusal(400, `Invalid value: '${String(input.size)}'. Supported values are: ${limits.sizes.map((x) => `'${x}'`).join(', ')}.`, 'size', 'invalid_value');
   }
   const n = input.n === undefined ? 1 : Number(input.n);
   if (!Number.isInteger(n) || n < 1 || n > 10) throw openAiRefusal(400, `Invalid 'n': expected an integer between 1 and 10, got ${String(input.n)}.`, 'n');
@@ -562,7 +573,10 @@ export async function startFakeOpenAiImages(
         once(call, 'edits', async () => {
           const form = call.request.form;
           if (!form) throw openAiRefusal(400, 'Image edits take a multipart/form-data body (a boundary in Content-Type, every part closed).');
-          if (!form.files.some((f) => f.name === 'image' || f.name === 'image[]')) throw openAiRefusal(400, "Missing required parameter: 'image'.", 'image');
+          // dall-e-2 takes one image as `image`; the GPT image models take `image` or several as `image[]`; dall-e-3 has no edits.
+          const field = form.fields.model === 'dall-e-2' ? ['image'] : ['image', 'image[]'];
+          if (form.fields.model === 'dall-e-3') throw openAiRefusal(400, 'Image edits are not supported for dall-e-3.', 'model');
+          if (!form.files.some((f) => field.includes(f.name))) throw openAiRefusal(400, "Missing required parameter: 'image'.", 'image');
           return generate(imageJob(form.fields, options.answer === 'url'), call);
         }),
     },

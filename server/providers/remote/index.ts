@@ -77,7 +77,10 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
     laneOf: (model) => (byModel[model]?.lane === 'remote' ? 'remote' : 'local'),
     problem(model, kind, request) {
       const provider = byModel[model];
-      if (provider instanceof OpenAiImagesProvider && kind === 'image') return imageRequestProblem(config.imageUpstreamModels[model]!, request as JobRequests['image']);
+      if (provider instanceof OpenAiImagesProvider && kind === 'image') {
+        const caps = catalog.find(model)?.capabilities as { maxPromptChars?: unknown } | undefined;
+        return imageRequestProblem(config.imageUpstreamModels[model]!, request as JobRequests['image'], typeof caps?.maxPromptChars === 'number' ? caps.maxPromptChars : undefined);
+      }
       if (provider instanceof OpenAiSpeechProvider && kind === 'audio') return speechRequestProblem(config.speechUpstreamVoices, request as SpeechJobRequest);
       if (provider instanceof ReplicateProvider) return replicateRequestProblem(request);
       return undefined;

@@ -3,7 +3,8 @@
  * `POST /v1/chat/completions` (Ollama, vLLM, a llama.cpp server, a hosted API).
  * It always streams from the upstream (so partial output is measurable), asks
  * for usage in the final chunk (`stream_options.include_usage`), and passes
- * `temperature`, `top_p`, `max_tokens` and `response_format` through.
+ * `temperature`, `top_p`, `max_tokens` and `response_format` through, in the
+ * dialect of the upstream model (REASONING_MODELS).
  *
  * Failure classes (see ProviderError): a refused connection, 429/503 or another
  * 4xx before any output is `refused` (nothing was spent); anything after the
@@ -37,6 +38,23 @@ function networkCode(error: unknown): string | undefined {
   return cause?.code ?? cause?.cause?.code;
 }
 
+/**
+ * OpenAI's reasoning models (o1*, o3*, o4*, gpt-5*, also behind an `openai/`
+ * prefix) refuse `max_tokens` ("Use 'max_completion_tokens' instead") and a
+ * `temperature` or `top_p` of their own: the limit goes as
+ * `max_completion_tokens` (it bounds the hidden reasoning and the answer
+ * together, so the reservation still bounds the charge) and the sampling
+ * parameters are left out. docs/providers.md has the table.
+ */
+export const REASONING_MODELS = /^(?:[\w.-]+\/)?(?:o1|o3|o4|gpt-5)(?:$|[-.:])/;
+
+/** The request body for an upstream model, in its dialect. */
+export function upstreamBody(request: TextGenerationRequest): Record<string, unknown> {
+  const common = { model: request.model, messages: request.messages, response_format: request.response_format, stream: true, stream_options: { include_usage: true } };
+  if (REASONING_MODELS.test(request.model)) return { ...common, max_completion_tokens: request.max_tokens };
+  return { ...common, max_tokens: request.max_tokens, temperature: request.temperature, top_p: request.top_p };
+}
+
 interface UpstreamChunk {
   choices?: Array<{ delta?: { content?: string | null }; message?: { content?: string | null }; finish_reason?: string | null }>;
   usage?: Partial<Usage> | null;
@@ -48,10 +66,18 @@ function finishReason(value: string | null | undefined): FinishReason | undefine
   return value === 'length' ? 'length' : 'stop';
 }
 
-function usageFrom(value: Partial<Usage> | null | undefined): Usage | undefined {
+/**
+ * The usage as billed. Hidden reasoning tokens are billed as output: OpenAI
+ * counts them inside `completion_tokens` (`completion_tokens_details` only
+ * breaks them out); a server that reports fewer completion tokens than
+ * reasoning tokens counted them apart, and they are added.
+ */
+function usageFrom(value: (Partial<Usage> & { completion_tokens_details?: { reasoning_tokens?: unknown } | null }) | null | undefined): Usage | undefined {
   if (!value || !Number.isInteger(value.prompt_tokens) || !Number.isInteger(value.completion_tokens)) return undefined;
   const prompt = value.prompt_tokens as number;
-  const completion = value.completion_tokens as number;
+  const reasoning = value.completion_tokens_details?.reasoning_tokens;
+  const apart = Number.isInteger(reasoning) && (reasoning as number) > (value.completion_tokens as number) ? (reasoning as number) : 0;
+  const completion = (value.completion_tokens as number) + apart;
   if (prompt < 0 || completion < 0) return undefined;
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
@@ -69,16 +95,7 @@ export class UpstreamTextProvider implements TextProvider {
   }
 
   private async post(request: TextGenerationRequest): Promise<Response> {
-    const body = {
-      model: request.model,
-      messages: request.messages,
-      max_tokens: request.max_tokens,
-      temperature: request.temperature,
-      top_p: request.top_p,
-      response_format: request.response_format,
-      stream: true,
-      stream_options: { include_usage: true },
-    };
+    const body = upstreamBody(request);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream, application/json' };
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
     let res: Response;
