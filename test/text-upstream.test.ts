@@ -26,6 +26,7 @@ const chunk = (delta: Record<string, unknown>, finish: string | null = null, ext
 
 /** A fake OpenAI-compatible server. */
 function fakeUpstream(seen: Seen[]): http.Server {
+  const throttled = new Set<string>();
   return http.createServer((req, res) => {
     let raw = '';
     req.on('data', (d: Buffer) => (raw += d.toString()));
@@ -41,9 +42,12 @@ function fakeUpstream(seen: Seen[]): http.Server {
         res.end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: refused, code: 'unsupported_parameter' } }));
         return;
       }
-      if (mode === '400' || mode === '503' || mode === '500') {
-        res.writeHead(Number(mode), { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: `fake ${mode}` } }));
+      // once-429: the first request of this content is throttled, the next answered.
+      const once = mode === 'once-429' && !throttled.has(body.messages.at(-1)!.content) && throttled.add(body.messages.at(-1)!.content);
+      if (['400', '429', '500', '502', '503'].includes(mode) || once) {
+        const status = once ? 429 : Number(mode);
+        res.writeHead(status, { 'content-type': 'application/json', ...(status === 429 && { 'retry-after': '3' }) });
+        res.end(JSON.stringify({ error: { message: `fake ${status}` } }));
         return;
       }
       if (mode === 'json') {
@@ -167,7 +171,9 @@ describe('text generation through an OpenAI-compatible upstream', () => {
 
   it('when the upstream rejects the request (4xx), then 502 PROVIDER_ERROR, nothing charged, and replays answer REQUEST_FAILED', async () => {
     const k = newKey();
-    const e = await errorOf(await post(k, ask('mode:400')));
+    const first = await post(k, ask('mode:400'));
+    assert.equal(first.headers.get('x-should-retry'), 'false', 'a final answer: an SDK must not retry it');
+    const e = await errorOf(first);
     assert.deepEqual([e.status, e.code], [502, 'PROVIDER_ERROR']);
     const r = await lastReservation();
     assert.deepEqual([r.state, r.charged], ['released', 0]);
@@ -182,11 +188,42 @@ describe('text generation through an OpenAI-compatible upstream', () => {
     assert.equal((await lastReservation()).state, 'released');
   });
 
-  it('when the upstream fails with a 500 after accepting, then 409 REQUEST_UNCERTAIN and the reservation stays held', async () => {
+  it('when a gateway answers 502 (the model may have run behind it), then 409 REQUEST_UNCERTAIN and the reservation stays held', async () => {
     const k = newKey();
-    assert.equal((await errorOf(await post(k, ask('mode:500')))).code, 'REQUEST_UNCERTAIN');
+    assert.equal((await errorOf(await post(k, ask('mode:502')))).code, 'REQUEST_UNCERTAIN');
     assert.equal((await lastReservation()).state, 'held');
-    assert.equal((await errorOf(await post(k, ask('mode:500')))).code, 'REQUEST_UNCERTAIN');
+    assert.equal((await errorOf(await post(k, ask('mode:502')))).code, 'REQUEST_UNCERTAIN');
+  });
+
+  for (const status of ['429', '500', '503']) {
+    it(`when the upstream answers ${status} before any output, then 503 with Retry-After, nothing charged, and the same identity is dispatched again`, async () => {
+      const k = newKey();
+      const before = seen.length;
+      const res = await post(k, ask(`mode:${status}`));
+      assert.ok(Number(res.headers.get('retry-after')) >= 1, 'Retry-After');
+      assert.notEqual(res.headers.get('x-should-retry'), 'false');
+      const e = await errorOf(res);
+      assert.deepEqual([e.status, e.code], [503, 'PROVIDER_UNAVAILABLE']);
+      assert.deepEqual([(await lastReservation()).state, (await lastReservation()).charged], ['released', 0]);
+      const again = await errorOf(await post(k, ask(`mode:${status}`)));
+      assert.equal(again.code, 'PROVIDER_UNAVAILABLE', 'not REQUEST_FAILED: the identity was kept');
+      assert.equal(seen.length - before, 2, 'the replay was dispatched');
+    });
+  }
+
+  it('when the upstream throttles once and the client retries the same identity, then the retry completes, charged once', async () => {
+    const k = newKey();
+    const throttled = await post(k, ask('mode:once-429 please'));
+    assert.equal(throttled.status, 503);
+    assert.equal(throttled.headers.get('retry-after'), '3', "the upstream's Retry-After");
+    const res = await post(k, ask('mode:once-429 please'));
+    assert.equal(res.status, 200);
+    const rows = (await s.db('reservations').where({ account_id: accountId }).orderBy('created_at', 'desc').limit(2)) as ReservationRow[];
+    assert.deepEqual(rows.map((r) => r.state).sort(), ['released', 'settled']);
+    const count = (await s.db('reservations').where({ account_id: accountId })).length;
+    const replay = await post(k, ask('mode:once-429 please'));
+    assert.equal(replay.status, 200, 'a replay returns the retained answer');
+    assert.equal((await s.db('reservations').where({ account_id: accountId })).length, count, 'no new reservation');
   });
 
   it('when the last user message carries a text test card, then the scenario layer plays it over the upstream provider as over the local one', async () => {
@@ -262,7 +299,7 @@ describe('text generation with an unreachable upstream', () => {
   });
   after(() => s.close());
 
-  it('when the connection is refused, then 503 PROVIDER_UNAVAILABLE, nothing charged, and a replay answers REQUEST_FAILED', async () => {
+  it('when the connection is refused, then 503 PROVIDER_UNAVAILABLE, nothing charged, and a replay of the identity is tried again (nothing was done)', async () => {
     const u = await s.user({ llmAllowance: 100 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'anyone there?' }] };
     const k = newKey();
@@ -271,6 +308,8 @@ describe('text generation with an unreachable upstream', () => {
     const rows = (await s.db('reservations').where({ account_id: u.accountId })) as ReservationRow[];
     assert.deepEqual(rows.map((r) => [r.state, r.charged]), [['released', 0]]);
     const again = await errorOf(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': k } }));
-    assert.deepEqual([again.status, again.code], [409, 'REQUEST_FAILED']);
+    assert.deepEqual([again.status, again.code], [503, 'PROVIDER_UNAVAILABLE']);
+    const after = (await s.db('reservations').where({ account_id: u.accountId })) as ReservationRow[];
+    assert.deepEqual(after.map((r) => [r.state, r.charged]), [['released', 0], ['released', 0]], 'tried again, nothing charged');
   });
 });

@@ -140,6 +140,7 @@ function fromValidator(err: HttpLikeError, req: Request, resolve: RefResolver): 
 function send(res: Response, req: Request, error: ApiError): void {
   res.status(error.status);
   if (error.shouldNotRetry) res.setHeader('x-should-retry', 'false');
+  if (error.retryAfterSeconds !== undefined) res.setHeader('retry-after', String(error.retryAfterSeconds));
   if (req.method === 'HEAD') {
     res.end();
     return;

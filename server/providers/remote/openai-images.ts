@@ -9,9 +9,10 @@
  *
  * Exactly once: each call carries `Idempotency-Key: gemforge-<task>-<slot>`.
  * OpenAI's API does not document that header (its Node SDK sends none), so by
- * default a slot whose call was interrupted is held for an operator rather than
- * sent again; `IMAGE_UPSTREAM_IDEMPOTENT=true` declares an upstream that honours
- * it, and such a slot is sent again with the same key.
+ * default a slot whose call was interrupted, or answered with a 5xx other than
+ * 503 (a gateway's 502 may follow a finished generation), is held for an
+ * operator rather than sent again; `IMAGE_UPSTREAM_IDEMPOTENT=true` declares an
+ * upstream that honours it, and such a slot is sent again with the same key.
  */
 import fsp from 'node:fs/promises';
 import sharp from 'sharp';

@@ -6,10 +6,12 @@
  * `temperature`, `top_p`, `max_tokens` and `response_format` through, in the
  * dialect of the upstream model (REASONING_MODELS).
  *
- * Failure classes (see ProviderError): a refused connection, 429/503 or another
- * 4xx before any output is `refused` (nothing was spent); anything after the
- * request may have been accepted (other 5xx, a reset, a broken or unfinished
- * stream) is `uncertain`.
+ * Failure classes (see ProviderError), decided per answer before any output:
+ * a refused connection, 408, 429, 500 and 503 are `refused` and `unavailable`
+ * (the upstream answered that it did nothing; an error answer is not billed),
+ * so the identity stays free; another 4xx is `refused` (rejected, final);
+ * 502, 504 and other 5xx (a gateway may answer them after the model ran),
+ * a timeout, a reset, a broken or unfinished stream are `uncertain`.
  */
 import { chatPromptTokenUpperBound } from '../../tokens.ts';
 import { sseData } from './sse-reader.ts';
@@ -29,6 +31,14 @@ export function chatCompletionsUrl(base: string): string {
   if (trimmed.endsWith('/chat/completions')) return trimmed;
   if (/\/v\d+$/.test(trimmed)) return `${trimmed}/chat/completions`;
   return `${trimmed}/v1/chat/completions`;
+}
+
+/** The upstream's `Retry-After` in whole seconds (1–60), else undefined. */
+function retryAfterSecondsOf(value: string | null): number | undefined {
+  if (!value) return undefined;
+  const seconds = Number(value);
+  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(value) - Date.now();
+  return Number.isFinite(ms) ? Math.min(60, Math.max(1, Math.ceil(ms / 1000))) : undefined;
 }
 
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -115,10 +125,11 @@ export class UpstreamTextProvider implements TextProvider {
     }
     if (res.ok) return res;
     const detail = (await res.text().catch(() => '')).slice(0, 300);
-    if (res.status === 429 || res.status === 503) {
-      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, cause: detail });
+    if ([408, 429, 500, 503].includes(res.status)) {
+      const retryAfterSeconds = retryAfterSecondsOf(res.headers.get('retry-after'));
+      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, retryAfterSeconds, cause: detail });
     }
-    if (res.status >= 400 && res.status < 500 && res.status !== 408) {
+    if (res.status >= 400 && res.status < 500) {
       throw new ProviderError('refused', `The upstream text provider rejected the request (HTTP ${res.status}).`, { cause: detail });
     }
     throw new ProviderError('uncertain', `The upstream text provider failed (HTTP ${res.status}).`, { cause: detail });
