@@ -73,6 +73,32 @@ async function heldJob(s: TestServer, taskId: string): Promise<{ state: string; 
   }, 20_000);
 }
 
+/** Runs `body` against a fresh Images fake and a server whose models map to it (`models`: IMAGE_UPSTREAM_MODELS). */
+async function withImageUpstream(models: string, env: Record<string, string>, body: (fake: FakeOpenAiImages, t: TestServer) => Promise<void>): Promise<void> {
+  const fake = await startFakeOpenAiImages({});
+  const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: models, WORKER_POLL_MS: '20', ...env } });
+  try {
+    await body(fake, t);
+  } finally {
+    await t.close();
+    await fake.close();
+  }
+}
+
+/** Runs `body` against a fresh Replicate fake and a server whose video and music models are its predictions. */
+async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+  const fake = await startFakeReplicate(options);
+  const dir = tempDataDir();
+  const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
+  try {
+    await body(fake, t);
+  } finally {
+    await t.close();
+    await fake.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Ledger charges (posts) of an account. */
 async function charges(s: TestServer, accountId: string): Promise<number> {
   return (await s.db('ledger_entries').where({ account_id: accountId, type: 'post' })).length;
@@ -618,9 +644,7 @@ describe('remote providers from the CLI', () => {
 
 describe('remote providers: exactly once when a gateway answers 5xx after the work was done', () => {
   it('when the image upstream makes the image and a gateway answers 502, then it is not asked again: one generation, the task held, nothing charged', async () => {
-    const fake = await startFakeOpenAiImages({});
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
-    try {
+    await withImageUpstream('gemforge-image-1=gpt-image-1', {}, async (fake, t) => {
       const u = await t.user({ gems: 100 });
       fake.fail('POST /v1/images/generations', { status: 502, afterWork: true });
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'done then lost', parameters: { resolution: '512' } });
@@ -632,16 +656,11 @@ describe('remote providers: exactly once when a gateway answers 5xx after the wo
       assert.equal(task.status, 'processing');
       assert.equal(task.chargedGems, 0);
       assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
-    } finally {
-      await t.close();
-      await fake.close();
-    }
+    });
   });
 
   it('when the image upstream honours the idempotency key and a gateway answers 502 after the work, then the same key is sent again: one generation, one charge', async () => {
-    const fake = await startFakeOpenAiImages({});
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', IMAGE_UPSTREAM_IDEMPOTENT: 'true', WORKER_POLL_MS: '20' } });
-    try {
+    await withImageUpstream('gemforge-image-1=gpt-image-1', { IMAGE_UPSTREAM_IDEMPOTENT: 'true' }, async (fake, t) => {
       const u = await t.user({ gems: 100 });
       fake.fail('POST /v1/images/generations', { status: 502, afterWork: true });
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'done then lost, keyed', parameters: { resolution: '512' } });
@@ -651,10 +670,7 @@ describe('remote providers: exactly once when a gateway answers 5xx after the wo
       const keys = fake.requests.filter((q) => q.path === '/v1/images/generations').map((q) => q.headers['idempotency-key']);
       assert.deepEqual(keys, [keys[0], keys[0]], 'sent again with the same key');
       assert.equal(await charges(t, u.accountId), 1);
-    } finally {
-      await t.close();
-      await fake.close();
-    }
+    });
   });
 
   it('when the speech upstream makes the audio and a gateway answers 502, then it is not asked again: the task held, nothing charged', async () => {
@@ -674,28 +690,31 @@ describe('remote providers: exactly once when a gateway answers 5xx after the wo
   });
 
   it('when the prediction upstream creates the prediction and a gateway answers 502, then no second prediction is created: the task held, nothing charged', async () => {
-    const fake = await startFakeReplicate({ processingMs: 200 });
-    const dir = tempDataDir();
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
-    try {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 502, afterWork: true });
       const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'created then lost', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
       await heldJob(t, r.body.task.id);
       assert.equal(fake.predictions().length, 1, 'one prediction upstream for the slot');
       assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
-    } finally {
-      await t.close();
-      await fake.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    });
+  });
+
+  it('when the prediction upstream answers 502 carrying the created prediction, then it is looked up by its id, not created again', async () => {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 502, afterWork: true, echo: true });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'created, answered 502 with its id', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 1);
+      assert.equal(fake.requests.filter((q) => q.method === 'POST' && q.path.endsWith('/predictions')).length, 1, 'never sent again');
+      assert.equal(await charges(t, u.accountId), 1);
+    });
   });
 
   it('when the prediction upstream answers 503 to a create, then nothing was done and the create is sent again: one prediction', async () => {
-    const fake = await startFakeReplicate({ processingMs: 200 });
-    const dir = tempDataDir();
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
-    try {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 503 });
       const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'resent once', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
@@ -703,31 +722,11 @@ describe('remote providers: exactly once when a gateway answers 5xx after the wo
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
       assert.equal(fake.predictions().length, 1, 'a 503 created nothing; the resend created one');
       assert.equal(fake.requests.filter((q) => q.method === 'POST' && q.path.endsWith('/predictions')).length, 2);
-    } finally {
-      await t.close();
-      await fake.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('remote providers: prediction reads', () => {
-  let dir: string;
-  before(() => {
-    dir = tempDataDir();
-  });
-  after(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-  async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
-    const fake = await startFakeReplicate(options);
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
-    try {
-      await body(fake, t);
-    } finally {
-      await t.close();
-      await fake.close();
-    }
-  }
   const video = (prompt: string) => ({ model: 'gemforge-video-1', prompt, parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
 
   it('when a prediction ends aborted, then the output fails within a few polls, nothing charged', async () => {
@@ -814,9 +813,7 @@ describe('remote providers: the upstreams\' dialects', () => {
   }
 
   it('when a dall-e-2 model edits an image, then the source is sent as `image`, the one field dall-e-2 takes', async () => {
-    const fake = await startFakeOpenAiImages({});
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=dall-e-2', WORKER_POLL_MS: '20' } });
-    try {
+    await withImageUpstream('gemforge-image-1=dall-e-2', {}, async (fake, t) => {
       const u = await t.user({ gems: 100 });
       const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 64), 'image/png');
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'make it snow', parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
@@ -826,32 +823,22 @@ describe('remote providers: the upstreams\' dialects', () => {
       assert.deepEqual(edit.form!.files.map((f) => f.name), ['image']);
       const two = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'merge', referenceAssetIds: [source], parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
       assert.equal(two.status, 422, 'dall-e-2 edits one image');
-    } finally {
-      await t.close();
-      await fake.close();
-    }
+    });
   });
 
   it('when the style and negative prompt written into the prompt pass the upstream model\'s limit, then 422 at submission, not an upstream 400 after a 202', async () => {
-    const fake = await startFakeOpenAiImages({});
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=dall-e-3', WORKER_POLL_MS: '20' } });
-    try {
+    await withImageUpstream('gemforge-image-1=dall-e-3', {}, async (fake, t) => {
       const u = await t.user({ gems: 100 });
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x'.repeat(3990), parameters: { resolution: '1024', negativePrompt: 'people and cars', style: 'watercolor' } });
       assert.equal(r.status, 422, JSON.stringify(r.body));
       assert.match(r.body.error.message, /prompt with its style and negative prompt/);
       assert.equal(await balanceOf(t, u.accountId), 100, 'nothing reserved');
       assert.equal(fake.requests.length, 0);
-    } finally {
-      await t.close();
-      await fake.close();
-    }
+    });
   });
 
   it('when the upstream model is chatgpt-image-latest, then it gets the GPT image sizes, not the exact size asked', async () => {
-    const fake = await startFakeOpenAiImages({});
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=chatgpt-image-latest', WORKER_POLL_MS: '20' } });
-    try {
+    await withImageUpstream('gemforge-image-1=chatgpt-image-latest', {}, async (fake, t) => {
       const u = await t.user({ gems: 100 });
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a wide bay', parameters: { ratio: '16:9', resolution: '1024' } });
       const task = await waitForTask(t, u.secret, r.body.task.id);
@@ -859,10 +846,7 @@ describe('remote providers: the upstreams\' dialects', () => {
       const body = fake.requests.find((q) => q.path === '/v1/images/generations')!.json as Record<string, unknown>;
       assert.equal(body.size, '1536x1024');
       assert.equal(body.quality, 'medium');
-    } finally {
-      await t.close();
-      await fake.close();
-    }
+    });
   });
 
   it('when speech is asked as AAC with a volume, then the gain keeps it AAC', async () => {

@@ -59,7 +59,7 @@ export interface RecordedRequest {
 
 /** A fault to answer one request with, instead of the normal answer. */
 export type Fault =
-  | { status: number; headers?: Record<string, string>; body?: string; afterWork?: boolean } // e.g. 429 with Retry-After, 500, 400 content policy; afterWork: the work is done (and counted), then this is answered (a gateway's 502)
+  | { status: number; headers?: Record<string, string>; body?: string; afterWork?: boolean; echo?: boolean } // e.g. 429 with Retry-After, 500, 400 content policy; afterWork: the work is done (and counted), then this is answered (a gateway's 502), with the work's own answer as its body when echo
   | { hang: true } // never answer (keep the socket open until close())
   | { malformed: true } // 200 with invalid JSON
   | { html: true } // the media bytes are replaced by an HTML page served with the media's content type
@@ -395,8 +395,8 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
       return { status: 401, json: provider.unauthorized };
     }
     if (fault && 'status' in fault) {
-      await found.route.handle({ request, params: found.params, base });
-      return faultReply(fault, provider);
+      const done = await found.route.handle({ request, params: found.params, base });
+      return fault.echo && 'json' in done ? { status: fault.status, json: done.json } : faultReply(fault, provider);
     }
     return found.route.handle({ request, params: found.params, base, ...(fault && { media: fault }) });
   }
