@@ -1,8 +1,8 @@
 /**
  * Calling a remote media provider. Every outcome of a call is one of three:
  * - *not done*: the request never reached the upstream (connection refused,
- *   name not found), or it answered 429 or 503 (documented as "not processed,
- *   try again"): sent again with bounded exponential backoff, honouring
+ *   name not found), or it answered 408, 429 or 503 (documented as "not
+ *   processed, try again"): sent again with bounded exponential backoff, honouring
  *   `Retry-After`;
  * - *refused*: another 4xx: the slot fails at once, its Gems released;
  * - *unknown*: another 5xx (a gateway's 502 may come after the work was done),
