@@ -79,7 +79,11 @@ export interface Config {
   /** A prediction API in Replicate's shape (`REPLICATE_API_URL`, default https://api.replicate.com). */
   replicateApiUrl: string;
   replicateApiToken: string | undefined;
-  /** How often a running prediction is read (`REPLICATE_POLL_MS`). */
+  /**
+   * How often a running prediction is read (`REPLICATE_POLL_MS`). The default
+   * keeps 64 remote jobs (WORKER_REMOTE_CONCURRENCY's default) at 1,920 reads a
+   * minute, within Replicate's 3,000 a minute.
+   */
   replicatePollMs: number;
   /** Where media bytes live (`BLOB_STORE`): `local` (DATA_DIR/blobs) or `s3` (S3-compatible object storage, S3_*). */
   blobStore: 'local' | 's3';
@@ -306,7 +310,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     speechUpstreamIdempotent: parseBool(env.SPEECH_UPSTREAM_IDEMPOTENT, false),
     replicateApiUrl: env.REPLICATE_API_URL || 'https://api.replicate.com',
     replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
-    replicatePollMs: parseWhole(env.REPLICATE_POLL_MS, 1000, 'REPLICATE_POLL_MS', 10),
+    replicatePollMs: parseWhole(env.REPLICATE_POLL_MS, 2000, 'REPLICATE_POLL_MS', 10),
     blobStore: parseBlobStore(env.BLOB_STORE, env.S3_BUCKET),
     s3: {
       endpoint: env.S3_ENDPOINT || undefined,

@@ -30,7 +30,7 @@ import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { nearestSize } from '../server/providers/remote/openai-images.ts';
-import { inputFor, parseReplicateEntry } from '../server/providers/remote/replicate.ts';
+import { inputFor, outputUrl, parseReplicateEntry } from '../server/providers/remote/replicate.ts';
 import { retryAfterMs } from '../server/providers/remote/http.ts';
 import { mismatch } from '../server/worker/run-job.ts';
 import { loadConfig } from '../server/config.ts';
@@ -69,6 +69,45 @@ function remoteCatalog(dir: string): string {
   return file;
 }
 
+/** The task's job, once it is held for an operator. */
+async function heldJob(s: TestServer, taskId: string): Promise<{ state: string; last_error: string }> {
+  return until('the job held', async () => {
+    const row = await s.db('jobs').where({ task_id: taskId }).first();
+    return row?.state === 'held' && row;
+  }, 20_000);
+}
+
+/** Runs `body` against a fresh Images fake and a server whose models map to it (`models`: IMAGE_UPSTREAM_MODELS). */
+async function withImageUpstream(models: string, env: Record<string, string>, body: (fake: FakeOpenAiImages, t: TestServer) => Promise<void>): Promise<void> {
+  const fake = await startFakeOpenAiImages({});
+  const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: models, WORKER_POLL_MS: '20', ...env } });
+  try {
+    await body(fake, t);
+  } finally {
+    await t.close();
+    await fake.close();
+  }
+}
+
+/** Runs `body` against a fresh Replicate fake and a server whose video and music models are its predictions. */
+async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+  const fake = await startFakeReplicate(options);
+  const dir = tempDataDir();
+  const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
+  try {
+    await body(fake, t);
+  } finally {
+    await t.close();
+    await fake.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Ledger charges (posts) of an account. */
+async function charges(s: TestServer, accountId: string): Promise<number> {
+  return (await s.db('ledger_entries').where({ account_id: accountId, type: 'post' })).length;
+}
+
 async function balanceOf(s: TestServer, accountId: string): Promise<number> {
   return ledger.balanceOf(s.db, accountId);
 }
@@ -88,6 +127,11 @@ describe('remote providers: pure pieces', () => {
     assert.equal(nearestSize(gpt, 1024, 576), '1536x1024');
     assert.equal(nearestSize(gpt, 576, 1024), '1024x1536');
     assert.equal(nearestSize(undefined, 640, 360), '640x360');
+  });
+
+  it('when the defaults run every remote job as a prediction, then the reads stay within Replicate\'s 3,000 a minute', () => {
+    const config = loadConfig({});
+    assert.ok(config.workerRemoteConcurrency * (60_000 / config.replicatePollMs) <= 3000, `${config.workerRemoteConcurrency} jobs every ${config.replicatePollMs} ms`);
   });
 
   it('when Retry-After is seconds or a date, then it becomes a wait', () => {
@@ -277,9 +321,9 @@ describe('remote providers: OpenAI-compatible images', () => {
     assert.equal((sent[0]!.json as { prompt: string }).prompt, 'one');
   });
 
-  it('when the upstream answers 429 with Retry-After, or 500, then the call is retried and the task succeeds once', async () => {
+  it('when the upstream answers 429 with Retry-After, or 503, then the call is retried and the task succeeds once', async () => {
     const u = await s.user({ gems: 100 });
-    fake.fail('POST /v1/images/generations', { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' }, { status: 500, body: '{}' });
+    fake.fail('POST /v1/images/generations', { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' }, { status: 503, body: '{}' });
     const started = Date.now();
     const generationsBefore = fake.generations();
     const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'retry me', parameters: { resolution: '512' } });
@@ -785,6 +829,234 @@ describe('remote providers: bounded answers and fetched addresses', () => {
     } finally {
       await child.kill('SIGKILL');
       fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('remote providers: exactly once when a gateway answers 5xx after the work was done', () => {
+  it('when the image upstream makes the image and a gateway answers 502, then it is not asked again: one generation, the task held, nothing charged', async () => {
+    await withImageUpstream('gemforge-image-1=gpt-image-1', {}, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      fake.fail('POST /v1/images/generations', { status: 502, afterWork: true });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'done then lost', parameters: { resolution: '512' } });
+      const job = await heldJob(t, r.body.task.id);
+      assert.match(job.last_error, /HTTP 502.*cannot be known/);
+      assert.equal(fake.generations(), 1, 'one upstream generation for the slot');
+      assert.equal(fake.requests.filter((q) => q.path === '/v1/images/generations').length, 1, 'never sent again');
+      const task = await taskUntil(t, u.secret, r.body.task.id, () => true);
+      assert.equal(task.status, 'processing');
+      assert.equal(task.chargedGems, 0);
+      assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
+    });
+  });
+
+  it('when the image upstream honours the idempotency key and a gateway answers 502 after the work, then the same key is sent again: one generation, one charge', async () => {
+    await withImageUpstream('gemforge-image-1=gpt-image-1', { IMAGE_UPSTREAM_IDEMPOTENT: 'true' }, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      fake.fail('POST /v1/images/generations', { status: 502, afterWork: true });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'done then lost, keyed', parameters: { resolution: '512' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.generations(), 1);
+      const keys = fake.requests.filter((q) => q.path === '/v1/images/generations').map((q) => q.headers['idempotency-key']);
+      assert.deepEqual(keys, [keys[0], keys[0]], 'sent again with the same key');
+      assert.equal(await charges(t, u.accountId), 1);
+    });
+  });
+
+  it('when the speech upstream makes the audio and a gateway answers 502, then it is not asked again: the task held, nothing charged', async () => {
+    const fake = await startFakeOpenAiSpeech({});
+    const t = await startTestServer({ env: { SPEECH_UPSTREAM_URL: fake.url, SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts', SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`, WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      fake.fail('POST /v1/audio/speech', { status: 502, afterWork: true });
+      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Said once, answered 502.', parameters: { voiceProfileId: SAWYER } });
+      await heldJob(t, r.body.task.id);
+      assert.equal(fake.requests.filter((q) => q.path === '/v1/audio/speech').length, 1, 'one upstream synthesis for the slot');
+      assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
+  it('when the prediction upstream creates the prediction and a gateway answers 502, then no second prediction is created: the task held, nothing charged', async () => {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 502, afterWork: true });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'created then lost', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      await heldJob(t, r.body.task.id);
+      assert.equal(fake.predictions().length, 1, 'one prediction upstream for the slot');
+      assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
+    });
+  });
+
+  it('when the prediction upstream answers 502 carrying the created prediction, then it is looked up by its id, not created again', async () => {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 502, afterWork: true, echo: true });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'created, answered 502 with its id', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 1);
+      assert.equal(fake.requests.filter((q) => q.method === 'POST' && q.path.endsWith('/predictions')).length, 1, 'never sent again');
+      assert.equal(await charges(t, u.accountId), 1);
+    });
+  });
+
+  it('when the prediction upstream answers 503 to a create, then nothing was done and the create is sent again: one prediction', async () => {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 503 });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'resent once', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 1, 'a 503 created nothing; the resend created one');
+      assert.equal(fake.requests.filter((q) => q.method === 'POST' && q.path.endsWith('/predictions')).length, 2);
+    });
+  });
+});
+
+describe('remote providers: prediction reads', () => {
+  const video = (prompt: string) => ({ model: 'gemforge-video-1', prompt, parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+
+  it('when a prediction ends aborted, then the output fails within a few polls, nothing charged', async () => {
+    await withReplicate({ processingMs: Infinity }, { REMOTE_DEADLINE_SECONDS: '60' }, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const r = await submit(t, u.secret, VIDEO, video('aborted upstream'));
+      await until('a prediction', () => fake.predictions().length === 1, 15_000);
+      const polls = () => fake.requests.filter((q) => q.method === 'GET' && q.path.startsWith('/v1/predictions/')).length;
+      fake.finish(fake.predictions()[0]!.id, 'aborted');
+      const atAbort = polls();
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed');
+      assert.match(task.error!.message, /aborted this output/);
+      assert.ok(polls() - atAbort <= 3, `polls after the abort: ${polls() - atAbort}`);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000);
+    });
+  });
+
+  it('when reads of a prediction are throttled (429 without Retry-After), then they back off and the prediction is kept: one prediction, the output delivered', async () => {
+    await withReplicate({ processingMs: 200 }, { REMOTE_DEADLINE_SECONDS: '60' }, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('GET /v1/predictions/{id}', ...Array.from({ length: 8 }, () => ({ status: 429 })));
+      const r = await submit(t, u.secret, VIDEO, video('throttled reads'));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 1);
+      assert.equal(await charges(t, u.accountId), 1);
+    });
+  });
+
+  it('when a slot is given up after its prediction was created (a refused read), then the prediction is cancelled upstream, nothing charged', async () => {
+    await withReplicate({ processingMs: Infinity }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('GET /v1/predictions/{id}', { status: 400 });
+      const r = await submit(t, u.secret, VIDEO, video('read refused'));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed');
+      assert.equal(fake.predictions()[0]!.status, 'canceled', 'not left running unpaid');
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000);
+    });
+  });
+
+  for (const shape of ['object', 'data', 'list'] as const) {
+    it(`when a prediction's output is ${shape === 'object' ? 'an object of named outputs' : shape === 'data' ? 'a data: URL' : 'a list'}, then the output is taken`, async () => {
+      await withReplicate({ processingMs: 100, outputShape: shape }, {}, async (fake, t) => {
+        const u = await t.user({ gems: 1000 });
+        const r = await submit(t, u.secret, VIDEO, video(`output as ${shape}`));
+        const task = await waitForTask(t, u.secret, r.body.task.id);
+        assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+        assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'video/mp4');
+        assert.equal(fake.predictions().length, 1);
+      });
+    });
+  }
+
+  it('when an output is named in an object, then the one named after the kind is taken', () => {
+    assert.equal(outputUrl({ image: 'https://x/a.png', video: 'https://x/v.mp4' }, 'video'), 'https://x/v.mp4');
+    assert.equal(outputUrl({ seed: 3, output: ['https://x/o.mp3'] }, 'audio'), 'https://x/o.mp3');
+    assert.equal(outputUrl({ seed: 3 }, 'audio'), undefined);
+  });
+
+  it('when a video request has a source image or references and the model is a prediction model, then 422 before anything is reserved', async () => {
+    await withReplicate({ processingMs: 100 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      assert.equal(r.status, 422, JSON.stringify(r.body));
+      assert.equal(r.body.error.code, 'INVALID_REQUEST');
+      assert.match(r.body.error.message, /sourceImage/);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
+      assert.equal(fake.predictions().length, 0, 'nothing sent upstream');
+    });
+  });
+});
+
+describe('remote providers: the upstreams\' dialects', () => {
+  /** The shipped catalog with `edit` applied to the models it names. */
+  function catalogWith(dir: string, edit: Record<string, (m: Record<string, unknown>) => void>): string {
+    const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
+    for (const m of doc.models) edit[m.id as string]?.(m);
+    const file = path.join(dir, 'dialect-models.yaml');
+    fs.writeFileSync(file, YAML.stringify(doc));
+    return file;
+  }
+
+  it('when a dall-e-2 model edits an image, then the source is sent as `image`, the one field dall-e-2 takes', async () => {
+    await withImageUpstream('gemforge-image-1=dall-e-2', {}, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 64), 'image/png');
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'make it snow', parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const edit = fake.requests.find((q) => q.path === '/v1/images/edits')!;
+      assert.deepEqual(edit.form!.files.map((f) => f.name), ['image']);
+      const two = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'merge', referenceAssetIds: [source], parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
+      assert.equal(two.status, 422, 'dall-e-2 edits one image');
+    });
+  });
+
+  it('when the style and negative prompt written into the prompt pass the upstream model\'s limit, then 422 at submission, not an upstream 400 after a 202', async () => {
+    await withImageUpstream('gemforge-image-1=dall-e-3', {}, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x'.repeat(3990), parameters: { resolution: '1024', negativePrompt: 'people and cars', style: 'watercolor' } });
+      assert.equal(r.status, 422, JSON.stringify(r.body));
+      assert.match(r.body.error.message, /prompt with its style and negative prompt/);
+      assert.equal(await balanceOf(t, u.accountId), 100, 'nothing reserved');
+      assert.equal(fake.requests.length, 0);
+    });
+  });
+
+  it('when the upstream model is chatgpt-image-latest, then it gets the GPT image sizes, not the exact size asked', async () => {
+    await withImageUpstream('gemforge-image-1=chatgpt-image-latest', {}, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a wide bay', parameters: { ratio: '16:9', resolution: '1024' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const body = fake.requests.find((q) => q.path === '/v1/images/generations')!.json as Record<string, unknown>;
+      assert.equal(body.size, '1536x1024');
+      assert.equal(body.quality, 'medium');
+    });
+  });
+
+  it('when speech is asked as AAC with a volume, then the gain keeps it AAC', async () => {
+    const fake = await startFakeOpenAiSpeech({});
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, { 'gemforge-speech-1': (m) => ((m.capabilities as Record<string, unknown>).outputFormat = 'audio/aac') });
+    const t = await startTestServer({ env: { CATALOG_PATH: catalog, SPEECH_UPSTREAM_URL: fake.url, SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts', SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`, WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Louder, in AAC please.', parameters: { voiceProfileId: SAWYER, volume: 6 } });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal((fake.requests.at(-1)!.json as Record<string, unknown>).response_format, 'aac');
+      assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'audio/aac');
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });

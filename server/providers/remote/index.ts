@@ -13,7 +13,7 @@ import type { JobRequests, MediaKind, MediaProvider, SpeechJobRequest } from '..
 import { imageRequestProblem, OpenAiImagesProvider } from './openai-images.ts';
 import { OpenAiSpeechProvider, speechRequestProblem } from './openai-speech.ts';
 import { fetchAllowOf } from './public-fetch.ts';
-import { parseReplicateEntry, ReplicateProvider } from './replicate.ts';
+import { parseReplicateEntry, ReplicateProvider, replicateRequestProblem } from './replicate.ts';
 
 export const PROVIDER_NAMES = ['local', 'openai-images', 'openai-speech', 'replicate'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
@@ -83,8 +83,12 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
     laneOf: (model) => (byModel[model]?.lane === 'remote' ? 'remote' : 'local'),
     problem(model, kind, request) {
       const provider = byModel[model];
-      if (provider instanceof OpenAiImagesProvider && kind === 'image') return imageRequestProblem(config.imageUpstreamModels[model]!, request as JobRequests['image']);
+      if (provider instanceof OpenAiImagesProvider && kind === 'image') {
+        const caps = catalog.find(model)?.capabilities as { maxPromptChars?: unknown } | undefined;
+        return imageRequestProblem(config.imageUpstreamModels[model]!, request as JobRequests['image'], typeof caps?.maxPromptChars === 'number' ? caps.maxPromptChars : undefined);
+      }
       if (provider instanceof OpenAiSpeechProvider && kind === 'audio') return speechRequestProblem(config.speechUpstreamVoices, request as SpeechJobRequest);
+      if (provider instanceof ReplicateProvider) return replicateRequestProblem(request);
       return undefined;
     },
   };

@@ -9,9 +9,10 @@
  *
  * Exactly once: each call carries `Idempotency-Key: gemforge-<task>-<slot>`.
  * OpenAI's API does not document that header (its Node SDK sends none), so by
- * default a slot whose call was interrupted is held for an operator rather than
- * sent again; `IMAGE_UPSTREAM_IDEMPOTENT=true` declares an upstream that honours
- * it, and such a slot is sent again with the same key.
+ * default a slot whose call was interrupted, or answered with a 5xx other than
+ * 503 (a gateway's 502 may follow a finished generation), is held for an
+ * operator rather than sent again; `IMAGE_UPSTREAM_IDEMPOTENT=true` declares an
+ * upstream that honours it, and such a slot is sent again with the same key.
  */
 import fsp from 'node:fs/promises';
 import sharp from 'sharp';
@@ -47,6 +48,12 @@ export interface OpenAiImagesOptions {
 /** What a known upstream model can do (OpenAI's documented limits); unknown names are sent the exact size asked. */
 interface UpstreamImageModel {
   sizes: string[] | undefined;
+  /** The longest prompt it takes, in characters (the prompt as sent, style and negative prompt written in). */
+  maxPromptChars: number | undefined;
+  /** The edits endpoint's file field: `image[]` for several images, `image` for dall-e-2's one. */
+  editField: 'image' | 'image[]';
+  /** How many images an edit takes. */
+  maxEditImages: number;
   background: boolean;
   outputFormat: boolean;
   edits: boolean;
@@ -55,9 +62,13 @@ interface UpstreamImageModel {
 }
 
 function upstreamModel(name: string): UpstreamImageModel {
-  if (name.startsWith('gpt-image')) {
+  // chatgpt-image-latest is the GPT image model ChatGPT uses: the same sizes and fields as gpt-image-*.
+  if (name.startsWith('gpt-image') || name.startsWith('chatgpt-image')) {
     return {
       sizes: ['1024x1024', '1536x1024', '1024x1536'],
+      maxPromptChars: 32000,
+      editField: 'image[]',
+      maxEditImages: 16,
       background: true,
       outputFormat: true,
       edits: true,
@@ -67,6 +78,9 @@ function upstreamModel(name: string): UpstreamImageModel {
   if (name === 'dall-e-3') {
     return {
       sizes: ['1024x1024', '1792x1024', '1024x1792'],
+      maxPromptChars: 4000,
+      editField: 'image[]',
+      maxEditImages: 0,
       background: false,
       outputFormat: false,
       edits: false,
@@ -74,8 +88,10 @@ function upstreamModel(name: string): UpstreamImageModel {
       style: (v) => (v === 'vivid' ? 'vivid' : v === 'muted' ? 'natural' : undefined),
     };
   }
-  if (name === 'dall-e-2') return { sizes: ['256x256', '512x512', '1024x1024'], background: false, outputFormat: false, edits: true, quality: () => undefined };
-  return { sizes: undefined, background: true, outputFormat: true, edits: true, quality: () => undefined };
+  if (name === 'dall-e-2') {
+    return { sizes: ['256x256', '512x512', '1024x1024'], maxPromptChars: 1000, editField: 'image', maxEditImages: 1, background: false, outputFormat: false, edits: true, quality: () => undefined };
+  }
+  return { sizes: undefined, maxPromptChars: undefined, editField: 'image[]', maxEditImages: 16, background: true, outputFormat: true, edits: true, quality: () => undefined };
 }
 
 /** The allowed size nearest the requested shape (then the requested long edge). */
@@ -89,15 +105,29 @@ export function nearestSize(sizes: string[] | undefined, width: number, height: 
   return [...sizes].sort((a, b) => score(a) - score(b))[0]!;
 }
 
-/** What the upstream model cannot do for this request (refused at submission, before anything is reserved). */
-export function imageRequestProblem(upstream: string, request: Pick<ImageJobRequest, 'background' | 'sourceImage' | 'referenceImages'>): string | undefined {
+/**
+ * What the upstream model cannot do for this request (refused at submission,
+ * before anything is reserved). The prompt is judged as it will be sent, with
+ * the style and negative prompt written in, against the catalog's limit and
+ * the upstream model's.
+ */
+export function imageRequestProblem(
+  upstream: string,
+  request: Pick<ImageJobRequest, 'prompt' | 'style' | 'negativePrompt' | 'background' | 'sourceImage' | 'referenceImages'>,
+  catalogMaxPromptChars = Number.POSITIVE_INFINITY,
+): string | undefined {
   const m = upstreamModel(upstream);
   if (request.background === 'transparent' && !m.background) return `parameters.background "transparent" is not available for this model (its upstream ${upstream} has no transparency).`;
-  if ((request.sourceImage || request.referenceImages.length > 0) && !m.edits) return `this model cannot edit images (its upstream ${upstream} has no edits): leave out sourceImage and referenceAssetIds.`;
+  const images = (request.sourceImage ? 1 : 0) + request.referenceImages.length;
+  if (images > 0 && !m.edits) return `this model cannot edit images (its upstream ${upstream} has no edits): leave out sourceImage and referenceAssetIds.`;
+  if (images > m.maxEditImages) return `this model edits at most ${m.maxEditImages} image${m.maxEditImages === 1 ? '' : 's'} at once (its upstream ${upstream}): send fewer of sourceImage and referenceAssetIds.`;
+  const limit = Math.min(catalogMaxPromptChars, m.maxPromptChars ?? Number.POSITIVE_INFINITY);
+  const sent = promptOf(request).length;
+  if (sent > limit) return `the prompt with its style and negative prompt written in is ${sent} characters, above this model's ${limit}: shorten the prompt, style or negativePrompt.`;
   return undefined;
 }
 
-function promptOf(request: ImageJobRequest): string {
+function promptOf(request: Pick<ImageJobRequest, 'prompt' | 'style' | 'negativePrompt'>): string {
   let prompt = request.prompt;
   if (request.style) prompt += `\n\nStyle: ${request.style}.`;
   if (request.negativePrompt) prompt += `\n\nAvoid: ${request.negativePrompt}.`;
@@ -143,7 +173,7 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
       for (const id of [request.sourceImage, ...request.referenceImages].filter((x): x is string => Boolean(x))) {
         const bytes = await fsp.readFile(await tools.assetFile(id));
         const meta = await sharp(bytes).metadata();
-        form.append('image[]', new Blob([new Uint8Array(bytes)], { type: `image/${meta.format === 'jpeg' ? 'jpeg' : meta.format ?? 'png'}` }), `${id}.${meta.format ?? 'png'}`);
+        form.append(m.editField, new Blob([new Uint8Array(bytes)], { type: `image/${meta.format === 'jpeg' ? 'jpeg' : meta.format ?? 'png'}` }), `${id}.${meta.format ?? 'png'}`);
       }
       body = form;
     } else {

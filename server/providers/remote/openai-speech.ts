@@ -66,8 +66,8 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
 
   /** The volume parameter (dB), applied locally. */
   private async withGain(output: { file: string; mimeType: string }, gainDb: number, tools: MediaTools): Promise<GeneratedOutput> {
-    const ext = output.mimeType === 'audio/wav' ? 'wav' : output.mimeType === 'audio/mpeg' ? 'mp3' : output.mimeType === 'audio/flac' ? 'flac' : 'm4a';
-    const file = await tools.tempFile(`.${ext}`);
+    // The file's extension picks ffmpeg's muxer: the format asked is the format kept (`.aac` is an ADTS stream, as the upstream sends; `.m4a` would be MP4).
+    const file = await tools.tempFile(`.${FORMATS[output.mimeType]}`);
     try {
       await runTool(tools.ffmpegPath, ['-v', 'error', '-y', '-i', output.file, '-af', `volume=${gainDb}dB`, file]);
       return { file, mimeType: output.mimeType };

@@ -165,3 +165,25 @@ export async function downloadOutput(url: string, kind: MediaKind, tools: MediaT
   }
   return storeOutputBody(response, kind, tools, options.who, options.maxBytes);
 }
+
+/** An output the upstream answered inline as a `data:` URL (`data:<type>;base64,<bytes>`): decoded, checked, as a temp file. */
+export async function dataUrlOutput(url: string, kind: MediaKind, tools: MediaTools, who: string, maxBytes: number): Promise<FileOutput> {
+  const comma = url.indexOf(',');
+  // Base64 is 4 characters per 3 bytes: a longer text cannot fit the limit, and is not decoded.
+  if (comma < 0 || (url.length - comma - 1) * 0.75 > maxBytes + 3) {
+    throw new MediaGenerationError('GENERATION_FAILED', comma < 0 ? `${who} returned a malformed data URL; nothing was charged for it.` : `${who} returned an output larger than ${maxBytes} bytes; nothing was charged for it.`);
+  }
+  const meta = url.slice(5, comma);
+  const text = url.slice(comma + 1);
+  const bytes = /;base64$/i.test(meta) ? Buffer.from(text, 'base64') : Buffer.from(decodeURIComponent(text), 'latin1');
+  if (bytes.length > maxBytes) throw new BodyTooLarge(who, maxBytes);
+  // Written out and held to the same media limits as every other output.
+  const file = await tools.tempFile('.remote');
+  try {
+    await fsp.writeFile(file, bytes);
+    return await checkOutputFile(file, kind, tools, who);
+  } catch (error) {
+    await fsp.rm(file, { force: true });
+    throw error;
+  }
+}

@@ -3,12 +3,15 @@
  * `POST /v1/chat/completions` (Ollama, vLLM, a llama.cpp server, a hosted API).
  * It always streams from the upstream (so partial output is measurable), asks
  * for usage in the final chunk (`stream_options.include_usage`), and passes
- * `temperature`, `top_p`, `max_tokens` and `response_format` through.
+ * `temperature`, `top_p`, `max_tokens` and `response_format` through, in the
+ * dialect of the upstream model (REASONING_MODELS).
  *
- * Failure classes (see ProviderError): a refused connection, 429/503 or another
- * 4xx before any output is `refused` (nothing was spent); anything after the
- * request may have been accepted (other 5xx, a reset, a broken or unfinished
- * stream) is `uncertain`.
+ * Failure classes (see ProviderError), decided per answer before any output:
+ * a refused connection, 408, 429, 500 and 503 are `refused` and `unavailable`
+ * (the upstream answered that it did nothing; an error answer is not billed),
+ * so the identity stays free; another 4xx is `refused` (rejected, final);
+ * 502, 504 and other 5xx (a gateway may answer them after the model ran),
+ * a timeout, a reset, a broken or unfinished stream are `uncertain`.
  *
  * Bounded: the stream is read in linear time with one event at most 1 MiB, a
  * one-JSON answer at most 16 MiB, an error body's first 64 KiB; past a bound
@@ -44,11 +47,36 @@ export function chatCompletionsUrl(base: string): string {
   return `${trimmed}/v1/chat/completions`;
 }
 
+/** The upstream's `Retry-After` in whole seconds (1–60), else undefined. */
+function retryAfterSecondsOf(value: string | null): number | undefined {
+  if (!value) return undefined;
+  const seconds = Number(value);
+  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(value) - Date.now();
+  return Number.isFinite(ms) ? Math.min(60, Math.max(1, Math.ceil(ms / 1000))) : undefined;
+}
+
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 function networkCode(error: unknown): string | undefined {
   const cause = (error as { cause?: { code?: string; cause?: { code?: string } } })?.cause;
   return cause?.code ?? cause?.cause?.code;
+}
+
+/**
+ * OpenAI's reasoning models (o1*, o3*, o4*, gpt-5*, also behind an `openai/`
+ * prefix) refuse `max_tokens` ("Use 'max_completion_tokens' instead") and a
+ * `temperature` or `top_p` of their own: the limit goes as
+ * `max_completion_tokens` (it bounds the hidden reasoning and the answer
+ * together, so the reservation still bounds the charge) and the sampling
+ * parameters are left out. docs/providers.md has the table.
+ */
+export const REASONING_MODELS = /^(?:[\w.-]+\/)?(?:o1|o3|o4|gpt-5)(?:$|[-.:])/;
+
+/** The request body for an upstream model, in its dialect. */
+export function upstreamBody(request: TextGenerationRequest): Record<string, unknown> {
+  const common = { model: request.model, messages: request.messages, response_format: request.response_format, stream: true, stream_options: { include_usage: true } };
+  if (REASONING_MODELS.test(request.model)) return { ...common, max_completion_tokens: request.max_tokens };
+  return { ...common, max_tokens: request.max_tokens, temperature: request.temperature, top_p: request.top_p };
 }
 
 interface UpstreamChunk {
@@ -71,10 +99,18 @@ function finishReason(value: string | null | undefined): FinishReason | undefine
   return value === 'length' ? 'length' : 'stop';
 }
 
-function usageFrom(value: Partial<Usage> | null | undefined): Usage | undefined {
+/**
+ * The usage as billed. Hidden reasoning tokens are billed as output: OpenAI
+ * counts them inside `completion_tokens` (`completion_tokens_details` only
+ * breaks them out); a server that reports fewer completion tokens than
+ * reasoning tokens counted them apart, and they are added.
+ */
+function usageFrom(value: (Partial<Usage> & { completion_tokens_details?: { reasoning_tokens?: unknown } | null }) | null | undefined): Usage | undefined {
   if (!value || !Number.isInteger(value.prompt_tokens) || !Number.isInteger(value.completion_tokens)) return undefined;
   const prompt = value.prompt_tokens as number;
-  const completion = value.completion_tokens as number;
+  const reasoning = value.completion_tokens_details?.reasoning_tokens;
+  const apart = Number.isInteger(reasoning) && (reasoning as number) > (value.completion_tokens as number) ? (reasoning as number) : 0;
+  const completion = (value.completion_tokens as number) + apart;
   if (prompt < 0 || completion < 0) return undefined;
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
@@ -97,16 +133,7 @@ export class UpstreamTextProvider implements TextProvider {
   }
 
   private async post(request: TextGenerationRequest): Promise<Response> {
-    const body = {
-      model: request.model,
-      messages: request.messages,
-      max_tokens: request.max_tokens,
-      temperature: request.temperature,
-      top_p: request.top_p,
-      response_format: request.response_format,
-      stream: true,
-      stream_options: { include_usage: true },
-    };
+    const body = upstreamBody(request);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream, application/json' };
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
     let res: Response;
@@ -126,10 +153,11 @@ export class UpstreamTextProvider implements TextProvider {
     }
     if (res.ok) return res;
     const detail = this.scrub((await readErrorText(res, ERROR_BODY_MAX_BYTES)).slice(0, 300));
-    if (res.status === 429 || res.status === 503) {
-      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, cause: detail });
+    if ([408, 429, 500, 503].includes(res.status)) {
+      const retryAfterSeconds = retryAfterSecondsOf(res.headers.get('retry-after'));
+      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, retryAfterSeconds, cause: detail });
     }
-    if (res.status >= 400 && res.status < 500 && res.status !== 408) {
+    if (res.status >= 400 && res.status < 500) {
       throw new ProviderError('refused', `The upstream text provider rejected the request (HTTP ${res.status}).`, { cause: detail });
     }
     throw new ProviderError('uncertain', `The upstream text provider failed (HTTP ${res.status}).`, { cause: detail });
