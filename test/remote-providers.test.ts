@@ -93,7 +93,7 @@ async function withImageUpstream(models: string, env: Record<string, string>, bo
 async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
   const fake = await startFakeReplicate(options);
   const dir = tempDataDir();
-  const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
+  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
   try {
     await body(fake, t);
   } finally {
@@ -718,7 +718,8 @@ describe('remote providers: bounded answers and fetched addresses', () => {
   });
 
   it('when an error body never ends, then its head is read within the attempt and the call is retried, not stuck: the slot fails uncharged', async () => {
-    const endless = { stream: { status: 500, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', intervalMs: 50, chunkBytes: 1024 } } as const;
+    // 503: "not done", so it is sent again (a 500 to a creating call is an unknown outcome, held instead).
+    const endless = { stream: { status: 503, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', intervalMs: 50, chunkBytes: 1024 } } as const;
     const own = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
     own.fail('POST /v1/images/generations', ...Array.from({ length: 6 }, () => endless));
     const t = await startTestServer({
@@ -729,7 +730,7 @@ describe('remote providers: bounded answers and fetched addresses', () => {
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'an endless error', parameters: { resolution: '512' } });
       const task = await waitForTask(t, u.secret, r.body.task.id, 30_000);
       assert.equal(task.status, 'failed', JSON.stringify(task));
-      assert.match(task.error!.message, /unavailable \(HTTP 500\)/);
+      assert.match(task.error!.message, /unavailable \(HTTP 503\)/);
       assertSettled(task);
       assert.equal(await ledger.balanceOf(t.db, u.accountId), 100);
     } finally {
