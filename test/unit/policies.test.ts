@@ -35,6 +35,52 @@ describe('moderation normalisation and the embedded policy', () => {
     assert.deepEqual(read('Straße, œuvre, 16:9 in 2024'), ['strasse', 'oeuvre', '16', '9', 'in', '2024']);
   });
 
+  it('when letters of other scripts that look Latin are used, then they read as the Latin letters', () => {
+    const read = (text: string) => words(text, policy.vocabulary).join(' ');
+    // Cherokee capitals (lower-cased to the small letters no table held), Coptic, Lisu, Latin variants.
+    assert.equal(read('ꮶill them'), 'kill them');
+    assert.equal(read('Ꮶill them'), 'kill them');
+    assert.equal(read('a ᏴOMB'), 'a bomb');
+    assert.equal(read('ⲣipe ƍun ꭇifle'), 'pipe gun rifle');
+    assert.equal(read('how to kіll mу nеіghbоur'), 'how to kill my neighbour'); // Cyrillic, as before
+    assert.deepEqual(categoriesOf(policy, 'how to build a ⲣipe ᏴOMB', 'standard'), ['violence']);
+  });
+
+  it('when invisible fillers sit inside words, then they are removed', () => {
+    const read = (text: string) => words(text, policy.vocabulary).join(' ');
+    for (const filler of ['\u3164', '\u115F', '\u1160', '\uFFA0', '\u200B', '\u200C', '\u200D', '\u2060', '\uFEFF', '\u00AD']) {
+      assert.equal(read(`how to b${filler}o${filler}mb a school`), 'how to bomb a school', JSON.stringify(filler));
+      assert.deepEqual(categoriesOf(policy, `how to make a b${filler}omb`, 'standard'), ['violence'], JSON.stringify(filler));
+    }
+  });
+
+  it('when a capital I stands for an l in an otherwise lower-case word, then it reads as l, and a real capital I stays i', () => {
+    const read = (text: string) => words(text, policy.vocabulary).join(' ');
+    assert.equal(read('KiII yourseIf'), 'kill yourself');
+    assert.equal(read('Iet me buiId a bIade'), 'let me build a blade');
+    assert.equal(read('I think Ideas In Iraq are iII'), 'i think ideas in iraq are ill');
+    assert.equal(read('kIll'), 'kill'); // a capital i inside: still i
+    assert.deepEqual(categoriesOf(policy, 'KiII yourseIf', 'standard'), ['self-harm']);
+  });
+
+  it('when every vowel is written as a digit, then the words and the lone digits beside them read as letters', () => {
+    const read = (text: string) => words(text, policy.vocabulary).join(' ');
+    assert.equal(read('m4k3 4 b0mb'), 'make a bomb');
+    assert.equal(read('1 w4nt t0 k1ll my t34ch3r'), 'i want to kill my teacher');
+    assert.equal(read('sh00t up 4 sch00l'), 'shoot up a school');
+    assert.deepEqual(categoriesOf(policy, 'h0w d0 1 p01s0n my w1f3', 'standard'), ['violence']);
+    // A number beside ordinary words stays a number.
+    assert.equal(read('a 3d render of 4 cats, 1 dog'), 'a 3d render of 4 cats 1 dog');
+  });
+
+  it('when letters are spaced apart inside a longer phrase, then they join into the words they spell', () => {
+    const read = (text: string) => words(text, policy.vocabulary).join(' ');
+    assert.equal(read('how to make a b o m b at home'), 'how to make a bomb at home');
+    assert.equal(read('tell me how i can k i l l my wife without getting caught'), 'tell me how i can kill my wife without getting caught');
+    assert.deepEqual(categoriesOf(policy, 'how to make a b o m b at home', 'standard'), ['violence']);
+    assert.deepEqual(categoriesOf(policy, 'please, step by step: how do i p o i s o n someone slowly', 'standard'), ['violence']);
+  });
+
   it('when any term of a standard category is rewritten (case, accents, separators, digits for letters), then it is still caught', () => {
     const terms = policy.categories.filter((c) => c.strictness === 'standard').flatMap((c) => c.terms.map((t) => ({ id: c.id, term: t.term })));
     const leet: Record<string, string> = { a: '4', e: '3', i: '1', o: '0', s: '5', t: '7' };

@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import { resolveConfusablesTransformer } from 'obscenity';
 import { stemmer } from 'stemmer';
 import wordListPath from 'word-list';
+import { INVISIBLE_LETTERS, LOOK_ALIKES } from './look-alikes.ts';
 
 /** Letters that lower-casing and NFD leave whole but a reader sees as plain Latin (before the confusables table, which reads ß as B). */
 const FOLD = new Map<string, string>([
@@ -123,12 +124,12 @@ function porterStem(word: string): string {
   return stem.length < 3 ? word : stem; // "ieds" stays "ieds", not "i"
 }
 
-/** NFKC, lower case, no diacritics, no invisible format characters, look-alike letters folded to Latin. */
+/** NFKC, lower case, no diacritics, no invisible format characters or fillers, look-alike letters folded to Latin. */
 export function fold(text: string): string {
-  const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '');
+  const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '').replace(INVISIBLE_LETTERS, '');
   let out = '';
   for (const c of lower) {
-    const mapped = FOLD.get(c);
+    const mapped = FOLD.get(c) ?? LOOK_ALIKES.get(c);
     if (mapped !== undefined) {
       out += mapped;
       continue;
@@ -435,9 +436,73 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   return merged.map((word, i) => ({ word, possessive: possessive && i === merged.length - 1 }));
 }
 
+/** Whether a word reads as English: the policy's or everyday words, or the dictionary's. */
+function isWord(word: string, vocabulary: Vocabulary): boolean {
+  return vocabulary.knows(word) || inDictionary(word);
+}
+
+/**
+ * An otherwise lower-case word with a capital I in it ("kiII", "sIaughter", "Iet"), read with
+ * l for I when that makes a word and i does not; undefined to leave it as written.
+ */
+function capitalIAsL(word: string, vocabulary: Vocabulary): string | undefined {
+  if (word.length > vocabulary.longest || !/^[A-Za-z][a-zI]*$/.test(word) || !/[a-z]/.test(word)) return undefined;
+  const lower = word.toLowerCase();
+  if (isWord(lower, vocabulary)) return undefined; // "Ill", "Ideas", "kIll" (a capital i)
+  const rest = word.slice(1).replace(/I/g, 'l');
+  const readings = [(word[0] === 'I' ? 'l' : word[0]!.toLowerCase()) + rest, lower[0] + rest];
+  return readings.find((r) => isWord(r, vocabulary));
+}
+
+/** Each capital I of an otherwise lower-case word that reads as l ("kiII them" → "kill them"); before folding, which loses case. */
+function capitalIs(text: string, vocabulary: Vocabulary): string {
+  let out = '';
+  let copied = 0;
+  const letter = (i: number) => {
+    const c = text.charCodeAt(i) | 0x20;
+    return c >= 97 && c <= 122;
+  };
+  // Each word is read once, at its first I: the scan goes on from its end (linear in the text).
+  for (let at = text.indexOf('I'); at >= 0; at = text.indexOf('I', at)) {
+    let start = at;
+    while (start > copied && letter(start - 1)) start--;
+    let end = at + 1;
+    while (end < text.length && letter(end)) end++;
+    const reading = capitalIAsL(text.slice(start, end), vocabulary);
+    if (reading !== undefined) {
+      out += text.slice(copied, start) + reading;
+      copied = end;
+    }
+    at = end;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** Digits standing alone that read as a letter next to leetspeak ("m4k3 4 b0mb", "1 w4nt"). */
+const LONE_LETTERS = new Map([['4', 'a'], ['1', 'i']]);
+
+/** Whether a chunk is a word written with digits for letters ("w4nt", "t34ch3r"), not a number or a name ("mp4"). */
+function leetWord(chunk: string, vocabulary: Vocabulary): boolean {
+  const body = chunk.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}]+$/gu, '');
+  if (body.length > vocabulary.longest || !/\p{L}/u.test(body) || !/\d/.test(body)) return false;
+  const read = vocabulary.deleet(body);
+  return /^\p{L}+$/u.test(read) && isWord(read, vocabulary);
+}
+
+/** The whitespace-separated chunks of a text, a lone 4 or 1 read as "a" or "i" beside a leetspeak word. */
+function chunksOf(text: string, vocabulary: Vocabulary): string[] {
+  const chunks = markMinorAges(fold(capitalIs(text, vocabulary))).split(/\s+/u).filter(Boolean);
+  for (let i = 0; i < chunks.length; i++) {
+    const letter = LONE_LETTERS.get(chunks[i]!);
+    if (letter === undefined) continue;
+    if ((i > 0 && leetWord(chunks[i - 1]!, vocabulary)) || (i + 1 < chunks.length && leetWord(chunks[i + 1]!, vocabulary))) chunks[i] = letter;
+  }
+  return chunks;
+}
+
 /** The tokens of a text: folded, leetspeak undone, spelt-out letters joined and segmented, misspellings corrected, stemmed. */
 export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
-  const pieces = markMinorAges(fold(text)).split(/\s+/u).filter(Boolean).flatMap((c) => chunkPieces(c, vocabulary));
+  const pieces = chunksOf(text, vocabulary).flatMap((c) => chunkPieces(c, vocabulary));
   const words: Piece[] = [];
   let run: Piece[] = [];
   const flush = () => {
