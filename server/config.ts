@@ -156,6 +156,17 @@ export interface Config {
   moderationApiKey: string | undefined;
   /** Model name sent to the moderation endpoint (`MODERATION_MODEL`, default omni-moderation-latest). */
   moderationModel: string;
+  /**
+   * Who decides on text (`MODERATION_MODE`): `embedded` (the policy file), `remote` (the
+   * MODERATION_URL endpoint) or `both` (what the embedded policy passes is asked of the endpoint
+   * too). Default: `remote` when MODERATION_URL is set, else `embedded`.
+   */
+  moderationMode: 'embedded' | 'remote' | 'both';
+  /**
+   * What a `remote` or `both` mode does while the endpoint fails (`MODERATION_REMOTE_FALLBACK`):
+   * `closed` (default) refuses with 503/502 as before, `open` lets the embedded verdict stand.
+   */
+  moderationRemoteFallback: 'closed' | 'open';
   /** Moderation refusals of one account within the window that block it (`MODERATION_BLOCK_THRESHOLD`, default 5; 0: never). */
   moderationBlockThreshold: number;
   /** The window those refusals are counted in, in seconds (`MODERATION_BLOCK_WINDOW_SECONDS`, default 86400). */
@@ -227,6 +238,16 @@ function parseBlobStore(value: string | undefined, bucket: string | undefined): 
 function checkMetricsToken(value: string): string {
   if (value.length < 16) throw new Error('METRICS_TOKEN must be at least 16 characters');
   return value;
+}
+
+/** `MODERATION_MODE` and `MODERATION_REMOTE_FALLBACK`, checked now: remote modes need MODERATION_URL. */
+function parseModeration(env: NodeJS.ProcessEnv): { moderationMode: Config['moderationMode']; moderationRemoteFallback: Config['moderationRemoteFallback'] } {
+  const mode = env.MODERATION_MODE || (env.MODERATION_URL ? 'remote' : 'embedded');
+  if (mode !== 'embedded' && mode !== 'remote' && mode !== 'both') throw new Error(`MODERATION_MODE must be embedded, remote or both, got "${mode}"`);
+  if (mode !== 'embedded' && !env.MODERATION_URL) throw new Error(`MODERATION_MODE=${mode} needs MODERATION_URL`);
+  const fallback = env.MODERATION_REMOTE_FALLBACK || 'closed';
+  if (fallback !== 'closed' && fallback !== 'open') throw new Error(`MODERATION_REMOTE_FALLBACK must be closed or open, got "${fallback}"`);
+  return { moderationMode: mode, moderationRemoteFallback: fallback };
 }
 
 function parseWhole(value: string | undefined, fallback: number, name: string, min: number): number {
@@ -345,6 +366,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     moderationUrl: env.MODERATION_URL || undefined,
     moderationApiKey: env.MODERATION_API_KEY || undefined,
     moderationModel: env.MODERATION_MODEL || 'omni-moderation-latest',
+    ...parseModeration(env),
     moderationBlockThreshold: parseWhole(env.MODERATION_BLOCK_THRESHOLD, 5, 'MODERATION_BLOCK_THRESHOLD', 0),
     moderationBlockWindowSeconds: parseWhole(env.MODERATION_BLOCK_WINDOW_SECONDS, 86_400, 'MODERATION_BLOCK_WINDOW_SECONDS', 1),
     trustProxy: parseTrustProxy(env.TRUST_PROXY),

@@ -6,41 +6,15 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { listRecords } from '../server/domain/policy/moderation.ts';
 import { systemClock } from '../server/domain/clock.ts';
-
-interface Seen {
-  url: string;
-  authorization: string | undefined;
-  body: { model: string; input: string[] };
-}
-
-/** A local /v1/moderations: "forbidden" is violence, "spicy" is sexual; "[[fail]]" answers 500, "[[junk]]" a malformed body. */
-function fakeModeration(seen: Seen[]): http.Server {
-  return http.createServer((req, res) => {
-    let raw = '';
-    req.on('data', (c) => (raw += c));
-    req.on('end', () => {
-      const body = JSON.parse(raw) as Seen['body'];
-      seen.push({ url: req.url ?? '', authorization: req.headers.authorization, body });
-      if (body.input.some((t) => t.includes('[[fail]]'))) return void res.writeHead(500).end('boom');
-      if (body.input.some((t) => t.includes('[[junk]]'))) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"results": []}');
-      const results = body.input.map((text) => {
-        const categories = { violence: text.includes('forbidden'), sexual: text.includes('spicy'), 'self-harm': false };
-        return { flagged: categories.violence || categories.sexual, categories, category_scores: { violence: categories.violence ? 0.9 : 0.01 } };
-      });
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'modr-1', model: body.model, results }));
-    });
-  });
-}
+import { fakeModeration, listenModeration, type SeenModeration } from './helpers/fake-moderation.ts';
 
 describe('moderation through an OpenAI-compatible endpoint', () => {
-  const seen: Seen[] = [];
+  const seen: SeenModeration[] = [];
   const upstream = fakeModeration(seen);
   let s: TestServer;
   let counter = 0;
@@ -48,8 +22,7 @@ describe('moderation through an OpenAI-compatible endpoint', () => {
     s.call('POST', '/api/generate/text/v1/chat/completions', { key, body: { model: 'gemforge-text-1', messages, max_tokens: 16 }, headers: { 'idempotency-key': `up-${++counter}` } });
 
   before(async () => {
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`;
+    const url = await listenModeration(upstream);
     s = await startTestServer({ env: { MODERATION_URL: url, MODERATION_API_KEY: 'sk-moderation', MODERATION_MODEL: 'omni-test' } });
   });
   after(async () => {

@@ -4,7 +4,8 @@
  * operation and status with latency histograms; tasks by status, the job queue
  * by lane and state with the age of its oldest waiting job, and the Gems held in
  * open reservations, read from the database at each scrape; upstream errors of
- * the remote media providers; the process's own metrics. Served only where an
+ * the remote media providers and the remote moderation endpoint's fallbacks;
+ * the process's own metrics. Served only where an
  * operator asked: on METRICS_PORT (its own listener) or at /metrics with
  * `Authorization: Bearer METRICS_TOKEN` — never public by accident.
  */
@@ -15,6 +16,7 @@ import type { Db } from '../storage/db.ts';
 import { jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
+import { remoteFallbacks } from '../providers/moderation/second-opinion.ts';
 
 /** Process-wide metrics (one per process, whatever servers it runs). */
 const processRegistry = new client.Registry();
@@ -60,6 +62,19 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
       for (const [key, n] of upstreamErrorCounts) {
         const [provider, kind] = key.split(' ') as [string, string];
         this.inc({ provider, kind }, n);
+      }
+    },
+  });
+  new client.Counter({
+    name: 'gemforge_moderation_remote_fallbacks_total',
+    help: 'Requests whose remote moderation endpoint failed, by MODERATION_MODE and the MODERATION_REMOTE_FALLBACK applied (closed: refused 503/502; open: the embedded verdict stood)',
+    labelNames: ['mode', 'fallback'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, n] of remoteFallbacks) {
+        const [mode, fallback] = key.split(':') as [string, string];
+        this.inc({ mode, fallback }, n);
       }
     },
   });

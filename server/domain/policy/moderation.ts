@@ -8,6 +8,11 @@
  * account, not per key: `threshold` of them within `windowSeconds` block the
  * account (`403 ACCOUNT_BLOCKED` on every later request, whichever key) until
  * an operator runs `gemforge admin moderation clear`.
+ *
+ * Text the provider cannot judge (the embedded policy reads English only) leaves
+ * a record too, cleared as it is written so that it never counts towards a
+ * block; a `strict` account's request is refused (`422 CONTENT_REJECTED`, saying
+ * why), a `standard` one's goes on.
  */
 import { ApiError } from '../../errors.ts';
 import { inTransaction, type Db } from '../../storage/db.ts';
@@ -19,7 +24,9 @@ import {
   type ModerationFlag,
   type ModerationProvider,
   type ModerationText,
+  type ModerationUnjudged,
 } from '../../providers/moderation/types.ts';
+import { LANGUAGE_NAMES } from '../../providers/moderation/language.ts';
 import type { Principal } from '../accounts.ts';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
@@ -32,6 +39,22 @@ export interface ModerationDeps {
   /** Refusals within the window that block the account; 0: never. */
   blockThreshold: number;
   blockWindowSeconds: number;
+}
+
+/** Records text the provider could not judge, cleared at once: it is the preference's decision, never a strike. */
+async function recordUnjudged(deps: ModerationDeps, principal: Principal, operation: string, provider: string, unjudged: ModerationUnjudged): Promise<void> {
+  const now = deps.clock.now().toISOString();
+  await store.insertModerationRecord(deps.db, {
+    id: newId('mod'),
+    account_id: principal.account.id,
+    key_id: principal.key.id,
+    operation,
+    field: unjudged.field.slice(0, 200),
+    categories: JSON.stringify([`unjudged:${unjudged.language}`]),
+    provider,
+    created_at: now,
+    cleared_at: now,
+  });
 }
 
 /** Records a refusal and, past the threshold, blocks the account; true when this refusal blocked it. */
@@ -85,6 +108,19 @@ export async function screen(
       : new ApiError(502, 'PROVIDER_ERROR', 'The moderation service failed; retry later with the same identity.');
   }
   const flag = verdict.flagged;
+  if (!flag && verdict.unjudged && !(await claimed())) {
+    const { unjudged } = verdict;
+    const preference = principal.account.content_preference as ContentPreference;
+    await recordUnjudged(deps, principal, operation, verdict.provider, unjudged);
+    if (preference === 'strict') {
+      throw new ApiError(
+        422,
+        'CONTENT_REJECTED',
+        `The content policy cannot judge ${unjudged.field}: it reads as ${LANGUAGE_NAMES[unjudged.language] ?? unjudged.language}, and the policy reads English only; ` +
+          "this account's strict content preference refuses text it cannot judge. Nothing was reserved or charged.",
+      );
+    }
+  }
   if (!flag || (await claimed())) return;
   const blocked = await recordRefusal(deps, principal, operation, verdict.provider, flag);
   if (blocked) invalidatePrincipals(); // the next request of any key of this account meets the block at once

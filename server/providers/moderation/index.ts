@@ -1,17 +1,26 @@
 /**
- * The moderation provider the server uses: the OpenAI-compatible endpoint when
- * `MODERATION_URL` is set, the embedded policy file otherwise.
+ * The moderation provider the server uses, by `MODERATION_MODE`: the embedded
+ * policy file, the OpenAI-compatible endpoint at `MODERATION_URL`, or both in
+ * turn (second-opinion.ts).
  */
 import { embeddedModeration } from './local.ts';
 import { openAiCompatibleModeration } from './openai.ts';
 import type { ModerationPolicy } from './policy-file.ts';
+import { withRemote, type RemoteFallback } from './second-opinion.ts';
 import type { ModerationProvider } from './types.ts';
 
 export function moderationProviderFor(
   policy: ModerationPolicy,
-  config: { moderationUrl: string | undefined; moderationApiKey: string | undefined; moderationModel: string },
+  config: {
+    moderationUrl: string | undefined;
+    moderationApiKey: string | undefined;
+    moderationModel: string;
+    moderationMode: 'embedded' | 'remote' | 'both';
+    moderationRemoteFallback: RemoteFallback;
+  },
 ): ModerationProvider {
-  return config.moderationUrl
-    ? openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel })
-    : embeddedModeration(policy);
+  const embedded = embeddedModeration(policy);
+  if (config.moderationMode === 'embedded' || !config.moderationUrl) return embedded;
+  const remote = openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel });
+  return withRemote(embedded, remote, config.moderationMode, config.moderationRemoteFallback);
 }

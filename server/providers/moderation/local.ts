@@ -6,9 +6,10 @@
  */
 import { setImmediate } from 'node:timers/promises';
 import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
-import { tokenize, type Token } from './normalize.ts';
+import { inDictionary, tokenize, type Token } from './normalize.ts';
+import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, occurrences, type Occurrence } from './intents.ts';
-import type { ContentPreference, ModerationProvider } from './types.ts';
+import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
 const YIELD_AFTER_CHARS = 30_000;
@@ -41,11 +42,16 @@ function breaks(c: ModerationCategory, tokens: Token[], spaced: string, found: M
   return false;
 }
 
-export function embeddedModeration(policy: ModerationPolicy): ModerationProvider {
+/**
+ * The embedded provider. Its concepts are English: a text that `languages` reads as another
+ * language and that breaks nothing is returned as unjudged (policies.md, "Other languages").
+ */
+export function embeddedModeration(policy: ModerationPolicy, languages: LanguageDetector = stopWordDetector(inDictionary)): ModerationProvider {
   return {
     name: 'embedded',
     async moderate({ texts, preference }) {
       let since = 0;
+      let unjudged: ModerationVerdict['unjudged'];
       for (const { field, text } of texts) {
         // A conversation holds up to 128,000 characters: other requests get a turn between
         // its messages instead of waiting for the whole of it.
@@ -56,8 +62,12 @@ export function embeddedModeration(policy: ModerationPolicy): ModerationProvider
         since += text.length;
         const categories = categoriesOf(policy, text, preference);
         if (categories.length > 0) return { provider: 'embedded', flagged: { field, categories } };
+        if (unjudged === undefined) {
+          const language = languages.detect(text);
+          if (language !== undefined) unjudged = { field, language };
+        }
       }
-      return { provider: 'embedded', flagged: undefined };
+      return { provider: 'embedded', flagged: undefined, unjudged };
     },
   };
 }

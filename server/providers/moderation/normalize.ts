@@ -52,7 +52,7 @@ const COMMON = `a i an the to too how do does did can could would should will sh
  * (about 4 MB, where a Set of its 274,000 words would hold seven times that).
  */
 let dictionary: { text: string; starts: Int32Array } | undefined;
-function inDictionary(word: string): boolean {
+export function inDictionary(word: string): boolean {
   if (dictionary === undefined) {
     const text = fs.readFileSync(wordListPath, 'utf8').split('\n').filter(Boolean).sort().join('\n') + '\n';
     const starts = new Int32Array(text.split('\n').length - 1);

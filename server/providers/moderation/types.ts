@@ -25,11 +25,20 @@ export interface ModerationFlag {
   categories: string[];
 }
 
+/** A text the provider could not judge: written in a language its policy does not read. */
+export interface ModerationUnjudged {
+  field: string;
+  /** ISO 639-1 code (`es`, `fr`, …), or `und` for a script other than Latin. */
+  language: string;
+}
+
 export interface ModerationVerdict {
-  /** Which provider decided (`embedded`, `openai-compatible`). */
+  /** Which provider decided (`embedded`, `openai-compatible`, `embedded+openai-compatible`). */
   provider: string;
   /** Undefined when every text is allowed. */
   flagged: ModerationFlag | undefined;
+  /** When nothing is flagged: the first text the provider could not judge (the account's preference decides). */
+  unjudged?: ModerationUnjudged | undefined;
 }
 
 export interface ModerationProvider {

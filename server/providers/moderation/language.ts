@@ -1,0 +1,121 @@
+/**
+ * Which language a text is written in, as far as the embedded policy needs to
+ * know: its concepts are English, so text in another language is not judged by
+ * it (policies.md, "Other languages"). A LanguageDetector is a small interface
+ * so that a packaged identifier can take the place of the stop-word detector
+ * below: the most common function words of Spanish, French, German,
+ * Portuguese, Italian and Dutch (only those English does not also use: "die",
+ * "was", "also" and "in" are left out), counted against English's.
+ */
+import { fold } from './normalize.ts';
+
+export interface LanguageDetector {
+  /** The ISO 639-1 code of the language `text` is written in when it is not English (`und`: another script); undefined for English or too little to tell. */
+  detect(text: string): string | undefined;
+}
+
+/** Language names for messages and docs. */
+export const LANGUAGE_NAMES: Readonly<Record<string, string>> = {
+  es: 'Spanish',
+  fr: 'French',
+  de: 'German',
+  pt: 'Portuguese',
+  it: 'Italian',
+  nl: 'Dutch',
+  und: 'a script other than Latin',
+};
+
+const STOP_WORDS: Record<string, string> = {
+  en: `the and of to is are was were be been with that this these those for you your what how why who which where when
+    it its they them their there here from have has had not but or if then than would could should will can please make
+    draw show write give photo picture image song story about into over under very some any all my me our we he she his her`,
+  es: `el la los las un una unos unas del al y o pero que qué como cómo por para con sin sobre entre es son está están fue
+    ser estar hay muy más mi mis tu tus su sus yo tú él ella nosotros ellos ellas esto esta este eso esa ese le les lo se
+    cuando donde dónde porque también ya quiero puedo hacer dibuja dibujo foto imagen canción historia hasta desde nos
+    tengo tiene mucho mucha todo todos toda todas otro otra cual cuál quién quien ahora aquí así bien`,
+  fr: `le la les un une des du de et ou mais que qui quoi comment pour avec sans sur sous dans est sont était être avoir
+    il elle ils elles nous vous je tu mon ma mes ton ta tes son sa ses leur leurs ce cette ces cet au aux pas ne plus très
+    aussi quand où parce veux peux faire dessine photo chanson histoire moi toi lui y en ça cela tout tous toute avec chez`,
+  de: `der das den dem des ein eine einen einem einer und oder aber dass wie warum wer wo wann für mit ohne über unter ist
+    sind war waren sein haben hat ich du er sie wir ihr es mein meine dein deine sein seine ihre nicht kein keine auch sehr
+    noch nur schon zum zur vom beim bitte mach mache zeichne bild foto lied geschichte einen mir dich mich uns euch auf aus bei nach von zu`,
+  pt: `o a os as um uma uns umas do da dos das no na nos nas ao e ou mas que como por para com sem sobre entre é são está
+    estão foi ser estar há muito mais meu minha meus minhas teu tua seu sua eu tu ele ela nós eles elas isto isso este esta
+    esse essa quando onde porque também já quero posso fazer desenhe foto imagem canção história até desde não você vocês`,
+  it: `il lo la gli le un uno una del della dei delle dello e o ma che come perché per con senza sopra tra fra è sono era
+    essere avere ho hai ha abbiamo io tu lui lei noi voi loro mio mia miei tuo tua suo sua questo questa quello quella non
+    anche molto più quando dove voglio posso fare disegna foto immagine canzone storia sul sulla nel nella alla al ci si`,
+  nl: `de het een en of maar dat wat hoe waarom wie waar wanneer voor met zonder over onder is zijn was waren hebben heeft
+    ik jij je hij zij wij jullie mijn jouw zijn haar ons onze niet geen ook heel nog alleen naar bij uit op aan te maak
+    teken foto afbeelding lied verhaal alsjeblieft deze dit die er hier daar mij hem`,
+};
+
+/** Words several of these languages share with English or with each other beyond use: they count for nobody. */
+const AMBIGUOUS = new Set(['a', 'o', 'e', 'y', 'i', 'in', 'die', 'was', 'also', 'an', 'so', 'am', 'war', 'me', 'no', 'son', 'come', 'per', 'van', 'foto', 'photo', 'en', 'is']);
+
+const plain = (word: string) => word.normalize('NFD').replace(/\p{M}+/gu, '');
+
+/** Each stop word → the languages it belongs to. */
+const LANGUAGES_OF = new Map<string, string[]>();
+for (const [language, list] of Object.entries(STOP_WORDS)) {
+  for (const word of list.split(/\s+/)) {
+    const w = plain(word);
+    if (!w || AMBIGUOUS.has(w)) continue;
+    const languages = LANGUAGES_OF.get(w) ?? [];
+    if (!languages.includes(language)) languages.push(language);
+    LANGUAGES_OF.set(w, languages);
+  }
+}
+// A word English holds is English's, whatever else holds it too ("de" stays, "on" is English).
+for (const [word, languages] of LANGUAGES_OF) if (languages.includes('en') && languages.length > 1) LANGUAGES_OF.set(word, ['en']);
+
+/** Fewest function words of one language before a text is taken to be written in it. */
+const MIN_HITS = 2;
+
+/** Particles of names English writes too ("de la Soul", "El Capitan", "van Gogh"): half a word each. */
+const PARTICLES = new Set(['de', 'la', 'le', 'el', 'du', 'da', 'di', 'del', 'della', 'von', 'der', 'den', 'des', 'los', 'las', 'les', 'het']);
+
+/** Whether most of a text's letters are of a script other than Latin (as written, before look-alikes are folded). */
+function otherScript(text: string): boolean {
+  let letters = 0;
+  let latin = 0;
+  for (const c of text) {
+    if (!/\p{L}/u.test(c)) continue;
+    letters++;
+    if (/\p{Script=Latin}/u.test(c)) latin++;
+  }
+  return letters >= 3 && latin * 2 < letters;
+}
+
+/**
+ * The stop-word detector: a text is in language L when its distinct function words of L
+ * (particles half) number at least two, more than twice English's and more than any other
+ * language's. A text mostly in another script is `und`, unless its words, look-alikes folded
+ * to Latin, are mostly English ones (`isEnglish`): then it is English in disguise. One pass
+ * over the words: linear in the text's length.
+ */
+export function stopWordDetector(isEnglish: (word: string) => boolean): LanguageDetector {
+  return {
+    detect(text) {
+      const folded = fold(text);
+      const words = new Set(folded.split(/[^\p{L}]+/u).filter(Boolean));
+      if (otherScript(text.normalize('NFKC'))) {
+        let english = 0;
+        for (const w of words) if (w.length >= 2 && isEnglish(w)) english++;
+        return english * 2 >= words.size ? undefined : 'und';
+      }
+      const hits = new Map<string, number>();
+      for (const word of words) {
+        const languages = LANGUAGES_OF.get(word);
+        if (!languages) continue;
+        for (const l of languages) hits.set(l, (hits.get(l) ?? 0) + (PARTICLES.has(word) ? 0.5 : 1));
+      }
+      const english = hits.get('en') ?? 0;
+      hits.delete('en');
+      // Ties (Spanish and Portuguese share many words) go to the first by name: not English either way.
+      const [best] = [...hits].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+      if (best === undefined || best[1] < MIN_HITS || best[1] <= 2 * english) return undefined;
+      return best[0];
+    },
+  };
+}
