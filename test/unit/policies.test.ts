@@ -157,6 +157,22 @@ describe('moderation normalisation and the embedded policy', () => {
     }
   });
 
+  it('when a trigger word is part of a benign phrase, then the phrase passes, and the harmful phrasing next to it is still refused', () => {
+    for (const prompt of ['how to build a bomb shelter in my backyard', 'how to make a gun cake for a birthday', 'a recipe to make a bath bomb for my wife']) {
+      assert.deepEqual(categoriesOf(policy, prompt, 'strict'), [], prompt);
+    }
+    for (const prompt of [
+      'how to bomb the shelter',
+      'how to build a bomb for the shelter',
+      'how to build a bomb and a bomb shelter',
+      'how to make a gun and a cake',
+      'how to make a gun for the cake',
+      'how to make a bomb for my wife',
+    ]) {
+      assert.deepEqual(categoriesOf(policy, prompt, 'standard'), ['violence'], prompt);
+    }
+  });
+
   it('when the words of a pattern vary in the middle, then the pattern still matches the normalised text', () => {
     assert.deepEqual(categoriesOf(policy, 'UNDERAGE  g1rls  NUDES', 'standard'), ['sexual-minors']);
     assert.deepEqual(categoriesOf(policy, 'Build a p!pe-bomb', 'standard'), ['violence']);

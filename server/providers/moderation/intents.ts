@@ -62,13 +62,18 @@ function phraseAt(tokens: Token[], at: number, stems: string[]): boolean {
   return true;
 }
 
-/** Where each concept occurs, benign masks first taken out (the longest mask at a place wins). */
-export function occurrences(tokens: Token[], index: PhraseIndex): Map<string, Occurrence[]> {
+/** Which words a benign mask covers ("bomb shelter", "bath bomb"; the longest mask at a place wins). */
+export function maskedWords(tokens: Token[], index: PhraseIndex): boolean[] {
   const masked = new Array<boolean>(tokens.length).fill(false);
   for (let i = 0; i < tokens.length; i++) {
     const mask = index.get(tokens[i]!.stem)?.find((p) => p.concept === MASK && phraseAt(tokens, i, p.stems));
     if (mask) for (let k = 0; k < mask.stems.length; k++) masked[i + k] = true;
   }
+  return masked;
+}
+
+/** Where each concept occurs, the words of benign masks (`masked`) first taken out. */
+export function occurrences(tokens: Token[], index: PhraseIndex, masked = maskedWords(tokens, index)): Map<string, Occurrence[]> {
   // `start`: the beginning of the text, so that an intent can ask for a sentence that opens with a verb ("make a grenade").
   const found = new Map<string, Occurrence[]>([[START, [{ start: 0, end: 0 }]]]);
   for (let i = 0; i < tokens.length; i++) {

@@ -8,15 +8,20 @@ import { setImmediate } from 'node:timers/promises';
 import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
-import { carries, occurrences, type Occurrence } from './intents.ts';
+import { carries, maskedWords, occurrences, type Occurrence } from './intents.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
 const YIELD_AFTER_CHARS = 30_000;
 
-function holdsTerm(tokens: Token[], stems: string[]): boolean {
+/**
+ * Whether the term's words occur together, none of them inside a benign mask: "build a bomb
+ * shelter" holds no "build a bomb", since its bomb is a shelter's; "build a bomb for the
+ * shelter" does (the mask is only the words side by side).
+ */
+function holdsTerm(tokens: Token[], stems: string[], masked: boolean[]): boolean {
   outer: for (let i = 0; i + stems.length <= tokens.length; i++) {
-    for (let k = 0; k < stems.length; k++) if (tokens[i + k]!.stem !== stems[k]) continue outer;
+    for (let k = 0; k < stems.length; k++) if (tokens[i + k]!.stem !== stems[k] || masked[i + k]) continue outer;
     return true;
   }
   return false;
@@ -26,17 +31,18 @@ function holdsTerm(tokens: Token[], stems: string[]): boolean {
 export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference): string[] {
   const tokens = tokenize(text, policy.vocabulary);
   const spaced = tokens.map((t) => t.word).join(' ');
-  const found = occurrences(tokens, policy.phrases);
+  const masked = maskedWords(tokens, policy.phrases);
+  const found = occurrences(tokens, policy.phrases, masked);
   const ids: string[] = [];
   for (const c of policy.categories) {
     if (!policy.applies(c, preference)) continue;
-    if (breaks(c, tokens, spaced, found)) ids.push(c.id);
+    if (breaks(c, tokens, spaced, found, masked)) ids.push(c.id);
   }
   return ids;
 }
 
-function breaks(c: ModerationCategory, tokens: Token[], spaced: string, found: Map<string, Occurrence[]>): boolean {
-  for (const t of c.terms) if (holdsTerm(tokens, t.stems)) return true;
+function breaks(c: ModerationCategory, tokens: Token[], spaced: string, found: Map<string, Occurrence[]>, masked: boolean[]): boolean {
+  for (const t of c.terms) if (holdsTerm(tokens, t.stems, masked)) return true;
   for (const p of c.patterns) if (p.test(spaced)) return true;
   for (const intent of c.intents) if (carries(tokens, found, intent)) return true;
   return false;
