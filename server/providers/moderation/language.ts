@@ -66,6 +66,9 @@ for (const [language, list] of Object.entries(STOP_WORDS)) {
     LANGUAGES_OF.set(w, languages);
   }
 }
+/** The longest function word: longer words are not looked up. */
+const LONGEST = Math.max(...[...LANGUAGES_OF.keys()].map((w) => w.length));
+
 // A word English holds is English's, whatever else holds it too ("de" stays, "on" is English).
 for (const [word, languages] of LANGUAGES_OF) if (languages.includes('en') && languages.length > 1) LANGUAGES_OF.set(word, ['en']);
 
@@ -77,32 +80,49 @@ const PARTICLES = new Set(['de', 'la', 'le', 'el', 'du', 'da', 'di', 'del', 'del
 
 /** Whether most of a text's letters are of a script other than Latin (as written, before look-alikes are folded). */
 function otherScript(text: string): boolean {
-  let letters = 0;
-  let latin = 0;
-  for (const c of text) {
-    if (!/\p{L}/u.test(c)) continue;
-    letters++;
-    if (/\p{Script=Latin}/u.test(c)) latin++;
-  }
-  return letters >= 3 && latin * 2 < letters;
+  // Two native scans rather than a test per character (astral letters count twice: close enough).
+  const letters = text.replace(/\P{L}+/gu, '').length;
+  if (letters < 3) return false;
+  const latin = text.replace(/\P{Script=Latin}+/gu, '').length;
+  return latin * 2 < letters;
 }
+
+/** Anything past Latin Extended-B: only then is NFKC needed, or can another script be most of the text. */
+const BEYOND_LATIN = /[\u0250-\uFFFF]/u;
 
 /**
  * The stop-word detector: a text is in language L when its distinct function words of L
  * (particles half) number at least two, more than twice English's and more than any other
- * language's. A text mostly in another script is `und`, unless its words, look-alikes folded
- * to Latin, are mostly English ones (`isEnglish`): then it is English in disguise. One pass
- * over the words: linear in the text's length.
+ * language's. A text mostly in another script is `und`, unless the words of its opening,
+ * look-alikes folded to Latin, are mostly English ones (`isEnglish`): then it is English in
+ * disguise. One pass over the words, each looked up once: linear in the text's length, and
+ * cheap beside the policy's own reading of the text, which it follows.
  */
 export function stopWordDetector(isEnglish: (word: string) => boolean): LanguageDetector {
   return {
     detect(text) {
-      const folded = fold(text);
-      const words = new Set(folded.split(/[^\p{L}]+/u).filter(Boolean));
-      if (otherScript(text.normalize('NFKC'))) {
-        let english = 0;
-        for (const w of words) if (w.length >= 2 && isEnglish(w)) english++;
-        return english * 2 >= words.size ? undefined : 'und';
+      let lower = text.toLowerCase();
+      if (BEYOND_LATIN.test(lower)) {
+        // Fullwidth letters and zero-width joins read as the policy reads them.
+        lower = lower.normalize('NFKC').replace(/\p{Cf}+/gu, '');
+        if (otherScript(lower)) {
+          // Its opening is enough to tell, and bounds the cost of folding a long text twice.
+          const words = new Set(fold(text.slice(0, 2_000)).split(/[^\p{L}]+/u).filter(Boolean));
+          let english = 0;
+          for (const w of words) if (w.length >= 2 && isEnglish(w)) english++;
+          return english * 2 >= words.size ? undefined : 'und';
+        }
+      }
+      // Only the function words are kept, to count each once.
+      const words = new Set<string>();
+      for (const word of lower.split(/\P{L}+/u)) {
+        // Most words are no function word: a length test and one look-up; only accented ones are stripped.
+        if (word.length < 2 || word.length > LONGEST) continue;
+        if (LANGUAGES_OF.has(word)) words.add(word);
+        else if (word.charCodeAt(0) > 0x7f || /[^a-z]/.test(word)) {
+          const key = plain(word);
+          if (LANGUAGES_OF.has(key)) words.add(key);
+        }
       }
       const hits = new Map<string, number>();
       for (const word of words) {
