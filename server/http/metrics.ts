@@ -42,6 +42,23 @@ function operationOf(req: Request): string {
   return 'other';
 }
 
+/** A counter read at each scrape from a process-wide map whose keys join two label values with `separator`. */
+function countsOf(registry: client.Registry, name: string, help: string, labelNames: [string, string], counts: ReadonlyMap<string, number>, separator: string): void {
+  new client.Counter({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, n] of counts) {
+        const [a, b] = key.split(separator) as [string, string];
+        this.inc({ [labelNames[0]]: a, [labelNames[1]]: b }, n);
+      }
+    },
+  });
+}
+
 export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
   const registry = new client.Registry();
   const requests = new client.Counter({ name: 'gemforge_http_requests_total', help: 'Answered requests, by operation and status', labelNames: ['operation', 'status'] as const, registers: [registry] });
@@ -52,32 +69,15 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
-  new client.Counter({
-    name: 'gemforge_upstream_errors_total',
-    help: 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
-    labelNames: ['provider', 'kind'] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [key, n] of upstreamErrorCounts) {
-        const [provider, kind] = key.split(' ') as [string, string];
-        this.inc({ provider, kind }, n);
-      }
-    },
-  });
-  new client.Counter({
-    name: 'gemforge_moderation_remote_fallbacks_total',
-    help: 'Requests whose remote moderation endpoint failed, by MODERATION_MODE and the MODERATION_REMOTE_FALLBACK applied (closed: refused 503/502; open: the embedded verdict stood)',
-    labelNames: ['mode', 'fallback'] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [key, n] of remoteFallbacks) {
-        const [mode, fallback] = key.split(':') as [string, string];
-        this.inc({ mode, fallback }, n);
-      }
-    },
-  });
+  countsOf(registry, 'gemforge_upstream_errors_total', 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)', ['provider', 'kind'], upstreamErrorCounts, ' ');
+  countsOf(
+    registry,
+    'gemforge_moderation_remote_fallbacks_total',
+    'Requests whose remote moderation endpoint failed, by MODERATION_MODE and the MODERATION_REMOTE_FALLBACK applied (closed: refused 503/502; open: the embedded verdict stood)',
+    ['mode', 'fallback'],
+    remoteFallbacks,
+    ':',
+  );
   new client.Gauge({
     name: 'gemforge_tasks',
     help: 'Media tasks by status',
