@@ -47,6 +47,19 @@ describe('moderation work', () => {
     }
   });
 
+  it('when text is full of capital Is for l, lone digits beside leetspeak and invisible fillers, then the work stays within a constant per character', () => {
+    const pieces = ['kiII', 'Iet', '4', '1', 'w4nt', 'b\u3164o\u3164mb', 'sIaughter', 'aIIIIIIIIb', 'I', 'm4k3', 'II', 'xIxIxIxIxIxIxIxIxIxIxIxI'];
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...pieces), { minLength: 20, maxLength: 60 }), fc.integer({ min: 200, max: 30_000 }), (pattern, length) => {
+        let text = '';
+        for (let i = 0; text.length < length; i++) text += `${pattern[i % pattern.length]} `;
+        const steps = workOf(text);
+        assert.ok(steps <= PER_CHARACTER * text.length + CONSTANT, `${text.length} characters: ${steps} steps`);
+      }),
+      { numRuns: 20 },
+    );
+  });
+
   it('when a policy phrase is longer than the matcher looks back, then the policy does not load', () => {
     const long = Array.from({ length: 17 }, (_, i) => `w${String.fromCharCode(97 + i)}ord`).join(' ');
     assert.throws(
