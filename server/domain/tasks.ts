@@ -122,7 +122,7 @@ async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared:
   };
   const outputs: OutputRow[] = prepared.outputPrices.map((price, idx) => ({ task_id: task.id, idx, status: 'pending', price, asset_id: null, error: null }));
   await store.insertTask(trx, task, outputs);
-  await jobs.enqueue(trx, task.id, now, prepared.lane ?? 'local');
+  await jobs.enqueue(trx, task.id, task.account_id, now, prepared.lane ?? 'local');
   const snapshot: TaskSnapshot = {
     task,
     reservation: { hold: reservation.hold_allowance + reservation.hold_paid, charged: 0, released: 0 },

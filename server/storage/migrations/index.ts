@@ -17,6 +17,7 @@ import * as m011 from './011_hold_guard.ts';
 import * as m012 from './012_blob_pins.ts';
 import * as m013 from './013_console_logins.ts';
 import * as m014 from './014_key_last_used.ts';
+import * as m017 from './017_fair_share.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -37,6 +38,7 @@ const migrations: Array<[string, Migration]> = [
   ['012_blob_pins', m012],
   ['013_console_logins', m013],
   ['014_key_last_used', m014],
+  ['017_fair_share', m017],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,0 +1,76 @@
+import type { Knex } from 'knex';
+
+/**
+ * Fair share of the media workers between accounts, and admission limits.
+ *
+ * - `jobs.account_id`: the task's account, copied onto its job so a claim finds
+ *   one account's oldest due job by an index (account, lane, state, run_at, id)
+ *   and counts its running jobs by the same index.
+ * - `queue_turns`: one row per (lane, account) that has queued jobs, ordered by
+ *   `turn` (the least recently served first). A claim takes the first account
+ *   under its running cap with a due job, moves it to the back (a new `turn`),
+ *   and removes its row when its last queued job is claimed. Rows are added by a
+ *   trigger on `jobs` whenever a job becomes queued (inserted or handed back), so
+ *   no write path (nor a row inserted by hand) can leave a queued job without its
+ *   account's turn. The trigger also fills `jobs.account_id` from the task when a
+ *   writer leaves it out.
+ * - `accounts.local_concurrency` / `remote_concurrency` / `queued_tasks`: an
+ *   operator's per-account overrides of the configured caps (null: the default).
+ * - `rate_buckets`: token buckets of request admission (per key and per account,
+ *   text and media apart), in the database so every API instance shares them.
+ */
+export async function up(db: Knex): Promise<void> {
+  const sqlite = (db.client as { dialect?: string }).dialect === 'sqlite3';
+  await db.schema.alterTable('jobs', (t) => {
+    t.string('account_id', 64);
+    t.index(['account_id', 'lane', 'state', 'run_at', 'id'], 'jobs_account_lane_state_run');
+  });
+  await db.raw('UPDATE jobs SET account_id = (SELECT tasks.account_id FROM tasks WHERE tasks.id = jobs.task_id)');
+  await db.schema.createTable('queue_turns', (t) => {
+    t.string('lane', 16).notNullable();
+    t.string('account_id', 64).notNullable();
+    t.bigInteger('turn').notNullable();
+    t.primary(['lane', 'account_id']);
+    t.index(['lane', 'turn', 'account_id'], 'queue_turns_order');
+  });
+  await db.raw(`INSERT INTO queue_turns (lane, account_id, turn) SELECT DISTINCT lane, account_id, 0 FROM jobs WHERE state = 'queued' AND account_id IS NOT NULL`);
+  await db.schema.alterTable('accounts', (t) => {
+    t.integer('local_concurrency');
+    t.integer('remote_concurrency');
+    t.integer('queued_tasks');
+  });
+  await db.schema.createTable('rate_buckets', (t) => {
+    t.string('id', 160).primary(); // scope:id:kind, e.g. key:key_123:media
+    t.double('tokens').notNullable();
+    t.bigInteger('at_ms').notNullable(); // when `tokens` was last computed (the API's clock)
+  });
+  // The next turn of a lane: after every account already waiting in it.
+  const nextTurn = `COALESCE((SELECT MAX(turn) FROM queue_turns WHERE lane = NEW.lane), 0) + 1`;
+  if (sqlite) {
+    await db.raw(`CREATE TRIGGER jobs_fill_account AFTER INSERT ON jobs WHEN NEW.account_id IS NULL BEGIN
+      UPDATE jobs SET account_id = (SELECT account_id FROM tasks WHERE id = NEW.task_id) WHERE id = NEW.id;
+    END`);
+    const account = `COALESCE(NEW.account_id, (SELECT account_id FROM tasks WHERE id = NEW.task_id))`;
+    const turn = `INSERT INTO queue_turns (lane, account_id, turn) VALUES (NEW.lane, ${account}, ${nextTurn}) ON CONFLICT (lane, account_id) DO NOTHING;`;
+    await db.raw(`CREATE TRIGGER jobs_turn_insert AFTER INSERT ON jobs WHEN NEW.state = 'queued' BEGIN ${turn} END`);
+    await db.raw(`CREATE TRIGGER jobs_turn_requeue AFTER UPDATE OF state ON jobs WHEN NEW.state = 'queued' AND OLD.state <> 'queued' BEGIN ${turn} END`);
+    return;
+  }
+  // Postgres: DO UPDATE (not DO NOTHING) takes the turn row's lock, so a claim that
+  // is removing that row (its last queued job taken) finishes first and the insert
+  // then makes it again: the new job cannot be left without a turn.
+  await db.raw(`
+    CREATE OR REPLACE FUNCTION gemforge_job_turn() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.account_id IS NULL THEN
+        SELECT account_id INTO NEW.account_id FROM tasks WHERE id = NEW.task_id;
+      END IF;
+      IF NEW.state = 'queued' AND (TG_OP = 'INSERT' OR OLD.state <> 'queued') THEN
+        INSERT INTO queue_turns (lane, account_id, turn) VALUES (NEW.lane, NEW.account_id, ${nextTurn})
+        ON CONFLICT (lane, account_id) DO UPDATE SET turn = queue_turns.turn;
+      END IF;
+      RETURN NEW;
+    END
+    $$`);
+  await db.raw(`CREATE TRIGGER jobs_turn BEFORE INSERT OR UPDATE OF state ON jobs FOR EACH ROW EXECUTE FUNCTION gemforge_job_turn()`);
+}
