@@ -20,8 +20,10 @@ export class ApiError extends Error {
   readonly code: string | undefined;
   /** A retained, final outcome: retrying the same identity only returns it again. */
   readonly final: boolean;
+  /** For a 503: whole seconds until the same request may succeed (`Retry-After`); the error mapping's default when absent. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(status: ErrorStatus, code: string | undefined, message: string, options: { final?: boolean } = {}) {
+  constructor(status: ErrorStatus, code: string | undefined, message: string, options: { final?: boolean; retryAfterSeconds?: number } = {}) {
     // An answer to the caller, not a fault: no stack trace is ever shown or logged
     // for one, so none is captured (it was a tenth of the cost of every 401).
     const limit = Error.stackTraceLimit;
@@ -32,6 +34,7 @@ export class ApiError extends Error {
     this.status = status;
     this.code = code;
     this.final = options.final === true;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 
   /** Whether a stock SDK should be told not to retry this response. */

@@ -280,3 +280,24 @@ export async function hold(db: Conn, jobId: number, workerId: string, nowIso: st
 export async function holdExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, reason: string): Promise<boolean> {
   return leaveExpired(db, jobId, now, leaseMs, { state: 'held', last_error: reason });
 }
+
+const queuedOfAccount = statement.first<{ n: number | string }>('jobs-queued-of-account', (c, account) =>
+  // Both lanes named, so the count walks the index entries of this account's queued jobs only, never its finished ones.
+  c('jobs').where({ account_id: account, state: 'queued' }).whereIn('lane', ['local', 'remote']).count({ n: '*' }).first(),
+);
+
+/** The account's queued (not yet claimed) media jobs, both lanes. */
+export async function queuedOf(db: Conn, accountId: string): Promise<number> {
+  return Number((await query(db, queuedOfAccount, [accountId]))?.n ?? 0);
+}
+
+const runningOfAccount = statement.rows<{ lane: Lane; n: number | string }>('jobs-running-of-account', (c, account) =>
+  c('jobs').where({ account_id: account, state: 'running' }).whereIn('lane', ['local', 'remote']).select('lane').count({ n: '*' }).groupBy('lane'),
+);
+
+/** The account's running jobs by lane (for the operator). */
+export async function runningOf(db: Conn, accountId: string): Promise<Record<Lane, number>> {
+  const out: Record<Lane, number> = { local: 0, remote: 0 };
+  for (const r of await query(db, runningOfAccount, [accountId])) out[r.lane] = Number(r.n);
+  return out;
+}

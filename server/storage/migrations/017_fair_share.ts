@@ -43,6 +43,8 @@ export async function up(db: Knex): Promise<void> {
     t.string('id', 160).primary(); // scope:id:kind, e.g. key:key_123:media
     t.double('tokens').notNullable();
     t.bigInteger('at_ms').notNullable(); // when `tokens` was last computed (the API's clock)
+    t.double('rate').notNullable(); // tokens per second, as last configured
+    t.double('burst').notNullable(); // the most it holds
   });
   // The next turn of a lane: after every account already waiting in it.
   const nextTurn = `COALESCE((SELECT MAX(turn) FROM queue_turns WHERE lane = NEW.lane), 0) + 1`;
