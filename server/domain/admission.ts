@@ -73,3 +73,27 @@ export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, princ
   const whose = first.id.startsWith('key:') ? 'This API key' : 'This account';
   throw refused(first.id.startsWith('key:') ? 'key-rate' : 'account-rate', kind, `${whose} is over its ${kind} request rate (${bucket.rate} per second)`, first.waitMs / 1000);
 }
+
+/** The caps of fair share (config.ts): jobs of one account running at once per lane. */
+export interface ConcurrencyDefaults {
+  accountLocalConcurrency: number;
+  accountRemoteConcurrency: number;
+}
+
+/** A limit as the operator sees it: its value (0: none) and whether the account has its own. */
+const setting = (own: number | null | undefined, fallback: number) => ({ value: own ?? fallback, own: own !== null && own !== undefined });
+
+/**
+ * An account's fair-share caps and admission limits, and how much of them it
+ * uses now: `gemforge admin account show`.
+ */
+export async function limitsOf(db: Db, limits: AdmissionLimits & ConcurrencyDefaults, account: { id: string; local_concurrency?: number | null; remote_concurrency?: number | null; queued_tasks?: number | null }) {
+  const { rates } = limits;
+  return {
+    localConcurrency: setting(account.local_concurrency, limits.accountLocalConcurrency),
+    remoteConcurrency: setting(account.remote_concurrency, limits.accountRemoteConcurrency),
+    queuedTasks: setting(account.queued_tasks, limits.accountQueuedTasks),
+    ratesPerSecond: { keyMedia: rates.keyMedia, keyText: rates.keyText, accountMedia: rates.accountMedia, accountText: rates.accountText, burstSeconds: rates.burstSeconds },
+    now: { queued: await jobs.queuedOf(db, account.id), running: await jobs.runningOf(db, account.id) },
+  };
+}

@@ -85,7 +85,8 @@ const due = (c: Conn, t: string, at: LeaseTime, now: Value) => (w: Knex.QueryBui
 const turnPick = (lane: Lane, at: LeaseTime) =>
   statement.first<{ account_id: string }>(`turn-pick:${lane}:${clockShape(at)}`, (c, l, now, defaultCap) => {
     const running = c('jobs as r').count('*').whereRaw('r.account_id = t.account_id').whereRaw('r.lane = t.lane').where('r.state', 'running');
-    const cap = c('accounts as a').select(`a.${lane}_concurrency`).whereRaw('a.id = t.account_id');
+    // The account's own cap (0: none), else the configured one.
+    const cap = c('accounts as a').select(c.raw(`case when a.${lane}_concurrency = 0 then 2147483647 else a.${lane}_concurrency end`)).whereRaw('a.id = t.account_id');
     const dueJob = c('jobs as q').select(c.raw('1')).whereRaw('q.account_id = t.account_id').whereRaw('q.lane = t.lane').where('q.state', 'queued').where(due(c, 'q', at, now));
     const q = c('queue_turns as t')
       .where('t.lane', l)
