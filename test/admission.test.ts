@@ -67,6 +67,21 @@ describe('admission limits', () => {
     }
   });
 
+  it('when a submission is refused, then /metrics counts the refusal by limit and kind, and shows the accounts waiting per lane', async () => {
+    const token = 'metrics-token-metrics-token';
+    const s = await startTestServer({ env: { WORKER_ENABLED: 'false', METRICS_TOKEN: token, KEY_MEDIA_RATE: '1', RATE_BURST_SECONDS: '1' } });
+    try {
+      const user = await s.user({ gems: 100 });
+      assert.equal((await submit(s, user.secret, IMAGE, image('one'))).status, 202);
+      assert.equal((await submit(s, user.secret, IMAGE, image('two'))).status, 503);
+      const text = await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
+      assert.match(text, /gemforge_admission_refusals_total\{limit="key-rate",kind="media"\} [1-9]/);
+      assert.match(text, /gemforge_queue_accounts_waiting\{lane="local"\} 1/);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('when two API instances share one database, then a bucket admits its burst once between them', async () => {
     const t = await openTestDb();
     const other = await openDb(await dbOptionsFor(t.dir));

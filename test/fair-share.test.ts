@@ -71,6 +71,15 @@ describe('fair share of the media queue', () => {
       assert.deepEqual(claimed, ['task_a0', 'task_b0', 'task_b1']);
     }));
 
+  it("when an account's own cap is 0, then it has no cap while others keep the configured one", () =>
+    withQueue(async ({ db, clock, owner: a }) => {
+      await accounts.updateAccount(db, clock, a.accountId, { localConcurrency: 0 });
+      for (let i = 0; i < 3; i++) await queueTask(db, clock, a, `task_a${i}`);
+      let n = 0;
+      while (await jobs.claimNext(db, 'w', clock.now().toISOString(), 'local', { local: 1, remote: 1 })) n++;
+      assert.equal(n, 3);
+    }));
+
   it('when a claimed job is handed back, then it is its account next job again, ahead of that account newer ones', () =>
     withQueue(async ({ db, clock, owner: a }) => {
       for (let i = 0; i < 3; i++) {

@@ -12,7 +12,8 @@ import crypto from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import client from 'prom-client';
 import type { Db } from '../storage/db.ts';
-import { jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
+import { accountsWaiting, jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
+import { admissionRefusals } from '../domain/admission.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
 
@@ -81,6 +82,29 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     async collect() {
       this.reset();
       for (const { lane, state, count } of await jobCounts(db)) this.set({ lane, state }, count);
+    },
+  });
+  new client.Counter({
+    name: 'gemforge_admission_refusals_total',
+    help: 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)',
+    labelNames: ['limit', 'kind'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, n] of admissionRefusals) {
+        const [limit, kind] = key.split(' ') as [string, string];
+        this.inc({ limit, kind }, n);
+      }
+    },
+  });
+  new client.Gauge({
+    name: 'gemforge_queue_accounts_waiting',
+    help: 'Accounts with media jobs queued, by lane: the workers take turns between them',
+    labelNames: ['lane'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const { lane, count } of await accountsWaiting(db)) this.set({ lane }, count);
     },
   });
   new client.Gauge({
