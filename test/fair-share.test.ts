@@ -89,10 +89,13 @@ describe('fair share of the media queue', () => {
       const job = (await jobs.claimNext(db, 'w', clock.now().toISOString(), 'local', NO_CAPS))!;
       assert.equal(job.task_id, 'task_a0');
       assert.equal(job.account_id, a.accountId);
-      // Its account's turn row went when... not here: two more wait. Claim them all, then hand the first back.
+      // Claim the other two, then hand the first back.
       assert.equal((await jobs.claimNext(db, 'w', clock.now().toISOString(), 'local', NO_CAPS))?.task_id, 'task_a1');
       assert.equal((await jobs.claimNext(db, 'w', clock.now().toISOString(), 'local', NO_CAPS))?.task_id, 'task_a2');
+      assert.equal(await jobs.queuedOf(db, a.accountId), 0, 'every job claimed: none counted as queued');
+      assert.equal((await db('queue_turns').where({ account_id: a.accountId })).length, 0, 'and its turn row went');
       assert.ok(await jobs.handBack(db, job.id, 'w', clock.now().toISOString()));
+      assert.equal(await jobs.queuedOf(db, a.accountId), 1, 'handed back: queued again, with its turn row');
       assert.equal((await jobs.claimNext(db, 'w', clock.now().toISOString(), 'local', NO_CAPS))?.task_id, 'task_a0', 'the handed-back job is claimable again');
     }));
 });

@@ -88,10 +88,11 @@ describe('statements per request', () => {
     const all = traced.filter((q) => !q.startsWith('--'));
     assert.ok(traced.filter((q) => /^-- INSERT INTO queue_turns/.test(q)).length <= 1, traced.join('\n'));
     // Admission comes first, outside the transaction (so no bucket row is locked while the transaction runs): the
-    // account's queued jobs counted, and one statement taking the key's and the account's tokens (traced in either order).
+    // account's queued jobs read from its turn rows, and one statement taking the key's and the account's tokens
+    // (traced in either order).
     const admission = all.slice(0, 2).sort();
     assert.match(admission[0] ?? '', /^insert into rate_buckets/i, all.join('\n'));
-    assert.match(admission[1] ?? '', /^select count\(\*\).*from .jobs./i, all.join('\n'));
+    assert.match(admission[1] ?? '', /^select sum\(.queued.\).*from .queue_turns./i, all.join('\n'));
     const work = all.slice(2);
     assert.equal(work[0], 'BEGIN;', work.join('\n'));
     assert.equal(work.at(-1), 'COMMIT;', work.join('\n'));

@@ -115,13 +115,8 @@ const jobClaim = (at: LeaseTime) =>
     return c('jobs').where({ id, state: 'queued' }).update({ state: 'running', locked_at: t, locked_by: worker, updated_at: t, attempts: c.raw('attempts + 1') });
   });
 const jobById = statement.first<JobRow>('job-by-id', (c, id) => c('jobs').where({ id }).first());
-/** An account's turn ends with its last queued job of the lane: its row goes (a new job makes it again). */
-const turnDone = statement.write('turn-done', (c, lane, account) =>
-  c('queue_turns')
-    .where({ lane, account_id: account })
-    .whereNotExists(c('jobs').select(c.raw('1')).where({ account_id: account, lane, state: 'queued' }))
-    .delete(),
-);
+/** An account's turn ends with its last queued job of the lane (the claim's trigger counted it down): its row goes (a new job makes it again). */
+const turnDone = statement.write('turn-done', (c, lane, account) => c('queue_turns').where({ lane, account_id: account }).where('queued', '<=', 0).delete());
 /** Otherwise it goes to the back of the lane's round. */
 const turnServed = statement.write('turn-served', (c, lane, account) =>
   c('queue_turns')
@@ -282,9 +277,9 @@ export async function holdExpired(db: Conn, jobId: number, now: LeaseTime, lease
   return leaveExpired(db, jobId, now, leaseMs, { state: 'held', last_error: reason });
 }
 
-const queuedOfAccount = statement.first<{ n: number | string }>('jobs-queued-of-account', (c, account) =>
-  // Both lanes named, so the count walks the index entries of this account's queued jobs only, never its finished ones.
-  c('jobs').where({ account_id: account, state: 'queued' }).whereIn('lane', ['local', 'remote']).count({ n: '*' }).first(),
+const queuedOfAccount = statement.first<{ n: number | string | null }>('jobs-queued-of-account', (c, account) =>
+  // Its turn rows' counts (migration 017's triggers keep them): two primary-key reads, whatever the backlog.
+  c('queue_turns').where({ account_id: account }).whereIn('lane', ['local', 'remote']).sum({ n: 'queued' }).first(),
 );
 
 /** The account's queued (not yet claimed) media jobs, both lanes. */
