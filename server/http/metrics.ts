@@ -41,6 +41,23 @@ function operationOf(req: Request): string {
   return 'other';
 }
 
+/** A counter read at each scrape from a process-wide map whose keys are its two label values, space-separated. */
+function countsOf(registry: client.Registry, name: string, help: string, labelNames: [string, string], counts: ReadonlyMap<string, number>): void {
+  new client.Counter({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, n] of counts) {
+        const [first, second] = key.split(' ') as [string, string];
+        this.inc({ [labelNames[0]]: first, [labelNames[1]]: second }, n);
+      }
+    },
+  });
+}
+
 export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
   const registry = new client.Registry();
   const requests = new client.Counter({ name: 'gemforge_http_requests_total', help: 'Answered requests, by operation and status', labelNames: ['operation', 'status'] as const, registers: [registry] });
@@ -51,19 +68,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
-  new client.Counter({
-    name: 'gemforge_upstream_errors_total',
-    help: 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
-    labelNames: ['provider', 'kind'] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [key, n] of upstreamErrorCounts) {
-        const [provider, kind] = key.split(' ') as [string, string];
-        this.inc({ provider, kind }, n);
-      }
-    },
-  });
+  countsOf(registry, 'gemforge_upstream_errors_total', 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)', ['provider', 'kind'], upstreamErrorCounts);
   new client.Gauge({
     name: 'gemforge_tasks',
     help: 'Media tasks by status',
@@ -84,19 +89,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
       for (const { lane, state, count } of await jobCounts(db)) this.set({ lane, state }, count);
     },
   });
-  new client.Counter({
-    name: 'gemforge_admission_refusals_total',
-    help: 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)',
-    labelNames: ['limit', 'kind'] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [key, n] of admissionRefusals) {
-        const [limit, kind] = key.split(' ') as [string, string];
-        this.inc({ limit, kind }, n);
-      }
-    },
-  });
+  countsOf(registry, 'gemforge_admission_refusals_total', 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)', ['limit', 'kind'], admissionRefusals);
   new client.Gauge({
     name: 'gemforge_queue_accounts_waiting',
     help: 'Accounts with media jobs queued, by lane: the workers take turns between them',
