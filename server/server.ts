@@ -26,6 +26,7 @@ import { answerClientErrors } from './http/client-error.ts';
 import { createTextProviders } from './providers/text/index.ts';
 import { createAnalysisProvider } from './providers/analysis/index.ts';
 import { buildConsolePage } from './console-page/build.ts';
+import { privateDataDir, widerThanPrivate } from './storage/data-dir.ts';
 
 export interface RunningServer {
   url: string;
@@ -132,8 +133,16 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
   });
 }
 
+/** DATA_DIR made (0700) and everything written from now on private; a wider existing directory is reported. */
+export function guardDataDir(dataDir: string, logger: Logger): void {
+  privateDataDir(dataDir);
+  const mode = widerThanPrivate(dataDir);
+  if (mode) logger.warn({ dataDir, mode }, `DATA_DIR lets other users in (mode ${mode}): run chmod 700 on it; what gemforge writes in it is private to its user`);
+}
+
 export async function startServer(config: Config, options: { clock?: Clock; providers?: MediaProviders } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
+  guardDataDir(config.dataDir, logger);
   const catalog = loadCatalog(config.catalogPath);
   // Remote media providers are checked before the database opens: a model naming an unconfigured one stops the start.
   const remoteMedia = createRemoteMedia(config, catalog);

@@ -17,6 +17,7 @@ import * as accounts from '../server/domain/accounts.ts';
 import { clearRecords, listRecords } from '../server/domain/policy/moderation.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { onStatement } from '../server/storage/db.ts';
+import { hostilePrompt } from './helpers/hostile-prompts.ts';
 
 const IMAGE = '/api/generate/image';
 let counter = 0;
@@ -126,6 +127,38 @@ describe('moderation (embedded policy)', () => {
       const res = await s.call('POST', IMAGE, { key: u.secret, body: image(prompt), headers: idem() });
       assert.equal(res.status, 202, `${prompt}: ${await res.clone().text()}`);
     }
+  });
+
+  it('when 30,000-character prompts of short pieces joined by punctuation come from an account with 0 Gems, then each is answered and /healthz answers beside them', { timeout: 120_000 }, async () => {
+    // Moderation runs before anything is reserved, so this costs the sender nothing: its work
+    // must stay linear (the merge of joined pieces was cubic: 3,600 characters took 12 s).
+    const u = await s.user({ gems: 0 });
+    const shapes = ['punctuatedPairs', 'punctuatedStarts', 'unicode', 'leetspeak'] as const;
+    let healthy = 0;
+    let pending = true;
+    const beside = (async () => {
+      while (pending) {
+        const res = await fetch(new URL('/healthz', s.url));
+        await res.arrayBuffer();
+        if (res.status === 200) healthy++;
+      }
+    })();
+    const answers = await Promise.all(
+      shapes.map((shape, i) => s.call('POST', IMAGE, { key: u.secret, body: image(hostilePrompt(shape, 30_000, i + 1)), headers: idem() })),
+    );
+    // A conversation of four such messages (120,000 characters, all ASCII to stay within its 128,000 bytes) is read as well.
+    const ascii = ['punctuatedPairs', 'punctuatedStarts', 'leetspeak', 'punctuatedPairs'] as const;
+    const conversation = ascii.map((shape, i) => ({ role: 'user', content: hostilePrompt(shape, 30_000, 10 + i) }));
+    const text = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: { model: 'gemforge-text-1', messages: conversation, max_tokens: 16 }, headers: idem() });
+    pending = false;
+    await beside;
+    for (const res of [...answers, text]) {
+      const e = await errorOf(res);
+      assert.ok([402, 422].includes(e.status), `a paying check or a refusal, not ${e.status} ${e.code}: ${e.message}`);
+    }
+    assert.ok(healthy > 0, '/healthz answered while the prompts were read');
+    const summary = await ledger.accountSummary(s.db, systemClock, u.accountId, []);
+    assert.equal(summary.outstandingReservations.count, 0);
   });
 
   it('when ordinary prompts mention near words, then they are not refused', async () => {

@@ -6,11 +6,12 @@ import { loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
 import { openDb } from '../storage/db.ts';
 import { systemClock } from '../domain/clock.ts';
-import { configureBlobStore, startMediaWorker } from '../server.ts';
+import { configureBlobStore, guardDataDir, startMediaWorker } from '../server.ts';
 
 export async function runWorker(): Promise<number> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
+  guardDataDir(config.dataDir, logger);
   await configureBlobStore(config);
   const db = await openDb(config);
   const worker = startMediaWorker(config, db, logger, systemClock);

@@ -14,6 +14,7 @@ import { cacheStatements, traceStatements } from './statement-cache.ts';
 import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
 import { leanTransaction, SqliteClient } from './knex-adapter.ts';
 import { deferringPg } from './pg-deferred.ts';
+import { privateDataDir, privateSqliteFiles } from './data-dir.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -37,6 +38,7 @@ export const sqliteFile = (dataDir: string) => path.join(dataDir, 'gemforge.sqli
  * the knex instance by `db.destroy()`.
  */
 export async function openDb(options: DbOptions): Promise<Db> {
+  privateDataDir(options.dataDir);
   const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir, options.sqliteSynchronous ?? 'NORMAL');
   try {
     await migrate(db, options.dataDir);
@@ -216,7 +218,7 @@ export function onStatement(db: Db, listener: (sql: string) => void): () => void
 }
 
 function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
-  fs.mkdirSync(dataDir, { recursive: true });
+  privateSqliteFiles(sqliteFile(dataDir));
   const connections: sqlite3.Database[] = [];
   const pragmas = [
     'PRAGMA journal_mode = WAL',

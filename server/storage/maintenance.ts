@@ -4,6 +4,7 @@
  * it is (`statement.dynamic`): none is a statement Postgres can prepare, and
  * the readiness check must go where every other write goes (the pool's writer).
  */
+import fs from 'node:fs';
 import type { Db, Tx } from './db.ts';
 import { isSqlite } from './db.ts';
 import { query, statement } from './query.ts';
@@ -19,6 +20,8 @@ const vacuumInto = statement.dynamic('vacuum-into', (c, target) => c.raw('VACUUM
 
 /** SQLite: one consistent copy of the database at `target`, taken online (VACUUM INTO reads a snapshot while writers go on, WAL). */
 export async function copySqliteTo(db: Db, target: string): Promise<void> {
+  // A backup is the whole database: private to this user (VACUUM INTO fills an empty file it finds).
+  fs.closeSync(fs.openSync(target, 'wx', 0o600));
   await query(db, vacuumInto, [target]);
 }
 

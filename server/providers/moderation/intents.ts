@@ -5,7 +5,7 @@
  * order and closeness it asks (see server/catalog/moderation.yaml for the
  * format). Pure functions.
  */
-import type { Token } from './normalize.ts';
+import { work, type Token } from './normalize.ts';
 
 /** A phrase of the policy as stems, and the concept it belongs to (`#mask` for a mask). */
 export interface Phrase {
@@ -106,8 +106,9 @@ function nextWord(tokens: Token[], at: number): number {
 
 /** Whether a concept occurs at word `at`. */
 function occursAt(found: Map<string, Occurrence[]>, concept: string, at: number): boolean {
-  for (const o of found.get(concept) ?? NONE) if (o.start === at) return true;
-  return false;
+  const list = found.get(concept) ?? NONE;
+  const first = firstFrom(list, at);
+  return first < list.length && list[first]!.start === at;
 }
 
 const NONE: Occurrence[] = [];
@@ -119,8 +120,12 @@ function step(tokens: Token[], found: Map<string, Occurrence[]>, intent: Intent,
     spans.push({ start: first.start, end: previous.end });
     return;
   }
-  for (const o of found.get(intent.seq[k]!) ?? NONE) {
-    if (o.start < previous.end || o.start - previous.end > intent.gap + 6) continue;
+  // Occurrences are in text order: start at the first one after `previous`, stop past the gap.
+  const list = found.get(intent.seq[k]!) ?? NONE;
+  for (let at = firstFrom(list, previous.end); at < list.length; at++) {
+    const o = list[at]!;
+    work.steps++;
+    if (o.start - previous.end > intent.gap + 6) break;
     if (k === intent.seq.length - 1 && tokens[o.end - 1]!.possessive) continue; // "my kids' toys": the kids are not what is sold
     if (!fits(tokens, previous.end, o.start, intent)) continue;
     step(tokens, found, intent, k + 1, first, o, spans);
@@ -136,13 +141,40 @@ function sequences(tokens: Token[], found: Map<string, Occurrence[]>, intent: In
 
 /** Whether `o` lies inside one of `list` ("detection" inside "avoid detection"). */
 function insideAny(o: Occurrence, list: Occurrence[]): boolean {
-  for (const m of list) if (m.start <= o.start && o.end <= m.end) return true;
+  for (let at = firstFrom(list, o.end - MAX_PHRASE); at < list.length; at++) {
+    const m = list[at]!;
+    work.steps++;
+    if (m.start > o.start) break;
+    if (o.end <= m.end) return true;
+  }
   return false;
 }
 
 function near(found: Map<string, Occurrence[]>, concept: string, anchor: Occurrence): boolean {
-  for (const o of found.get(concept) ?? NONE) if (o.start <= anchor.end + WINDOW && o.end >= anchor.start - WINDOW) return true;
+  // In text order, an occurrence's end is at most MAX_PHRASE words past its start.
+  const list = found.get(concept) ?? NONE;
+  for (let at = firstFrom(list, anchor.start - WINDOW - MAX_PHRASE); at < list.length; at++) {
+    const o = list[at]!;
+    work.steps++;
+    if (o.start > anchor.end + WINDOW) break;
+    if (o.end >= anchor.start - WINDOW) return true;
+  }
   return false;
+}
+
+/** The longest phrase a concept can have, in words (the policy's are a few words long). */
+export const MAX_PHRASE = 16;
+
+/** The index of the first occurrence starting at or after `start` (occurrences are in text order). */
+function firstFrom(list: Occurrence[], start: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid]!.start < start) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** Whether the text carries the intent. */
@@ -152,8 +184,9 @@ export function carries(tokens: Token[], found: Map<string, Occurrence[]>, inten
   if (intent.unless.length > 0) {
     // An `unless` word counts only where it is not inside one of the intent's own phrases ("avoid detection" is not "detection").
     const own: Occurrence[] = [];
-    for (const c of intent.seq) own.push(...found.get(c)!);
-    for (const c of intent.all) own.push(...found.get(c)!);
+    for (const c of intent.seq) for (const o of found.get(c)!) own.push(o);
+    for (const c of intent.all) for (const o of found.get(c)!) own.push(o);
+    own.sort((a, b) => a.start - b.start);
     for (const c of intent.unless) for (const o of found.get(c) ?? NONE) if (!insideAny(o, own)) return false;
   }
   const anchors = intent.seq.length > 0 ? sequences(tokens, found, intent) : found.get(intent.all[0]!)!;

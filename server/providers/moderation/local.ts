@@ -4,10 +4,14 @@
  * words; its patterns match the normalised words separated by single spaces;
  * its intents match the structure of a harmful request (intents.ts).
  */
+import { setImmediate } from 'node:timers/promises';
 import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { tokenize, type Token } from './normalize.ts';
 import { carries, occurrences, type Occurrence } from './intents.ts';
 import type { ContentPreference, ModerationProvider } from './types.ts';
+
+/** Characters read between two turns of the event loop (one prompt's worth at most). */
+const YIELD_AFTER_CHARS = 30_000;
 
 function holdsTerm(tokens: Token[], stems: string[]): boolean {
   outer: for (let i = 0; i + stems.length <= tokens.length; i++) {
@@ -41,7 +45,15 @@ export function embeddedModeration(policy: ModerationPolicy): ModerationProvider
   return {
     name: 'embedded',
     async moderate({ texts, preference }) {
+      let since = 0;
       for (const { field, text } of texts) {
+        // A conversation holds up to 128,000 characters: other requests get a turn between
+        // its messages instead of waiting for the whole of it.
+        if (since >= YIELD_AFTER_CHARS) {
+          await setImmediate();
+          since = 0;
+        }
+        since += text.length;
         const categories = categoriesOf(policy, text, preference);
         if (categories.length > 0) return { provider: 'embedded', flagged: { field, categories } };
       }

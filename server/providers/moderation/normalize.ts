@@ -63,17 +63,59 @@ function inDictionary(word: string): boolean {
   let hi = starts.length - 1;
   while (lo <= hi) {
     const mid = (lo + hi) >>> 1;
-    const entry = text.slice(starts[mid]!, text.indexOf('\n', starts[mid]!));
-    if (entry === word) return true;
-    if (entry < word) lo = mid + 1;
+    const order = compareEntry(text, starts[mid]!, word);
+    if (order === 0) return true;
+    if (order < 0) lo = mid + 1;
     else hi = mid - 1;
   }
   return false;
 }
 
+/** The dictionary entry at `at` (ended by a newline) against `word`, in code-unit order, without copying it out. */
+function compareEntry(text: string, at: number, word: string): number {
+  for (let k = 0; ; k++) {
+    const c = text.charCodeAt(at + k);
+    if (k === word.length) return c === 10 ? 0 : 1;
+    if (c === 10) return -1;
+    const w = word.charCodeAt(k);
+    if (c !== w) return c < w ? -1 : 1;
+  }
+}
+
+/** The most letters an inflection adds to a word that still stems as the word does. */
+const MAX_INFLECTION = 12;
+
+/**
+ * The letters a merged span may run past the known prefixes it follows: "-ings", "-ness";
+ * rarer long inflections of a word split by punctuation ("assault-iveness") are not merged.
+ */
+const MERGE_INFLECTION = 6;
+
+type PrefixNode = Map<string, PrefixNode>;
+
 /** A word's Porter stem; words of three letters or fewer are their own stem ("ied" is not "i"). */
 export function stemOf(word: string): string {
   if (word.length <= 3) return word;
+  let stem = stems.get(word);
+  if (stem === undefined) {
+    stem = porterStem(word);
+    // Bounded: a text of ever-new words empties it rather than growing it.
+    if (stems.size >= 50_000) stems.clear();
+    stems.set(word, stem);
+  }
+  return stem;
+}
+
+/**
+ * Steps of reading and matching a text (words looked up, occurrences visited), counted so
+ * that tests can show the work grows linearly with the text's length without timing it.
+ */
+export const work = { steps: 0 };
+
+/** Stems already worked out: prompts and the merge of split words ask for the same ones again. */
+const stems = new Map<string, string>();
+
+function porterStem(word: string): string {
   // Porter reads "weaponize" as "weapon": keep the verb apart (and -ise as -ize).
   const verb = /^(.{3,}?)i[sz](?:e|ed|es|ing|ation|ations|er|ers)$/u.exec(word);
   if (verb) return `${verb[1]}iz`;
@@ -124,6 +166,11 @@ function oneEdit(a: string, b: string): number | undefined {
   return rest ? 2 : undefined;
 }
 
+/** The runs of letters and digits of a text. */
+function pieces(text: string): string[] {
+  return text.split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+}
+
 /** The words a policy knows: what segmentation, leetspeak and spelling correction aim at. */
 export class Vocabulary {
   private readonly words = new Set<string>();
@@ -135,12 +182,54 @@ export class Vocabulary {
   constructor(policyWords: Iterable<string>) {
     for (const w of COMMON.split(/\s+/)) if (w) this.add(w, false);
     for (const w of policyWords) this.add(w, true);
+    // Read the dictionary now (a few hundred ms), at start, not inside the first request.
+    inDictionary('');
+  }
+
+  /**
+   * The longest text `knows` can accept: the longest word, plus the longest ending the
+   * stemmer strips from an inflection of it ("-ationally"). Longer text is never one word.
+   */
+  longest = 0;
+
+  /** The prefixes of every word and stem, as a trie of letters. */
+  private readonly prefixes: PrefixNode = new Map();
+
+  private addPrefixes(word: string): void {
+    let node = this.prefixes;
+    for (const c of word) {
+      let next = node.get(c);
+      if (next === undefined) node.set(c, (next = new Map()));
+      node = next;
+    }
+  }
+
+  /**
+   * How long a merged span starting with `text` can be and still be worth asking `knows`:
+   * the letters that follow a path of known prefixes, plus an everyday inflection; at most
+   * three letters when not even the first three follow one (a stem keeps a word's first three).
+   */
+  mergeReach(text: string, from = 0): number {
+    let node: PrefixNode | undefined = this.prefixes;
+    let depth = 0;
+    for (let at = from; at < text.length; at++) {
+      node = node.get(text[at]!);
+      if (node === undefined) break;
+      depth++;
+    }
+    return depth < 3 ? 3 : depth + MERGE_INFLECTION;
   }
 
   private add(word: string, correctable: boolean): void {
     if (this.words.has(word)) return;
     this.words.add(word);
-    if (word.length >= 4) this.stems.add(stemOf(word));
+    this.longest = Math.max(this.longest, word.length + MAX_INFLECTION);
+    this.addPrefixes(word);
+    if (word.length >= 4) {
+      const stem = stemOf(word);
+      this.stems.add(stem);
+      this.addPrefixes(stem);
+    }
     const key = squeeze(word);
     if (!this.squeezed.has(key)) this.squeezed.set(key, word);
     if (correctable && word.length >= 4 && /^\p{L}+$/u.test(word)) {
@@ -153,6 +242,18 @@ export class Vocabulary {
   }
 
   private readonly cache = new Map<string, Token>();
+  private readonly chunks = new Map<string, readonly Piece[]>();
+
+  /** How `read` splits a chunk, remembered (bounded) since texts repeat their chunks. */
+  remembered(chunk: string, read: (chunk: string, vocabulary: Vocabulary) => readonly Piece[]): readonly Piece[] {
+    let pieces = this.chunks.get(chunk);
+    if (pieces === undefined) {
+      pieces = read(chunk, this);
+      if (this.chunks.size >= 20_000) this.chunks.clear();
+      this.chunks.set(chunk, pieces);
+    }
+    return pieces;
+  }
 
   /** A word as the policy reads it (corrected, stemmed); remembered, since prompts repeat their words. */
   read(word: string, possessive: boolean): Token {
@@ -168,6 +269,7 @@ export class Vocabulary {
 
   /** A word the policy or everyday English (COMMON) holds, or an inflection of a policy word ("killing"). */
   knows(word: string): boolean {
+    work.steps += word.length;
     return this.words.has(word) || (word.length >= 4 && this.stems.has(stemOf(word)));
   }
 
@@ -177,10 +279,13 @@ export class Vocabulary {
     if (inDictionary(word)) return word;
     const squeezed = this.squeezed.get(squeeze(word));
     if (squeezed !== undefined) return squeezed;
-    if (word.length < 3 || !/^\p{L}+$/u.test(word)) return word;
+    // Longer than any policy word and an edit: nothing to correct it to (and the one-letter
+    // deletions of a 15,000-letter run would be 15,000 copies of it).
+    if (word.length < 3 || word.length > this.longest || !/^\p{L}+$/u.test(word)) return word;
     // The likeliest typo wins; a tie between two policy words corrects nothing.
     const ranked = new Map<string, number>();
     const keys = word.length < 5 ? [word] : [word, ...Array.from(word, (_, i) => word.slice(0, i) + word.slice(i + 1))];
+    work.steps += word.length * keys.length;
     for (const d of keys) {
       for (const c of this.deletions.get(d) ?? []) {
         const rank = oneEdit(word, c);
@@ -200,19 +305,27 @@ export class Vocabulary {
   segment(run: string): string[] | undefined {
     const n = run.length;
     if (n > 80) return undefined;
-    const best: Array<string[] | undefined> = new Array(n + 1).fill(undefined);
-    best[0] = [];
-    for (let end = 1; end <= n; end++) {
-      for (let start = 0; start < end; start++) {
-        const prefix = best[start];
-        if (prefix === undefined) continue;
-        const piece = run.slice(start, end);
-        if (!this.knows(piece)) continue;
-        const candidate = [...prefix, piece];
-        if (best[end] === undefined || candidate.length < best[end]!.length) best[end] = candidate;
+    // count[end]: fewest words covering run[0, end); from[end]: where the last of them starts.
+    // A word is at most `longest` letters, so each end tries a bounded number of starts.
+    // A word starting at `start` is at most `mergeReach` letters, so each start tries a
+    // bounded number of ends; going forward, the first (leftmost) split of a count wins.
+    const count = new Int32Array(n + 1).fill(-1);
+    const from = new Int32Array(n + 1);
+    count[0] = 0;
+    for (let start = 0; start < n; start++) {
+      if (count[start]! < 0) continue;
+      const last = Math.min(n, start + this.mergeReach(run, start));
+      for (let end = start + 1; end <= last; end++) {
+        if (count[end]! >= 0 && count[start]! + 1 >= count[end]!) continue;
+        if (!this.knows(run.slice(start, end))) continue;
+        count[end] = count[start]! + 1;
+        from[end] = start;
       }
     }
-    return best[n];
+    if (count[n]! < 0) return undefined;
+    const split: string[] = [];
+    for (let end = n; end > 0; end = from[end]!) split.unshift(run.slice(from[end]!, end));
+    return split;
   }
 
   /** Leetspeak undone in a chunk holding a letter: the reading whose words are all known, else the likeliest one. */
@@ -226,8 +339,10 @@ export class Vocabulary {
       // Symbols read as letters only where a letter or digit follows ("k!ll", not "kill!").
       return i + 1 < chars.length && ALNUM.test(chars[i + 1]!) ? readings : [c];
     });
-    const pieces = (s: string) => s.split(/[^\p{L}\p{N}]+/u).filter(Boolean);
     if (pieces(chunk).every((p) => this.knows(p) && LETTER.test(p))) return chunk;
+    // A chunk longer than a few words is not one leetspeak word: its likeliest reading, without
+    // trying 64 readings of the whole chunk (which made a long punctuated chunk cost 64 passes).
+    if (chars.length > 4 * this.longest) return options.map((o) => o[0]!).join('');
     const ambiguous = options.map((o, i) => (o.length > 1 ? i : -1)).filter((i) => i >= 0).slice(0, 6);
     const likeliest = options.map((o) => o[0]!);
     for (let mask = 0; mask < 1 << ambiguous.length; mask++) {
@@ -258,13 +373,34 @@ function markMinorAges(text: string): string {
     .replace(/\b(\d{1,2})\s*-?\s*(?:y[o0]|y\/[o0]|yrs?|years?)\b(?:\s*-?\s*old)?/gu, young);
 }
 
-interface Piece {
-  word: string;
-  possessive: boolean;
+/** The most pieces joined into one word ("k-i-l-l-y-o-u-r-s-e-l-f" is twelve). */
+const MAX_MERGED_PIECES = 16;
+
+export interface Piece {
+  readonly word: string;
+  readonly possessive: boolean;
 }
 
+/** A chunk of plain letters with at most closing punctuation: its word is itself (what most chunks are). */
+const PLAIN = /^([a-z]+)[.,;:?")]*$/;
+
+/** Whether a word is one character (one code point). */
+function single(word: string): boolean {
+  return word.length === 1 || (word.length === 2 && word.codePointAt(0)! > 0xffff);
+}
+
+/** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
+const SPELT_WITH_SYMBOLS = /['|/\\]/;
+
 /** The pieces of one whitespace-free chunk: leetspeak undone, split at punctuation, pieces that form a known word merged. */
-function chunkPieces(chunk: string, vocabulary: Vocabulary): Piece[] {
+function chunkPieces(chunk: string, vocabulary: Vocabulary): readonly Piece[] {
+  // The fast path gives what the steps below give for such a chunk, at a fraction of the cost.
+  const plain = PLAIN.exec(chunk);
+  if (plain) return [{ word: plain[1]!, possessive: false }];
+  return vocabulary.remembered(chunk, readChunk);
+}
+
+function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   let possessive = false;
   let body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
   const owner = /^(.*[\p{L}\p{N}])'(s?)$/u.exec(body);
@@ -275,17 +411,25 @@ function chunkPieces(chunk: string, vocabulary: Vocabulary): Piece[] {
       possessive = true;
     }
   }
-  body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
+  if (SPELT_WITH_SYMBOLS.test(body)) body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
   const parts = body.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean).flatMap((p) => vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u)).filter(Boolean);
-  if (parts.length > 1 && parts.every((p) => Array.from(p).length === 1)) {
+  if (parts.length > 1 && parts.every(single)) {
     return parts.map((word) => ({ word, possessive: false })); // "k.i.l.l": letters spelt out, read with the run they belong to
   }
-  // "kill-your-self": adjacent pieces that together make a known word are one word.
+  // "kill-your-self": adjacent pieces that together make a known word are one word. Only
+  // spans no longer than a known word can be one, so each start tries a bounded number of
+  // spans and the chunk costs time linear in its length ("xq-xq-xq-…" was cubic).
   const merged: string[] = [];
   for (let i = 0; i < parts.length; ) {
-    let j = parts.length;
-    while (j > i + 1 && !vocabulary.knows(parts.slice(i, j).join(''))) j--;
-    merged.push(parts.slice(i, j).join(''));
+    let j = i + 1;
+    let joined = parts[i]!;
+    while (j < parts.length && j - i < MAX_MERGED_PIECES && joined.length + parts[j]!.length <= vocabulary.longest) joined += parts[j++]!;
+    // A known word's letters follow a path of the vocabulary's prefixes to within an
+    // inflection of its end: longer spans are not tried (each try stems the span).
+    const reach = vocabulary.mergeReach(joined);
+    while (j > i + 1 && joined.length > reach) joined = joined.slice(0, joined.length - parts[--j]!.length);
+    while (j > i + 1 && !vocabulary.knows(joined)) joined = joined.slice(0, joined.length - parts[--j]!.length);
+    merged.push(joined);
     i = j;
   }
   return merged.map((word, i) => ({ word, possessive: possessive && i === merged.length - 1 }));
@@ -307,7 +451,7 @@ export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
   };
   for (const piece of pieces) {
     // Single letters ("k i l l", "k.i.l.l", "a p i p e") are collected and read together.
-    if (Array.from(piece.word).length === 1) {
+    if (single(piece.word)) {
       run.push(piece);
       continue;
     }

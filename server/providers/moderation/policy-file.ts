@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import YAML from 'yaml';
 import type { ContentPreference } from './types.ts';
 import { fold, tokenize, Vocabulary } from './normalize.ts';
-import { indexPhrases, MASK, START, type Intent, type Phrase, type PhraseIndex } from './intents.ts';
+import { indexPhrases, MASK, MAX_PHRASE, START, type Intent, type Phrase, type PhraseIndex } from './intents.ts';
 
 export type Strictness = ContentPreference;
 
@@ -54,6 +54,8 @@ function rawWords(phrase: string): string[] {
 function stemsOf(phrase: string, vocabulary: Vocabulary, where: string): string[] {
   const stems = tokenize(phrase, vocabulary).map((t) => t.stem);
   if (stems.length === 0) throw new Error(`${where}: "${phrase}" has no letters or digits`);
+  // The matcher looks this far back for a phrase that covers a word (intents.ts).
+  if (stems.length > MAX_PHRASE) throw new Error(`${where}: "${phrase}" has more than ${MAX_PHRASE} words`);
   return stems;
 }
 

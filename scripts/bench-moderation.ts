@@ -1,0 +1,138 @@
+/**
+ * What embedded moderation costs on text shaped to make it work hard
+ * (test/helpers/hostile-prompts.ts), measured two ways:
+ *
+ * 1. In process: each shape at 3,000 and 30,000 characters, a new text each
+ *    round (so no round reuses the last one's words), this thread's CPU time.
+ *    Target: the worst shape's median at 30,000 characters under 20 ms, and
+ *    30,000 characters costing at most about ten times 3,000 (linear).
+ * 2. At the real server (`node` with SERVER_ARGS, a temp DATA_DIR): each shape
+ *    as a 30,000-character image prompt from a key whose account holds 0 Gems
+ *    (moderation runs before anything is reserved), while /healthz is asked
+ *    every few milliseconds. Target: every answer within 50 ms, and /healthz
+ *    never waiting longer than that.
+ *
+ *   npm run bench:moderation [-- --rounds 7]
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
+import { categoriesOf } from '../server/providers/moderation/local.ts';
+import { openDb } from '../server/storage/db.ts';
+import * as accounts from '../server/domain/accounts.ts';
+import { systemClock } from '../server/domain/clock.ts';
+import { root, runMain, startGemforge } from './bench/processes.ts';
+import { quantile } from './bench/quantile.ts';
+import { hostilePrompt, PROMPT_SHAPES, type PromptShape } from '../test/helpers/hostile-prompts.ts';
+
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '7' } } });
+const ROUNDS = Number(values.rounds);
+const SHAPES = Object.keys(PROMPT_SHAPES) as PromptShape[];
+const IN_PROCESS_TARGET_MS = 20;
+const SERVER_TARGET_MS = 50;
+
+/** The process's CPU time in ms (the bench's one busy thread, plus the garbage collector's helpers). */
+function cpuMs(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1000;
+}
+
+const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
+const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
+
+function inProcess(): boolean {
+  const policy = loadModerationPolicy(path.join(root, 'server/catalog/moderation.yaml'));
+  categoriesOf(policy, 'warm up: kill the lights, bomb shelter', 'standard');
+  let worst = 0;
+  let linear = true;
+  console.log('shape               3,000 chars (median, max)   30,000 chars (median, max)   ratio');
+  for (const shape of SHAPES) {
+    const at = (length: number) => {
+      const times: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const text = hostilePrompt(shape, length, length * 1000 + round);
+        const start = cpuMs();
+        categoriesOf(policy, text, 'strict');
+        times.push(cpuMs() - start);
+      }
+      return { median: median(times), max: Math.max(...times) };
+    };
+    const short = at(3_000);
+    const long = at(30_000);
+    const ratio = long.median / Math.max(short.median, 0.05);
+    worst = Math.max(worst, long.median);
+    // Ten times the text, at most about ten times the work (and never judged on sub-ms noise).
+    if (ratio > 15 && long.median > 2) linear = false;
+    console.log(`${shape.padEnd(20)}${`${fmt(short.median)}, ${fmt(short.max)}`.padEnd(28)}${`${fmt(long.median)}, ${fmt(long.max)}`.padEnd(29)}×${ratio.toFixed(1)}`);
+  }
+  const pass = worst < IN_PROCESS_TARGET_MS && linear;
+  console.log(`worst median at 30,000 characters: ${fmt(worst)} (target < ${IN_PROCESS_TARGET_MS} ms), linear: ${linear ? 'yes' : 'NO'}: ${pass ? 'PASS' : 'FAIL'}`);
+  return pass;
+}
+
+async function atServer(): Promise<boolean> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-moderation-'));
+  const db = await openDb({ dataDir });
+  const account = await accounts.createAccount(db, systemClock, { name: 'bench' });
+  const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'bench', scopes: ['read', 'generate'] });
+  await db.destroy();
+  const server = await startGemforge({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', NODE_ENV: 'production', MODERATION_BLOCK_THRESHOLD: '1000000' }, path.join(dataDir, 'server.log'));
+  let polling = true;
+  const health: number[] = [];
+  try {
+    const submit = async (prompt: string, n: number) => {
+      const started = performance.now();
+      const res = await fetch(`${server.base}/api/generate/image`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': `bench-moderation-${n}` },
+        body: JSON.stringify({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512' } }),
+      });
+      await res.arrayBuffer();
+      return { status: res.status, ms: performance.now() - started };
+    };
+    await submit('a lighthouse at dawn', 0); // warm-up: validator, policy, database
+    const poller = (async () => {
+      while (polling) {
+        const started = performance.now();
+        await (await fetch(`${server.base}/healthz`)).arrayBuffer();
+        health.push(performance.now() - started);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    let worst = 0;
+    let n = 1;
+    for (const shape of SHAPES) {
+      const times: number[] = [];
+      const statuses = new Set<number>();
+      for (let round = 0; round < ROUNDS; round++) {
+        const answer = await submit(hostilePrompt(shape, 30_000, 7_000_000 + n), n++);
+        times.push(answer.ms);
+        statuses.add(answer.status);
+      }
+      worst = Math.max(worst, median(times));
+      console.log(`${shape.padEnd(20)}answered in ${fmt(median(times))} median, ${fmt(Math.max(...times))} max (${[...statuses].join('/')})`);
+    }
+    polling = false;
+    await poller;
+    const healthMax = Math.max(...health);
+    const pass = worst <= SERVER_TARGET_MS && healthMax <= SERVER_TARGET_MS;
+    console.log(
+      `at the server: worst median ${fmt(worst)} (target ≤ ${SERVER_TARGET_MS} ms); /healthz p50 ${fmt(median(health))}, max ${fmt(healthMax)} over ${health.length} calls: ${pass ? 'PASS' : 'FAIL'}`,
+    );
+    return pass;
+  } finally {
+    polling = false;
+    await server.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<number> {
+  const local = inProcess();
+  const server = await atServer();
+  return local && server ? 0 : 1;
+}
+
+runMain(main);
