@@ -70,6 +70,9 @@ export async function enqueue(db: Conn, taskId: string, accountId: string, nowIs
   await query(db, jobEnqueue, [taskId, accountId, nowIso, lane]);
 }
 
+/** The cap that is none: more jobs than one account could ever run (an integer column's largest). */
+const NO_CAP = 2 ** 31 - 1;
+
 /** Whether a queued job may be claimed at `now` (past its backoff), on table alias `t`. */
 const due = (c: Conn, t: string, at: LeaseTime, now: Value) => (w: Knex.QueryBuilder) =>
   w.whereNull(`${t}.retry_at`).orWhere(`${t}.retry_at`, '<=', moment(c, at === DATABASE_CLOCK, now));
@@ -86,7 +89,7 @@ const turnPick = (lane: Lane, at: LeaseTime) =>
   statement.first<{ account_id: string }>(`turn-pick:${lane}:${clockShape(at)}`, (c, l, now, defaultCap) => {
     const running = c('jobs as r').count('*').whereRaw('r.account_id = t.account_id').whereRaw('r.lane = t.lane').where('r.state', 'running');
     // The account's own cap (0: none), else the configured one.
-    const cap = c('accounts as a').select(c.raw(`case when a.${lane}_concurrency = 0 then 2147483647 else a.${lane}_concurrency end`)).whereRaw('a.id = t.account_id');
+    const cap = c('accounts as a').select(c.raw(`case when a.${lane}_concurrency = 0 then ${NO_CAP} else a.${lane}_concurrency end`)).whereRaw('a.id = t.account_id');
     const dueJob = c('jobs as q').select(c.raw('1')).whereRaw('q.account_id = t.account_id').whereRaw('q.lane = t.lane').where('q.state', 'queued').where(due(c, 'q', at, now));
     const q = c('queue_turns as t')
       .where('t.lane', l)
@@ -130,8 +133,8 @@ export interface AccountCaps {
   remote: number;
 }
 
-/** No cap: the configured 0. */
-const capOf = (n: number) => (n > 0 ? n : 2 ** 31 - 1);
+/** A configured cap of 0: none. */
+const capOf = (n: number) => (n > 0 ? n : NO_CAP);
 
 /**
  * Claims the next due job for `workerId`: the account whose turn it is (see
