@@ -13,7 +13,10 @@
  *   claim 1k / 100k   the worker's claim (storage/jobs.ts claimNext, caps on) with
  *                     1,000 and then 100,000 jobs queued over 1,000 accounts: µs per
  *                     claim, median of 500. Target: 100k ≤ 1.5 × 1k (the claim reads
- *                     a few index entries, never the backlog).
+ *                     a few index entries, never the backlog). On SQLite, and also on
+ *                     Postgres when BENCH_DATABASE_URL or TEST_DATABASE_URL names a
+ *                     server (a database is made for the run and dropped), e.g.
+ *                     `scripts/ci-postgres.sh npm run bench:fairshare -- --only claim`.
  *   image submission  new image identities (autocannon, 32 connections, worker off)
  *                     with admission on (rates and queued-task cap checked, never
  *                     reached) against admission off, measured in alternating
@@ -29,12 +32,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { openDb, type Db } from '../server/storage/db.ts';
+import { isSqlite, openDb, type Db } from '../server/storage/db.ts';
 import * as jobs from '../server/storage/jobs.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { systemClock } from '../server/domain/clock.ts';
-import { IMAGE, seedBenchKey } from './bench/fixture.ts';
+import { benchDatabase, IMAGE, seedBenchKey } from './bench/fixture.ts';
 import { runMain, startGemforge } from './bench/processes.ts';
 import { row, type Case } from './bench/rounds.ts';
 
@@ -169,12 +172,13 @@ async function claimMicros(db: Db, n: number): Promise<number> {
   return times[times.length >> 1]!;
 }
 
-async function claimCost(dir: string): Promise<Result> {
-  const db = await openDb({ dataDir: dir });
+async function claimCost(dir: string, databaseUrl?: string): Promise<Result> {
+  const db = await openDb({ dataDir: dir, databaseUrl });
   try {
     const owners = await queueAccounts(db, 1000);
-    // After each bulk load the WAL is folded into the database first: the claims, not a checkpoint of the load, are measured.
-    const settle = () => db.raw('PRAGMA wal_checkpoint(TRUNCATE)');
+    // After each bulk load, SQLite folds the WAL into the database and Postgres gathers the statistics autovacuum
+    // would: the claims are measured, not the aftermath of the load.
+    const settle = () => db.raw(isSqlite(db) ? 'PRAGMA wal_checkpoint(TRUNCATE)' : 'ANALYZE');
     await queueJobs(db, owners, 0, 1000);
     await settle();
     await claimMicros(db, 100); // warm-up
@@ -184,7 +188,7 @@ async function claimCost(dir: string): Promise<Result> {
     await claimMicros(db, 100);
     const large = await claimMicros(db, 500);
     return {
-      name: 'claim at 1k vs 100k queued jobs, 1,000 accounts',
+      name: `claim at 1k vs 100k queued jobs, 1,000 accounts (${isSqlite(db) ? 'SQLite' : 'Postgres'})`,
       figures: `${small.toFixed(0)} µs vs ${large.toFixed(0)} µs per claim (×${(large / small).toFixed(2)})`,
       target: '100k ≤ 1.5 × 1k',
       pass: large <= 1.5 * small,
@@ -244,6 +248,17 @@ async function main(): Promise<number> {
   try {
     await attempt('flood', () => flood(made(path.join(root, 'flood')), logFile));
     await attempt('claim', () => claimCost(made(path.join(root, 'claim'))));
+    const pgUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+    if (pgUrl) {
+      await attempt('claim', async () => {
+        const pg = await benchDatabase(pgUrl);
+        try {
+          return await claimCost(made(path.join(root, 'claim-pg')), pg.url);
+        } finally {
+          await pg.drop();
+        }
+      });
+    }
     await attempt('submission', () => submissionCost(path.join(root, 'submit'), logFile));
   } finally {
     fs.rmSync(root, { recursive: true, force: true });
