@@ -16,7 +16,10 @@ export interface paths {
         /**
          * Sign in with an email and password
          * @description An unknown email and a wrong password get the same 401. After too many failures
-         *     for one email or from one address, every attempt answers 429 until the window ends.
+         *     for one email or from one network (an IPv4 address, an IPv6 /64), attempts from
+         *     networks the login has not signed in from answer 429 until the window ends; from a
+         *     network it has signed in from, only that pair's own failures count. A 503 with
+         *     `Retry-After` says too many sign-ins are being checked at once.
          */
         post: operations["signIn"];
         /** Sign out this session */
@@ -52,7 +55,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Accept an invite, set a password and sign in */
+        /**
+         * Accept an invite, set a password and sign in
+         * @description The invite works once: of concurrent accepts one signs in, the others get 401
+         *     `INVITE_INVALID`. The new password ends every earlier session of the login.
+         */
         post: operations["acceptInvite"];
         delete?: never;
         options?: never;
@@ -360,6 +367,17 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Too many passwords are being checked at once (503 `TEMPORARILY_UNAVAILABLE`); try again after `Retry-After`. */
+        Busy: {
+            headers: {
+                /** @description Seconds to wait before trying again. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Signed in; the session cookie is set. */
         SignedIn: {
             headers: {
@@ -412,6 +430,7 @@ export interface operations {
             401: components["responses"]["Error"];
             422: components["responses"]["Error"];
             429: components["responses"]["Error"];
+            503: components["responses"]["Busy"];
         };
     };
     signOut: {
@@ -475,7 +494,7 @@ export interface operations {
             content: {
                 "application/json": {
                     token: string;
-                    /** @description 12 to 256 characters. */
+                    /** @description 12 to 256 characters, not all of them spaces. */
                     password: string;
                 };
             };
@@ -484,6 +503,7 @@ export interface operations {
             200: components["responses"]["SignedIn"];
             401: components["responses"]["Error"];
             422: components["responses"]["Error"];
+            503: components["responses"]["Busy"];
         };
     };
     listKeys: {

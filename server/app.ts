@@ -32,6 +32,7 @@ import { filesRouter } from './routes/files.ts';
 import { docsRouter } from './routes/docs.ts';
 import { consoleStack } from './http/console.ts';
 import type { ConsolePage } from './routes/console-page.ts';
+import type { PasswordHasher } from './domain/password-pool.ts';
 import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
 import type { RemoteMedia } from './providers/remote/index.ts';
@@ -67,6 +68,8 @@ export interface AppDeps {
   metrics?: ServerMetrics;
   /** The account console page, built at start (console-page/build.ts); without it /console answers 503. */
   consolePage?: ConsolePage;
+  /** Console passwords, hashed and checked off the event loop (domain/password-pool.ts). */
+  passwords: PasswordHasher;
 }
 
 /** JSON body limits per operation (spec Limits table); everything else gets the default. */
@@ -90,7 +93,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Draining: every answer closes its connection, and new work is sent to another instance (reads are still answered).
   app.use(whileDraining(lifecycle));
   // Liveness and readiness for balancers and orchestrators: outside the public contract.
-  app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle })));
+  app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle, logger })));
 
   // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
   app.use(byPrefix(filesRouter(deps)));

@@ -27,6 +27,7 @@ import { createTextProviders } from './providers/text/index.ts';
 import { createAnalysisProvider } from './providers/analysis/index.ts';
 import { buildConsolePage } from './console-page/build.ts';
 import { privateDataDir, widerThanPrivate } from './storage/data-dir.ts';
+import { passwordPool } from './domain/password-pool.ts';
 
 export interface RunningServer {
   url: string;
@@ -176,7 +177,9 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const lifecycle = { draining: false };
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
   const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics, consolePage });
+  // Its threads start at the first sign-in; close() ends them.
+  const passwords = passwordPool(config.consoleHashing);
+  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics, consolePage, passwords });
   const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
@@ -232,6 +235,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
         logger.warn({ generations: inflight.size }, 'shutting down with text generations unsettled: their identities stay pending (REQUEST_UNCERTAIN)');
       }
       await worker?.stop();
+      await passwords.close();
       signing.stop();
       if (metricsServer) await new Promise((resolve) => metricsServer.close(resolve));
       await db.destroy();

@@ -316,6 +316,7 @@ describe('admin CLI', () => {
       ['', ['console', 'invite', '--account', accountId, '--email', 'a@example.com', '--base-url', 'ftp://x'], /--base-url must be an http\(s\) URL/],
       ['secret', ['console', 'login', '--account', accountId, '--email', 'b@example.com'], /--password-stdin is required/],
       ['short\n', ['console', 'login', '--account', accountId, '--email', 'b@example.com', '--password-stdin'], /12 to 256 characters/],
+      [' '.repeat(12) + '\n', ['console', 'login', '--account', accountId, '--email', 'b@example.com', '--password-stdin'], /must not be only spaces/],
       ['', ['console', 'signout', '--email', 'nobody@example.com'], /no console login for nobody@example.com/],
     ];
     for (const [stdin, args, message] of cases) {

@@ -200,7 +200,7 @@ describe('assets', () => {
     assert.equal(none.filename, null);
   });
 
-  it('when X-Filename carries UTF-8 (as fetch sends it), then the name is stored as written; bytes that are not UTF-8 are read as ISO-8859-1', async () => {
+  it('when X-Filename carries UTF-8 (as fetch sends it), then the name is stored as written, bidirectional controls dropped; bytes that are not UTF-8 are read as ISO-8859-1', async () => {
     const { port } = new URL(s.url);
     const png = fs.readFileSync(await media.image('png'));
     const send = (nameBytes: Buffer) =>
@@ -223,6 +223,9 @@ describe('assets', () => {
     assert.equal(utf8!.filename, name);
     const latin1 = await assetStore.findAsset(s.db, idOf(await send(Buffer.from('café.png', 'latin1'))));
     assert.equal(latin1!.filename, 'café.png', 'a lone 0xE9 is not UTF-8: read as ISO-8859-1');
+    // A right-to-left override makes "invoice\u202efdp.exe" show as "invoiceexe.pdf": the controls are dropped.
+    const reversed = await assetStore.findAsset(s.db, idOf(await send(Buffer.from('invoice\u202efdp.exe\u2066', 'utf8'))));
+    assert.equal(reversed!.filename, 'invoicefdp.exe');
   });
 
   it('when the Content-Type is not one the contract lists, then 422 names the types an upload takes', async () => {

@@ -43,6 +43,19 @@ describe('contract and API reference pages', () => {
     assert.equal((await fetch(`${s.url}/docs/assets/../../package.json`)).status, 404);
   });
 
+  it('when /docs and its assets are fetched, then a Content-Security-Policy keeps them to this origin and no other site may frame them', async () => {
+    for (const path of ['/docs', '/docs/assets/docs.js', '/docs/openapi.json', '/openapi.yaml']) {
+      const res = await fetch(`${s.url}${path}`);
+      await res.arrayBuffer();
+      const csp = res.headers.get('content-security-policy') ?? '';
+      assert.match(csp, /frame-ancestors 'none'/, path);
+      assert.match(csp, /script-src 'self';/, path);
+      assert.match(csp, /connect-src 'self';/, path);
+      assert.equal(res.headers.get('x-frame-options'), 'DENY', path);
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff', path);
+    }
+  });
+
   it('when /docs/openapi.json is fetched, then it is the contract file as JSON', async () => {
     const res = await fetch(`${s.url}/docs/openapi.json`);
     assert.equal(res.status, 200);

@@ -49,6 +49,7 @@ describe('health and readiness', () => {
       const body = (await ready.json()) as { status: string; checks: { storage: string } };
       assert.equal(body.status, 'not-ready');
       assert.match(body.checks.storage, /^failed:/);
+      assert.doesNotMatch(body.checks.storage, /blobs|ENOTDIR|EEXIST|\//, 'no path or error text to an unauthenticated caller');
     } finally {
       fs.rmSync(blobs, { force: true });
       await s.close();

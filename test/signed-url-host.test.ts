@@ -58,7 +58,9 @@ describe('signed URLs and the Host header, default allow list', () => {
       assert.equal(new URL(url).host, host.toLowerCase());
     }
     const url = await outputUrlWithHost(t.s, t.secret, t.taskId, `127.0.0.1:${port}`);
-    assert.equal((await fetch(url)).status, 200);
+    const download = await fetch(url);
+    assert.equal(download.status, 200);
+    assert.equal(download.headers.get('x-content-type-options'), 'nosniff', 'the checked type holds: no sniffing');
   });
 
   it('when Host is another name (evil.example), then the URL uses the address the connection reached', async () => {

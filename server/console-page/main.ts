@@ -276,6 +276,7 @@ $('invite-form').addEventListener('submit', async (event) => {
   const form = new FormData(event.target as HTMLFormElement);
   const password = String(form.get('password'));
   if (password !== String(form.get('confirm'))) return problem('The two passwords differ.');
+  if (!/\S/.test(password)) return problem('The password must not be only spaces.');
   const { data, error } = await api.POST('/invites/accept', { body: { token: inviteToken() ?? '', password } });
   problem(error ?? null);
   if (!data) return;

@@ -36,8 +36,15 @@ export interface UploadInput {
   body: Readable;
 }
 
-/** Truncates to 255 characters without splitting a surrogate pair. */
-export function truncateFilename(name: string | undefined): string | null {
+/**
+ * Bidirectional controls (U+202A–E, U+2066–9, U+200E/F, U+061C): a name holding them shows
+ * reversed ("invoice‮fdp.exe" reads as "invoiceexe.pdf"), so they are dropped from names.
+ */
+export const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
+
+/** Drops bidirectional controls, then truncates to 255 characters without splitting a surrogate pair. */
+export function truncateFilename(raw: string | undefined): string | null {
+  const name = raw?.replace(BIDI_CONTROLS, '');
   if (name === undefined || name === '') return null;
   const chars = Array.from(name);
   return chars.length <= MAX_FILENAME_CHARS ? name : chars.slice(0, MAX_FILENAME_CHARS).join('');

@@ -2,34 +2,49 @@
  * The account console's sign-in (issue 28): logins of account holders, made by
  * the operator (`gemforge admin console invite|login`), and server-side sessions.
  *
- * - Passwords are argon2id (hash-wasm; OWASP's m=19 MiB, t=2, p=1), never stored plain.
+ * - Passwords are argon2id (hash-wasm; OWASP's m=19 MiB, t=2, p=1), never stored plain,
+ *   hashed and checked on worker threads (password-pool.ts), never on the event loop.
  * - An invite is a one-time token (only its SHA-256 is stored) valid for INVITE_HOURS;
- *   accepting it sets the password and opens a session.
+ *   accepting it spends the token, sets the password and ends every earlier session in
+ *   one transaction (of concurrent accepts exactly one wins), and opens a session.
  * - A session's cookie holds a random token; the row's id is its SHA-256, so a
  *   database read yields no usable cookie. A session ends at its absolute expiry,
  *   after `idleSeconds` without a request, or when revoked (sign out, sign out everywhere).
- * - Failed sign-ins are counted per email (known or not) and per client address;
- *   past the limit every attempt answers 429 until the window ends. An unknown
- *   email and a wrong password get the same 401 after the same work.
+ * - Sign-in limits (docs/console.md): an attempt reserves a failure before its
+ *   password is checked, in one statement per counter, and a success gives the
+ *   reservation back; so concurrent attempts cannot pass a limit together. From a
+ *   network the login signed in from before (an IPv4 address, an IPv6 /64) the
+ *   attempt counts against that pair alone; from elsewhere, against the email (known
+ *   or not) and the network. Failures from strangers therefore never lock a holder
+ *   out of the networks they use. Past a limit the answer is 429 until the window
+ *   ends. An unknown email and a wrong password get the same 401 after the same work.
  */
 import crypto from 'node:crypto';
-import { argon2id, argon2Verify } from 'hash-wasm';
-import type { Db } from '../storage/db.ts';
+import { inTransaction, type Db } from '../storage/db.ts';
+import type { Conn } from '../storage/query.ts';
 import * as store from '../storage/console.ts';
 import type { LoginRow, SessionRow } from '../storage/console.ts';
 import { ApiError } from '../errors.ts';
 import { AdminError, requireAccount } from './accounts.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
+import { inlineHasher, type PasswordHasher } from './password-pool.ts';
+import { parseAddress, prefixKey } from './policy/addresses.ts';
 
 export type { LoginRow, SessionRow };
 
 export const INVITE_HOURS = 72;
 export const MIN_PASSWORD_CHARS = 12;
 export const MAX_PASSWORD_CHARS = 256;
-/** Failed sign-ins allowed per window: per email, and per client address. */
-export const ATTEMPT_LIMITS = { email: 5, address: 20 } as const;
+/**
+ * Failed sign-ins allowed per window: per email and per client network, for
+ * attempts from a network the login has not signed in from; per login and
+ * network, for attempts from one it has.
+ */
+export const ATTEMPT_LIMITS = { email: 5, address: 20, knownAddress: 5 } as const;
 export const ATTEMPT_WINDOW_SECONDS = 15 * 60;
+/** How long a network a login signed in from stays known after its last successful sign-in. */
+export const KNOWN_ADDRESS_DAYS = 90;
 
 /** How long sessions live (config: CONSOLE_SESSION_IDLE_SECONDS, CONSOLE_SESSION_MAX_SECONDS). */
 export interface SessionSettings {
@@ -45,19 +60,33 @@ const later = (clock: Clock, seconds: number) => new Date(clock.now().getTime() 
 export const signInFailed = () => new ApiError(401, 'SIGN_IN_FAILED', 'The email or password is wrong.');
 export const sessionExpired = () => new ApiError(401, 'SESSION_EXPIRED', 'Your session has ended (signed out or expired); sign in again.');
 
-export async function hashPassword(password: string): Promise<string> {
-  return argon2id({ password, salt: crypto.randomBytes(16), parallelism: 1, iterations: 2, memorySize: 19_456, hashLength: 32, outputType: 'encoded' });
-}
+const inviteInvalid = () => new ApiError(401, 'INVITE_INVALID', 'This invite link is unknown, already used or expired; ask the operator for a new one.');
 
-/** Verified against a real hash even when there is no login, so an unknown email costs the same time (made at the first sign-in, not at every import). */
-let decoy: Promise<string> | undefined;
-const decoyHash = () => (decoy ??= hashPassword(randomToken()));
+/**
+ * Verified against when there is no login, so an unknown email costs the same
+ * work as a wrong password: a real argon2id hash with the same parameters, of a
+ * random password nobody kept (and a match would not sign in: there is no login).
+ */
+const DECOY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$lfAoRxFf5eWYaZyaOQLCgg$mBIk1ZfEZ09RIMR2SH4LAfzn/CC65edG6UAxXB/ZXgQ';
 
+/** The operator's password rule; the console's contract says the same for invites (openapi/console.yaml, acceptInvite). */
 function checkPassword(password: string): void {
   const chars = Array.from(password).length;
   if (chars < MIN_PASSWORD_CHARS || chars > MAX_PASSWORD_CHARS) {
     throw new AdminError(`the password must be ${MIN_PASSWORD_CHARS} to ${MAX_PASSWORD_CHARS} characters`);
   }
+  if (!/\S/.test(password)) throw new AdminError('the password must not be only spaces');
+}
+
+/**
+ * The network a client address is counted by: an IPv4 address itself, an IPv6
+ * address its /64 (one subscriber's usual allocation, within which privacy
+ * addresses rotate freely); IPv4-mapped IPv6 counts as its IPv4 address.
+ */
+export function networkOf(address: string): string {
+  const parsed = parseAddress(address);
+  if (!parsed) return `raw:${address.slice(0, 64)}`;
+  return prefixKey(parsed, parsed.kind() === 'ipv4' ? 32 : 64);
 }
 
 function checkEmail(email: string): string {
@@ -91,27 +120,45 @@ export async function invite(db: Db, clock: Clock, input: { accountId: string; e
 }
 
 /** Sets a login's password (made when absent); its sessions end, as after any password change. */
-export async function setPassword(db: Db, clock: Clock, input: { accountId: string; email: string; password: string }): Promise<LoginRow> {
+export async function setPassword(
+  db: Db,
+  clock: Clock,
+  input: { accountId: string; email: string; password: string },
+  passwords: PasswordHasher = inlineHasher,
+): Promise<LoginRow> {
   checkPassword(input.password);
   const login = await loginFor(db, clock, input.accountId, input.email);
-  await store.updateLogin(db, login.id, { password_hash: await hashPassword(input.password), updated_at: clock.now().toISOString() });
+  await store.updateLogin(db, login.id, { password_hash: await passwords.hash(input.password), updated_at: clock.now().toISOString() });
   await store.revokeSessions(db, { login_id: login.id }, clock.now().toISOString());
   return login;
 }
 
-/** Accepts an invite: the password is set, the token spent, and a session opened. */
-export async function acceptInvite(db: Db, clock: Clock, settings: SessionSettings, token: string, password: string): Promise<OpenedSession> {
-  const login = await store.findLoginByInvite(db, sha256(token));
-  if (!login || !login.invite_expires_at || Date.parse(login.invite_expires_at) <= clock.now().getTime()) {
-    throw new ApiError(401, 'INVITE_INVALID', 'This invite link is unknown, already used or expired; ask the operator for a new one.');
-  }
-  await store.updateLogin(db, login.id, {
-    password_hash: await hashPassword(password),
-    invite_token_hash: null,
-    invite_expires_at: null,
-    updated_at: clock.now().toISOString(),
+/**
+ * Accepts an invite from `address`: the token is spent and the password set in
+ * one statement (of concurrent accepts exactly one wins; the others get 401
+ * INVITE_INVALID, as for a used invite), every earlier session of the login
+ * ends (a new password ends them, as `setPassword` does), and a session opens.
+ */
+export async function acceptInvite(
+  db: Db,
+  clock: Clock,
+  settings: SessionSettings,
+  passwords: PasswordHasher,
+  input: { token: string; password: string; address: string },
+): Promise<OpenedSession> {
+  const tokenHash = sha256(input.token);
+  const login = await store.findLoginByInvite(db, tokenHash);
+  if (!login || !login.invite_expires_at || Date.parse(login.invite_expires_at) <= clock.now().getTime()) throw inviteInvalid();
+  // Hashed before the token is spent: a refusal here (a full hashing queue) leaves the invite usable.
+  const passwordHash = await passwords.hash(input.password);
+  const now = clock.now().toISOString();
+  const opened = await inTransaction(db, async (trx) => {
+    if (!(await store.consumeInvite(trx, login.id, tokenHash, now, passwordHash))) throw inviteInvalid();
+    await store.revokeSessions(trx, { login_id: login.id }, now);
+    return openSession(trx, clock, settings, login);
   });
-  return openSession(db, clock, settings, login);
+  await store.rememberAddress(db, login.id, networkOf(input.address), now);
+  return opened;
 }
 
 /** A new session: the cookie's token (never stored) and the row. */
@@ -121,7 +168,7 @@ export interface OpenedSession {
   email: string;
 }
 
-async function openSession(db: Db, clock: Clock, settings: SessionSettings, login: LoginRow): Promise<OpenedSession> {
+async function openSession(db: Conn, clock: Clock, settings: SessionSettings, login: LoginRow): Promise<OpenedSession> {
   const token = randomToken();
   const now = clock.now().toISOString();
   const session: SessionRow = {
@@ -139,37 +186,97 @@ async function openSession(db: Db, clock: Clock, settings: SessionSettings, logi
   return { token, session, email: login.email };
 }
 
-/** Refuses a sign-in while the subject has used up its failures in the current window. */
-async function checkAttempts(db: Db, clock: Clock, subject: string, limit: number): Promise<void> {
-  const row = await store.findAttempt(db, subject);
-  if (!row || row.failures < limit) return;
-  const ends = Date.parse(row.window_started_at) + ATTEMPT_WINDOW_SECONDS * 1000;
-  if (ends <= clock.now().getTime()) return;
-  const minutes = Math.ceil((ends - clock.now().getTime()) / 60_000);
-  throw new ApiError(429, 'TOO_MANY_ATTEMPTS', `Too many failed sign-ins; try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`);
+/** A failure counter and its limit. */
+interface Counter {
+  subject: string;
+  limit: number;
 }
 
-async function countFailure(db: Db, clock: Clock, subject: string): Promise<void> {
-  await store.countAttemptFailure(db, subject, clock.now().toISOString(), later(clock, -ATTEMPT_WINDOW_SECONDS));
+/** A failure reserved on a counter, in the window that started at `window`. */
+interface Reservation {
+  subject: string;
+  window: string;
+}
+
+/** Thrown inside the reservation's transaction to roll back what it reserved. */
+class LimitReached extends Error {
+  constructor(readonly subject: string) {
+    super(subject);
+  }
+}
+
+/** 429 TOO_MANY_ATTEMPTS, saying when the subject's window ends. */
+async function tooManyAttempts(db: Db, clock: Clock, subject: string): Promise<ApiError> {
+  const row = await store.findAttempt(db, subject);
+  const ends = row ? Date.parse(row.window_started_at) + ATTEMPT_WINDOW_SECONDS * 1000 : clock.now().getTime();
+  const minutes = Math.max(1, Math.ceil((ends - clock.now().getTime()) / 60_000));
+  return new ApiError(429, 'TOO_MANY_ATTEMPTS', `Too many failed sign-ins; try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`);
+}
+
+/**
+ * Reserves one failure on every counter, all or none (one transaction; each
+ * reservation is one statement that refuses at the limit), before the password
+ * is checked: 429 when a counter is used up. The reservations stand as the
+ * failures of a wrong password; `giveBack` returns them after a right one.
+ */
+async function reserveAttempts(db: Db, clock: Clock, counters: Counter[]): Promise<Reservation[]> {
+  const at = clock.now().toISOString();
+  const staleBefore = later(clock, -ATTEMPT_WINDOW_SECONDS);
+  try {
+    return await inTransaction(db, async (trx) => {
+      const reserved: Reservation[] = [];
+      for (const { subject, limit } of counters) {
+        const window = await store.reserveAttempt(trx, subject, limit, at, staleBefore);
+        if (window === undefined) throw new LimitReached(subject);
+        reserved.push({ subject, window });
+      }
+      return reserved;
+    });
+  } catch (error) {
+    if (error instanceof LimitReached) throw await tooManyAttempts(db, clock, error.subject);
+    throw error;
+  }
+}
+
+async function giveBack(db: Db, reserved: Reservation[]): Promise<void> {
+  for (const { subject, window } of reserved) await store.releaseAttempt(db, subject, window);
+}
+
+/** The counters an attempt on `email` from `network` reserves on: its known pair's, or the email's and the network's. */
+function countersOf(email: string, network: string, knownLogin: string | undefined): Counter[] {
+  if (knownLogin) return [{ subject: `known:${knownLogin}:${network}`, limit: ATTEMPT_LIMITS.knownAddress }];
+  return [
+    { subject: `email:${sha256(email)}`, limit: ATTEMPT_LIMITS.email },
+    { subject: `address:${network}`, limit: ATTEMPT_LIMITS.address },
+  ];
 }
 
 /** Signs in with an email and password from `address`: a session, or 401 SIGN_IN_FAILED / 429 TOO_MANY_ATTEMPTS. */
-export async function signIn(db: Db, clock: Clock, settings: SessionSettings, input: { email: string; password: string; address: string }): Promise<OpenedSession> {
+export async function signIn(
+  db: Db,
+  clock: Clock,
+  settings: SessionSettings,
+  passwords: PasswordHasher,
+  input: { email: string; password: string; address: string },
+): Promise<OpenedSession> {
   const email = normalEmail(input.email);
-  const subjects = { email: `email:${sha256(email)}`, address: `address:${input.address}` };
-  // Old windows and long-ended sessions go as sign-ins come, so neither table grows without end.
-  await store.prune(db, later(clock, -Math.max(ATTEMPT_WINDOW_SECONDS, 86_400)));
-  await checkAttempts(db, clock, subjects.email, ATTEMPT_LIMITS.email);
-  await checkAttempts(db, clock, subjects.address, ATTEMPT_LIMITS.address);
+  const network = networkOf(input.address);
+  // Old windows, long-ended sessions and networks not used for long go as sign-ins come, so no table grows without end.
+  await store.prune(db, later(clock, -Math.max(ATTEMPT_WINDOW_SECONDS, 86_400)), later(clock, -KNOWN_ADDRESS_DAYS * 86_400));
   const login = await store.findLoginByEmail(db, email);
-  const hash = login?.password_hash ?? (await decoyHash());
-  const ok = (await argon2Verify({ password: input.password, hash })) && Boolean(login?.password_hash);
-  if (!ok || !login) {
-    await countFailure(db, clock, subjects.email);
-    await countFailure(db, clock, subjects.address);
-    throw signInFailed();
+  // Asked for an unknown email too (of no login), so both take the same steps.
+  const known = await store.isKnownAddress(db, login?.id ?? '', network, later(clock, -KNOWN_ADDRESS_DAYS * 86_400));
+  const reserved = await reserveAttempts(db, clock, countersOf(email, network, known ? login?.id : undefined));
+  let ok: boolean;
+  try {
+    ok = (await passwords.verify(input.password, login?.password_hash ?? DECOY_HASH)) && Boolean(login?.password_hash);
+  } catch (error) {
+    await giveBack(db, reserved); // the password was never checked (a full hashing queue): no failure
+    throw error;
   }
-  await store.clearAttempt(db, subjects.email);
+  if (!ok || !login) throw signInFailed();
+  await giveBack(db, reserved);
+  await store.rememberAddress(db, login.id, network, clock.now().toISOString());
   return openSession(db, clock, settings, login);
 }
 

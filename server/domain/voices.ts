@@ -17,7 +17,7 @@ import { storeReferenced } from '../storage/blob-pins.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, type MediaFamily } from '../media/sniff.ts';
 import { probeAv } from '../media/probe.ts';
-import { overLimitOr } from './assets.ts';
+import { BIDI_CONTROLS, overLimitOr } from './assets.ts';
 import { decodePcm } from '../media/pcm.ts';
 import { analyzeSpeechOffThread } from '../media/vad-thread.ts';
 import { NoSpeechError, TranscriptionUnavailableError, type TranscriptionProvider } from '../media/transcription.ts';
@@ -168,7 +168,7 @@ function decodeFilename(name: string): string {
 export function voiceName(originalname: string | undefined, now: Date): string {
   // Control characters (a NUL cannot even be stored in Postgres) are no part of a name.
   // eslint-disable-next-line no-control-regex
-  const base = path.basename(decodeFilename(originalname ?? '').replace(/[\u0000-\u001f\u007f]/g, '')).replace(/\.[^.]*$/, '').trim();
+  const base = path.basename(decodeFilename(originalname ?? '').replace(/[\u0000-\u001f\u007f]/g, '').replace(BIDI_CONTROLS, '')).replace(/\.[^.]*$/, '').trim();
   if (base) return Array.from(base).slice(0, 200).join('');
   return `Voice ${now.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
 }

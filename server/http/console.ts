@@ -64,7 +64,7 @@ function requireSession({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'c
 }
 
 /** The console API's router: its own validator on openapi/console.yaml, the session check, the routes. */
-function consoleApi(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>): Router {
+function consoleApi(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer' | 'passwords'>): Router {
   const api = Router();
   api.use(express.json({ limit: '16kb' }));
   api.use(
@@ -90,7 +90,7 @@ function consoleApi(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>): 
  * at the first console API request, not at start: a server whose console is
  * never used does not carry it.
  */
-export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>, page: ConsolePage | undefined) {
+export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer' | 'passwords'>, page: ConsolePage | undefined) {
   let api: Router | undefined;
   const pageRouter = consolePageRouter(page, deps.config.publicBaseUrl);
   return (req: Request, res: Response, next: NextFunction): void => {

@@ -145,7 +145,8 @@ export const DEFAULT_RETRY_AFTER_SECONDS = 1;
 function send(res: Response, req: Request, error: ApiError): void {
   res.status(error.status);
   if (error.shouldNotRetry) res.setHeader('x-should-retry', 'false');
-  if (error.status === 503) res.setHeader('retry-after', String(error.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS));
+  const retryAfter = error.retryAfterSeconds ?? (error.status === 503 ? DEFAULT_RETRY_AFTER_SECONDS : undefined);
+  if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
   if (req.method === 'HEAD') {
     res.end();
     return;

@@ -4,23 +4,15 @@
  * loads the TypeScript module through tsx's API (the server runs under tsx);
  * should the worker fail to start, the analysis runs inline instead.
  */
-import { Worker } from 'node:worker_threads';
 import { analyzeSpeech, type SpeechAnalysis } from './vad.ts';
+import { typescriptWorker } from '../threads.ts';
 
 const workerModule = new URL('./vad-worker.ts', import.meta.url).href;
 
-function tsxApi(): string | undefined {
-  try {
-    return import.meta.resolve('tsx/esm/api');
-  } catch {
-    return undefined;
-  }
-}
-
 /** analyzeSpeech, off the event loop. */
 export function analyzeSpeechOffThread(samples: Float32Array, sampleRate: number): Promise<SpeechAnalysis> {
-  const api = tsxApi();
-  if (!api) return Promise.resolve(analyzeSpeech(samples, sampleRate));
+  const worker = typescriptWorker(workerModule);
+  if (!worker) return Promise.resolve(analyzeSpeech(samples, sampleRate));
   return new Promise((resolve) => {
     let settled = false;
     const inline = () => {
@@ -28,8 +20,6 @@ export function analyzeSpeechOffThread(samples: Float32Array, sampleRate: number
       settled = true;
       resolve(analyzeSpeech(samples, sampleRate));
     };
-    const bootstrap = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(workerModule)}); })`;
-    const worker = new Worker(bootstrap, { eval: true });
     worker.once('message', (result: SpeechAnalysis) => {
       settled = true;
       resolve(result);

@@ -59,7 +59,7 @@ function pageAsked(req: Request): { cursor: string | undefined; limit: number } 
   return { cursor: query.cursor, limit: query.limit === undefined ? ROWS_PER_PAGE : Number(query.limit) };
 }
 
-export function consoleRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>): Router {
+export function consoleRouter({ db, clock, config, signer, passwords }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer' | 'passwords'>): Router {
   const router = Router();
   const settings = config.consoleSession;
   const baseUrl = baseUrlFor(config);
@@ -91,14 +91,14 @@ export function consoleRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' 
 
   router.post('/console/api/session', async (req, res) => {
     const body = req.body as Body<'signIn'>;
-    const opened = await consoleAuth.signIn(db, clock, settings, { ...body, address: req.ip ?? '' });
+    const opened = await consoleAuth.signIn(db, clock, settings, passwords, { ...body, address: req.ip ?? '' });
     setCookie(req, res, opened, settings.maxSeconds);
     res.status(200).json(signedIn(opened));
   });
 
   router.post('/console/api/invites/accept', async (req, res) => {
     const body = req.body as Body<'acceptInvite'>;
-    const opened = await consoleAuth.acceptInvite(db, clock, settings, body.token, body.password);
+    const opened = await consoleAuth.acceptInvite(db, clock, settings, passwords, { ...body, address: req.ip ?? '' });
     setCookie(req, res, opened, settings.maxSeconds);
     res.status(200).json(signedIn(opened));
   });

@@ -88,24 +88,38 @@ const ASSETS = new Map<string, { type: string; file?: string; text?: string }>([
   ['docs.js', { type: 'text/javascript; charset=utf-8', text: INIT }],
 ]);
 
+/**
+ * The page shares its origin with the console: it loads only its own assets, talks only
+ * to this origin, and no other site may frame it (clickjacking "Try it out" with a key).
+ * Swagger UI sets style attributes and shows data: images, hence those two allowances.
+ */
+const DOCS_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
 export function docsRouter({ config }: Pick<AppDeps, 'config'>): Router {
   const router = Router();
+
   router.get('/openapi.yaml', (_req, res) => {
-    res.status(200).type('application/yaml').send(fs.readFileSync(config.openapiPath));
+    res.set(DOCS_HEADERS).status(200).type('application/yaml').send(fs.readFileSync(config.openapiPath));
   });
   // The same contract as JSON for the page (a browser has no YAML parser).
   let contractJson: string | undefined;
   router.get('/docs/openapi.json', (_req, res) => {
     contractJson ??= JSON.stringify(YAML.parse(fs.readFileSync(config.openapiPath, 'utf8')));
-    res.status(200).type('application/json').send(contractJson);
+    res.set(DOCS_HEADERS).status(200).type('application/json').send(contractJson);
   });
   router.get('/docs', (_req, res) => {
-    res.status(200).type('text/html; charset=utf-8').send(PAGE);
+    res.set(DOCS_HEADERS).status(200).type('text/html; charset=utf-8').send(PAGE);
   });
   router.get('/docs/assets/:name', (req, res, next) => {
     const asset = ASSETS.get(req.params.name);
     if (!asset) return next();
-    res.setHeader('cache-control', 'public, max-age=3600');
+    res.set(DOCS_HEADERS).setHeader('cache-control', 'public, max-age=3600');
     res.status(200).type(asset.type);
     if (asset.text !== undefined) res.send(asset.text);
     else res.sendFile(path.join(SWAGGER_DIR, asset.file!));

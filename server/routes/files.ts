@@ -28,6 +28,8 @@ export function filesRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 
     res.setHeader('content-type', asset.mime_type);
     res.setHeader('content-length', String(asset.size_bytes));
     res.setHeader('cache-control', 'private, max-age=60');
+    // The stored type is what the bytes were checked to be: a browser must not guess another.
+    res.setHeader('x-content-type-options', 'nosniff');
     res.setHeader('content-disposition', `inline; filename="${asset.id}.${(Object.hasOwn(EXTENSIONS, asset.mime_type) ? EXTENSIONS[asset.mime_type] : 'bin')}"`);
     if (req.method === 'HEAD') {
       stream.destroy();

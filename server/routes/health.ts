@@ -8,6 +8,7 @@
  */
 import { Router } from 'express';
 import { ApiError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
 import { blobStoreWritable, databaseAnswers, type Db } from '../domain/readiness.ts';
 
 export interface Lifecycle {
@@ -16,29 +17,36 @@ export interface Lifecycle {
 }
 
 const CHECK_TIMEOUT_MS = 2000;
+const TIMED_OUT = 'timed out';
 
 function withTimeout<T>(work: Promise<T>): Promise<T> {
-  return Promise.race([work, new Promise<T>((_, reject) => setTimeout(() => reject(new Error('timed out')), CHECK_TIMEOUT_MS).unref())]);
+  return Promise.race([work, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(TIMED_OUT)), CHECK_TIMEOUT_MS).unref())]);
 }
 
-async function check(work: () => Promise<unknown>): Promise<string> {
+/**
+ * `ok`, or `failed:` and whether it timed out. The error itself goes to the log, not the
+ * answer: /readyz takes no key, and a storage or database error's text names paths, hosts
+ * and users.
+ */
+async function check(what: string, work: () => Promise<unknown>, logger: Logger): Promise<string> {
   try {
     await withTimeout(work());
     return 'ok';
-  } catch (error) {
-    return `failed: ${(error as Error).message}`.slice(0, 200);
+  } catch (err) {
+    logger.warn({ err, check: what }, `readiness check failed: ${what}`);
+    return (err as Error).message === TIMED_OUT ? `failed: ${TIMED_OUT}` : 'failed: see the server log';
   }
 }
 
-export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecycle }): Router {
+export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecycle; logger: Logger }): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
     res.set('cache-control', 'no-store').json({ status: 'ok' });
   });
   router.get('/readyz', async (_req, res) => {
     const [database, storage] = await Promise.all([
-      check(() => databaseAnswers(deps.db)),
-      check(() => blobStoreWritable(deps.dataDir)),
+      check('database', () => databaseAnswers(deps.db), deps.logger),
+      check('storage', () => blobStoreWritable(deps.dataDir), deps.logger),
     ]);
     const draining = deps.lifecycle.draining;
     const ready = database === 'ok' && storage === 'ok' && !draining;

@@ -1,6 +1,6 @@
-/** Console logins, sessions and sign-in attempts (migration 013). Plain rows in, plain rows out. */
+/** Console logins, sessions, sign-in attempts (migration 013) and the networks each login signed in from (015). Plain rows in, plain rows out. */
 import type { Db } from './db.ts';
-import { columnsOf, insertRow, query, rowOf, rowParams, statement } from './query.ts';
+import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './query.ts';
 
 export interface LoginRow {
   id: string;
@@ -63,7 +63,7 @@ export async function listLogins(db: Db, accountId?: string): Promise<LoginRow[]
   return accountId === undefined ? query(db, logins) : query(db, loginsOf, [accountId]);
 }
 
-export async function insertSession(db: Db, row: SessionRow): Promise<void> {
+export async function insertSession(db: Conn, row: SessionRow): Promise<void> {
   await insertRow(db, 'console_sessions', row);
 }
 
@@ -85,7 +85,7 @@ const loginSessionsRevoke = statement.write('console-login-sessions-revoke', (c,
 );
 
 /** Revokes one session, or every live session of a login; returns how many. */
-export async function revokeSessions(db: Db, where: { id: string } | { login_id: string }, at: string): Promise<number> {
+export async function revokeSessions(db: Conn, where: { id: string } | { login_id: string }, at: string): Promise<number> {
   const { changes } = 'id' in where ? await query(db, sessionRevoke, [where.id, at]) : await query(db, loginSessionsRevoke, [where.login_id, at]);
   return changes;
 }
@@ -113,35 +113,80 @@ export async function findAttempt(db: Db, subject: string): Promise<AttemptRow |
 }
 
 /**
- * Counts one failure of `subject` in one statement (concurrent failures all
- * count): a window that started at or before `staleBefore` starts again at `at`.
+ * Reserves one failure of `subject` before its password is checked, in one
+ * statement, so concurrent attempts cannot all pass a check made before any of
+ * them counted: the count goes up only while it is under `limit` (or its window,
+ * started at or before `staleBefore`, starts again at `at`). Returns the window
+ * the reservation is in, or undefined when the limit is used up.
  */
-export async function countAttemptFailure(db: Db, subject: string, at: string, staleBefore: string): Promise<void> {
-  await query(db, attemptFailure, [subject, at, staleBefore]);
+export async function reserveAttempt(conn: Conn, subject: string, limit: number, at: string, staleBefore: string): Promise<string | undefined> {
+  const { rows } = await query(conn, attemptReserve, [subject, at, staleBefore, staleBefore, at, staleBefore, limit]);
+  return rows[0]?.window_started_at;
 }
 
 const STALE = 'console_attempts.window_started_at <= ?';
-const attemptFailure = statement.write('console-attempt-failure', (c, subject, at, staleBefore) =>
+const attemptReserve = statement.write<{ window_started_at: string }>('console-attempt-reserve', (c, subject, at, stale1, stale2, at2, stale3, limit) =>
   c('console_attempts')
     .insert({ subject, failures: 1, window_started_at: at })
     .onConflict('subject')
     .merge({
-      failures: c.raw(`CASE WHEN ${STALE} THEN 1 ELSE console_attempts.failures + 1 END`, [staleBefore]),
-      window_started_at: c.raw(`CASE WHEN ${STALE} THEN ? ELSE console_attempts.window_started_at END`, [staleBefore, at]),
-    }),
+      failures: c.raw(`CASE WHEN ${STALE} THEN 1 ELSE console_attempts.failures + 1 END`, [stale1]),
+      window_started_at: c.raw(`CASE WHEN ${STALE} THEN ? ELSE console_attempts.window_started_at END`, [stale2, at2]),
+    })
+    .where(c.raw(`${STALE} OR console_attempts.failures < ?`, [stale3, limit]))
+    .returning(['window_started_at']),
 );
 
-const attemptClear = statement.write('console-attempt-clear', (c, subject) => c('console_attempts').where({ subject }).delete());
+/** Gives back a reservation made in the window that started at `windowStartedAt` (a later window owes it nothing). */
+export async function releaseAttempt(db: Db, subject: string, windowStartedAt: string): Promise<void> {
+  await query(db, attemptRelease, [subject, windowStartedAt]);
+}
 
-export async function clearAttempt(db: Db, subject: string): Promise<void> {
-  await query(db, attemptClear, [subject]);
+const attemptRelease = statement.write('console-attempt-release', (c, subject, window) =>
+  c('console_attempts').where({ subject, window_started_at: window }).where('failures', '>', 0).decrement('failures', 1),
+);
+
+const knownAddress = statement.first<{ login_id: string }>('console-known-address', (c, login, network, since) =>
+  c('console_known_addresses').where({ login_id: login, network }).where('signed_in_at', '>=', since!).first('login_id'),
+);
+
+/** Whether the login signed in successfully from `network` at or after `since`. */
+export async function isKnownAddress(db: Db, loginId: string, network: string, since: string): Promise<boolean> {
+  return (await query(db, knownAddress, [loginId, network, since])) !== undefined;
+}
+
+const addressRemember = statement.write('console-known-address-remember', (c, login, network, at) =>
+  c('console_known_addresses').insert({ login_id: login, network, signed_in_at: at }).onConflict(['login_id', 'network']).merge(['signed_in_at']),
+);
+
+/** Records a successful sign-in of the login from `network`. */
+export async function rememberAddress(db: Db, loginId: string, network: string, at: string): Promise<void> {
+  await query(db, addressRemember, [loginId, network, at]);
+}
+
+const inviteConsume = statement.write('console-invite-consume', (c, id, tokenHash, now, passwordHash) =>
+  c('console_logins')
+    .where({ id, invite_token_hash: tokenHash })
+    .where('invite_expires_at', '>', now!)
+    .update({ password_hash: passwordHash, invite_token_hash: null, invite_expires_at: null, updated_at: now }),
+);
+
+/**
+ * Spends a login's invite and sets its password in one statement: of concurrent
+ * accepts of one token, exactly one changes the row (true); the others, and an
+ * expired invite, change nothing (false).
+ */
+export async function consumeInvite(conn: Conn, loginId: string, tokenHash: string, now: string, passwordHash: string): Promise<boolean> {
+  return (await query(conn, inviteConsume, [loginId, tokenHash, now, passwordHash])).changes === 1;
 }
 
 const attemptsPrune = statement.write('console-attempts-prune', (c, before) => c('console_attempts').where('window_started_at', '<', before!).delete());
 const sessionsPrune = statement.write('console-sessions-prune', (c, before) => c('console_sessions').where('expires_at', '<', before!).delete());
+const knownPrune = statement.write('console-known-addresses-prune', (c, before) => c('console_known_addresses').where('signed_in_at', '<', before!).delete());
 
-/** Deletes attempt windows that started before `before`, and sessions that ended before `before`. */
-export async function prune(db: Db, before: string): Promise<void> {
+/** Deletes attempt windows that started before `before`, sessions that ended before `before`, and networks last signed in from before `knownBefore`. */
+export async function prune(db: Db, before: string, knownBefore: string): Promise<void> {
   await query(db, attemptsPrune, [before]);
   await query(db, sessionsPrune, [before]);
+  await query(db, knownPrune, [knownBefore]);
 }
