@@ -12,11 +12,11 @@ import { ModerationUnavailableError, type ModerationProvider } from './types.ts'
 
 export type RemoteFallback = 'closed' | 'open';
 
-/** Times the remote endpoint failed, by mode and fallback (`both:open`, `remote:closed`, …); process-wide. */
+/** Times the remote endpoint failed, by mode and fallback (`both open`, `remote closed`, …); process-wide. */
 export const remoteFallbacks = new Map<string, number>();
 
 function countFallback(mode: string, fallback: RemoteFallback): void {
-  const key = `${mode}:${fallback}`;
+  const key = `${mode} ${fallback}`;
   remoteFallbacks.set(key, (remoteFallbacks.get(key) ?? 0) + 1);
 }
 
