@@ -111,6 +111,14 @@ export interface Config {
    * (`WORKER_RETRY_BACKOFF_MS`, default 1000); it doubles per attempt, up to a minute.
    */
   workerRetryBackoffMs: number;
+  /**
+   * How many times a job whose output could not be stored (object store or
+   * database down, disk full) is handed back before the slot fails
+   * (`WORKER_STORE_RETRIES`, default 20: with the doubling backoff about a quarter of an hour).
+   */
+  workerStoreRetries: number;
+  /** `gemforge worker`'s own listener for /metrics and /healthz (`WORKER_METRICS_PORT`, on `METRICS_HOST`); none when unset. */
+  workerMetricsPort: number | undefined;
   /** Lifetime of a signed output URL in seconds (`SIGNED_URL_TTL_SECONDS`, default 3600). */
   signedUrlTtlSeconds: number;
   /** On SIGTERM/SIGINT, how long in-flight requests and text generations may finish (`SHUTDOWN_GRACE_SECONDS`, default 30). */
@@ -310,6 +318,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     workerLeaseMs: parseWhole(env.WORKER_LEASE_MS, 30_000, 'WORKER_LEASE_MS', 100),
     workerPollMs: parseWhole(env.WORKER_POLL_MS, 250, 'WORKER_POLL_MS', 10),
     workerRetryBackoffMs: parseWhole(env.WORKER_RETRY_BACKOFF_MS, 1000, 'WORKER_RETRY_BACKOFF_MS', 0),
+    workerStoreRetries: parseWhole(env.WORKER_STORE_RETRIES, 20, 'WORKER_STORE_RETRIES', 0),
+    workerMetricsPort: env.WORKER_METRICS_PORT ? parsePort(env.WORKER_METRICS_PORT, 'WORKER_METRICS_PORT') : undefined,
     signedUrlTtlSeconds: parseWhole(env.SIGNED_URL_TTL_SECONDS, 3600, 'SIGNED_URL_TTL_SECONDS', 1),
     shutdownGraceSeconds: parseWhole(env.SHUTDOWN_GRACE_SECONDS, 30, 'SHUTDOWN_GRACE_SECONDS', 0),
     metricsToken: env.METRICS_TOKEN ? checkMetricsToken(env.METRICS_TOKEN) : undefined,

@@ -130,6 +130,7 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
     leaseMs: config.workerLeaseMs,
     pollMs: config.workerPollMs,
     retryBackoffMs: config.workerRetryBackoffMs,
+    storeRetries: config.workerStoreRetries,
   });
 }
 
