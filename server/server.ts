@@ -23,6 +23,7 @@ import { useRemoteBlobStore } from './storage/blobs.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
+import { closeWhenUnread } from './http/connection.ts';
 import { createTextProviders } from './providers/text/index.ts';
 import { createAnalysisProvider } from './providers/analysis/index.ts';
 import { buildConsolePage } from './console-page/build.ts';
@@ -184,6 +185,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
   answerClientErrors(server, logger);
+  // An answer that leaves its request's body unread, or any answer while draining, closes its connection.
+  closeWhenUnread(server, lifecycle);
   // Responses in flight, so a shutdown can wait for them (and not for idle keep-alive connections).
   let active = 0;
   let onIdle: (() => void) | undefined;
@@ -218,6 +221,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
       if (closed) return;
       closed = true;
       lifecycle.draining = true; // /readyz answers 503 and answers close their connections from now on
+      // Idle keep-alive connections go at once (their next request would be refused or sent elsewhere); the listener still answers.
+      server.closeIdleConnections();
       // Still listening for a moment, so a balancer polling /readyz sees the drain before connections are refused.
       if (readinessDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, readinessDelayMs));
       const deadline = Date.now() + graceMs;
