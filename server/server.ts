@@ -81,9 +81,13 @@ export async function configureBlobStore(config: Config): Promise<void> {
   useRemoteBlobStore(config.dataDir, store);
 }
 
-/** The metrics listener of its own (METRICS_PORT): GET /metrics, nothing else. */
-async function listenMetrics(metrics: ServerMetrics, host: string, port: number): Promise<http.Server> {
+/** The metrics listener of its own (METRICS_PORT, or `gemforge worker`'s WORKER_METRICS_PORT): GET /metrics and /healthz, nothing else. */
+export async function listenMetrics(metrics: Pick<ServerMetrics, 'text' | 'contentType'>, host: string, port: number): Promise<http.Server> {
   const server = http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/healthz') {
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end('{"status":"ok"}');
+      return;
+    }
     if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
       return;
@@ -154,7 +158,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // The console page's script is bundled before the database opens (a broken page stops the start).
   const consolePage = await buildConsolePage();
   await configureBlobStore(config);
-  const db = await openDb(config);
+  const db = await openDb({ ...config, log: logger });
   const clock = options.clock ?? systemClock;
   // The public voices exist before the first request (a bad voice catalog stops the start).
   try {

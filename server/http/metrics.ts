@@ -15,6 +15,8 @@ import type { Db } from '../storage/db.ts';
 import { jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
+import { storeErrorCounts } from '../storage/outages.ts';
+import { workerJobCounts } from '../worker/counts.ts';
 
 /** Process-wide metrics (one per process, whatever servers it runs). */
 const processRegistry = new client.Registry();
@@ -29,6 +31,44 @@ export interface ServerMetrics {
   contentType: string;
   /** GET /metrics on the main port for `Authorization: Bearer <token>`. */
   endpoint(token: string): (req: Request, res: Response, next: NextFunction) => Promise<void>;
+}
+
+/** A database collector that has not answered in this long is counted failed: a scrape does not wait out the pool's timeout. */
+const COLLECT_TIMEOUT_MS = 2000;
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([work, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/** Counters read from one of the process's own tallies (a map of "a\tb" keys, or plain keys) at each scrape. */
+function tallyCounter(registry: client.Registry, name: string, help: string, labelNames: string[], tally: Map<string, number>): void {
+  new client.Counter({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, n] of tally) {
+        const values = key.split('\t');
+        this.inc(Object.fromEntries(labelNames.map((label, i) => [label, values[i] ?? ''])), n);
+      }
+    },
+  });
+}
+
+/** Failures of the database and the blob store (object store or local disk), by store and operation. */
+function storeMetrics(registry: client.Registry): void {
+  tallyCounter(registry, 'gemforge_store_errors_total', 'Errors of the database and the blob store (object store, local disk), by store and operation', ['store', 'operation'], storeErrorCounts);
+}
+
+/** The metrics of `gemforge worker` on its own listener (WORKER_METRICS_PORT): its jobs, store errors, the process. */
+export function createWorkerMetrics(): Pick<ServerMetrics, 'text' | 'contentType'> {
+  const registry = new client.Registry();
+  tallyCounter(registry, 'gemforge_worker_jobs_total', 'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)', ['event'], workerJobCounts as Map<string, number>);
+  storeMetrics(registry);
+  return { text: () => client.Registry.merge([processRegistry, registry]).metrics(), contentType: registry.contentType };
 }
 
 function operationOf(req: Request): string {
@@ -63,43 +103,51 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
       }
     },
   });
-  new client.Gauge({
-    name: 'gemforge_tasks',
-    help: 'Media tasks by status',
-    labelNames: ['status'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const { status, count } of await taskCounts(db)) this.set({ status }, count);
+  const tasks = new client.Gauge({ name: 'gemforge_tasks', help: 'Media tasks by status', labelNames: ['status'] as const, registers: [registry] });
+  const jobs = new client.Gauge({ name: 'gemforge_jobs', help: 'Worker jobs by lane and state (queued, running, held)', labelNames: ['lane', 'state'] as const, registers: [registry] });
+  const oldest = new client.Gauge({ name: 'gemforge_oldest_queued_job_age_seconds', help: 'Age of the oldest job waiting in the queue (0 when none waits)', registers: [registry] });
+  const reserved = new client.Gauge({ name: 'gemforge_reserved_gems', help: 'Gems held in open reservations (allowance and paid)', registers: [registry] });
+  storeMetrics(registry);
+  // Read from the database before each exposition, each on its own: a database that is down
+  // (or one slow query) drops those series and counts the failure, the rest is served.
+  const collectors: Record<string, () => Promise<void>> = {
+    tasks: async () => {
+      const rows = await taskCounts(db);
+      tasks.reset();
+      for (const { status, count } of rows) tasks.set({ status }, count);
     },
-  });
-  new client.Gauge({
-    name: 'gemforge_jobs',
-    help: 'Worker jobs by lane and state (queued, running, held)',
-    labelNames: ['lane', 'state'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const { lane, state, count } of await jobCounts(db)) this.set({ lane, state }, count);
+    jobs: async () => {
+      const rows = await jobCounts(db);
+      jobs.reset();
+      for (const { lane, state, count } of rows) jobs.set({ lane, state }, count);
     },
-  });
-  new client.Gauge({
-    name: 'gemforge_oldest_queued_job_age_seconds',
-    help: 'Age of the oldest job waiting in the queue (0 when none waits)',
-    registers: [registry],
-    async collect() {
+    oldest_queued_job: async () => {
       const at = await oldestQueuedRunAt(db);
-      this.set(at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0);
+      oldest.set(at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0);
     },
-  });
-  new client.Gauge({
-    name: 'gemforge_reserved_gems',
-    help: 'Gems held in open reservations (allowance and paid)',
+    reserved_gems: async () => {
+      reserved.set(await reservedGems(db));
+    },
+  };
+  const failures = new client.Counter({
+    name: 'gemforge_metrics_collection_failures_total',
+    help: 'Scrapes at which a collector could not read its values (database down or slow); its series were left out',
+    labelNames: ['collector'] as const,
     registers: [registry],
-    async collect() {
-      this.set(await reservedGems(db));
-    },
   });
+  const dropped: Record<string, () => void> = { tasks: () => tasks.reset(), jobs: () => jobs.reset(), oldest_queued_job: () => oldest.reset(), reserved_gems: () => reserved.reset() };
+  async function collectDatabase(): Promise<void> {
+    await Promise.all(
+      Object.entries(collectors).map(async ([name, collect]) => {
+        try {
+          await withTimeout(collect(), COLLECT_TIMEOUT_MS);
+        } catch {
+          dropped[name]!();
+          failures.inc({ collector: name });
+        }
+      }),
+    );
+  }
   return {
     observe(req, status, seconds) {
       const operation = operationOf(req);
@@ -107,6 +155,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
       latency.observe({ operation }, seconds);
     },
     async text() {
+      await collectDatabase();
       return client.Registry.merge([processRegistry, registry]).metrics();
     },
     contentType: registry.contentType,

@@ -10,7 +10,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { RemoteBlobStore } from './s3-blobs.ts';
-import type { StoreName } from './outages.ts';
+import { countStoreError, isDiskFailure, type StoreName } from './outages.ts';
 
 const SHA256 = /^[0-9a-f]{64}$/;
 
@@ -184,6 +184,7 @@ export async function receiveToTemp(
   } catch (error) {
     out.destroy();
     await fsp.rm(file, { force: true });
+    if (isDiskFailure(error)) countStoreError('local disk', 'write temp', error);
     throw error;
   }
   return { path: file, sha256: hash.digest('hex'), size, head: Buffer.concat(headChunks) };

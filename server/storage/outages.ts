@@ -32,7 +32,15 @@ export function isDiskFailure(error: unknown): boolean {
 /** Store errors by "store\toperation" since the process started, for /metrics. */
 export const storeErrorCounts = new Map<string, number>();
 
-export function countStoreError(store: StoreName, operation: string): void {
+/** Errors already counted, so one failure passing up through several layers is counted once, where it happened. */
+const counted = new WeakSet<object>();
+
+/** Counts one failure of `store` in `operation` (once per error object). */
+export function countStoreError(store: StoreName, operation: string, error?: unknown): void {
+  if (error !== null && typeof error === 'object') {
+    if (counted.has(error)) return;
+    counted.add(error);
+  }
   const key = `${store}\t${operation}`;
   storeErrorCounts.set(key, (storeErrorCounts.get(key) ?? 0) + 1);
 }
@@ -40,7 +48,7 @@ export function countStoreError(store: StoreName, operation: string): void {
 /** Counts the failure and wraps it (an error already wrapped is passed on as it is). */
 export function storeFailed(store: StoreName, operation: string, error: unknown): StoreUnavailableError {
   if (error instanceof StoreUnavailableError) return error;
-  countStoreError(store, operation);
+  countStoreError(store, operation, error);
   return new StoreUnavailableError(store, operation, error);
 }
 

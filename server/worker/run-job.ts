@@ -21,6 +21,7 @@ import type { Logger } from '../logger.ts';
 import type { MediaProviders } from '../providers/media.ts';
 import * as remote from '../storage/remote-calls.ts';
 import { leaseTime, retryBackoffMs } from './worker.ts';
+import { countJob } from './counts.ts';
 import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools } from '../providers/media-types.ts';
 
 export interface JobContext {
@@ -254,5 +255,6 @@ async function retryLater(ctx: JobContext, job: JobRow, error: StoreUnavailableE
     throw new LeftForRecoveryError(job, cause);
   }
   if (!handed) throw new LeaseLostError(job);
+  countJob('handed back');
   ctx.logger.warn(log, `the ${error.store} failed while storing an output; the job was handed back to try again`);
 }
