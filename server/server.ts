@@ -146,6 +146,9 @@ export function guardDataDir(dataDir: string, logger: Logger): void {
   if (mode) logger.warn({ dataDir, mode }, `DATA_DIR lets other users in (mode ${mode}): run chmod 700 on it; what gemforge writes in it is private to its user`);
 }
 
+/** How soon after a drain starts idle keep-alive connections are closed (see close()). */
+const IDLE_CLOSE_DELAY_MS = 100;
+
 export async function startServer(config: Config, options: { clock?: Clock; providers?: MediaProviders } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
   guardDataDir(config.dataDir, logger);
@@ -225,8 +228,10 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
       if (closed) return;
       closed = true;
       lifecycle.draining = true; // /readyz answers 503 and answers close their connections from now on
-      // Idle keep-alive connections go at once (their next request would be refused or sent elsewhere); the listener still answers.
-      server.closeIdleConnections();
+      // Idle keep-alive connections go at once, while the listener still answers: their clients reconnect
+      // (to another instance) for the next request. A moment later, not in this tick: a request a client
+      // already wrote on a pooled connection is then read and answered (with Connection: close), not cut off.
+      setTimeout(() => server.closeIdleConnections(), IDLE_CLOSE_DELAY_MS).unref();
       // Still listening for a moment, so a balancer polling /readyz sees the drain before connections are refused.
       if (readinessDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, readinessDelayMs));
       const deadline = Date.now() + graceMs;

@@ -331,3 +331,18 @@ export async function checkBlobStore(dataDir: string): Promise<void> {
   if (!(await fsp.stat(dir)).isDirectory()) throw new Error('the blob store is not a directory');
   await fsp.access(dir, fsp.constants.W_OK);
 }
+
+/**
+ * Throws when DATA_DIR/tmp cannot take a received upload or a generated output:
+ * not a writable directory, or less than `minFreeBytes` free on its file system.
+ * With BLOB_STORE=s3 every byte still passes through it on its way to the bucket.
+ */
+export async function checkTempSpace(dataDir: string, minFreeBytes: number): Promise<void> {
+  const dir = tmpDir(dataDir);
+  await fsp.mkdir(dir, { recursive: true });
+  if (!(await fsp.stat(dir)).isDirectory()) throw new Error('the temp directory is not a directory');
+  await fsp.access(dir, fsp.constants.W_OK);
+  const fsStat = await fsp.statfs(dir);
+  const free = fsStat.bavail * fsStat.bsize;
+  if (free < minFreeBytes) throw new Error(`the temp directory's file system has ${free} bytes free, under ${minFreeBytes}`);
+}
