@@ -154,19 +154,20 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
     try {
       const mediaJob: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length, scenarios };
       // An output an earlier attempt made but could not store is stored now, not made (or bought) again.
+      const kept = await keptOutput(ctx.dataDir, task.id, slot.idx);
       const out: GeneratedOutput =
-        (await keptOutput(ctx.dataDir, task.id, slot.idx)) ??
+        kept ??
         (await generate(ctx.providers, mediaJob, tools).catch((error: unknown) => {
           // A generator that could not write its output to a full disk did its work: the disk failed, not the generation.
           throw isDiskFailure(error) ? storeFailed('local disk', 'write output', error) : error;
         }));
       if (ctx.stopping()) {
-        // Stopping, or the lease was lost while generating: whoever runs the job next makes this slot.
-        if ('file' in out) await fsp.rm(out.file, { force: true });
+        // Stopping, or the lease was lost while generating: whoever runs the job next makes this slot (a kept output stays kept).
+        if ('file' in out && !kept) await fsp.rm(out.file, { force: true });
         return;
       }
       const expiresAt = new Date(clock.now().getTime() + ctx.outputRetentionSeconds * 1000);
-      let kept = false;
+      let keeping = false;
       try {
         const asset = await createOutputAsset(db, clock, { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath }, {
           accountId: task.account_id,
@@ -184,10 +185,10 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
         if (differs) ctx.logger.warn({ taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs }, 'output differs from the request');
       } catch (error) {
         // A store is down, not the generator: the output is kept for the attempt that stores it.
-        if (error instanceof StoreUnavailableError && storeRetriesLeft(ctx, job)) kept = (await keepOutput(ctx.dataDir, task.id, slot.idx, out, out.mimeType)) !== undefined;
+        if (error instanceof StoreUnavailableError && storeRetriesLeft(ctx, job)) keeping = (await keepOutput(ctx.dataDir, task.id, slot.idx, out, out.mimeType)) !== undefined;
         throw error;
       } finally {
-        if ('file' in out && !kept) await fsp.rm(out.file, { force: true });
+        if ('file' in out && !keeping) await fsp.rm(out.file, { force: true });
       }
     } catch (error) {
       // Stopping, or the lease was lost: whatever the provider threw, the job is left for recovery.
