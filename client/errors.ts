@@ -15,6 +15,8 @@ export interface GemforgeErrorInit {
   idempotencyKey?: string;
   /** `x-should-retry: false` from the server. */
   shouldRetry?: boolean;
+  /** The server's `Retry-After`, in ms (seconds or an HTTP date). */
+  retryAfterMs?: number;
   cause?: unknown;
 }
 
@@ -30,6 +32,8 @@ export class GemforgeError extends Error {
   /** How many attempts the client made with that identity before giving up. */
   attempts = 1;
   readonly shouldRetry: boolean | undefined;
+  /** How long the server asked to wait before the same identity is tried again (`Retry-After`), in ms. */
+  readonly retryAfterMs: number | undefined;
 
   constructor(init: GemforgeErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -39,6 +43,7 @@ export class GemforgeError extends Error {
     this.requestId = init.requestId;
     this.idempotencyKey = init.idempotencyKey;
     this.shouldRetry = init.shouldRetry;
+    this.retryAfterMs = init.retryAfterMs;
   }
 
   /** One line of what to do about this error (from the spec's Errors table). */
@@ -121,7 +126,16 @@ export function errorFromResponse(response: Response, body: unknown, idempotency
     requestId: response.headers.get('x-request-id') ?? undefined,
     idempotencyKey,
     shouldRetry: retryHeader === null ? undefined : retryHeader === 'true',
+    retryAfterMs: retryAfterMsOf(response.headers.get('retry-after')),
   });
+}
+
+/** `Retry-After` as ms: delay-seconds or an HTTP date; undefined when absent or unreadable. */
+export function retryAfterMsOf(value: string | null, now = Date.now()): number | undefined {
+  if (value === null || value.trim() === '') return undefined;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 /** One-line hints, from the spec's Errors table ("required client behaviour"). */

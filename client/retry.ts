@@ -10,6 +10,8 @@
  *   (not a refused connection: nothing was sent and no server listens, so waiting a few seconds
  *   does not help; the error still carries the identity).
  *
+ * The wait is the schedule's, or the server's `Retry-After` when that is longer (up to a minute).
+ *
  * Never: `IDEMPOTENCY_CONFLICT`, `REQUEST_FAILED`, `PRICE_CHANGED`, `ANALYSIS_FAILED`,
  * 402, 4xx validation, or anything the server marks `x-should-retry: false`.
  * When the attempts run out the last error is thrown with the identity attached.
@@ -39,6 +41,9 @@ export const DEFAULT_RETRY: Required<Omit<RetryPolicy, 'onRetry'>> = {
   jitter: 0.2,
   sleep: abortableSleep,
 };
+
+/** The longest `Retry-After` honoured between two attempts (a longer one waits this long). */
+const MAX_RETRY_AFTER_MS = 60_000;
 
 /** Why an error may be retried with the same identity, or undefined when it may not. */
 export function retryReason(error: unknown): 'unavailable' | 'uncertain' | 'references' | 'network' | undefined {
@@ -79,7 +84,10 @@ export async function withRetries<T>(idempotencyKey: string, policy: RetryPolicy
       const reason = retryReason(error);
       if (!reason || n >= p.maxAttempts || signal?.aborted) throw error;
       const schedule = reason === 'references' ? p.referencesDelaysMs : p.delaysMs;
-      const delayMs = jittered(delayAt(schedule, n - 1), p.jitter);
+      // The server's Retry-After when it asks for longer (an overload or an outage), never shorter
+      // than the schedule (a `Retry-After: 0` does not make back-to-back calls), at most a minute.
+      const asked = error instanceof GemforgeError ? (error.retryAfterMs ?? 0) : 0;
+      const delayMs = Math.max(jittered(delayAt(schedule, n - 1), p.jitter), Math.min(asked, MAX_RETRY_AFTER_MS));
       p.onRetry?.({ attempt: n, delayMs, error: error as GemforgeError });
       await p.sleep(delayMs, signal);
     }

@@ -1,7 +1,9 @@
 /**
- * npm run eval:moderation [-- --set NAME] [-- --quiet]
+ * npm run eval:moderation [-- --set NAME] [-- --quiet] [-- --unseen]
  *
- * Measures moderation on the labelled sets of test/fixtures/moderation/:
+ * Measures moderation on the labelled sets of test/fixtures/moderation/ (with
+ * --unseen, those of test/fixtures/moderation/unseen/: sets nobody has tuned
+ * the policy on, kept apart so that the unit test's targets do not apply to them):
  * recall per harmful category and the false-positive rate on benign text,
  * for the embedded policy (MODERATION_POLICY_PATH or the shipped one) and,
  * when MODERATION_URL is set, for that OpenAI-compatible endpoint too; lists
@@ -14,9 +16,9 @@ import { loadModerationPolicy } from '../server/providers/moderation/policy-file
 import { embeddedModeration } from '../server/providers/moderation/local.ts';
 import { openAiCompatibleModeration } from '../server/providers/moderation/openai.ts';
 import type { ModerationProvider } from '../server/providers/moderation/types.ts';
-import { readSets, score, TARGETS, type Score } from './moderation/eval-set.ts';
+import { readSets, score, TARGETS, UNSEEN_DIR, type Score } from './moderation/eval-set.ts';
 
-const { values } = parseArgs({ options: { set: { type: 'string' }, quiet: { type: 'boolean', default: false } } });
+const { values } = parseArgs({ options: { set: { type: 'string' }, quiet: { type: 'boolean', default: false }, unseen: { type: 'boolean', default: false } } });
 
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 const visible = (text: string) => JSON.stringify(text); // escapes invisible characters, so a miss can be read
@@ -41,9 +43,9 @@ const providers: Array<[string, ModerationProvider, number]> = [['embedded', emb
 if (config.moderationUrl) {
   providers.push([`upstream ${config.moderationUrl}`, openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel }), 8]);
 }
-const sets = readSets().filter((s) => !values.set || s.name === values.set);
+const sets = readSets(values.unseen ? UNSEEN_DIR : undefined).filter((s) => !values.set || s.name === values.set);
 if (sets.length === 0) {
-  console.error(`no set named ${values.set} in test/fixtures/moderation/`);
+  console.error(`no set named ${values.set} in ${values.unseen ? UNSEEN_DIR : 'test/fixtures/moderation/'}`);
   process.exit(2);
 }
 let allMet = true;

@@ -79,7 +79,11 @@ export interface Config {
   /** A prediction API in Replicate's shape (`REPLICATE_API_URL`, default https://api.replicate.com). */
   replicateApiUrl: string;
   replicateApiToken: string | undefined;
-  /** How often a running prediction is read (`REPLICATE_POLL_MS`). */
+  /**
+   * How often a running prediction is read (`REPLICATE_POLL_MS`). The default
+   * keeps 64 remote jobs (WORKER_REMOTE_CONCURRENCY's default) at 1,920 reads a
+   * minute, within Replicate's 3,000 a minute.
+   */
   replicatePollMs: number;
   /** Where media bytes live (`BLOB_STORE`): `local` (DATA_DIR/blobs) or `s3` (S3-compatible object storage, S3_*). */
   blobStore: 'local' | 's3';
@@ -94,6 +98,12 @@ export interface Config {
   remoteAttemptTimeoutSeconds: number;
   /** The largest output taken from a remote provider (`REMOTE_OUTPUT_MAX_BYTES`). */
   remoteOutputMaxBytes: number;
+  /**
+   * Where output URLs given by an upstream may point besides public addresses
+   * (`REMOTE_FETCH_ALLOW`, comma-separated addresses, CIDR ranges or host names):
+   * a self-hosted upstream on a private network. Empty: public addresses only.
+   */
+  remoteFetchAllow: string[];
   /** Worker loops for remote providers' jobs (`WORKER_REMOTE_CONCURRENCY`), apart from WORKER_CONCURRENCY. */
   workerRemoteConcurrency: number;
   /** Honour `[[scenario:…]]` prompt markers (`SCENARIOS_ENABLED`, default true). */
@@ -262,6 +272,17 @@ function parseTrustProxy(value: string | undefined): string[] {
   return entries;
 }
 
+/** `REMOTE_FETCH_ALLOW`: addresses, CIDR ranges or host names (lower-cased), checked now so a typo stops the start. */
+function parseFetchAllow(value: string | undefined): string[] {
+  const entries = (value ?? '').split(',').map((p) => p.trim().toLowerCase()).filter(Boolean);
+  for (const entry of entries) {
+    if (!isAddressOrRange(entry) && !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(entry)) {
+      throw new Error(`REMOTE_FETCH_ALLOW must list IP addresses, CIDR ranges or host names; got "${entry}"`);
+    }
+  }
+  return entries;
+}
+
 /** Builds the configuration from an environment (defaults to `process.env`), with overrides for tests. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const production = env.NODE_ENV === 'production';
@@ -297,7 +318,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     speechUpstreamIdempotent: parseBool(env.SPEECH_UPSTREAM_IDEMPOTENT, false),
     replicateApiUrl: env.REPLICATE_API_URL || 'https://api.replicate.com',
     replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
-    replicatePollMs: parseWhole(env.REPLICATE_POLL_MS, 1000, 'REPLICATE_POLL_MS', 10),
+    replicatePollMs: parseWhole(env.REPLICATE_POLL_MS, 2000, 'REPLICATE_POLL_MS', 10),
     blobStore: parseBlobStore(env.BLOB_STORE, env.S3_BUCKET),
     s3: {
       endpoint: env.S3_ENDPOINT || undefined,
@@ -311,6 +332,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     remoteDeadlineSeconds: parseWhole(env.REMOTE_DEADLINE_SECONDS, 900, 'REMOTE_DEADLINE_SECONDS', 1),
     remoteAttemptTimeoutSeconds: parseWhole(env.REMOTE_ATTEMPT_TIMEOUT_SECONDS, 120, 'REMOTE_ATTEMPT_TIMEOUT_SECONDS', 1),
     remoteOutputMaxBytes: parseWhole(env.REMOTE_OUTPUT_MAX_BYTES, 256 * 1024 * 1024, 'REMOTE_OUTPUT_MAX_BYTES', 1024),
+    remoteFetchAllow: parseFetchAllow(env.REMOTE_FETCH_ALLOW),
     workerRemoteConcurrency: parseWhole(env.WORKER_REMOTE_CONCURRENCY, 64, 'WORKER_REMOTE_CONCURRENCY', 1),
     scenariosEnabled: parseBool(env.SCENARIOS_ENABLED, true),
     workerEnabled: parseBool(env.WORKER_ENABLED, true),

@@ -20,7 +20,7 @@ export class ApiError extends Error {
   readonly code: string | undefined;
   /** A retained, final outcome: retrying the same identity only returns it again. */
   readonly final: boolean;
-  /** Seconds a client should wait before trying again, sent as `Retry-After` (a 503 of a full queue). */
+  /** Seconds to wait before retrying the same identity (sent as `Retry-After`). */
   readonly retryAfterSeconds: number | undefined;
 
   constructor(status: ErrorStatus, code: string | undefined, message: string, options: { final?: boolean; retryAfterSeconds?: number } = {}) {

@@ -89,6 +89,19 @@ describe('client retries with one identity', () => {
     assert.match(error.hint, /same key/);
   });
 
+  it('when a 503 carries Retry-After, then the client waits that long when it is longer than its schedule, and never less than its schedule for Retry-After: 0', async () => {
+    const answer = (retryAfter: string) => () =>
+      new Response(JSON.stringify({ error: { code: 'TEMPORARILY_UNAVAILABLE', message: 'busy' } }), { status: 503, headers: { 'content-type': 'application/json', 'retry-after': retryAfter } });
+    const long = recorder(s, secret, answer('30'));
+    await long.gf.images.create({ model: 'gemforge-image-1', prompt: 'a fox' }).catch(() => undefined);
+    assert.equal(long.sent.length, 4);
+    assert.deepEqual(long.slept, [30_000, 30_000, 30_000], 'the server asked for 30 s each time');
+    const zero = recorder(s, secret, answer('0'));
+    await zero.gf.images.create({ model: 'gemforge-image-1', prompt: 'a fox' }).catch(() => undefined);
+    assert.equal(zero.slept.length, 3);
+    for (const [i, ms] of zero.slept.entries()) assert.ok(ms >= [1000, 2000, 4000][i]! * 0.8, `attempt ${i + 1} waited ${ms} ms`);
+  });
+
   it('when a caller passes its own key, then that key is used on every attempt', async () => {
     const r = recorder(s, secret);
     const error = await r.gf.chat.completions

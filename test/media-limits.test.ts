@@ -103,6 +103,19 @@ describe('media limits at upload', () => {
     assert.match(e.message, new RegExp(`is ${seconds} s long; the limit is ${MAX_MEDIA_SECONDS} s`));
   });
 
+  it('when a WAV header claims far more audio than the file holds (10 h in a 1 s file), then 422 says so; a streaming header of unknown length passes', async () => {
+    const rate = 16_000;
+    const lying = media.wavOfSize(44 + 2 * rate, rate);
+    lying.writeUInt32LE(2 * rate * 36_000, 40); // the data chunk claims ten hours
+    const e = await errorOf(await upload(lying, 'audio/wav'));
+    assert.equal(e.status, 422);
+    assert.equal(e.code, 'INVALID_REQUEST');
+    assert.match(e.message, /WAV header declares 1152000000 bytes of audio, but the file holds 32000/);
+    const streamed = media.wavOfSize(44 + 2 * rate, rate);
+    streamed.writeUInt32LE(0xffffffff, 40); // written by a tool that did not know the length yet
+    assert.equal((await upload(streamed, 'audio/wav')).status, 201);
+  });
+
   it('when a file has more streams than the limit, then 422 names the limit', async () => {
     const e = await errorOf(await upload(fs.readFileSync(await media.manyStreams(MAX_MEDIA_STREAMS + 1)), 'audio/mp4'));
     assert.equal(e.status, 422);

@@ -12,10 +12,11 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import sharp from 'sharp';
 import YAML from 'yaml';
 import { startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
-import { startServerChild } from './helpers/child.ts';
+import { seedUserOnDisk, startServerChild } from './helpers/child.ts';
 import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } from './helpers/tasks.ts';
 import { FFPROBE, image as imageFixture } from './helpers/media.ts';
 import { uploadAsset } from './helpers/uploads.ts';
@@ -29,7 +30,7 @@ import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { nearestSize } from '../server/providers/remote/openai-images.ts';
-import { inputFor, parseReplicateEntry } from '../server/providers/remote/replicate.ts';
+import { inputFor, outputUrl, parseReplicateEntry } from '../server/providers/remote/replicate.ts';
 import { retryAfterMs } from '../server/providers/remote/http.ts';
 import { mismatch } from '../server/worker/run-job.ts';
 import { loadConfig } from '../server/config.ts';
@@ -44,6 +45,9 @@ const AUDIO = '/api/generate/audio';
 const UPSTREAM_KEY = 'sk-upstream-secret-do-not-leak';
 const SAWYER = 'voice_216a51c833b48d5464b520f3';
 const ROOT = path.resolve(import.meta.dirname, '..');
+
+/** The fakes serve outputs from 127.0.0.1, which the server refuses unless the operator allows it. */
+const LOOPBACK_FETCH = { REMOTE_FETCH_ALLOW: '127.0.0.0/8' };
 
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
 
@@ -65,6 +69,45 @@ function remoteCatalog(dir: string): string {
   return file;
 }
 
+/** The task's job, once it is held for an operator. */
+async function heldJob(s: TestServer, taskId: string): Promise<{ state: string; last_error: string }> {
+  return until('the job held', async () => {
+    const row = await s.db('jobs').where({ task_id: taskId }).first();
+    return row?.state === 'held' && row;
+  }, 20_000);
+}
+
+/** Runs `body` against a fresh Images fake and a server whose models map to it (`models`: IMAGE_UPSTREAM_MODELS). */
+async function withImageUpstream(models: string, env: Record<string, string>, body: (fake: FakeOpenAiImages, t: TestServer) => Promise<void>): Promise<void> {
+  const fake = await startFakeOpenAiImages({});
+  const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: fake.url, IMAGE_UPSTREAM_MODELS: models, WORKER_POLL_MS: '20', ...env } });
+  try {
+    await body(fake, t);
+  } finally {
+    await t.close();
+    await fake.close();
+  }
+}
+
+/** Runs `body` against a fresh Replicate fake and a server whose video and music models are its predictions. */
+async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+  const fake = await startFakeReplicate(options);
+  const dir = tempDataDir();
+  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
+  try {
+    await body(fake, t);
+  } finally {
+    await t.close();
+    await fake.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Ledger charges (posts) of an account. */
+async function charges(s: TestServer, accountId: string): Promise<number> {
+  return (await s.db('ledger_entries').where({ account_id: accountId, type: 'post' })).length;
+}
+
 async function balanceOf(s: TestServer, accountId: string): Promise<number> {
   return ledger.balanceOf(s.db, accountId);
 }
@@ -84,6 +127,11 @@ describe('remote providers: pure pieces', () => {
     assert.equal(nearestSize(gpt, 1024, 576), '1536x1024');
     assert.equal(nearestSize(gpt, 576, 1024), '1024x1536');
     assert.equal(nearestSize(undefined, 640, 360), '640x360');
+  });
+
+  it('when the defaults run every remote job as a prediction, then the reads stay within Replicate\'s 3,000 a minute', () => {
+    const config = loadConfig({});
+    assert.ok(config.workerRemoteConcurrency * (60_000 / config.replicatePollMs) <= 3000, `${config.workerRemoteConcurrency} jobs every ${config.replicatePollMs} ms`);
   });
 
   it('when Retry-After is seconds or a date, then it becomes a wait', () => {
@@ -129,6 +177,7 @@ describe('remote providers: OpenAI-compatible images', () => {
     fake = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
     s = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         IMAGE_UPSTREAM_URL: `${fake.url}/v1`,
         IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
         IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1,gemforge-image-edit-1=dall-e-3',
@@ -178,7 +227,7 @@ describe('remote providers: OpenAI-compatible images', () => {
 
   it('when the upstream answers with URLs, then the bytes it serves are downloaded and stored unchanged', async () => {
     const urlFake = await startFakeOpenAiImages({ answer: 'url' });
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 100 });
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a red fox', parameters: { resolution: '1024' } });
@@ -272,9 +321,9 @@ describe('remote providers: OpenAI-compatible images', () => {
     assert.equal((sent[0]!.json as { prompt: string }).prompt, 'one');
   });
 
-  it('when the upstream answers 429 with Retry-After, or 500, then the call is retried and the task succeeds once', async () => {
+  it('when the upstream answers 429 with Retry-After, or 503, then the call is retried and the task succeeds once', async () => {
     const u = await s.user({ gems: 100 });
-    fake.fail('POST /v1/images/generations', { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' }, { status: 500, body: '{}' });
+    fake.fail('POST /v1/images/generations', { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' }, { status: 503, body: '{}' });
     const started = Date.now();
     const generationsBefore = fake.generations();
     const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'retry me', parameters: { resolution: '512' } });
@@ -335,7 +384,7 @@ describe('remote providers: OpenAI-compatible images', () => {
 describe('remote providers: their own worker lane', () => {
   it('when many remote jobs wait on a slow upstream, then they are in flight at once and a local job still runs meanwhile', async () => {
     const slow = await startFakeOpenAiImages({ delayMs: 20_000 });
-    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: slow.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_CONCURRENCY: '1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: slow.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_CONCURRENCY: '1', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 1000 });
       const remote: string[] = [];
@@ -360,6 +409,7 @@ describe('remote providers: OpenAI-compatible speech', () => {
     fake = await startFakeOpenAiSpeech({ apiKey: UPSTREAM_KEY });
     s = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         SPEECH_UPSTREAM_URL: fake.url,
         SPEECH_UPSTREAM_API_KEY: UPSTREAM_KEY,
         SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
@@ -412,7 +462,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
     music = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: 200, outputs: 'audio' });
     dir = tempDataDir();
     s = await startTestServer({
-      env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '3' },
+      env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '3' },
     });
   });
   after(async () => {
@@ -456,7 +506,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
 
   it('when a prediction is still running at the deadline, then it is cancelled upstream and the task fails, nothing charged', async () => {
     const slow = await startFakeReplicate({ processingMs: Infinity });
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: slow.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '1' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: slow.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '1' } });
     try {
       const u = await t.user({ gems: 1000 });
       const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'never ends', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
@@ -472,7 +522,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
   });
 
   it('when a music model is a version-pinned prediction model, then its audio is stored as ours', async () => {
-    const t = await startTestServer({ env: { CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: music.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: music.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
     try {
       const u = await t.user({ gems: 1000 });
       const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-music-1', operation: 'music', prompt: 'a calm piano piece', parameters: { duration: '30' } });
@@ -492,6 +542,7 @@ describe('remote providers: Replicate-shaped predictions', () => {
     const slow = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: Infinity });
     const dataDir = tempDataDir();
     const env = {
+      ...LOOPBACK_FETCH,
       DATA_DIR: dataDir,
       CATALOG_PATH: remoteCatalog(dir),
       REPLICATE_API_URL: slow.url,
@@ -553,6 +604,7 @@ describe('remote providers from the CLI', () => {
     const dir = tempDataDir();
     const t = await startTestServer({
       env: {
+        ...LOOPBACK_FETCH,
         IMAGE_UPSTREAM_URL: images.url,
         IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
         SPEECH_UPSTREAM_URL: speech.url,
@@ -593,6 +645,418 @@ describe('remote providers from the CLI', () => {
       await images.close();
       await speech.close();
       await predictions.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** A PNG whose header declares `width`×`height` over a 16×16 image's data: refused from its header, never decoded. */
+async function pngDeclaring(width: number, height: number): Promise<Buffer> {
+  const png = await sharp({ create: { width: 16, height: 16, channels: 3, background: { r: 9, g: 9, b: 9 } } }).png().toBuffer();
+  png.writeUInt32BE(width, 16);
+  png.writeUInt32BE(height, 20);
+  png.writeUInt32BE(zlib.crc32(png.subarray(12, 29)), 29); // IHDR's CRC over its type and data
+  return png;
+}
+
+describe('remote providers: bounded answers and fetched addresses', () => {
+  let images: FakeOpenAiImages;
+  let speech: FakeUpstream;
+  let predictions: FakeReplicate;
+  let s: TestServer;
+  let dir: string;
+  before(async () => {
+    images = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
+    speech = await startFakeOpenAiSpeech({ apiKey: UPSTREAM_KEY });
+    predictions = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: Infinity });
+    dir = tempDataDir();
+    s = await startTestServer({
+      env: {
+        ...LOOPBACK_FETCH,
+        IMAGE_UPSTREAM_URL: `${images.url}/v1`,
+        IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
+        IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+        SPEECH_UPSTREAM_URL: speech.url,
+        SPEECH_UPSTREAM_API_KEY: UPSTREAM_KEY,
+        SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
+        SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`,
+        CATALOG_PATH: remoteCatalog(dir),
+        REPLICATE_API_URL: predictions.url,
+        REPLICATE_API_TOKEN: UPSTREAM_KEY,
+        REPLICATE_POLL_MS: '50',
+        WORKER_POLL_MS: '20',
+        REMOTE_ATTEMPT_TIMEOUT_SECONDS: '30',
+        REMOTE_DEADLINE_SECONDS: '30',
+        REMOTE_OUTPUT_MAX_BYTES: '3000000',
+      },
+    });
+  });
+  after(async () => {
+    await s.close();
+    await images.close();
+    await speech.close();
+    await predictions.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Submits, waits, and checks the slot failed with nothing charged; returns the task's error message. */
+  async function failsUncharged(path: string, body: Record<string, unknown>): Promise<string> {
+    const u = await s.user({ gems: 100 });
+    const r = await submit(s, u.secret, path, body);
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const task = await waitForTask(s, u.secret, r.body.task.id);
+    assert.equal(task.status, 'failed', JSON.stringify(task));
+    assertSettled(task);
+    assert.equal(await balanceOf(s, u.accountId), 100, 'the Gems are released');
+    return task.error!.message;
+  }
+
+  it('when an image answer carries an endless b64_json, then the read is cut at the output limit (4/3 of it in base64) and the slot fails uncharged', async () => {
+    images.fail('POST /v1/images/generations', { stream: { status: 200, contentType: 'application/json', prefix: '{"created":1,"data":[{"b64_json":"', fill: 'QUFB' } });
+    const message = await failsUncharged(IMAGE, { model: 'gemforge-image-1', prompt: 'an endless answer', parameters: { resolution: '512' } });
+    assert.match(message, /larger than 3000000 bytes/);
+  });
+
+  it('when an error body never ends, then its head is read within the attempt and the call is retried, not stuck: the slot fails uncharged', async () => {
+    // 503: "not done", so it is sent again (a 500 to a creating call is an unknown outcome, held instead).
+    const endless = { stream: { status: 503, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', intervalMs: 50, chunkBytes: 1024 } } as const;
+    const own = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
+    own.fail('POST /v1/images/generations', ...Array.from({ length: 6 }, () => endless));
+    const t = await startTestServer({
+      env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: own.url, IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20', REMOTE_ATTEMPT_TIMEOUT_SECONDS: '1', REMOTE_DEADLINE_SECONDS: '4' },
+    });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'an endless error', parameters: { resolution: '512' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id, 30_000);
+      assert.equal(task.status, 'failed', JSON.stringify(task));
+      assert.match(task.error!.message, /unavailable \(HTTP 503\)/);
+      assertSettled(task);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 100);
+    } finally {
+      await t.close();
+      await own.close();
+    }
+  });
+
+  it('when a remote image declares 12000×12000 pixels and needs converting, then it is refused from its header by the upload limits and the slot fails uncharged', async () => {
+    images.fail('POST /v1/images/generations', { bytes: await pngDeclaring(12_000, 12_000) });
+    const message = await failsUncharged(IMAGE, { model: 'gemforge-image-1', prompt: 'an image bomb', parameters: { resolution: '512', outputFormat: 'webp' } });
+    assert.match(message, /over this server's media limits \(The image is 12000×12000 pixels.*limit is 40,000,000 pixels/);
+  });
+
+  it('when a speech body never ends, then it is cut at the output limit while streamed to disk and the slot fails uncharged', async () => {
+    speech.fail('POST /v1/audio/speech', { stream: { status: 200, contentType: 'audio/wav', prefix: 'RIFF', fill: '\0' } });
+    const message = await failsUncharged(AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'an endless voice', parameters: { voiceProfileId: SAWYER } });
+    assert.match(message, /larger than 3000000 bytes/);
+  });
+
+  it('when a prediction read answers an endless body, then the read is cut, the slot fails uncharged and the prediction is cancelled upstream', async () => {
+    const before = predictions.predictions().length;
+    predictions.fail('GET /v1/predictions/{id}', { stream: { status: 200, contentType: 'application/json', prefix: '{"id":"x","status":"processing","logs":"', fill: 'log ' } });
+    const message = await failsUncharged(VIDEO, { model: 'gemforge-video-1', prompt: 'an endless poll', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+    assert.match(message, /malformed answer/);
+    const made = predictions.predictions().slice(before);
+    assert.equal(made.length, 1);
+    assert.equal(made[0]!.status, 'canceled', 'billing upstream stops');
+    assert.ok(predictions.requests.some((q) => q.method === 'POST' && q.path === `/v1/predictions/${made[0]!.id}/cancel`));
+  });
+
+  it('when an output URL points at 127.0.0.1 and REMOTE_FETCH_ALLOW does not list it, then it is never fetched and the slot fails uncharged', async () => {
+    const urlFake = await startFakeOpenAiImages({ answer: 'url' });
+    const t = await startTestServer({ env: { IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'an internal image', parameters: { resolution: '512' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed', JSON.stringify(task));
+      assert.match(task.error!.message, /output address this server does not fetch: 127\.0\.0\.1 is a loopback address/);
+      assertSettled(task);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 100);
+      assert.equal(urlFake.requests.filter((q) => q.path.startsWith('/files/')).length, 0, 'the internal address was never asked');
+    } finally {
+      await t.close();
+      await urlFake.close();
+    }
+  });
+
+  it('when an allowed output host redirects to an address that is not allowed, then the redirect is not followed and the slot fails uncharged', async () => {
+    const urlFake = await startFakeOpenAiImages({ answer: 'url', outputHost: 'localhost' });
+    const t = await startTestServer({ env: { REMOTE_FETCH_ALLOW: 'localhost', IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    try {
+      urlFake.fail('GET /files/{name}', { status: 302, headers: { location: `${urlFake.url}/files/internal.png` }, body: '' });
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a redirected image', parameters: { resolution: '512' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed', JSON.stringify(task));
+      assert.match(task.error!.message, /does not fetch: 127\.0\.0\.1 is a loopback address/);
+      assertSettled(task);
+      assert.deepEqual(urlFake.requests.filter((q) => q.path.startsWith('/files/')).map((q) => q.path.startsWith('/files/internal')), [false], 'only the allowed host was asked');
+    } finally {
+      await t.close();
+      await urlFake.close();
+    }
+  });
+
+  it('when the server gets SIGTERM while a read is stuck on a trickling upstream body, then the read ends and the server stops within the grace period, the job handed back', { timeout: 90_000 }, async () => {
+    const dataDir = tempDataDir();
+    const { secret } = await seedUserOnDisk(dataDir, 100);
+    const child = await startServerChild({
+      ...LOOPBACK_FETCH,
+      DATA_DIR: dataDir,
+      IMAGE_UPSTREAM_URL: images.url,
+      IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
+      IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+      IMAGE_UPSTREAM_IDEMPOTENT: 'true',
+      WORKER_POLL_MS: '20',
+      REMOTE_ATTEMPT_TIMEOUT_SECONDS: '3600',
+      REMOTE_DEADLINE_SECONDS: '3600',
+      SHUTDOWN_GRACE_SECONDS: '2',
+    });
+    try {
+      const calls = () => images.requests.filter((q) => q.path === '/v1/images/generations').length;
+      const before = calls();
+      images.fail('POST /v1/images/generations', { stream: { status: 500, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', chunkBytes: 1, intervalMs: 500 } });
+      const post = await fetch(`${child.url}${IMAGE}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': newKey('stuck') },
+        body: JSON.stringify({ model: 'gemforge-image-1', prompt: 'a stuck read', parameters: { resolution: '512' } }),
+      });
+      assert.equal(post.status, 202);
+      await until('the upstream is called', () => calls() > before, 15_000);
+      const how = await child.kill('SIGTERM');
+      assert.equal(how, 0, 'a clean exit');
+      assert.ok(child.logs.some((l) => l.msg === 'job handed back to the queue at stop'), 'the job is handed back for the next start');
+    } finally {
+      await child.kill('SIGKILL');
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('remote providers: exactly once when a gateway answers 5xx after the work was done', () => {
+  it('when the image upstream makes the image and a gateway answers 502, then it is not asked again: one generation, the task held, nothing charged', async () => {
+    await withImageUpstream('gemforge-image-1=gpt-image-1', {}, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      fake.fail('POST /v1/images/generations', { status: 502, afterWork: true });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'done then lost', parameters: { resolution: '512' } });
+      const job = await heldJob(t, r.body.task.id);
+      assert.match(job.last_error, /HTTP 502.*cannot be known/);
+      assert.equal(fake.generations(), 1, 'one upstream generation for the slot');
+      assert.equal(fake.requests.filter((q) => q.path === '/v1/images/generations').length, 1, 'never sent again');
+      const task = await taskUntil(t, u.secret, r.body.task.id, () => true);
+      assert.equal(task.status, 'processing');
+      assert.equal(task.chargedGems, 0);
+      assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
+    });
+  });
+
+  it('when the image upstream honours the idempotency key and a gateway answers 502 after the work, then the same key is sent again: one generation, one charge', async () => {
+    await withImageUpstream('gemforge-image-1=gpt-image-1', { IMAGE_UPSTREAM_IDEMPOTENT: 'true' }, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      fake.fail('POST /v1/images/generations', { status: 502, afterWork: true });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'done then lost, keyed', parameters: { resolution: '512' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.generations(), 1);
+      const keys = fake.requests.filter((q) => q.path === '/v1/images/generations').map((q) => q.headers['idempotency-key']);
+      assert.deepEqual(keys, [keys[0], keys[0]], 'sent again with the same key');
+      assert.equal(await charges(t, u.accountId), 1);
+    });
+  });
+
+  it('when the speech upstream makes the audio and a gateway answers 502, then it is not asked again: the task held, nothing charged', async () => {
+    const fake = await startFakeOpenAiSpeech({});
+    const t = await startTestServer({ env: { SPEECH_UPSTREAM_URL: fake.url, SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts', SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`, WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      fake.fail('POST /v1/audio/speech', { status: 502, afterWork: true });
+      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Said once, answered 502.', parameters: { voiceProfileId: SAWYER } });
+      await heldJob(t, r.body.task.id);
+      assert.equal(fake.requests.filter((q) => q.path === '/v1/audio/speech').length, 1, 'one upstream synthesis for the slot');
+      assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
+  it('when the prediction upstream creates the prediction and a gateway answers 502, then no second prediction is created: the task held, nothing charged', async () => {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 502, afterWork: true });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'created then lost', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      await heldJob(t, r.body.task.id);
+      assert.equal(fake.predictions().length, 1, 'one prediction upstream for the slot');
+      assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
+    });
+  });
+
+  it('when the prediction upstream answers 502 carrying the created prediction, then it is looked up by its id, not created again', async () => {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 502, afterWork: true, echo: true });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'created, answered 502 with its id', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 1);
+      assert.equal(fake.requests.filter((q) => q.method === 'POST' && q.path.endsWith('/predictions')).length, 1, 'never sent again');
+      assert.equal(await charges(t, u.accountId), 1);
+    });
+  });
+
+  it('when the prediction upstream answers 503 to a create, then nothing was done and the create is sent again: one prediction', async () => {
+    await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 503 });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'resent once', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 1, 'a 503 created nothing; the resend created one');
+      assert.equal(fake.requests.filter((q) => q.method === 'POST' && q.path.endsWith('/predictions')).length, 2);
+    });
+  });
+});
+
+describe('remote providers: prediction reads', () => {
+  const video = (prompt: string) => ({ model: 'gemforge-video-1', prompt, parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+
+  it('when a prediction ends aborted, then the output fails within a few polls, nothing charged', async () => {
+    await withReplicate({ processingMs: Infinity }, { REMOTE_DEADLINE_SECONDS: '60' }, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const r = await submit(t, u.secret, VIDEO, video('aborted upstream'));
+      await until('a prediction', () => fake.predictions().length === 1, 15_000);
+      const polls = () => fake.requests.filter((q) => q.method === 'GET' && q.path.startsWith('/v1/predictions/')).length;
+      fake.finish(fake.predictions()[0]!.id, 'aborted');
+      const atAbort = polls();
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed');
+      assert.match(task.error!.message, /aborted this output/);
+      assert.ok(polls() - atAbort <= 3, `polls after the abort: ${polls() - atAbort}`);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000);
+    });
+  });
+
+  it('when reads of a prediction are throttled (429 without Retry-After), then they back off and the prediction is kept: one prediction, the output delivered', async () => {
+    await withReplicate({ processingMs: 200 }, { REMOTE_DEADLINE_SECONDS: '60' }, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('GET /v1/predictions/{id}', ...Array.from({ length: 8 }, () => ({ status: 429 })));
+      const r = await submit(t, u.secret, VIDEO, video('throttled reads'));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 1);
+      assert.equal(await charges(t, u.accountId), 1);
+    });
+  });
+
+  it('when a slot is given up after its prediction was created (a refused read), then the prediction is cancelled upstream, nothing charged', async () => {
+    await withReplicate({ processingMs: Infinity }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      fake.fail('GET /v1/predictions/{id}', { status: 400 });
+      const r = await submit(t, u.secret, VIDEO, video('read refused'));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'failed');
+      assert.equal(fake.predictions()[0]!.status, 'canceled', 'not left running unpaid');
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000);
+    });
+  });
+
+  for (const shape of ['object', 'data', 'list'] as const) {
+    it(`when a prediction's output is ${shape === 'object' ? 'an object of named outputs' : shape === 'data' ? 'a data: URL' : 'a list'}, then the output is taken`, async () => {
+      await withReplicate({ processingMs: 100, outputShape: shape }, {}, async (fake, t) => {
+        const u = await t.user({ gems: 1000 });
+        const r = await submit(t, u.secret, VIDEO, video(`output as ${shape}`));
+        const task = await waitForTask(t, u.secret, r.body.task.id);
+        assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+        assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'video/mp4');
+        assert.equal(fake.predictions().length, 1);
+      });
+    });
+  }
+
+  it('when an output is named in an object, then the one named after the kind is taken', () => {
+    assert.equal(outputUrl({ image: 'https://x/a.png', video: 'https://x/v.mp4' }, 'video'), 'https://x/v.mp4');
+    assert.equal(outputUrl({ seed: 3, output: ['https://x/o.mp3'] }, 'audio'), 'https://x/o.mp3');
+    assert.equal(outputUrl({ seed: 3 }, 'audio'), undefined);
+  });
+
+  it('when a video request has a source image or references and the model is a prediction model, then 422 before anything is reserved', async () => {
+    await withReplicate({ processingMs: 100 }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      assert.equal(r.status, 422, JSON.stringify(r.body));
+      assert.equal(r.body.error.code, 'INVALID_REQUEST');
+      assert.match(r.body.error.message, /sourceImage/);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
+      assert.equal(fake.predictions().length, 0, 'nothing sent upstream');
+    });
+  });
+});
+
+describe('remote providers: the upstreams\' dialects', () => {
+  /** The shipped catalog with `edit` applied to the models it names. */
+  function catalogWith(dir: string, edit: Record<string, (m: Record<string, unknown>) => void>): string {
+    const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
+    for (const m of doc.models) edit[m.id as string]?.(m);
+    const file = path.join(dir, 'dialect-models.yaml');
+    fs.writeFileSync(file, YAML.stringify(doc));
+    return file;
+  }
+
+  it('when a dall-e-2 model edits an image, then the source is sent as `image`, the one field dall-e-2 takes', async () => {
+    await withImageUpstream('gemforge-image-1=dall-e-2', {}, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 64), 'image/png');
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'make it snow', parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const edit = fake.requests.find((q) => q.path === '/v1/images/edits')!;
+      assert.deepEqual(edit.form!.files.map((f) => f.name), ['image']);
+      const two = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'merge', referenceAssetIds: [source], parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
+      assert.equal(two.status, 422, 'dall-e-2 edits one image');
+    });
+  });
+
+  it('when the style and negative prompt written into the prompt pass the upstream model\'s limit, then 422 at submission, not an upstream 400 after a 202', async () => {
+    await withImageUpstream('gemforge-image-1=dall-e-3', {}, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x'.repeat(3990), parameters: { resolution: '1024', negativePrompt: 'people and cars', style: 'watercolor' } });
+      assert.equal(r.status, 422, JSON.stringify(r.body));
+      assert.match(r.body.error.message, /prompt with its style and negative prompt/);
+      assert.equal(await balanceOf(t, u.accountId), 100, 'nothing reserved');
+      assert.equal(fake.requests.length, 0);
+    });
+  });
+
+  it('when the upstream model is chatgpt-image-latest, then it gets the GPT image sizes, not the exact size asked', async () => {
+    await withImageUpstream('gemforge-image-1=chatgpt-image-latest', {}, async (fake, t) => {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a wide bay', parameters: { ratio: '16:9', resolution: '1024' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const body = fake.requests.find((q) => q.path === '/v1/images/generations')!.json as Record<string, unknown>;
+      assert.equal(body.size, '1536x1024');
+      assert.equal(body.quality, 'medium');
+    });
+  });
+
+  it('when speech is asked as AAC with a volume, then the gain keeps it AAC', async () => {
+    const fake = await startFakeOpenAiSpeech({});
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, { 'gemforge-speech-1': (m) => ((m.capabilities as Record<string, unknown>).outputFormat = 'audio/aac') });
+    const t = await startTestServer({ env: { CATALOG_PATH: catalog, SPEECH_UPSTREAM_URL: fake.url, SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts', SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`, WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 100 });
+      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Louder, in AAC please.', parameters: { voiceProfileId: SAWYER, volume: 6 } });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal((fake.requests.at(-1)!.json as Record<string, unknown>).response_format, 'aac');
+      assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'audio/aac');
+    } finally {
+      await t.close();
+      await fake.close();
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -7,7 +7,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
+import fs from 'node:fs';
+import { errorOf, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
+import { generateKeyOnDisk, startServerChild } from './helpers/child.ts';
+import { until } from './helpers/poll.ts';
 import { readStream } from './helpers/sse.ts';
 import type { ReservationRow } from '../server/storage/ledger.ts';
 
@@ -26,6 +29,7 @@ const chunk = (delta: Record<string, unknown>, finish: string | null = null, ext
 
 /** A fake OpenAI-compatible server. */
 function fakeUpstream(seen: Seen[]): http.Server {
+  const throttled = new Set<string>();
   return http.createServer((req, res) => {
     let raw = '';
     req.on('data', (d: Buffer) => (raw += d.toString()));
@@ -33,9 +37,37 @@ function fakeUpstream(seen: Seen[]): http.Server {
       const body = JSON.parse(raw) as Seen['body'];
       seen.push({ url: req.url ?? '', authorization: req.headers.authorization, body });
       const mode = /mode:([a-z0-9-]+)/.exec(body.messages.at(-1)?.content ?? '')?.[1] ?? 'default';
-      if (mode === '400' || mode === '503' || mode === '500') {
-        res.writeHead(Number(mode), { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: `fake ${mode}` } }));
+      // OpenAI's reasoning models refuse max_tokens and their own sampling parameters.
+      const refused = /^(o1|o3|o4|gpt-5)/.test(String(body.model)) && (['max_tokens', 'temperature', 'top_p'] as const).find((f) => body[f] !== undefined);
+      if (refused) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        const message = refused === 'max_tokens' ? "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead." : `Unsupported parameter: '${refused}' is not supported with this model.`;
+        res.end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: refused, code: 'unsupported_parameter' } }));
+        return;
+      }
+      // once-429: the first request of this content is throttled, the next answered.
+      const once = mode === 'once-429' && !throttled.has(body.messages.at(-1)!.content) && throttled.add(body.messages.at(-1)!.content);
+      if (['400', '429', '500', '502', '503'].includes(mode) || once) {
+        const status = once ? 429 : Number(mode);
+        res.writeHead(status, { 'content-type': 'application/json', ...(status === 429 && { 'retry-after': '3' }) });
+        res.end(JSON.stringify({ error: { message: `fake ${status}` } }));
+        return;
+      }
+      if (mode === 'huge-json') {
+        // One JSON completion of 20 MiB: above what is read of a JSON answer.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const usage = { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 };
+        res.end(JSON.stringify({ id: 'up-3', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(20 * 1024 * 1024) }, finish_reason: 'stop' }], usage }));
+        return;
+      }
+      if (mode === 'huge-event' || mode === 'echo-key') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: '' }));
+        // An event of 2 MiB (its line arrives in many chunks), or an error frame echoing the credentials it was sent.
+        const usage = { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 };
+        if (mode === 'huge-event') res.write(chunk({ content: 'y'.repeat(2 * 1024 * 1024) }, 'stop', { usage }));
+        else res.write(`data: ${JSON.stringify({ error: { message: `Incorrect API key provided: ${req.headers.authorization}; key ${req.headers.authorization?.slice(7)}` } })}\n\n`);
+        res.end('data: [DONE]\n\n');
         return;
       }
       if (mode === 'json') {
@@ -62,6 +94,10 @@ function fakeUpstream(seen: Seen[]): http.Server {
       }
       res.write(chunk({}, 'stop'));
       if (mode === 'default') res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 } })}\n\n`);
+      if (mode === 'reasoning') {
+        const usage = { prompt_tokens: 11, completion_tokens: 203, total_tokens: 214, completion_tokens_details: { reasoning_tokens: 200 } };
+        res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', choices: [], usage })}\n\n`);
+      }
       if (mode === 'huge-usage') res.write(`data: ${JSON.stringify({ id: 'up-1', choices: [], usage: { prompt_tokens: 5_000_000, completion_tokens: 5_000_000, total_tokens: 10_000_000 } })}\n\n`);
       res.end('data: [DONE]\n\n');
     });
@@ -155,7 +191,9 @@ describe('text generation through an OpenAI-compatible upstream', () => {
 
   it('when the upstream rejects the request (4xx), then 502 PROVIDER_ERROR, nothing charged, and replays answer REQUEST_FAILED', async () => {
     const k = newKey();
-    const e = await errorOf(await post(k, ask('mode:400')));
+    const first = await post(k, ask('mode:400'));
+    assert.equal(first.headers.get('x-should-retry'), 'false', 'a final answer: an SDK must not retry it');
+    const e = await errorOf(first);
     assert.deepEqual([e.status, e.code], [502, 'PROVIDER_ERROR']);
     const r = await lastReservation();
     assert.deepEqual([r.state, r.charged], ['released', 0]);
@@ -170,11 +208,42 @@ describe('text generation through an OpenAI-compatible upstream', () => {
     assert.equal((await lastReservation()).state, 'released');
   });
 
-  it('when the upstream fails with a 500 after accepting, then 409 REQUEST_UNCERTAIN and the reservation stays held', async () => {
+  it('when a gateway answers 502 (the model may have run behind it), then 409 REQUEST_UNCERTAIN and the reservation stays held', async () => {
     const k = newKey();
-    assert.equal((await errorOf(await post(k, ask('mode:500')))).code, 'REQUEST_UNCERTAIN');
+    assert.equal((await errorOf(await post(k, ask('mode:502')))).code, 'REQUEST_UNCERTAIN');
     assert.equal((await lastReservation()).state, 'held');
-    assert.equal((await errorOf(await post(k, ask('mode:500')))).code, 'REQUEST_UNCERTAIN');
+    assert.equal((await errorOf(await post(k, ask('mode:502')))).code, 'REQUEST_UNCERTAIN');
+  });
+
+  for (const status of ['429', '500', '503']) {
+    it(`when the upstream answers ${status} before any output, then 503 with Retry-After, nothing charged, and the same identity is dispatched again`, async () => {
+      const k = newKey();
+      const before = seen.length;
+      const res = await post(k, ask(`mode:${status}`));
+      assert.ok(Number(res.headers.get('retry-after')) >= 1, 'Retry-After');
+      assert.notEqual(res.headers.get('x-should-retry'), 'false');
+      const e = await errorOf(res);
+      assert.deepEqual([e.status, e.code], [503, 'PROVIDER_UNAVAILABLE']);
+      assert.deepEqual([(await lastReservation()).state, (await lastReservation()).charged], ['released', 0]);
+      const again = await errorOf(await post(k, ask(`mode:${status}`)));
+      assert.equal(again.code, 'PROVIDER_UNAVAILABLE', 'not REQUEST_FAILED: the identity was kept');
+      assert.equal(seen.length - before, 2, 'the replay was dispatched');
+    });
+  }
+
+  it('when the upstream throttles once and the client retries the same identity, then the retry completes, charged once', async () => {
+    const k = newKey();
+    const throttled = await post(k, ask('mode:once-429 please'));
+    assert.equal(throttled.status, 503);
+    assert.equal(throttled.headers.get('retry-after'), '3', "the upstream's Retry-After");
+    const res = await post(k, ask('mode:once-429 please'));
+    assert.equal(res.status, 200);
+    const rows = (await s.db('reservations').where({ account_id: accountId }).orderBy('created_at', 'desc').limit(2)) as ReservationRow[];
+    assert.deepEqual(rows.map((r) => r.state).sort(), ['released', 'settled']);
+    const count = (await s.db('reservations').where({ account_id: accountId })).length;
+    const replay = await post(k, ask('mode:once-429 please'));
+    assert.equal(replay.status, 200, 'a replay returns the retained answer');
+    assert.equal((await s.db('reservations').where({ account_id: accountId })).length, count, 'no new reservation');
   });
 
   it('when the last user message carries a text test card, then the scenario layer plays it over the upstream provider as over the local one', async () => {
@@ -202,6 +271,19 @@ describe('text generation through an OpenAI-compatible upstream', () => {
     assert.equal((await errorOf(await post(lostKey, ask('mode:default [[scenario:uncertain:1]]')))).code, 'REQUEST_UNCERTAIN');
   });
 
+  it('when one upstream event is larger than the reader takes (1 MiB), then the stream fails as a broken one: 409 REQUEST_UNCERTAIN, the reservation held', async () => {
+    const k = newKey();
+    const e = await errorOf(await post(k, ask('mode:huge-event')));
+    assert.deepEqual([e.status, e.code], [409, 'REQUEST_UNCERTAIN']);
+    assert.equal((await lastReservation()).state, 'held');
+  });
+
+  it('when the upstream answers one JSON completion above the size read (16 MiB), then it is refused as unreadable: 409 REQUEST_UNCERTAIN, the reservation held', async () => {
+    const e = await errorOf(await post(newKey(), ask('mode:huge-json')));
+    assert.deepEqual([e.status, e.code], [409, 'REQUEST_UNCERTAIN']);
+    assert.equal((await lastReservation()).state, 'held');
+  });
+
   it('when the upstream stream breaks off, then the client stream ends with a REQUEST_UNCERTAIN frame and no [DONE]; the reservation stays held', async () => {
     const k = newKey();
     const r = await readStream(await post(k, ask('mode:break', { stream: true })));
@@ -210,6 +292,32 @@ describe('text generation through an OpenAI-compatible upstream', () => {
     assert.equal(r.error?.code, 'REQUEST_UNCERTAIN');
     assert.equal((await lastReservation()).state, 'held');
     assert.equal((await errorOf(await post(k, ask('mode:break', { stream: true })))).code, 'REQUEST_UNCERTAIN');
+  });
+});
+
+describe('text generation through a reasoning model upstream', () => {
+  const seen: Seen[] = [];
+  const upstream = fakeUpstream(seen);
+  let s: TestServer;
+  before(async () => {
+    s = await startTestServer({ env: { TEXT_UPSTREAM_URL: await listen(upstream), TEXT_UPSTREAM_MODELS: 'gemforge-text-1=o3-mini' } });
+  });
+  after(async () => {
+    await s.close();
+    upstream.closeAllConnections();
+    await new Promise((r) => upstream.close(r));
+  });
+
+  it('when the upstream model is a reasoning model, then the limit goes as max_completion_tokens, temperature and top_p stay out, and its reasoning tokens are metered', async () => {
+    const u = await s.user({ llmAllowance: 1000 });
+    const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'mode:reasoning think' }], max_tokens: 500, temperature: 0.3, top_p: 0.9 };
+    const res = await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': newKey() } });
+    assert.equal(res.status, 200, await res.clone().text());
+    const c = (await res.json()) as { usage: { completion_tokens: number } };
+    const sent = seen.at(-1)!.body;
+    assert.equal(sent.max_completion_tokens, 500);
+    for (const field of ['max_tokens', 'temperature', 'top_p']) assert.equal(sent[field], undefined, field);
+    assert.equal(c.usage.completion_tokens, 203, 'the hidden reasoning is billed as output');
   });
 });
 
@@ -224,7 +332,7 @@ describe('text generation with an unreachable upstream', () => {
   });
   after(() => s.close());
 
-  it('when the connection is refused, then 503 PROVIDER_UNAVAILABLE, nothing charged, and a replay answers REQUEST_FAILED', async () => {
+  it('when the connection is refused, then 503 PROVIDER_UNAVAILABLE, nothing charged, and a replay of the identity is tried again (nothing was done)', async () => {
     const u = await s.user({ llmAllowance: 100 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'anyone there?' }] };
     const k = newKey();
@@ -233,6 +341,36 @@ describe('text generation with an unreachable upstream', () => {
     const rows = (await s.db('reservations').where({ account_id: u.accountId })) as ReservationRow[];
     assert.deepEqual(rows.map((r) => [r.state, r.charged]), [['released', 0]]);
     const again = await errorOf(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': k } }));
-    assert.deepEqual([again.status, again.code], [409, 'REQUEST_FAILED']);
+    assert.deepEqual([again.status, again.code], [503, 'PROVIDER_UNAVAILABLE']);
+    const after = (await s.db('reservations').where({ account_id: u.accountId })) as ReservationRow[];
+    assert.deepEqual(after.map((r) => [r.state, r.charged]), [['released', 0], ['released', 0]], 'tried again, nothing charged');
+  });
+});
+
+describe('text upstream errors in the logs', () => {
+  it('when an upstream error frame echoes the key it was sent, then the log line carries it scrubbed', async () => {
+    const upstream = fakeUpstream([]);
+    const base = await listen(upstream);
+    const dataDir = tempDataDir();
+    const secret = await generateKeyOnDisk(dataDir, 1000);
+    const upstreamKey = 'sk-child-secret-0123456789abcdef';
+    const child = await startServerChild({ DATA_DIR: dataDir, TEXT_UPSTREAM_URL: `${base}/v1`, TEXT_UPSTREAM_API_KEY: upstreamKey, TEXT_UPSTREAM_MODELS: 'gemforge-text-1=fake-llama' });
+    try {
+      const res = await fetch(`${child.url}${PATH}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': newKey() },
+        body: JSON.stringify({ model: 'gemforge-text-1', messages: [{ role: 'user', content: 'mode:echo-key' }] }),
+      });
+      assert.equal(res.status, 409);
+      await until('the failure is logged', () => child.logs.some((l) => l.msg === 'text generation failed'), 10_000);
+      const logged = JSON.stringify(child.logs);
+      assert.ok(logged.includes('Incorrect API key provided: Bearer [redacted]'), 'the frame is logged, scrubbed');
+      assert.ok(!logged.includes('0123456789abcdef'), 'the key never reaches the log');
+    } finally {
+      await child.kill('SIGTERM');
+      upstream.closeAllConnections();
+      await new Promise((r) => upstream.close(r));
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -10,6 +10,8 @@ import YAML from 'yaml';
 import type { ModerationProvider } from '../../server/providers/moderation/types.ts';
 
 export const SETS_DIR = path.join(import.meta.dirname, '../../test/fixtures/moderation');
+/** Sets written without sight of the policy and not yet tuned on: measured, never held to the targets. */
+export const UNSEEN_DIR = path.join(SETS_DIR, 'unseen');
 
 export interface Sample {
   text: string;

@@ -209,6 +209,15 @@ export async function markReleased(trx: Db | Tx, clock: Clock, id: Pick<Identity
   });
 }
 
+/**
+ * The work certainly did not start (the provider answered "not now" before any
+ * output): the claim is withdrawn, so the same identity may be sent again and
+ * is dispatched anew, as if it had been refused before the claim.
+ */
+export async function forget(trx: Db | Tx, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {
+  await store.deleteRecord(trx, id.keyId, id.idemKey, ['pending']);
+}
+
 /** The outcome cannot be known: replays get REQUEST_UNCERTAIN, the reservation stays held. */
 export async function markUncertain(trx: Db | Tx, clock: Clock, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {
   await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], {

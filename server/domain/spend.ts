@@ -64,23 +64,28 @@ export function tokenCharge(rates: TokenRates, usage: TokenCount, reserved: numb
 
 // ---- Errors of the spend path -----------------------------------------------------
 
-/** 503 PROVIDER_UNAVAILABLE: before anything is claimed (the identity stays free), or after a release. */
-export function providerUnavailable(provider: string, when: 'before-claim' | 'released'): ApiError {
-  return new ApiError(
-    503,
-    'PROVIDER_UNAVAILABLE',
-    when === 'before-claim'
-      ? `The ${provider} is unavailable; nothing was claimed. Retry later with the same Idempotency-Key.`
-      : `The ${provider} is unavailable; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`,
-  );
+/**
+ * 503 PROVIDER_UNAVAILABLE: before anything is claimed, or after the provider
+ * answered "not now" and the claim was withdrawn (`forgotten`): both leave the
+ * identity free, so the spec's "keep the identity and back off" works; or after
+ * a release that closed the identity.
+ */
+export function providerUnavailable(provider: string, when: 'before-claim' | 'forgotten' | 'released', retryAfterSeconds?: number): ApiError {
+  const message = {
+    'before-claim': `The ${provider} is unavailable; nothing was claimed. Retry later with the same Idempotency-Key.`,
+    forgotten: `The ${provider} is unavailable and did nothing; nothing was charged. Retry later with the same Idempotency-Key.`,
+    released: `The ${provider} is unavailable; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`,
+  }[when];
+  return new ApiError(503, 'PROVIDER_UNAVAILABLE', message, { ...(retryAfterSeconds !== undefined && { retryAfterSeconds }) });
 }
 
-/** 502 PROVIDER_ERROR after a release: the provider rejected the request. */
+/** 502 PROVIDER_ERROR after a release: the provider rejected the request. Final: a retry of the identity only answers REQUEST_FAILED. */
 export function providerRejected(provider: string, detail?: string): ApiError {
   return new ApiError(
     502,
     'PROVIDER_ERROR',
     `${detail ?? `The ${provider} rejected the request.`} Nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`,
+    { final: true },
   );
 }
 
@@ -206,6 +211,14 @@ export async function release(db: Db, clock: Clock, claim: Claim): Promise<void>
   await inTransaction(db, async (trx) => {
     await ledger.releaseTx(trx, clock, claim.reservationId);
     await idem.markReleased(trx, clock, claim.identity);
+  });
+}
+
+/** Release and withdraw the claim: nothing happened, the hold returns, the same identity may be sent again. */
+export async function releaseAndForget(db: Db, clock: Clock, claim: Claim): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    await ledger.releaseTx(trx, clock, claim.reservationId);
+    await idem.forget(trx, claim.identity);
   });
 }
 

@@ -283,8 +283,14 @@ async function fail(deps: TextDeps, run: Run, error: unknown, deltas: number, te
   const outcome = spend.outcomeOf(failure, { output: deltas > 0, usage: failure === 'failed' });
   try {
     if (outcome === 'release') {
+      const refused = error as ProviderError;
+      if (refused.unavailable) {
+        // Nothing was done: the identity stays free, so the client's retry of it (the spec's "keep the identity and back off") is dispatched.
+        await spend.releaseAndForget(deps.db, deps.clock, run.claim);
+        return spend.providerUnavailable('text provider', 'forgotten', refused.retryAfterSeconds ?? 1);
+      }
       await spend.release(deps.db, deps.clock, run.claim);
-      return (error as ProviderError).unavailable ? spend.providerUnavailable('text provider', 'released') : spend.providerRejected('text provider');
+      return spend.providerRejected('text provider');
     }
     if (outcome === 'bill-and-retain') {
       // A definite outcome: bill what was measured and retain the error as the

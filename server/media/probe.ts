@@ -3,6 +3,7 @@
  * dimensions), sharp for images (format, dimensions), within the limits of
  * limits.ts: measured from the header first, decoded only when under them.
  */
+import fsp from 'node:fs/promises';
 import sharp from 'sharp';
 import { runTool } from './run.ts';
 import {
@@ -69,6 +70,7 @@ export async function probeAv(ffprobePath: string, file: string): Promise<AvProb
   // Cover art in audio files is a "video" stream flagged attached_pic: not video.
   const v = streams.find((s) => s.codec_type === 'video' && !s.disposition?.attached_pic);
   const a = streams.find((s) => s.codec_type === 'audio');
+  if (/\bwav\b/.test(parsed.format?.format_name ?? '')) await checkWavLength(file);
   const duration = finite(parsed.format?.duration) ?? finite(a?.duration) ?? finite(v?.duration);
   if (duration !== null && duration > MAX_MEDIA_SECONDS) {
     throw new MediaLimitError(`The file is ${Math.round(duration)} s long; the limit is ${MAX_MEDIA_SECONDS} s.`);
@@ -87,6 +89,8 @@ export interface ImageProbe {
   format: string;
   width: number;
   height: number;
+  /** Decoding memory this image is counted for at the decode gate (see `decodeGated`). */
+  decodeCost: number;
 }
 
 /** Decoding memory a streamed (line-by-line) decode is counted for in the gate. */
@@ -118,10 +122,51 @@ export async function probeImage(file: string | Buffer): Promise<ImageProbe> {
       `The image (${width}×${height}, ${meta.isProgressive ? 'interlaced or progressive' : meta.format}) would take ${Math.ceil(frameBytes / 1024 / 1024)} MiB to decode; the limit for images decoded whole is ${MAX_WHOLE_FRAME_BYTES / 1024 / 1024} MiB.`,
     );
   }
-  await decodes.run(wholeFrame ? Math.max(frameBytes, STREAMED_DECODE_BYTES) : STREAMED_DECODE_BYTES, () =>
+  const decodeCost = wholeFrame ? Math.max(frameBytes, STREAMED_DECODE_BYTES) : STREAMED_DECODE_BYTES;
+  await decodes.run(decodeCost, () =>
     // The default (Lanczos) downscale reads every line; a nearest-neighbour one can stop
     // early and miss a truncated tail.
     sharp(file, { ...SHARP_INPUT, animated: false }).resize(8, 8, { fit: 'fill' }).raw().toBuffer(),
   );
-  return { format: meta.format, width, height };
+  return { format: meta.format, width, height, decodeCost };
+}
+
+/**
+ * Runs a decode of an image `probeImage` passed (a format conversion) at the
+ * same gate on decoding memory, so conversions and uploads share one budget.
+ */
+export function decodeGated<T>(image: Pick<ImageProbe, 'decodeCost'>, fn: () => Promise<T>): Promise<T> {
+  return decodes.run(image.decodeCost, fn);
+}
+
+/** `data` sizes that mean "length unknown" (written by streaming tools before they know it). */
+const UNKNOWN_WAV_SIZES = new Set([0, 0xffffffff]);
+
+/**
+ * Refuses a WAV whose header claims more audio than the file holds (MediaLimitError): a
+ * player trusts the header, so a 1 s file claiming 10 h would be stored and served as 10 h.
+ * Reads the RIFF chunks up to `data` from the first 64 KiB.
+ */
+export async function checkWavLength(file: string): Promise<void> {
+  const handle = await fsp.open(file, 'r');
+  try {
+    const { size } = await handle.stat();
+    const head = Buffer.alloc(Math.min(size, 64 * 1024));
+    await handle.read(head, 0, head.length, 0);
+    if (head.length < 12 || head.toString('latin1', 0, 4) !== 'RIFF' || head.toString('latin1', 8, 12) !== 'WAVE') return;
+    for (let at = 12; at + 8 <= head.length; ) {
+      const id = head.toString('latin1', at, at + 4);
+      const length = head.readUInt32LE(at + 4);
+      if (id === 'data') {
+        const held = size - (at + 8);
+        if (!UNKNOWN_WAV_SIZES.has(length) && length > held) {
+          throw new MediaLimitError(`The WAV header declares ${length} bytes of audio, but the file holds ${held}: it is truncated or its header is wrong.`);
+        }
+        return;
+      }
+      at += 8 + length + (length % 2); // chunks are padded to an even length
+    }
+  } finally {
+    await handle.close();
+  }
 }

@@ -143,6 +143,8 @@ export interface MediaTools {
   warn(details: Record<string, unknown>, message: string): void;
   /** True once the worker is stopping or lost the job: long waits end early, the job is left for recovery. */
   stopping(): boolean;
+  /** Aborted when `stopping()` turns true: requests and body reads take it, so a stuck read ends at a stop. */
+  signal?: AbortSignal;
 }
 
 /**

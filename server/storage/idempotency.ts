@@ -54,3 +54,10 @@ export async function recordsInState(db: Conn, states: RecordState[]): Promise<I
   const inStates = statement.rows<IdempotencyRow>(`idempotency-records-in-state:${states.length}`, (c, ...s) => c('idempotency_records').whereIn('state', s).select('*'));
   return query(db, inStates, states);
 }
+
+/** Deletes a record still in one of `from` (an identity that did nothing, left free); false when it was not. */
+export async function deleteRecord(db: Conn, keyId: string, idemKey: string, from: RecordState[]): Promise<boolean> {
+  const remove = statement.write(`idempotency-delete:${from.length}`, (c, k, i, ...v) => c('idempotency_records').where({ key_id: k, idem_key: i }).whereIn('state', v).delete());
+  const { changes } = await query(db, remove, [keyId, idemKey, ...from]);
+  return changes === 1;
+}

@@ -39,6 +39,8 @@ export interface JobContext {
   storeRetries?: number;
   /** True once the worker is stopping or lost this job's lease: long waits end early, the job is left for recovery. */
   stopping(): boolean;
+  /** Aborted when the worker stops or loses this job's lease (what `stopping()` reports, as a signal for reads). */
+  signal?: AbortSignal;
 }
 
 /** The job was recovered and taken by another worker meanwhile: this run settles nothing. */
@@ -53,6 +55,7 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string, copies: Ar
   const now = () => ctx.clock.now().toISOString();
   return {
     stopping: ctx.stopping,
+    ...(ctx.signal && { signal: ctx.signal }),
     warn: (details, message) => ctx.logger.warn({ taskId, ...details }, message),
     remoteCalls: {
       async find(idx) {

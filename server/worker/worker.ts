@@ -60,24 +60,29 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   const stopped = new Promise<void>((resolve) => (wake = resolve));
   const idle = (ms: number) => Promise.race([sleep(ms), stopped]);
   const ctx: JobContext = { ...options, stopping: () => stopping };
+  // Each running job's signal: aborted at stop, so a read stuck on an upstream ends within the grace period.
+  const jobAborts = new Set<AbortController>();
   const log = logger.child({ worker: id });
 
   async function runWithLease(job: jobs.JobRow): Promise<void> {
     // A renewal that finds the job no longer ours (recovered and claimed elsewhere) stops the work.
     let lost = false;
+    const abort = new AbortController();
+    jobAborts.add(abort);
     const beat = setInterval(() => {
       jobs
         .heartbeat(db, job.id, id, leaseTime(clock))
         .then((ours) => {
           if (!ours && !lost) {
             lost = true;
+            abort.abort(new DOMException('lease lost', 'AbortError'));
             log.warn({ jobId: job.id, taskId: job.task_id }, 'lease lost; stopping the work on this job');
           }
         })
         .catch((err: unknown) => log.warn({ err }, 'heartbeat failed'));
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     try {
-      await runJob({ ...ctx, stopping: () => stopping || lost }, job);
+      await runJob({ ...ctx, stopping: () => stopping || lost, signal: abort.signal }, job);
       countJob('finished');
       if (stopping && !lost) await leaveOnStop(job);
     } catch (err) {
@@ -88,6 +93,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
       else log.error({ err, jobId: job.id, taskId: job.task_id }, 'job failed unexpectedly; it will be recovered when its lease expires');
     } finally {
       clearInterval(beat);
+      jobAborts.delete(abort);
     }
   }
 
@@ -168,6 +174,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     id,
     async stop() {
       stopping = true;
+      for (const abort of jobAborts) abort.abort(new DOMException('stopping', 'AbortError'));
       wake();
       await Promise.allSettled(loops);
     },

@@ -21,6 +21,8 @@
  */
 import http from 'node:http';
 import type net from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -59,11 +61,29 @@ export interface RecordedRequest {
 
 /** A fault to answer one request with, instead of the normal answer. */
 export type Fault =
-  | { status: number; headers?: Record<string, string>; body?: string } // e.g. 429 with Retry-After, 500, 400 content policy
+  | { status: number; headers?: Record<string, string>; body?: string; afterWork?: boolean; echo?: boolean } // e.g. 429 with Retry-After, 500, 400 content policy; afterWork: the work is done (and counted), then this is answered (a gateway's 502), with the work's own answer as its body when echo
   | { hang: true } // never answer (keep the socket open until close())
   | { malformed: true } // 200 with invalid JSON
   | { html: true } // the media bytes are replaced by an HTML page served with the media's content type
-  | { oversize: number }; // the media bytes are this many zero bytes (so a size limit can be tested)
+  | { oversize: number } // the media bytes are this many zero bytes (so a size limit can be tested)
+  | { bytes: Buffer } // the media bytes are these (an image whose header lies about its size)
+  | { stream: StreamedBody }; // the answer is a body made on the fly: huge, endless or trickling
+
+/**
+ * A body written on the fly, never held: `prefix`, then `fill` repeated up to
+ * `totalBytes` (or forever, until the client goes), then `suffix`; in chunks
+ * of `chunkBytes` every `intervalMs` (0: as fast as the client reads).
+ */
+export interface StreamedBody {
+  status: number;
+  contentType: string;
+  prefix?: string;
+  fill?: string;
+  suffix?: string;
+  totalBytes?: number;
+  chunkBytes?: number;
+  intervalMs?: number;
+}
 
 export interface FakeUpstream {
   /** e.g. http://127.0.0.1:PORT (no trailing slash). */
@@ -87,20 +107,20 @@ export type FakeOpenAiImages = FakeUpstream & {
   generations(): number;
 };
 
-export type PredictionStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled';
+export type PredictionStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
 
 export type FakeReplicate = FakeUpstream & {
   /** Every prediction created, in order. */
   predictions(): Array<{ id: string; status: string; input: unknown; model?: string; version?: string }>;
   /** Forces a prediction still running into a terminal state (default: how it would end by itself). */
-  finish(id: string, outcome?: 'succeeded' | 'failed' | 'canceled'): void;
+  finish(id: string, outcome?: 'succeeded' | 'failed' | 'canceled' | 'aborted'): void;
 };
 
 // ---------------------------------------------------------------- media bytes
 
 type ImageFormat = 'png' | 'jpeg' | 'webp';
 type AudioFormat = 'mp3' | 'opus' | 'aac' | 'flac' | 'wav' | 'pcm';
-type MediaFault = { html: true } | { oversize: number };
+type MediaFault = { html: true } | { oversize: number } | { bytes: Buffer };
 
 const IMAGE_TYPES = new Map<string, { format: ImageFormat; contentType: string }>([
   ['png', { format: 'png', contentType: 'image/png' }],
@@ -195,6 +215,7 @@ function videoBytes(width: number, height: number, seconds: number): Promise<Buf
 /** The bytes a media fault puts in place of the real ones. */
 function spoil(bytes: Buffer, fault: MediaFault | undefined): Buffer {
   if (!fault) return bytes;
+  if ('bytes' in fault) return fault.bytes;
   return 'html' in fault ? Buffer.from(HTML_PAGE) : Buffer.alloc(fault.oversize);
 }
 
@@ -202,7 +223,8 @@ function spoil(bytes: Buffer, fault: MediaFault | undefined): Buffer {
 
 type Reply =
   | { status: number; json: unknown; headers?: Record<string, string> }
-  | { status: number; bytes: Buffer; contentType: string; headers?: Record<string, string> };
+  | { status: number; bytes: Buffer; contentType: string; headers?: Record<string, string> }
+  | { status: number; stream: StreamedBody };
 
 /** Thrown by a handler to answer with an error (the fakes' one error path). */
 class Refusal extends Error {
@@ -331,8 +353,29 @@ function matcher(route: Route): (method: string, path: string) => Record<string,
   };
 }
 
+/** The chunks of a StreamedBody, made as they are read. */
+async function* streamedChunks(body: StreamedBody): AsyncGenerator<Buffer> {
+  const chunkBytes = body.chunkBytes ?? 64 * 1024;
+  const fill = body.fill ?? ' ';
+  const block = Buffer.from(fill.repeat(Math.ceil(chunkBytes / fill.length)).slice(0, chunkBytes));
+  const total = body.totalBytes ?? Infinity;
+  if (body.prefix) yield Buffer.from(body.prefix);
+  for (let sent = 0; sent < total; sent += block.length) {
+    yield total - sent < block.length ? block.subarray(0, total - sent) : block;
+    if (body.intervalMs) await new Promise((resolve) => setTimeout(resolve, body.intervalMs));
+  }
+  if (body.suffix) yield Buffer.from(body.suffix);
+}
+
+/** Writes a StreamedBody with backpressure, until it is whole or the client (or close()) ends the socket. */
+async function sendStream(res: http.ServerResponse, body: StreamedBody): Promise<void> {
+  res.writeHead(body.status, { 'content-type': body.contentType, 'x-request-id': `req_${randomId(24)}` });
+  await pipeline(Readable.from(streamedChunks(body)), res);
+}
+
 function send(res: http.ServerResponse, reply: Reply): void {
   if (res.headersSent || res.destroyed) return; // closed meanwhile (close(), or the client left)
+  if ('stream' in reply) return void sendStream(res, reply.stream).catch(() => res.destroy());
   const bytes = 'json' in reply ? Buffer.from(JSON.stringify(reply.json)) : reply.bytes;
   const contentType = 'json' in reply ? 'application/json' : reply.contentType;
   try {
@@ -389,10 +432,15 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
     const fault = faults.get(found.route.route)?.shift();
     if (fault && 'hang' in fault) return undefined; // the socket stays open until close()
     await sleeps.sleep(options.delayMs ?? 0);
-    if (fault && 'status' in fault) return faultReply(fault, provider);
+    if (fault && 'status' in fault && !fault.afterWork) return faultReply(fault, provider);
+    if (fault && 'stream' in fault) return { status: fault.stream.status, stream: fault.stream };
     if (fault && 'malformed' in fault) return { status: 200, bytes: Buffer.from('{"created": 1700000000, "data": [{"b64_'), contentType: 'application/json' };
     if (found.route.auth && options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
       return { status: 401, json: provider.unauthorized };
+    }
+    if (fault && 'status' in fault) {
+      const done = await found.route.handle({ request, params: found.params, base });
+      return fault.echo && 'json' in done ? { status: fault.status, json: done.json } : faultReply(fault, provider);
     }
     return found.route.handle({ request, params: found.params, base, ...(fault && { media: fault }) });
   }
@@ -474,6 +522,14 @@ interface ImageJob {
   url: boolean;
 }
 
+/** The image models OpenAI documents, by name prefix: their sizes and longest prompt. */
+const IMAGE_MODELS: Array<[string, { sizes: string[]; maxPrompt: number }]> = [
+  ['gpt-image', { sizes: ['1024x1024', '1536x1024', '1024x1536'], maxPrompt: 32000 }],
+  ['chatgpt-image', { sizes: ['1024x1024', '1536x1024', '1024x1536'], maxPrompt: 32000 }],
+  ['dall-e-3', { sizes: ['1024x1024', '1792x1024', '1024x1792'], maxPrompt: 4000 }],
+  ['dall-e-2', { sizes: ['256x256', '512x512', '1024x1024'], maxPrompt: 1000 }],
+];
+
 /** `size` as width and height: "WxH" (16–4096 each), "auto" or absent meaning 1024x1024. */
 function parseSize(size: unknown): { width: number; height: number } | undefined {
   if (size === undefined || size === 'auto') return { width: 1024, height: 1024 };
@@ -487,8 +543,11 @@ function imageJob(input: Record<string, unknown>, answerUrl: boolean): ImageJob 
   const { model, prompt } = input;
   if (typeof model !== 'string' || model === '') throw openAiRefusal(400, "Missing required parameter: 'model'.", 'model');
   if (typeof prompt !== 'string' || prompt === '') throw openAiRefusal(400, "Missing required parameter: 'prompt'.", 'prompt');
-  if (!model.startsWith('gpt-image') && !model.startsWith('dall-e')) {
-    throw openAiRefusal(404, `The model '${model}' does not exist or you do not have access to it.`, null, 'model_not_found');
+  const limits = IMAGE_MODELS.find(([prefix]) => model.startsWith(prefix))?.[1];
+  if (!limits) throw openAiRefusal(404, `The model '${model}' does not exist or you do not have access to it.`, null, 'model_not_found');
+  if (prompt.length > limits.maxPrompt) throw openAiRefusal(400, `Invalid 'prompt': string too long. Expected a string with maximum length ${limits.maxPrompt}, but got a string with length ${prompt.length} instead.`, 'prompt', 'string_above_max_length');
+  if (input.size !== undefined && input.size !== 'auto' && !limits.sizes.includes(String(input.size))) {
+    throw openAiRefusal(400, `Invalid value: '${String(input.size)}'. Supported values are: ${limits.sizes.map((x) => `'${x}'`).join(', ')}.`, 'size', 'invalid_value');
   }
   const n = input.n === undefined ? 1 : Number(input.n);
   if (!Number.isInteger(n) || n < 1 || n > 10) throw openAiRefusal(400, `Invalid 'n': expected an integer between 1 and 10, got ${String(input.n)}.`, 'n');
@@ -508,7 +567,7 @@ function imageJob(input: Record<string, unknown>, answerUrl: boolean): ImageJob 
  * `Idempotency-Key` on the same route gets the first answer again.
  */
 export async function startFakeOpenAiImages(
-  options: { apiKey?: string; answer?: 'b64_json' | 'url'; delayMs?: number } = {},
+  options: { apiKey?: string; answer?: 'b64_json' | 'url'; delayMs?: number; outputHost?: string } = {},
 ): Promise<FakeOpenAiImages> {
   const files = new Map<string, { bytes: Buffer; contentType: string }>();
   const answers = new Map<string, Promise<Reply>>();
@@ -521,7 +580,9 @@ export async function startFakeOpenAiImages(
       if (!job.url) return { b64_json: bytes.toString('base64'), ...revised };
       const name = `${randomId(20)}.${job.format}`;
       files.set(name, { bytes, contentType: job.contentType });
-      return { url: `${call.base}/files/${name}`, ...revised };
+      // `outputHost` names the fake another way in its URLs (`localhost`), for address-policy tests.
+      const base = options.outputHost ? call.base.replace('127.0.0.1', options.outputHost) : call.base;
+      return { url: `${base}/files/${name}`, ...revised };
     });
     generations++;
     const gptImage = job.model.startsWith('gpt-image') ? { output_format: job.format, size: `${job.width}x${job.height}` } : {};
@@ -558,7 +619,10 @@ export async function startFakeOpenAiImages(
         once(call, 'edits', async () => {
           const form = call.request.form;
           if (!form) throw openAiRefusal(400, 'Image edits take a multipart/form-data body (a boundary in Content-Type, every part closed).');
-          if (!form.files.some((f) => f.name === 'image' || f.name === 'image[]')) throw openAiRefusal(400, "Missing required parameter: 'image'.", 'image');
+          // dall-e-2 takes one image as `image`; the GPT image models take `image` or several as `image[]`; dall-e-3 has no edits.
+          const field = form.fields.model === 'dall-e-2' ? ['image'] : ['image', 'image[]'];
+          if (form.fields.model === 'dall-e-3') throw openAiRefusal(400, 'Image edits are not supported for dall-e-3.', 'model');
+          if (!form.files.some((f) => field.includes(f.name))) throw openAiRefusal(400, "Missing required parameter: 'image'.", 'image');
           return generate(imageJob(form.fields, options.answer === 'url'), call);
         }),
     },
@@ -622,7 +686,7 @@ interface Prediction {
 }
 
 const STARTING_MS = 100;
-const TERMINAL = new Set<PredictionStatus>(['succeeded', 'failed', 'canceled']);
+const TERMINAL = new Set<PredictionStatus>(['succeeded', 'failed', 'canceled', 'aborted']);
 const NSFW = 'NSFW content detected. Try running it again, or try a different prompt.';
 const OUTPUT_EXT = { video: 'mp4', audio: 'mp3', image: 'png' } as const;
 const ASPECTS = new Map<string, [number, number]>([
@@ -659,10 +723,12 @@ async function outputFile(kind: keyof typeof OUTPUT_EXT, input: Record<string, u
  * The Replicate fake. Predictions move by time, read lazily: `starting`, then
  * `processing` after 100 ms, then `succeeded` (or `failed` when the prompt
  * holds "content-policy") `processingMs` after creation; with Infinity they
- * wait for finish(). The output is `<url>/files/<id>.<mp4|mp3|png>`.
+ * wait for finish(). The output is `<url>/files/<id>.<mp4|mp3|png>`; `outputShape`
+ * answers it as a list, an object of named outputs (`{"video": url}`), or the
+ * bytes inline as a `data:` URL, the shapes Replicate's models use.
  */
 export async function startFakeReplicate(
-  options: { apiKey?: string; processingMs?: number; outputs?: 'video' | 'audio' | 'image' } = {},
+  options: { apiKey?: string; processingMs?: number; outputs?: 'video' | 'audio' | 'image'; outputShape?: 'url' | 'list' | 'object' | 'data' } = {},
 ): Promise<FakeReplicate> {
   const processingMs = options.processingMs ?? 300;
   const kind = options.outputs ?? 'video';
@@ -689,16 +755,24 @@ export async function startFakeReplicate(
     }
   }
 
-  function toJson(p: Prediction, base: string): unknown {
+  async function toJson(p: Prediction, base: string): Promise<unknown> {
     const iso = (ms: number) => new Date(ms).toISOString();
     const succeeded = p.status === 'succeeded';
+    const url = `${base}/files/${p.id}.${OUTPUT_EXT[kind]}`;
+    let output: unknown = url;
+    if (options.outputShape === 'list') output = [url];
+    if (options.outputShape === 'object') output = { [kind]: url, seed: 7 };
+    if (options.outputShape === 'data' && succeeded) {
+      const file = await outputFile(kind, p.input);
+      output = `data:${file.contentType};base64,${file.bytes.toString('base64')}`;
+    }
     return {
       id: p.id,
       ...(p.model !== undefined && { model: p.model }),
       version: p.version,
       input: p.input,
       logs: '',
-      output: succeeded ? `${base}/files/${p.id}.${OUTPUT_EXT[kind]}` : null,
+      output: succeeded ? output : null,
       data_removed: false,
       error: p.error,
       status: p.status,
@@ -710,11 +784,11 @@ export async function startFakeReplicate(
     };
   }
 
-  function create(call: Call, body: Record<string, unknown>, model: string | undefined, version: string): Reply {
+  async function create(call: Call, body: Record<string, unknown>, model: string | undefined, version: string): Promise<Reply> {
     if (!isRecord(body.input)) throw invalid('input', 'input is required');
     const p: Prediction = { id: randomId(26), model, version, input: body.input, status: 'starting', createdAt: Date.now(), error: null, media: call.media };
     predictions.set(p.id, p);
-    return { status: 201, json: toJson(p, call.base) };
+    return { status: 201, json: await toJson(p, call.base) };
   }
 
   /** The prediction named by the path, brought up to date; a media fault here spoils its download. */
@@ -745,14 +819,14 @@ export async function startFakeReplicate(
         throw invalid('version', 'version must be a 64-character version id or owner/name:version');
       },
     },
-    { route: 'GET /v1/predictions/{id}', auth: true, handle: (call) => ({ status: 200, json: toJson(found(call), call.base) }) },
+    { route: 'GET /v1/predictions/{id}', auth: true, handle: async (call) => ({ status: 200, json: await toJson(found(call), call.base) }) },
     {
       route: 'POST /v1/predictions/{id}/cancel',
       auth: true,
-      handle(call) {
+      async handle(call) {
         const p = found(call);
         if (!TERMINAL.has(p.status)) settle(p, 'canceled', Date.now());
-        return { status: 200, json: toJson(p, call.base) };
+        return { status: 200, json: await toJson(p, call.base) };
       },
     },
     {

@@ -1,12 +1,20 @@
 /**
- * Calling a remote media provider: bounded exponential backoff on 429, 5xx and
- * requests that never reached it, honouring `Retry-After`; definitive refusals
- * (other 4xx) end at once; a request that was sent and then lost (timeout,
- * reset) is retried only where the upstream deduplicates it (an idempotency
- * key it honours, or a read), otherwise its outcome is unknown. Keys travel
- * only in headers and never appear in an error or a log line.
+ * Calling a remote media provider. Every outcome of a call is one of three:
+ * - *not done*: the request never reached the upstream (connection refused,
+ *   name not found), or it answered 408, 429 or 503 (documented as "not
+ *   processed, try again"): sent again with bounded exponential backoff, honouring
+ *   `Retry-After`;
+ * - *refused*: another 4xx: the slot fails at once, its Gems released;
+ * - *unknown*: another 5xx (a gateway's 502 may come after the work was done),
+ *   or a request sent and then lost (timeout, reset): sent again only where the
+ *   upstream deduplicates it (a read, or an idempotency key it honours);
+ *   otherwise the caller looks the work up where it can, or the task is held
+ *   for an operator (UpstreamUnknown).
+ * Keys travel only in headers and never appear in an error or a log line.
+ * docs/providers.md has the table per provider.
  */
 import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools } from '../media-types.ts';
+import { readErrorText } from './body.ts';
 
 /** Errors from remote media providers by "provider kind" (retried, refused, lost, unavailable), for /metrics (one count per process). */
 export const upstreamErrorCounts = new Map<string, number>();
@@ -31,15 +39,40 @@ export interface CallOptions {
   /** First backoff; doubles per attempt, at most `maxBackoffMs`. */
   backoffMs?: number;
   maxBackoffMs?: number;
-  /** Whether a sent-then-lost request may be sent again (a GET, or an idempotency key the upstream honours). */
+  /** Whether a request whose outcome is unknown (sent then lost, a 5xx other than 503) may be sent again: a read, or an idempotency key the upstream honours. */
   replayable: boolean;
   stopping(): boolean;
+  /** The job's signal: aborted when the worker stops or loses the job, it cuts a request or body read at once. */
+  signal?: AbortSignal | undefined;
   /** Called before each retry (for logs). */
   onRetry?(details: { attempt: number; status?: number; reason: string; waitMs: number }): void;
 }
 
 /** A definitive refusal by the upstream: the slot fails, its Gems are released. */
 export class UpstreamRefusal extends MediaGenerationError {}
+
+/**
+ * A creating call whose outcome is unknown (sent and lost, or a 5xx that is not
+ * 503): never sent again. Its answer's body, when there was one, lets a caller
+ * look the work up (a prediction id); otherwise the task is held.
+ */
+export class UpstreamUnknown extends MediaHoldError {
+  constructor(
+    message: string,
+    readonly body?: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Answers documented as "not processed": 429 (rate limited) and 503 (overloaded,
+ * try again); 408 means the request was not fully received. Any other 5xx may
+ * come from a gateway after the upstream did the work.
+ */
+export function notDone(status: number): boolean {
+  return status === 408 || status === 429 || status === 503;
+}
 
 const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -69,11 +102,12 @@ export function refusalMessage(who: string, status: number, body: string): strin
 }
 
 /**
- * Sends `request()` until it answers something other than 429/5xx, within the
- * deadline. Returns the response of a 2xx; throws UpstreamRefusal for another
- * 4xx, MediaGenerationError when retries or the deadline run out before
- * anything may have been done upstream, MediaHoldError when a request was sent
- * and lost and may not be replayed (its outcome is unknown).
+ * Sends `request()` while its answer says nothing was done (or, for a
+ * replayable request, while the answer is unknown), within the deadline.
+ * Returns the response of a 2xx; throws UpstreamRefusal for a refusal,
+ * MediaGenerationError when retries or the deadline run out while nothing was
+ * done upstream, UpstreamUnknown when a request that may not be replayed may
+ * have been carried out.
  */
 export async function callUpstream(request: (signal: AbortSignal) => Promise<Response>, options: CallOptions): Promise<Response> {
   const deadline = Date.now() + options.deadlineMs;
@@ -89,7 +123,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     const timer = setTimeout(() => controller.abort(new DOMException('timeout', 'TimeoutError')), Math.min(options.attemptTimeoutMs, left));
     const watch = setInterval(() => options.stopping() && controller.abort(new DOMException('stopping', 'AbortError')), 100);
     try {
-      response = await request(controller.signal);
+      response = await request(attemptSignal(controller.signal, options.signal));
     } catch (error) {
       clearTimeout(timer);
       if (options.stopping()) throw new MediaGenerationError('GENERATION_FAILED', `${options.who} call interrupted: the worker is stopping`);
@@ -98,7 +132,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
       lastReason = code ?? (controller.signal.aborted ? 'timeout' : 'connection lost');
       if (sent && !options.replayable) {
         upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
-        throw new MediaHoldError(`${options.who} did not answer a request it may have carried out (${lastReason}); its outcome cannot be known`);
+        throw new UpstreamUnknown(`${options.who} did not answer a request it may have carried out (${lastReason}); its outcome cannot be known`);
       }
       upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
       if (attempt >= attempts) break;
@@ -113,23 +147,35 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     // The timeout stays armed while the body is read (a body that never ends is cut at the attempt's timeout).
     timer.unref();
     if (response.ok) return response;
+    // Read under the attempt's timer and the job's signal, and only its head: an error body that never ends is cut.
+    const body = await readErrorText(response);
     clearTimeout(timer);
-    const body = await response.text().catch(() => '');
-    if (response.status !== 429 && response.status < 500) {
+    if (!notDone(response.status) && response.status < 500) {
       upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'refused' });
       throw new UpstreamRefusal('GENERATION_FAILED', refusalMessage(options.who, response.status, body));
     }
     lastReason = `HTTP ${response.status}`;
+    if (!notDone(response.status) && !options.replayable) {
+      // A 500/502/504 to a creating call: the work may be done (and paid for); sending it again could do it twice.
+      upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
+      throw new UpstreamUnknown(`${options.who} answered ${lastReason} to a request it may have carried out; its outcome cannot be known`, body);
+    }
     upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
     if (attempt >= attempts) break;
     const hinted = retryAfterMs(response.headers.get('retry-after'));
-    const waitMs = Math.min(hinted ?? backoff, options.maxBackoffMs ?? 8000 * 4, Math.max(0, deadline - Date.now()));
+    // A hint shorter than our own backoff (`Retry-After: 0`) does not make back-to-back calls.
+    const waitMs = Math.min(Math.max(hinted ?? 0, backoff), options.maxBackoffMs ?? 8000 * 4, Math.max(0, deadline - Date.now()));
     options.onRetry?.({ attempt, status: response.status, reason: lastReason, waitMs });
     await sleep(waitMs);
     backoff *= 2;
   }
   upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'unavailable' });
   throw new MediaGenerationError('GENERATION_FAILED', `${options.who} was unavailable (${lastReason}); nothing was charged.`);
+}
+
+/** The attempt's own signal, joined with the job's (a stop or a lost lease cuts the request and its body). */
+function attemptSignal(attempt: AbortSignal, job: AbortSignal | undefined): AbortSignal {
+  return job ? AbortSignal.any([attempt, job]) : attempt;
 }
 
 /** A base URL without its trailing slash, and without a trailing /v1 (endpoints add it). */
@@ -168,6 +214,7 @@ export async function postOnce(job: MediaJob, tools: MediaTools, endpoint: strin
     attemptTimeoutMs: options.attemptTimeoutMs,
     replayable: options.idempotent,
     stopping: tools.stopping,
+    signal: tools.signal,
     onRetry: (d) => tools.warn({ slot: job.index, ...d }, `${options.provider} retry`),
   });
 }

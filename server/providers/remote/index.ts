@@ -12,7 +12,8 @@ import type { Catalog, CatalogModel } from '../../domain/catalog.ts';
 import type { JobRequests, MediaKind, MediaProvider, SpeechJobRequest } from '../media-types.ts';
 import { imageRequestProblem, OpenAiImagesProvider } from './openai-images.ts';
 import { OpenAiSpeechProvider, speechRequestProblem } from './openai-speech.ts';
-import { parseReplicateEntry, ReplicateProvider } from './replicate.ts';
+import { fetchAllowOf } from './public-fetch.ts';
+import { parseReplicateEntry, ReplicateProvider, replicateRequestProblem } from './replicate.ts';
 
 export const PROVIDER_NAMES = ['local', 'openai-images', 'openai-speech', 'replicate'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
@@ -38,7 +39,12 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
   for (const [name, mapping] of [['IMAGE_UPSTREAM_MODELS', config.imageUpstreamModels], ['SPEECH_UPSTREAM_MODELS', config.speechUpstreamModels]] as const) {
     for (const id of Object.keys(mapping)) if (!catalog.find(id)) throw new Error(`${name} names ${id}, which is not in the catalog`);
   }
-  const common = { deadlineMs: config.remoteDeadlineSeconds * 1000, attemptTimeoutMs: config.remoteAttemptTimeoutSeconds * 1000, maxOutputBytes: config.remoteOutputMaxBytes };
+  const common = {
+    deadlineMs: config.remoteDeadlineSeconds * 1000,
+    attemptTimeoutMs: config.remoteAttemptTimeoutSeconds * 1000,
+    maxOutputBytes: config.remoteOutputMaxBytes,
+    fetchAllow: fetchAllowOf(config.remoteFetchAllow),
+  };
   let images: OpenAiImagesProvider | undefined;
   let speech: OpenAiSpeechProvider | undefined;
   const byModel: Record<string, MediaProvider> = {};
@@ -77,8 +83,12 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
     laneOf: (model) => (byModel[model]?.lane === 'remote' ? 'remote' : 'local'),
     problem(model, kind, request) {
       const provider = byModel[model];
-      if (provider instanceof OpenAiImagesProvider && kind === 'image') return imageRequestProblem(config.imageUpstreamModels[model]!, request as JobRequests['image']);
+      if (provider instanceof OpenAiImagesProvider && kind === 'image') {
+        const caps = catalog.find(model)?.capabilities as { maxPromptChars?: unknown } | undefined;
+        return imageRequestProblem(config.imageUpstreamModels[model]!, request as JobRequests['image'], typeof caps?.maxPromptChars === 'number' ? caps.maxPromptChars : undefined);
+      }
       if (provider instanceof OpenAiSpeechProvider && kind === 'audio') return speechRequestProblem(config.speechUpstreamVoices, request as SpeechJobRequest);
+      if (provider instanceof ReplicateProvider) return replicateRequestProblem(request);
       return undefined;
     },
   };

@@ -9,15 +9,28 @@
  *
  * Exactly once: each call carries `Idempotency-Key: gemforge-<task>-<slot>`.
  * OpenAI's API does not document that header (its Node SDK sends none), so by
- * default a slot whose call was interrupted is held for an operator rather than
- * sent again; `IMAGE_UPSTREAM_IDEMPOTENT=true` declares an upstream that honours
- * it, and such a slot is sent again with the same key.
+ * default a slot whose call was interrupted, or answered with a 5xx other than
+ * 503 (a gateway's 502 may follow a finished generation), is held for an
+ * operator rather than sent again; `IMAGE_UPSTREAM_IDEMPOTENT=true` declares an
+ * upstream that honours it, and such a slot is sent again with the same key.
  */
 import fsp from 'node:fs/promises';
 import sharp from 'sharp';
 import { MediaGenerationError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { SHARP_INPUT } from '../../media/limits.ts';
+import { decodeGated } from '../../media/probe.ts';
+import { readBase64Field } from './body.ts';
 import { baseOf, postOnce } from './http.ts';
-import { downloadOutput, imageBytes } from './output.ts';
+import { checkOutputFile, downloadOutput, type FileOutput } from './output.ts';
+import type { FetchAllow } from './public-fetch.ts';
+
+/** A read that failed for a reason the slot may show (too large) is rethrown; any other becomes `fallback`. */
+function mediaErrorOr<T>(fallback: T): (error: unknown) => T {
+  return (error) => {
+    if (error instanceof MediaGenerationError) throw error;
+    return fallback;
+  };
+}
 
 export interface OpenAiImagesOptions {
   url: string;
@@ -28,11 +41,19 @@ export interface OpenAiImagesOptions {
   deadlineMs: number;
   attemptTimeoutMs: number;
   maxOutputBytes: number;
+  /** Private addresses an output URL may point at (`REMOTE_FETCH_ALLOW`). */
+  fetchAllow: FetchAllow;
 }
 
 /** What a known upstream model can do (OpenAI's documented limits); unknown names are sent the exact size asked. */
 interface UpstreamImageModel {
   sizes: string[] | undefined;
+  /** The longest prompt it takes, in characters (the prompt as sent, style and negative prompt written in). */
+  maxPromptChars: number | undefined;
+  /** The edits endpoint's file field: `image[]` for several images, `image` for dall-e-2's one. */
+  editField: 'image' | 'image[]';
+  /** How many images an edit takes. */
+  maxEditImages: number;
   background: boolean;
   outputFormat: boolean;
   edits: boolean;
@@ -41,9 +62,13 @@ interface UpstreamImageModel {
 }
 
 function upstreamModel(name: string): UpstreamImageModel {
-  if (name.startsWith('gpt-image')) {
+  // chatgpt-image-latest is the GPT image model ChatGPT uses: the same sizes and fields as gpt-image-*.
+  if (name.startsWith('gpt-image') || name.startsWith('chatgpt-image')) {
     return {
       sizes: ['1024x1024', '1536x1024', '1024x1536'],
+      maxPromptChars: 32000,
+      editField: 'image[]',
+      maxEditImages: 16,
       background: true,
       outputFormat: true,
       edits: true,
@@ -53,6 +78,9 @@ function upstreamModel(name: string): UpstreamImageModel {
   if (name === 'dall-e-3') {
     return {
       sizes: ['1024x1024', '1792x1024', '1024x1792'],
+      maxPromptChars: 4000,
+      editField: 'image[]',
+      maxEditImages: 0,
       background: false,
       outputFormat: false,
       edits: false,
@@ -60,8 +88,10 @@ function upstreamModel(name: string): UpstreamImageModel {
       style: (v) => (v === 'vivid' ? 'vivid' : v === 'muted' ? 'natural' : undefined),
     };
   }
-  if (name === 'dall-e-2') return { sizes: ['256x256', '512x512', '1024x1024'], background: false, outputFormat: false, edits: true, quality: () => undefined };
-  return { sizes: undefined, background: true, outputFormat: true, edits: true, quality: () => undefined };
+  if (name === 'dall-e-2') {
+    return { sizes: ['256x256', '512x512', '1024x1024'], maxPromptChars: 1000, editField: 'image', maxEditImages: 1, background: false, outputFormat: false, edits: true, quality: () => undefined };
+  }
+  return { sizes: undefined, maxPromptChars: undefined, editField: 'image[]', maxEditImages: 16, background: true, outputFormat: true, edits: true, quality: () => undefined };
 }
 
 /** The allowed size nearest the requested shape (then the requested long edge). */
@@ -75,15 +105,29 @@ export function nearestSize(sizes: string[] | undefined, width: number, height: 
   return [...sizes].sort((a, b) => score(a) - score(b))[0]!;
 }
 
-/** What the upstream model cannot do for this request (refused at submission, before anything is reserved). */
-export function imageRequestProblem(upstream: string, request: Pick<ImageJobRequest, 'background' | 'sourceImage' | 'referenceImages'>): string | undefined {
+/**
+ * What the upstream model cannot do for this request (refused at submission,
+ * before anything is reserved). The prompt is judged as it will be sent, with
+ * the style and negative prompt written in, against the catalog's limit and
+ * the upstream model's.
+ */
+export function imageRequestProblem(
+  upstream: string,
+  request: Pick<ImageJobRequest, 'prompt' | 'style' | 'negativePrompt' | 'background' | 'sourceImage' | 'referenceImages'>,
+  catalogMaxPromptChars = Number.POSITIVE_INFINITY,
+): string | undefined {
   const m = upstreamModel(upstream);
   if (request.background === 'transparent' && !m.background) return `parameters.background "transparent" is not available for this model (its upstream ${upstream} has no transparency).`;
-  if ((request.sourceImage || request.referenceImages.length > 0) && !m.edits) return `this model cannot edit images (its upstream ${upstream} has no edits): leave out sourceImage and referenceAssetIds.`;
+  const images = (request.sourceImage ? 1 : 0) + request.referenceImages.length;
+  if (images > 0 && !m.edits) return `this model cannot edit images (its upstream ${upstream} has no edits): leave out sourceImage and referenceAssetIds.`;
+  if (images > m.maxEditImages) return `this model edits at most ${m.maxEditImages} image${m.maxEditImages === 1 ? '' : 's'} at once (its upstream ${upstream}): send fewer of sourceImage and referenceAssetIds.`;
+  const limit = Math.min(catalogMaxPromptChars, m.maxPromptChars ?? Number.POSITIVE_INFINITY);
+  const sent = promptOf(request).length;
+  if (sent > limit) return `the prompt with its style and negative prompt written in is ${sent} characters, above this model's ${limit}: shorten the prompt, style or negativePrompt.`;
   return undefined;
 }
 
-function promptOf(request: ImageJobRequest): string {
+function promptOf(request: Pick<ImageJobRequest, 'prompt' | 'style' | 'negativePrompt'>): string {
   let prompt = request.prompt;
   if (request.style) prompt += `\n\nStyle: ${request.style}.`;
   if (request.negativePrompt) prompt += `\n\nAvoid: ${request.negativePrompt}.`;
@@ -129,7 +173,7 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
       for (const id of [request.sourceImage, ...request.referenceImages].filter((x): x is string => Boolean(x))) {
         const bytes = await fsp.readFile(await tools.assetFile(id));
         const meta = await sharp(bytes).metadata();
-        form.append('image[]', new Blob([new Uint8Array(bytes)], { type: `image/${meta.format === 'jpeg' ? 'jpeg' : meta.format ?? 'png'}` }), `${id}.${meta.format ?? 'png'}`);
+        form.append(m.editField, new Blob([new Uint8Array(bytes)], { type: `image/${meta.format === 'jpeg' ? 'jpeg' : meta.format ?? 'png'}` }), `${id}.${meta.format ?? 'png'}`);
       }
       body = form;
     } else {
@@ -139,30 +183,40 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     const endpoint = `${this.base}/v1/images/${edit ? 'edits' : 'generations'}`;
     const response = await postOnce(job, tools, endpoint, body, headers, { provider: this.name, who: 'The image provider', ...this.options });
     const requestId = response.headers.get('x-request-id') ?? undefined;
-    const answer = (await response.json().catch(() => undefined)) as ImagesAnswer | undefined;
-    const item = Array.isArray(answer?.data) ? answer.data[0] : undefined;
-    let output: GeneratedOutput;
-    if (typeof item?.b64_json === 'string' && item.b64_json.length > 0) {
-      output = imageBytes(Buffer.from(item.b64_json, 'base64'), 'The image provider', this.options.maxOutputBytes);
-    } else if (typeof item?.url === 'string') {
-      output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs });
-    } else {
+    // The base64 image is decoded into a temp file while it arrives, never held whole (nor as text) in memory.
+    const file = await tools.tempFile('.remote');
+    let output: FileOutput | undefined;
+    try {
+      const { answer, bytes } = await readBase64Field(response, 'b64_json', file, this.options.maxOutputBytes, 'The image provider').catch(mediaErrorOr({ answer: undefined, bytes: 0 }));
+      const item = Array.isArray((answer as ImagesAnswer | undefined)?.data) ? (answer as ImagesAnswer).data![0] : undefined;
+      if (bytes > 0) output = await checkOutputFile(file, 'image', tools, 'The image provider');
+      else if (typeof item?.url === 'string') {
+        output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs, allow: this.options.fetchAllow });
+      }
+    } finally {
+      if (output?.file !== file) await fsp.rm(file, { force: true });
+    }
+    if (!output) {
       tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'image provider answered without an image');
       throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an answer without an image; nothing was charged for it.');
     }
     return this.inFormat(output, request);
   }
 
-  /** The requested format, converted here when the upstream answered another one. */
-  private async inFormat(output: GeneratedOutput, request: ImageJobRequest): Promise<GeneratedOutput> {
-    if (output.mimeType === request.mimeType) return output;
+  /**
+   * The requested format, converted here when the upstream answered another
+   * one: the image passed the upload limits already (output.ts), and decodes
+   * under libvips' own pixel limit and at the shared decode gate.
+   */
+  private async inFormat({ file, mimeType, probe }: FileOutput, request: ImageJobRequest): Promise<GeneratedOutput> {
+    if (mimeType === request.mimeType || !probe) return { file, mimeType };
     try {
-      const bytes = await sharp('bytes' in output ? output.bytes : output.file).toFormat(request.outputFormat).toBuffer();
+      const bytes = await decodeGated(probe, () => sharp(file, SHARP_INPUT).toFormat(request.outputFormat).toBuffer());
       return { bytes, mimeType: request.mimeType };
     } catch {
       throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an image that could not be decoded; nothing was charged for it.');
     } finally {
-      if ('file' in output) await fsp.rm(output.file, { force: true });
+      await fsp.rm(file, { force: true });
     }
   }
 }

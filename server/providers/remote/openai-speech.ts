@@ -11,7 +11,7 @@ import fsp from 'node:fs/promises';
 import { runTool } from '../../media/run.ts';
 import { MediaGenerationError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools, type SpeechJobRequest } from '../media-types.ts';
 import { baseOf, postOnce } from './http.ts';
-import { storeOutputBytes } from './output.ts';
+import { storeOutputBody } from './output.ts';
 
 export interface OpenAiSpeechOptions {
   url: string;
@@ -53,8 +53,9 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
     if (problem) throw new MediaGenerationError('GENERATION_FAILED', `This output could not be made: ${problem}`);
     const body = JSON.stringify({ model: upstream, input: request.text, voice: this.options.voices[request.voice.id], speed: request.speed, response_format: FORMATS[request.mimeType] });
     const response = await postOnce(job, tools, `${this.base}/v1/audio/speech`, body, { 'content-type': 'application/json' }, { provider: this.name, who: 'The speech provider', ...this.options });
-    const bytes = Buffer.from(await response.arrayBuffer());
-    const output = await storeOutputBytes(bytes, 'audio', tools, 'The speech provider', this.options.maxOutputBytes);
+    // Streamed to a temp file within the limit, held to the media limits before ffmpeg touches it.
+    const { file, mimeType } = await storeOutputBody(response, 'audio', tools, 'The speech provider', this.options.maxOutputBytes);
+    const output = { file, mimeType };
     if (output.mimeType !== request.mimeType) {
       await fsp.rm(output.file, { force: true });
       tools.warn({ slot: job.index, asked: request.mimeType, got: output.mimeType, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'speech provider answered another format');
@@ -65,8 +66,8 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
 
   /** The volume parameter (dB), applied locally. */
   private async withGain(output: { file: string; mimeType: string }, gainDb: number, tools: MediaTools): Promise<GeneratedOutput> {
-    const ext = output.mimeType === 'audio/wav' ? 'wav' : output.mimeType === 'audio/mpeg' ? 'mp3' : output.mimeType === 'audio/flac' ? 'flac' : 'm4a';
-    const file = await tools.tempFile(`.${ext}`);
+    // The file's extension picks ffmpeg's muxer: the format asked is the format kept (`.aac` is an ADTS stream, as the upstream sends; `.m4a` would be MP4).
+    const file = await tools.tempFile(`.${FORMATS[output.mimeType]}`);
     try {
       await runTool(tools.ffmpegPath, ['-v', 'error', '-y', '-i', output.file, '-af', `volume=${gainDb}dB`, file]);
       return { file, mimeType: output.mimeType };

@@ -2,14 +2,17 @@
  * Any kind through an asynchronous prediction API in Replicate's HTTP shape:
  * create a prediction (`POST /v1/models/{owner}/{name}/predictions`, or
  * `POST /v1/predictions` with a version), read it (`GET /v1/predictions/{id}`)
- * until `succeeded`, `failed` or `canceled`; outputs are URLs, downloaded here.
+ * until `succeeded`, `failed`, `canceled` or `aborted`; outputs are URLs (a
+ * string, a list, or an object of them; `data:` URLs included), taken here.
  *
  * Exactly once: the slot is marked `calling` before the create request and
  * the prediction id is recorded as soon as it answers; a resumed job reads that
- * prediction instead of creating another. A create request that was sent and
- * lost (no id came back) cannot be looked up: the task is held for an
- * operator. A prediction still running at the deadline is cancelled upstream
- * and the slot fails (nothing charged).
+ * prediction instead of creating another. A create request is sent again only
+ * when nothing was done (refused connection, 429, 503); an unknown outcome
+ * (lost, another 5xx, a malformed answer) is looked up when an id came back,
+ * otherwise the task is held for an operator. Reads back off when throttled
+ * and keep the prediction; a slot given up (deadline, a refused read, no
+ * usable output) cancels its prediction, so nothing runs on unpaid.
  *
  * A catalog entry maps the public request onto the model's `input`:
  *   replicate:
@@ -21,8 +24,10 @@
  * checked at start: an unknown field stops the start naming the model.
  */
 import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
-import { baseOf, callUpstream } from './http.ts';
-import { downloadOutput } from './output.ts';
+import { readErrorText, readJsonBounded } from './body.ts';
+import { baseOf, callUpstream, UpstreamUnknown } from './http.ts';
+import { dataUrlOutput, downloadOutput } from './output.ts';
+import type { FetchAllow } from './public-fetch.ts';
 
 export interface ReplicateEntry {
   /** `owner/name` of an official model, or a version id (`POST /v1/predictions`). */
@@ -38,6 +43,8 @@ export interface ReplicateOptions {
   deadlineMs: number;
   attemptTimeoutMs: number;
   maxOutputBytes: number;
+  /** Private addresses an output URL may point at (`REMOTE_FETCH_ALLOW`). */
+  fetchAllow: FetchAllow;
 }
 
 /** The fields a placeholder may name, per kind (the job request's own fields). */
@@ -46,6 +53,20 @@ export const REQUEST_FIELDS: Record<MediaKind, readonly string[]> = {
   video: ['prompt', 'mode', 'duration', 'ratio', 'resolution', 'width', 'height', 'fps', 'audio', 'seed'],
   audio: ['prompt', 'text', 'operation', 'musicMode', 'instrumental', 'style', 'title', 'negativeTags', 'vocalGender', 'durationSeconds', 'speed', 'volume', 'temperature', 'seed'],
 };
+
+/**
+ * What a prediction model cannot be given (refused at submission, before
+ * anything is reserved): source and reference media. A placeholder carries
+ * only the request's text and settings, and an asset is private to this
+ * server; sending the request without them would run (and charge) another
+ * generation than the one asked, such as text-to-video for image-to-video.
+ */
+export function replicateRequestProblem(request: JobRequests[MediaKind]): string | undefined {
+  const r = request as Partial<Record<'sourceImage' | 'endFrame' | 'coverAudio', string | null> & Record<'referenceImages' | 'referenceVideos' | 'referenceAudios', string[]>>;
+  const media = [r.sourceImage, r.endFrame, r.coverAudio, ...(r.referenceImages ?? []), ...(r.referenceVideos ?? []), ...(r.referenceAudios ?? [])].filter(Boolean);
+  if (media.length === 0) return undefined;
+  return 'this model is given text and settings only (its upstream is a prediction model that cannot receive this server\'s assets): leave out sourceImage, endFrame and referenceAssetIds.';
+}
 
 const PLACEHOLDER = /\{([A-Za-z]+)\}/g;
 
@@ -99,8 +120,46 @@ interface Prediction {
   error?: unknown;
 }
 
-const TERMINAL = new Set(['succeeded', 'failed', 'canceled']);
+/** Replicate's terminal statuses (`aborted`: stopped before it started, e.g. a deadline of its own). */
+const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
+/** The largest prediction answer read (its logs can run to hundreds of kilobytes). */
+const PREDICTION_MAX_BYTES = 4 * 1024 * 1024;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A JSON object, or undefined. */
+function parsed(text: string | undefined): Prediction | undefined {
+  try {
+    const value = JSON.parse(text ?? '') as unknown;
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Prediction) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The output's address: a string, the first of a list, or (an object of named
+ * outputs, e.g. `{"video": url}`) the one named after the kind, else the first
+ * address among its values.
+ */
+export function outputUrl(output: unknown, kind: MediaKind): string | undefined {
+  if (typeof output === 'string') return output;
+  if (Array.isArray(output)) {
+    for (const item of output) {
+      const url = outputUrl(item, kind);
+      if (url) return url;
+    }
+    return undefined;
+  }
+  if (typeof output === 'object' && output !== null) {
+    const named = output as Record<string, unknown>;
+    const own = outputUrl(named[kind] ?? named.output ?? named.url, kind);
+    if (own) return own;
+    for (const value of Object.values(named)) {
+      if (typeof value === 'string' && /^(https?:|data:)/.test(value)) return value;
+    }
+  }
+  return undefined;
+}
 
 export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> {
   readonly name = 'replicate';
@@ -121,7 +180,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     return { 'content-type': 'application/json', ...(this.options.token && { authorization: `Bearer ${this.options.token}` }) };
   }
 
-  private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean): Promise<Response> {
+  private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
     return callUpstream((signal) => fetch(`${this.base}${path}`, { ...init, headers: this.headers(), signal }), {
       who: this.who,
       provider: this.name,
@@ -129,11 +188,14 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
       attemptTimeoutMs: this.options.attemptTimeoutMs,
       replayable,
       stopping: tools.stopping,
+      signal: tools.signal,
+      ...pacing,
     });
   }
 
   private async read(response: Response, tools: MediaTools, slot: number): Promise<Prediction> {
-    const body = (await response.json().catch(() => undefined)) as Prediction | undefined;
+    // Bounded while read: a prediction (its input, logs and output URLs) is small; a huge answer fails the read.
+    const body = (await readJsonBounded(response, PREDICTION_MAX_BYTES, this.who).catch(() => undefined)) as Prediction | undefined;
     if (typeof body !== 'object' || body === null || typeof body.status !== 'string') {
       tools.warn({ slot, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'prediction answer malformed');
       throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned a malformed answer; nothing was charged for this output.`);
@@ -141,19 +203,53 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     return body;
   }
 
-  /** Creates the slot's prediction, its id recorded before anything waits on it. */
+  /**
+   * Creates the slot's prediction, its id recorded before anything waits on it.
+   * Sent once: an answer whose outcome is unknown is looked up by the id it
+   * carries, or holds the task when it carries none.
+   */
   private async create(job: MediaJob<K>, tools: MediaTools): Promise<string> {
     const input = inputFor(this.entry, job.request);
     const [path, body] = this.entry.model
       ? [`/v1/models/${this.entry.model}/predictions`, { input }]
       : ['/v1/predictions', { version: this.entry.version, input }];
     await tools.remoteCalls.calling(job.index, this.name);
-    const prediction = await this.read(await this.call(path, { method: 'POST', body: JSON.stringify(body) }, tools, false), tools, job.index);
-    if (typeof prediction.id !== 'string' || prediction.id === '') {
-      throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned a malformed answer; nothing was charged for this output.`);
+    let answer: Prediction | undefined;
+    let requestId: string | undefined;
+    try {
+      const response = await this.call(path, { method: 'POST', body: JSON.stringify(body) }, tools, false);
+      requestId = response.headers.get('x-request-id') ?? undefined;
+      // Its head only (an answer cut at the bound reads as malformed, which holds: the prediction may exist).
+      answer = parsed(await readErrorText(response, PREDICTION_MAX_BYTES));
+    } catch (error) {
+      if (!(error instanceof UpstreamUnknown)) throw error;
+      answer = parsed(error.body);
+      if (typeof answer?.id !== 'string' || answer.id === '') throw error;
     }
-    await tools.remoteCalls.created(job.index, prediction.id);
-    return prediction.id;
+    if (typeof answer?.id !== 'string' || answer.id === '') {
+      // A 2xx without an id: a prediction may run (and charge) that cannot be found from here.
+      tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'prediction create answer malformed');
+      throw new MediaHoldError(`${this.who} answered the prediction request without an id; whether a prediction runs (and charges) cannot be known`);
+    }
+    await tools.remoteCalls.created(job.index, answer.id);
+    return answer.id;
+  }
+
+  /** Reads the prediction; throttling and outages back off until `deadline`, the prediction kept. */
+  private async poll(id: string, tools: MediaTools, slot: number, deadline: number): Promise<Prediction> {
+    // Each read gets a whole attempt even near the deadline (the deadline is judged on what it answers).
+    const pacing = { deadlineMs: Math.max(this.options.attemptTimeoutMs, deadline - Date.now()), attempts: Number.POSITIVE_INFINITY, backoffMs: this.options.pollMs, maxBackoffMs: this.options.pollMs * 16 };
+    return this.read(await this.call(`/v1/predictions/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true, pacing), tools, slot);
+  }
+
+  /** Asks the upstream to cancel a prediction this slot gave up on (best effort: a failure is only logged). */
+  private async cancel(id: string, tools: MediaTools): Promise<void> {
+    try {
+      const response = await this.call(`/v1/predictions/${encodeURIComponent(id)}/cancel`, { method: 'POST' }, tools, true);
+      await response.body?.cancel();
+    } catch (error) {
+      tools.warn({ prediction: id, reason: error instanceof Error ? error.message : String(error) }, 'prediction cancel failed');
+    }
   }
 
   async generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
@@ -164,27 +260,35 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     else id = await this.create(job, tools);
 
     const deadline = Date.now() + this.options.deadlineMs;
-    let prediction: Prediction;
-    for (;;) {
-      prediction = await this.read(await this.call(`/v1/predictions/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true), tools, job.index);
-      if (TERMINAL.has(prediction.status as string)) break;
-      if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the worker leaves the job; a resumed run reads the same prediction
-      if (Date.now() >= deadline) {
-        await this.call(`/v1/predictions/${encodeURIComponent(id)}/cancel`, { method: 'POST' }, tools, true).catch(() => undefined);
-        throw new MediaGenerationError('GENERATION_FAILED', `${this.who} did not finish within ${Math.round(this.options.deadlineMs / 1000)} s; the prediction was cancelled and nothing was charged.`);
+    let prediction: Prediction | undefined;
+    try {
+      for (;;) {
+        prediction = await this.poll(id, tools, job.index, deadline);
+        if (TERMINAL.has(prediction.status as string)) break;
+        if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the worker leaves the job; a resumed run reads the same prediction
+        if (Date.now() >= deadline) {
+          throw new MediaGenerationError('GENERATION_FAILED', `${this.who} did not finish within ${Math.round(this.options.deadlineMs / 1000)} s; the prediction was cancelled and nothing was charged.`);
+        }
+        await sleep(this.options.pollMs);
       }
-      await sleep(this.options.pollMs);
+    } catch (error) {
+      // Given up (deadline, a refused, malformed or oversized read): cancelled upstream, so it stops
+      // billing. A stop leaves it running for the resumed run, which reads the same prediction.
+      if (!tools.stopping() && !TERMINAL.has(prediction?.status as string)) await this.cancel(id, tools);
+      throw error;
     }
     if (prediction.status === 'failed') {
       const reason = typeof prediction.error === 'string' && /nsfw|content|safety|policy/i.test(prediction.error) ? ' under its content policy' : '';
       throw new MediaGenerationError('GENERATION_FAILED', `${this.who} could not make this output${reason}; nothing was charged for it.`);
     }
     if (prediction.status === 'canceled') throw new MediaGenerationError('GENERATION_FAILED', `${this.who} cancelled this output; nothing was charged for it.`);
-    const url = Array.isArray(prediction.output) ? prediction.output[0] : prediction.output;
-    if (typeof url !== 'string') {
+    if (prediction.status === 'aborted') throw new MediaGenerationError('GENERATION_FAILED', `${this.who} aborted this output before it started; nothing was charged for it.`);
+    const url = outputUrl(prediction.output, this.kind);
+    if (url === undefined) {
       tools.warn({ slot: job.index }, 'prediction succeeded without an output URL');
       throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned no output; nothing was charged for it.`);
     }
-    return downloadOutput(url, this.kind, tools, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3 });
+    if (url.startsWith('data:')) return dataUrlOutput(url, this.kind, tools, this.who, this.options.maxOutputBytes);
+    return downloadOutput(url, this.kind, tools, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
   }
 }

@@ -4,6 +4,7 @@
  * for every other text model.
  */
 import type { Config } from '../../config.ts';
+import { upstreamSecrets } from '../redact.ts';
 import { LocalTextProvider } from './local.ts';
 import { UpstreamTextProvider } from './upstream.ts';
 import type { TextProviders } from './types.ts';
@@ -11,11 +12,11 @@ import type { TextProviders } from './types.ts';
 export * from './types.ts';
 
 export function createTextProviders(
-  config: Pick<Config, 'textStreamDelayMs' | 'textUpstreamUrl' | 'textUpstreamApiKey' | 'textUpstreamModels'>,
+  config: Pick<Config, 'textStreamDelayMs' | 'textUpstreamUrl' | 'textUpstreamApiKey' | 'textUpstreamModels'> & Parameters<typeof upstreamSecrets>[0],
 ): TextProviders {
   const local = new LocalTextProvider({ delayMs: config.textStreamDelayMs });
   const upstream = config.textUpstreamUrl
-    ? new UpstreamTextProvider({ url: config.textUpstreamUrl, apiKey: config.textUpstreamApiKey })
+    ? new UpstreamTextProvider({ url: config.textUpstreamUrl, apiKey: config.textUpstreamApiKey, secrets: upstreamSecrets(config) })
     : undefined;
   return (id) => {
     const mapped = Object.hasOwn(config.textUpstreamModels, id) ? config.textUpstreamModels[id] : undefined;

@@ -51,7 +51,10 @@ export interface TextProvider {
 /**
  * How a provider call failed, which decides the money and the replay:
  * - `refused`: the provider certainly did no work (connection refused, a 4xx
- *   before generation): the reservation is released, replays get REQUEST_FAILED.
+ *   before generation): the reservation is released. When it is `unavailable`
+ *   (it said "not now": refused connection, 429, 500, 503) the identity stays
+ *   free (503 with Retry-After, a replay dispatches anew); otherwise (it
+ *   rejected the request) replays get REQUEST_FAILED.
  * - `failed`: generation stopped part-way and the usage so far is known: it is
  *   billed, and the identity becomes uncertain.
  * - `uncertain`: work may have happened and its usage is unknown: the
@@ -65,13 +68,16 @@ export class ProviderError extends Error {
   readonly unavailable: boolean;
   /** For `failed`: the usage measured so far. */
   readonly usage: Usage | undefined;
+  /** For `refused` and `unavailable`: the provider did nothing, the identity may be sent again after this many seconds. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(failure: ProviderFailure, message: string, options: { unavailable?: boolean; usage?: Usage; cause?: unknown } = {}) {
+  constructor(failure: ProviderFailure, message: string, options: { unavailable?: boolean; usage?: Usage; retryAfterSeconds?: number; cause?: unknown } = {}) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';
     this.failure = failure;
     this.unavailable = options.unavailable ?? false;
     this.usage = options.usage;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
 

@@ -3,14 +3,24 @@
  * `POST /v1/chat/completions` (Ollama, vLLM, a llama.cpp server, a hosted API).
  * It always streams from the upstream (so partial output is measurable), asks
  * for usage in the final chunk (`stream_options.include_usage`), and passes
- * `temperature`, `top_p`, `max_tokens` and `response_format` through.
+ * `temperature`, `top_p`, `max_tokens` and `response_format` through, in the
+ * dialect of the upstream model (REASONING_MODELS).
  *
- * Failure classes (see ProviderError): a refused connection, 429/503 or another
- * 4xx before any output is `refused` (nothing was spent); anything after the
- * request may have been accepted (other 5xx, a reset, a broken or unfinished
- * stream) is `uncertain`.
+ * Failure classes (see ProviderError), decided per answer before any output:
+ * a refused connection, 408, 429, 500 and 503 are `refused` and `unavailable`
+ * (the upstream answered that it did nothing; an error answer is not billed),
+ * so the identity stays free; another 4xx is `refused` (rejected, final);
+ * 502, 504 and other 5xx (a gateway may answer them after the model ran),
+ * a timeout, a reset, a broken or unfinished stream are `uncertain`.
+ *
+ * Bounded: the stream is read in linear time with one event at most 1 MiB, a
+ * one-JSON answer at most 16 MiB, an error body's first 64 KiB; past a bound
+ * the stream counts as broken (`uncertain`). Upstream text kept as an error's
+ * cause (and so logged) is scrubbed of keys first.
  */
 import { chatPromptTokenUpperBound } from '../../tokens.ts';
+import { readBounded, readErrorText } from '../remote/body.ts';
+import { scrubSecrets } from '../redact.ts';
 import { sseData } from './sse-reader.ts';
 import { ProviderError, type ChatMessage, type FinishReason, type TextEvent, type TextGenerationRequest, type TextProvider, type Usage } from './types.ts';
 
@@ -20,7 +30,14 @@ export interface UpstreamOptions {
   apiKey?: string | undefined;
   /** Gives up on a silent upstream after this long (the outcome is then uncertain). */
   timeoutMs?: number;
+  /** Keys scrubbed from upstream text before it becomes an error's cause or a log line (this provider's own key always is). */
+  secrets?: string[];
 }
+
+/** The largest one-JSON completion read (an upstream that ignores `stream`); larger fails as a broken answer. */
+const JSON_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
+/** Error bodies are read for a detail only: their head. */
+const ERROR_BODY_MAX_BYTES = 64 * 1024;
 
 /** The chat-completions endpoint for a configured base URL. */
 export function chatCompletionsUrl(base: string): string {
@@ -30,11 +47,36 @@ export function chatCompletionsUrl(base: string): string {
   return `${trimmed}/v1/chat/completions`;
 }
 
+/** The upstream's `Retry-After` in whole seconds (1–60), else undefined. */
+function retryAfterSecondsOf(value: string | null): number | undefined {
+  if (!value) return undefined;
+  const seconds = Number(value);
+  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(value) - Date.now();
+  return Number.isFinite(ms) ? Math.min(60, Math.max(1, Math.ceil(ms / 1000))) : undefined;
+}
+
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 function networkCode(error: unknown): string | undefined {
   const cause = (error as { cause?: { code?: string; cause?: { code?: string } } })?.cause;
   return cause?.code ?? cause?.cause?.code;
+}
+
+/**
+ * OpenAI's reasoning models (o1*, o3*, o4*, gpt-5*, also behind an `openai/`
+ * prefix) refuse `max_tokens` ("Use 'max_completion_tokens' instead") and a
+ * `temperature` or `top_p` of their own: the limit goes as
+ * `max_completion_tokens` (it bounds the hidden reasoning and the answer
+ * together, so the reservation still bounds the charge) and the sampling
+ * parameters are left out. docs/providers.md has the table.
+ */
+export const REASONING_MODELS = /^(?:[\w.-]+\/)?(?:o1|o3|o4|gpt-5)(?:$|[-.:])/;
+
+/** The request body for an upstream model, in its dialect. */
+export function upstreamBody(request: TextGenerationRequest): Record<string, unknown> {
+  const common = { model: request.model, messages: request.messages, response_format: request.response_format, stream: true, stream_options: { include_usage: true } };
+  if (REASONING_MODELS.test(request.model)) return { ...common, max_completion_tokens: request.max_tokens };
+  return { ...common, max_tokens: request.max_tokens, temperature: request.temperature, top_p: request.top_p };
 }
 
 interface UpstreamChunk {
@@ -43,15 +85,32 @@ interface UpstreamChunk {
   error?: { message?: string };
 }
 
+/** A stream frame's JSON; a parse error would quote the frame (and whatever it echoes), so it is replaced. */
+function parseFrame(data: string): UpstreamChunk {
+  try {
+    return JSON.parse(data) as UpstreamChunk;
+  } catch {
+    throw new Error('upstream frame is not JSON');
+  }
+}
+
 function finishReason(value: string | null | undefined): FinishReason | undefined {
   if (!value) return undefined;
   return value === 'length' ? 'length' : 'stop';
 }
 
-function usageFrom(value: Partial<Usage> | null | undefined): Usage | undefined {
+/**
+ * The usage as billed. Hidden reasoning tokens are billed as output: OpenAI
+ * counts them inside `completion_tokens` (`completion_tokens_details` only
+ * breaks them out); a server that reports fewer completion tokens than
+ * reasoning tokens counted them apart, and they are added.
+ */
+function usageFrom(value: (Partial<Usage> & { completion_tokens_details?: { reasoning_tokens?: unknown } | null }) | null | undefined): Usage | undefined {
   if (!value || !Number.isInteger(value.prompt_tokens) || !Number.isInteger(value.completion_tokens)) return undefined;
   const prompt = value.prompt_tokens as number;
-  const completion = value.completion_tokens as number;
+  const reasoning = value.completion_tokens_details?.reasoning_tokens;
+  const apart = Number.isInteger(reasoning) && (reasoning as number) > (value.completion_tokens as number) ? (reasoning as number) : 0;
+  const completion = (value.completion_tokens as number) + apart;
   if (prompt < 0 || completion < 0) return undefined;
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
@@ -63,22 +122,18 @@ export class UpstreamTextProvider implements TextProvider {
     this.endpoint = chatCompletionsUrl(options.url);
   }
 
+  /** Upstream text without this server's keys or anything shaped like a credential. */
+  private scrub(text: string): string {
+    return scrubSecrets(text, [this.options.apiKey, ...(this.options.secrets ?? [])]);
+  }
+
   /** A remote tokenizer is unknown: bound it by bytes (every byte-level token covers at least one byte). */
   promptTokenUpperBound(messages: ChatMessage[]): number {
     return chatPromptTokenUpperBound(messages);
   }
 
   private async post(request: TextGenerationRequest): Promise<Response> {
-    const body = {
-      model: request.model,
-      messages: request.messages,
-      max_tokens: request.max_tokens,
-      temperature: request.temperature,
-      top_p: request.top_p,
-      response_format: request.response_format,
-      stream: true,
-      stream_options: { include_usage: true },
-    };
+    const body = upstreamBody(request);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream, application/json' };
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
     let res: Response;
@@ -97,11 +152,12 @@ export class UpstreamTextProvider implements TextProvider {
       throw new ProviderError('uncertain', 'The upstream text provider did not answer.', { cause: error });
     }
     if (res.ok) return res;
-    const detail = (await res.text().catch(() => '')).slice(0, 300);
-    if (res.status === 429 || res.status === 503) {
-      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, cause: detail });
+    const detail = this.scrub((await readErrorText(res, ERROR_BODY_MAX_BYTES)).slice(0, 300));
+    if ([408, 429, 500, 503].includes(res.status)) {
+      const retryAfterSeconds = retryAfterSecondsOf(res.headers.get('retry-after'));
+      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, retryAfterSeconds, cause: detail });
     }
-    if (res.status >= 400 && res.status < 500 && res.status !== 408) {
+    if (res.status >= 400 && res.status < 500) {
       throw new ProviderError('refused', `The upstream text provider rejected the request (HTTP ${res.status}).`, { cause: detail });
     }
     throw new ProviderError('uncertain', `The upstream text provider failed (HTTP ${res.status}).`, { cause: detail });
@@ -123,8 +179,8 @@ export class UpstreamTextProvider implements TextProvider {
           done = true;
           break;
         }
-        const chunk = JSON.parse(data) as UpstreamChunk;
-        if (chunk.error) throw new Error(`upstream error frame: ${chunk.error.message ?? 'unknown'}`);
+        const chunk = parseFrame(data);
+        if (chunk.error) throw new Error(`upstream error frame: ${this.scrub(String(chunk.error.message ?? 'unknown'))}`);
         const choice = chunk.choices?.[0];
         const content = choice?.delta?.content;
         if (typeof content === 'string' && content.length > 0) yield { type: 'delta', content };
@@ -142,7 +198,7 @@ export class UpstreamTextProvider implements TextProvider {
   private async *fromJson(res: Response): AsyncGenerator<TextEvent> {
     let body: UpstreamChunk;
     try {
-      body = (await res.json()) as UpstreamChunk;
+      body = JSON.parse((await readBounded(res, JSON_ANSWER_MAX_BYTES, 'The upstream text provider')).toString('utf8')) as UpstreamChunk;
     } catch (error) {
       throw new ProviderError('uncertain', 'The upstream text provider answered unreadable JSON.', { cause: error });
     }
