@@ -68,6 +68,31 @@ async function assertAllSucceededOnce(s: TestServer, user: { accountId: string; 
   assert.deepEqual(fs.existsSync(kept) ? fs.readdirSync(kept) : [], [], 'kept outputs are gone once stored');
 }
 
+/**
+ * The image generator writing its output onto a full disk for real: its temp
+ * file is a link to /dev/full (every write there fails with ENOSPC) while `full()`.
+ */
+function fullDiskProviders(full: () => boolean): { providers: MediaProviders; calls: () => number; links: string[] } {
+  const base = defaultMediaProviders();
+  const image = base.image!;
+  let calls = 0;
+  const links: string[] = [];
+  const generate: typeof image.generate = (job, tools) => {
+    calls++;
+    if (!full()) return image.generate(job, tools);
+    return image.generate(job, {
+      ...tools,
+      tempFile: async (suffix) => {
+        const file = await tools.tempFile(suffix);
+        fs.symlinkSync('/dev/full', file);
+        links.push(file);
+        return file;
+      },
+    });
+  };
+  return { providers: { ...base, image: { ...image, generate } }, calls: () => calls, links };
+}
+
 describe('outages: a store that fails while the worker finishes outputs', () => {
   let s3: LocalS3 | undefined;
   let s: TestServer | undefined;
@@ -111,9 +136,33 @@ describe('outages: a store that fails while the worker finishes outputs', () => 
     await assertAllSucceededOnce(s, user, ids, before);
     assert.equal(counted.calls(), 2, 'each output generated once');
   });
+
+  it('when the generator cannot write its output to a full disk, then its partial file is removed, the job waits for space and the task succeeds', { skip: fs.existsSync('/dev/full') ? false : 'needs /dev/full' }, async () => {
+    let full = true;
+    const provider = fullDiskProviders(() => full);
+    s = await startTestServer({ env: ENV, providers: provider.providers });
+    const user = await s.user({ gems: 500 });
+    const before = (await ledger.accountSummary(s.db, systemClock, user.accountId, [])).balance;
+    const r = await submit(s, user.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a fox on a full disk', parameters: { resolution: '512' } });
+    assert.equal(r.status, 202);
+    await until('the job handed back after the full disk', async () => ((await findJobByTask(s!.db, r.body.task.id))?.store_retries ?? 0) >= 1);
+    assert.notEqual(await waitForTaskStatus(s, user.secret, r.body.task.id), 'failed');
+    assert.ok(provider.links.length >= 1);
+    for (const link of provider.links) assert.equal(fs.existsSync(link) || isLink(link), false, `the generator's partial file ${link} was removed`);
+    full = false;
+    await assertAllSucceededOnce(s, user, [r.body.task.id], before);
+  });
 });
 
 async function waitForTaskStatus(s: TestServer, key: string, id: string): Promise<string> {
   const res = await s.call('GET', `/api/generate/tasks/${id}`, { key });
   return ((await res.json()) as { task: { status: string } }).task.status;
+}
+
+function isLink(file: string): boolean {
+  try {
+    return fs.lstatSync(file).isSymbolicLink();
+  } catch {
+    return false;
+  }
 }
