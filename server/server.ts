@@ -136,6 +136,7 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
     pollMs: config.workerPollMs,
     retryBackoffMs: config.workerRetryBackoffMs,
     storeRetries: config.workerStoreRetries,
+    accountCaps: { local: config.accountLocalConcurrency, remote: config.accountRemoteConcurrency },
   });
 }
 

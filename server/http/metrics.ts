@@ -12,7 +12,8 @@ import crypto from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import client from 'prom-client';
 import type { Db } from '../storage/db.ts';
-import { jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
+import { accountsWaiting, jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
+import { admissionRefusals } from '../domain/admission.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
 import { storeErrorCounts } from '../storage/outages.ts';
@@ -41,8 +42,11 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms)))]).finally(() => clearTimeout(timer));
 }
 
-/** Counters read from one of the process's own tallies (a map of "a\tb" keys, or plain keys) at each scrape. */
-function tallyCounter(registry: client.Registry, name: string, help: string, labelNames: string[], tally: Map<string, number>): void {
+/**
+ * A counter read at each scrape from a process-wide map whose keys are its
+ * label values joined by `separator` (a tab where a value may hold spaces).
+ */
+function countsOf(registry: client.Registry, name: string, help: string, labelNames: string[], counts: ReadonlyMap<string, number>, separator = ' '): void {
   new client.Counter({
     name,
     help,
@@ -50,8 +54,8 @@ function tallyCounter(registry: client.Registry, name: string, help: string, lab
     registers: [registry],
     collect() {
       this.reset();
-      for (const [key, n] of tally) {
-        const values = key.split('\t');
+      for (const [key, n] of counts) {
+        const values = key.split(separator);
         this.inc(Object.fromEntries(labelNames.map((label, i) => [label, values[i] ?? ''])), n);
       }
     },
@@ -60,13 +64,13 @@ function tallyCounter(registry: client.Registry, name: string, help: string, lab
 
 /** Failures of the database and the blob store (object store or local disk), by store and operation. */
 function storeMetrics(registry: client.Registry): void {
-  tallyCounter(registry, 'gemforge_store_errors_total', 'Errors of the database and the blob store (object store, local disk), by store and operation', ['store', 'operation'], storeErrorCounts);
+  countsOf(registry, 'gemforge_store_errors_total', 'Errors of the database and the blob store (object store, local disk), by store and operation', ['store', 'operation'], storeErrorCounts, '\t');
 }
 
 /** The metrics of `gemforge worker` on its own listener (WORKER_METRICS_PORT): its jobs, store errors, the process. */
 export function createWorkerMetrics(): Pick<ServerMetrics, 'text' | 'contentType'> {
   const registry = new client.Registry();
-  tallyCounter(registry, 'gemforge_worker_jobs_total', 'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)', ['event'], workerJobCounts as Map<string, number>);
+  countsOf(registry, 'gemforge_worker_jobs_total', 'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)', ['event'], workerJobCounts, '\t');
   storeMetrics(registry);
   return { text: () => client.Registry.merge([processRegistry, registry]).metrics(), contentType: registry.contentType };
 }
@@ -80,6 +84,36 @@ function operationOf(req: Request): string {
   return 'other';
 }
 
+/** A gauge read from the database before each exposition (`refresh`); `drop` leaves it out when that failed. */
+interface DatabaseGauge {
+  refresh(): Promise<void>;
+  drop(): void;
+}
+
+/** A gauge with one value per row read, labelled by the row's fields named `labelNames`. */
+function gaugeOf<L extends string>(registry: client.Registry, name: string, help: string, labelNames: L[], read: () => Promise<Array<Record<L, string> & { count: number }>>): DatabaseGauge {
+  const gauge = new client.Gauge({ name, help, labelNames, registers: [registry] });
+  return {
+    async refresh() {
+      const rows = await read();
+      gauge.reset();
+      for (const row of rows) gauge.set(Object.fromEntries(labelNames.map((l) => [l, row[l]])) as unknown as Partial<Record<L, string>>, row.count);
+    },
+    drop: () => gauge.reset(),
+  };
+}
+
+/** A gauge of one value. */
+function valueOf(registry: client.Registry, name: string, help: string, read: () => Promise<number>): DatabaseGauge {
+  const gauge = new client.Gauge({ name, help, registers: [registry] });
+  return {
+    async refresh() {
+      gauge.set(await read());
+    },
+    drop: () => gauge.reset(),
+  };
+}
+
 export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
   const registry = new client.Registry();
   const requests = new client.Counter({ name: 'gemforge_http_requests_total', help: 'Answered requests, by operation and status', labelNames: ['operation', 'status'] as const, registers: [registry] });
@@ -90,44 +124,20 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
-  new client.Counter({
-    name: 'gemforge_upstream_errors_total',
-    help: 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
-    labelNames: ['provider', 'kind'] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [key, n] of upstreamErrorCounts) {
-        const [provider, kind] = key.split(' ') as [string, string];
-        this.inc({ provider, kind }, n);
-      }
-    },
-  });
-  const tasks = new client.Gauge({ name: 'gemforge_tasks', help: 'Media tasks by status', labelNames: ['status'] as const, registers: [registry] });
-  const jobs = new client.Gauge({ name: 'gemforge_jobs', help: 'Worker jobs by lane and state (queued, running, held)', labelNames: ['lane', 'state'] as const, registers: [registry] });
-  const oldest = new client.Gauge({ name: 'gemforge_oldest_queued_job_age_seconds', help: 'Age of the oldest job waiting in the queue (0 when none waits)', registers: [registry] });
-  const reserved = new client.Gauge({ name: 'gemforge_reserved_gems', help: 'Gems held in open reservations (allowance and paid)', registers: [registry] });
+  countsOf(registry, 'gemforge_upstream_errors_total', 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)', ['provider', 'kind'], upstreamErrorCounts);
+  countsOf(registry, 'gemforge_admission_refusals_total', 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)', ['limit', 'kind'], admissionRefusals);
   storeMetrics(registry);
   // Read from the database before each exposition, each on its own: a database that is down
   // (or one slow query) drops those series and counts the failure, the rest is served.
-  const collectors: Record<string, () => Promise<void>> = {
-    tasks: async () => {
-      const rows = await taskCounts(db);
-      tasks.reset();
-      for (const { status, count } of rows) tasks.set({ status }, count);
-    },
-    jobs: async () => {
-      const rows = await jobCounts(db);
-      jobs.reset();
-      for (const { lane, state, count } of rows) jobs.set({ lane, state }, count);
-    },
-    oldest_queued_job: async () => {
+  const collectors: Record<string, DatabaseGauge> = {
+    tasks: gaugeOf(registry, 'gemforge_tasks', 'Media tasks by status', ['status'], () => taskCounts(db)),
+    jobs: gaugeOf(registry, 'gemforge_jobs', 'Worker jobs by lane and state (queued, running, held)', ['lane', 'state'], () => jobCounts(db)),
+    accounts_waiting: gaugeOf(registry, 'gemforge_queue_accounts_waiting', 'Accounts with media jobs queued, by lane: the workers take turns between them', ['lane'], () => accountsWaiting(db)),
+    oldest_queued_job: valueOf(registry, 'gemforge_oldest_queued_job_age_seconds', 'Age of the oldest job waiting in the queue (0 when none waits)', async () => {
       const at = await oldestQueuedRunAt(db);
-      oldest.set(at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0);
-    },
-    reserved_gems: async () => {
-      reserved.set(await reservedGems(db));
-    },
+      return at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0;
+    }),
+    reserved_gems: valueOf(registry, 'gemforge_reserved_gems', 'Gems held in open reservations (allowance and paid)', () => reservedGems(db)),
   };
   const failures = new client.Counter({
     name: 'gemforge_metrics_collection_failures_total',
@@ -135,14 +145,13 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     labelNames: ['collector'] as const,
     registers: [registry],
   });
-  const dropped: Record<string, () => void> = { tasks: () => tasks.reset(), jobs: () => jobs.reset(), oldest_queued_job: () => oldest.reset(), reserved_gems: () => reserved.reset() };
   async function collectDatabase(): Promise<void> {
     await Promise.all(
-      Object.entries(collectors).map(async ([name, collect]) => {
+      Object.entries(collectors).map(async ([name, gauge]) => {
         try {
-          await withTimeout(collect(), COLLECT_TIMEOUT_MS);
+          await withTimeout(gauge.refresh(), COLLECT_TIMEOUT_MS);
         } catch {
-          dropped[name]!();
+          gauge.drop();
           failures.inc({ collector: name });
         }
       }),
