@@ -122,6 +122,14 @@ export interface Config {
    */
   workerRetryBackoffMs: number;
   /**
+   * How many times a job whose output could not be stored (object store or
+   * database down, disk full) is handed back before the slot fails
+   * (`WORKER_STORE_RETRIES`, default 20: with the doubling backoff about a quarter of an hour).
+   */
+  workerStoreRetries: number;
+  /** `gemforge worker`'s own listener for /metrics and /healthz (`WORKER_METRICS_PORT`, on `METRICS_HOST`); none when unset. */
+  workerMetricsPort: number | undefined;
+  /**
    * Fair share: jobs of one account running at once in the local lane
    * (`ACCOUNT_LOCAL_CONCURRENCY`, default 2; 0: no cap), across every worker; an
    * operator overrides it per account (`gemforge admin account update --local-concurrency`).
@@ -377,6 +385,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     workerLeaseMs: parseWhole(env.WORKER_LEASE_MS, 30_000, 'WORKER_LEASE_MS', 100),
     workerPollMs: parseWhole(env.WORKER_POLL_MS, 250, 'WORKER_POLL_MS', 10),
     workerRetryBackoffMs: parseWhole(env.WORKER_RETRY_BACKOFF_MS, 1000, 'WORKER_RETRY_BACKOFF_MS', 0),
+    workerStoreRetries: parseWhole(env.WORKER_STORE_RETRIES, 20, 'WORKER_STORE_RETRIES', 0),
+    workerMetricsPort: env.WORKER_METRICS_PORT ? parsePort(env.WORKER_METRICS_PORT, 'WORKER_METRICS_PORT') : undefined,
     accountLocalConcurrency: parseWhole(env.ACCOUNT_LOCAL_CONCURRENCY, 2, 'ACCOUNT_LOCAL_CONCURRENCY', 0),
     accountRemoteConcurrency: parseWhole(env.ACCOUNT_REMOTE_CONCURRENCY, 16, 'ACCOUNT_REMOTE_CONCURRENCY', 0),
     accountQueuedTasks: parseWhole(env.ACCOUNT_QUEUED_TASKS, 5000, 'ACCOUNT_QUEUED_TASKS', 0),

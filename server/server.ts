@@ -23,6 +23,7 @@ import { useRemoteBlobStore } from './storage/blobs.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
+import { closeWhenUnread } from './http/connection.ts';
 import { createTextProviders } from './providers/text/index.ts';
 import { createAnalysisProvider } from './providers/analysis/index.ts';
 import { buildConsolePage } from './console-page/build.ts';
@@ -80,9 +81,13 @@ export async function configureBlobStore(config: Config): Promise<void> {
   useRemoteBlobStore(config.dataDir, store);
 }
 
-/** The metrics listener of its own (METRICS_PORT): GET /metrics, nothing else. */
-async function listenMetrics(metrics: ServerMetrics, host: string, port: number): Promise<http.Server> {
+/** The metrics listener of its own (METRICS_PORT, or `gemforge worker`'s WORKER_METRICS_PORT): GET /metrics and /healthz, nothing else. */
+export async function listenMetrics(metrics: Pick<ServerMetrics, 'text' | 'contentType'>, host: string, port: number): Promise<http.Server> {
   const server = http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/healthz') {
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end('{"status":"ok"}');
+      return;
+    }
     if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
       return;
@@ -130,6 +135,7 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
     leaseMs: config.workerLeaseMs,
     pollMs: config.workerPollMs,
     retryBackoffMs: config.workerRetryBackoffMs,
+    storeRetries: config.workerStoreRetries,
     accountCaps: { local: config.accountLocalConcurrency, remote: config.accountRemoteConcurrency },
   });
 }
@@ -140,6 +146,9 @@ export function guardDataDir(dataDir: string, logger: Logger): void {
   const mode = widerThanPrivate(dataDir);
   if (mode) logger.warn({ dataDir, mode }, `DATA_DIR lets other users in (mode ${mode}): run chmod 700 on it; what gemforge writes in it is private to its user`);
 }
+
+/** How soon after a drain starts idle keep-alive connections are closed (see close()). */
+const IDLE_CLOSE_DELAY_MS = 100;
 
 export async function startServer(config: Config, options: { clock?: Clock; providers?: MediaProviders } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
@@ -153,7 +162,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // The console page's script is bundled before the database opens (a broken page stops the start).
   const consolePage = await buildConsolePage();
   await configureBlobStore(config);
-  const db = await openDb(config);
+  const db = await openDb({ ...config, log: logger });
   const clock = options.clock ?? systemClock;
   // The public voices exist before the first request (a bad voice catalog stops the start).
   try {
@@ -184,6 +193,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
   answerClientErrors(server, logger);
+  // An answer that leaves its request's body unread, or any answer while draining, closes its connection.
+  closeWhenUnread(server, lifecycle);
   // Responses in flight, so a shutdown can wait for them (and not for idle keep-alive connections).
   let active = 0;
   let onIdle: (() => void) | undefined;
@@ -218,6 +229,10 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
       if (closed) return;
       closed = true;
       lifecycle.draining = true; // /readyz answers 503 and answers close their connections from now on
+      // Idle keep-alive connections go at once, while the listener still answers: their clients reconnect
+      // (to another instance) for the next request. A moment later, not in this tick: a request a client
+      // already wrote on a pooled connection is then read and answered (with Connection: close), not cut off.
+      setTimeout(() => server.closeIdleConnections(), IDLE_CLOSE_DELAY_MS).unref();
       // Still listening for a moment, so a balancer polling /readyz sees the drain before connections are refused.
       if (readinessDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, readinessDelayMs));
       const deadline = Date.now() + graceMs;

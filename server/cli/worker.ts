@@ -1,26 +1,56 @@
 /**
  * `gemforge worker`: the media worker as its own process, on the same
  * DATA_DIR / DATABASE_URL as the server (run the server with WORKER_ENABLED=false).
+ * With WORKER_METRICS_PORT it serves /metrics (its jobs, store errors, the
+ * process) and /healthz on a listener of its own. A start that fails (the
+ * database or the bucket unreachable, bad settings) prints one line and exits 1,
+ * like the server's.
  */
+import type http from 'node:http';
 import { loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
 import { openDb } from '../storage/db.ts';
 import { systemClock } from '../domain/clock.ts';
-import { configureBlobStore, guardDataDir, startMediaWorker } from '../server.ts';
+import { configureBlobStore, guardDataDir, listenMetrics, startMediaWorker } from '../server.ts';
 
 export async function runWorker(): Promise<number> {
-  const config = loadConfig();
-  const logger = createLogger(config.logLevel);
-  guardDataDir(config.dataDir, logger);
-  await configureBlobStore(config);
-  const db = await openDb(config);
-  const worker = startMediaWorker(config, db, logger, systemClock);
+  let started: Awaited<ReturnType<typeof start>>;
+  try {
+    started = await start();
+  } catch (error) {
+    console.error(`gemforge: failed to start: ${error instanceof Error ? error.message : String(error)}`);
+    return 1;
+  }
+  const { logger, db, worker, metricsServer } = started;
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
   logger.info('worker stopping');
   await worker.stop();
+  if (metricsServer) await new Promise((resolve) => metricsServer.close(resolve));
   await db.destroy();
   return 0;
+}
+
+async function start() {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel);
+  guardDataDir(config.dataDir, logger);
+  await configureBlobStore(config);
+  const db = await openDb({ ...config, log: logger });
+  let metricsServer: http.Server | undefined;
+  try {
+    if (config.workerMetricsPort !== undefined) {
+      const { createWorkerMetrics } = await import('../http/metrics.ts');
+      metricsServer = await listenMetrics(createWorkerMetrics(), config.metricsHost, config.workerMetricsPort);
+      const { port } = metricsServer.address() as { port: number };
+      logger.info({ url: `http://${config.metricsHost}:${port}` }, 'worker metrics listening (/metrics, /healthz)');
+    }
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
+  const worker = startMediaWorker(config, db, logger, systemClock);
+  return { logger, db, worker, metricsServer };
 }

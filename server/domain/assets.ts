@@ -8,7 +8,8 @@ import type { Readable } from 'node:stream';
 import type { Db, Tx } from '../storage/db.ts';
 import * as store from '../storage/assets.ts';
 import type { AssetKind, AssetRow } from '../storage/assets.ts';
-import { BlobTooLargeError, commitTemp, localBlob, openBlob, receiveToTemp, stageBlob, type TempBlob } from '../storage/blobs.ts';
+import { BlobTooLargeError, blobStoreName, commitTemp, localBlob, openBlob, receiveToTemp, stageBlob, type StagedBlob, type TempBlob } from '../storage/blobs.ts';
+import { isDatabaseFailure, isDiskFailure, storeFailed, StoreUnavailableError } from '../storage/outages.ts';
 import { storeReferenced } from '../storage/blob-pins.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { FAMILY_NAMES, sniff, SUPPORTED_MIMES, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
@@ -18,6 +19,7 @@ import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 
 export type { AssetKind, AssetRow };
+export { isDiskFailure, storeFailed, StoreUnavailableError };
 
 /** 30 MiB: the spec's asset upload limit (exactly this many bytes passes). */
 export const MAX_ASSET_BYTES = 30 * 1024 * 1024;
@@ -240,7 +242,19 @@ export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools,
     input.probe === false
       ? { width: null, height: null, duration_seconds: null, video_codec: null, audio_codec: null, has_audio: null }
       : await probeAs(tools, source, type);
-  const staged = await stageBlob(tools.dataDir, source);
+  // A store that fails (full disk, object store or database unreachable) is a StoreUnavailableError naming it:
+  // the worker keeps the output and tries again later; anything else is the output's own fault.
+  let staged: StagedBlob;
+  try {
+    staged = await stageBlob(tools.dataDir, source);
+  } catch (error) {
+    throw isDiskFailure(error) ? storeFailed('local disk', 'stage output', error) : error;
+  }
+  const blobStore = blobStoreName(tools.dataDir);
+  const put = () =>
+    staged.commit().catch((error: unknown) => {
+      throw blobStore === 'object store' || isDiskFailure(error) ? storeFailed(blobStore, 'put output', error) : error;
+    });
   const row: AssetRow = {
     id: newId('asset'),
     account_id: input.accountId,
@@ -258,10 +272,12 @@ export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools,
     created_at: clock.now().toISOString(),
   };
   try {
-    await storeReferenced(db, staged.sha256, clock.now(), staged.commit, async (trx) => {
+    await storeReferenced(db, staged.sha256, clock.now(), put, async (trx) => {
       await store.insertAsset(trx, row);
       await input.alongside?.(trx, row);
     });
+  } catch (error) {
+    throw !(error instanceof StoreUnavailableError) && isDatabaseFailure(error) ? storeFailed('database', 'store output', error) : error;
   } finally {
     await staged.discard();
   }

@@ -18,6 +18,8 @@ import { admissionRefusals } from '../domain/admission.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
 import { remoteFallbacks } from '../providers/moderation/second-opinion.ts';
+import { storeErrorCounts } from '../storage/outages.ts';
+import { workerJobCounts } from '../worker/counts.ts';
 
 /** Process-wide metrics (one per process, whatever servers it runs). */
 const processRegistry = new client.Registry();
@@ -34,6 +36,47 @@ export interface ServerMetrics {
   endpoint(token: string): (req: Request, res: Response, next: NextFunction) => Promise<void>;
 }
 
+/** A database collector that has not answered in this long is counted failed: a scrape does not wait out the pool's timeout. */
+const COLLECT_TIMEOUT_MS = 2000;
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([work, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A counter read at each scrape from a process-wide map whose keys are its
+ * label values joined by `separator` (a tab where a value may hold spaces).
+ */
+function countsOf(registry: client.Registry, name: string, help: string, labelNames: string[], counts: ReadonlyMap<string, number>, separator = ' '): void {
+  new client.Counter({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, n] of counts) {
+        const values = key.split(separator);
+        this.inc(Object.fromEntries(labelNames.map((label, i) => [label, values[i] ?? ''])), n);
+      }
+    },
+  });
+}
+
+/** Failures of the database and the blob store (object store or local disk), by store and operation. */
+function storeMetrics(registry: client.Registry): void {
+  countsOf(registry, 'gemforge_store_errors_total', 'Errors of the database and the blob store (object store, local disk), by store and operation', ['store', 'operation'], storeErrorCounts, '\t');
+}
+
+/** The metrics of `gemforge worker` on its own listener (WORKER_METRICS_PORT): its jobs, store errors, the process. */
+export function createWorkerMetrics(): Pick<ServerMetrics, 'text' | 'contentType'> {
+  const registry = new client.Registry();
+  countsOf(registry, 'gemforge_worker_jobs_total', 'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)', ['event'], workerJobCounts, '\t');
+  storeMetrics(registry);
+  return { text: () => client.Registry.merge([processRegistry, registry]).metrics(), contentType: registry.contentType };
+}
+
 function operationOf(req: Request): string {
   const id = (req as Request & { openapi?: { schema?: { operationId?: string } } }).openapi?.schema?.operationId;
   if (id) return id;
@@ -43,35 +86,34 @@ function operationOf(req: Request): string {
   return 'other';
 }
 
-/** A gauge read from the database at each scrape: one value per row, labelled by the row's fields named `labelNames`. */
-function gaugeOf<L extends string>(registry: client.Registry, name: string, help: string, labelNames: L[], read: () => Promise<Array<Record<L, string> & { count: number }>>): void {
-  new client.Gauge({
-    name,
-    help,
-    labelNames,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const row of await read()) this.set(Object.fromEntries(labelNames.map((l) => [l, row[l]])) as unknown as Partial<Record<L, string>>, row.count);
-    },
-  });
+/** A gauge read from the database before each exposition (`refresh`); `drop` leaves it out when that failed. */
+interface DatabaseGauge {
+  refresh(): Promise<void>;
+  drop(): void;
 }
 
-/** A counter read at each scrape from a process-wide map whose keys are its two label values, space-separated. */
-function countsOf(registry: client.Registry, name: string, help: string, labelNames: [string, string], counts: ReadonlyMap<string, number>): void {
-  new client.Counter({
-    name,
-    help,
-    labelNames,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [key, n] of counts) {
-        const [first, second] = key.split(' ') as [string, string];
-        this.inc({ [labelNames[0]]: first, [labelNames[1]]: second }, n);
-      }
+/** A gauge with one value per row read, labelled by the row's fields named `labelNames`. */
+function gaugeOf<L extends string>(registry: client.Registry, name: string, help: string, labelNames: L[], read: () => Promise<Array<Record<L, string> & { count: number }>>): DatabaseGauge {
+  const gauge = new client.Gauge({ name, help, labelNames, registers: [registry] });
+  return {
+    async refresh() {
+      const rows = await read();
+      gauge.reset();
+      for (const row of rows) gauge.set(Object.fromEntries(labelNames.map((l) => [l, row[l]])) as unknown as Partial<Record<L, string>>, row.count);
     },
-  });
+    drop: () => gauge.reset(),
+  };
+}
+
+/** A gauge of one value. */
+function valueOf(registry: client.Registry, name: string, help: string, read: () => Promise<number>): DatabaseGauge {
+  const gauge = new client.Gauge({ name, help, registers: [registry] });
+  return {
+    async refresh() {
+      gauge.set(await read());
+    },
+    drop: () => gauge.reset(),
+  };
 }
 
 export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
@@ -92,27 +134,38 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     ['mode', 'fallback'],
     remoteFallbacks,
   );
-  gaugeOf(registry, 'gemforge_tasks', 'Media tasks by status', ['status'], () => taskCounts(db));
-  gaugeOf(registry, 'gemforge_jobs', 'Worker jobs by lane and state (queued, running, held)', ['lane', 'state'], () => jobCounts(db));
   countsOf(registry, 'gemforge_admission_refusals_total', 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)', ['limit', 'kind'], admissionRefusals);
-  gaugeOf(registry, 'gemforge_queue_accounts_waiting', 'Accounts with media jobs queued, by lane: the workers take turns between them', ['lane'], () => accountsWaiting(db));
-  new client.Gauge({
-    name: 'gemforge_oldest_queued_job_age_seconds',
-    help: 'Age of the oldest job waiting in the queue (0 when none waits)',
-    registers: [registry],
-    async collect() {
+  storeMetrics(registry);
+  // Read from the database before each exposition, each on its own: a database that is down
+  // (or one slow query) drops those series and counts the failure, the rest is served.
+  const collectors: Record<string, DatabaseGauge> = {
+    tasks: gaugeOf(registry, 'gemforge_tasks', 'Media tasks by status', ['status'], () => taskCounts(db)),
+    jobs: gaugeOf(registry, 'gemforge_jobs', 'Worker jobs by lane and state (queued, running, held)', ['lane', 'state'], () => jobCounts(db)),
+    accounts_waiting: gaugeOf(registry, 'gemforge_queue_accounts_waiting', 'Accounts with media jobs queued, by lane: the workers take turns between them', ['lane'], () => accountsWaiting(db)),
+    oldest_queued_job: valueOf(registry, 'gemforge_oldest_queued_job_age_seconds', 'Age of the oldest job waiting in the queue (0 when none waits)', async () => {
       const at = await oldestQueuedRunAt(db);
-      this.set(at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0);
-    },
-  });
-  new client.Gauge({
-    name: 'gemforge_reserved_gems',
-    help: 'Gems held in open reservations (allowance and paid)',
+      return at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0;
+    }),
+    reserved_gems: valueOf(registry, 'gemforge_reserved_gems', 'Gems held in open reservations (allowance and paid)', () => reservedGems(db)),
+  };
+  const failures = new client.Counter({
+    name: 'gemforge_metrics_collection_failures_total',
+    help: 'Scrapes at which a collector could not read its values (database down or slow); its series were left out',
+    labelNames: ['collector'] as const,
     registers: [registry],
-    async collect() {
-      this.set(await reservedGems(db));
-    },
   });
+  async function collectDatabase(): Promise<void> {
+    await Promise.all(
+      Object.entries(collectors).map(async ([name, gauge]) => {
+        try {
+          await withTimeout(gauge.refresh(), COLLECT_TIMEOUT_MS);
+        } catch {
+          gauge.drop();
+          failures.inc({ collector: name });
+        }
+      }),
+    );
+  }
   return {
     observe(req, status, seconds) {
       const operation = operationOf(req);
@@ -120,6 +173,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
       latency.observe({ operation }, seconds);
     },
     async text() {
+      await collectDatabase();
       return client.Registry.merge([processRegistry, registry]).metrics();
     },
     contentType: registry.contentType,

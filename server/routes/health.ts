@@ -2,7 +2,9 @@
  * GET /healthz and GET /readyz: for load balancers and orchestrators, outside
  * the public contract (like /files and /docs; no bearer key, no Error envelope).
  * /healthz: the process answers. /readyz: the database answers, the blob store
- * is a writable directory, and the server is not draining — 200 `ready`, else
+ * takes writes (the local blob directory, or the bucket — a shared one failed
+ * only after consecutive failed checks — and DATA_DIR/tmp writable with free
+ * space, domain/readiness.ts), and the server is not draining — 200 `ready`, else
  * 503 `not-ready` with the checks, so a balancer stops sending new work while a
  * SIGTERM drains (issue 27, item 5).
  */
@@ -46,7 +48,11 @@ export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecyc
   router.get('/readyz', async (_req, res) => {
     const [database, storage] = await Promise.all([
       check('database', () => databaseAnswers(deps.db), deps.logger),
-      check('storage', () => blobStoreWritable(deps.dataDir), deps.logger),
+      check(
+        'storage',
+        () => blobStoreWritable(deps.dataDir, (err, consecutive) => deps.logger.warn({ err, check: 'storage', consecutive }, 'readiness: the object store check failed; still ready until it fails again')),
+        deps.logger,
+      ),
     ]);
     const draining = deps.lifecycle.draining;
     const ready = database === 'ok' && storage === 'ok' && !draining;

@@ -10,6 +10,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { RemoteBlobStore } from './s3-blobs.ts';
+import { countStoreError, isDiskFailure, type StoreName } from './outages.ts';
 
 const SHA256 = /^[0-9a-f]{64}$/;
 
@@ -51,7 +52,12 @@ export const STALE_TEMP_MS = 6 * 3600 * 1000;
  */
 export async function sweepTemp(dataDir: string, olderThanMs = STALE_TEMP_MS, now = Date.now()): Promise<number> {
   let removed = 0;
-  for (const dir of [tmpDir(dataDir), path.join(tmpDir(dataDir), 'multipart')]) {
+  const dirs: Array<[string, number]> = [
+    [tmpDir(dataDir), olderThanMs],
+    [path.join(tmpDir(dataDir), 'multipart'), olderThanMs],
+    [keptDir(dataDir), Math.max(olderThanMs, STALE_KEPT_MS)],
+  ];
+  for (const [dir, age] of dirs) {
     let names: string[];
     try {
       names = await fsp.readdir(dir);
@@ -62,7 +68,7 @@ export async function sweepTemp(dataDir: string, olderThanMs = STALE_TEMP_MS, no
       const file = path.join(dir, name);
       try {
         const stat = await fsp.stat(file);
-        if (stat.isFile() && now - stat.mtimeMs > olderThanMs) {
+        if (stat.isFile() && now - stat.mtimeMs > age) {
           await fsp.rm(file, { force: true });
           removed++;
         }
@@ -72,6 +78,53 @@ export async function sweepTemp(dataDir: string, olderThanMs = STALE_TEMP_MS, no
     }
   }
   return removed;
+}
+
+/**
+ * A fault-injection seam for tests: when set, every write of received or staged
+ * bytes under DATA_DIR/tmp asks it first and fails with what it returns (an
+ * ENOSPC error stands for a full disk, which a test cannot make for real).
+ */
+export const diskFaults: { write?: (file: string) => NodeJS.ErrnoException | undefined } = {};
+
+/**
+ * Outputs a worker made but could not store (the blob store or the database was
+ * down): kept under DATA_DIR/tmp/kept by task and slot, so the next attempt
+ * stores them instead of generating (or buying) them again. The sweep leaves
+ * them for STALE_KEPT_MS, longer than any retry bound.
+ */
+export const STALE_KEPT_MS = 7 * 24 * 3600 * 1000;
+
+const keptDir = (dataDir: string) => path.join(tmpDir(dataDir), 'kept');
+const keptPrefix = (taskId: string, idx: number) => `${taskId.replace(/[^A-Za-z0-9_-]/g, '_')}.${idx}.`;
+
+/** Keeps an output for a later attempt (a file is moved, bytes are written); its path, or undefined when it could not be kept. */
+export async function keepOutput(dataDir: string, taskId: string, idx: number, output: { file: string } | { bytes: Buffer }, mimeType: string): Promise<string | undefined> {
+  const target = path.join(keptDir(dataDir), keptPrefix(taskId, idx) + Buffer.from(mimeType).toString('base64url'));
+  try {
+    await fsp.mkdir(keptDir(dataDir), { recursive: true });
+    if ('file' in output) {
+      if (output.file !== target) await fsp.rename(output.file, target);
+    } else {
+      await fsp.writeFile(target, output.bytes);
+    }
+    return target;
+  } catch {
+    await fsp.rm(target, { force: true }).catch(() => undefined);
+    return undefined;
+  }
+}
+
+/** The output kept for this slot by an earlier attempt, if any. */
+export async function keptOutput(dataDir: string, taskId: string, idx: number): Promise<{ file: string; mimeType: string } | undefined> {
+  const prefix = keptPrefix(taskId, idx);
+  const name = (await fsp.readdir(keptDir(dataDir)).catch(() => [] as string[])).find((n) => n.startsWith(prefix));
+  return name ? { file: path.join(keptDir(dataDir), name), mimeType: Buffer.from(name.slice(prefix.length), 'base64url').toString() } : undefined;
+}
+
+/** Which store blobs of this installation go to, as logs and metrics name it. */
+export function blobStoreName(dataDir: string): StoreName {
+  return remoteStoreOf(dataDir) ? 'object store' : 'local disk';
 }
 
 /** Where the blob with this SH-256 lives (whether or not it exists). */
@@ -108,6 +161,8 @@ export async function receiveToTemp(
       const onData = (chunk: Buffer) => {
         size += chunk.length;
         if (size > options.maxBytes) return fail(new BlobTooLargeError(options.maxBytes));
+        const fault = diskFaults.write?.(file);
+        if (fault) return fail(fault);
         hash.update(chunk);
         if (headLength < headBytes) {
           headChunks.push(chunk.subarray(0, headBytes - headLength));
@@ -129,6 +184,7 @@ export async function receiveToTemp(
   } catch (error) {
     out.destroy();
     await fsp.rm(file, { force: true });
+    if (isDiskFailure(error)) countStoreError('local disk', 'write temp', error);
     throw error;
   }
   return { path: file, sha256: hash.digest('hex'), size, head: Buffer.concat(headChunks) };
@@ -180,6 +236,8 @@ export async function putBlobFromBuffer(dataDir: string, bytes: Buffer): Promise
     await fsp.access(target);
   } catch {
     const temp = await tempPath(dataDir);
+    const fault = diskFaults.write?.(temp);
+    if (fault) throw fault;
     await fsp.writeFile(temp, bytes, { flag: 'wx' });
     await fsp.mkdir(path.dirname(target), { recursive: true });
     await fsp.rename(temp, target);
@@ -272,4 +330,19 @@ export async function checkBlobStore(dataDir: string): Promise<void> {
   await fsp.mkdir(dir, { recursive: true });
   if (!(await fsp.stat(dir)).isDirectory()) throw new Error('the blob store is not a directory');
   await fsp.access(dir, fsp.constants.W_OK);
+}
+
+/**
+ * Throws when DATA_DIR/tmp cannot take a received upload or a generated output:
+ * not a writable directory, or less than `minFreeBytes` free on its file system.
+ * With BLOB_STORE=s3 every byte still passes through it on its way to the bucket.
+ */
+export async function checkTempSpace(dataDir: string, minFreeBytes: number): Promise<void> {
+  const dir = tmpDir(dataDir);
+  await fsp.mkdir(dir, { recursive: true });
+  if (!(await fsp.stat(dir)).isDirectory()) throw new Error('the temp directory is not a directory');
+  await fsp.access(dir, fsp.constants.W_OK);
+  const fsStat = await fsp.statfs(dir);
+  const free = fsStat.bavail * fsStat.bsize;
+  if (free < minFreeBytes) throw new Error(`the temp directory's file system has ${free} bytes free, under ${minFreeBytes}`);
 }

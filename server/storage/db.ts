@@ -15,6 +15,7 @@ import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
 import { leanTransaction, SqliteClient } from './knex-adapter.ts';
 import { deferringPg } from './pg-deferred.ts';
 import { privateDataDir, privateSqliteFiles } from './data-dir.ts';
+import { countStoreError, isDatabaseFailure } from './outages.ts';
 
 export type Db = Knex;
 /** A transaction: what domain code names instead of importing knex itself. */
@@ -25,6 +26,30 @@ export interface DbOptions {
   databaseUrl?: string | undefined;
   /** SQLite's `synchronous` (config `sqliteSynchronous`); default NORMAL, see openSqlite. */
   sqliteSynchronous?: SqliteSynchronous | undefined;
+  /** Where knex's own warnings go (a lost connection, a pool that cannot acquire one): the process's log, as JSON lines. */
+  log?: DbLog | undefined;
+}
+
+/** The part of the process's logger knex's messages are routed to. */
+export interface DbLog {
+  warn(details: object, message: string): void;
+  error(details: object, message: string): void;
+  debug(details: object, message: string): void;
+}
+
+/**
+ * knex's logger, routed to the process's log: knex would print multi-line text
+ * with stack traces to the console ("Acquire connection error: …" for every
+ * failed connect while the database is down). The first line is the message,
+ * the whole text a field.
+ */
+function knexLog(log: DbLog | undefined): Knex.Config['log'] {
+  if (!log) return undefined;
+  const as = (level: 'warn' | 'error' | 'debug') => (message: unknown) => {
+    const text = typeof message === 'string' ? message : message instanceof Error ? (message.stack ?? message.message) : JSON.stringify(message);
+    log[level]({ source: 'knex', detail: text }, `knex: ${text.split('\n')[0]}`);
+  };
+  return { warn: as('warn'), error: as('error'), deprecate: as('warn'), debug: as('debug') };
 }
 
 export type SqliteSynchronous = 'NORMAL' | 'FULL';
@@ -39,7 +64,7 @@ export const sqliteFile = (dataDir: string) => path.join(dataDir, 'gemforge.sqli
  */
 export async function openDb(options: DbOptions): Promise<Db> {
   privateDataDir(options.dataDir);
-  const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir, options.sqliteSynchronous ?? 'NORMAL');
+  const db = options.databaseUrl ? openPostgres(options.databaseUrl, options.log) : openSqlite(options.dataDir, options.sqliteSynchronous ?? 'NORMAL', options.log);
   try {
     await migrate(db, options.dataDir);
     if (isSqlite(db)) {
@@ -163,13 +188,14 @@ function wholeNumber(text: string): number {
   return n;
 }
 
-function openPostgres(url: string): Db {
+function openPostgres(url: string, log: DbLog | undefined): Db {
   if (!/^postgres(ql)?:\/\//.test(url)) {
     throw new Error('DATABASE_URL must be a Postgres URL (postgres://user:password@host:port/database); unset it for SQLite under DATA_DIR');
   }
   return knex({
     client: 'pg',
     connection: url,
+    log: knexLog(log),
     pool: {
       min: 0,
       max: 10,
@@ -217,7 +243,7 @@ export function onStatement(db: Db, listener: (sql: string) => void): () => void
   };
 }
 
-function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
+function openSqlite(dataDir: string, synchronous: SqliteSynchronous, log: DbLog | undefined): Db {
   privateSqliteFiles(sqliteFile(dataDir));
   const connections: sqlite3.Database[] = [];
   const pragmas = [
@@ -231,6 +257,7 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous): Db {
     client: SqliteClient,
     connection: { filename: sqliteFile(dataDir) },
     useNullAsDefault: true,
+    log: knexLog(log),
     // One connection per process: SQLite has one writer anyway, and a single
     // connection serializes this process's transactions without SQLITE_BUSY.
     pool: {
@@ -307,7 +334,11 @@ export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Pr
       // knex's transaction life cycle without its per-transaction knex instance (knex-adapter.ts).
       return await leanTransaction(db, fn);
     } catch (error) {
-      if (attempt >= 20 || !retryable(error)) throw error;
+      if (attempt >= 20 || !retryable(error)) {
+        // A connection that could not be had or was lost (a statement's own failure was counted by its name).
+        if (isDatabaseFailure(error)) countStoreError('database', 'transaction', error);
+        throw error;
+      }
       await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40 * (attempt + 1)));
     }
   }

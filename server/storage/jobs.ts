@@ -34,6 +34,8 @@ export interface JobRow {
   locked_by: string | null;
   last_error: string | null;
   lane: Lane;
+  /** Hand-backs because an output could not be stored (migration 019). */
+  store_retries: number;
   /** The task's account (migration 017); the queue takes turns between accounts. */
   account_id: string | null;
   created_at: string;
@@ -278,6 +280,32 @@ export async function hold(db: Conn, jobId: number, workerId: string, nowIso: st
 /** Holds an expired running job for an operator, unless someone else took it meanwhile. */
 export async function holdExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, reason: string): Promise<boolean> {
   return leaveExpired(db, jobId, now, leaseMs, { state: 'held', last_error: reason });
+}
+
+const jobRetryStore = (at: LeaseTime) =>
+  statement.write(`job-retry-store:${clockShape(at)}`, (c, id, worker, now, retryAt, error) => {
+    const clock = at === DATABASE_CLOCK;
+    return c('jobs')
+      .where({ id, state: 'running', locked_by: worker })
+      .update({
+        state: 'queued',
+        locked_at: null,
+        locked_by: null,
+        retry_at: moment(c, clock, retryAt),
+        updated_at: moment(c, clock, now),
+        attempts: c.raw('attempts - 1'),
+        store_retries: c.raw('store_retries + 1'),
+        last_error: error,
+      });
+  });
+
+/**
+ * Hands a running job of this worker back because a store it needs failed (not
+ * the generation): queued in its old place after `backoffMs`, without spending
+ * one of its attempts, one more store retry counted. False when it is no longer ours.
+ */
+export async function retryAfterStoreFailure(db: Conn, jobId: number, workerId: string, now: LeaseTime, backoffMs: number, lastError: string): Promise<boolean> {
+  return (await query(db, jobRetryStore(now), [jobId, workerId, stamp(db, now), stamp(db, now, backoffMs), lastError.slice(0, 2000)])).changes === 1;
 }
 
 const queuedOfAccount = statement.first<{ n: number | string | null }>('jobs-queued-of-account', (c, account) =>

@@ -57,6 +57,7 @@
 import type { Knex } from 'knex';
 import { asResult, compile, execute, executeLater, rowOf, rowParams, type Build, type Executed, type Row, type Value } from './compiled.ts';
 import { KEY_COLUMN, readByKey, readRows } from './reads.ts';
+import { countStoreError, isDatabaseFailure } from './outages.ts';
 
 export type { Row, Value };
 export { rowOf, rowParams };
@@ -122,7 +123,13 @@ const isTransaction = (conn: Conn): conn is Knex.Transaction => (conn as { isTra
 /** Runs `st` with `params` on `conn` (see the table above for where). */
 export async function query<K extends Kind, R>(conn: Conn, st: Statement<K, R>, params: readonly Value[] = []): Promise<Result<K, R>> {
   if (CHECK_SHAPES) checkShape(conn, st as unknown as Statement, params);
-  return (await run(conn, st as unknown as Statement, params)) as Result<K, R>;
+  try {
+    return (await run(conn, st as unknown as Statement, params)) as Result<K, R>;
+  } catch (error) {
+    // The database unreachable or refusing work (not a wrong statement): counted by statement for /metrics.
+    if (isDatabaseFailure(error)) countStoreError('database', st.name, error);
+    throw error;
+  }
 }
 
 async function run(conn: Conn, st: Statement, params: readonly Value[]): Promise<unknown> {

@@ -10,6 +10,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
+import { countStoreError } from './outages.ts';
 
 export interface S3Options {
   endpoint: string | undefined;
@@ -47,7 +48,7 @@ export function s3BlobStore(options: S3Options): RemoteBlobStore {
   });
   const Bucket = options.bucket;
   const key = (sha256: string) => `${options.prefix}blobs/${sha256.slice(0, 2)}/${sha256}`;
-  return {
+  return countedErrors({
     description: `s3://${options.bucket}/${options.prefix}${options.endpoint ? ` at ${options.endpoint}` : ''}`,
     async has(sha256) {
       try {
@@ -87,5 +88,29 @@ export function s3BlobStore(options: S3Options): RemoteBlobStore {
     async check() {
       await client.send(new HeadBucketCommand({ Bucket }));
     },
+  });
+}
+
+/** The store with each operation's failures counted for /metrics (`gemforge_store_errors_total`). */
+function countedErrors(store: RemoteBlobStore): RemoteBlobStore {
+  const wrap =
+    <A extends unknown[], R>(operation: string, fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      try {
+        return await fn.apply(store, args);
+      } catch (error) {
+        countStoreError('object store', operation, error);
+        throw error;
+      }
+    };
+  return {
+    description: store.description,
+    has: wrap('has', store.has),
+    putFile: wrap('put', store.putFile),
+    putBuffer: wrap('put', store.putBuffer),
+    get: wrap('get', store.get),
+    download: wrap('get', store.download),
+    delete: wrap('delete', store.delete),
+    check: wrap('check', store.check),
   };
 }

@@ -11,8 +11,8 @@ import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import type { JobRow } from '../storage/jobs.ts';
-import { tempPath } from '../storage/blobs.ts';
-import { createOutputAsset, referenceFile } from '../domain/assets.ts';
+import { keepOutput, keptOutput, tempPath } from '../storage/blobs.ts';
+import { createOutputAsset, isDiskFailure, referenceFile, storeFailed, StoreUnavailableError } from '../domain/assets.ts';
 import * as tasks from '../domain/tasks.ts';
 import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
 import type { Scenario } from '../domain/scenarios.ts';
@@ -20,6 +20,8 @@ import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { MediaProviders } from '../providers/media.ts';
 import * as remote from '../storage/remote-calls.ts';
+import { leaseTime, retryBackoffMs } from './worker.ts';
+import { countJob } from './counts.ts';
 import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools } from '../providers/media-types.ts';
 
 export interface JobContext {
@@ -31,6 +33,10 @@ export interface JobContext {
   ffmpegPath: string;
   ffprobePath: string;
   outputRetentionSeconds: number;
+  /** First backoff of a job handed back after a store failed, in ms (doubles per retry, at most a minute). */
+  retryBackoffMs?: number;
+  /** Hand-backs after a store failed before the slot fails (WORKER_STORE_RETRIES). */
+  storeRetries?: number;
   /** True once the worker is stopping or lost this job's lease: long waits end early, the job is left for recovery. */
   stopping(): boolean;
   /** Aborted when the worker stops or loses this job's lease (what `stopping()` reports, as a signal for reads). */
@@ -107,6 +113,14 @@ async function settle(ctx: JobContext, job: JobRow, finish: Finish): Promise<voi
   });
 }
 
+/** A store failed and handing the job back failed too (the database is down): the lease's expiry recovers the job. */
+export class LeftForRecoveryError extends Error {
+  constructor(job: JobRow, cause: unknown) {
+    super(`job ${job.id} (task ${job.task_id}) could not be handed back after a store failed (${(cause as Error)?.message ?? String(cause)}); it will be recovered when its lease expires`, { cause });
+    this.name = 'LeftForRecoveryError';
+  }
+}
+
 /** Runs a claimed job to a terminal task, or returns early (job left running) when the worker stops. */
 export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
   const { db, clock } = ctx;
@@ -142,13 +156,21 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
     if (ctx.stopping()) return;
     try {
       const mediaJob: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length, scenarios };
-      const out = await generate(ctx.providers, mediaJob, tools);
+      // An output an earlier attempt made but could not store is stored now, not made (or bought) again.
+      const kept = await keptOutput(ctx.dataDir, task.id, slot.idx);
+      const out: GeneratedOutput =
+        kept ??
+        (await generate(ctx.providers, mediaJob, tools).catch((error: unknown) => {
+          // A generator that could not write its output to a full disk did its work: the disk failed, not the generation.
+          throw isDiskFailure(error) ? storeFailed('local disk', 'write output', error) : error;
+        }));
       if (ctx.stopping()) {
-        // Stopping, or the lease was lost while generating: whoever runs the job next makes this slot.
-        if ('file' in out) await fsp.rm(out.file, { force: true });
+        // Stopping, or the lease was lost while generating: whoever runs the job next makes this slot (a kept output stays kept).
+        if ('file' in out && !kept) await fsp.rm(out.file, { force: true });
         return;
       }
       const expiresAt = new Date(clock.now().getTime() + ctx.outputRetentionSeconds * 1000);
+      let keeping = false;
       try {
         const asset = await createOutputAsset(db, clock, { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath }, {
           accountId: task.account_id,
@@ -164,12 +186,16 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
         });
         const differs = mismatch(request as unknown as Record<string, unknown>, asset);
         if (differs) ctx.logger.warn({ taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs }, 'output differs from the request');
+      } catch (error) {
+        // A store is down, not the generator: the output is kept for the attempt that stores it.
+        if (error instanceof StoreUnavailableError && storeRetriesLeft(ctx, job)) keeping = (await keepOutput(ctx.dataDir, task.id, slot.idx, out, out.mimeType)) !== undefined;
+        throw error;
       } finally {
-        if ('file' in out) await fsp.rm(out.file, { force: true });
+        if ('file' in out && !keeping) await fsp.rm(out.file, { force: true });
       }
     } catch (error) {
       // Stopping, or the lease was lost: whatever the provider threw, the job is left for recovery.
-      if (error instanceof LeaseLostError) throw error;
+      if (error instanceof LeaseLostError || error instanceof LeftForRecoveryError) throw error;
       if (ctx.stopping()) return;
       if (error instanceof MediaCancelledError) {
         await settle(ctx, job, { status: 'cancelled', error: { code: 'CANCELLED', message: error.message } });
@@ -182,6 +208,16 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
           return;
         }
         throw new LeaseLostError(job);
+      }
+      if (error instanceof StoreUnavailableError && storeRetriesLeft(ctx, job)) {
+        await retryLater(ctx, job, error);
+        return;
+      }
+      if (error instanceof StoreUnavailableError) {
+        // Out of store retries (WORKER_STORE_RETRIES): the slot fails, named for the store, not the generator.
+        ctx.logger.error({ err: error.cause, store: error.store, operation: error.operation, taskId: task.id, slot: slot.idx, storeRetries: job.store_retries }, `output could not be stored: the ${error.store} failed on every retry; the slot fails`);
+        await tasks.outputFailed(db, task.id, slot.idx, `The output could not be stored (the ${error.store} was unavailable); it was not charged.`);
+        continue;
       }
       const safe = error instanceof MediaGenerationError ? error.message : 'This output could not be generated.';
       ctx.logger.warn({ err: error, taskId: task.id, slot: slot.idx }, 'output generation failed');
@@ -200,4 +236,29 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
           ? { code: 'PARTIAL_FAILURE', message: `${failedCount} of ${outputs.length} outputs could not be generated; they were not charged.` }
           : { code: 'GENERATION_FAILED', message: outputs.find((o) => o.error)?.error ?? 'The generation failed; nothing was charged.' },
   });
+}
+
+/** Whether a job whose store failed may still be handed back (WORKER_STORE_RETRIES) rather than fail the slot. */
+function storeRetriesLeft(ctx: JobContext, job: JobRow): boolean {
+  return job.store_retries < (ctx.storeRetries ?? 0);
+}
+
+/**
+ * Hands the job back after a store failed: queued again after a backoff that
+ * doubles per store retry, without spending an attempt. When the database is
+ * the store that is down this write fails too, and the lease's expiry recovers
+ * the job instead; either way the kept output is what the next attempt stores.
+ */
+async function retryLater(ctx: JobContext, job: JobRow, error: StoreUnavailableError): Promise<void> {
+  const backoffMs = retryBackoffMs(job.store_retries + 1, ctx.retryBackoffMs ?? 1000);
+  const log = { err: error.cause, store: error.store, operation: error.operation, taskId: job.task_id, jobId: job.id, storeRetries: job.store_retries + 1, backoffMs };
+  let handed: boolean;
+  try {
+    handed = await jobs.retryAfterStoreFailure(ctx.db, job.id, job.locked_by ?? '', leaseTime(ctx.clock), backoffMs, error.message);
+  } catch (cause) {
+    throw new LeftForRecoveryError(job, cause);
+  }
+  if (!handed) throw new LeaseLostError(job);
+  countJob('handed back');
+  ctx.logger.warn(log, `the ${error.store} failed while storing an output; the job was handed back to try again`);
 }

@@ -18,7 +18,8 @@ import { expireOutputs } from '../domain/retention.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import type { Clock } from '../domain/clock.ts';
 import { finishTask } from '../domain/tasks.ts';
-import { LeaseLostError, runJob, type JobContext } from './run-job.ts';
+import { LeaseLostError, LeftForRecoveryError, runJob, type JobContext } from './run-job.ts';
+import { countJob } from './counts.ts';
 import { providerOf, type MediaProviders, type ResumePolicy } from '../providers/media-types.ts';
 
 export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
@@ -84,9 +85,12 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     try {
       await runJob({ ...ctx, stopping: () => stopping || lost, signal: abort.signal }, job);
+      countJob('finished');
       if (stopping && !lost) await leaveOnStop(job);
     } catch (err) {
+      countJob('failed');
       if (err instanceof LeaseLostError) log.warn({ jobId: job.id, taskId: job.task_id }, err.message);
+      else if (err instanceof LeftForRecoveryError) log.error({ err: err.cause, store: 'database', jobId: job.id, taskId: job.task_id }, err.message);
       // A failure outside the provider (database, disk): leave the job to lease recovery.
       else log.error({ err, jobId: job.id, taskId: job.task_id }, 'job failed unexpectedly; it will be recovered when its lease expires');
     } finally {
@@ -106,6 +110,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     if (policy === 'never') {
       if (await jobs.hold(db, job.id, id, now, 'interrupted by a worker stop; the provider cannot resume it safely')) log.warn({ jobId: job.id, taskId: job.task_id }, 'job held for an operator at stop');
     } else if (await jobs.handBack(db, job.id, id, now)) {
+      countJob('handed back');
       log.info({ jobId: job.id, taskId: job.task_id }, 'job handed back to the queue at stop');
     }
   }
@@ -130,6 +135,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
           await idle(options.pollMs);
           continue;
         }
+        countJob('claimed');
         const run: Promise<void> = runWithLease(job).finally(() => running.delete(run));
         running.add(run);
       } catch (err) {
@@ -208,13 +214,18 @@ export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | '
     const interrupted = `interrupted after attempt ${job.attempts} of ${job.max_attempts} (worker ${job.locked_by ?? 'unknown'} stopped renewing its lease)`;
     if (policy === 'never') {
       if (await jobs.holdExpired(db, job.id, at, leaseMs, 'interrupted; the provider cannot resume it safely')) {
+        countJob('recovered');
         options.logger.warn(log, 'interrupted job held for an operator (gemforge admin task settle)');
       }
     } else if (job.attempts >= job.max_attempts) {
-      if (await failExhausted(options, job, at, interrupted)) options.logger.warn(log, 'job failed: every attempt was interrupted; its reservation was released');
+      if (await failExhausted(options, job, at, interrupted)) {
+        countJob('recovered');
+        options.logger.warn(log, 'job failed: every attempt was interrupted; its reservation was released');
+      }
     } else {
       const backoffMs = retryBackoffMs(job.attempts, options.retryBackoffMs);
       if (await jobs.requeueExpired(db, job.id, at, leaseMs, backoffMs, interrupted)) {
+        countJob('recovered');
         options.logger.info({ ...log, policy, backoffMs }, 'interrupted job requeued in its place');
       }
     }

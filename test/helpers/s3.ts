@@ -16,6 +16,10 @@ export interface LocalS3 {
   env: Record<string, string>;
   /** Every object key stored, for assertions. */
   keys(): string[];
+  /** Stops answering (an outage): connections to the endpoint are refused until `resume`. */
+  pause(): Promise<void>;
+  /** Answers again on the same port, with the objects it held. */
+  resume(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -24,7 +28,8 @@ export async function startLocalS3(bucket = 'gemforge-test'): Promise<LocalS3> {
   process.env.AWS_ACCESS_KEY_ID = 'S3RVER';
   process.env.AWS_SECRET_ACCESS_KEY = 'S3RVER';
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-s3-'));
-  const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory, configureBuckets: [{ name: bucket, configs: [] }] });
+  const serve = (at: number) => new S3rver({ port: at, address: '127.0.0.1', silent: true, directory, configureBuckets: [{ name: bucket, configs: [] }] });
+  let server: S3rver | undefined = serve(0);
   const { port } = (await server.run()) as { port: number };
   const endpoint = `http://127.0.0.1:${port}`;
   const walk = (dir: string): string[] =>
@@ -35,8 +40,16 @@ export async function startLocalS3(bucket = 'gemforge-test'): Promise<LocalS3> {
     directory,
     env: { BLOB_STORE: 's3', S3_ENDPOINT: endpoint, S3_BUCKET: bucket, S3_FORCE_PATH_STYLE: 'true', S3_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER' },
     keys: () => walk(path.join(directory, bucket)).filter((f) => !f.endsWith('._S3rver_metadata.json') && !f.endsWith('._S3rver_object.md5')),
+    async pause() {
+      await server?.close();
+      server = undefined;
+    },
+    async resume() {
+      server = serve(port);
+      await server.run();
+    },
     async close() {
-      await server.close();
+      await server?.close();
       fs.rmSync(directory, { recursive: true, force: true });
     },
   };

@@ -149,7 +149,13 @@ export const localImageProvider: MediaProvider<'image'> = {
     const image = await render(req, job, tools);
     const file = await tools.tempFile(`.${req.outputFormat === 'jpeg' ? 'jpg' : req.outputFormat}`);
     const formatted = req.outputFormat === 'jpeg' ? image.jpeg({ quality: 90 }) : req.outputFormat === 'webp' ? image.webp({ quality: 90 }) : image.png();
-    await fs.writeFile(file, await formatted.toBuffer());
+    try {
+      await fs.writeFile(file, await formatted.toBuffer());
+    } catch (error) {
+      // A full disk leaves a partial file: it goes, not to the sweep hours later.
+      await fs.rm(file, { force: true });
+      throw error;
+    }
     return { file, mimeType: req.mimeType };
   },
 };

@@ -19,6 +19,7 @@ import * as m013 from './013_console_logins.ts';
 import * as m014 from './014_key_last_used.ts';
 import * as m015 from './015_console_known_addresses.ts';
 import * as m017 from './017_fair_share.ts';
+import * as m019 from './019_job_store_retries.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -41,6 +42,7 @@ const migrations: Array<[string, Migration]> = [
   ['014_key_last_used', m014],
   ['015_console_known_addresses', m015],
   ['017_fair_share', m017],
+  ['019_job_store_retries', m019],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
