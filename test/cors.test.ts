@@ -160,6 +160,6 @@ describe('CORS_ORIGINS in Chromium', { skip: missing }, () => {
     const { secret } = await unlisted.user({ gems: 10 });
     const res = await fetchFromPage(`${unlisted.url}/api/generate/models`, { method: 'GET', headers: { authorization: `Bearer ${secret}` } });
     assert.ok('blocked' in res, `the page must not see the answer: ${JSON.stringify(res)}`);
-    assert.match(res.blocked, /Failed to fetch/);
+    assert.match(String(res.blocked), /Failed to fetch/);
   });
 });
