@@ -489,7 +489,10 @@ export interface components {
         MediaMaxGems: number;
         /** @description Conservative admission ceiling in Gems. A reservation above it answers `409 PRICE_CHANGED`. */
         LlmMaxGems: number;
-        /** @description gemforge extension: deterministic generation. The same seed, model and inputs give the same outputs. */
+        /**
+         * Format: int64
+         * @description gemforge extension: deterministic generation. The same seed, model and inputs give the same outputs.
+         */
         Seed: number;
         /**
          * @description Image generator parameters. Unsupported parameter names are rejected
