@@ -1228,11 +1228,15 @@ export interface components {
         };
         /**
          * @description `WORKFLOW_UNAVAILABLE`, `PROVIDER_UNAVAILABLE`, `TEMPORARILY_UNAVAILABLE`: keep the
-         *     identity and back off; a 5xx never permits a new identity.
+         *     identity and back off (at least `Retry-After` seconds); a 5xx never permits a new
+         *     identity. `TEMPORARILY_UNAVAILABLE` is also the answer when a submission exceeds a
+         *     request rate of its key or account, or its account's cap on queued media tasks:
+         *     nothing was claimed or reserved, and the same request succeeds once the limit frees.
          */
         Unavailable: {
             headers: {
                 "x-request-id": components["headers"]["XRequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
             };
             content: {
@@ -1316,6 +1320,7 @@ export interface components {
         HeadUnavailable: {
             headers: {
                 "x-request-id": components["headers"]["XRequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
             };
             content?: never;
@@ -1367,6 +1372,13 @@ export interface components {
     headers: {
         /** @description Identifier of this request, for support and logs. Present on every response. */
         XRequestId: string;
+        /**
+         * @description Whole seconds to wait before sending the same request again, with the same
+         *     Idempotency-Key. Present on every 503. When a rate or queue limit of the key or
+         *     account refused the request, it is the time until that limit frees a slot; the
+         *     identity was not consumed, so the retry is a new submission, not a replay.
+         */
+        RetryAfter: number;
         /**
          * @description `false` when the client must not blindly retry the same request (for example
          *     `IDEMPOTENCY_CONFLICT`, `PRICE_CHANGED`, `REQUEST_FAILED`, `ANALYSIS_FAILED`);

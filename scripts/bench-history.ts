@@ -23,7 +23,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { openDb } from '../server/storage/db.ts';
-import { freePort, waitFor } from './bench/processes.ts';
+import { freePort, LIMITS_NEVER_REACHED, waitFor } from './bench/processes.ts';
 import { SERVER_ARGS } from '../server/node-flags.ts';
 import { seedAccount, type SeededAccount } from './seed-history.ts';
 
@@ -87,7 +87,7 @@ async function install(entries: number): Promise<Installation> {
   const port = await freePort();
   const child = spawn(process.execPath, [...SERVER_ARGS], {
     cwd: root,
-    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production', WORKER_ENABLED: 'false' },
+    env: { ...process.env, ...LIMITS_NEVER_REACHED, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production', WORKER_ENABLED: 'false' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const base = `http://127.0.0.1:${port}`;

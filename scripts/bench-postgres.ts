@@ -31,13 +31,11 @@
  *   npm run bench:postgres [-- --duration 9 --rounds 3 --warmup 4 --rewarm 1 --strict]
  */
 import { spawnSync } from 'node:child_process';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import knex from 'knex';
-import { IMAGE, seedBenchKey } from './bench/fixture.ts';
+import { benchDatabase, IMAGE, seedBenchKey } from './bench/fixture.ts';
 import { pinning, root, runLoad, runMain, startGemforge, startScript, type Started } from './bench/processes.ts';
 import { render, type Row, type Target } from './bench/report.ts';
 import { judged, median, row, type Case, type Measured } from './bench/rounds.ts';
@@ -80,21 +78,6 @@ function underThrowAwayCluster(): number {
 }
 
 /** Creates the run's database; returns its URL and how to drop it. */
-async function benchDatabase(url: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `gemforge_bench_${crypto.randomBytes(4).toString('hex')}`;
-  const admin = knex({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
-  await admin.raw(`CREATE DATABASE "${name}"`);
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    async drop() {
-      await admin.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch((error: unknown) => console.error(`bench-postgres: could not drop ${name}: ${String(error)}`));
-      await admin.destroy();
-    },
-  };
-}
-
 const submission = (base: string, auth: Record<string, string>): Case['job'] => ({
   kind: 'autocannon',
   url: `${base}/api/generate/image`,

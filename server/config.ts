@@ -121,6 +121,30 @@ export interface Config {
    * (`WORKER_RETRY_BACKOFF_MS`, default 1000); it doubles per attempt, up to a minute.
    */
   workerRetryBackoffMs: number;
+  /**
+   * Fair share: jobs of one account running at once in the local lane
+   * (`ACCOUNT_LOCAL_CONCURRENCY`, default 2; 0: no cap), across every worker; an
+   * operator overrides it per account (`gemforge admin account update --local-concurrency`).
+   */
+  accountLocalConcurrency: number;
+  /** The same for the remote lane (`ACCOUNT_REMOTE_CONCURRENCY`, default 16; 0: no cap). */
+  accountRemoteConcurrency: number;
+  /**
+   * Admission: media tasks one account may have queued (not yet claimed) at once
+   * (`ACCOUNT_QUEUED_TASKS`, default 5000; 0: no cap); per account with
+   * `gemforge admin account update --queued-tasks`. Past it a submission answers 503
+   * TEMPORARILY_UNAVAILABLE with Retry-After.
+   */
+  accountQueuedTasks: number;
+  /**
+   * Admission: request rates as token buckets in the database (every API instance
+   * shares them), media and text submissions counted apart: per API key
+   * (`KEY_MEDIA_RATE` / `KEY_TEXT_RATE`, default 50 per second each) and per account
+   * (`ACCOUNT_MEDIA_RATE` / `ACCOUNT_TEXT_RATE`, default 100 per second each), each
+   * bucket holding `RATE_BURST_SECONDS` (default 20) seconds of its rate. 0 turns a
+   * bucket off. Past a rate a submission answers 503 TEMPORARILY_UNAVAILABLE with Retry-After.
+   */
+  rates: { keyMedia: number; keyText: number; accountMedia: number; accountText: number; burstSeconds: number };
   /** Lifetime of a signed output URL in seconds (`SIGNED_URL_TTL_SECONDS`, default 3600). */
   signedUrlTtlSeconds: number;
   /** On SIGTERM/SIGINT, how long in-flight requests and text generations may finish (`SHUTDOWN_GRACE_SECONDS`, default 30). */
@@ -355,6 +379,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     workerLeaseMs: parseWhole(env.WORKER_LEASE_MS, 30_000, 'WORKER_LEASE_MS', 100),
     workerPollMs: parseWhole(env.WORKER_POLL_MS, 250, 'WORKER_POLL_MS', 10),
     workerRetryBackoffMs: parseWhole(env.WORKER_RETRY_BACKOFF_MS, 1000, 'WORKER_RETRY_BACKOFF_MS', 0),
+    accountLocalConcurrency: parseWhole(env.ACCOUNT_LOCAL_CONCURRENCY, 2, 'ACCOUNT_LOCAL_CONCURRENCY', 0),
+    accountRemoteConcurrency: parseWhole(env.ACCOUNT_REMOTE_CONCURRENCY, 16, 'ACCOUNT_REMOTE_CONCURRENCY', 0),
+    accountQueuedTasks: parseWhole(env.ACCOUNT_QUEUED_TASKS, 5000, 'ACCOUNT_QUEUED_TASKS', 0),
+    rates: {
+      keyMedia: parseWhole(env.KEY_MEDIA_RATE, 50, 'KEY_MEDIA_RATE', 0),
+      keyText: parseWhole(env.KEY_TEXT_RATE, 50, 'KEY_TEXT_RATE', 0),
+      accountMedia: parseWhole(env.ACCOUNT_MEDIA_RATE, 100, 'ACCOUNT_MEDIA_RATE', 0),
+      accountText: parseWhole(env.ACCOUNT_TEXT_RATE, 100, 'ACCOUNT_TEXT_RATE', 0),
+      burstSeconds: parseWhole(env.RATE_BURST_SECONDS, 20, 'RATE_BURST_SECONDS', 1),
+    },
     signedUrlTtlSeconds: parseWhole(env.SIGNED_URL_TTL_SECONDS, 3600, 'SIGNED_URL_TTL_SECONDS', 1),
     shutdownGraceSeconds: parseWhole(env.SHUTDOWN_GRACE_SECONDS, 30, 'SHUTDOWN_GRACE_SECONDS', 0),
     metricsToken: env.METRICS_TOKEN ? checkMetricsToken(env.METRICS_TOKEN) : undefined,

@@ -20,7 +20,7 @@ export class ApiError extends Error {
   readonly code: string | undefined;
   /** A retained, final outcome: retrying the same identity only returns it again. */
   readonly final: boolean;
-  /** Seconds to wait before retrying the same identity (sent as `Retry-After`). */
+  /** Seconds to wait before retrying the same identity (sent as `Retry-After`); a 503 without them gets the error mapping's default. */
   readonly retryAfterSeconds: number | undefined;
 
   constructor(status: ErrorStatus, code: string | undefined, message: string, options: { final?: boolean; retryAfterSeconds?: number } = {}) {

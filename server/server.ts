@@ -131,6 +131,7 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
     leaseMs: config.workerLeaseMs,
     pollMs: config.workerPollMs,
     retryBackoffMs: config.workerRetryBackoffMs,
+    accountCaps: { local: config.accountLocalConcurrency, remote: config.accountRemoteConcurrency },
   });
 }
 

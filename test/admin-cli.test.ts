@@ -220,6 +220,24 @@ describe('admin CLI', () => {
     }
   });
 
+  it("when an operator sets an account's fair-share caps, then account show lists them as its own, with the server's rates and the account's queue, and default restores the server's", async () => {
+    const user = await s.user();
+    const before = await admin(s.dataDir, 'account', 'show', user.accountId);
+    assert.equal(before.code, 0, before.stderr);
+    assert.deepEqual(before.json.limits.localConcurrency, { value: s.config.accountLocalConcurrency, own: false });
+    assert.deepEqual(before.json.limits.now, { queued: 0, running: { local: 0, remote: 0 } });
+    assert.equal(before.json.limits.ratesPerSecond.keyMedia, s.config.rates.keyMedia);
+    const set = await admin(s.dataDir, 'account', 'update', user.accountId, '--local-concurrency', '1', '--remote-concurrency', '0', '--queued-tasks', '10');
+    assert.equal(set.code, 0, set.stderr);
+    assert.deepEqual([set.json.limits.localConcurrency, set.json.limits.remoteConcurrency, set.json.limits.queuedTasks], [{ value: 1, own: true }, { value: 0, own: true }, { value: 10, own: true }]);
+    const reset = await admin(s.dataDir, 'account', 'update', user.accountId, '--local-concurrency', 'default');
+    assert.deepEqual(reset.json.limits.localConcurrency, { value: s.config.accountLocalConcurrency, own: false });
+    assert.deepEqual(reset.json.limits.queuedTasks, { value: 10, own: true });
+    const bad = await admin(s.dataDir, 'account', 'update', user.accountId, '--queued-tasks', 'many');
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--queued-tasks must be a whole number/);
+  });
+
   it('when an account is blocked by repeated moderation refusals, then moderation list shows the records and moderation clear lifts the block', async () => {
     const user = await s.user({ gems: 100 });
     const body = { model: 'gemforge-image-1', prompt: 'how to build a bomb', parameters: { resolution: '512' } };

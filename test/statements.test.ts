@@ -70,7 +70,7 @@ describe('statements per request', () => {
     }
   });
 
-  it('when a new image is submitted, then one write transaction holds every statement and the answer needs no read after it', async () => {
+  it('when a new image is submitted, then two admission statements come first, one write transaction holds every other statement and the answer needs no read after it', async () => {
     const body = { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk', parameters: { outputCount: 2, resolution: '512' } };
     await (await s.call('POST', '/api/generate/image', { key: user.secret, body, headers: { 'idempotency-key': 'statements-warm' } })).arrayBuffer();
     await settle();
@@ -82,7 +82,18 @@ describe('statements per request', () => {
     assert.equal(answer.task.status, 'queued');
     assert.ok(answer.task.quotedGems > 0);
     assert.deepEqual(answer.task.outputs.map((o) => [o.status, o.asset]), [['pending', null], ['pending', null]]);
-    const work = statements.filter((q) => !/api_keys/.test(q)); // the key may have been read (cache expiry)
+    const traced = statements.filter((q) => !/api_keys/.test(q)); // the key may have been read (cache expiry)
+    // SQLite traces the statements a trigger runs as comments, inside the statement that fired it (no round trip of
+    // their own): the job's insert makes its account's turn row (migration 017), one insert.
+    const all = traced.filter((q) => !q.startsWith('--'));
+    assert.ok(traced.filter((q) => /^-- INSERT INTO queue_turns/.test(q)).length <= 1, traced.join('\n'));
+    // Admission comes first, outside the transaction (so no bucket row is locked while the transaction runs): the
+    // account's queued jobs read from its turn rows, and one statement taking the key's and the account's tokens
+    // (traced in either order).
+    const admission = all.slice(0, 2).sort();
+    assert.match(admission[0] ?? '', /^insert into rate_buckets/i, all.join('\n'));
+    assert.match(admission[1] ?? '', /^select sum\(.queued.\).*from .queue_turns./i, all.join('\n'));
+    const work = all.slice(2);
     assert.equal(work[0], 'BEGIN;', work.join('\n'));
     assert.equal(work.at(-1), 'COMMIT;', work.join('\n'));
     // Postgres locks the account's balance row before the combined read: one more.

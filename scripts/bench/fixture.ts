@@ -3,6 +3,8 @@
  * and LLM allowance and a key with both scopes, and image tasks generated to
  * the end, so task reads show signed outputs (bench-http.ts, profile-http.ts).
  */
+import crypto from 'node:crypto';
+import knex from 'knex';
 import { openDb } from '../../server/storage/db.ts';
 import * as accounts from '../../server/domain/accounts.ts';
 import * as ledger from '../../server/domain/ledger.ts';
@@ -56,4 +58,20 @@ export async function generatedTasks(dataDir: string, logFile: string, auth: Rec
   } finally {
     await server.stop();
   }
+}
+
+/** A database of its own on the Postgres server at `url` (a role with CREATEDB), dropped by `drop()`. */
+export async function benchDatabase(url: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `gemforge_bench_${crypto.randomBytes(4).toString('hex')}`;
+  const admin = knex({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
+  await admin.raw(`CREATE DATABASE "${name}"`);
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return {
+    url: u.toString(),
+    async drop() {
+      await admin.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch((error: unknown) => console.error(`bench-postgres: could not drop ${name}: ${String(error)}`));
+      await admin.destroy();
+    },
+  };
 }

@@ -22,6 +22,7 @@ import * as moderation from '../domain/policy/moderation.ts';
 import * as consoleLogins from '../domain/console.ts';
 import { accountOverview } from '../domain/account-view.ts';
 import { recordedServerUrl } from '../public-url.ts';
+import { limitsOf } from '../domain/admission.ts';
 
 export class UsageError extends Error {}
 
@@ -33,7 +34,10 @@ const HELP: Array<[command: string, usage: string]> = [
     `account update ID [--gems G] [--llm-allowance A] [--paid-consent|--no-paid-consent] [--state active|blocked|unavailable]
                     [--content-preference standard|strict] [--network-allow CIDR,…] [--network-deny CIDR,…]
                     [--blocked-regions R,…] [--unknown-region allow|block]
-                                            a list replaces the account's list; '' clears it`,
+                    [--local-concurrency N|default] [--remote-concurrency N|default] [--queued-tasks N|default]
+                                            a list replaces the account's list; '' clears it;
+                                            fair share: jobs of the account running at once per lane, and its
+                                            queued media tasks (0: no cap; default: the server's setting again)`,
   ],
   ['account show', `account show ID`],
   ['key create', `key create --account ID --name N --scopes read,generate [--cap C] [--expires ISO-8601]`],
@@ -133,8 +137,15 @@ async function showAccount(db: Db, id: string) {
     outstandingReservations: summary.outstandingReservations,
     keys,
     ...describePolicies(account),
+    limits: await limitsOf(db, loadConfig(), account),
     createdAt: account.created_at,
   };
+}
+
+/** `--queued-tasks 10` → 10; `default` (or '') → null, the server's setting again; absent → undefined. */
+function capSetting(value: string | undefined, flag: string): number | null | undefined {
+  if (value === 'default' || value === '') return null;
+  return wholeNumber(value, flag);
 }
 
 /** `--network-allow 192.0.2.0/24,2001:db8::/32` → a list; `''` → [] (clears); absent → undefined. */
@@ -191,6 +202,9 @@ const commands: Record<string, Handler> = {
       'network-deny': { type: 'string' },
       'blocked-regions': { type: 'string' },
       'unknown-region': { type: 'string' },
+      'local-concurrency': { type: 'string' },
+      'remote-concurrency': { type: 'string' },
+      'queued-tasks': { type: 'string' },
     });
     const id = onePositional(positionals, 'account ID');
     const state = values.state as string | undefined;
@@ -207,6 +221,9 @@ const commands: Record<string, Handler> = {
       networkDeny: list(values['network-deny']),
       blockedRegions: list(values['blocked-regions']),
       unknownRegion: values['unknown-region'] as string | undefined,
+      localConcurrency: capSetting(values['local-concurrency'] as string | undefined, '--local-concurrency'),
+      remoteConcurrency: capSetting(values['remote-concurrency'] as string | undefined, '--remote-concurrency'),
+      queuedTasks: capSetting(values['queued-tasks'] as string | undefined, '--queued-tasks'),
     });
     if (gems !== undefined) await ledger.setBalance(db, systemClock, id, gems);
     return { output: await showAccount(db, id) };

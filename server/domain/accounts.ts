@@ -74,6 +74,10 @@ export interface AccountPatch extends PolicyPatch {
   llmAllowance?: number | undefined;
   paidConsent?: boolean | undefined;
   state?: AccountState | undefined;
+  /** Fair share caps of this account (null: back to the configured default). */
+  localConcurrency?: number | null | undefined;
+  remoteConcurrency?: number | null | undefined;
+  queuedTasks?: number | null | undefined;
 }
 
 export async function updateAccount(db: Db, clock: Clock, id: string, patch: AccountPatch): Promise<AccountRow> {
@@ -83,6 +87,9 @@ export async function updateAccount(db: Db, clock: Clock, id: string, patch: Acc
     ...(patch.paidConsent !== undefined && { paid_consent: patch.paidConsent }),
     // An operator's state replaces a block moderation set (see `admin moderation clear`).
     ...(patch.state !== undefined && { state: patch.state, moderation_blocked_at: null }),
+    ...(patch.localConcurrency !== undefined && { local_concurrency: patch.localConcurrency }),
+    ...(patch.remoteConcurrency !== undefined && { remote_concurrency: patch.remoteConcurrency }),
+    ...(patch.queuedTasks !== undefined && { queued_tasks: patch.queuedTasks }),
     ...policyColumns(patch),
     updated_at: clock.now().toISOString(),
   });

@@ -12,6 +12,7 @@
  * A billed answer that does not parse completes the identity with a saved
  * 409 ANALYSIS_FAILED, which replays answer again with no new charge.
  */
+import { admit, type AdmissionLimits } from './admission.ts';
 import type { components, operations } from '../../generated/api.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import type { Logger } from '../logger.ts';
@@ -55,6 +56,8 @@ export interface ExtractDeps {
   /** DATA_DIR, where the blobs are. */
   dataDir: string;
   scenariosEnabled: boolean;
+  /** Request rates (admission.ts, counted as text), decided before the claim; absent: none. */
+  limits?: AdmissionLimits | undefined;
 }
 
 /** The reservation: the token quote of 262,144 input and 8,192 output tokens. */
@@ -121,6 +124,7 @@ export async function extractVideo(deps: ExtractDeps, principal: Principal, idem
 
   const { asset, durationSeconds, file, release, asked } = await admissible(deps, principal, request);
   try {
+    if (deps.limits) await admit(deps.db, deps.clock, deps.limits, principal, 'text');
     return await analyse(deps, identity, request, { asset, durationSeconds, file, asked });
   } finally {
     await release();

@@ -3,6 +3,7 @@
  * transaction) and settlement at a terminal status. The read-only view and
  * ownership checks of task reads: task-view.ts.
  */
+import { admit, type AdmissionLimits } from './admission.ts';
 import { ApiError } from '../errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
@@ -34,6 +35,8 @@ export interface SubmitInput {
   provider: Pick<SubmissionProvider, 'admit' | 'dispatchOutcome'>;
   /** The identity's record as the request reads it (once); media reads it only when an earlier step did. */
   recorded?: idem.RecordRead | undefined;
+  /** Request rates and the queued-task cap (admission.ts), decided before the claim; absent: none. */
+  limits?: AdmissionLimits | undefined;
 }
 
 /**
@@ -75,6 +78,7 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   // An earlier step of this request read the record (moderation: was it claimed?): replay from that read.
   const earlier = input.recorded?.asked ? await idem.lookup(db, identity, input.recorded) : undefined;
   if (earlier) return replayOf(db, earlier);
+  if (input.limits) await admit(db, clock, input.limits, principal, 'media');
   const uncertain = provider.dispatchOutcome() === 'lost';
   const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
   // The outcome is known before the transaction, so the claim writes the identity's record in it at once.
@@ -122,7 +126,7 @@ async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared:
   };
   const outputs: OutputRow[] = prepared.outputPrices.map((price, idx) => ({ task_id: task.id, idx, status: 'pending', price, asset_id: null, error: null }));
   await store.insertTask(trx, task, outputs);
-  await jobs.enqueue(trx, task.id, now, prepared.lane ?? 'local');
+  await jobs.enqueue(trx, task.id, task.account_id, now, prepared.lane ?? 'local');
   const snapshot: TaskSnapshot = {
     task,
     reservation: { hold: reservation.hold_allowance + reservation.hold_paid, charged: 0, released: 0 },

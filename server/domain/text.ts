@@ -12,6 +12,7 @@
  * idempotency.ts; this module is the text adapter: its admission checks and its run. A client that disconnects does not stop the generation: it
  * still settles and its result is retained for replay.
  */
+import { admit, type AdmissionLimits } from './admission.ts';
 import crypto from 'node:crypto';
 import type { components, operations } from '../../generated/api.ts';
 import { ApiError } from '../errors.ts';
@@ -57,6 +58,8 @@ export interface TextDeps {
   scenariosEnabled: boolean;
   /** Where a running generation is registered so a shutdown can wait for its settlement. */
   inflight?: InflightWork;
+  /** Request rates (admission.ts), decided before the claim; absent: none. */
+  limits?: AdmissionLimits | undefined;
 }
 
 /** The reservation: the token quote of the prompt's upper bound and `max_tokens`. */
@@ -184,6 +187,7 @@ export async function createChatCompletion(
   if (existing) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(existing) };
 
   const { model, provider, asked } = admissible(deps, request);
+  if (deps.limits) await admit(deps.db, deps.clock, deps.limits, principal, 'text');
   const { messages } = asked;
   const rates = model.pricing;
   const amount = conservativeMaximum(rates, provider.promptTokenUpperBound(messages), request.max_tokens);

@@ -11,6 +11,8 @@
  *   JSON → 400 INVALID_JSON; JSON that is not an object → 422; a body that does
  *   not decode with its Content-Encoding → 400; too large → 413.
  * - anything else → 503 TEMPORARILY_UNAVAILABLE with a safe message, logged.
+ * Every 503 carries `Retry-After` (the spec: keep the identity and back off):
+ * the error's own seconds (a rate limit's wait), else DEFAULT_RETRY_AFTER_SECONDS.
  * HEAD errors carry no body.
  */
 import fs from 'node:fs';
@@ -137,10 +139,14 @@ function fromValidator(err: HttpLikeError, req: Request, resolve: RefResolver): 
   return undefined;
 }
 
+/** A 503 that knows no better wait (a database or storage outage, a drain): the client backs off this long at least. */
+export const DEFAULT_RETRY_AFTER_SECONDS = 1;
+
 function send(res: Response, req: Request, error: ApiError): void {
   res.status(error.status);
   if (error.shouldNotRetry) res.setHeader('x-should-retry', 'false');
-  if (error.retryAfterSeconds !== undefined) res.setHeader('retry-after', String(error.retryAfterSeconds));
+  const retryAfter = error.retryAfterSeconds ?? (error.status === 503 ? DEFAULT_RETRY_AFTER_SECONDS : undefined);
+  if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
   if (req.method === 'HEAD') {
     res.end();
     return;

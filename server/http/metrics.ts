@@ -12,7 +12,8 @@ import crypto from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import client from 'prom-client';
 import type { Db } from '../storage/db.ts';
-import { jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
+import { accountsWaiting, jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
+import { admissionRefusals } from '../domain/admission.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
 
@@ -40,6 +41,37 @@ function operationOf(req: Request): string {
   return 'other';
 }
 
+/** A gauge read from the database at each scrape: one value per row, labelled by the row's fields named `labelNames`. */
+function gaugeOf<L extends string>(registry: client.Registry, name: string, help: string, labelNames: L[], read: () => Promise<Array<Record<L, string> & { count: number }>>): void {
+  new client.Gauge({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const row of await read()) this.set(Object.fromEntries(labelNames.map((l) => [l, row[l]])) as unknown as Partial<Record<L, string>>, row.count);
+    },
+  });
+}
+
+/** A counter read at each scrape from a process-wide map whose keys are its two label values, space-separated. */
+function countsOf(registry: client.Registry, name: string, help: string, labelNames: [string, string], counts: ReadonlyMap<string, number>): void {
+  new client.Counter({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, n] of counts) {
+        const [first, second] = key.split(' ') as [string, string];
+        this.inc({ [labelNames[0]]: first, [labelNames[1]]: second }, n);
+      }
+    },
+  });
+}
+
 export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
   const registry = new client.Registry();
   const requests = new client.Counter({ name: 'gemforge_http_requests_total', help: 'Answered requests, by operation and status', labelNames: ['operation', 'status'] as const, registers: [registry] });
@@ -50,39 +82,11 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
-  new client.Counter({
-    name: 'gemforge_upstream_errors_total',
-    help: 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
-    labelNames: ['provider', 'kind'] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [key, n] of upstreamErrorCounts) {
-        const [provider, kind] = key.split(' ') as [string, string];
-        this.inc({ provider, kind }, n);
-      }
-    },
-  });
-  new client.Gauge({
-    name: 'gemforge_tasks',
-    help: 'Media tasks by status',
-    labelNames: ['status'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const { status, count } of await taskCounts(db)) this.set({ status }, count);
-    },
-  });
-  new client.Gauge({
-    name: 'gemforge_jobs',
-    help: 'Worker jobs by lane and state (queued, running, held)',
-    labelNames: ['lane', 'state'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const { lane, state, count } of await jobCounts(db)) this.set({ lane, state }, count);
-    },
-  });
+  countsOf(registry, 'gemforge_upstream_errors_total', 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)', ['provider', 'kind'], upstreamErrorCounts);
+  gaugeOf(registry, 'gemforge_tasks', 'Media tasks by status', ['status'], () => taskCounts(db));
+  gaugeOf(registry, 'gemforge_jobs', 'Worker jobs by lane and state (queued, running, held)', ['lane', 'state'], () => jobCounts(db));
+  countsOf(registry, 'gemforge_admission_refusals_total', 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)', ['limit', 'kind'], admissionRefusals);
+  gaugeOf(registry, 'gemforge_queue_accounts_waiting', 'Accounts with media jobs queued, by lane: the workers take turns between them', ['lane'], () => accountsWaiting(db));
   new client.Gauge({
     name: 'gemforge_oldest_queued_job_age_seconds',
     help: 'Age of the oldest job waiting in the queue (0 when none waits)',

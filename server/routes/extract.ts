@@ -19,6 +19,7 @@ export function extractRouter(deps: AppDeps): Router {
     provider: deps.providers.analysis,
     dataDir: deps.config.dataDir,
     scenariosEnabled: deps.config.scenariosEnabled,
+    limits: deps.config,
   };
   const router = Router();
   router.post(EXTRACT_PATH, async (req, res) => {

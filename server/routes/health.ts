@@ -76,7 +76,6 @@ export function whileDraining(lifecycle: Lifecycle) {
     if (!lifecycle.draining) return next();
     res.setHeader('connection', 'close');
     if (req.method === 'GET' || req.method === 'HEAD') return next();
-    res.setHeader('retry-after', String(DRAIN_RETRY_AFTER_SECONDS));
-    next(new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'This instance is shutting down and takes no new work; send the same request (same Idempotency-Key) again.'));
+    next(new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'This instance is shutting down and takes no new work; send the same request (same Idempotency-Key) again.', { retryAfterSeconds: DRAIN_RETRY_AFTER_SECONDS }));
   };
 }

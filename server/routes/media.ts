@@ -61,6 +61,7 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
         prepared,
         provider,
         recorded: identityRecordOf(req, db),
+        limits: config,
       });
       const view = await viewTask(db, clock, signer, baseUrl(req), task, written);
       const response: Submission = { task: view, created };

@@ -25,6 +25,7 @@ export function textRouter(deps: AppDeps): Router {
     providers: deps.providers.text,
     scenariosEnabled: deps.config.scenariosEnabled,
     inflight: deps.inflight,
+    limits: deps.config,
   };
   const keys = keyWatcher(deps.db, deps.clock);
   const router = Router();

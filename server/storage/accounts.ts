@@ -21,6 +21,10 @@ export interface AccountRow extends AccountPolicyColumns {
   state: AccountState;
   llm_allowance: number;
   paid_consent: boolean;
+  /** The operator's caps for this account (migration 017); null: the configured default. */
+  local_concurrency?: number | null;
+  remote_concurrency?: number | null;
+  queued_tasks?: number | null;
   created_at: string;
   updated_at: string;
 }
@@ -73,7 +77,7 @@ export async function findAccount(db: Conn, id: string): Promise<AccountRow | un
 export async function updateAccount(
   db: Conn,
   id: string,
-  patch: Partial<Pick<AccountRow, 'state' | 'llm_allowance' | 'paid_consent' | 'name'> & AccountPolicyColumns> & { updated_at: string },
+  patch: Partial<Pick<AccountRow, 'state' | 'llm_allowance' | 'paid_consent' | 'name' | 'local_concurrency' | 'remote_concurrency' | 'queued_tasks'> & AccountPolicyColumns> & { updated_at: string },
 ): Promise<void> {
   const columns = columnsOf(patch);
   await query(db, statement.write(`account-update:${columns}`, (c, i, ...v) => c('accounts').where({ id: i }).update(rowOf(columns, v))), [id, ...rowParams(columns, patch)]);

@@ -2,9 +2,14 @@
  * The durable job queue (STYLE habit 7): a job is a row claimed atomically with
  * a lease. A worker that stops heart-beating loses its lease; its jobs are then
  * recovered according to the provider's declared resume policy.
- * Order is `run_at` then `id`, and a re-queued job keeps its `run_at`: a task a
- * client already sees as `processing` does not go behind the backlog. Its
- * backoff is `retry_at`; `attempts` counts claims up to `max_attempts`.
+ * Accounts take turns (fair share, migration 017): a claim serves the account
+ * of the lane that was served least recently (`queue_turns`), among those with a
+ * due job and fewer running jobs than their cap, then that account's oldest due
+ * job (`run_at` then `id`). A re-queued job keeps its `run_at`, so within its
+ * account a task a client already sees as `processing` does not go behind the
+ * backlog. Its backoff is `retry_at`; `attempts` counts claims up to `max_attempts`.
+ * A claim reads a few index entries whatever the backlog: the turn rows it skips
+ * are those of accounts at their cap or with only jobs in backoff.
  * Leases (`locked_at`) and backoffs (`retry_at`) are stamped and judged by one
  * clock, the database's (`LeaseTime`), never a worker machine's own: a worker
  * whose clock runs minutes off neither steals a live lease nor keeps an expired
@@ -29,6 +34,8 @@ export interface JobRow {
   locked_by: string | null;
   last_error: string | null;
   lane: Lane;
+  /** The task's account (migration 017); the queue takes turns between accounts. */
+  account_id: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -54,23 +61,55 @@ const clockShape = (at: LeaseTime) => (at === DATABASE_CLOCK ? 'clock' : 'at');
 /** Which worker loops run a job: the local CPU-bound generators, or remote providers (I/O-bound, many at once). */
 export type Lane = 'local' | 'remote';
 
-const jobEnqueue = statement.later('job-enqueue', (c, task, now, l) =>
-  c('jobs').insert({ task_id: task, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: l }),
+const jobEnqueue = statement.later('job-enqueue', (c, task, account, now, l) =>
+  c('jobs').insert({ task_id: task, account_id: account, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: l }),
 );
 
-export async function enqueue(db: Conn, taskId: string, nowIso: string, lane: Lane = 'local'): Promise<void> {
-  await query(db, jobEnqueue, [taskId, nowIso, lane]);
+/** Queues the job of `taskId` (its account's turn row is made by the database, migration 017). */
+export async function enqueue(db: Conn, taskId: string, accountId: string, nowIso: string, lane: Lane = 'local'): Promise<void> {
+  await query(db, jobEnqueue, [taskId, accountId, nowIso, lane]);
 }
 
-/** The next due job of a lane: skipping rows other workers hold on Postgres. */
+/** The cap that is none: more jobs than one account could ever run (an integer column's largest). */
+const NO_CAP = 2 ** 31 - 1;
+
+/** Whether a queued job may be claimed at `now` (past its backoff), on table alias `t`. */
+const due = (c: Conn, t: string, at: LeaseTime, now: Value) => (w: Knex.QueryBuilder) =>
+  w.whereNull(`${t}.retry_at`).orWhere(`${t}.retry_at`, '<=', moment(c, at === DATABASE_CLOCK, now));
+
+/**
+ * The account of the lane to serve next: the least recently served (lowest
+ * `turn`) of those with a due job and fewer running jobs than their cap (the
+ * account's own, else `defaultCap`). Postgres skips turn rows another claim (or
+ * a submission of that account) holds. Both subqueries are index lookups of one
+ * account (jobs_account_lane_state_run); rows are skipped only for accounts at
+ * their cap or whose jobs all wait out a backoff.
+ */
+const turnPick = (lane: Lane, at: LeaseTime) =>
+  statement.first<{ account_id: string }>(`turn-pick:${lane}:${clockShape(at)}`, (c, l, now, defaultCap) => {
+    const running = c('jobs as r').count('*').whereRaw('r.account_id = t.account_id').whereRaw('r.lane = t.lane').where('r.state', 'running');
+    // The account's own cap (0: none), else the configured one.
+    const cap = c('accounts as a').select(c.raw(`case when a.${lane}_concurrency = 0 then ${NO_CAP} else a.${lane}_concurrency end`)).whereRaw('a.id = t.account_id');
+    const dueJob = c('jobs as q').select(c.raw('1')).whereRaw('q.account_id = t.account_id').whereRaw('q.lane = t.lane').where('q.state', 'queued').where(due(c, 'q', at, now));
+    const q = c('queue_turns as t')
+      .where('t.lane', l)
+      .whereRaw('(?) < coalesce((?), ?)', [running, cap, defaultCap])
+      .whereExists(dueJob)
+      .orderBy('t.turn')
+      .orderBy('t.account_id')
+      .first('t.account_id');
+    return isSqlite(c) ? q : q.forUpdate().skipLocked();
+  });
+
+/** The oldest due job of one account in a lane: skipping rows other workers hold on Postgres. */
 const jobPick = (at: LeaseTime) =>
-  statement.first<{ id: number }>(`job-pick:${clockShape(at)}`, (c, lane, now) => {
-    const q = c('jobs')
-      .where({ state: 'queued', lane })
-      .where((w) => w.whereNull('retry_at').orWhere('retry_at', '<=', moment(c, at === DATABASE_CLOCK, now)))
-      .orderBy('run_at')
-      .orderBy('id')
-      .first('id');
+  statement.first<{ id: number }>(`job-pick-of-account:${clockShape(at)}`, (c, account, lane, now) => {
+    const q = c('jobs as j')
+      .where({ 'j.account_id': account, 'j.lane': lane, 'j.state': 'queued' })
+      .where(due(c, 'j', at, now))
+      .orderBy('j.run_at')
+      .orderBy('j.id')
+      .first('j.id');
     return isSqlite(c) ? q : q.forUpdate().skipLocked();
   });
 const jobClaim = (at: LeaseTime) =>
@@ -79,19 +118,40 @@ const jobClaim = (at: LeaseTime) =>
     return c('jobs').where({ id, state: 'queued' }).update({ state: 'running', locked_at: t, locked_by: worker, updated_at: t, attempts: c.raw('attempts + 1') });
   });
 const jobById = statement.first<JobRow>('job-by-id', (c, id) => c('jobs').where({ id }).first());
+/** An account's turn ends with its last queued job of the lane (the claim's trigger counted it down): its row goes (a new job makes it again). */
+const turnDone = statement.write('turn-done', (c, lane, account) => c('queue_turns').where({ lane, account_id: account }).where('queued', '<=', 0).delete());
+/** Otherwise it goes to the back of the lane's round. */
+const turnServed = statement.write('turn-served', (c, lane, account) =>
+  c('queue_turns')
+    .where({ lane, account_id: account })
+    .update({ turn: c.raw('(select coalesce(max(m.turn), 0) + 1 from queue_turns m where m.lane = ?)', [lane]) }),
+);
+
+/** Jobs of one account that may run at once in each lane, unless the account says otherwise (`accounts.<lane>_concurrency`). */
+export interface AccountCaps {
+  local: number;
+  remote: number;
+}
+
+/** A configured cap of 0: none. */
+const capOf = (n: number) => (n > 0 ? n : NO_CAP);
 
 /**
- * Claims the next due job for `workerId`: one conditional UPDATE, so two workers
- * (threads or processes) can never both win the same row. `run_at` only orders
- * (it is the submitting API's clock at enqueue, never a future time); a
+ * Claims the next due job for `workerId`: the account whose turn it is (see
+ * the header), then its oldest due job, taken by one conditional UPDATE so two
+ * workers (threads or processes) can never both win the same row. `run_at` only
+ * orders (it is the submitting API's clock at enqueue, never a future time); a
  * re-queued job waits for its `retry_at`.
  */
-export async function claimNext(db: Db, workerId: string, now: LeaseTime, lane: Lane = 'local'): Promise<JobRow | undefined> {
+export async function claimNext(db: Db, workerId: string, now: LeaseTime, lane: Lane = 'local', caps: AccountCaps = { local: 0, remote: 0 }): Promise<JobRow | undefined> {
   return inTransaction(db, async (trx) => {
     const at = stamp(trx, now);
-    const candidate = await query(trx, jobPick(now), [lane, at]);
+    const turn = await query(trx, turnPick(lane, now), [lane, at, capOf(caps[lane])]);
+    if (!turn) return undefined;
+    const candidate = await query(trx, jobPick(now), [turn.account_id, lane, at]);
     if (!candidate) return undefined;
     if ((await query(trx, jobClaim(now), [candidate.id, workerId, at])).changes !== 1) return undefined;
+    if ((await query(trx, turnDone, [lane, turn.account_id])).changes === 0) await query(trx, turnServed, [lane, turn.account_id]);
     return query(trx, jobById, [candidate.id]);
   });
 }
@@ -218,4 +278,25 @@ export async function hold(db: Conn, jobId: number, workerId: string, nowIso: st
 /** Holds an expired running job for an operator, unless someone else took it meanwhile. */
 export async function holdExpired(db: Conn, jobId: number, now: LeaseTime, leaseMs: number, reason: string): Promise<boolean> {
   return leaveExpired(db, jobId, now, leaseMs, { state: 'held', last_error: reason });
+}
+
+const queuedOfAccount = statement.first<{ n: number | string | null }>('jobs-queued-of-account', (c, account) =>
+  // Its turn rows' counts (migration 017's triggers keep them): two primary-key reads, whatever the backlog.
+  c('queue_turns').where({ account_id: account }).whereIn('lane', ['local', 'remote']).sum({ n: 'queued' }).first(),
+);
+
+/** The account's queued (not yet claimed) media jobs, both lanes. */
+export async function queuedOf(db: Conn, accountId: string): Promise<number> {
+  return Number((await query(db, queuedOfAccount, [accountId]))?.n ?? 0);
+}
+
+const runningOfAccount = statement.rows<{ lane: Lane; n: number | string }>('jobs-running-of-account', (c, account) =>
+  c('jobs').where({ account_id: account, state: 'running' }).whereIn('lane', ['local', 'remote']).select('lane').count({ n: '*' }).groupBy('lane'),
+);
+
+/** The account's running jobs by lane (for the operator). */
+export async function runningOf(db: Conn, accountId: string): Promise<Record<Lane, number>> {
+  const out: Record<Lane, number> = { local: 0, remote: 0 };
+  for (const r of await query(db, runningOfAccount, [accountId])) out[r.lane] = Number(r.n);
+  return out;
 }

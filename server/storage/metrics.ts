@@ -7,6 +7,7 @@ const jobsByLane = statement.rows<{ lane: string; state: string; n: number | str
   c('jobs').whereIn('state', ['queued', 'running', 'held']).select('lane', 'state').count({ n: '*' }).groupBy('lane', 'state'),
 );
 const oldestQueued = statement.first<{ at: string | null }>('metrics-oldest-queued-job', (c) => c('jobs').where({ state: 'queued' }).min({ at: 'run_at' }).first());
+const accountsWaiting_ = statement.rows<{ lane: string; n: number | string }>('metrics-accounts-waiting', (c) => c('queue_turns').select('lane').count({ n: '*' }).groupBy('lane'));
 const reserved = statement.first<{ a: number | string | null; p: number | string | null }>('metrics-reserved-gems', (c) =>
   c('reservations').where({ state: 'held' }).sum({ a: 'hold_allowance', p: 'hold_paid' }).first(),
 );
@@ -30,4 +31,9 @@ export async function oldestQueuedRunAt(db: Db): Promise<string | undefined> {
 export async function reservedGems(db: Db): Promise<number> {
   const row = await query(db, reserved);
   return Number(row?.a ?? 0) + Number(row?.p ?? 0);
+}
+
+/** Accounts with jobs queued in each lane (their turn rows, migration 017): how many share the workers. */
+export async function accountsWaiting(db: Db): Promise<Array<{ lane: string; count: number }>> {
+  return (await query(db, accountsWaiting_)).map((r) => ({ lane: r.lane, count: Number(r.n) }));
 }

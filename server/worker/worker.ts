@@ -29,6 +29,8 @@ export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
   pollMs: number;
   /** First backoff of a re-queued job in ms; doubles per attempt, at most MAX_BACKOFF_MS. */
   retryBackoffMs: number;
+  /** Jobs of one account running at once per lane, unless the account has its own (0: no cap; absent: none). */
+  accountCaps?: jobs.AccountCaps;
 }
 
 const MAX_BACKOFF_MS = 60_000;
@@ -111,7 +113,9 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   /**
    * One lane: a single claimer keeps up to `slots` of its jobs running at once,
    * so idle capacity costs one poll per interval, not one per slot (the remote
-   * lane's 64 slots wait on the network).
+   * lane's 64 slots wait on the network). Each claim serves the next account in
+   * turn; an account at its cap is passed over, so a slot never idles while
+   * another account has a due job.
    */
   async function dispatch(lane: jobs.Lane, slots: number): Promise<void> {
     const running = new Set<Promise<void>>();
@@ -121,7 +125,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
         continue;
       }
       try {
-        const job = await jobs.claimNext(db, id, leaseTime(clock), lane);
+        const job = await jobs.claimNext(db, id, leaseTime(clock), lane, options.accountCaps);
         if (!job) {
           await idle(options.pollMs);
           continue;

@@ -7,18 +7,10 @@
  * and a property test's runs see different text of the same shape (a cache of a
  * previous round's words does not make the round cheap).
  */
+import { rng } from '../../server/providers/random.ts';
 
-/** A small seeded generator (mulberry32): the same seed, the same text. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The local generators' seeded PRNG: the same seed, the same text. */
+export const seeded = rng;
 
 const LETTERS = [...'etaoinshrdlucmfwypvbgkjqxz'];
 /** Beginnings of policy words: pieces that keep a merge of joined pieces looking like a word for longest. */

@@ -34,7 +34,7 @@ export async function queueTask(db: Db, clock: Clock, owner: QueueOwner, id: str
     { id, account_id: owner.accountId, key_id: owner.keyId, kind: 'image', model: 'm', request: '{}', status: 'queued', reservation_id: r.id, error_code: null, error_message: null, created_at: now, updated_at: now, finished_at: null },
     [{ task_id: id, idx: 0, status: 'pending', price: 1, asset_id: null, error: null }],
   );
-  await jobs.enqueue(db, id, now);
+  await jobs.enqueue(db, id, owner.accountId, now);
 }
 
 /** Runs `fn` on a fresh database (in data dir `dir`) with a manual clock at 2026-01-01 and a queue owner (100 Gems); closes it after. */

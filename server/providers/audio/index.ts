@@ -10,7 +10,7 @@ import { decodePcm } from '../../media/pcm.ts';
 import { MediaGenerationError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
 import { dominantPitchClass, estimateTempo } from './analysis.ts';
 import { planMusic, renderMusic, type CoverTraits, type MusicRequest } from './music.ts';
-import { seedOf } from './random.ts';
+import { seedOf } from '../random.ts';
 import { renderSpeech } from './speech.ts';
 import { encodeWav, type MonoPcm } from './wav.ts';
 

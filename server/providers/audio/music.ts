@@ -8,7 +8,7 @@
  * `vocalGender`. A cover follows the cover audio's tempo and key. The result is
  * exactly the requested number of seconds.
  */
-import { rng, seedOf } from './random.ts';
+import { rng, seedOf } from '../random.ts';
 import type { MonoPcm } from './wav.ts';
 import type { MusicJobRequest } from '../media-types.ts';
 

@@ -15,7 +15,7 @@ import ESpeakNg from 'espeak-ng';
 import { decodePcm } from '../../media/pcm.ts';
 import { localBlob } from '../../storage/blobs.ts';
 import { MediaGenerationError, type MediaTools, type SpeechJobRequest, type SpeechVoice } from '../media-types.ts';
-import { rng, seedOf } from './random.ts';
+import { rng, seedOf } from '../random.ts';
 import { medianPitchHz } from './analysis.ts';
 import { applyGainDb, normalizePeak, parseWav, type MonoPcm } from './wav.ts';
 

@@ -11,22 +11,14 @@ import fs from 'node:fs/promises';
 import sharp, { type Sharp } from 'sharp';
 import { SHARP_INPUT } from '../../media/limits.ts';
 import type { GeneratedOutput, ImageJobRequest, MediaJob, MediaProvider, MediaTools } from '../media-types.ts';
+import { rng } from '../random.ts';
 
 type ImageRequest = ImageJobRequest;
 
 type Rgb = [number, number, number];
 
-/** A small seeded PRNG (mulberry32): the same seed always draws the same picture. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded PRNG (the same seed always draws the same picture), re-exported for the tests that draw with it. */
+export { rng };
 
 function seedOf(...parts: Array<string | number | null>): number {
   return crypto.createHash('sha256').update(parts.map(String).join('\u0000')).digest().readUInt32LE(0);

@@ -18,6 +18,7 @@ import * as m012 from './012_blob_pins.ts';
 import * as m013 from './013_console_logins.ts';
 import * as m014 from './014_key_last_used.ts';
 import * as m015 from './015_console_known_addresses.ts';
+import * as m017 from './017_fair_share.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -39,6 +40,7 @@ const migrations: Array<[string, Migration]> = [
   ['013_console_logins', m013],
   ['014_key_last_used', m014],
   ['015_console_known_addresses', m015],
+  ['017_fair_share', m017],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,4 +1,4 @@
-/** Seeded randomness for the audio generators: the same inputs always give the same sound. */
+/** Seeded randomness for the local generators: the same inputs always give the same picture or sound. */
 import crypto from 'node:crypto';
 
 /** A small seeded PRNG (mulberry32), uniform in [0, 1). */

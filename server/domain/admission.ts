@@ -1,0 +1,99 @@
+/**
+ * Admission limits, decided before anything is claimed or reserved: request
+ * rates per API key and per account (media and text submissions apart, token
+ * buckets in the database so every API instance holds the same limit), and a
+ * cap on an account's queued media tasks. A refusal is the spec's overload
+ * answer, 503 TEMPORARILY_UNAVAILABLE with Retry-After (the seconds until the
+ * limit frees a slot): the identity was not claimed, so the same request with
+ * the same Idempotency-Key succeeds when sent again later.
+ */
+import { ApiError } from '../errors.ts';
+import type { Db } from '../storage/db.ts';
+import * as jobs from '../storage/jobs.ts';
+import { takeTokens, type Bucket } from '../storage/rate-buckets.ts';
+import type { Principal } from './accounts.ts';
+import type { Clock } from './clock.ts';
+
+/** What a submission is counted as: media tasks, or text (chat completions and extractions). */
+export type AdmissionKind = 'media' | 'text';
+
+/** The configured limits (config.ts); a rate or cap of 0 is off. */
+export interface AdmissionLimits {
+  rates: { keyMedia: number; keyText: number; accountMedia: number; accountText: number; burstSeconds: number };
+  /** Queued media tasks per account, unless the account has its own (`accounts.queued_tasks`). */
+  accountQueuedTasks: number;
+}
+
+/** The wait asked of a client refused by the queued-task cap: a slot frees when one of its tasks starts, which no rate predicts. */
+export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
+
+/** Refusals since start, by limit (`key-rate`, `account-rate`, `queued-tasks`) and kind: /metrics. */
+export const admissionRefusals = new Map<string, number>();
+
+function refused(limit: string, kind: AdmissionKind, message: string, waitSeconds: number): ApiError {
+  const key = `${limit} ${kind}`;
+  admissionRefusals.set(key, (admissionRefusals.get(key) ?? 0) + 1);
+  return new ApiError(503, 'TEMPORARILY_UNAVAILABLE', `${message}; nothing was claimed or reserved. Send the same request (same Idempotency-Key) again after Retry-After seconds.`, {
+    retryAfterSeconds: Math.max(1, Math.ceil(waitSeconds)),
+  });
+}
+
+/** The buckets a submission of `kind` by `principal` takes a token from. */
+function bucketsOf(limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): Bucket[] {
+  const { rates } = limits;
+  const [keyRate, accountRate] = kind === 'media' ? [rates.keyMedia, rates.accountMedia] : [rates.keyText, rates.accountText];
+  const out: Bucket[] = [];
+  if (keyRate > 0) out.push({ id: `key:${principal.key.id}:${kind}`, rate: keyRate, burst: Math.max(1, keyRate * rates.burstSeconds) });
+  if (accountRate > 0) out.push({ id: `account:${principal.account.id}:${kind}`, rate: accountRate, burst: Math.max(1, accountRate * rates.burstSeconds) });
+  return out;
+}
+
+/** The account's cap on queued media tasks: its own, else the configured one (0: none). */
+export function queuedTasksCap(limits: Pick<AdmissionLimits, 'accountQueuedTasks'>, account: { queued_tasks?: number | null }): number {
+  return account.queued_tasks ?? limits.accountQueuedTasks;
+}
+
+/**
+ * Admits a submission or throws the 503 refusal. The queued-task cap is read
+ * first (a refused flood spends no tokens), then one statement takes a token
+ * from the key's and the account's bucket.
+ */
+export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): Promise<void> {
+  if (kind === 'media') {
+    const cap = queuedTasksCap(limits, principal.account);
+    if (cap > 0 && (await jobs.queuedOf(db, principal.account.id)) >= cap) {
+      throw refused('queued-tasks', kind, `This account already has ${cap} media tasks queued, its limit`, QUEUE_FULL_RETRY_AFTER_SECONDS);
+    }
+  }
+  const buckets = bucketsOf(limits, principal, kind);
+  const over = await takeTokens(db, buckets, clock.now().getTime());
+  if (over.length === 0) return;
+  const first = over.reduce((a, b) => (b.waitMs > a.waitMs ? b : a));
+  const bucket = buckets.find((b) => b.id === first.id)!;
+  const whose = first.id.startsWith('key:') ? 'This API key' : 'This account';
+  throw refused(first.id.startsWith('key:') ? 'key-rate' : 'account-rate', kind, `${whose} is over its ${kind} request rate (${bucket.rate} per second)`, first.waitMs / 1000);
+}
+
+/** The caps of fair share (config.ts): jobs of one account running at once per lane. */
+export interface ConcurrencyDefaults {
+  accountLocalConcurrency: number;
+  accountRemoteConcurrency: number;
+}
+
+/** A limit as the operator sees it: its value (0: none) and whether the account has its own. */
+const setting = (own: number | null | undefined, fallback: number) => ({ value: own ?? fallback, own: own !== null && own !== undefined });
+
+/**
+ * An account's fair-share caps and admission limits, and how much of them it
+ * uses now: `gemforge admin account show`.
+ */
+export async function limitsOf(db: Db, limits: AdmissionLimits & ConcurrencyDefaults, account: { id: string; local_concurrency?: number | null; remote_concurrency?: number | null; queued_tasks?: number | null }) {
+  const { rates } = limits;
+  return {
+    localConcurrency: setting(account.local_concurrency, limits.accountLocalConcurrency),
+    remoteConcurrency: setting(account.remote_concurrency, limits.accountRemoteConcurrency),
+    queuedTasks: setting(account.queued_tasks, limits.accountQueuedTasks),
+    ratesPerSecond: { keyMedia: rates.keyMedia, keyText: rates.keyText, accountMedia: rates.accountMedia, accountText: rates.accountText, burstSeconds: rates.burstSeconds },
+    now: { queued: await jobs.queuedOf(db, account.id), running: await jobs.runningOf(db, account.id) },
+  };
+}

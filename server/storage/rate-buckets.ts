@@ -1,0 +1,62 @@
+/**
+ * Token buckets of request admission (migration 017), shared by every API
+ * instance on the database. A bucket holds up to `burst` tokens and refills at
+ * `rate` per second; a request takes one token from each of its buckets in one
+ * statement, which refills and takes in the same UPDATE (a conditional upsert:
+ * no read first, no lock held past the statement).
+ */
+import { isSqlite } from './db.ts';
+import { query, statement, type Conn, type Value } from './query.ts';
+
+export interface Bucket {
+  id: string;
+  /** Tokens per second. */
+  rate: number;
+  /** The most tokens it holds (the burst a quiet client may send at once). */
+  burst: number;
+}
+
+/** The bucket's tokens at `excluded.at_ms` (the request's time): refilled since its last take, never above its burst; a clock behind the last take refills nothing. */
+const refilled = (least: string, greatest: string) =>
+  `${least}(excluded.burst, rate_buckets.tokens + ${greatest}(0, excluded.at_ms - rate_buckets.at_ms) * excluded.rate / 1000.0)`;
+
+/** Takes a token from each of `n` buckets that has one; RETURNING the ids that gave one. */
+const take = (n: number) =>
+  statement.write<{ id: string }>(`rate-buckets-take:${n}`, (c, ...v) => {
+    const [least, greatest] = isSqlite(c) ? ['min', 'max'] : ['least', 'greatest'];
+    const now = refilled(least, greatest);
+    const rows = Array.from({ length: n }, () => '(?, ?, ?, ?, ?)').join(', ');
+    return c.raw(
+      `INSERT INTO rate_buckets (id, tokens, at_ms, rate, burst) VALUES ${rows}
+       ON CONFLICT (id) DO UPDATE SET tokens = ${now} - 1, at_ms = ${greatest}(rate_buckets.at_ms, excluded.at_ms), rate = excluded.rate, burst = excluded.burst
+       WHERE ${now} >= 1
+       RETURNING id`,
+      v,
+    );
+  });
+
+const read = (n: number) =>
+  statement.rows<{ id: string; tokens: number; at_ms: number; rate: number; burst: number }>(`rate-buckets-read:${n}`, (c, ...ids) =>
+    c('rate_buckets').whereIn('id', ids).select('id', 'tokens', 'at_ms', 'rate', 'burst'),
+  );
+
+/**
+ * Takes one token from each bucket at `nowMs`. Returns the buckets that had
+ * none, each with the milliseconds until it holds one again (empty: admitted).
+ * A bucket that had a token gives it even when another refuses: the attempt
+ * counts against it (a key hammering past its rate spends its account's too).
+ */
+export async function takeTokens(db: Conn, buckets: readonly Bucket[], nowMs: number): Promise<Array<{ id: string; waitMs: number }>> {
+  if (buckets.length === 0) return [];
+  // A new bucket starts full, less this request's token.
+  const params: Value[] = buckets.flatMap((b) => [b.id, b.burst - 1, nowMs, b.rate, b.burst]);
+  const given = new Set((await query(db, take(buckets.length), params)).rows.map((r) => r.id));
+  const refused = buckets.filter((b) => !given.has(b.id));
+  if (refused.length === 0) return [];
+  const rows = await query(db, read(refused.length), refused.map((b) => b.id));
+  return rows.map((r) => {
+    const tokens = Math.min(Number(r.burst), Number(r.tokens) + (Math.max(0, nowMs - Number(r.at_ms)) * Number(r.rate)) / 1000);
+    return { id: r.id, waitMs: Math.max(0, ((1 - tokens) / Number(r.rate)) * 1000) };
+  });
+}
+
