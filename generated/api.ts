@@ -489,7 +489,10 @@ export interface components {
         MediaMaxGems: number;
         /** @description Conservative admission ceiling in Gems. A reservation above it answers `409 PRICE_CHANGED`. */
         LlmMaxGems: number;
-        /** @description gemforge extension: deterministic generation. The same seed, model and inputs give the same outputs. */
+        /**
+         * Format: int64
+         * @description gemforge extension: deterministic generation. The same seed, model and inputs give the same outputs.
+         */
         Seed: number;
         /**
          * @description Image generator parameters. Unsupported parameter names are rejected
@@ -2045,6 +2048,16 @@ export interface operations {
                  * @example en-US
                  */
                 language?: string;
+                /**
+                 * @description Only the voices this speech model can speak with (an audio model with the `speech`
+                 *     operation, from `GET /api/generate/models`). A model served by an upstream speech
+                 *     service speaks only the catalog voices the operator mapped to it, so the list
+                 *     holds those (and none of `scope=mine`); a model of this server speaks every voice.
+                 *     An id that is not a speech model answers `422 MODEL_UNAVAILABLE`. Omitted means
+                 *     no filter.
+                 * @example gemforge-speech-1
+                 */
+                model?: string;
             };
             header?: never;
             path?: never;

@@ -9,7 +9,9 @@
  *   (generated/console.ts) and restart the server on it;
  * - server code changed (TypeScript, YAML, the console page's HTML and CSS):
  *   restart the server.
- * Edits arriving together are handled once (a short debounce); Ctrl-C stops both.
+ * Edits arriving together are handled once (a short debounce); Ctrl-C or SIGTERM
+ * stops both (package.json runs it with `exec`, so a signal to `npm run dev`
+ * reaches this process). A tool's failure is printed without its stack trace.
  *
  *   npm run dev [-- --contract FILE --generated OUT.ts … --parameters OUT.ts --console-contract FILE --console-generated OUT.ts]   (PORT, DATA_DIR … as for npm start)
  */
@@ -42,16 +44,31 @@ const consoleOut = path.resolve(values['console-generated']!);
 
 const say = (line: string) => console.log(`[dev] ${line}`);
 
-/** Lints the contract; returns the linter's output when it fails. */
-function lint(): string | undefined {
-  const run = spawnSync(process.execPath, [bin('redocly'), 'lint', contract], { cwd: root, encoding: 'utf8', env: { ...process.env, REDOCLY_TELEMETRY: 'off' } });
+/** Lints a contract (default: the API's); returns the linter's output when it fails. */
+function lint(file = contract): string | undefined {
+  const run = spawnSync(process.execPath, [bin('redocly'), 'lint', file], { cwd: root, encoding: 'utf8', env: { ...process.env, REDOCLY_TELEMETRY: 'off' } });
   return run.status === 0 ? undefined : `${run.stdout}${run.stderr}`.trim() || `redocly exited ${run.status}`;
+}
+
+/**
+ * A tool's failure as a designer wants to read it: its message without the
+ * JavaScript stack trace (openapi-typescript throws on a bad `$ref`, and Node
+ * prints the throwing source line, `at …` frames and its version).
+ */
+function withoutStack(output: string): string {
+  const lines = output.split('\n');
+  const stackStart = lines.findIndex((l) => /^file:\/\/|^\s+at\s/.test(l));
+  if (stackStart < 0) return output;
+  const kept = lines.slice(0, stackStart);
+  const error = lines.slice(stackStart).find((l) => /^\w*Error: /.test(l));
+  if (error && !kept.some((l) => l.includes(error.replace(/^\w*Error: /, '')))) kept.push(error);
+  return kept.join('\n').trim();
 }
 
 /** Types from a contract (openapi-typescript, as `npm run generate` runs it); the failure when it fails. */
 function typesOf(from: string, out: string): string | undefined {
   const run = spawnSync(process.execPath, [bin('openapi-typescript'), from, '--default-non-nullable', 'false', '-o', out], { cwd: root, encoding: 'utf8' });
-  return run.status === 0 ? undefined : `${run.stdout}${run.stderr}`.trim();
+  return run.status === 0 ? undefined : withoutStack(`${run.stdout}${run.stderr}`.trim());
 }
 
 /** Regenerates every output from the contract; returns the failure when one fails. */
@@ -61,7 +78,7 @@ function generate(): string | undefined {
     if (failed) return failed;
   }
   const params = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), contract, parametersOut], { cwd: root, encoding: 'utf8' });
-  return params.status === 0 ? undefined : `${params.stdout}${params.stderr}`.trim();
+  return params.status === 0 ? undefined : withoutStack(`${params.stdout}${params.stderr}`.trim());
 }
 
 let server: ChildProcess | undefined;
@@ -105,6 +122,12 @@ let contractBroken = false;
 
 async function apply(batch: Batch): Promise<void> {
   if (batch.console) {
+    // Linted first, like the API's contract: a bad $ref reads as the linter's message, not a generator's crash.
+    const problem = lint(consoleContract);
+    if (problem) {
+      say(`the console's contract does not lint; the last good server keeps running:\n${problem}`);
+      return;
+    }
     const failed = typesOf(consoleContract, consoleOut);
     if (failed) {
       say(`regenerating the console's types failed; the last good server keeps running:\n${failed}`);

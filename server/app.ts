@@ -14,6 +14,7 @@ import type { Catalog } from './domain/catalog.ts';
 import { jsonBody } from './http/body.ts';
 import type { InflightWork } from './lifecycle.ts';
 import { requestId } from './http/request-id.ts';
+import { apiCors } from './http/cors.ts';
 import { accessLog } from './http/access-log.ts';
 import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
@@ -92,6 +93,8 @@ export function createApp(deps: AppDeps): express.Express {
   const lifecycle = deps.lifecycle ?? { draining: false };
   // Draining: every answer closes its connection, and new work is sent to another instance (reads are still answered).
   app.use(whileDraining(lifecycle));
+  // Cross-origin browser calls to the API paths, for the operator's CORS_ORIGINS only (http/cors.ts).
+  if (config.corsOrigins.length > 0) app.use('/api', apiCors(config.corsOrigins));
   // Liveness and readiness for balancers and orchestrators: outside the public contract.
   app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle, logger })));
 

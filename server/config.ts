@@ -208,6 +208,11 @@ export interface Config {
    * CIDR ranges, or `loopback`, `linklocal`, `uniquelocal`); empty: the socket's address is the client's.
    */
   trustProxy: string[];
+  /**
+   * Browser origins allowed to call the API paths cross-origin (`CORS_ORIGINS`, comma-separated
+   * exact origins such as `https://app.example.com`); empty (the default): no CORS headers at all.
+   */
+  corsOrigins: string[];
   /** Operator-supplied CIDR → region file for regional restrictions (`REGIONS_FILE`); none: every region is unknown. */
   regionsFile: string | undefined;
   /** Account console sessions (issue 28): idle and absolute lifetimes in seconds (`CONSOLE_SESSION_IDLE_SECONDS`, default 1800; `CONSOLE_SESSION_MAX_SECONDS`, default 43200). */
@@ -317,6 +322,24 @@ function parseTrustProxy(value: string | undefined): string[] {
   return entries;
 }
 
+/** `CORS_ORIGINS`: exact origins (scheme, host, optional port; no path), checked now so a typo stops the start. */
+function parseCorsOrigins(value: string | undefined): string[] {
+  const entries = (value ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+  return entries.map((entry) => {
+    let url: URL | undefined;
+    try {
+      url = new URL(entry);
+    } catch {
+      url = undefined;
+    }
+    // A browser sends its Origin as scheme://host[:port] exactly: anything more would never match.
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== entry.replace(/\/$/, '').toLowerCase()) {
+      throw new Error(`CORS_ORIGINS must list exact origins such as https://app.example.com (no path, no *), got "${entry}"`);
+    }
+    return url.origin;
+  });
+}
+
 /** `REMOTE_FETCH_ALLOW`: addresses, CIDR ranges or host names (lower-cased), checked now so a typo stops the start. */
 function parseFetchAllow(value: string | undefined): string[] {
   const entries = (value ?? '').split(',').map((p) => p.trim().toLowerCase()).filter(Boolean);
@@ -414,6 +437,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     moderationBlockThreshold: parseWhole(env.MODERATION_BLOCK_THRESHOLD, 5, 'MODERATION_BLOCK_THRESHOLD', 0),
     moderationBlockWindowSeconds: parseWhole(env.MODERATION_BLOCK_WINDOW_SECONDS, 86_400, 'MODERATION_BLOCK_WINDOW_SECONDS', 1),
     trustProxy: parseTrustProxy(env.TRUST_PROXY),
+    corsOrigins: parseCorsOrigins(env.CORS_ORIGINS),
     regionsFile: env.REGIONS_FILE ? path.resolve(env.REGIONS_FILE) : undefined,
     consoleSession: {
       idleSeconds: parseWhole(env.CONSOLE_SESSION_IDLE_SECONDS, 1800, 'CONSOLE_SESSION_IDLE_SECONDS', 60),

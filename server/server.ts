@@ -12,6 +12,7 @@ import { createLogger, type Logger } from './logger.ts';
 import { loadCatalog } from './domain/catalog.ts';
 import { seedCatalogVoices } from './domain/voices.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
+import { listenBaseUrl, recordServerUrl } from './public-url.ts';
 import { startSigner } from './domain/signing-keys.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
@@ -215,6 +216,13 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   await selfCheck(url, server, db);
+  // Where the admin CLI's invite links point (public-url.ts); a data dir we cannot write only costs that.
+  let urlRecord: { remove(): void } | undefined;
+  try {
+    urlRecord = recordServerUrl(config.dataDir, config.publicBaseUrl ?? listenBaseUrl(config.host, port), clock.now());
+  } catch (error) {
+    logger.warn({ err: error }, 'could not record the server URL in DATA_DIR: admin console invite needs --base-url');
+  }
   // The worker runs the providers built above (the catalog is read once).
   const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
@@ -228,6 +236,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     async close({ graceMs = 0, readinessDelayMs = 0 } = {}) {
       if (closed) return;
       closed = true;
+      urlRecord?.remove();
       lifecycle.draining = true; // /readyz answers 503 and answers close their connections from now on
       // Idle keep-alive connections go at once, while the listener still answers: their clients reconnect
       // (to another instance) for the next request. A moment later, not in this tick: a request a client

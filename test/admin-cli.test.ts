@@ -11,6 +11,7 @@ import path from 'node:path';
 import { admin, adminText, adminWithInput } from './helpers/admin.ts';
 import { consoleCall, signIn } from './helpers/console.ts';
 import { statusWithin } from './helpers/auth.ts';
+import { childServers, seedUserOnDisk } from './helpers/child.ts';
 
 describe('admin CLI', () => {
   let s: TestServer;
@@ -324,5 +325,38 @@ describe('admin CLI', () => {
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, message, `${args.join(' ')}: ${r.stderr}`);
     }
+  });
+});
+
+describe('admin console invite without --base-url', () => {
+  const servers = childServers();
+
+  it('when the server runs on a random port, then the invite link points at that port, and after it stops no stale address is used', async () => {
+    const { accountId } = await seedUserOnDisk(servers.dataDir);
+    const child = await servers.start({ PUBLIC_BASE_URL: '' });
+    const invited = await admin(servers.dataDir, 'console', 'invite', '--account', accountId, '--email', 'port@example.com');
+    assert.equal(invited.code, 0, invited.stderr);
+    const link = new URL(invited.json.link);
+    assert.equal(link.origin, new URL(child.url).origin, `the link ${invited.json.link} reaches the server at ${child.url}`);
+    assert.equal(link.pathname, '/console');
+    const token = /^#invite=(.+)$/.exec(link.hash)![1];
+    const page = await fetch(new URL('/console', link));
+    assert.equal(page.status, 200, 'the link opens the console of the running server');
+    assert.ok(token);
+
+    const override = await admin(servers.dataDir, 'console', 'invite', '--account', accountId, '--email', 'port@example.com', '--base-url', 'https://console.example.com');
+    assert.equal(new URL(override.json.link).origin, 'https://console.example.com', '--base-url still wins');
+
+    assert.equal(await child.kill('SIGTERM'), 0);
+    assert.equal(fs.existsSync(path.join(servers.dataDir, 'server-url.json')), false, 'a stopped server leaves no address behind');
+  });
+
+  it('when PUBLIC_BASE_URL is set for the server, then the invite link uses it', async () => {
+    const { accountId } = await seedUserOnDisk(servers.dataDir);
+    const child = await servers.start({ PUBLIC_BASE_URL: 'https://api.example.com' });
+    const invited = await admin(servers.dataDir, 'console', 'invite', '--account', accountId, '--email', 'public@example.com');
+    assert.equal(invited.code, 0, invited.stderr);
+    assert.match(invited.json.link, /^https:\/\/api\.example\.com\/console#invite=/);
+    await child.kill('SIGTERM');
   });
 });

@@ -79,3 +79,22 @@ describe('contract', () => {
     await assert.rejects(startTestServer({ env: { OPENAPI_PATH: path.join(dir, 'openapi.yaml') } }), /contract did not load/);
   });
 });
+
+describe('contract integer formats', () => {
+  it('when Seed is read, then it is format int64 (its maximum, 2^32 - 1, is past int32, so generators must not make it a 32-bit int), and the server takes the whole range', async () => {
+    const doc = YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8'));
+    const seed = doc.components.schemas.Seed;
+    assert.equal(seed.format, 'int64');
+    assert.equal(seed.maximum, 4294967295);
+    const s = await startTestServer();
+    try {
+      const { secret } = await s.user({ gems: 1000 });
+      const submit = (seedValue: number, key: string) =>
+        s.call('POST', '/api/generate/image', { key: secret, headers: { 'idempotency-key': key }, body: { model: 'gemforge-image-1', prompt: 'A lighthouse', parameters: { seed: seedValue, resolution: '512' } } });
+      assert.equal((await submit(4294967295, `seed-max-${process.pid}`)).status, 202);
+      assert.equal((await submit(4294967296, `seed-over-${process.pid}`)).status, 422);
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -120,3 +120,89 @@ describe('npm run dev', () => {
     await until('the server to stop', async () => ((await served()) === undefined ? true : undefined), 15_000);
   });
 });
+
+describe('npm run dev, as a newcomer runs it', () => {
+  let dir: string;
+  let contract: string;
+  let consoleContract: string;
+  let port: number;
+  let npm: ChildProcess;
+  let exited: Promise<unknown>;
+  let output = '';
+  const served = async () => {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/openapi.yaml`);
+      return res.ok ? true : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  /** No JavaScript stack trace: no `at …` frames, no `file://` source lines, no Node version footer. */
+  const assertNoStack = (text: string) => {
+    assert.doesNotMatch(text, /^\s+at\s/m, text);
+    assert.doesNotMatch(text, /^file:\/\//m, text);
+    assert.doesNotMatch(text, /^Node\.js v\d/m, text);
+  };
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-npm-dev-'));
+    contract = path.join(dir, 'openapi.yaml');
+    fs.copyFileSync(path.join(root, 'openapi/openapi.yaml'), contract);
+    consoleContract = path.join(dir, 'console', 'console.yaml');
+    fs.mkdirSync(path.dirname(consoleContract));
+    fs.copyFileSync(path.join(root, 'openapi/console.yaml'), consoleContract);
+    port = await freePort();
+    const args = ['--contract', contract, '--generated', path.join(dir, 'api.ts'), '--parameters', path.join(dir, 'parameters.ts'), '--console-contract', consoleContract, '--console-generated', path.join(dir, 'console.ts')];
+    npm = spawn('npm', ['run', '--silent', 'dev', '--', ...args], {
+      cwd: root,
+      env: { ...process.env, PORT: String(port), DATA_DIR: path.join(dir, 'data'), LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    exited = new Promise((resolve) => npm.once('exit', resolve));
+    npm.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
+    npm.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')));
+    await until('the first server', served, 60_000);
+  });
+
+  after(async () => {
+    if (npm.exitCode === null && npm.signalCode === null) {
+      npm.kill('SIGKILL');
+      await exited;
+    }
+    // Whatever the outcome, no server of this suite is left on its port.
+    await until('no server left', async () => {
+      if ((await served()) === undefined) return true;
+      const pid = /"pid":(\d+)/.exec(output)?.[1];
+      if (pid) process.kill(Number(pid), 'SIGKILL');
+      return undefined;
+    }, 15_000).catch(() => undefined);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("when the console's contract gets a bad $ref, then the linter's message is printed without a stack trace", async () => {
+    const before = output.length;
+    fs.writeFileSync(consoleContract, fs.readFileSync(consoleContract, 'utf8').replace(/\$ref: '#\/components\/responses\/SignedIn'/, "$ref: '#/components/responses/SignedInNope'"));
+    await until('the lint failure', () => (output.slice(before).includes("[dev] the console's contract does not lint") ? true : undefined), 60_000);
+    await until('the whole message', () => (/Validation failed|error/i.test(output.slice(before).split("does not lint")[1] ?? '') ? true : undefined), 10_000);
+    const said = output.slice(before);
+    assert.match(said, /SignedInNope|Can't resolve \$ref/);
+    assertNoStack(said);
+    assert.ok(await served(), 'the last good server keeps running');
+  });
+
+  it('when the contract gets a bad $ref, then the linter says where without a stack trace', async () => {
+    const before = output.length;
+    fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace("$ref: '#/components/responses/Unauthorized'", "$ref: '#/components/responses/Unauthorizd'"));
+    await until('the lint failure', () => (output.slice(before).includes('[dev] the contract does not lint') ? true : undefined), 60_000);
+    await until('the whole message', () => (/Validation failed/.test(output.slice(before)) ? true : undefined), 10_000);
+    const said = output.slice(before);
+    assert.match(said, /Can't resolve \$ref/);
+    assertNoStack(said);
+  });
+
+  it('when npm run dev gets SIGTERM, then npm, dev and its server all stop', async () => {
+    npm.kill('SIGTERM');
+    await exited;
+    await until('the server to stop', async () => ((await served()) === undefined ? true : undefined), 15_000);
+  });
+});

@@ -553,3 +553,26 @@ describe('text generation with scenarios disabled and an unavailable text model'
     await expectError(await post(s, u.secret, newKey(), { ...ask('hi'), model: 'gemforge-text-retired' }), 422, 'MODEL_UNAVAILABLE');
   });
 });
+
+describe('a text SDK pointed at the Responses API', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startTestServer();
+  });
+  after(() => s?.close());
+
+  it('when POST /api/generate/text/v1/responses is called (with or without a key), then 404 NOT_FOUND says chat completions is served and how to configure the SDK', async () => {
+    const { secret } = await s.user({ gems: 10, llmAllowance: 1000 });
+    for (const key of [secret, undefined]) {
+      const res = await s.call('POST', '/api/generate/text/v1/responses', { ...(key && { key }), body: { model: MODEL, input: 'hello' } });
+      const message = await expectError(res, 404, 'NOT_FOUND');
+      assert.match(message, /\/api\/generate\/text\/v1\/chat\/completions/);
+      assert.match(message, /provider\.chat\(/);
+      assert.doesNotMatch(message, /^No such route\.$/);
+    }
+    const other = await s.call('POST', '/api/generate/text/v1/completions', { key: secret, body: { model: MODEL, prompt: 'hello' } });
+    assert.match(await expectError(other, 404, 'NOT_FOUND'), /chat completions only, at POST \/api\/generate\/text\/v1\/chat\/completions/);
+    const elsewhere = await s.call('GET', '/api/generate/nothing-here', { key: secret });
+    assert.equal(await expectError(elsewhere, 404, 'NOT_FOUND'), 'No such route.');
+  });
+});

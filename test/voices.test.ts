@@ -363,3 +363,59 @@ describe('voices with a remote OpenAI-compatible transcription provider', () => 
     assert.equal(seen.length, before, 'the provider was not called');
   });
 });
+
+describe('voices a model can use (the list model filter)', () => {
+  let local: TestServer;
+  let remote: TestServer;
+  const [AVERY, CARTER] = ['voice_d3aaf74203c48ce692bb5225', 'voice_c5f1a4a68678135c9ac1a776'];
+  before(async () => {
+    local = await startTestServer();
+    // No upstream is called by a list: an address on this machine that nothing serves.
+    remote = await startTestServer({
+      env: {
+        SPEECH_UPSTREAM_URL: 'http://127.0.0.1:9/v1',
+        SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
+        SPEECH_UPSTREAM_VOICES: `${AVERY}=alloy,${CARTER}=onyx`,
+      },
+    });
+  });
+  after(async () => {
+    await local?.close();
+    await remote?.close();
+  });
+  const list = async (s: TestServer, query: string) => {
+    const { secret } = await s.user();
+    return s.call('GET', `/api/generate/voices?${query}`, { key: secret });
+  };
+  const ids = async (res: Response) => ((await res.json()) as { voices: Array<{ id: string }> }).voices.map((v) => v.id).sort();
+
+  it('when a remote speech model is named, then only the voices mapped in SPEECH_UPSTREAM_VOICES are listed, and no private voice', async () => {
+    const explore = await list(remote, 'scope=explore&model=gemforge-speech-1');
+    assert.equal(explore.status, 200);
+    const body = (await explore.clone().json()) as { total: number; hasMore: boolean };
+    assert.deepEqual(await ids(explore), [AVERY, CARTER].sort());
+    assert.equal(body.total, 2);
+    assert.equal(body.hasMore, false);
+    const mine = await list(remote, 'model=gemforge-speech-1');
+    assert.deepEqual(await ids(mine), []);
+    const language = await list(remote, 'scope=explore&model=gemforge-speech-1&language=en');
+    assert.deepEqual(await ids(language), [AVERY, CARTER].sort(), 'the filters combine');
+  });
+
+  it("when this server's own speech model is named, then every public voice is listed, as without the filter", async () => {
+    const all = await ids(await list(local, 'scope=explore'));
+    const filtered = await list(local, 'scope=explore&model=gemforge-speech-1');
+    assert.equal(filtered.status, 200);
+    assert.deepEqual(await ids(filtered), all);
+    assert.ok(all.length > 2);
+  });
+
+  it('when the model is not a speech model, then 422 MODEL_UNAVAILABLE', async () => {
+    for (const model of ['gemforge-music-1', 'gemforge-image-1', 'no-such-model']) {
+      const res = await list(local, `scope=explore&model=${model}`);
+      const error = await errorOf(res);
+      assert.equal(error.status, 422, model);
+      assert.equal(error.code, 'MODEL_UNAVAILABLE');
+    }
+  });
+});

@@ -21,6 +21,7 @@ import { describePolicies, PolicyInputError } from '../domain/policy/settings.ts
 import * as moderation from '../domain/policy/moderation.ts';
 import * as consoleLogins from '../domain/console.ts';
 import { accountOverview } from '../domain/account-view.ts';
+import { recordedServerUrl } from '../public-url.ts';
 import { limitsOf } from '../domain/admission.ts';
 
 export class UsageError extends Error {}
@@ -160,10 +161,13 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
 }
 
-/** Where the console is reached: --base-url, else PUBLIC_BASE_URL, else this machine's port. */
+/**
+ * Where the console is reached: --base-url, else PUBLIC_BASE_URL, else what the
+ * running server recorded in DATA_DIR (public-url.ts), else this machine's PORT.
+ */
 function consoleUrl(baseUrl: string | boolean | undefined): string {
   const config = loadConfig();
-  const base = typeof baseUrl === 'string' ? baseUrl : (config.publicBaseUrl ?? `http://localhost:${config.port}`);
+  const base = typeof baseUrl === 'string' ? baseUrl : (config.publicBaseUrl ?? recordedServerUrl(config.dataDir) ?? `http://localhost:${config.port}`);
   if (!/^https?:\/\/[^\s]+$/.test(base)) throw new UsageError(`--base-url must be an http(s) URL, got "${base}"`);
   return `${base.replace(/\/+$/, '')}/console`;
 }

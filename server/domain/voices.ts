@@ -23,6 +23,8 @@ import { analyzeSpeechOffThread } from '../media/vad-thread.ts';
 import { NoSpeechError, TranscriptionUnavailableError, type TranscriptionProvider } from '../media/transcription.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
+import type { Catalog, ModelOf } from './catalog.ts';
+import { requireModel } from './media-request.ts';
 
 export type { VoiceRow };
 type Voice = components['schemas']['Voice'];
@@ -102,6 +104,23 @@ export interface ListQuery {
   scope: 'mine' | 'explore';
   page: number;
   language?: string | undefined;
+  /** Only the voices of this speech model (`voicesOfModel`); absent: every voice. */
+  ids?: readonly string[] | undefined;
+}
+
+/**
+ * The voices a speech model can speak with, for the list's `model` filter:
+ * undefined when it speaks every voice (this server's own synthesizer), else the
+ * voice IDs its upstream is mapped for. 422 MODEL_UNAVAILABLE when the id is not
+ * a speech model of the catalog.
+ */
+export function voicesOfModel(catalog: Catalog, id: string, upstreamVoices: (model: string) => readonly string[] | undefined): readonly string[] | undefined {
+  const speaks = (m: ModelOf<'audio'>) => {
+    const operations = (m.capabilities as { operations?: unknown }).operations;
+    return Array.isArray(operations) && operations.includes('speech');
+  };
+  requireModel(catalog, id, 'audio', speaks);
+  return upstreamVoices(id);
 }
 
 /** One page of the caller's private voices or of the public voices. */
@@ -110,6 +129,7 @@ export async function listVoices(db: Db, accountId: string, q: ListQuery): Promi
     scope: q.scope,
     accountId,
     language: q.language?.toLowerCase(),
+    ids: q.ids,
     offset: (q.page - 1) * VOICES_PER_PAGE,
     limit: VOICES_PER_PAGE,
   });

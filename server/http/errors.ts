@@ -111,7 +111,7 @@ function fromValidator(err: HttpLikeError, req: Request, resolve: RefResolver): 
   if (req.authError && [400, 401, 403, 413, 422, 500].includes(status ?? 0)) return req.authError;
   const body = bodyErrorOf(err, req);
   if (body) return body;
-  if (status === 404 || status === 405) return new ApiError(404, 'NOT_FOUND', 'No such route.');
+  if (status === 404 || status === 405) return noSuchRoute(req);
   // A path that is not valid percent-encoding (`/files/%E0%A4%A`) names nothing: the router's URIError, or the validator's "malformed uri".
   if (status === 400 && (/^Failed to decode param/.test(err.message ?? '') || err.errors?.some((i) => /malformed uri/i.test(i.message ?? '')))) {
     return new ApiError(404, 'NOT_FOUND', 'No such route: the path is not valid percent-encoding.');
@@ -201,5 +201,28 @@ export function notFoundHandler(req: Request, _res: Response, next: NextFunction
     next(new ApiError(503, 'WORKFLOW_UNAVAILABLE', `The ${operationId} workflow is not available on this server.`));
     return;
   }
-  next(new ApiError(404, 'NOT_FOUND', 'No such route.'));
+  next(noSuchRoute(req));
+}
+
+const TEXT_BASE = '/api/generate/text/v1';
+const CHAT = `${TEXT_BASE}/chat/completions`;
+
+/**
+ * 404 NOT_FOUND for a path nothing serves. Under the text API's base the message
+ * says what is served instead: OpenAI-compatible SDKs point at the base and then
+ * pick an endpoint themselves, and some (the AI SDK's `provider(id)`, since its
+ * version 5) pick the Responses API, which a bare "No such route" leaves a mystery.
+ */
+function noSuchRoute(req: Request): ApiError {
+  const path = req.path.toLowerCase().replace(/\/+$/, '');
+  if (!path.startsWith(`${TEXT_BASE}/`)) return new ApiError(404, 'NOT_FOUND', 'No such route.');
+  const served = `This server speaks OpenAI chat completions only, at POST ${CHAT} (base URL ${TEXT_BASE}).`;
+  if (path === `${TEXT_BASE}/responses` || path.startsWith(`${TEXT_BASE}/responses/`)) {
+    return new ApiError(
+      404,
+      'NOT_FOUND',
+      `${served} The Responses API (/responses) is not served: configure your SDK for chat completions, e.g. the AI SDK's provider.chat(modelId) instead of provider(modelId), or the openai package's client.chat.completions.create().`,
+    );
+  }
+  return new ApiError(404, 'NOT_FOUND', `No such route. ${served}`);
 }

@@ -10,7 +10,7 @@ import type { operations } from '../../generated/api.ts';
 import type { AppDeps } from '../app.ts';
 import { principalOf } from '../http/context.ts';
 import { moderationDeps, screenTexts } from '../http/policy.ts';
-import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES } from '../domain/voices.ts';
+import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES, voicesOfModel } from '../domain/voices.ts';
 import { transcriberFor } from '../media/transcription.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 
@@ -69,19 +69,20 @@ export function voiceUploadErrors(err: unknown, req: Request, _res: Response, ne
   next(err);
 }
 
-export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies'>): Router {
-  const { db, clock, config } = deps;
+export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies' | 'catalog' | 'remoteMedia'>): Router {
+  const { db, clock, config, catalog, remoteMedia } = deps;
   const router = Router();
   const transcriber = transcriberFor(config);
   const moderation = moderationDeps(deps);
 
   router.get(VOICES_PATH, async (req, res) => {
     const principal = principalOf(req);
-    const q = req.query as { scope?: string; page?: string | number; language?: string };
+    const q = req.query as { scope?: string; page?: string | number; language?: string; model?: string };
     const body: ListVoices = await listVoices(db, principal.account.id, {
       scope: q.scope === 'explore' ? 'explore' : 'mine',
       page: q.page === undefined ? 1 : Number(q.page),
       language: q.language,
+      ids: q.model === undefined ? undefined : voicesOfModel(catalog, q.model, (m) => remoteMedia?.voicesOf(m)),
     });
     res.status(200).json(body);
   });

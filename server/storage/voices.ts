@@ -56,6 +56,8 @@ export interface VoiceQuery {
   accountId: string;
   /** Lower-case language tag: matches exactly or as the primary subtag (`en` matches `en-US`). */
   language?: string | undefined;
+  /** Only these voice IDs (a speech model's voices); absent: no such filter. */
+  ids?: readonly string[] | undefined;
   offset: number;
   limit: number;
 }
@@ -65,17 +67,28 @@ export interface VoiceQuery {
  * language's two patterns when it has one. The scope and whether a language is
  * given are the statement's shape (`filterShape`).
  */
-function filtered(c: Conn, q: VoiceQuery, [account, exact, prefix]: Value[]): Knex.QueryBuilder {
+function filtered(c: Conn, q: VoiceQuery, [account, exact, prefix, ...ids]: Value[]): Knex.QueryBuilder {
   const voices = c('voices').where({ state: 'ready' });
   if (q.scope === 'mine') voices.where({ account_id: account!, visibility: 'private' });
   else voices.where({ visibility: 'public' });
   if (q.language) voices.where((w) => w.whereRaw('lower(language) = ?', [exact!]).orWhereRaw('lower(language) like ?', [prefix!]));
+  if (q.ids) voices.whereIn('id', ids as string[]);
   return voices;
 }
-const filterShape = (q: VoiceQuery) => `${q.scope}:${q.language ? 'language' : 'any'}`;
-const filterParams = (q: VoiceQuery): Value[] => [...(q.scope === 'mine' ? [q.accountId] : []), ...(q.language ? [q.language, `${q.language}-%`] : [])];
-/** filtered()'s parameters after the account (explore has none). */
-const filterArgs = (q: VoiceQuery, v: Value[]): Value[] => (q.scope === 'mine' ? v : [null, ...v]);
+/** The list's length is the shape too: it changes the SQL text (an IN list, or knex's `1 = 0` when empty). */
+const filterShape = (q: VoiceQuery) => `${q.scope}:${q.language ? 'language' : 'any'}${q.ids ? `:ids${q.ids.length}` : ''}`;
+const filterParams = (q: VoiceQuery): Value[] => [
+  ...(q.scope === 'mine' ? [q.accountId] : []),
+  ...(q.language ? [q.language, `${q.language}-%`] : []),
+  ...(q.ids ?? []),
+];
+/** filtered()'s parameters in a fixed place each: the account, the language's two patterns (null when absent), then the IDs. */
+function filterArgs(q: VoiceQuery, v: Value[]): Value[] {
+  let i = 0;
+  const account = q.scope === 'mine' ? v[i++]! : null;
+  const language = q.language ? [v[i++]!, v[i++]!] : [null, null];
+  return [account, ...language, ...v.slice(i)];
+}
 
 /** One page of voices in a stable order, and how many match in all. */
 export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: VoiceRow[]; total: number }> {

@@ -25,6 +25,8 @@ export interface RemoteMedia {
   problem(model: string, kind: MediaKind, request: JobRequests[MediaKind]): string | undefined;
   /** Which worker lane runs the model's jobs. */
   laneOf(model: string): 'local' | 'remote';
+  /** The catalog voice IDs a remote speech model can speak with (SPEECH_UPSTREAM_VOICES); undefined: not restricted here. */
+  voicesOf(model: string): readonly string[] | undefined;
 }
 
 /** The provider a catalog entry names, or the one its id is configured for. */
@@ -81,6 +83,7 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
   return {
     byModel,
     laneOf: (model) => (byModel[model]?.lane === 'remote' ? 'remote' : 'local'),
+    voicesOf: (model) => (byModel[model] instanceof OpenAiSpeechProvider ? Object.keys(config.speechUpstreamVoices) : undefined),
     problem(model, kind, request) {
       const provider = byModel[model];
       if (provider instanceof OpenAiImagesProvider && kind === 'image') {
