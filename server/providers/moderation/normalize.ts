@@ -221,6 +221,33 @@ export class Vocabulary {
     return depth < 3 ? 3 : depth + MERGE_INFLECTION;
   }
 
+  /**
+   * Where the longest merge of `parts` from `i` worth asking `knows` ends (exclusive): a known
+   * word's letters follow a path of the vocabulary's prefixes to within an inflection of its
+   * end (`mergeReach`), it is at most `longest` letters and MAX_MERGED_PIECES pieces. The path
+   * is walked once as pieces are added, so a start costs the letters of one word at most.
+   */
+  mergeEnd(parts: readonly string[], i: number): number {
+    let node: PrefixNode | undefined = this.prefixes;
+    let depth = 0;
+    let length = 0;
+    let j = i;
+    while (j < parts.length && j - i < MAX_MERGED_PIECES) {
+      const part = parts[j]!;
+      const next = length + part.length;
+      if (j > i && next > this.longest) break;
+      for (let k = 0; node !== undefined && k < part.length; k++) {
+        node = node.get(part[k]!);
+        if (node !== undefined) depth++;
+      }
+      // Off the path, the reach is fixed: a piece that passes it is not part of the merge.
+      if (node === undefined && j > i && next > (depth < 3 ? 3 : depth + MERGE_INFLECTION)) break;
+      length = next;
+      j++;
+    }
+    return j;
+  }
+
   private add(word: string, correctable: boolean): void {
     if (this.words.has(word)) return;
     this.words.add(word);
@@ -284,16 +311,20 @@ export class Vocabulary {
     // deletions of a 15,000-letter run would be 15,000 copies of it).
     if (word.length < 3 || word.length > this.longest || !/^\p{L}+$/u.test(word)) return word;
     // The likeliest typo wins; a tie between two policy words corrects nothing.
+    // The word itself, then (five letters or more) each one-letter deletion of it: the keys of `deletions`.
     const ranked = new Map<string, number>();
-    const keys = word.length < 5 ? [word] : [word, ...Array.from(word, (_, i) => word.slice(0, i) + word.slice(i + 1))];
-    work.steps += word.length * keys.length;
-    for (const d of keys) {
-      for (const c of this.deletions.get(d) ?? []) {
+    const deletable = word.length < 5 ? 0 : word.length;
+    work.steps += word.length * (deletable + 1);
+    for (let k = -1; k < deletable; k++) {
+      const candidates = this.deletions.get(k < 0 ? word : word.slice(0, k) + word.slice(k + 1));
+      if (candidates === undefined) continue;
+      for (const c of candidates) {
         const rank = oneEdit(word, c);
         // Short words: only a letter left out ("bom" for "bomb").
         if (rank !== undefined && (word.length >= 5 || c.length === word.length + 1)) ranked.set(c, rank);
       }
     }
+    if (ranked.size === 0) return word;
     const best = Math.min(...ranked.values());
     const winners = [...ranked].filter(([, rank]) => rank === best);
     return winners.length === 1 ? winners[0]![0] : word;
@@ -390,6 +421,9 @@ function single(word: string): boolean {
   return word.length === 1 || (word.length === 2 && word.codePointAt(0)! > 0xffff);
 }
 
+/** A digit or a symbol that leetspeak reads as a letter. */
+const LEETISH = /[0-9$@|!€+]/;
+
 /** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
 const SPELT_WITH_SYMBOLS = /['|/\\]/;
 
@@ -413,7 +447,8 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
     }
   }
   if (SPELT_WITH_SYMBOLS.test(body)) body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
-  const parts = body.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean).flatMap((p) => vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u)).filter(Boolean);
+  // Only a part holding a digit or a symbol can read as other letters (and split at a symbol).
+  const parts = body.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean).flatMap((p) => (LEETISH.test(p) ? vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u).filter(Boolean) : [p]));
   if (parts.length > 1 && parts.every(single)) {
     return parts.map((word) => ({ word, possessive: false })); // "k.i.l.l": letters spelt out, read with the run they belong to
   }
@@ -422,13 +457,8 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   // spans and the chunk costs time linear in its length ("xq-xq-xq-…" was cubic).
   const merged: string[] = [];
   for (let i = 0; i < parts.length; ) {
-    let j = i + 1;
-    let joined = parts[i]!;
-    while (j < parts.length && j - i < MAX_MERGED_PIECES && joined.length + parts[j]!.length <= vocabulary.longest) joined += parts[j++]!;
-    // A known word's letters follow a path of the vocabulary's prefixes to within an
-    // inflection of its end: longer spans are not tried (each try stems the span).
-    const reach = vocabulary.mergeReach(joined);
-    while (j > i + 1 && joined.length > reach) joined = joined.slice(0, joined.length - parts[--j]!.length);
+    let j = vocabulary.mergeEnd(parts, i);
+    let joined = j === i + 1 ? parts[i]! : parts.slice(i, j).join('');
     while (j > i + 1 && !vocabulary.knows(joined)) joined = joined.slice(0, joined.length - parts[--j]!.length);
     merged.push(joined);
     i = j;
