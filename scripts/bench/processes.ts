@@ -61,10 +61,14 @@ export async function waitFor(url: string, status: number, init: RequestInit = {
   }
 }
 
-/** A server script that prints `{"port": n}` on its first stdout line once listening (bare-node.ts, bare-express.ts). */
-export async function startScript(script: string): Promise<Started> {
-  const [cmd, args] = pinned(pinning?.server, ['--import', 'tsx', path.join(import.meta.dirname, script)]);
-  const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+/**
+ * A server script that prints `{"port": n}` on its first stdout line once listening (bare-node.ts,
+ * bare-express.ts), with `env` added; on the server's core unless `core` says another (a fake
+ * upstream goes beside the load generator, not beside the server it serves).
+ */
+export async function startScript(script: string, env: Record<string, string> = {}, core = pinning?.server): Promise<Started> {
+  const [cmd, args] = pinned(core, ['--import', 'tsx', path.join(import.meta.dirname, script)]);
+  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
     child.stdout!.once('data', (chunk: Buffer) => resolve((JSON.parse(chunk.toString().split('\n')[0]) as { port: number }).port));

@@ -36,6 +36,12 @@ describe('moderation normalisation and the embedded policy', () => {
     assert.deepEqual(read('Straße, œuvre, 16:9 in 2024'), ['strasse', 'oeuvre', '16', '9', 'in', '2024']);
   });
 
+  it('when a number carries a unit or an ending (1950s, 90s, 4th, 5k, 10pm), then it stays a number; a digit word that is leetspeak is still read', () => {
+    const read = (text: string) => words(text, policy.vocabulary).join(' ');
+    assert.equal(read('a 1950s diner, the 90s, my 4th birthday, a 5k run at 10pm'), 'a 1950s diner the 90s my 4th birthday a 5k run at 10pm');
+    assert.equal(read('h0w t0 0d'), 'how to od');
+  });
+
   it('when letters of other scripts that look Latin are used, then they read as the Latin letters', () => {
     const read = (text: string) => words(text, policy.vocabulary).join(' ');
     // Cherokee capitals (lower-cased to the small letters no table held), Coptic, Lisu, Latin variants.

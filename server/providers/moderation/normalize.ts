@@ -363,6 +363,7 @@ export class Vocabulary {
   /** Leetspeak undone in a chunk holding a letter: the reading whose words are all known, else the likeliest one. */
   deleet(chunk: string): string {
     if (!LETTER.test(chunk) || !Array.from(chunk).some((c) => LEET.has(c))) return chunk;
+    if (NUMBER_WITH_UNIT.test(chunk)) return chunk; // "1950s", "90s", "5k", "4th": a number, not a word
     const chars = Array.from(chunk);
     const options = chars.map((c, i) => {
       const readings = LEET.get(c);
@@ -420,6 +421,9 @@ const PLAIN = /^([a-z]+)[.,;:?")]*$/;
 function single(word: string): boolean {
   return word.length === 1 || (word.length === 2 && word.codePointAt(0)! > 0xffff);
 }
+
+/** A number with a unit or an ending ("1950s", "90s", "4th", "5k", "10pm"): not leetspeak ("0d" still reads "od"). */
+const NUMBER_WITH_UNIT = /^(?:\d{2,}(?:s|'s)|\d+(?:st|nd|rd|th|k|am|pm|mm|cm|km|kg|mg|ml|mb|gb|tb|hz|fps|px))$/;
 
 /** A digit or a symbol that leetspeak reads as a letter. */
 const LEETISH = /[0-9$@|!€+]/;
