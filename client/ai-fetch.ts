@@ -1,7 +1,7 @@
 /**
  * `gemforgeFetch()`: a `fetch` for the AI client libraries people already use
  * (the official `openai` SDK, the Vercel AI SDK, LangChain), so they keep the
- * spec's rules against gemforge's chat-completions endpoint (issue 29, item 6):
+ * spec's rules against gemforge's chat-completions endpoint:
  *
  * - **One Idempotency-Key per logical call, kept across the library's retries.**
  *   Every spending POST needs one ("Submissions that spend Gems require an

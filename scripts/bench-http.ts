@@ -1,5 +1,5 @@
 /**
- * Request throughput and latency, side by side (issue 13). Starts a bare
+ * Request throughput and latency, side by side. Starts a bare
  * `node:http` JSON server, a bare Express 5 JSON server, gemforge (embedded
  * SQLite, NODE_ENV=production, worker off) and the Prism mock of the contract,
  * on one pinned core, and drives each from a load process pinned to the other

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:postgres` (also part of `npm run bench`): one account's media
- * submissions on Postgres (issue 27, item 4). Every submission of an account
+ * submissions on Postgres. Every submission of an account
  * holds Gems of the same balance row, so they serialize on that row's lock; what
  * counts is how long each holds it. Rows, each measured in rounds beside the
  * bare node:http baseline (bench/rounds.ts), 32 connections per API process,

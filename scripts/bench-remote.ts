@@ -1,6 +1,6 @@
 /**
  * `npm run bench:remote` (also part of `npm run bench`): image tasks through the
- * OpenAI-compatible Images adapter (issue 26, item 8). A local upstream answers
+ * OpenAI-compatible Images adapter. A local upstream answers
  * every `POST /v1/images/generations` after a fixed 200 ms with a small PNG and
  * notes when it answered each call (by its `Idempotency-Key`, which names the
  * task). The real server runs as a child process (its own core where `taskset`

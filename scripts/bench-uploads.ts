@@ -5,7 +5,7 @@
  * resident memory from /proc/<pid>/status every 25 ms and prints peak versus
  * baseline. Buffering the bodies would add about 20 × 30 MiB = 600 MiB; the
  * budget for the rise is 150 MiB (exit code 1 beyond it). Then hostile images
- * (issue 32), 10 at once each, on the fresh server before the honest uploads: a
+ * (each built to cost the server memory), 10 at once each, on the fresh server before the honest uploads: a
  * decompression bomb, refused from its header (target: peak RSS < 300 MiB), and
  * a PNG and a progressive JPEG at the pixel limit, decoded behind the decode
  * gate (target: a rise < 200 MiB; the gate admits 160 MiB of decoding at once).
@@ -27,7 +27,7 @@ import { quantile } from './bench/quantile.ts';
 import { pngBomb } from '../test/helpers/media.ts';
 import { SERVER_ARGS } from '../server/node-flags.ts';
 
-/** Hostile uploads sent at once (issue 32). */
+/** Hostile uploads sent at once, as an attacker would. */
 const HOSTILE_UPLOADS = 10;
 
 const { values } = parseArgs({
@@ -137,7 +137,7 @@ interface HostileRow {
 }
 
 /**
- * Images that cost a server memory to decode (issue 32): a decompression bomb
+ * Images that cost a server memory to decode: a decompression bomb
  * (about 1 MB declaring 16000×16000 RGBA: 1 GB decoded) must be refused from its
  * header; an image at the pixel limit (8000×5000 RGBA, ~100 KB of zeros) is
  * decoded, a few lines at a time, behind the decode gate.

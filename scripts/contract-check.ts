@@ -1,5 +1,5 @@
 /**
- * `npm run contract:check` (issue 29, item 1): the working contract
+ * `npm run contract:check`: the working contract
  * (openapi/openapi.yaml) against the released one (the highest version in
  * openapi/released/), so a designer hears what an edit breaks for deployed
  * clients before it ships.

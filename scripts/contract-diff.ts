@@ -1,5 +1,5 @@
 /**
- * What Optic's breaking-change rules do not see (issue 29, item 1): a request
+ * What Optic's breaking-change rules do not see: a request
  * limit tightened between the released contract and the working one. A client
  * built on the released contract may send a 30,000-character prompt; if the
  * working contract says 20,000, that request now fails. Optic 1.0.9 passes such

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A local multi-instance gemforge (issue 27, item 7), started by one command:
+# A local multi-instance gemforge, started by one command:
 #
 #   npm run demo:multi                  # runs until Ctrl-C (or SIGTERM)
 #   npm run demo:multi -- --check       # or DEMO_CHECK=1: start, smoke-check through nginx, stop; exit 0/1

@@ -1,5 +1,5 @@
 /**
- * `npm run dev`: the designer's watch mode (issue 29, item 3). Runs the server
+ * `npm run dev`: the designer's watch mode. Runs the server
  * and watches the contract and the server's code:
  * - the contract changed: lint it (redocly); when it passes, regenerate the
  *   types (generated/ and client/generated/, as `npm run generate` does) and

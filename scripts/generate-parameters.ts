@@ -2,7 +2,7 @@
  * Part of `npm run generate`: the media parameters' value types, from the
  * contract, for the CLI's `--param name=value` parsing (client/cli/params.ts),
  * so `outputCount=2` is sent as a number because the contract types it so, not
- * because a hand-kept list says it (issue 29, item 2).
+ * because a hand-kept list says it (a list that would drift from the contract).
  *
  *   node --import tsx scripts/generate-parameters.ts [OPENAPI_YAML] [OUT_TS]
  */

@@ -1,5 +1,5 @@
 /**
- * Where a percentile's tail comes from (issue 13): gemforge started as
+ * Where a percentile's tail comes from: gemforge started as
  * bench-http starts it (NODE_ENV=production, worker off), new image
  * submissions sent by `--connections` clients for `--seconds` after a
  * warm-up, each answer's latency kept with the time it was sent, and the

@@ -1,5 +1,5 @@
 /**
- * CPU per request, path by path, on a fixed number of requests (issue 13):
+ * CPU per request, path by path, on a fixed number of requests:
  * gemforge started as bench-http starts it (NODE_ENV=production, worker off,
  * info log to a file), each path driven `--amount` times by autocannon after a
  * warm-up, the server's CPU time read from /proc around it. With `--prof DIR`

@@ -1,5 +1,5 @@
 /**
- * Configuration, read once at start from the environment (STYLE habit 12).
+ * Configuration, read once at start from the environment, so every setting and its default is in one typed place.
  * Nothing else in the server reads `process.env`.
  */
 import { parseSecret } from './domain/signing.ts';
@@ -215,7 +215,7 @@ export interface Config {
   corsOrigins: string[];
   /** Operator-supplied CIDR → region file for regional restrictions (`REGIONS_FILE`); none: every region is unknown. */
   regionsFile: string | undefined;
-  /** Account console sessions (issue 28): idle and absolute lifetimes in seconds (`CONSOLE_SESSION_IDLE_SECONDS`, default 1800; `CONSOLE_SESSION_MAX_SECONDS`, default 43200). */
+  /** Account console sessions: idle and absolute lifetimes in seconds (`CONSOLE_SESSION_IDLE_SECONDS`, default 1800; `CONSOLE_SESSION_MAX_SECONDS`, default 43200). */
   consoleSession: { idleSeconds: number; maxSeconds: number };
   /**
    * Console password hashing off the event loop (domain/password-pool.ts): worker threads

@@ -1,5 +1,5 @@
 /**
- * The one error type of the service (STYLE habit 5). Domain code throws
+ * The one error type of the service, so one middleware maps every failure. Domain code throws
  * `ApiError(status, code, message)` with the spec's codes; the error middleware
  * turns it into the Error envelope.
  */

@@ -1,5 +1,5 @@
 /**
- * `gemforge admin backup PATH` (issue 27, item 7): an online copy of the
+ * `gemforge admin backup PATH`: an online copy of the
  * embedded SQLite database taken while the server runs, proven by restoring it:
  * a server started on the copy (with the blob store beside it) serves the same
  * accounts, tasks and outputs, and the ledger verifies.

@@ -1,6 +1,6 @@
 /**
- * The AI client libraries people already use, against the real server (issue 29,
- * item 6): the official `openai` SDK, the Vercel AI SDK (`ai` with
+ * The AI client libraries people already use, against the real server:
+ * the official `openai` SDK, the Vercel AI SDK (`ai` with
  * `@ai-sdk/openai` and `@ai-sdk/openai-compatible`) and LangChain
  * (`@langchain/openai`) each complete and stream with the configuration the
  * README documents, through `gemforgeFetch()` from @gemforge/client: one

@@ -1,7 +1,6 @@
 /**
  * POST /api/generate/assets at the real server: raw uploads of every supported
- * type, content checks, the 30 MiB boundary, X-Filename, probing, ownership
- * (issue 4).
+ * type, content checks, the 30 MiB boundary, X-Filename, probing, ownership.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';

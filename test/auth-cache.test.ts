@@ -1,5 +1,5 @@
 /**
- * The key cache (domain/principal-cache.ts) keeps issue 13's rule: a
+ * The key cache (domain/principal-cache.ts) keeps its rule: a
  * revocation, an account block or an expiry takes effect within one second,
  * also when another process made the change; in-process changes at once.
  */

@@ -1,6 +1,6 @@
 /**
- * Deleting an expired output's blob races a new asset of the same bytes (issue
- * 27, item 6): blobs are content-addressed, so a writer that finds the bytes
+ * Deleting an expired output's blob races a new asset of the same bytes:
+ * blobs are content-addressed, so a writer that finds the bytes
  * already stored skips writing them. Both interleavings are driven here,
  * deterministically: the new asset arriving while the sweep is about to delete,
  * and the sweep running between a new asset's put and its row. On the local

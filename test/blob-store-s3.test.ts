@@ -1,5 +1,5 @@
 /**
- * Media in S3-compatible object storage (issue 27, item 1), against a local
+ * Media in S3-compatible object storage, against a local
  * S3 server started by the test (s3rver from npm): uploads, generator inputs,
  * outputs and downloads go through the bucket and never stay on the server's
  * disk; signed links keep their behaviour; expired outputs leave the bucket;

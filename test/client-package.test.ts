@@ -1,5 +1,5 @@
 /**
- * The client as an application gets it (issue 17): `npm pack ./client`,
+ * The client as an application gets it: `npm pack ./client`,
  * installed into a fresh project offline from the packed file, and used there
  * against a real server: a type-checked TypeScript program (the README's ten
  * lines, and a streamed completion), the installed `gemforge` CLI, and the

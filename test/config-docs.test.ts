@@ -1,5 +1,5 @@
 /**
- * Every environment variable the server reads is documented (issue 29, item 7):
+ * Every environment variable the server reads is documented:
  * the names server/config.ts reads (and the one other place that reads the
  * environment) each have a row in the Configuration table of docs/operations.md.
  */

@@ -1,5 +1,5 @@
 /**
- * The account console in a real browser (issue 28, item 7): Debian's Chromium,
+ * The account console in a real browser: Debian's Chromium,
  * phone-width (375 px), driven by playwright-core against a server on a random
  * port. A holder accepts an invite, signs in by keyboard, creates a key and uses
  * its secret to make an image, sees the key's spend, changes consent and revokes

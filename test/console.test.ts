@@ -1,5 +1,5 @@
 /**
- * The account console's API (issue 28) against the real server: signing in and
+ * The account console's API against the real server: signing in and
  * out, the cookie's attributes, CSRF, expiry, sign-in limits, keys made and
  * revoked by their holder and used on the generation API, the account's consent.
  * The server trusts a loopback proxy, so each test speaks from addresses of its own.

@@ -1,5 +1,5 @@
 /**
- * `npm run contract:check` (issue 29, item 1): the working contract against the
+ * `npm run contract:check`: the working contract against the
  * released one. It fails on a removed response field, a new required request
  * field, a narrowed enum and a tightened limit, lets an added optional field
  * through, and lets a breaking change through once info.version's major is raised.

@@ -1,5 +1,5 @@
 /**
- * Every example of the contract is executable (issue 16, item 10): each example
+ * Every example of the contract is executable: each example
  * validates against the schema it illustrates, and each request example, sent to
  * a real server (after uploading whatever assets and voices it references), gets
  * the documented response: the documented status, a body valid against the
@@ -179,7 +179,7 @@ describe('contract request examples at a real server', () => {
 
 /**
  * Example-driven tools (Prism, schemathesis) send the contract's examples as they
- * are (issue 32, item 4): each spending operation's request examples have their
+ * are: each spending operation's request examples have their
  * own Idempotency-Key examples, under the same names, and each example either
  * runs as is on a fresh server or says how to obtain the IDs it names.
  */

@@ -1,5 +1,5 @@
 /**
- * The one-command multi-instance demo (issue 27, item 7): `scripts/demo-multi.sh
+ * The one-command multi-instance demo: `scripts/demo-multi.sh
  * --check` starts Postgres, an S3 server, two APIs behind nginx and two workers,
  * runs its smoke check through nginx (a task made, polled and downloaded, an
  * upload referenced, both APIs seen), stops everything and exits 0. Skipped

@@ -1,5 +1,5 @@
 /**
- * The designer's watch mode (issue 29, item 3): `npm run dev` regenerates the
+ * The designer's watch mode: `npm run dev` regenerates the
  * types and restarts the server when the contract changes, and when a change
  * breaks the contract it prints the linter's message and keeps the last good
  * server running. Driven on a copy of the contract, with its own output file.

@@ -1,5 +1,5 @@
 /**
- * The reference page in a real browser (issue 16, items 11–13): Debian's
+ * The reference page in a real browser: Debian's
  * Chromium driven by playwright-core loads /docs from a server on a random port,
  * authorizes with a key, and runs "Try it out" on listModels and on two image
  * submissions with different bodies. The requests go to the page's own origin,

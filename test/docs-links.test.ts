@@ -1,5 +1,5 @@
 /**
- * Docs a newcomer can read (issue 29, item 4): the README is the front door (a
+ * Docs a newcomer can read: the README is the front door (a
  * few screens), and every relative link and anchor in the README and docs/
  * resolves to a file and a heading that exist.
  */

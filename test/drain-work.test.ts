@@ -1,5 +1,5 @@
 /**
- * A draining API under keep-alive load (issue 27, item 6): after SIGTERM it
+ * A draining API under keep-alive load: after SIGTERM it
  * closes its idle kept-alive connections at once and takes no new work — a submission gets 503
  * TEMPORARILY_UNAVAILABLE with `Retry-After` and `Connection: close` and creates
  * nothing, so the client sends it to another instance — while reads are still

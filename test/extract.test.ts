@@ -1,5 +1,5 @@
 /**
- * Video analysis at the real server (issue 8): videos with known cuts made by
+ * Video analysis at the real server: videos with known cuts made by
  * ffmpeg and uploaded as assets; segments and frames at the cut times; every
  * limit and error; money (reservation, measured charge, allowance and consent,
  * maxGems); replays without a second charge; scenario triggers; one-identity race.

@@ -1,5 +1,5 @@
 /**
- * A bounded, seeded fuzz of all eleven operations at the real server (issue 16):
+ * A bounded, seeded fuzz of all eleven operations at the real server:
  * a few thousand requests built from the contract's schemas with fast-check,
  * mostly well-formed and partly broken in the ways clients break them. Every
  * answer must carry a status from the spec's set, never a 503 (nothing here is

@@ -1,6 +1,6 @@
 /**
  * Bad input that Node's HTTP layer or the validator used to answer outside the
- * spec (issue 16, defects 2 and 3): every one leaves with the Error envelope
+ * spec: every one leaves with the Error envelope
  * and a status from the spec's set, never a 503 and never a bare Node answer.
  */
 import { after, before, describe, it } from 'node:test';

@@ -1,5 +1,5 @@
 /**
- * Issue 16, defect 1 at the real server: a prompt with `constructor` (any case)
+ * Inherited property names at the real server: a prompt with `constructor` (any case)
  * or another inherited property name used to make a video task fail
  * (`color=c=0x920dNaN`) and an image task succeed, charged, entirely black.
  * Every generator and route now treats those names as plain text.

@@ -1,5 +1,5 @@
 /**
- * /healthz and /readyz (issue 27, item 5): outside the public contract, no key;
+ * /healthz and /readyz: outside the public contract, no key;
  * readiness fails when the blob store is unusable and while a shutdown drains,
  * and a draining server closes each connection after its answer.
  */

@@ -1,5 +1,5 @@
 /**
- * Job leases across machines whose clocks disagree (issue 27, item 6): leases
+ * Job leases across machines whose clocks disagree: leases
  * and backoffs are stamped and judged by the database's clock, so a worker
  * whose own clock runs ten minutes off neither steals a live lease nor keeps an
  * expired one. On SQLite, and on Postgres under `npm run test:postgres`.

@@ -1,5 +1,5 @@
 /**
- * `admin ledger verify` reads one consistent snapshot (issue 27, item 6): run
+ * `admin ledger verify` reads one consistent snapshot: run
  * again and again while the worker settles tasks, it never reports a problem
  * that is only a settlement half-seen between two of its reads.
  */

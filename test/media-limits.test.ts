@@ -1,5 +1,5 @@
 /**
- * Media is measured before it is decoded (issue 32): a decompression bomb, images
+ * Media is measured before it is decoded: a decompression bomb, images
  * over the pixel limits, and audio/video over the duration, resolution and stream
  * limits are refused at upload with 422 naming the limit, without decoding them;
  * assets over the limits are refused as references.

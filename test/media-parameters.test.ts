@@ -1,6 +1,6 @@
 /**
- * A contract parameter the server accepts is one the code honours (issue 29,
- * item 2): the parameter tables of domain/media-parameters.ts name exactly the
+ * A contract parameter the server accepts is one the code honours (none is
+ * silently ignored): the parameter tables of domain/media-parameters.ts name exactly the
  * contract's parameters, each image parameter changes exactly the job-request
  * fields its table entry names, and each changes what is generated (real bytes).
  */

@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (issue 27, item 5): served only where an operator asked
+ * Prometheus metrics: served only where an operator asked
  * (METRICS_TOKEN on the main port, or METRICS_PORT), with requests by operation
  * and status, tasks, the job queue, held Gems and the process.
  */

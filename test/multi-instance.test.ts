@@ -1,5 +1,5 @@
 /**
- * Leaving one machine (issue 27, item 3): Postgres plus a local S3 server
+ * Leaving one machine: Postgres plus a local S3 server
  * (s3rver), two API processes with their own data directories and two worker
  * processes, sharing nothing on disk. 1,000 racing submissions over 50
  * identities through both APIs make exactly 50 tasks; every output downloads

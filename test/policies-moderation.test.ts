@@ -1,5 +1,5 @@
 /**
- * Moderation at the real server (issue 15): every operation's text is checked
+ * Moderation at the real server: every operation's text is checked
  * before anything is reserved; rewritten prompts are still caught; refusals
  * count per account, so a second key does not help; past the threshold the
  * account is blocked until an operator clears its records; strict content
@@ -112,7 +112,7 @@ describe('moderation (embedded policy)', () => {
     assert.equal(summary.outstandingReservations.count, 0);
   });
 
-  it('when a request for harm is phrased with synonyms, spacing or leetspeak (issue 30), then image prompts and chat messages are both refused; benign text sharing its words passes', async () => {
+  it('when a request for harm is phrased with synonyms, spacing or leetspeak, then image prompts and chat messages are both refused; benign text sharing its words passes', async () => {
     const u = await s.user({ gems: 1000 });
     const chat = (content: string) => ({ model: 'gemforge-text-1', messages: [{ role: 'user', content }], max_tokens: 16 });
     for (const prompt of [

@@ -1,5 +1,5 @@
 /**
- * Network blocks and regional restrictions at the real server (issue 15): the
+ * Network blocks and regional restrictions at the real server: the
  * client address comes from the socket, or from X-Forwarded-For only through
  * the proxies TRUST_PROXY names (here loopback, so tests can speak for any
  * address); a blocked address gets 403 on every operation, before its body is

@@ -1,5 +1,5 @@
 /**
- * Remote media providers (issue 26) at the real server, against local fake
+ * Remote media providers at the real server, against local fake
  * upstreams that speak each provider's documented wire shape
  * (test/helpers/fake-upstreams.ts): an OpenAI-compatible Images API, OpenAI
  * speech, and Replicate-shaped predictions. Outputs are the upstream's bytes,

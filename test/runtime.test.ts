@@ -1,5 +1,5 @@
 /**
- * The supported runtime (issue 13): the project brings Node 24 itself (the npm
+ * The supported runtime: the project brings Node 24 itself (the npm
  * package `node`, first on the PATH of npm scripts and npx), and the native
  * modules load and work under it: sqlite3 runs SQL, sharp encodes and decodes.
  * Every command line that starts the server carries its V8 flags

@@ -1,5 +1,5 @@
 /**
- * Signed output URLs never come from an unchecked `Host` (issue 32, item 3):
+ * Signed output URLs never come from an unchecked `Host`:
  * without PUBLIC_BASE_URL only a valid URI authority whose name is allowed
  * (ALLOWED_HOSTS, or this machine's own names) is used, else the address the
  * connection reached; PUBLIC_BASE_URL wins whatever `Host` says.

@@ -1,5 +1,5 @@
 /**
- * URL-signing keys shared by instances (issue 27, item 2): from SIGNING_SECRET,
+ * URL-signing keys shared by instances: from SIGNING_SECRET,
  * or from the database (created once, seeded by an installation's old DATA_DIR
  * secret, rotated with `gemforge admin signing rotate`); links signed with a
  * retired key stay valid until they expire, and a rotation reaches a running
@@ -148,7 +148,7 @@ describe('URL-signing keys', () => {
     // b has no worker: every output is made by a's, so its bytes are on a's disk.
     const b = await startTestServer({ dataDir: tempDataDir(), env: { DATABASE_URL: shared, WORKER_ENABLED: 'false' } });
     try {
-      // The signature holds on b (not 403); the bytes are still on a's disk until blobs leave DATA_DIR (issue 27, item 1): 404.
+      // The signature holds on b (not 403); the bytes are still on a's disk until blobs leave DATA_DIR (an S3 store): 404.
       const url = await outputUrl(a);
       assert.equal(await statusOf(at(url, b.url)), 404);
       const { rotateSigningKey } = await import('../server/storage/signing-keys.ts');

@@ -1,5 +1,5 @@
 /**
- * `npm start` as operators run it (issue 27, item 5): a SIGTERM sent to the npm
+ * `npm start` as operators run it: a SIGTERM sent to the npm
  * process reaches the server (the start script `exec`s node, so no shell sits
  * between them), which drains and exits — it used to leave the server orphaned
  * and still listening.

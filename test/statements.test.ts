@@ -1,5 +1,5 @@
 /**
- * Round trips per request (issue 13): authentication reads a key with its
+ * Round trips per request: authentication reads a key with its
  * account in one statement, or none while the key is cached; a task read is one
  * statement whatever its outputs; the models list and a missing key need none.
  * A key's last use (the console's "last used") is stamped in the background at

@@ -1,6 +1,6 @@
 /**
- * Temp files a killed process left in DATA_DIR/tmp are removed (issue 27,
- * item 6): the worker sweeps files older than six hours at start and hourly;
+ * Temp files a killed process left in DATA_DIR/tmp are removed
+ * (several processes may share DATA_DIR): the worker sweeps files older than six hours at start and hourly;
  * younger ones, possibly in use by a live process on the same DATA_DIR, stay.
  */
 import { describe, it } from 'node:test';

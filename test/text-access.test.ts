@@ -1,5 +1,5 @@
 /**
- * Access ends while a text response is open (issue 32): "Revocation or expiration
+ * Access ends while a text response is open: "Revocation or expiration
  * stops all access", and revocation "does not cancel provider work already
  * begun". Within one second of a revocation (by another process), an expiry or
  * an account block, an open stream ends with an error frame and no `[DONE]`, and

@@ -1,5 +1,5 @@
 /**
- * Text generation at the real server (issue 7): validation, model checks,
+ * Text generation at the real server: validation, model checks,
  * metering, replays, concurrency, disconnects, scenario triggers and SSE framing.
  */
 import { after, before, describe, it } from 'node:test';

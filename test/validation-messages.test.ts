@@ -1,5 +1,5 @@
 /**
- * Errors that name the problem (issue 29, item 5 and the header part of item 7):
+ * Errors that name the problem:
  * an unknown field is answered with its name and the fields the operation (or the
  * object it is in) accepts, across every operation, still 422 INVALID_REQUEST in
  * the envelope; a missing or malformed Idempotency-Key says what it must be.

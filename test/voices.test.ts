@@ -2,7 +2,7 @@
  * GET and POST /api/generate/voices at the real server: the explore catalog and
  * pagination, the upload rules one by one, the voice-activity check on real
  * synthesised speech versus silence, noise and tones, and a remote
- * OpenAI-compatible transcription provider (issue 4).
+ * OpenAI-compatible transcription provider.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';

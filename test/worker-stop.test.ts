@@ -1,6 +1,6 @@
 /**
  * A stopping worker (SIGTERM, or the server closing) leaves its running jobs at
- * once (issue 27, item 6): handed back to the queue in their place without
+ * once: handed back to the queue in their place without
  * spending an attempt, or held for an operator when their provider cannot
  * resume them — never left to wait out the lease.
  */

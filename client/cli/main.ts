@@ -1,6 +1,6 @@
 /**
  * The `gemforge` API command line. It only wires commands to the client and its
- * helpers (STYLE habit 10). The key comes from GEMFORGE_API_KEY and the base
+ * helpers, so the CLI holds no API logic of its own. The key comes from GEMFORGE_API_KEY and the base
  * URL from GEMFORGE_BASE_URL (default http://127.0.0.1:8080). The package's
  * bin (cli/bin.ts) and the repository's scripts/gemforge.mjs both call runCli;
  * only the latter adds the server's admin and worker commands.

@@ -1,5 +1,5 @@
 /**
- * The bench's table and targets (issue 13): every row as req/s, p50, p99 and
+ * The bench's table and targets: every row as req/s, p50, p99 and
  * its ratio to bare `node:http` measured in the same run; every target as PASS
  * or MISS.
  */

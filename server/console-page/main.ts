@@ -1,5 +1,5 @@
 /**
- * The account console page (issue 28), bundled by esbuild at server start
+ * The account console page, bundled by esbuild at server start
  * (console-page/build.ts) and served from /console/assets: nothing is fetched
  * from anywhere but this server. It calls the console API through openapi-fetch
  * typed by generated/console.ts, and sends the session's CSRF token on every

@@ -1,5 +1,5 @@
 /**
- * The account console's sign-in (issue 28): logins of account holders, made by
+ * The account console's sign-in: logins of account holders, made by
  * the operator (`gemforge admin console invite|login`), and server-side sessions.
  *
  * - Passwords are argon2id (hash-wasm; OWASP's m=19 MiB, t=2, p=1), never stored plain,

@@ -1,5 +1,5 @@
 /**
- * Video analysis (issue 8): the synchronous, idempotent, metered extraction call.
+ * Video analysis: the synchronous, idempotent, metered extraction call.
  *
  *   replay a completed identity (its saved 200 or 409 ANALYSIS_FAILED) before any check
  *   → check what the schema cannot (owned ready video, 25 MiB / 120 s), ask the provider's pre-flight (503)

@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 /**
  * Random bytes for ids, drawn from the CSPRNG 4 KB at a time (as Node does for
  * `crypto.randomUUID`): a submission makes several ids, and a call to
- * `randomBytes` per id was about 1 % of its CPU (issue 13). Each byte is used once.
+ * `randomBytes` per id was about 1 % of its CPU. Each byte is used once.
  */
 const POOL_BYTES = 4096;
 let pool = Buffer.alloc(0);
@@ -38,7 +38,7 @@ let lastOrder = 0;
  * millisecond stay apart). Ordered ids make a new row's id the last of its
  * indexes: inserts append to the same few pages instead of landing at random
  * in ever larger indexes, which keeps the pages a commit writes and a checkpoint
- * copies few as the tables grow (issue 13). Creation times are visible in ids
+ * copies few as the tables grow. Creation times are visible in ids
  * to a millisecond, as they are in the objects' `createdAt`.
  */
 export function newId(prefix: string): string {

@@ -1,5 +1,5 @@
 /**
- * Access that outlives its authentication (issue 32). A request is authenticated
+ * Access that outlives its authentication. A request is authenticated
  * once, when it arrives; a text stream or a long completion then runs for as long
  * as the provider takes. The spec: "Revocation or expiration stops all access",
  * while revocation "does not cancel provider work already begun". So an open

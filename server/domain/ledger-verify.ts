@@ -19,7 +19,7 @@ export type ExtraCheck = (db: Db | Tx) => Promise<string[]>;
 
 /**
  * Checks every ledger invariant on one consistent snapshot of the database
- * (issue 27, item 6: separate statements while workers settled reported false
+ * (separate statements while workers settled reported false
  * problems): one read-only transaction, REPEATABLE READ on Postgres; on SQLite
  * (WAL) a transaction's reads see one snapshot.
  */

@@ -1,5 +1,5 @@
 /**
- * The Gem ledger: the one module with the spec's money rules (STYLE habit 6).
+ * The Gem ledger: the one module with the spec's money rules, so Gems change hands in one place.
  *
  *   reserve  → holds Gems before dispatch (checks maxGems, key cap, balance or
  *              LLM allowance + consented paid Gems)

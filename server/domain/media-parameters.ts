@@ -1,6 +1,6 @@
 /**
- * Every media parameter the contract accepts is one the code honours (issue 29,
- * item 2). Each table maps a contract parameter (the generated `MediaParameters*`
+ * Every media parameter the contract accepts is one the code honours (none is
+ * silently ignored). Each table maps a contract parameter (the generated `MediaParameters*`
  * types) to the field of the provider's job request it becomes, or says why it
  * has none. The tables are typed `Record<keyof Params, …>`: a parameter added to
  * the contract and regenerated fails the typecheck here until someone decides

@@ -1,5 +1,6 @@
 /**
- * A short-lived cache of authenticated keys with their accounts (issue 13).
+ * A short-lived cache of authenticated keys with their accounts, so most
+ * requests skip the database lookup.
  *
  * The rule it keeps: a revocation, an expiry or an account block takes effect
  * within one second, also when another process (the admin CLI, a second

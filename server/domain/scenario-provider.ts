@@ -1,5 +1,5 @@
 /**
- * Scenario triggers as a provider layer (issue 26, item 5): one wrapper per
+ * Scenario triggers as a provider layer, so every provider plays the same test cards: one wrapper per
  * provider family, composed around every provider at the composition root
  * (server.ts; local or remote alike), plays the `[[scenario:…]]` test cards
  * (docs/api.md, "Scenario triggers"). The use cases only parse the markers out

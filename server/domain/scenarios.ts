@@ -22,7 +22,7 @@ export interface Scenario {
 // Names are lowercase words with dashes; arguments are anything but `]` and `:`.
 const MARKER = /\[\[scenario:([a-z0-9][a-z0-9-]{0,63})((?::[^\]:\s]{1,64}){0,8})\]\]/g;
 
-/** Text scenarios (issue 7). The media workflows add their own names beside these. */
+/** Text scenarios. The media workflows add their own names beside these. */
 export const TEXT_SCENARIOS = {
   /** The stream fails part-way: some chunks, then an error frame (non-stream: 502); measured usage is billed. */
   streamError: 'stream-error',
@@ -44,7 +44,7 @@ export const MEDIA_SCENARIOS = {
   unresumable: 'unresumable',
 } as const;
 
-/** Extraction scenarios (issue 8), beside `uncertain` and `provider-unavailable` as text has them. */
+/** Extraction scenarios, beside `uncertain` and `provider-unavailable` as text has them. */
 export const EXTRACT_SCENARIOS = {
   /** The analyzer "returns" malformed output: its usage is billed and the answer is 409 ANALYSIS_FAILED, retained for replay. */
   analysisFailed: 'analysis-failed',

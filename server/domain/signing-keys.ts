@@ -1,5 +1,5 @@
 /**
- * Where the URL-signing keys come from (issue 27, item 2): configuration
+ * Where the URL-signing keys come from: configuration
  * (`SIGNING_SECRET`, `SIGNING_SECRET_PREVIOUS`), or else the database, which
  * every instance on it shares; a database rotation reaches every instance
  * within REFRESH_MS, and retired keys verify for one URL lifetime.

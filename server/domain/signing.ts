@@ -2,7 +2,7 @@
  * Signed output URLs: `/files/{assetId}?expires=<unix>&sig=<hex>`, an HMAC-SHA256
  * over the asset id and expiry. Served without a bearer key.
  *
- * The key is shared by every instance (issue 27, item 2): `SIGNING_SECRET` from
+ * The key is shared by every instance, so any instance verifies what another signed: `SIGNING_SECRET` from
  * configuration (with `SIGNING_SECRET_PREVIOUS` still verifying after a rotation),
  * or else the database's signing keys (created once, rotated with `gemforge admin
  * signing rotate`; retired keys verify until their links expire; each instance

@@ -135,7 +135,7 @@ async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared:
   return { task, snapshot };
 }
 
-// ---- The task's life cycle in the worker (issue 31, item 4: task state changes only here) ----
+// ---- The task's life cycle in the worker (task state changes only here, so its rules are in one place) ----
 
 /** The task a job runs, or undefined when it is gone. */
 export async function taskOf(db: Db | Tx, taskId: string): Promise<TaskRow | undefined> {

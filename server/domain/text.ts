@@ -1,5 +1,5 @@
 /**
- * Text generation (issue 7): the chat-completions use case.
+ * Text generation: the chat-completions use case.
  *
  *   check what the schema cannot (model, conversation size), ask the provider's pre-flight (503)
  *   → quote a conservative whole-Gem maximum

@@ -1,5 +1,5 @@
 /**
- * The absolute base of signed output URLs (issue 32, item 3). Configured
+ * The absolute base of signed output URLs. Configured
  * (`PUBLIC_BASE_URL`), or else built from the request — but never from an
  * unchecked `Host`: a client could otherwise have the server sign links to
  * `http://evil.example/files/…`, or to `http://a"b/…`, which is not even a URI.

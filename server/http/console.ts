@@ -1,5 +1,5 @@
 /**
- * The account console under /console (issue 28), wired as its own little stack
+ * The account console under /console, wired as its own little stack
  * beside the generation API: the page (routes/console-page.ts), then for
  * /console/api a JSON parser → its own express-openapi-validator instance on
  * openapi/console.yaml → the session and CSRF check → routes/console.ts → the

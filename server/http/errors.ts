@@ -1,5 +1,5 @@
 /**
- * The one error middleware (STYLE habit 5): every failure, whoever raised it,
+ * The one error middleware, so errors map to statuses in one place: every failure, whoever raised it,
  * leaves as the spec's Error envelope with one of the spec's statuses.
  * - ApiError from the domain: its status and code.
  * - express-openapi-validator: 404/405 → 404 NOT_FOUND; request validation → 422

@@ -1,6 +1,6 @@
 /**
  * Formats the validator checks more strictly than ajv-formats' "fast" mode
- * (issue 32). Fast `uri` is "a scheme, then no whitespace", so a signed URL built
+ * (a signed URL must never carry a forged host). Fast `uri` is "a scheme, then no whitespace", so a signed URL built
  * from `Host: a"b` (`http://a"b/files/…`) passed response validation. A `uri` here
  * is RFC 3986's character set (unreserved, reserved and percent signs) and must
  * parse as a URL.

@@ -1,5 +1,5 @@
 /**
- * Request-validation issues said so that they name the problem (issue 29, item 5):
+ * Request-validation issues said so that they name the problem:
  * express-openapi-validator reports an unknown field as "body.stream_options must
  * NOT have additional properties", which reads as if `stream_options` had an extra
  * member. Here it is "unknown field `stream_options`; this operation accepts model,

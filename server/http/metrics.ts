@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (issue 27, item 5), with prom-client, loaded only when an
+ * Prometheus metrics, with prom-client, loaded only when an
  * operator asked for metrics (nothing is counted otherwise): requests by
  * operation and status with latency histograms; tasks by status, the job queue
  * by lane and state with the age of its oldest waiting job, and the Gems held in

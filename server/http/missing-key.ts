@@ -1,6 +1,6 @@
 /**
  * A request without an Authorization header, answered 401 before the validator
- * runs (issue 13: the validator reaches the same answer only after matching the
+ * runs (cheaper: the validator reaches the same answer only after matching the
  * route, throwing and catching an Error of its own and wrapping it in another).
  *
  * Only where the validator's answer would be that same 401: the path and method

@@ -1,5 +1,5 @@
 /**
- * Enters a router only for paths its routes can match (issue 13). Express runs
+ * Enters a router only for paths its routes can match, to save CPU per request. Express runs
  * every router mounted at `/` for every request: each one it enters sets up its
  * own dispatch and tries each of its routes, so a task read went through six
  * routers that could not answer it. `byPrefix` reads the router's routes once,

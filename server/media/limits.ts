@@ -1,5 +1,5 @@
 /**
- * What the server agrees to decode (issue 32: a 995 KB PNG declaring 16000×16000
+ * What the server agrees to decode (a 995 KB PNG declaring 16000×16000
  * RGBA cost 1 GB of memory and 15 s at upload, because the pixels were decoded
  * before anything looked at the size).
  *

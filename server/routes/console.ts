@@ -1,5 +1,5 @@
 /**
- * The account console's JSON API (openapi/console.yaml, issue 28): sign in and
+ * The account console's JSON API (openapi/console.yaml): sign in and
  * out, the account's keys, its balance and settings (paid-Gem consent, content
  * preference, moderation refusals), its recent tasks and text and extraction charges. HTTP ↔ domain only;
  * the session and CSRF checks ran before (http/console.ts).

@@ -6,7 +6,7 @@
  * only after consecutive failed checks — and DATA_DIR/tmp writable with free
  * space, domain/readiness.ts), and the server is not draining — 200 `ready`, else
  * 503 `not-ready` with the checks, so a balancer stops sending new work while a
- * SIGTERM drains (issue 27, item 5).
+ * SIGTERM drains.
  */
 import { Router } from 'express';
 import { ApiError } from '../errors.ts';

@@ -1,6 +1,6 @@
 /**
  * Deleting an expired blob without racing a new reference to the same bytes
- * (issue 27, item 6). Blobs are content-addressed, so a new asset of the same
+ * (several writers and a sweep share one store). Blobs are content-addressed, so a new asset of the same
  * bytes can arrive while the sweep deletes an expired one: its writer finds the
  * blob present and skips writing it, then the sweep removes it, and the new row
  * points at nothing. On both databases:

@@ -1,5 +1,5 @@
 /**
- * WAL checkpoints off the write path (issue 13). SQLite's automatic checkpoint
+ * WAL checkpoints off the write path. SQLite's automatic checkpoint
  * runs inside the COMMIT that grows the WAL past its limit: that commit copies
  * every page written since the last one into the database file and syncs both
  * files, while every other transaction of the process queues behind its

@@ -1,5 +1,5 @@
 /**
- * The spend path's writes, compiled once (issue 13). A new submission runs about
+ * The spend path's writes, compiled once. A new submission runs about
  * ten statements in one transaction, and through knex each one is built,
  * compiled to SQL and sent through knex's runner again — about two thirds of
  * what a statement costs once SQLite's side is prepared (statement-cache.ts).
@@ -102,7 +102,7 @@ function placeholderPieces(sql: string): string[] {
  * integers as digits. undefined for what has no such literal here (a fraction,
  * whose decimal form SQLite might round differently; anything not a string,
  * whole number, boolean or null). Quoting is the common case: shorter SQL for
- * SQLite to parse than hex, and no encoding on the way (issue 13).
+ * SQLite to parse than hex, and no encoding on the way.
  */
 export function sqliteLiteral(value: unknown): string | undefined {
   if (value === null || value === undefined) return 'NULL';

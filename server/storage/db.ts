@@ -1,6 +1,6 @@
 /**
- * Opens the database (the only module family that imports knex, STYLE habit 1 of
- * the request flow). Embedded SQLite under DATA_DIR by default; `DATABASE_URL`
+ * Opens the database (the only module family that imports knex, so
+ * storage stays the one layer that knows the database). Embedded SQLite under DATA_DIR by default; `DATABASE_URL`
  * (postgres://… or postgresql://…) selects Postgres with the same migrations.
  * Both drivers return the same plain rows: whole numbers as JS numbers.
  */

@@ -1,5 +1,5 @@
 /**
- * The durable job queue (STYLE habit 7): a job is a row claimed atomically with
+ * The durable job queue, so work survives a restart: a job is a row claimed atomically with
  * a lease. A worker that stops heart-beating loses its lease; its jobs are then
  * recovered according to the provider's declared resume policy.
  * Accounts take turns (fair share, migration 017): a claim serves the account
@@ -13,7 +13,7 @@
  * Leases (`locked_at`) and backoffs (`retry_at`) are stamped and judged by one
  * clock, the database's (`LeaseTime`), never a worker machine's own: a worker
  * whose clock runs minutes off neither steals a live lease nor keeps an expired
- * one (issue 27, item 6).
+ * one, when several instances share the queue.
  */
 import type { Knex } from 'knex';
 import { databaseClockOffset, databaseNowAt, inTransaction, isSqlite, type Db } from './db.ts';
@@ -200,7 +200,7 @@ const jobHandBack = statement.write('job-hand-back', (c, id, worker, now) =>
 /**
  * Hands a running job of this worker back to the queue when the worker stops
  * (SIGTERM): at once, in its old place, and without spending one of its
- * attempts (issue 27, item 6). False when it is no longer this worker's.
+ * attempts. False when it is no longer this worker's.
  */
 export async function handBack(db: Conn, jobId: number, workerId: string, nowIso: string): Promise<boolean> {
   return (await query(db, jobHandBack, [jobId, workerId, nowIso])).changes === 1;

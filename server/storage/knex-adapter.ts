@@ -1,5 +1,5 @@
 /**
- * The one file that uses knex's private internals (issue 31, item 2; knex is
+ * The one file that uses knex's private internals (so an upgrade breaks one place; knex is
  * pinned in package.json, and test/unit/borrowed-internals.test.ts fails naming
  * this file when an upgrade changes what it relies on). Three things, each
  * measured (docs/development.md, "Borrowed internals"):
@@ -8,8 +8,8 @@
  *   SqliteClient     knex's SQLite dialect with LIMIT written into the SQL
  *   statementKind    what a compiled query is (its method, whether it returns rows)
  *
- * Transactions without knex's per-transaction knex instance (issue 13 for the
- * SQLite writer; issue 27 for Postgres, where knex's transactions cost the same
+ * Transactions without knex's per-transaction knex instance (on the
+ * SQLite writer, and on Postgres, where knex's transactions cost the same
  * garbage: server CPU per image submission 1,166 → 1,057 µs side by side). knex's `db.transaction(fn)` builds, for every
  * transaction, a whole knex instance for `fn` to query through: a function
  * with about 150 methods of its own as fresh closures, property definitions

@@ -1,5 +1,5 @@
 /**
- * Writes that wait, on Postgres (issue 27, item 4): the counterpart of
+ * Writes that wait, on Postgres: the counterpart of
  * statement-cache.ts's `defer` for knex's pg connections. A write whose outcome
  * nobody reads (compiled.ts `executeLater`) is queued as complete SQL, its values
  * written in as literals (`pgLiteral`), and sent with the connection's next

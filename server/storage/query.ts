@@ -1,5 +1,5 @@
 /**
- * The one way storage queries the database (issue 31, item 1). Every statement
+ * The one way storage queries the database. Every statement
  * is a knex builder written once, with a name and a kind, and run with
  * `query(conn, statement, params)`; what prepares, caches, gathers and defers
  * statements (compiled.ts, reads.ts, statement-cache.ts, pg-deferred.ts) lives

@@ -1,5 +1,5 @@
 /**
- * The hot reads' own SQLite connections (issue 13): authentication's key with its
+ * The hot reads' own SQLite connections: authentication's key with its
  * account and a task with its outputs run as statements prepared once, on
  * read-only connections beside knex's single writing one. In WAL mode a reader
  * sees the last commit and never waits for the writer, so task polls do not

@@ -1,6 +1,6 @@
 /**
- * What was asked of a remote media provider for one output slot (issue 26,
- * migration 009): `calling` once a request that may create work upstream is
+ * What was asked of a remote media provider for one output slot (migration
+ * 009): `calling` once a request that may create work upstream is
  * about to be sent, `created` with the upstream's job id once it answered, so
  * that a resumed job looks its work up instead of creating it again.
  */

@@ -1,5 +1,5 @@
 /**
- * Blobs in S3-compatible object storage (issue 27, item 1): AWS S3, Cloudflare
+ * Blobs in S3-compatible object storage, for instances that share no disk: AWS S3, Cloudflare
  * R2, MinIO, Ceph. Keys stay content-addressed (`blobs/<2 hex>/<sha256>`, under
  * S3_PREFIX); files go up as streamed multipart uploads (never whole in memory)
  * and come down as streams. Credentials come from the standard AWS variables

@@ -1,5 +1,5 @@
 /**
- * Prepared statements for knex's writing SQLite connection (issue 13). knex's
+ * Prepared statements for knex's writing SQLite connection, to save CPU per statement. knex's
  * sqlite3 dialect runs every query as `connection.all(sql, bindings, cb)` or
  * `connection.run(…)`, and node-sqlite3 turns each such call into a new
  * statement: a prepare on the thread pool, the step on the thread pool, then a
@@ -67,7 +67,7 @@ interface Entry {
  */
 export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   // Recency is a count kept on each entry, not the map's order: re-inserting on every use made V8
-  // rebuild the map's table every few hundred uses, garbage that outlived young collections (issue 13).
+  // rebuild the map's table every few hundred uses, garbage that outlived young collections.
   const entries = new Map<string, Entry>();
   let uses = 0;
   const original = { all: conn.all.bind(conn), run: conn.run.bind(conn), exec: conn.exec.bind(conn), close: conn.close.bind(conn) };

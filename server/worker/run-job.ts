@@ -179,7 +179,7 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
           mimeType: out.mimeType,
           expiresAt,
           alongside: async (trx, stored) => {
-            // Written only while the job is still this worker's (issue 27, item 6): a recovered job's new owner makes the slot.
+            // Written only while the job is still this worker's: a recovered job's new owner makes the slot.
             if (!(await jobs.stillOurs(trx, job.id, job.locked_by ?? ''))) throw new LeaseLostError(job);
             await tasks.outputSucceeded(trx, task.id, slot.idx, stored.id);
           },

@@ -1,7 +1,7 @@
 /**
  * Local fakes of the remote media providers the adapters in
  * server/providers/remote/ call, so their tests never reach the network
- * (STYLE habit 9). Each fake is a node:http server on 127.0.0.1, port 0,
+ * (tests never reach the outside network). Each fake is a node:http server on 127.0.0.1, port 0,
  * answering the providers' documented wire shapes:
  *
  * - OpenAI Images, `POST /v1/images/generations` (JSON) and `POST /v1/images/edits`

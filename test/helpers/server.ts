@@ -1,5 +1,5 @@
 /**
- * Starts the real server on port 0 with a temporary DATA_DIR (STYLE habit 9)
+ * Starts the real server on port 0 with a temporary DATA_DIR (tests drive the real thing, not a stand-in)
  * and gives tests what they need to drive it: accounts and keys made through
  * the same domain code the admin CLI uses, and small HTTP helpers. Under
  * TEST_DATABASE_URL the server's database is a fresh Postgres database of its

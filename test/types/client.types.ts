@@ -1,5 +1,5 @@
 /**
- * Type-level tests of the client (STYLE habit 9, openapi-fetch's types.test.ts):
+ * Type-level tests of the client (as openapi-fetch's types.test.ts), so a bad call fails to compile:
  * every `// @ts-expect-error` line is a call that breaks the contract and must
  * fail to compile. `npm run typecheck` checks them (tsconfig includes test/);
  * an unused directive is itself a compile error, so a loosened type is caught.

@@ -1,6 +1,7 @@
 /**
- * Tripwires on the libraries' private internals that gemforge relies on (issue
- * 31, item 2). Each library's internals are used in one adapter file; each test
+ * Tripwires on the libraries' private internals that gemforge relies on, so a
+ * library upgrade that changes them fails here first. Each library's internals
+ * are used in one adapter file; each test
  * here checks what that file relies on, against the version installed, and fails
  * with a message naming the file and the version package.json pins: an upgrade
  * that changes them is then a conscious act (read the file, re-measure what it

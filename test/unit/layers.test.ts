@@ -1,5 +1,5 @@
 /**
- * The layering rule (issue 31, item 4): routes → domain → storage, with the
+ * The layering rule: routes → domain → storage, with the
  * worker an entry point beside the routes. Read off the sources' imports, so a
  * change that breaks a rule fails here naming the file and the import, not in a
  * review months later. Type-only imports are not dependencies at run time and

@@ -1,5 +1,5 @@
 /**
- * Moderated fields come from the contract (issue 29, item 2): the request
+ * Moderated fields come from the contract: the request
  * properties marked `x-moderated` are what moderation reads, per operation.
  */
 import { describe, it } from 'node:test';

@@ -1,7 +1,7 @@
 /**
  * The embedded moderation policy on the labelled sets of
- * test/fixtures/moderation/ (issue 30): the targets hold on every set, the
- * rewritings the issue names are read as what they say, and benign text that
+ * test/fixtures/moderation/: the targets hold on every set, the
+ * rewritings (synonyms, spacing, leetspeak) are read as what they say, and benign text that
  * shares their words passes. `npm run eval:moderation` prints the same
  * measurement with every miss.
  */

@@ -1,5 +1,5 @@
 /**
- * One way to query (issue 31, item 1): statements live in server/storage and run
+ * One way to query: statements live in server/storage and run
  * through server/storage/query.ts. These tripwires read the sources and fail
  * naming the file and line that goes around it: a storage module reaching the
  * machinery behind query() or awaiting a knex builder of its own, or code

@@ -1,7 +1,7 @@
 /**
  * User text that names an inherited property (`constructor`, `__proto__`, …) is
- * only ever text: every table looked up with it answers "not found" (issue 16,
- * defect 1). Property tests over words mixed from those names, colour words and
+ * only ever text: every table looked up with it answers "not found".
+ * Property tests over words mixed from those names, colour words and
  * arbitrary strings.
  */
 import { describe, it } from 'node:test';

@@ -1,5 +1,5 @@
 /**
- * server/storage/query.ts, the one way storage queries (issue 31, item 1): each
+ * server/storage/query.ts, the one way storage queries: each
  * kind gives the same answers outside and inside a transaction, on SQLite and on
  * Postgres (TEST_DATABASE_URL), and a name that gives two SQL texts, or a
  * parameter not bound as a value, is refused under the test runner.

@@ -1,5 +1,5 @@
 /**
- * Which request fields moderation reads, from the contract (issue 29, item 2):
+ * Which request fields moderation reads, from the contract, so a new text field cannot slip past moderation:
  * a request schema property marked `x-moderated: true` holds user text that
  * moderation screens. The marks are read once at start into, per operation, the
  * paths of its moderated strings (`prompt`, `parameters.negativePrompt`,

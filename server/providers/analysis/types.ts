@@ -1,5 +1,5 @@
 /**
- * What a video-analysis provider is (issue 8). The extraction use case hands a
+ * What a video-analysis provider is. The extraction use case hands a
  * provider one stored video and the caller's prompt; the provider answers with
  * raw text that should be the Extraction JSON (as a multimodal model would) and
  * the usage it measured. The use case parses that text itself: output that does

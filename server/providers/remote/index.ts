@@ -1,6 +1,6 @@
 /**
  * The remote media providers of a deployment, from configuration and the
- * catalog (issue 26): a model names its provider (`provider:` in its catalog
+ * catalog: a model names its provider (`provider:` in its catalog
  * entry; `local` by default), and a model listed in IMAGE_UPSTREAM_MODELS or
  * SPEECH_UPSTREAM_MODELS uses that upstream without a catalog edit. Checked at
  * start: a model whose provider is not configured, or a broken `replicate`

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * Account policies (issue 15). The per-account settings are columns of the
+ * Account policies. The per-account settings are columns of the
  * `accounts` row, which authentication already loads, so checking them costs no
  * extra statement: the content preference, the network allow and deny lists and
  * the blocked regions (JSON arrays as text; null = none), the rule for addresses

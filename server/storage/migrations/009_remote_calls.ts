@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * Remote media providers (issue 26). `remote_calls` records, per output slot,
+ * Remote media providers. `remote_calls` records, per output slot,
  * that a request which may create work at an upstream was sent (`calling`) and
  * the upstream's own job id once known (`created`), before the worker waits on
  * it: a worker killed mid-job resumes by looking that job up, never by creating

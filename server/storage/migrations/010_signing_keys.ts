@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * URL-signing keys shared by every instance on the database (issue 27, item 2):
+ * URL-signing keys shared by every instance on the database, so any instance verifies a URL another signed:
  * the newest unretired key signs; keys retired within the URL lifetime still
  * verify, so a rotation never breaks a link before it expires.
  */

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * Blob pins (issue 27, item 6): a writer about to reference a content hash pins
+ * Blob pins: a writer about to reference a content hash pins
  * it before it puts the bytes, so the expiry sweep cannot delete those bytes
  * between the put (which skips bytes already there) and the referencing row.
  */

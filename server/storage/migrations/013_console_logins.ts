@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * The account settings console (issue 28): account holders' logins, their
+ * The account settings console: account holders' logins, their
  * server-side sessions, and failed sign-in attempts counted per subject (an
  * email's hash or a client address), so an unknown email is limited exactly as
  * a known one and a 429 reveals nothing about which emails have logins.

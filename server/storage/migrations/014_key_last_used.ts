@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * When each API key last authenticated a request (issue 28: the console lists
+ * When each API key last authenticated a request (the console lists
  * it): written at most once a minute per key and process, off the request's
  * path (domain/accounts.ts `KeyUses`). Null: never used since this column came.
  */

@@ -1,5 +1,5 @@
 /**
- * Numbered, forward-only migrations (STYLE habit 8). Each runs in its own
+ * Numbered, forward-only migrations: a landed migration is never edited, only followed. Each runs in its own
  * transaction (knex's default). Add a file, append it here; never edit a landed one.
  */
 import type { Knex } from 'knex';
