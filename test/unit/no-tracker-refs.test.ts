@@ -15,8 +15,8 @@ import path from 'node:path';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const FOLDERS = ['server', 'client', 'scripts', 'test', 'docs', 'openapi'];
 const TEXT_FILES = /\.(ts|mts|mjs|js|sh|md|html|css)$/;
-/** Data, not prose: moderation word lists and labelled sets, and what `npm run generate` writes. */
-const SKIPPED_DIRS = new Set(['node_modules', 'generated', 'fixtures', 'released']);
+/** Not prose: installed packages, what `npm run generate` writes and the client's build (client/dist), labelled sets, released contracts. */
+const SKIPPED_DIRS = new Set(['node_modules', 'generated', 'dist', 'fixtures', 'released']);
 const ISSUE = 'issue';
 
 /** Every file to read, relative to the repository root. */
