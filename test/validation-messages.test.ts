@@ -69,7 +69,7 @@ describe('validation messages that name the problem', () => {
   });
 
   it('when a query parameter is unknown, then it is named with the ones the operation takes', async () => {
-    assert.equal(await refused('GET', '/api/generate/voices?scope=mine&foo=1', undefined, {}), "Invalid request: Unknown query parameter 'foo'; this operation accepts scope, page, language.");
+    assert.equal(await refused('GET', '/api/generate/voices?scope=mine&foo=1', undefined, {}), "Invalid request: Unknown query parameter 'foo'; this operation accepts scope, page, language, model.");
     assert.equal(await refused('GET', '/api/generate/models?x=1', undefined, {}), "Invalid request: Unknown query parameter 'x'; this operation takes none.");
   });
 
