@@ -8,8 +8,7 @@
  * so a busy machine slows both sides alike. Printed per row: req/s as a share of
  * the proxy's, latency (p50/p99, and at one connection what gemforge adds to the
  * proxy's p50), server CPU per forwarded request; then gemforge's RSS after the
- * rows and whether metering stayed exact (`ledger verify`, and one charge per
- * completion answered).
+ * rows and whether metering stayed exact (`ledger verify` over every charge).
  *
  * Targets (docs/performance.md, "Text gateway"): CPU per forwarded request at most
  * 3× the proxy's; latency added at one connection ≤ 2 ms p50; time to the first
@@ -131,14 +130,14 @@ async function main(): Promise<number> {
       await db.destroy();
     }
 
-    console.log('\nrow                                  req/s (share of proxy)   p50 / p99          added p50   CPU per request (proxy share)');
+    console.log('\nrow                                        req/s (share of proxy)   p50 / p99          added p50   CPU per request (proxy share)');
     for (const r of rows) {
       const cpu = r.cpuUs !== undefined ? `${r.cpuUs} µs (${r.cpuRatio !== undefined ? `${(1 / r.cpuRatio).toFixed(1)}× the proxy's` : '?'})` : 'n/a';
       console.log(
-        `${r.name.padEnd(37)}${`${r.rps.toFixed(0)} (${(100 * r.ratio).toFixed(1)} %)`.padEnd(25)}${`${r.p50} / ${r.p99} ms`.padEnd(19)}${(r.addedP50 !== undefined ? ms(r.addedP50) : '').padEnd(12)}${cpu}${r.problem ? `  NOT MEASURED: ${r.problem}` : ''}`,
+        `${r.name.padEnd(43)}${`${r.rps.toFixed(0)} (${(100 * r.ratio).toFixed(1)} %)`.padEnd(25)}${`${r.p50} / ${r.p99} ms`.padEnd(19)}${(r.addedP50 !== undefined ? ms(r.addedP50) : '').padEnd(12)}${cpu}${r.problem ? `  NOT MEASURED: ${r.problem}` : ''}`,
       );
     }
-    console.log(`gemforge RSS after ${answered} completions: ${rss.toFixed(0)} MiB; metering: ledger verify ${verified ? 'clean' : 'FAILED'}, ${charges} charges for ${answered} completions answered`);
+    console.log(`gemforge RSS after ${answered} measured completions (and their warm-ups): ${rss.toFixed(0)} MiB; metering: ledger verify ${verified ? 'clean' : 'FAILED'} over ${charges} ledger posts`);
 
     const cpuTimes = rows.filter((r) => r.cpuRatio !== undefined && r.connections === 32).map((r) => 1 / r.cpuRatio!);
     const worstCpu = Math.max(...cpuTimes);
