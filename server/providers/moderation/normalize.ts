@@ -97,6 +97,7 @@ type PrefixNode = Map<string, PrefixNode>;
 /** A word's Porter stem; words of three letters or fewer are their own stem ("ied" is not "i"). */
 export function stemOf(word: string): string {
   if (word.length <= 3) return word;
+  if (word.length > MAX_REMEMBERED_CHARS) return porterStem(word);
   let stem = stems.get(word);
   if (stem === undefined) {
     stem = porterStem(word);
@@ -113,6 +114,12 @@ export function stemOf(word: string): string {
  */
 export const work = { steps: 0 };
 
+/**
+ * The longest word or chunk the caches below keep (a word of the policy is at most a few dozen
+ * letters): 20,000 remembered 30,000-character chunks, their pieces with them, would be gigabytes.
+ */
+const MAX_REMEMBERED_CHARS = 64;
+
 /** Stems already worked out: prompts and the merge of split words ask for the same ones again. */
 const stems = new Map<string, string>();
 
@@ -124,8 +131,13 @@ function porterStem(word: string): string {
   return stem.length < 3 ? word : stem; // "ieds" stays "ieds", not "i"
 }
 
+/** Printable ASCII and whitespace only. */
+const ASCII = /^[\t\n\r\x20-\x7e]*$/;
+
 /** NFKC, lower case, no diacritics, no invisible format characters or fillers, look-alike letters folded to Latin. */
 export function fold(text: string): string {
+  // Plain ASCII (most prompts) has nothing to normalise, strip or fold but its case and backticks.
+  if (ASCII.test(text)) return text.toLowerCase().replace(/`/g, "'");
   const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '').replace(INVISIBLE_LETTERS, '');
   let out = '';
   for (const c of lower) {
@@ -274,6 +286,7 @@ export class Vocabulary {
 
   /** How `read` splits a chunk, remembered (bounded) since texts repeat their chunks. */
   remembered(chunk: string, read: (chunk: string, vocabulary: Vocabulary) => readonly Piece[]): readonly Piece[] {
+    if (chunk.length > MAX_REMEMBERED_CHARS) return read(chunk, this);
     let pieces = this.chunks.get(chunk);
     if (pieces === undefined) {
       pieces = read(chunk, this);
@@ -289,8 +302,10 @@ export class Vocabulary {
     if (token === undefined) {
       const corrected = this.correct(word);
       token = { word: corrected, stem: stemOf(corrected), possessive: false };
-      if (this.cache.size >= 20_000) this.cache.clear();
-      this.cache.set(word, token);
+      if (word.length <= MAX_REMEMBERED_CHARS) {
+        if (this.cache.size >= 20_000) this.cache.clear();
+        this.cache.set(word, token);
+      }
     }
     return possessive ? { ...token, possessive } : token;
   }
@@ -452,7 +467,12 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   }
   if (SPELT_WITH_SYMBOLS.test(body)) body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
   // Only a part holding a digit or a symbol can read as other letters (and split at a symbol).
-  const parts = body.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean).flatMap((p) => (LEETISH.test(p) ? vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u).filter(Boolean) : [p]));
+  const parts: string[] = [];
+  for (const p of body.split(/[^\p{L}\p{N}$@|!€+]+/u)) {
+    if (!p) continue;
+    if (!LEETISH.test(p)) parts.push(p);
+    else for (const q of vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u)) if (q) parts.push(q);
+  }
   if (parts.length > 1 && parts.every(single)) {
     return parts.map((word) => ({ word, possessive: false })); // "k.i.l.l": letters spelt out, read with the run they belong to
   }
@@ -555,7 +575,7 @@ export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
       continue;
     }
     flush();
-    if (/^\p{L}+$/u.test(piece.word) && piece.word.length >= 7 && !vocabulary.knows(piece.word) && !inDictionary(piece.word)) {
+    if (piece.word.length >= 7 && /^\p{L}+$/u.test(piece.word) && !vocabulary.knows(piece.word) && !inDictionary(piece.word)) {
       // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
       const split = vocabulary.segment(piece.word);
       if (split && split.length === 2 && split.every((w) => w.length >= 4)) {
