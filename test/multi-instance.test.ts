@@ -59,7 +59,9 @@ describe('several instances on one database and one bucket', () => {
     const s3 = await startLocalS3('multi');
     const dirs = [tempDataDir(), tempDataDir(), tempDataDir(), tempDataDir()];
     const database = (await databaseUrlFor(dirs[0]!))!;
-    const shared = { ...s3.env, DATABASE_URL: database, SIGNING_SECRET: 'd'.repeat(64), WORKER_LEASE_MS: '1500', WORKER_POLL_MS: '50', WORKER_RETRY_BACKOFF_MS: '0' };
+    // One account's backlog must spread over both workers: without this, the fair-share cap on an
+    // account's running jobs (2 by default) can let one worker take all it may run, the other idle.
+    const shared = { ...s3.env, DATABASE_URL: database, SIGNING_SECRET: 'd'.repeat(64), WORKER_LEASE_MS: '1500', WORKER_POLL_MS: '50', WORKER_RETRY_BACKOFF_MS: '0', ACCOUNT_LOCAL_CONCURRENCY: '0' };
     // The schema and an account, made through the first API's start.
     const apis: ServerChild[] = [];
     const workers: ChildProcess[] = [];
