@@ -17,6 +17,8 @@ import { MAX_ACTIVE_KEYS } from '../server/domain/accounts.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 import { verifyTasks } from '../server/domain/tasks.ts';
 import { PROMPT_SHOWN_CHARS } from '../server/domain/task-view.ts';
+import * as ledger from '../server/domain/ledger.ts';
+import { fill as fillAccountDays } from '../server/storage/migrations/016_account_days.ts';
 
 const IMAGE = { model: 'gemforge-image-1', prompt: 'a fox made in the console', parameters: { resolution: '512' } };
 
@@ -466,5 +468,35 @@ describe('account console API', () => {
     const usage = await (await consoleCall(s, 'GET', '/usage', { session })).json();
     assert.equal(usage.days.at(-1).gems.image, tasks.reduce((sum, t) => sum + t.chargedGems, 0));
     assert.deepEqual((await verifyLedger(s.db, [verifyTasks])).problems, []);
+  });
+
+  it('when migration 016 fills from rows already there, then each reservation gets its kind and each day the figure its settlements wrote', async () => {
+    const fresh = await startTestServer(); // its own database: the fill reads and writes every account's rows
+    try {
+      const { accountId, secret } = await fresh.user({ gems: 5000, paidConsent: true });
+      await waitForTask(fresh, secret, (await submit(fresh, secret, '/api/generate/image', IMAGE)).body.task.id);
+      const text = await fresh.call('POST', '/api/generate/text/v1/chat/completions', {
+        key: secret,
+        body: { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'hello fill' }] },
+        headers: { 'idempotency-key': `fill-text-${process.pid}` },
+      });
+      assert.equal(text.status, 200);
+      const extraction = await ledger.reserve(fresh.db, clock, { accountId, keyId: null, purpose: 'llm', kind: 'extraction', amount: 3, ref: 'ext_000000000001' });
+      await ledger.settle(fresh.db, clock, extraction.id, 2);
+      const read = async () => ({
+        kinds: await fresh.db('reservations').select('id', 'kind').orderBy('id'),
+        days: (await fresh.db('account_days').select('*').orderBy(['account_id', 'day', 'kind'])).map((r) => ({ ...r, posted: Number(r.posted) })),
+      });
+      const written = await read();
+      assert.deepEqual(new Set(written.days.map((d) => d.kind)), new Set(['image', 'text', 'extraction']));
+
+      await fresh.db('reservations').update({ kind: null });
+      await fresh.db('account_days').delete();
+      await fillAccountDays(fresh.db);
+      assert.deepEqual(await read(), written);
+      assert.deepEqual((await verifyLedger(fresh.db, [verifyTasks])).problems, []);
+    } finally {
+      await fresh.close();
+    }
   });
 });

@@ -22,12 +22,6 @@ export async function up(db: Knex): Promise<void> {
   await db.schema.alterTable('reservations', (t) => {
     t.string('kind', 16);
   });
-  await db.raw(`
-    UPDATE reservations SET kind = CASE
-      WHEN purpose = 'llm' AND SUBSTR(ref, 1, 4) = 'ext_' THEN 'extraction'
-      WHEN purpose = 'llm' THEN 'text'
-      ELSE COALESCE((SELECT tasks.kind FROM tasks WHERE tasks.reservation_id = reservations.id), 'image')
-    END`);
   await db.schema.createTable('account_days', (t) => {
     t.string('account_id', 64).notNullable().references('accounts.id');
     t.string('day', 10).notNullable();
@@ -35,6 +29,17 @@ export async function up(db: Knex): Promise<void> {
     t.bigInteger('posted').notNullable().defaultTo(0);
     t.primary(['account_id', 'day', 'kind']);
   });
+  await fill(db);
+}
+
+/** Every reservation's kind and every day's figure from the rows already there (into an empty account_days). */
+export async function fill(db: Knex): Promise<void> {
+  await db.raw(`
+    UPDATE reservations SET kind = CASE
+      WHEN purpose = 'llm' AND SUBSTR(ref, 1, 4) = 'ext_' THEN 'extraction'
+      WHEN purpose = 'llm' THEN 'text'
+      ELSE COALESCE((SELECT tasks.kind FROM tasks WHERE tasks.reservation_id = reservations.id), 'image')
+    END`);
   await db.raw(`
     INSERT INTO account_days (account_id, day, kind, posted)
     SELECT e.account_id, SUBSTR(e.created_at, 1, 10), r.kind, SUM(e.allowance + e.paid)
