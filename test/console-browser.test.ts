@@ -325,7 +325,8 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await shot(page, '12-task-thumbnails');
     const [full] = await Promise.all([page.context().waitForEvent('page'), thumb.click()]);
     await full.waitForLoadState();
-    assert.equal(full.url(), last.outputs[0]!.asset!.url, 'the thumbnail opens the full output');
+    assert.equal(full.url(), await item.locator('a.thumb').getAttribute('href'), 'the thumbnail opens its link');
+    assert.equal(new URL(full.url()).pathname, new URL(last.outputs[0]!.asset!.url).pathname, 'which is the full output (signed afresh)');
     assert.ok(await full.evaluate(() => (document.querySelector('img') as HTMLImageElement | null)?.naturalWidth ?? 0) > 96, 'in full size');
     await full.close();
 

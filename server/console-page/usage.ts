@@ -14,7 +14,7 @@ type Kind = keyof Usage['days'][number]['gems'];
 export const KINDS: readonly Kind[] = ['image', 'video', 'audio', 'text', 'extraction'];
 
 const SVG = 'http://www.w3.org/2000/svg';
-const [WIDTH, HEIGHT, AXIS, TOP] = [600, 180, 22, 14];
+const [WIDTH, HEIGHT, AXIS, TOP] = [600, 200, 26, 24];
 
 function svg<K extends keyof SVGElementTagNameMap>(tag: K, attributes: Record<string, string | number>, text?: string): SVGElementTagNameMap[K] {
   const el = document.createElementNS(SVG, tag);
@@ -43,7 +43,7 @@ export function dailyChart(days: Usage['days']): SVGSVGElement {
   const plot = HEIGHT - AXIS - TOP;
   const slot = WIDTH / days.length;
   chart.append(svg('line', { x1: 0, x2: WIDTH, y1: TOP + plot, y2: TOP + plot, class: 'axis' }));
-  chart.append(svg('text', { x: 2, y: TOP - 3, class: 'tick' }, `${gems(peak)} max`));
+  chart.append(svg('text', { x: 2, y: TOP - 6, class: 'tick' }, sum ? `busiest day: ${gems(peak)}` : `no Gems charged in these ${days.length} days`));
   days.forEach((d, i) => {
     const bar = svg('g', { class: 'day', 'data-day': d.day });
     bar.append(svg('title', {}, dayText(d)));
@@ -57,7 +57,8 @@ export function dailyChart(days: Usage['days']): SVGSVGElement {
       bar.append(svg('rect', { x: i * slot + 2, y, width: slot - 4, height: h, class: `kind-${kind}`, 'data-kind': kind, 'data-gems': d.gems[kind] }));
     }
     chart.append(bar);
-    if ((days.length - 1 - i) % 7 === 0) chart.append(svg('text', { x: i * slot + slot / 2, y: HEIGHT - 6, class: 'tick', 'text-anchor': 'middle' }, label(d.day)));
+    const last = i === days.length - 1; // today's label ends at the edge instead of running past it
+    if ((days.length - 1 - i) % 7 === 0) chart.append(svg('text', { x: last ? WIDTH - 2 : i * slot + slot / 2, y: HEIGHT - 6, class: 'tick', 'text-anchor': last ? 'end' : 'middle' }, label(d.day)));
   });
   return chart;
 }
