@@ -307,14 +307,17 @@ function editField(form: HTMLFormElement, id: string, label: string, attributes:
   return field;
 }
 
+/** A plain button (not a form's submit) saying `text`. */
+function button(text: string, className = ''): HTMLButtonElement {
+  return Object.assign(document.createElement('button'), { type: 'button', textContent: text, className });
+}
+
 let edits = 0;
 
 /** The key's settings (spec: name, expiry, monthly cap) in a form of their own, opened by "Edit". */
 function editButton(key: Key): HTMLElement {
   const box = document.createElement('div');
-  const open = document.createElement('button');
-  open.type = 'button';
-  open.textContent = `Edit ${key.name}`;
+  const open = button(`Edit ${key.name}`);
   open.addEventListener('click', () => {
     const n = edits++;
     const form = document.createElement('form');
@@ -337,7 +340,7 @@ function editButton(key: Key): HTMLElement {
     const problemEl = Object.assign(document.createElement('p'), { id: `edit-problem-${n}`, className: 'problem', hidden: true, tabIndex: -1 });
     problemEl.setAttribute('role', 'alert');
     const save = Object.assign(document.createElement('button'), { type: 'submit', textContent: `Save ${key.name}` });
-    const cancel = Object.assign(document.createElement('button'), { type: 'button', textContent: 'Cancel' });
+    const cancel = button('Cancel');
     cancel.addEventListener('click', () => box.replaceChildren(open));
     form.append(problemEl, save, cancel);
     const problems = problemBox(form, problemEl);
@@ -389,17 +392,10 @@ function checkKeyFields(
 
 function revokeButton(key: Key): HTMLElement {
   const box = document.createElement('div');
-  const ask = document.createElement('button');
-  ask.type = 'button';
-  ask.textContent = `Revoke ${key.name}`;
+  const ask = button(`Revoke ${key.name}`);
   ask.addEventListener('click', () => {
-    const confirm = document.createElement('button');
-    confirm.type = 'button';
-    confirm.className = 'danger';
-    confirm.textContent = `Yes, revoke ${key.name} now`;
-    const cancel = document.createElement('button');
-    cancel.type = 'button';
-    cancel.textContent = 'Keep it';
+    const confirm = button(`Yes, revoke ${key.name} now`, 'danger');
+    const cancel = button('Keep it');
     cancel.addEventListener('click', () => box.replaceChildren(ask));
     confirm.addEventListener('click', async () => {
       const { error } = await api.DELETE('/keys/{keyId}', { params: { path: { keyId: key.id } } });
