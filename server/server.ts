@@ -17,7 +17,7 @@ import { startSigner } from './domain/signing-keys.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
-import { createRemoteMedia, type RemoteMedia } from './providers/remote/index.ts';
+import { createRemoteMedia, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import { useRemoteBlobStore } from './storage/blobs.ts';
@@ -121,7 +121,7 @@ function mediaProvidersOf(remote: RemoteMedia, given?: MediaProviders): MediaPro
  */
 export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, layered?: MediaProviders): RunningWorker {
   // A broken provider entry in the catalog stops the start.
-  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath)));
+  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES)));
   return startWorker({
     db,
     clock,
@@ -154,7 +154,7 @@ const IDLE_CLOSE_DELAY_MS = 100;
 export async function startServer(config: Config, options: { clock?: Clock; providers?: MediaProviders } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
   guardDataDir(config.dataDir, logger);
-  const catalog = loadCatalog(config.catalogPath);
+  const catalog = loadCatalog(config.catalogPath, PROVIDER_NAMES);
   // Remote media providers are checked before the database opens: a model naming an unconfigured one stops the start.
   const remoteMedia = createRemoteMedia(config, catalog);
   // A broken moderation policy or regions file stops the start, before the database opens.

@@ -63,6 +63,7 @@ export interface RecordedRequest {
 export type Fault =
   | { status: number; headers?: Record<string, string>; body?: string; afterWork?: boolean; echo?: boolean } // e.g. 429 with Retry-After, 500, 400 content policy; afterWork: the work is done (and counted), then this is answered (a gateway's 502), with the work's own answer as its body when echo
   | { hang: true } // never answer (keep the socket open until close())
+  | { reset: true } // do the work, then reset the connection without answering (a request lost after it was carried out)
   | { malformed: true } // 200 with invalid JSON
   | { html: true } // the media bytes are replaced by an HTML page served with the media's content type
   | { oversize: number } // the media bytes are this many zero bytes (so a size limit can be tested)
@@ -105,6 +106,11 @@ export interface FakeUpstream {
 export type FakeOpenAiImages = FakeUpstream & {
   /** Distinct generations made: successful requests, not counting Idempotency-Key replays. */
   generations(): number;
+};
+
+export type FakeOpenAiSpeech = FakeUpstream & {
+  /** Speech made: requests answered with audio (or whose audio a fault after the work withheld). */
+  syntheses(): number;
 };
 
 export type PredictionStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
@@ -422,7 +428,7 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
   const sleeps = sleeper();
   let base = '';
 
-  async function answer(req: http.IncomingMessage): Promise<Reply | undefined> {
+  async function answer(req: http.IncomingMessage): Promise<Reply | 'reset' | undefined> {
     const { body, tooLarge } = await readBody(req);
     const request = record(req, body);
     requests.push(request);
@@ -438,6 +444,10 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
     if (found.route.auth && options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
       return { status: 401, json: provider.unauthorized };
     }
+    if (fault && 'reset' in fault) {
+      await found.route.handle({ request, params: found.params, base });
+      return 'reset';
+    }
     if (fault && 'status' in fault) {
       const done = await found.route.handle({ request, params: found.params, base });
       return fault.echo && 'json' in done ? { status: fault.status, json: done.json } : faultReply(fault, provider);
@@ -447,7 +457,7 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
 
   const server = http.createServer((req, res) => {
     answer(req).then(
-      (reply) => reply && send(res, reply),
+      (reply) => (reply === 'reset' ? req.socket.destroy() : reply && send(res, reply)),
       (error: unknown) => send(res, error instanceof Refusal ? error.reply : { status: 500, json: provider.error(500, `The fake upstream failed: ${String(error)}`) }),
     );
   });
@@ -646,7 +656,8 @@ const VOICES = new Set(['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nov
  * The OpenAI speech fake: the answer is the audio itself, a 440 Hz tone of
  * max(1, round(input.length / 15 / speed)) seconds in `response_format`.
  */
-export async function startFakeOpenAiSpeech(options: { apiKey?: string; delayMs?: number } = {}): Promise<FakeUpstream> {
+export async function startFakeOpenAiSpeech(options: { apiKey?: string; delayMs?: number } = {}): Promise<FakeOpenAiSpeech> {
+  let syntheses = 0;
   const speech: Route = {
     route: 'POST /v1/audio/speech',
     auth: true,
@@ -663,10 +674,12 @@ export async function startFakeOpenAiSpeech(options: { apiKey?: string; delayMs?
       const speed = body.speed ?? 1;
       if (typeof speed !== 'number' || !(speed >= 0.25 && speed <= 4)) throw openAiRefusal(400, "Invalid 'speed': expected a number between 0.25 and 4.0.", 'speed');
       const seconds = Math.max(1, Math.round(input.length / 15 / speed));
-      return { status: 200, bytes: spoil(await audioBytes(type.format, seconds), call.media), contentType: type.contentType };
+      const bytes = spoil(await audioBytes(type.format, seconds), call.media);
+      syntheses++;
+      return { status: 200, bytes, contentType: type.contentType };
     },
   };
-  return serve(openAi([speech]), options);
+  return { ...(await serve(openAi([speech]), options)), syntheses: () => syntheses };
 }
 
 // ---------------------------------------------------------------- Replicate

@@ -25,7 +25,9 @@
  */
 import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
 import { readErrorText, readJsonBounded } from './body.ts';
+import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { baseOf, callUpstream, UpstreamUnknown } from './http.ts';
+import { say } from './sentences.ts';
 import { dataUrlOutput, downloadOutput } from './output.ts';
 import type { FetchAllow } from './public-fetch.ts';
 
@@ -176,6 +178,10 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     this.who = `The ${kind} provider`;
   }
 
+  requestProblem(_model: string, request: JobRequests[K]): string | undefined {
+    return replicateRequestProblem(request);
+  }
+
   private headers(): Record<string, string> {
     return { 'content-type': 'application/json', ...(this.options.token && { authorization: `Bearer ${this.options.token}` }) };
   }
@@ -187,6 +193,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
       deadlineMs: this.options.attemptTimeoutMs * 3,
       attemptTimeoutMs: this.options.attemptTimeoutMs,
       replayable,
+      notDone: replicate.failures.notDone,
       stopping: tools.stopping,
       signal: tools.signal,
       ...pacing,
@@ -198,7 +205,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     const body = (await readJsonBounded(response, PREDICTION_MAX_BYTES, this.who).catch(() => undefined)) as Prediction | undefined;
     if (typeof body !== 'object' || body === null || typeof body.status !== 'string') {
       tools.warn({ slot, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'prediction answer malformed');
-      throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned a malformed answer; nothing was charged for this output.`);
+      throw new MediaGenerationError('GENERATION_FAILED', say.malformed(this.who));
     }
     return body;
   }
@@ -267,7 +274,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
         if (TERMINAL.has(prediction.status as string)) break;
         if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the worker leaves the job; a resumed run reads the same prediction
         if (Date.now() >= deadline) {
-          throw new MediaGenerationError('GENERATION_FAILED', `${this.who} did not finish within ${Math.round(this.options.deadlineMs / 1000)} s; the prediction was cancelled and nothing was charged.`);
+          throw new MediaGenerationError('GENERATION_FAILED', say.tooSlow(this.who, this.options.deadlineMs, 'prediction'));
         }
         await sleep(this.options.pollMs);
       }
@@ -277,18 +284,30 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
       if (!tools.stopping() && !TERMINAL.has(prediction?.status as string)) await this.cancel(id, tools);
       throw error;
     }
-    if (prediction.status === 'failed') {
-      const reason = typeof prediction.error === 'string' && /nsfw|content|safety|policy/i.test(prediction.error) ? ' under its content policy' : '';
-      throw new MediaGenerationError('GENERATION_FAILED', `${this.who} could not make this output${reason}; nothing was charged for it.`);
-    }
-    if (prediction.status === 'canceled') throw new MediaGenerationError('GENERATION_FAILED', `${this.who} cancelled this output; nothing was charged for it.`);
-    if (prediction.status === 'aborted') throw new MediaGenerationError('GENERATION_FAILED', `${this.who} aborted this output before it started; nothing was charged for it.`);
+    if (prediction.status === 'failed') throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, prediction.error));
+    if (prediction.status === 'canceled') throw new MediaGenerationError('GENERATION_FAILED', say.canceled(this.who));
+    if (prediction.status === 'aborted') throw new MediaGenerationError('GENERATION_FAILED', say.aborted(this.who));
     const url = outputUrl(prediction.output, this.kind);
     if (url === undefined) {
       tools.warn({ slot: job.index }, 'prediction succeeded without an output URL');
-      throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned no output; nothing was charged for it.`);
+      throw new MediaGenerationError('GENERATION_FAILED', say.noOutput(this.who));
     }
     if (url.startsWith('data:')) return dataUrlOutput(url, this.kind, tools, this.who, this.options.maxOutputBytes);
     return downloadOutput(url, this.kind, tools, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
   }
 }
+
+/** Prediction APIs in Replicate's shape: `REPLICATE_*`, and a `replicate:` block per catalog model. */
+export const replicate: RemoteProviderDescriptor = {
+  name: 'replicate',
+  kinds: ['image', 'video', 'audio'],
+  dialect: 'Replicate predictions (POST /v1/models/{owner}/{name}/predictions or /v1/predictions, GET /v1/predictions/{id})',
+  requestFields: REQUEST_FIELDS,
+  // Replicate documents 429 as throttled (not run); an unknown create is read by the id its answer carried, else held.
+  failures: { notDone: NOT_PROCESSED, unknown: 'lookup', reads: 'resent' },
+  create(model, { config, common, where }) {
+    const kind = model.kind as MediaKind;
+    const entry = parseReplicateEntry(model.providerEntry, kind, where);
+    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, ...common }) as MediaProvider;
+  },
+};
