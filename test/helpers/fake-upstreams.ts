@@ -30,6 +30,7 @@ import { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
 import { bundledFfmpegPath } from '../../server/media/binaries.ts';
 import { runTool } from '../../server/media/run.ts';
+import { formObject, requestViolation, responseViolation, type ContractName } from './upstream-contracts.ts';
 
 // ---------------------------------------------------------------- public types
 
@@ -99,7 +100,9 @@ export interface FakeUpstream {
    * only points at media (a prediction, a `url` answer) spoils that media's download.
    */
   fail(route: string, ...faults: Fault[]): void;
-  /** Closes the server and any hanging sockets. */
+  /** Requests the provider's published document refuses, and answers it does not describe (each fails the test at close). */
+  violations: string[];
+  /** Closes the server and any hanging sockets; throws when there were violations. */
   close(): Promise<void>;
 }
 
@@ -253,11 +256,17 @@ interface Route {
   route: string;
   /** Whether the bearer key is checked (downloads are public). */
   auth: boolean;
+  /** Whether the provider's API document describes it (downloads from its file host are not). */
+  documented?: false;
   handle(call: Call): Promise<Reply> | Reply;
 }
 
 interface Provider {
   routes: Route[];
+  /** The provider's published API document its requests and answers are held to (upstream-contracts.ts). */
+  contract: ContractName;
+  /** The document's schema of an error answer, where it gives one. */
+  errorSchema?(status: number): string | undefined;
   /** The provider's error body for a status. */
   error(status: number, message: string): unknown;
   unauthorized: unknown;
@@ -422,6 +431,7 @@ function sleeper() {
 /** Starts a fake answering `provider`'s routes, with recording, faults, delay and bearer auth. */
 async function serve(provider: Provider, options: { apiKey?: string; delayMs?: number }): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
+  const violations: string[] = [];
   const faults = new Map<string, Fault[]>(provider.routes.map((r) => [r.route, []]));
   const routes = provider.routes.map((route) => ({ route, match: matcher(route) }));
   const sockets = new Set<net.Socket>();
@@ -435,6 +445,26 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
     if (tooLarge) return { status: 413, json: provider.error(413, 'Request body too large.') };
     const found = routes.map(({ route, match }) => ({ route, params: match(request.method, request.path) })).find((r) => r.params);
     if (!found?.params) return { status: 404, json: provider.error(404, `Invalid URL (${request.method} ${request.path})`) };
+    const documented = found.route.documented !== false;
+    // What the real API refuses is refused here, and fails the test (close() throws).
+    const violation = documented ? requestViolation(provider.contract, request.method, request.path, request.form ? formObject(request.form) : request.body.length > 0 ? request.json : undefined) : undefined;
+    if (violation) {
+      violations.push(`request: ${violation}`);
+      return { status: 400, json: provider.error(400, violation) };
+    }
+    /** The route's own answer (a Refusal is one), held to the document's shapes. */
+    const handled = async (call: Call): Promise<Reply> => {
+      let reply: Reply;
+      try {
+        reply = await found.route.handle(call);
+      } catch (error) {
+        if (!(error instanceof Refusal)) throw error;
+        reply = error.reply;
+      }
+      const wrong = documented && 'json' in reply ? responseViolation(provider.contract, request.method, request.path, reply.status, reply.json, provider.errorSchema) : undefined;
+      if (wrong) violations.push(`the fake's answer: ${wrong}`);
+      return reply;
+    };
     const fault = faults.get(found.route.route)?.shift();
     if (fault && 'hang' in fault) return undefined; // the socket stays open until close()
     await sleeps.sleep(options.delayMs ?? 0);
@@ -445,14 +475,14 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
       return { status: 401, json: provider.unauthorized };
     }
     if (fault && 'reset' in fault) {
-      await found.route.handle({ request, params: found.params, base });
+      await handled({ request, params: found.params, base });
       return 'reset';
     }
     if (fault && 'status' in fault) {
-      const done = await found.route.handle({ request, params: found.params, base });
+      const done = await handled({ request, params: found.params, base });
       return fault.echo && 'json' in done ? { status: fault.status, json: done.json } : faultReply(fault, provider);
     }
-    return found.route.handle({ request, params: found.params, base, ...(fault && { media: fault }) });
+    return handled({ request, params: found.params, base, ...(fault && { media: fault }) });
   }
 
   const server = http.createServer((req, res) => {
@@ -480,11 +510,14 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
       if (!queue) throw new Error(`the fake has no route '${route}' (it has: ${[...faults.keys()].join(', ')})`);
       queue.push(...more);
     },
+    violations,
     async close() {
       sleeps.wakeAll();
       const closed = new Promise<void>((resolve) => server.close(() => resolve())); // resolves on a second close too
       for (const socket of sockets) socket.destroy();
       await closed;
+      // A request the real API would refuse (or an answer it never gives) fails the test that caused it.
+      if (violations.length > 0) throw new Error(`outside the provider's published API document:\n${violations.splice(0).join('\n')}`);
     },
   };
 }
@@ -515,6 +548,8 @@ function openAiRefusal(status: number, message: string, param: string | null = n
 function openAi(routes: Route[]): Provider {
   return {
     routes,
+    contract: 'openai',
+    errorSchema: () => 'ErrorResponse',
     error: (status, message) => openAiBody(status, message),
     unauthorized: openAiBody(401, 'Incorrect API key provided.', null, 'invalid_api_key'),
   };
@@ -639,6 +674,7 @@ export async function startFakeOpenAiImages(
     {
       route: 'GET /files/{name}',
       auth: false,
+      documented: false,
       handle: (call) => {
         const file = files.get(call.params.name);
         if (!file) throw openAiRefusal(404, 'File not found.');
@@ -781,7 +817,8 @@ export async function startFakeReplicate(
     }
     return {
       id: p.id,
-      ...(p.model !== undefined && { model: p.model }),
+      // Replicate names the model of every prediction; a bare version id does not say which here.
+      model: p.model ?? 'unknown/model-of-version',
       version: p.version,
       input: p.input,
       logs: '',
@@ -793,7 +830,8 @@ export async function startFakeReplicate(
       ...(p.startedAt !== undefined && { started_at: iso(p.startedAt) }),
       ...(p.completedAt !== undefined && { completed_at: iso(p.completedAt) }),
       ...(succeeded && { metrics: { predict_time: (p.completedAt! - p.createdAt) / 1000 } }),
-      urls: { cancel: `${base}/v1/predictions/${p.id}/cancel`, get: `${base}/v1/predictions/${p.id}` },
+      source: 'api',
+      urls: { cancel: `${base}/v1/predictions/${p.id}/cancel`, get: `${base}/v1/predictions/${p.id}`, web: `https://replicate.com/p/${p.id}` },
     };
   }
 
@@ -845,6 +883,7 @@ export async function startFakeReplicate(
     {
       route: 'GET /files/{name}',
       auth: false,
+      documented: false,
       async handle(call) {
         const [id, ext] = call.params.name.split('.');
         const p = predictions.get(id);
@@ -858,6 +897,7 @@ export async function startFakeReplicate(
 
   const provider: Provider = {
     routes,
+    contract: 'replicate',
     error: replicateBody,
     unauthorized: { title: 'Unauthenticated', detail: 'You did not pass a valid authentication token', status: 401 },
   };
