@@ -8,6 +8,7 @@
  *   (multipart): https://platform.openai.com/docs/api-reference/images
  * - OpenAI speech, `POST /v1/audio/speech`: https://platform.openai.com/docs/api-reference/audio/createSpeech
  * - Replicate predictions: https://replicate.com/docs/reference/http
+ * - fal's queue: https://docs.fal.ai/model-endpoints/queue
  *
  * Media bytes are real and made here, never downloaded: images with sharp,
  * tones and test-pattern video with the npm-shipped ffmpeg, WAV written by
@@ -26,7 +27,7 @@ import { pipeline } from 'node:stream/promises';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import crypto, { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
 import { bundledFfmpegPath } from '../../server/media/binaries.ts';
 import { runTool } from '../../server/media/run.ts';
@@ -269,6 +270,8 @@ interface Provider {
   errorSchema?(status: number): string | undefined;
   /** The provider's error body for a status. */
   error(status: number, message: string): unknown;
+  /** How the key is sent: `Authorization: Bearer …` (default) or fal's `Authorization: Key …`. */
+  authScheme?: 'Bearer' | 'Key';
   unauthorized: unknown;
 }
 
@@ -471,7 +474,7 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
     if (fault && 'status' in fault && !fault.afterWork) return faultReply(fault, provider);
     if (fault && 'stream' in fault) return { status: fault.stream.status, stream: fault.stream };
     if (fault && 'malformed' in fault) return { status: 200, bytes: Buffer.from('{"created": 1700000000, "data": [{"b64_'), contentType: 'application/json' };
-    if (found.route.auth && options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+    if (found.route.auth && options.apiKey !== undefined && req.headers.authorization !== `${provider.authScheme ?? 'Bearer'} ${options.apiKey}`) {
       return { status: 401, json: provider.unauthorized };
     }
     if (fault && 'reset' in fault) {
@@ -630,9 +633,10 @@ export async function startFakeOpenAiImages(
       return { url: `${base}/files/${name}`, ...revised };
     });
     generations++;
-    const gptImage = job.model.startsWith('gpt-image') ? { output_format: job.format, size: `${job.width}x${job.height}` } : {};
-    const usage = { total_tokens: 100, input_tokens: 50, output_tokens: 50 };
-    return { status: 200, json: { created: Math.floor(Date.now() / 1000), data, ...gptImage, usage } };
+    // The GPT image models report their format, size and token usage; the DALL·E models do not.
+    const usage = { total_tokens: 100, input_tokens: 50, output_tokens: 50, input_tokens_details: { text_tokens: 50, image_tokens: 0 } };
+    const gptImage = job.model.startsWith('gpt-image') ? { output_format: job.format, size: `${job.width}x${job.height}`, usage } : {};
+    return { status: 200, json: { created: Math.floor(Date.now() / 1000), data, ...gptImage } };
   }
 
   /** Runs `make` once per Idempotency-Key and route; errors are not kept, so a retry tries again. */
@@ -914,6 +918,128 @@ export async function startFakeReplicate(
       if (!p) throw new Error(`the fake has no prediction ${id}`);
       advance(p);
       if (!TERMINAL.has(p.status)) settle(p, outcome ?? natural(p), Date.now());
+    },
+  };
+}
+
+// ---------------------------------------------------------------- fal
+
+export type FakeFal = FakeUpstream & {
+  /** Every request submitted, in order (`canceled`: a cancel was accepted while it ran). */
+  submitted(): Array<{ id: string; model: string; input: unknown; status: string; canceled: boolean }>;
+  /** Completes every request still queued or running. */
+  completeAll(): void;
+};
+
+interface QueuedRequest {
+  id: string;
+  model: string;
+  app: string;
+  input: Record<string, unknown>;
+  createdAt: number;
+  completedAt?: number;
+  canceled: boolean;
+}
+
+/**
+ * The fal queue fake. A submitted request is IN_QUEUE, IN_PROGRESS after
+ * 100 ms, COMPLETED `processingMs` after submission (Infinity: only by
+ * completeAll()). Its result is the model's output: `{"images": [{url, …}]}`
+ * for image models, `{"video": {url, …}}` for video models, served from
+ * `GET /files/{id}.{png|mp4}`. Errors are `{"detail": …}`, as fal's are. A
+ * cancelled request completes at once; its result answers 400 (how fal
+ * answers a cancelled request's result is not documented: an assumption,
+ * which only the cancellation tests reach).
+ */
+export async function startFakeFal(options: { apiKey?: string; processingMs?: number; outputs?: 'image' | 'video' } = {}): Promise<FakeFal> {
+  const processingMs = options.processingMs ?? 300;
+  const kind = options.outputs ?? 'image';
+  const queued = new Map<string, QueuedRequest>();
+  const detail = (status: number, message: string) => new Refusal({ status, json: { detail: message } });
+  const statusOf = (q: QueuedRequest): 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED' => {
+    if (q.completedAt === undefined && Date.now() - q.createdAt >= processingMs) q.completedAt = q.createdAt + processingMs;
+    if (q.completedAt !== undefined) return 'COMPLETED';
+    return Date.now() - q.createdAt >= STARTING_MS ? 'IN_PROGRESS' : 'IN_QUEUE';
+  };
+  const urls = (q: QueuedRequest, base: string) => {
+    const at = `${base}/${q.app}/requests/${q.id}`;
+    return { request_id: q.id, response_url: at, status_url: `${at}/status`, cancel_url: `${at}/cancel` };
+  };
+  const found = (call: Call): QueuedRequest => {
+    const q = queued.get(call.params.id);
+    if (!q || q.app !== `${call.params.owner}/${call.params.alias}`) throw detail(404, 'Request not found');
+    return q;
+  };
+  const submit = (call: Call): Reply => {
+    const input = jsonObject(call, (m) => detail(422, m));
+    const model = call.request.path.slice(1);
+    const q: QueuedRequest = { id: crypto.randomUUID(), model, app: model.split('/').slice(0, 2).join('/'), input, createdAt: Date.now(), canceled: false };
+    queued.set(q.id, q);
+    return { status: 200, json: { status: 'IN_QUEUE', ...urls(q, call.base), queue_position: 0 } };
+  };
+  const routes: Route[] = [
+    { route: 'POST /{owner}/{alias}', auth: true, handle: submit },
+    { route: 'POST /{owner}/{alias}/{path}', auth: true, handle: submit },
+    { route: 'POST /{owner}/{alias}/{path}/{subpath}', auth: true, handle: submit },
+    {
+      route: 'GET /{owner}/{alias}/requests/{id}/status',
+      auth: true,
+      handle(call) {
+        const q = found(call);
+        const status = statusOf(q);
+        const logs = status === 'IN_QUEUE' ? {} : { logs: null };
+        return { status: 200, json: { status, ...urls(q, call.base), ...(status === 'IN_QUEUE' && { queue_position: 0 }), ...logs, ...(status === 'COMPLETED' && { metrics: { inference_time: (q.completedAt! - q.createdAt) / 1000 } }) } };
+      },
+    },
+    {
+      route: 'GET /{owner}/{alias}/requests/{id}',
+      auth: true,
+      async handle(call) {
+        const q = found(call);
+        if (statusOf(q) !== 'COMPLETED') throw detail(400, 'Request is still in progress');
+        if (q.canceled) throw detail(400, 'Request was cancelled');
+        const url = `${call.base}/files/${q.id}.${OUTPUT_EXT[kind]}`;
+        if (kind === 'video') return { status: 200, json: { video: { url, content_type: 'video/mp4', file_name: `${q.id}.mp4` } } };
+        return { status: 200, json: { images: [{ url, width: 512, height: 512, content_type: 'image/png' }], seed: 7, has_nsfw_concepts: [false], prompt: String(q.input.prompt ?? '') } };
+      },
+    },
+    {
+      route: 'PUT /{owner}/{alias}/requests/{id}/cancel',
+      auth: true,
+      handle(call) {
+        const q = found(call);
+        if (statusOf(q) === 'COMPLETED') return { status: 400, json: { status: 'ALREADY_COMPLETED' } };
+        q.canceled = true;
+        q.completedAt = Date.now();
+        return { status: 202, json: { status: 'CANCELLATION_REQUESTED' } };
+      },
+    },
+    {
+      route: 'GET /files/{name}',
+      auth: false,
+      documented: false,
+      async handle(call) {
+        const [id, ext] = call.params.name.split('.');
+        const q = queued.get(id);
+        if (!q || q.canceled || statusOf(q) !== 'COMPLETED' || ext !== OUTPUT_EXT[kind]) throw detail(404, 'Not found');
+        const file = await outputFile(kind, q.input);
+        return { status: 200, bytes: spoil(file.bytes, call.media), contentType: file.contentType };
+      },
+    },
+  ];
+  const provider: Provider = {
+    routes,
+    contract: 'fal',
+    authScheme: 'Key',
+    error: (_status, message) => ({ detail: message }),
+    unauthorized: { detail: 'Unauthorized' },
+  };
+  const fake = await serve(provider, options);
+  return {
+    ...fake,
+    submitted: () => [...queued.values()].map((q) => ({ id: q.id, model: q.model, input: q.input, status: statusOf(q), canceled: q.canceled })),
+    completeAll() {
+      for (const q of queued.values()) if (statusOf(q) !== 'COMPLETED') q.completedAt = Date.now();
     },
   };
 }

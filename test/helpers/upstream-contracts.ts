@@ -19,7 +19,7 @@ import path from 'node:path';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 
-export type ContractName = 'openai' | 'replicate';
+export type ContractName = 'openai' | 'replicate' | 'fal';
 
 const DIR = path.resolve(import.meta.dirname, '../fixtures/upstream-contracts');
 

@@ -16,9 +16,10 @@ import { openAiImages } from './openai-images.ts';
 import { openAiSpeech } from './openai-speech.ts';
 import { fetchAllowOf } from './public-fetch.ts';
 import { replicate } from './replicate.ts';
+import { fal } from './fal.ts';
 
 /** Every remote provider, registered once: a new provider is a module and a line here. */
-export const REMOTE_PROVIDERS: readonly RemoteProviderDescriptor[] = [openAiImages, openAiSpeech, replicate];
+export const REMOTE_PROVIDERS: readonly RemoteProviderDescriptor[] = [openAiImages, openAiSpeech, replicate, fal];
 
 /** The names a catalog model's `provider:` may give. */
 export const PROVIDER_NAMES: readonly string[] = ['local', ...REMOTE_PROVIDERS.map((d) => d.name)];

@@ -26,6 +26,7 @@
 import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
 import { readErrorText, readJsonBounded } from './body.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
+import { inputFor, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import { baseOf, callUpstream, UpstreamUnknown } from './http.ts';
 import { say } from './sentences.ts';
 import { dataUrlOutput, downloadOutput } from './output.ts';
@@ -49,29 +50,6 @@ export interface ReplicateOptions {
   fetchAllow: FetchAllow;
 }
 
-/** The fields a placeholder may name, per kind (the job request's own fields). */
-export const REQUEST_FIELDS: Record<MediaKind, readonly string[]> = {
-  image: ['prompt', 'negativePrompt', 'ratio', 'resolution', 'width', 'height', 'outputCount', 'background', 'variant', 'style', 'outputFormat', 'magicPrompt', 'seed'],
-  video: ['prompt', 'mode', 'duration', 'ratio', 'resolution', 'width', 'height', 'fps', 'audio', 'seed'],
-  audio: ['prompt', 'text', 'operation', 'musicMode', 'instrumental', 'style', 'title', 'negativeTags', 'vocalGender', 'durationSeconds', 'speed', 'volume', 'temperature', 'seed'],
-};
-
-/**
- * What a prediction model cannot be given (refused at submission, before
- * anything is reserved): source and reference media. A placeholder carries
- * only the request's text and settings, and an asset is private to this
- * server; sending the request without them would run (and charge) another
- * generation than the one asked, such as text-to-video for image-to-video.
- */
-export function replicateRequestProblem(request: JobRequests[MediaKind]): string | undefined {
-  const r = request as Partial<Record<'sourceImage' | 'endFrame' | 'coverAudio', string | null> & Record<'referenceImages' | 'referenceVideos' | 'referenceAudios', string[]>>;
-  const media = [r.sourceImage, r.endFrame, r.coverAudio, ...(r.referenceImages ?? []), ...(r.referenceVideos ?? []), ...(r.referenceAudios ?? [])].filter(Boolean);
-  if (media.length === 0) return undefined;
-  return 'this model is given text and settings only (its upstream is a prediction model that cannot receive this server\'s assets): leave out sourceImage, endFrame and referenceAssetIds.';
-}
-
-const PLACEHOLDER = /\{([A-Za-z]+)\}/g;
-
 /** Checks a catalog entry's `replicate` block; throws a message naming `where`. */
 export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string): ReplicateEntry {
   const r = raw as Record<string, unknown> | null;
@@ -81,39 +59,12 @@ export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string
   if (model !== undefined && (typeof model !== 'string' || !/^[\w.-]+\/[\w.-]+$/.test(model))) throw new Error(`${where}: replicate.model must look like owner/name`);
   if (version !== undefined && (typeof version !== 'string' || !/^[\w.:/-]{1,200}$/.test(version))) throw new Error(`${where}: replicate.version must be a version id`);
   if ((model === undefined) === (version === undefined)) throw new Error(`${where}: replicate needs exactly one of model and version`);
-  const input = r.input;
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new Error(`${where}: replicate.input must map the model's input names to values`);
-  for (const [name, value] of Object.entries(input)) {
-    if (typeof value === 'string') {
-      for (const m of value.matchAll(PLACEHOLDER)) {
-        if (!REQUEST_FIELDS[kind].includes(m[1]!)) throw new Error(`${where}: replicate.input.${name} names {${m[1]}}, which a ${kind} request does not have (known: ${REQUEST_FIELDS[kind].join(', ')})`);
-      }
-    } else if (!['number', 'boolean'].includes(typeof value) && value !== null) {
-      throw new Error(`${where}: replicate.input.${name} must be a string, number, boolean or null`);
-    }
-  }
-  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input: input as Record<string, unknown> };
+  const input = parseInputMapping(r.input, kind, where, 'replicate.input');
+  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input };
 }
 
-/** The prediction input for a job request: placeholders filled, a lone placeholder keeping its type; null fields left out. */
-export function inputFor(entry: ReplicateEntry, request: JobRequests[MediaKind]): Record<string, unknown> {
-  const fields = request as unknown as Record<string, unknown>;
-  const out: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(entry.input)) {
-    if (typeof value !== 'string') {
-      out[name] = value;
-      continue;
-    }
-    const lone = /^\{([A-Za-z]+)\}$/.exec(value);
-    if (lone) {
-      const v = fields[lone[1]!];
-      if (v !== null && v !== undefined) out[name] = v;
-      continue;
-    }
-    out[name] = value.replace(PLACEHOLDER, (_, f: string) => String(fields[f] ?? ''));
-  }
-  return out;
-}
+// The tests and docs reach the mapping through this module too.
+export { inputFor, outputUrl, REQUEST_FIELDS };
 
 interface Prediction {
   id?: unknown;
@@ -138,31 +89,6 @@ function parsed(text: string | undefined): Prediction | undefined {
   }
 }
 
-/**
- * The output's address: a string, the first of a list, or (an object of named
- * outputs, e.g. `{"video": url}`) the one named after the kind, else the first
- * address among its values.
- */
-export function outputUrl(output: unknown, kind: MediaKind): string | undefined {
-  if (typeof output === 'string') return output;
-  if (Array.isArray(output)) {
-    for (const item of output) {
-      const url = outputUrl(item, kind);
-      if (url) return url;
-    }
-    return undefined;
-  }
-  if (typeof output === 'object' && output !== null) {
-    const named = output as Record<string, unknown>;
-    const own = outputUrl(named[kind] ?? named.output ?? named.url, kind);
-    if (own) return own;
-    for (const value of Object.values(named)) {
-      if (typeof value === 'string' && /^(https?:|data:)/.test(value)) return value;
-    }
-  }
-  return undefined;
-}
-
 export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> {
   readonly name = 'replicate';
   readonly resume = 'lookup' as const;
@@ -179,7 +105,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {
-    return replicateRequestProblem(request);
+    return mappedRequestProblem(request, 'a prediction model');
   }
 
   private headers(): Record<string, string> {
