@@ -20,6 +20,7 @@ import { seedUserOnDisk, startServerChild } from './helpers/child.ts';
 import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } from './helpers/tasks.ts';
 import { FFPROBE, image as imageFixture } from './helpers/media.ts';
 import { uploadAsset } from './helpers/uploads.ts';
+import { catalogWith, LOOPBACK_FETCH, remoteCatalog, SAWYER, UPSTREAM_KEY } from './helpers/provider-harness.ts';
 import { startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeOpenAiImages, type FakeReplicate, type FakeUpstream } from './helpers/fake-upstreams.ts';
 import { probeAv } from '../server/media/probe.ts';
 import { openDb } from '../server/storage/db.ts';
@@ -42,32 +43,9 @@ import { expireLeases } from './helpers/jobs.ts';
 const IMAGE = '/api/generate/image';
 const VIDEO = '/api/generate/video';
 const AUDIO = '/api/generate/audio';
-const UPSTREAM_KEY = 'sk-upstream-secret-do-not-leak';
-const SAWYER = 'voice_216a51c833b48d5464b520f3';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
-/** The fakes serve outputs from 127.0.0.1, which the server refuses unless the operator allows it. */
-const LOOPBACK_FETCH = { REMOTE_FETCH_ALLOW: '127.0.0.0/8' };
-
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
-
-/** The shipped catalog with the video and music models moved to Replicate-shaped predictions. */
-function remoteCatalog(dir: string): string {
-  const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
-  for (const m of doc.models) {
-    if (m.id === 'gemforge-video-1') {
-      m.provider = 'replicate';
-      m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', duration: '{duration}', aspect_ratio: '{ratio}', fps: 24, note: 'made for {mode}' } };
-    }
-    if (m.id === 'gemforge-music-1') {
-      m.provider = 'replicate';
-      m.replicate = { version: '80f189984e5ca70287d13342f6daa0db45cba3c131c4e46dc81360f3a4c4f690', input: { prompt: '{prompt}', duration: '{durationSeconds}' } };
-    }
-  }
-  const file = path.join(dir, 'remote-models.yaml');
-  fs.writeFileSync(file, YAML.stringify(doc));
-  return file;
-}
 
 /** The task's job, once it is held for an operator. */
 async function heldJob(s: TestServer, taskId: string): Promise<{ state: string; last_error: string }> {
@@ -995,15 +973,6 @@ describe('remote providers: prediction reads', () => {
 });
 
 describe('remote providers: the upstreams\' dialects', () => {
-  /** The shipped catalog with `edit` applied to the models it names. */
-  function catalogWith(dir: string, edit: Record<string, (m: Record<string, unknown>) => void>): string {
-    const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
-    for (const m of doc.models) edit[m.id as string]?.(m);
-    const file = path.join(dir, 'dialect-models.yaml');
-    fs.writeFileSync(file, YAML.stringify(doc));
-    return file;
-  }
-
   it('when a dall-e-2 model edits an image, then the source is sent as `image`, the one field dall-e-2 takes', async () => {
     await withImageUpstream('gemforge-image-1=dall-e-2', {}, async (fake, t) => {
       const u = await t.user({ gems: 100 });

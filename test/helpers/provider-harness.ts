@@ -10,7 +10,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { dropDatabaseFor } from './database.ts';
 import { startTestServer, tempDataDir, type TestServer } from './server.ts';
-import { startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeOpenAiImages, type FakeOpenAiSpeech, type FakeReplicate, type FakeUpstream } from './fake-upstreams.ts';
+import { startFakeFal, startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeFal, type FakeOpenAiImages, type FakeOpenAiSpeech, type FakeReplicate, type FakeUpstream } from './fake-upstreams.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 /** The fakes serve outputs from loopback: allowed, as an operator allows a private upstream. */
@@ -150,7 +150,35 @@ const replicate: ProviderHarness<FakeReplicate> = {
   contentPolicyPrompt: 'a content-policy test',
 };
 
+/** The shipped catalog with the image model moved to a fal queue model. */
+export function falCatalog(dir: string): string {
+  return catalogWith(dir, {
+    'gemforge-image-1': (m) => {
+      m.provider = 'fal';
+      m.fal = { model: 'fal-ai/flux/dev', input: { prompt: '{prompt}', seed: '{seed}', num_images: 1, output_format: 'png' } };
+    },
+  });
+}
+
+const fal: ProviderHarness<FakeFal> = {
+  provider: 'fal',
+  async: true,
+  async start(env = {}, options = {}) {
+    const fake = await startFakeFal({ apiKey: UPSTREAM_KEY, processingMs: options.slow ? Infinity : 200 });
+    const dir = tempDataDir();
+    return rigOf(fake, { ...LOOPBACK_FETCH, CATALOG_PATH: falCatalog(dir), FAL_QUEUE_URL: fake.url, FAL_KEY: UPSTREAM_KEY, FAL_POLL_MS: '50', ...env }, () => fs.rmSync(dir, { recursive: true, force: true }));
+  },
+  create: 'POST /{owner}/{alias}/{path}',
+  read: 'GET /{owner}/{alias}/requests/{id}/status',
+  media: 'GET /files/{name}',
+  path: '/api/generate/image',
+  request: (prompt) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512' } }),
+  jobs: (fake) => fake.submitted().length,
+  canceled: (fake) => fake.submitted().filter((q) => q.canceled).length,
+  finishAll: (fake) => fake.completeAll(),
+};
+
 /** The harness of each registered provider, by its descriptor's name. */
 export const HARNESSES: ReadonlyMap<string, ProviderHarness> = new Map<string, ProviderHarness>(
-  ([images, speech, replicate] as unknown as ProviderHarness[]).map((h) => [h.provider, h]),
+  ([images, speech, replicate, fal] as unknown as ProviderHarness[]).map((h) => [h.provider, h]),
 );
