@@ -17,7 +17,7 @@ import { startSigner } from './domain/signing-keys.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
-import { createRemoteMedia, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
+import { createRemoteMedia, discoveredCatalog, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import { useRemoteBlobStore } from './storage/blobs.ts';
@@ -189,7 +189,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;
   // Its threads start at the first sign-in; close() ends them.
   const passwords = passwordPool(config.consoleHashing);
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics, consolePage, passwords });
+  const app = createApp({ config, db, logger, clock, catalog: discoveredCatalog(catalog, remoteMedia), signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics, consolePage, passwords });
   const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.

@@ -1030,3 +1030,38 @@ describe('remote providers: the upstreams\' dialects', () => {
     }
   });
 });
+
+describe('remote providers: discovery shows what the upstream can do', () => {
+  /** The discovery entry of `id`. */
+  async function listed(t: TestServer, key: string, id: string): Promise<Record<string, unknown>> {
+    const { models } = (await (await t.call('GET', '/api/generate/models', { key })).json()) as { models: Array<{ id: string; capabilities: Record<string, unknown> }> };
+    return models.find((m) => m.id === id)!.capabilities;
+  }
+
+  it('when an image model is mapped to gpt-image-1, then discovery names the size each ratio is really made at (16:9 as 1536x1024)', async () => {
+    await withImageUpstream('gemforge-image-1=gpt-image-1', {}, async (_fake, t) => {
+      const u = await t.user({ gems: 10 });
+      const caps = await listed(t, u.secret, 'gemforge-image-1');
+      const sizes = caps.upstreamSizes as Record<string, string>;
+      assert.equal(sizes['16:9'], '1536x1024');
+      assert.equal(sizes['1:1'], '1024x1024');
+      assert.equal(sizes['2:3'], '1024x1536');
+      assert.deepEqual(Object.keys(sizes), caps.ratios, 'every listed ratio is named');
+      const local = await listed(t, u.secret, 'gemforge-image-edit-1');
+      assert.equal(local.upstreamSizes, undefined, 'a local model is listed as the catalog says');
+    });
+  });
+
+  it('when an image model is mapped to dall-e-3, then discovery lists no edits, no transparency and its 4,000-character prompt limit, as submission enforces', async () => {
+    await withImageUpstream('gemforge-image-1=dall-e-3', {}, async (_fake, t) => {
+      const u = await t.user({ gems: 10 });
+      const caps = await listed(t, u.secret, 'gemforge-image-1');
+      assert.equal(caps.sourceImage, undefined);
+      assert.equal(caps.referenceImages, undefined);
+      assert.deepEqual(caps.background, ['auto', 'opaque']);
+      assert.equal(caps.maxPromptChars, 4000);
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x', parameters: { background: 'transparent' } });
+      assert.equal(r.status, 422, 'what discovery leaves out is refused');
+    });
+  });
+});

@@ -197,6 +197,12 @@ export interface MediaProvider<K extends MediaKind = MediaKind> {
   requestProblem?(model: string, request: JobRequests[K]): string | undefined;
   /** The catalog voice IDs a speech model can speak with here; undefined: not restricted. */
   voices?(model: string): readonly string[] | undefined;
+  /**
+   * What discovery lists for the model: the catalog's capabilities as this
+   * provider's upstream really takes and makes them (what it cannot do left out,
+   * what it changes named). Default: the catalog's, as they are.
+   */
+  capabilities?(model: string, listed: Record<string, unknown>): Record<string, unknown>;
 }
 
 /** A media submission as its provider's submission hooks see it (the markers are the scenario layer's; providers ignore them). */

@@ -35,6 +35,19 @@ export interface RemoteMedia {
   voicesOf(model: string): readonly string[] | undefined;
 }
 
+/**
+ * The catalog as discovery shows it: each remote model's capabilities as its
+ * upstream takes and makes them (its provider's `capabilities` hook), so a
+ * client reads what the model will really do, not what a local generator could.
+ */
+export function discoveredCatalog(catalog: Catalog, remote: RemoteMedia): Catalog {
+  const models = catalog.publicModels().map((m) => {
+    const capabilities = remote.byModel[m.id]?.capabilities?.(m.id, m.capabilities as Record<string, unknown>);
+    return capabilities ? { ...m, capabilities } : m;
+  });
+  return { ...catalog, publicModels: () => models };
+}
+
 /** The descriptor of the provider a catalog entry names or is claimed by; undefined: local. */
 function descriptorOf(model: CatalogModel, config: Config): RemoteProviderDescriptor | undefined {
   const where = `catalog model ${model.id}`;

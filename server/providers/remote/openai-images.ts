@@ -150,6 +150,37 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     this.base = baseOf(options.url);
   }
 
+  /**
+   * Discovery's view of the model: what the upstream model lacks left out (edits
+   * and references, transparency), its prompt limit, and for each listed ratio
+   * the size it really makes (`upstreamSizes`, at a 1024 long edge): a 16:9
+   * request to a model that makes only 3:2 is delivered 3:2, and says so here.
+   */
+  capabilities(model: string, listed: Record<string, unknown>): Record<string, unknown> {
+    const upstream = this.options.models[model];
+    if (upstream === undefined) return listed;
+    const m = upstreamModel(upstream);
+    const out: Record<string, unknown> = { ...listed };
+    if (!m.edits) {
+      delete out.sourceImage;
+      delete out.referenceImages;
+    } else if (m.maxEditImages <= 1) {
+      delete out.referenceImages; // the one image an edit takes is the source
+    }
+    if (!m.background && Array.isArray(out.background)) out.background = out.background.filter((b) => b !== 'transparent');
+    if (m.maxPromptChars !== undefined) out.maxPromptChars = Math.min(typeof listed.maxPromptChars === 'number' ? listed.maxPromptChars : Number.POSITIVE_INFINITY, m.maxPromptChars);
+    if (m.sizes && Array.isArray(listed.ratios)) {
+      out.upstreamSizes = Object.fromEntries(
+        (listed.ratios as string[]).map((ratio) => {
+          const [a, b] = ratio.split(':').map(Number) as [number, number];
+          const [w, h] = a >= b ? [1024, Math.round((1024 * b) / a)] : [Math.round((1024 * a) / b), 1024];
+          return [ratio, nearestSize(m.sizes, w, h)];
+        }),
+      );
+    }
+    return out;
+  }
+
   requestProblem(model: string, request: ImageJobRequest): string | undefined {
     const upstream = this.options.models[model];
     return upstream === undefined ? undefined : imageRequestProblem(upstream, request, this.options.maxPromptChars?.[model]);
