@@ -9,6 +9,8 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { REMOTE_PROVIDERS } from '../server/providers/remote/index.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
@@ -67,6 +69,14 @@ describe('provider conformance: every registered provider has a harness', () => 
     const names = REMOTE_PROVIDERS.map((d) => d.name);
     assert.equal(new Set(names).size, names.length);
     assert.deepEqual(names.filter((n) => !HARNESSES.has(n)), [], 'register a harness in test/helpers/provider-harness.ts');
+  });
+
+  it('when docs/providers.md is read, then its per-provider table has a row for each registered provider', () => {
+    const page = fs.readFileSync(path.resolve(import.meta.dirname, '../docs/providers.md'), 'utf8');
+    const table = page.slice(page.indexOf('| Provider | Sent again |'));
+    const firstCells = [...table.matchAll(/^\s*\| ([^|]+) \|/gm)].map((m) => m[1]!);
+    const missing = REMOTE_PROVIDERS.map((d) => d.name).filter((n) => !firstCells.some((cell) => cell.includes(`\`${n}\``)));
+    assert.deepEqual(missing, []);
   });
 });
 
