@@ -22,12 +22,12 @@
  *       prompt: '{prompt}'
  *       seed: '{seed}'
  */
-import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
-import { readErrorText, readJsonBounded } from './body.ts';
+import { MediaGenerationError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpstream } from './async-job.ts';
+import { readJsonBounded } from './body.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
-import { callUpstream, UpstreamUnknown } from './http.ts';
-import { inputFor, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
-import { dataUrlOutput, downloadOutput } from './output.ts';
+import { callUpstream } from './http.ts';
+import { inputFor, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import type { FetchAllow } from './public-fetch.ts';
 import { say } from './sentences.ts';
 
@@ -53,25 +53,6 @@ export function parseFalEntry(raw: unknown, kind: MediaKind, where: string): Fal
   if (typeof r !== 'object' || r === null) throw new Error(`${where}: provider fal needs a "fal" mapping (model and input)`);
   if (typeof r.model !== 'string' || !/^[\w.-]+\/[\w.-]+(\/[\w.-]+)*$/.test(r.model)) throw new Error(`${where}: fal.model must look like owner/alias or owner/alias/path`);
   return { model: r.model, input: parseInputMapping(r.input, kind, where, 'fal.input') };
-}
-
-interface QueueAnswer {
-  request_id?: unknown;
-  status?: unknown;
-  error?: unknown;
-}
-
-/** The largest status or result answer read (logs can be long; outputs are URLs). */
-const ANSWER_MAX_BYTES = 4 * 1024 * 1024;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function parsed(text: string | undefined): QueueAnswer | undefined {
-  try {
-    const value = JSON.parse(text ?? '') as unknown;
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as QueueAnswer) : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
@@ -112,7 +93,7 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
   }
 
   private async json(response: Response, tools: MediaTools, slot: number): Promise<Record<string, unknown>> {
-    const body = await readJsonBounded(response, ANSWER_MAX_BYTES, this.who).catch(() => undefined);
+    const body = await readJsonBounded(response, JOB_ANSWER_MAX_BYTES, this.who).catch(() => undefined);
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       tools.warn({ slot, upstreamRequestId: response.headers.get('x-fal-request-id') ?? undefined }, 'queue answer malformed');
       throw new MediaGenerationError('GENERATION_FAILED', say.malformed(this.who));
@@ -120,76 +101,34 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
     return body as Record<string, unknown>;
   }
 
-  /** Submits the slot's request, its id recorded before anything waits on it; an unknown outcome is looked up by the id it carries, or held. */
-  private async submit(job: MediaJob<K>, tools: MediaTools): Promise<string> {
-    await tools.remoteCalls.calling(job.index, this.name);
-    let answer: QueueAnswer | undefined;
-    try {
-      const response = await this.call(`/${this.entry.model}`, { method: 'POST', body: JSON.stringify(inputFor(this.entry, job.request)) }, tools, false);
-      answer = parsed(await readErrorText(response, ANSWER_MAX_BYTES));
-    } catch (error) {
-      if (!(error instanceof UpstreamUnknown)) throw error;
-      answer = parsed(error.body);
-      if (typeof answer?.request_id !== 'string' || answer.request_id === '') throw error;
-    }
-    if (typeof answer?.request_id !== 'string' || answer.request_id === '') {
-      tools.warn({ slot: job.index }, 'queue submit answer malformed');
-      throw new MediaHoldError(`${this.who} answered the queued request without an id; whether it runs (and charges) cannot be known`);
-    }
-    await tools.remoteCalls.created(job.index, answer.request_id);
-    return answer.request_id;
-  }
-
-  /** Reads the request's status; throttling and outages back off until `deadline`, the request kept. */
-  private async status(id: string, tools: MediaTools, slot: number, deadline: number): Promise<QueueAnswer> {
-    const pacing = { deadlineMs: Math.max(this.options.attemptTimeoutMs, deadline - Date.now()), attempts: Number.POSITIVE_INFINITY, backoffMs: this.options.pollMs, maxBackoffMs: this.options.pollMs * 16 };
-    const answer = await this.json(await this.call(`/${this.app}/requests/${encodeURIComponent(id)}/status`, { method: 'GET' }, tools, true, pacing), tools, slot);
-    if (typeof answer.status !== 'string') throw new MediaGenerationError('GENERATION_FAILED', say.malformed(this.who));
-    return answer;
-  }
-
-  /** Asks the upstream to cancel a request this slot gave up on (best effort: a failure is only logged). */
-  private async cancel(id: string, tools: MediaTools): Promise<void> {
-    try {
-      const response = await this.call(`/${this.app}/requests/${encodeURIComponent(id)}/cancel`, { method: 'PUT' }, tools, true);
-      await response.body?.cancel();
-    } catch (error) {
-      tools.warn({ request: id, reason: error instanceof Error ? error.message : String(error) }, 'queued request cancel failed');
-    }
+  /** The slot's queued request as an asynchronous job (async-job.ts): submit, status, cancel. */
+  private upstream(job: MediaJob<K>, tools: MediaTools): AsyncUpstream<Record<string, unknown>> {
+    const at = (id: string) => `/${this.app}/requests/${encodeURIComponent(id)}`;
+    return {
+      who: this.who,
+      provider: this.name,
+      noun: 'request',
+      pollMs: this.options.pollMs,
+      deadlineMs: this.options.deadlineMs,
+      create: () => this.call(`/${this.entry.model}`, { method: 'POST', body: JSON.stringify(inputFor(this.entry, job.request)) }, tools, false),
+      idOf: (answer) => (typeof answer?.request_id === 'string' && answer.request_id !== '' ? answer.request_id : undefined),
+      read: async (id, deadline) => {
+        const pacing = readPacing(this.options.pollMs, this.options.attemptTimeoutMs, deadline);
+        const answer = await this.json(await this.call(`${at(id)}/status`, { method: 'GET' }, tools, true, pacing), tools, job.index);
+        if (typeof answer.status !== 'string') throw new MediaGenerationError('GENERATION_FAILED', say.malformed(this.who));
+        return answer;
+      },
+      ended: (status) => status.status === 'COMPLETED',
+      cancel: (id) => this.call(`${at(id)}/cancel`, { method: 'PUT' }, tools, true),
+    };
   }
 
   async generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
-    const earlier = await tools.remoteCalls.find(job.index);
-    let id: string;
-    if (earlier?.upstreamId) id = earlier.upstreamId; // resumed: read the same request, never submit a second one
-    else if (earlier) throw new MediaHoldError('a queued request was submitted for this output before the job was interrupted and its id never came back; whether it runs (and charges) cannot be known');
-    else id = await this.submit(job, tools);
-
-    const deadline = Date.now() + this.options.deadlineMs;
-    let status: QueueAnswer | undefined;
-    try {
-      for (;;) {
-        status = await this.status(id, tools, job.index, deadline);
-        if (status.status === 'COMPLETED') break;
-        if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the resumed run reads the same request
-        if (Date.now() >= deadline) throw new MediaGenerationError('GENERATION_FAILED', say.tooSlow(this.who, this.options.deadlineMs, 'request'));
-        await sleep(this.options.pollMs);
-      }
-    } catch (error) {
-      // Given up (deadline, a refused or malformed read): cancelled upstream so it stops billing; a stop leaves it for the resumed run.
-      if (!tools.stopping() && status?.status !== 'COMPLETED') await this.cancel(id, tools);
-      throw error;
-    }
-    if (status.error !== undefined && status.error !== null) throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, status.error));
+    const { id, state } = await runAsyncJob(job, tools, this.upstream(job, tools));
+    if (state.error !== undefined && state.error !== null) throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, state.error));
     // The result of a request that failed upstream answers its error status: a refusal, released.
     const result = await this.json(await this.call(`/${this.app}/requests/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true), tools, job.index);
-    const url = outputUrl(result, this.kind);
-    if (url === undefined) {
-      tools.warn({ slot: job.index }, 'queued request completed without an output URL');
-      throw new MediaGenerationError('GENERATION_FAILED', say.noOutput(this.who));
-    }
-    if (url.startsWith('data:')) return dataUrlOutput(url, this.kind, tools, this.who, this.options.maxOutputBytes);
-    return downloadOutput(url, this.kind, tools, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
+    return outputOf(result, this.kind, tools, job.index, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
   }
 }
 

@@ -23,13 +23,13 @@
  *       fps: 24                   literals pass as they are
  * checked at start: an unknown field stops the start naming the model.
  */
-import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
-import { readErrorText, readJsonBounded } from './body.ts';
+import { MediaGenerationError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { readJsonBounded } from './body.ts';
+import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpstream } from './async-job.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { inputFor, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
-import { baseOf, callUpstream, UpstreamUnknown } from './http.ts';
+import { baseOf, callUpstream } from './http.ts';
 import { say } from './sentences.ts';
-import { dataUrlOutput, downloadOutput } from './output.ts';
 import type { FetchAllow } from './public-fetch.ts';
 
 export interface ReplicateEntry {
@@ -75,20 +75,6 @@ interface Prediction {
 
 /** Replicate's terminal statuses (`aborted`: stopped before it started, e.g. a deadline of its own). */
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
-/** The largest prediction answer read (its logs can run to hundreds of kilobytes). */
-const PREDICTION_MAX_BYTES = 4 * 1024 * 1024;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A JSON object, or undefined. */
-function parsed(text: string | undefined): Prediction | undefined {
-  try {
-    const value = JSON.parse(text ?? '') as unknown;
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Prediction) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> {
   readonly name = 'replicate';
   readonly resume = 'lookup' as const;
@@ -128,7 +114,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
 
   private async read(response: Response, tools: MediaTools, slot: number): Promise<Prediction> {
     // Bounded while read: a prediction (its input, logs and output URLs) is small; a huge answer fails the read.
-    const body = (await readJsonBounded(response, PREDICTION_MAX_BYTES, this.who).catch(() => undefined)) as Prediction | undefined;
+    const body = (await readJsonBounded(response, JOB_ANSWER_MAX_BYTES, this.who).catch(() => undefined)) as Prediction | undefined;
     if (typeof body !== 'object' || body === null || typeof body.status !== 'string') {
       tools.warn({ slot, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'prediction answer malformed');
       throw new MediaGenerationError('GENERATION_FAILED', say.malformed(this.who));
@@ -136,90 +122,34 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     return body;
   }
 
-  /**
-   * Creates the slot's prediction, its id recorded before anything waits on it.
-   * Sent once: an answer whose outcome is unknown is looked up by the id it
-   * carries, or holds the task when it carries none.
-   */
-  private async create(job: MediaJob<K>, tools: MediaTools): Promise<string> {
+  /** The slot's prediction as an asynchronous job (async-job.ts): create, read, cancel. */
+  private upstream(job: MediaJob<K>, tools: MediaTools): AsyncUpstream<Prediction> {
     const input = inputFor(this.entry, job.request);
-    const [path, body] = this.entry.model
-      ? [`/v1/models/${this.entry.model}/predictions`, { input }]
-      : ['/v1/predictions', { version: this.entry.version, input }];
-    await tools.remoteCalls.calling(job.index, this.name);
-    let answer: Prediction | undefined;
-    let requestId: string | undefined;
-    try {
-      const response = await this.call(path, { method: 'POST', body: JSON.stringify(body) }, tools, false);
-      requestId = response.headers.get('x-request-id') ?? undefined;
-      // Its head only (an answer cut at the bound reads as malformed, which holds: the prediction may exist).
-      answer = parsed(await readErrorText(response, PREDICTION_MAX_BYTES));
-    } catch (error) {
-      if (!(error instanceof UpstreamUnknown)) throw error;
-      answer = parsed(error.body);
-      if (typeof answer?.id !== 'string' || answer.id === '') throw error;
-    }
-    if (typeof answer?.id !== 'string' || answer.id === '') {
-      // A 2xx without an id: a prediction may run (and charge) that cannot be found from here.
-      tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'prediction create answer malformed');
-      throw new MediaHoldError(`${this.who} answered the prediction request without an id; whether a prediction runs (and charges) cannot be known`);
-    }
-    await tools.remoteCalls.created(job.index, answer.id);
-    return answer.id;
-  }
-
-  /** Reads the prediction; throttling and outages back off until `deadline`, the prediction kept. */
-  private async poll(id: string, tools: MediaTools, slot: number, deadline: number): Promise<Prediction> {
-    // Each read gets a whole attempt even near the deadline (the deadline is judged on what it answers).
-    const pacing = { deadlineMs: Math.max(this.options.attemptTimeoutMs, deadline - Date.now()), attempts: Number.POSITIVE_INFINITY, backoffMs: this.options.pollMs, maxBackoffMs: this.options.pollMs * 16 };
-    return this.read(await this.call(`/v1/predictions/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true, pacing), tools, slot);
-  }
-
-  /** Asks the upstream to cancel a prediction this slot gave up on (best effort: a failure is only logged). */
-  private async cancel(id: string, tools: MediaTools): Promise<void> {
-    try {
-      const response = await this.call(`/v1/predictions/${encodeURIComponent(id)}/cancel`, { method: 'POST' }, tools, true);
-      await response.body?.cancel();
-    } catch (error) {
-      tools.warn({ prediction: id, reason: error instanceof Error ? error.message : String(error) }, 'prediction cancel failed');
-    }
+    const [path, body] = this.entry.model ? [`/v1/models/${this.entry.model}/predictions`, { input }] : ['/v1/predictions', { version: this.entry.version, input }];
+    const at = (id: string) => `/v1/predictions/${encodeURIComponent(id)}`;
+    return {
+      who: this.who,
+      provider: this.name,
+      noun: 'prediction',
+      pollMs: this.options.pollMs,
+      deadlineMs: this.options.deadlineMs,
+      create: () => this.call(path, { method: 'POST', body: JSON.stringify(body) }, tools, false),
+      idOf: (answer) => (typeof answer?.id === 'string' && answer.id !== '' ? answer.id : undefined),
+      read: async (id, deadline) => {
+        const pacing = readPacing(this.options.pollMs, this.options.attemptTimeoutMs, deadline);
+        return this.read(await this.call(at(id), { method: 'GET' }, tools, true, pacing), tools, job.index);
+      },
+      ended: (p) => TERMINAL.has(p.status as string),
+      cancel: (id) => this.call(`${at(id)}/cancel`, { method: 'POST' }, tools, true),
+    };
   }
 
   async generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
-    const earlier = await tools.remoteCalls.find(job.index);
-    let id: string;
-    if (earlier?.upstreamId) id = earlier.upstreamId; // resumed: look the prediction up, never create a second one
-    else if (earlier) throw new MediaHoldError(`a prediction was requested for this output before the job was interrupted and its id never came back; whether it runs (and charges) cannot be known`);
-    else id = await this.create(job, tools);
-
-    const deadline = Date.now() + this.options.deadlineMs;
-    let prediction: Prediction | undefined;
-    try {
-      for (;;) {
-        prediction = await this.poll(id, tools, job.index, deadline);
-        if (TERMINAL.has(prediction.status as string)) break;
-        if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the worker leaves the job; a resumed run reads the same prediction
-        if (Date.now() >= deadline) {
-          throw new MediaGenerationError('GENERATION_FAILED', say.tooSlow(this.who, this.options.deadlineMs, 'prediction'));
-        }
-        await sleep(this.options.pollMs);
-      }
-    } catch (error) {
-      // Given up (deadline, a refused, malformed or oversized read): cancelled upstream, so it stops
-      // billing. A stop leaves it running for the resumed run, which reads the same prediction.
-      if (!tools.stopping() && !TERMINAL.has(prediction?.status as string)) await this.cancel(id, tools);
-      throw error;
-    }
+    const { state: prediction } = await runAsyncJob(job, tools, this.upstream(job, tools));
     if (prediction.status === 'failed') throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, prediction.error));
     if (prediction.status === 'canceled') throw new MediaGenerationError('GENERATION_FAILED', say.canceled(this.who));
     if (prediction.status === 'aborted') throw new MediaGenerationError('GENERATION_FAILED', say.aborted(this.who));
-    const url = outputUrl(prediction.output, this.kind);
-    if (url === undefined) {
-      tools.warn({ slot: job.index }, 'prediction succeeded without an output URL');
-      throw new MediaGenerationError('GENERATION_FAILED', say.noOutput(this.who));
-    }
-    if (url.startsWith('data:')) return dataUrlOutput(url, this.kind, tools, this.who, this.options.maxOutputBytes);
-    return downloadOutput(url, this.kind, tools, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
+    return outputOf(prediction.output, this.kind, tools, job.index, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
   }
 }
 
