@@ -75,6 +75,7 @@ interface Prediction {
 
 /** Replicate's terminal statuses (`aborted`: stopped before it started, e.g. a deadline of its own). */
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
+
 export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> {
   readonly name = 'replicate';
   readonly resume = 'lookup' as const;
