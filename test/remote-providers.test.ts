@@ -21,7 +21,7 @@ import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } f
 import { FFPROBE, image as imageFixture } from './helpers/media.ts';
 import { uploadAsset } from './helpers/uploads.ts';
 import { catalogWith, LOOPBACK_FETCH, remoteCatalog, SAWYER, UPSTREAM_KEY } from './helpers/provider-harness.ts';
-import { startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeOpenAiImages, type FakeReplicate, type FakeUpstream } from './helpers/fake-upstreams.ts';
+import { startFakeFal, startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeOpenAiImages, type FakeReplicate, type FakeUpstream } from './helpers/fake-upstreams.ts';
 import { probeAv } from '../server/media/probe.ts';
 import { openDb } from '../server/storage/db.ts';
 import { dbOptionsFor } from './helpers/database.ts';
@@ -1063,5 +1063,38 @@ describe('remote providers: discovery shows what the upstream can do', () => {
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x', parameters: { background: 'transparent' } });
       assert.equal(r.status, 422, 'what discovery leaves out is refused');
     });
+  });
+});
+
+describe('remote providers: fal queue video', () => {
+  it('when a video model is a fal queue model, then its `{"video": {"url"}}` result is delivered once, and an image-to-video request is refused before anything is reserved', async () => {
+    const fake = await startFakeFal({ apiKey: UPSTREAM_KEY, outputs: 'video' });
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, {
+      'gemforge-video-1': (m) => {
+        m.provider = 'fal';
+        m.fal = { model: 'fal-ai/wan-t2v', input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' } };
+      },
+    });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, FAL_QUEUE_URL: fake.url, FAL_KEY: UPSTREAM_KEY, FAL_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a queued clip', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '16:9' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'video/mp4');
+      assert.equal(fake.submitted().length, 1);
+      assert.deepEqual(fake.submitted()[0]!.input, { prompt: 'a queued clip', aspect_ratio: '16:9', duration: 2 });
+      assert.equal(fake.requests[0]!.headers.authorization, `Key ${UPSTREAM_KEY}`);
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
+      const i2v = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      assert.equal(i2v.status, 422);
+      assert.match(i2v.body.error.message, /sourceImage/);
+      assert.equal(fake.submitted().length, 1, 'nothing sent upstream');
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
