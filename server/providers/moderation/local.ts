@@ -9,6 +9,7 @@ import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, type Occurrence } from './intents.ts';
+import { gloss } from './gloss.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -68,10 +69,13 @@ export function embeddedModeration(policy: ModerationPolicy, languages: Language
         since += text.length;
         const categories = categoriesOf(policy, text, preference);
         if (categories.length > 0) return { provider: 'embedded', flagged: { field, categories } };
-        if (unjudged === undefined) {
-          const language = languages.detect(text);
-          if (language !== undefined) unjudged = { field, language };
-        }
+        const language = languages.detect(text);
+        // Another language is read through its glossary: what that finds is refused; what it
+        // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
+        const english = gloss(text, language, (w) => policy.vocabulary.knows(w) || inDictionary(w));
+        const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
+        if (glossed.length > 0) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }
       return { provider: 'embedded', flagged: undefined, unjudged };
     },
