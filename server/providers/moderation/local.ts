@@ -10,6 +10,7 @@ import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, type Occurrence } from './intents.ts';
 import { gloss } from './gloss.ts';
+import { maskNamedObjects, NAMED_OBJECT } from './context.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -33,7 +34,9 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   const tokens = tokenize(text, policy.vocabulary);
   const spaced = tokens.map((t) => t.word).join(' ');
   const masked = maskedWords(tokens, policy.phrases);
-  const found = occurrences(tokens, policy.phrases, masked);
+  let found = occurrences(tokens, policy.phrases, masked);
+  // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
+  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked)) found = occurrences(tokens, policy.phrases, masked);
   const ids: string[] = [];
   for (const c of policy.categories) {
     if (!policy.applies(c, preference)) continue;

@@ -1,0 +1,61 @@
+/**
+ * Benign context: what makes a trigger word harmless in its phrase, as a
+ * structure rather than a list of phrases. A word is read as part of a named
+ * object (the policy's `named-object` concept: a shelter, a calorimeter, a
+ * coop, a process, a tree, a cake) when
+ *
+ * - it modifies the object, directly before it with nothing between: "bomb
+ *   shelter", "bomb calorimeter", "dead tree", "naked mole rat", "Roma
+ *   tomatoes"; a determiner between makes the word a verb and the object what
+ *   it acts on, so "bomb the shelter" keeps its harm;
+ * - it is made into a protective compound: "bomb-proof", "bullet-proof",
+ *   "fire resistant";
+ * - the object is what it is said of, an auxiliary or a negation between:
+ *   "the container won't die", "the battery is dead".
+ *
+ * Such words are masked like the policy's own masks (intents.ts): no concept
+ * and no term sees them. One pass over the words: linear in the text.
+ */
+import type { Token } from './normalize.ts';
+import type { Occurrence } from './intents.ts';
+
+export const NAMED_OBJECT = 'named-object';
+
+/** Words that make the word before them a protection against it ("bomb-proof"). */
+const PROTECTIVE_SUFFIXES = new Set(['proof', 'resist', 'safe']);
+
+/** Words that stand between an object and what is said of it ("won't", "is", "keeps"). */
+const AUXILIARIES = new Set(['wont', 'will', 'not', 'doesnt', 'dont', 'didnt', 'cant', 'wouldnt', 'isnt', 'is', 'was', 'has', 'keep', 'just', 'still', 'alreadi', 'seem', 'look', 'gone', 'went', 'got', 'are', 'were', 'be', 'been']);
+
+/** The most auxiliaries between an object and what is said of it. */
+const MOST_AUXILIARIES = 3;
+
+/**
+ * Marks in `masked` the words a named object makes harmless; returns whether any was marked.
+ * `objects`: where the named objects occur (in text order).
+ */
+export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[] | undefined, masked: boolean[]): boolean {
+  let changed = false;
+  const mask = (i: number) => {
+    if (i >= 0 && i < tokens.length && !masked[i]) {
+      masked[i] = true;
+      changed = true;
+    }
+  };
+  for (let i = 0; i + 1 < tokens.length; i++) {
+    if (PROTECTIVE_SUFFIXES.has(tokens[i + 1]!.stem)) mask(i);
+  }
+  for (const o of objects ?? []) {
+    // The word right before the object modifies it.
+    if (o.start > 0 && !tokens[o.start - 1]!.possessive) mask(o.start - 1);
+    // What is said of the object, past its auxiliaries: "won't die", "is dead".
+    let at = o.end;
+    let auxiliaries = 0;
+    while (at < tokens.length && auxiliaries < MOST_AUXILIARIES && AUXILIARIES.has(tokens[at]!.stem)) {
+      at++;
+      auxiliaries++;
+    }
+    if (auxiliaries > 0 && at < tokens.length) mask(at);
+  }
+  return changed;
+}
