@@ -6,7 +6,7 @@
  *
  * - it modifies the object, directly before it with nothing between: "bomb
  *   shelter", "bomb calorimeter", "dead tree", "naked mole rat", "Roma
- *   tomatoes"; a determiner between makes the word a verb and the object what
+ *   tomatoes", "death by chocolate"; a determiner between makes the word a verb and the object what
  *   it acts on, so "bomb the shelter" keeps its harm;
  * - it is made into a protective compound: "bomb-proof", "bullet-proof",
  *   "fire resistant";
@@ -48,6 +48,8 @@ export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[]
   for (const o of objects ?? []) {
     // The word right before the object modifies it.
     if (o.start > 0 && !tokens[o.start - 1]!.possessive) mask(o.start - 1);
+    // "death by chocolate": what is named after the object.
+    if (o.start > 1 && tokens[o.start - 1]!.stem === 'by') mask(o.start - 2);
     // What is said of the object, past its auxiliaries: "won't die", "is dead".
     let at = o.end;
     let auxiliaries = 0;
