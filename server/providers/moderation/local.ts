@@ -11,6 +11,7 @@ import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, type Occurrence } from './intents.ts';
 import { gloss } from './gloss.ts';
 import { maskNamedObjects, NAMED_OBJECT } from './context.ts';
+import { secondReading } from './confusables.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -72,6 +73,10 @@ export function embeddedModeration(policy: ModerationPolicy, languages: Language
         since += text.length;
         const categories = categoriesOf(policy, text, preference);
         if (categories.length > 0) return { provider: 'embedded', flagged: { field, categories } };
+        // A look-alike with two readings ("smуggling"): the second is judged too.
+        const second = secondReading(text);
+        const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
+        if (reread.length > 0) return { provider: 'embedded', flagged: { field, categories: reread } };
         const language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
