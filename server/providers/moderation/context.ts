@@ -11,7 +11,8 @@
  * - it is made into a protective compound: "bomb-proof", "bullet-proof",
  *   "fire resistant";
  * - the object is what it is said of, an auxiliary or a negation between:
- *   "the container won't die", "the battery is dead".
+ *   "the container won't die", "the battery is dead", "the plant in my office
+ *   is dying".
  *
  * Such words are masked like the policy's own masks (intents.ts): no concept
  * and no term sees them. One pass over the words: linear in the text.
@@ -26,6 +27,10 @@ const PROTECTIVE_SUFFIXES = new Set(['proof', 'resist', 'safe']);
 
 /** Words that stand between an object and what is said of it ("won't", "is", "keeps"). */
 const AUXILIARIES = new Set(['wont', 'will', 'not', 'doesnt', 'dont', 'didnt', 'cant', 'wouldnt', 'isnt', 'is', 'was', 'has', 'keep', 'just', 'still', 'alreadi', 'seem', 'look', 'gone', 'went', 'got', 'are', 'were', 'be', 'been']);
+
+/** Prepositions of place after an object ("in my office"), and the most words such a phrase has. */
+const PLACES = new Set(['in', 'on', 'at', 'by', 'near', 'behind', 'outsid', 'insid']);
+const MOST_PLACE_WORDS = 3;
 
 /** The most auxiliaries between an object and what is said of it. */
 const MOST_AUXILIARIES = 3;
@@ -50,8 +55,14 @@ export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[]
     if (o.start > 0 && !tokens[o.start - 1]!.possessive) mask(o.start - 1);
     // "death by chocolate": what is named after the object.
     if (o.start > 1 && tokens[o.start - 1]!.stem === 'by') mask(o.start - 2);
-    // What is said of the object, past its auxiliaries: "won't die", "is dead".
+    // What is said of the object, past a place it is in and its auxiliaries: "won't die",
+    // "is dead", "the plant in my office is dying".
     let at = o.end;
+    if (at < tokens.length && PLACES.has(tokens[at]!.stem)) {
+      let end = at + 1;
+      while (end < tokens.length && end - at <= MOST_PLACE_WORDS && !AUXILIARIES.has(tokens[end]!.stem)) end++;
+      if (end < tokens.length && AUXILIARIES.has(tokens[end]!.stem)) at = end;
+    }
     let auxiliaries = 0;
     while (at < tokens.length && auxiliaries < MOST_AUXILIARIES && AUXILIARIES.has(tokens[at]!.stem)) {
       at++;

@@ -107,6 +107,11 @@ function byCompound(word: string, table: Table): string | undefined {
     const first = table.words.get(modifier) ?? (modifier.endsWith('s') ? table.words.get(modifier.slice(0, -1)) : undefined);
     return first ? `${first} ${head}` : head;
   }
+  // No known head: the modifier alone ("Nacktfoto": naked).
+  for (let n = word.length - SHORTEST_PART; n >= SHORTEST_STEM; n--) {
+    const first = table.words.get(word.slice(0, n));
+    if (first !== undefined) return first;
+  }
   return undefined;
 }
 
@@ -176,6 +181,9 @@ function readClause(clause: string[], tables: Table[], placed: Table | undefined
   return { out, hits };
 }
 
+/** German and Dutch "and" and "or". */
+const CONJUNCTIONS = new Map([['und', 'and'], ['oder', 'or'], ['en', 'and'], ['of', 'or']]);
+
 /** Clauses: a verb-final language ends its verbs at these. */
 const CLAUSES = /[.,;:!?¿¡()"]+/u;
 
@@ -207,9 +215,24 @@ export function gloss(text: string, language: string | undefined, isEnglish: (wo
   const out: string[] = [];
   let hits = 0;
   for (const clause of folded.split(CLAUSES)) {
-    const read = readClause(split(clause), tables, placed, isEnglish);
-    out.push(...read.out);
-    hits += read.hits;
+    // A verb-final language ends a verb at each "and" and "or" too ("erstechen und die Leiche verstecken").
+    const words = split(clause);
+    let from = 0;
+    const read = (to: number) => {
+      const part = readClause(words.slice(from, to), tables, placed, isEnglish);
+      out.push(...part.out);
+      hits += part.hits;
+    };
+    if (placed!.compounds) {
+      for (let i = 0; i < words.length; i++) {
+        const conjunction = CONJUNCTIONS.get(words[i]!);
+        if (conjunction === undefined) continue;
+        read(i);
+        out.push(conjunction);
+        from = i + 1;
+      }
+    }
+    read(words.length);
   }
   return hits >= 1 ? out.join(' ') : undefined;
 }
