@@ -115,12 +115,12 @@ function byCompound(word: string, table: Table): string | undefined {
   return undefined;
 }
 
-/** How a clause of words reads: the glossed words, and how many the glossaries knew. */
-function readClause(clause: string[], tables: Table[], placed: Table | undefined, isEnglish: (word: string) => boolean): { out: string[]; hits: number } {
+/** How a clause of words reads, appended to `out`; returns how many words the glossaries knew. */
+function readClause(clause: string[], tables: readonly Table[], placed: Table, out: string[]): number {
   let words = clause;
   // A separable verb: its particle closes the clause, its verb stands earlier ("wie bringe ich ihn um").
   let parted: { at: number; gloss: string } | undefined;
-  const particle = placed?.separable.get(words[words.length - 1] ?? '');
+  const particle = placed.separable.get(words[words.length - 1] ?? '');
   if (particle) {
     for (const { verb, gloss } of particle) {
       const at = words.indexOf(verb);
@@ -131,33 +131,23 @@ function readClause(clause: string[], tables: Table[], placed: Table | undefined
       }
     }
   }
-  const out: string[] = [];
+  const first = out.length;
   let hits = 0;
   let lastGlossed = -1;
   for (let i = 0; i < words.length; ) {
     const word = words[i]!;
-    let read: string | undefined;
+    let read: string | undefined = parted?.at === i ? parted.gloss : undefined;
     let length = 1;
-    // In a text not placed in a language, short words ("a", "de", "me") are too common across languages to read.
-    const readable = (w: string) => placed !== undefined || (w.length > 2 && !isEnglish(w));
-    if (parted?.at === i) read = parted.gloss;
     // Phrases of any of the languages first, then whole words, then the stems of the text's own.
-    for (const table of tables) {
-      if (read !== undefined) break;
-      const phrase = phraseAt(words, i, table);
-      if (phrase && phrase.words.some(readable)) {
+    for (let t = 0; read === undefined && t < tables.length; t++) {
+      const phrase = phraseAt(words, i, tables[t]!);
+      if (phrase) {
         read = phrase.gloss;
         length = phrase.words.length;
-        break;
       }
     }
-    if (read === undefined && readable(word)) {
-      for (const table of tables) {
-        read = table.words.get(word);
-        if (read !== undefined) break;
-      }
-    }
-    if (read === undefined && placed !== undefined && word.length <= LONGEST_WORD) {
+    for (let t = 0; read === undefined && t < tables.length; t++) read = tables[t]!.words.get(word);
+    if (read === undefined && word.length <= LONGEST_WORD) {
       read = byStem(word, placed) ?? (placed.compounds ? byCompound(word, placed) : undefined);
     }
     if (read === undefined) out.push(word);
@@ -173,66 +163,84 @@ function readClause(clause: string[], tables: Table[], placed: Table | undefined
   // German and Dutch put the verb last ("meine Frau vergiften"): a glossed last word is read
   // first, where English puts it ("poison … my wife"), after a leading "how to";
   // only an infinitive or participle in -en moves, not a noun ("ein Lied").
-  if (placed?.compounds && lastGlossed === out.length - 1 && out.length > 1 && words[words.length - 1]!.endsWith('en')) {
+  if (placed.compounds && lastGlossed === out.length - 1 && out.length - first > 1 && words[words.length - 1]!.endsWith('en')) {
     const verb = out.pop()!;
-    const at = out[0] === 'how to' ? 1 : 0;
-    out.splice(at, 0, verb);
+    out.splice(out[first] === 'how to' ? first + 1 : first, 0, verb);
   }
-  return { out, hits };
+  return hits;
 }
 
 /** German and Dutch "and" and "or". */
 const CONJUNCTIONS = new Map([['und', 'and'], ['oder', 'or'], ['en', 'and'], ['of', 'or']]);
 
-/** Clauses: a verb-final language ends its verbs at these. */
-const CLAUSES = /[.,;:!?¿¡()"]+/u;
+/** Words, and the punctuation that ends a clause (where a verb-final language ends its verbs). */
+const WORDS_AND_CLAUSES = /[\p{L}\p{N}]+|[.,;:!?¿¡()"]/gu;
+
+/** Each word of any glossary → the glossaries holding it, to place a text in one look-up per word. */
+const TABLES_OF = new Map<string, Table[]>();
+for (const table of TABLES.values()) {
+  for (const word of table.words.keys()) {
+    const list = TABLES_OF.get(word) ?? [];
+    list.push(table);
+    TABLES_OF.set(word, list);
+  }
+}
+
+/** The glossary an unplaced text's words belong to, counting only words no English dictionary holds. */
+function placeByWords(words: readonly string[], isEnglish: (word: string) => boolean): Table | undefined {
+  const counts = new Map<Table, number>();
+  const english = new Map<string, boolean>();
+  let best: Table | undefined;
+  let most = 0;
+  let longer = 0;
+  for (const w of words) {
+    // Short words ("a", "de", "me") are too common across languages to place a text.
+    if (w.length <= 2) continue;
+    longer++;
+    const tables = TABLES_OF.get(w);
+    if (tables === undefined) continue;
+    let known = english.get(w);
+    if (known === undefined) english.set(w, (known = isEnglish(w)));
+    if (known) continue;
+    for (const t of tables) {
+      const n = (counts.get(t) ?? 0) + 1;
+      counts.set(t, n);
+      if (n > most) [best, most] = [t, n];
+    }
+  }
+  // Two such words at least, and one in eight of the longer words: a few borrowed words do not make English text another language.
+  return most >= 2 && most * 8 >= longer ? best : undefined;
+}
 
 /**
  * The English reading of `text` when it holds words of the glossed languages; undefined when
  * there is nothing to read. `language`: what the detector made of the text (undefined: English
- * or too little to tell); `isEnglish`: whether a word is English (then, in an unplaced text, it
- * stays). An unplaced text whose words of one language number two or more is read as that
- * language ("matar a mi vecino").
+ * or too little to tell); `isEnglish`: whether a word is English. An unplaced text whose words
+ * of one language, English ones aside, number two or more is read as that language ("matar a
+ * mi vecino").
  */
 export function gloss(text: string, language: string | undefined, isEnglish: (word: string) => boolean): string | undefined {
   let placed = language !== undefined ? TABLES.get(language) : undefined;
   if (language !== undefined && placed === undefined) return undefined;
-  const folded = fold(text);
-  if (placed === undefined) {
-    // Which language's words an unplaced text holds, if any, counted only where no English word is.
-    let best: Table | undefined;
-    let most = 0;
-    const words = split(folded);
-    for (const table of TABLES.values()) {
-      let hits = 0;
-      for (const w of words) if (w.length > 2 && table.words.has(w) && !isEnglish(w)) hits++;
-      if (hits > most) [best, most] = [table, hits];
-    }
-    if (most < 2) return undefined;
-    placed = best;
-  }
-  const tables = [placed!, ...[...TABLES.values()].filter((t) => t !== placed)];
+  const pieces = fold(text).match(WORDS_AND_CLAUSES) ?? [];
+  placed ??= placeByWords(pieces, isEnglish);
+  if (placed === undefined) return undefined;
+  const tables = [placed, ...[...TABLES.values()].filter((t) => t !== placed)];
   const out: string[] = [];
   let hits = 0;
-  for (const clause of folded.split(CLAUSES)) {
-    // A verb-final language ends a verb at each "and" and "or" too ("erstechen und die Leiche verstecken").
-    const words = split(clause);
-    let from = 0;
-    const read = (to: number) => {
-      const part = readClause(words.slice(from, to), tables, placed, isEnglish);
-      out.push(...part.out);
-      hits += part.hits;
-    };
-    if (placed!.compounds) {
-      for (let i = 0; i < words.length; i++) {
-        const conjunction = CONJUNCTIONS.get(words[i]!);
-        if (conjunction === undefined) continue;
-        read(i);
-        out.push(conjunction);
-        from = i + 1;
-      }
+  let clause: string[] = [];
+  for (const piece of pieces) {
+    const conjunction = placed.compounds ? CONJUNCTIONS.get(piece) : undefined;
+    const ends = piece.length === 1 && !/[\p{L}\p{N}]/u.test(piece);
+    if (!ends && conjunction === undefined) {
+      clause.push(piece);
+      continue;
     }
-    read(words.length);
+    // A verb-final language ends a verb at each "and" and "or" too ("erstechen und die Leiche verstecken").
+    if (clause.length > 0) hits += readClause(clause, tables, placed, out);
+    if (conjunction !== undefined) out.push(conjunction);
+    clause = [];
   }
+  if (clause.length > 0) hits += readClause(clause, tables, placed, out);
   return hits >= 1 ? out.join(' ') : undefined;
 }
