@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
 import { embeddedModeration } from '../../server/providers/moderation/local.ts';
-import { gloss } from '../../server/providers/moderation/gloss.ts';
+import { gloss, glossWork } from '../../server/providers/moderation/gloss.ts';
 import { inDictionary } from '../../server/providers/moderation/normalize.ts';
 
 const policy = loadModerationPolicy(path.join(import.meta.dirname, '../../server/catalog/moderation.yaml'));
@@ -60,4 +60,37 @@ describe('text in other languages', () => {
     assert.equal(gloss('Roma tomatoes on a son and a die', undefined, english), undefined);
     assert.equal(gloss('a mi casa', undefined, english), undefined);
   });
+});
+
+describe('the cost of reading other languages', () => {
+  const hostile: Record<string, (n: number) => string> = {
+    // Long German compounds: each tried at every split point.
+    compounds: (n) => {
+      let t = 'die ';
+      for (let i = 0; t.length < n; i++) t += `${'schmutzigebombenflüchtlingsheimnacktbilder'.slice(i % 9)}${'xyzungkeit'.slice(i % 5)} und der `;
+      return t.slice(0, n);
+    },
+    // Spanish words that start like a glossary stem and run on.
+    stems: (n) => {
+      let t = 'el ';
+      for (let i = 0; t.length < n; i++) t += `envenenamiento${'s'.repeat(i % 20)} de la estrangulacion${'x'.repeat(i % 30)} y los `;
+      return t.slice(0, n);
+    },
+    // One unbroken run of letters: a single word longer than any looked up.
+    run: (n) => 'abcdefghij'.repeat(n / 10),
+  };
+
+  for (const [name, make] of Object.entries(hostile)) {
+    it(`when a ${name} text grows from 3,000 to 30,000 characters, then the gloss's look-ups grow linearly and stay under a constant per character`, () => {
+      const count = (n: number) => {
+        const before = glossWork.lookups;
+        gloss(make(n), name === 'compounds' ? 'de' : 'es', english);
+        return glossWork.lookups - before;
+      };
+      const small = count(3_000);
+      const large = count(30_000);
+      assert.ok(large <= 12 * Math.max(1, small), `${small} → ${large}`);
+      assert.ok(large <= 30 * 30_000, `${large} look-ups for 30,000 characters`);
+    });
+  }
 });

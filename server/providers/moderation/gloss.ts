@@ -77,11 +77,19 @@ function parse(source: string, compounds: boolean): Table {
 
 const TABLES = new Map(Object.entries(GLOSSARIES).map(([language, source]) => [language, parse(source, language === 'de' || language === 'nl')]));
 
+/**
+ * Look-ups made while glossing, counted so that tests can show the work grows linearly with
+ * the text's length without timing it.
+ */
+export const glossWork = { lookups: 0 };
+
 /** The languages a gloss reads. */
 export const GLOSSED_LANGUAGES: readonly string[] = [...TABLES.keys()];
 
 function phraseAt(words: string[], i: number, table: Table): Phrase | undefined {
+  glossWork.lookups++;
   for (const p of table.phrases.get(words[i]!) ?? []) {
+    glossWork.lookups++;
     if (i + p.words.length > words.length) continue;
     let k = 1;
     while (k < p.words.length && words[i + k] === p.words[k]) k++;
@@ -92,6 +100,7 @@ function phraseAt(words: string[], i: number, table: Table): Phrase | undefined 
 
 function byStem(word: string, table: Table): string | undefined {
   for (let n = Math.min(word.length, table.longestStem); n >= SHORTEST_STEM; n--) {
+    glossWork.lookups++;
     const gloss = table.stems.get(word.slice(0, n));
     if (gloss !== undefined) return gloss;
   }
@@ -101,6 +110,7 @@ function byStem(word: string, table: Table): string | undefined {
 /** A compound read by its longest known head, with its modifier when that is known too (a linking s dropped). */
 function byCompound(word: string, table: Table): string | undefined {
   for (let k = SHORTEST_PART; k <= word.length - SHORTEST_PART; k++) {
+    glossWork.lookups++;
     const head = table.words.get(word.slice(k)) ?? byStem(word.slice(k), table);
     if (head === undefined) continue;
     const modifier = word.slice(0, k);
@@ -109,6 +119,7 @@ function byCompound(word: string, table: Table): string | undefined {
   }
   // No known head: the modifier alone ("Nacktfoto": naked).
   for (let n = word.length - SHORTEST_PART; n >= SHORTEST_STEM; n--) {
+    glossWork.lookups++;
     const first = table.words.get(word.slice(0, n));
     if (first !== undefined) return first;
   }
@@ -146,7 +157,10 @@ function readClause(clause: string[], tables: readonly Table[], placed: Table, o
         length = phrase.words.length;
       }
     }
-    for (let t = 0; read === undefined && t < tables.length; t++) read = tables[t]!.words.get(word);
+    for (let t = 0; read === undefined && t < tables.length; t++) {
+      glossWork.lookups++;
+      read = tables[t]!.words.get(word);
+    }
     if (read === undefined && word.length <= LONGEST_WORD) {
       read = byStem(word, placed) ?? (placed.compounds ? byCompound(word, placed) : undefined);
     }
@@ -197,6 +211,7 @@ function placeByWords(words: readonly string[], isEnglish: (word: string) => boo
     // Short words ("a", "de", "me") are too common across languages to place a text.
     if (w.length <= 2) continue;
     longer++;
+    glossWork.lookups++;
     const tables = TABLES_OF.get(w);
     if (tables === undefined) continue;
     let known = english.get(w);
