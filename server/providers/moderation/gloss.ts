@@ -179,10 +179,17 @@ function readClause(clause: string[], tables: readonly Table[], placed: Table, o
   // only an infinitive or participle in -en moves, not a noun ("ein Lied").
   if (placed.compounds && lastGlossed === out.length - 1 && out.length - first > 1 && words[words.length - 1]!.endsWith('en')) {
     const verb = out.pop()!;
-    out.splice(out[first] === 'how to' ? first + 1 : first, 0, verb);
+    // Before the object: its first determiner ("meine Frau" → "my wife"), else at the clause's start.
+    let at = first;
+    while (at < out.length && !OBJECT_STARTS.has(out[at]!)) at++;
+    if (at === out.length) at = out[first] === 'how to' ? first + 1 : first;
+    out.splice(at, 0, verb);
   }
   return hits;
 }
+
+/** Glosses that open the object of a verb-final clause, where English puts the verb. */
+const OBJECT_STARTS = new Set(['my', 'your', 'their', 'the', 'a', 'someone', 'people', 'it', 'them']);
 
 /** German and Dutch "and" and "or". */
 const CONJUNCTIONS = new Map([['und', 'and'], ['oder', 'or'], ['en', 'and'], ['of', 'or']]);
