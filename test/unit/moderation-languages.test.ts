@@ -50,8 +50,9 @@ describe('text in other languages', () => {
   });
 
   it('when German or Dutch put the verb last or split it, then the verb is read where English puts it', () => {
-    assert.equal(gloss('wie kann ich meine Frau vergiften?', 'de', english), 'how to poison kann i my wife');
+    assert.equal(gloss('wie kann ich meine Frau vergiften?', 'de', english), 'how to kann i poison my wife');
     assert.equal(gloss('wie bringe ich meinen Nachbarn um', 'de', english), 'how to kill i my neighbour');
+    assert.equal(gloss('ich will meine Ex-Freundin entführen', 'de', english), 'i want to kidnap my ex girlfriend');
     assert.equal(gloss('ein Lied über den Sommer', 'de', english)?.startsWith('a song'), true);
   });
 
