@@ -197,6 +197,9 @@ const CONJUNCTIONS = new Map([['und', 'and'], ['oder', 'or'], ['en', 'and'], ['o
 /** Words, and the punctuation that ends a clause (where a verb-final language ends its verbs). */
 const WORDS_AND_CLAUSES = /[\p{L}\p{N}]+|[.,;:!?¿¡()"]/gu;
 
+/** The characters of an unplaced text read to place it. */
+const PLACING_CHARS = 2_000;
+
 /** Each word of any glossary → the glossaries holding it, to place a text in one look-up per word. */
 const TABLES_OF = new Map<string, Table[]>();
 for (const table of TABLES.values()) {
@@ -244,9 +247,13 @@ function placeByWords(words: readonly string[], isEnglish: (word: string) => boo
 export function gloss(text: string, language: string | undefined, isEnglish: (word: string) => boolean): string | undefined {
   let placed = language !== undefined ? TABLES.get(language) : undefined;
   if (language !== undefined && placed === undefined) return undefined;
+  if (placed === undefined) {
+    // Its opening is enough to place a text the detector did not, and bounds what an English
+    // text (nearly every text) pays for the question: folding is the costly part.
+    placed = placeByWords(fold(text.slice(0, PLACING_CHARS)).match(WORDS_AND_CLAUSES) ?? [], isEnglish);
+    if (placed === undefined) return undefined;
+  }
   const pieces = fold(text).match(WORDS_AND_CLAUSES) ?? [];
-  placed ??= placeByWords(pieces, isEnglish);
-  if (placed === undefined) return undefined;
   const tables = [placed, ...[...TABLES.values()].filter((t) => t !== placed)];
   const out: string[] = [];
   let hits = 0;
