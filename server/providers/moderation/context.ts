@@ -21,6 +21,8 @@ import type { Token } from './normalize.ts';
 import type { Occurrence } from './intents.ts';
 
 export const NAMED_OBJECT = 'named-object';
+/** The policy's things ("sell kids clothes"): what is said of one is said of a thing. */
+export const THING = 'thing';
 
 /** Words that make the word before them a protection against it ("bomb-proof"). */
 const PROTECTIVE_SUFFIXES = new Set(['proof', 'resist', 'safe']);
@@ -37,9 +39,10 @@ const MOST_AUXILIARIES = 3;
 
 /**
  * Marks in `masked` the words a named object makes harmless; returns whether any was marked.
- * `objects`: where the named objects occur (in text order).
+ * `objects`: where the named objects occur (in text order); `things`: where the policy's other
+ * things occur (a phone, a car), of which only what is said of them is masked.
  */
-export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[] | undefined, masked: boolean[]): boolean {
+export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[] | undefined, masked: boolean[], things: readonly Occurrence[] = []): boolean {
   let changed = false;
   const mask = (i: number) => {
     if (i >= 0 && i < tokens.length && !masked[i]) {
@@ -55,6 +58,14 @@ export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[]
     if (o.start > 0 && !tokens[o.start - 1]!.possessive) mask(o.start - 1);
     // "death by chocolate": what is named after the object.
     if (o.start > 1 && tokens[o.start - 1]!.stem === 'by') mask(o.start - 2);
+    saidOf(o);
+  }
+  // What is said of any thing is said of a thing ("my phone keeps dying"); only named objects
+  // mask the word before them, since "poison food" is a verb and its object.
+  for (const o of things) saidOf(o);
+  return changed;
+
+  function saidOf(o: Occurrence): void {
     // What is said of the object, past a place it is in and its auxiliaries: "won't die",
     // "is dead", "the plant in my office is dying".
     let at = o.end;
@@ -70,5 +81,4 @@ export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[]
     }
     if (auxiliaries > 0 && at < tokens.length) mask(at);
   }
-  return changed;
 }

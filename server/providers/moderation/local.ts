@@ -10,7 +10,7 @@ import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, type Occurrence } from './intents.ts';
 import { gloss } from './gloss.ts';
-import { maskNamedObjects, NAMED_OBJECT } from './context.ts';
+import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
 import { secondReading } from './confusables.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
@@ -37,7 +37,7 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   const masked = maskedWords(tokens, policy.phrases);
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
-  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked)) found = occurrences(tokens, policy.phrases, masked);
+  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING))) found = occurrences(tokens, policy.phrases, masked);
   const ids: string[] = [];
   for (const c of policy.categories) {
     if (!policy.applies(c, preference)) continue;
