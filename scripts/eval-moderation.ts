@@ -1,9 +1,10 @@
 /**
- * npm run eval:moderation [-- --set NAME] [-- --quiet] [-- --unseen]
+ * npm run eval:moderation [-- --set NAME] [-- --quiet] [-- --unseen] [-- --dir DIR]
  *
  * Measures moderation on the labelled sets of test/fixtures/moderation/ (with
  * --unseen, those of test/fixtures/moderation/unseen/: sets nobody has tuned
- * the policy on, kept apart so that the unit test's targets do not apply to them):
+ * the policy on, kept apart so that the unit test's targets do not apply to them;
+ * with --dir, the sets of that folder, e.g. test/fixtures/moderation/blind/):
  * recall per harmful category and the false-positive rate on benign text,
  * for the embedded policy (MODERATION_POLICY_PATH or the shipped one) and,
  * when MODERATION_URL is set, for that OpenAI-compatible endpoint too; lists
@@ -18,7 +19,7 @@ import { openAiCompatibleModeration } from '../server/providers/moderation/opena
 import type { ModerationProvider } from '../server/providers/moderation/types.ts';
 import { readSets, score, TARGETS, UNSEEN_DIR, type Score } from './moderation/eval-set.ts';
 
-const { values } = parseArgs({ options: { set: { type: 'string' }, quiet: { type: 'boolean', default: false }, unseen: { type: 'boolean', default: false } } });
+const { values } = parseArgs({ options: { set: { type: 'string' }, quiet: { type: 'boolean', default: false }, unseen: { type: 'boolean', default: false }, dir: { type: 'string' } } });
 
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 const visible = (text: string) => JSON.stringify(text); // escapes invisible characters, so a miss can be read
@@ -43,9 +44,10 @@ const providers: Array<[string, ModerationProvider, number]> = [['embedded', emb
 if (config.moderationUrl) {
   providers.push([`upstream ${config.moderationUrl}`, openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel }), 8]);
 }
-const sets = readSets(values.unseen ? UNSEEN_DIR : undefined).filter((s) => !values.set || s.name === values.set);
+const setDir = values.dir ?? (values.unseen ? UNSEEN_DIR : undefined);
+const sets = readSets(setDir).filter((s) => !values.set || s.name === values.set);
 if (sets.length === 0) {
-  console.error(`no set named ${values.set} in ${values.unseen ? UNSEEN_DIR : 'test/fixtures/moderation/'}`);
+  console.error(`no set named ${values.set} in ${setDir ?? 'test/fixtures/moderation/'}`);
   process.exit(2);
 }
 let allMet = true;
