@@ -20,9 +20,10 @@ import { DIST, staleReason, writeManifest } from './dist.mjs';
  */
 const SERVER_ENTRY = `// Written by scripts/build.mjs: the compiled server (see scripts/build.mjs and scripts/dist.mjs).
 import module from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { refuseStale } from '../scripts/dist.mjs';
 refuseStale('server');
-module.enableCompileCache(new URL('compile-cache', import.meta.url).pathname);
+module.enableCompileCache(fileURLToPath(new URL('compile-cache', import.meta.url)));
 setTimeout(() => module.flushCompileCache(), 5000).unref();
 await import('./app/main.mjs');
 `;
