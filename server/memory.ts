@@ -17,14 +17,23 @@
  */
 import type http from 'node:http';
 
-type Collect = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+export type Collect = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
 
 /** How long without a request counts as quiet. */
 export const QUIET_MS = 2000;
 
+export interface QuietOptions {
+  /** How long without a request counts as quiet (QUIET_MS). */
+  quietMs?: number;
+  /** The collection to run (Node's `gc`, present under --expose-gc). */
+  collect?: Collect;
+  /** Told how long each collection took. */
+  onCollect?: (ms: number) => void;
+}
+
 /** Starts watching `server`; `busy()` says whether a response is still in flight. Returns the stop. */
-export function reduceMemoryWhenQuiet(server: http.Server, busy: () => boolean, onCollect?: (ms: number) => void): () => void {
-  const collect = (globalThis as { gc?: Collect }).gc;
+export function reduceMemoryWhenQuiet(server: http.Server, busy: () => boolean, options: QuietOptions = {}): () => void {
+  const collect = options.collect ?? (globalThis as { gc?: Collect }).gc;
   if (typeof collect !== 'function') return () => undefined;
   let requests = 0;
   let seen = 0;
@@ -41,8 +50,8 @@ export function reduceMemoryWhenQuiet(server: http.Server, busy: () => boolean, 
     dirty = false;
     const started = performance.now();
     collect({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-    onCollect?.(performance.now() - started);
-  }, QUIET_MS);
+    options.onCollect?.(performance.now() - started);
+  }, options.quietMs ?? QUIET_MS);
   timer.unref();
   return () => {
     clearInterval(timer);

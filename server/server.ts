@@ -225,7 +225,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     logger.warn({ err: error }, 'could not record the server URL in DATA_DIR: admin console invite needs --base-url');
   }
   // Start-up's garbage and grown young generation go back to the system once requests pause (memory.ts).
-  const stopReducing = reduceMemoryWhenQuiet(server, () => active > 0, (ms) => logger.debug({ ms: Math.round(ms) }, 'memory reduced while quiet'));
+  const stopReducing = reduceMemoryWhenQuiet(server, () => active > 0, { onCollect: (ms) => logger.debug({ ms: Math.round(ms) }, 'memory reduced while quiet') });
   // The worker runs the providers built above (the catalog is read once).
   const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
