@@ -10,7 +10,8 @@
  *
  * Start is timed from spawn() to the first 200 of a completion polled every few
  * milliseconds; idle RSS is read 3 s after that first completion; "after N" is
- * read after N more completions (8 connections, fresh Idempotency-Keys).
+ * read right after N more completions (8 connections, fresh Idempotency-Keys),
+ * and again once they have paused (server/memory.ts gives memory back then).
  *
  * Targets (docs/performance.md, "Start-up and memory"), for the compiled server:
  * first completion ≤ 1 s after start, idle RSS ≤ 120 MB, RSS after 10,000
@@ -30,6 +31,7 @@ import { seedBenchKey } from './bench/fixture.ts';
 import { freePort, LIMITS_NEVER_REACHED, pinning, root, runMain, startScript } from './bench/processes.ts';
 import { SERVER_ARGS, COMPILED_SERVER_ARGS } from '../server/node-flags.ts';
 import { quantile } from './bench/quantile.ts';
+import { QUIET_MS } from '../server/memory.ts';
 
 const { values } = parseArgs({
   options: {
@@ -100,6 +102,8 @@ interface Run {
   firstMs: number;
   idle: number;
   afterLoad?: number;
+  /** RSS once the requests have paused for a while (server/memory.ts's collection has run). */
+  afterQuiet?: number;
   failed?: number;
 }
 
@@ -133,7 +137,9 @@ async function runOnce(subject: Subject, env: Record<string, string>, load: bool
       }),
     );
     agent.destroy();
-    return { firstMs, idle, afterLoad: rss(child.pid!), failed };
+    const afterLoad = rss(child.pid!);
+    await new Promise((r) => setTimeout(r, SETTLE_MS + 2 * QUIET_MS));
+    return { firstMs, idle, afterLoad, afterQuiet: rss(child.pid!), failed };
   } finally {
     child.kill('SIGTERM');
     await exited;
@@ -185,7 +191,7 @@ async function main(): Promise<number> {
       },
       { name: 'gemforge from sources (tsx)', command: () => node(SERVER_ARGS), ...gemforge, load: false, env: gemforgeEnv },
     ];
-    const results: Array<{ name: string; first: number[]; idle: number[]; afterLoad?: number; failed?: number }> = subjects.map((s) => ({ name: s.name, first: [], idle: [] }));
+    const results: Array<{ name: string; first: number[]; idle: number[]; afterLoad?: number; afterQuiet?: number; failed?: number }> = subjects.map((s) => ({ name: s.name, first: [], idle: [] }));
     // Interleaved rounds: a busy spell of the machine falls on every subject alike.
     for (let round = 0; round < ROUNDS; round++) {
       for (const [i, subject] of subjects.entries()) {
@@ -193,13 +199,13 @@ async function main(): Promise<number> {
         const r = await runOnce(subject, subject.env, loadNow);
         results[i]!.first.push(r.firstMs);
         results[i]!.idle.push(r.idle);
-        if (loadNow) Object.assign(results[i]!, { afterLoad: r.afterLoad, failed: r.failed });
+        if (loadNow) Object.assign(results[i]!, { afterLoad: r.afterLoad, afterQuiet: r.afterQuiet, failed: r.failed });
       }
     }
-    console.log(`\n${'server'.padEnd(44)}${'start → first completion (median, min–max)'.padEnd(46)}${'idle RSS'.padEnd(12)}RSS after ${REQUESTS}`);
+    console.log(`\n${'server'.padEnd(44)}${'start → first completion (median, min–max)'.padEnd(46)}${'idle RSS'.padEnd(12)}${`RSS after ${REQUESTS}`.padEnd(18)}then quiet`);
     for (const r of results) {
       const first = `${median(r.first).toFixed(0)} ms (${Math.min(...r.first).toFixed(0)}–${Math.max(...r.first).toFixed(0)})`;
-      console.log(`${r.name.padEnd(44)}${first.padEnd(46)}${mb(median(r.idle)).padEnd(12)}${mb(r.afterLoad)}${r.failed ? `  (${r.failed} not 200)` : ''}`);
+      console.log(`${r.name.padEnd(44)}${first.padEnd(46)}${mb(median(r.idle)).padEnd(12)}${mb(r.afterLoad).padEnd(18)}${mb(r.afterQuiet)}${r.failed ? `  (${r.failed} not 200)` : ''}`);
     }
     const compiled = results[1]!;
     const checks = [
