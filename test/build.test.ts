@@ -16,6 +16,13 @@ import { tempDataDir } from './helpers/server.ts';
 import { freePort } from './helpers/ports.ts';
 import { run } from './helpers/run.ts';
 import { COMPILED_SERVER_ARGS } from '../server/node-flags.ts';
+import { openDb } from '../server/storage/db.ts';
+import { createAccount } from '../server/domain/accounts.ts';
+import { setPassword } from '../server/domain/console.ts';
+import { systemClock } from '../server/domain/clock.ts';
+
+const EMAIL = 'compiled@example.com';
+const PASSWORD = 'correct horse battery staple';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 /** What the build and the compiled server read: the sources, the contracts and the build scripts. */
@@ -38,13 +45,21 @@ async function answer(url: string): Promise<Response | undefined> {
 describe('the compiled server', () => {
   let copy: string;
   let dataDir: string;
-  before(() => {
+  before(async () => {
     copy = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-build-'));
     for (const entry of COPIED) {
       fs.cpSync(path.join(ROOT, entry), path.join(copy, entry), { recursive: true, filter: (src) => !/[/\\](node_modules|dist)$/.test(src) });
     }
     fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
     dataDir = tempDataDir();
+    // A console login, so a sign-in exercises a worker thread of the compiled server (the password pool).
+    const db = await openDb({ dataDir });
+    try {
+      const account = await createAccount(db, systemClock, { name: 'compiled' });
+      await setPassword(db, systemClock, { accountId: account.id, email: EMAIL, password: PASSWORD });
+    } finally {
+      await db.destroy();
+    }
   });
   after(() => {
     fs.rmSync(copy, { recursive: true, force: true });
@@ -68,6 +83,8 @@ describe('the compiled server', () => {
       const models = await fetch(`${base}/api/generate/models`, { headers: { authorization: 'Basic x' } });
       assert.equal(models.status, 401, 'the contract loaded: the validator answers');
       assert.equal(((await models.json()) as { error: { code: string } }).error.code, 'INVALID_API_KEY');
+      const session = await fetch(`${base}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: EMAIL, password: PASSWORD }) });
+      assert.equal(session.status, 200, `a sign-in (argon2 on the compiled worker thread): ${await session.text()}`);
       const page = await fetch(`${base}/console/assets/console.js`);
       assert.equal(page.status, 200);
       return { stderr, consoleJs: await page.text(), beside: descendants(npm.pid!) };
@@ -77,7 +94,7 @@ describe('the compiled server', () => {
     }
   }
 
-  it('when npm start runs on a tree never built, then it compiles dist/ and serves from it, the console page included, with no esbuild process', async () => {
+  it('when npm start runs on a tree never built, then it compiles dist/ and serves from it, the console page and its sign-in (a worker thread) included, with no esbuild process', async () => {
     const { stderr, consoleJs, beside } = await npmStart();
     assert.match(stderr, /compiled the server into dist\/ .*dist\/ was never built/);
     assert.ok(fs.existsSync(path.join(copy, 'dist/server.mjs')));
