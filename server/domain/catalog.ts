@@ -2,7 +2,8 @@
  * The model catalog: a YAML file a person can edit (server/catalog/models.yaml).
  * Discovery lists its public part; the private rate card stays on the server.
  */
-import { readYamlFile } from '../yaml-file.ts';
+import fs from 'node:fs';
+import YAML from 'yaml';
 import type { components } from '../../generated/api.ts';
 import { parseEntry, parseRates, type Entry } from './catalog-entries.ts';
 import type { TokenRates } from './spend.ts';
@@ -50,7 +51,7 @@ const PROVIDERS = new Set(['local', 'openai-images', 'openai-speech', 'replicate
 
 /** Loads and checks the catalog; a broken file stops start-up with a message naming the entry. */
 export function loadCatalog(file: string): Catalog {
-  const doc = readYamlFile(file) as { models?: unknown; analysis?: { id?: unknown; name?: unknown; pricing?: unknown } };
+  const doc = YAML.parse(fs.readFileSync(file, 'utf8')) as { models?: unknown; analysis?: { id?: unknown; name?: unknown; pricing?: unknown } };
   if (!Array.isArray(doc?.models)) throw new Error(`${file}: "models" must be a list`);
   const seen = new Set<string>();
   const models = doc.models.map((raw, i) => {
