@@ -6,6 +6,7 @@
 import nodePath from 'node:path';
 import express from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
+import { readYamlFile } from './yaml-file.ts';
 import type { Config } from './config.ts';
 import type { Db } from './storage/db.ts';
 import type { Logger } from './logger.ts';
@@ -119,7 +120,8 @@ export function createApp(deps: AppDeps): express.Express {
   skipIdleParameterMutation(); // and its parameter reshaping runs only where there is something to reshape
   app.use(
     OpenApiValidator.middleware({
-      apiSpec: config.openapiPath,
+      // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
+      apiSpec: readYamlFile(config.openapiPath) as Parameters<typeof OpenApiValidator.middleware>[0]['apiSpec'],
       validateRequests: { allowUnknownQueryParameters: false },
       validateResponses: config.validateResponses,
       validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },

@@ -30,6 +30,7 @@ import { createAnalysisProvider } from './providers/analysis/index.ts';
 import { buildConsolePage } from './console-page/build.ts';
 import { privateDataDir, widerThanPrivate } from './storage/data-dir.ts';
 import { passwordPool } from './domain/password-pool.ts';
+import { reduceMemoryWhenQuiet } from './memory.ts';
 
 export interface RunningServer {
   url: string;
@@ -223,6 +224,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   } catch (error) {
     logger.warn({ err: error }, 'could not record the server URL in DATA_DIR: admin console invite needs --base-url');
   }
+  // Start-up's garbage and grown young generation go back to the system once requests pause (memory.ts).
+  const stopReducing = reduceMemoryWhenQuiet(server, () => active > 0, { onCollect: (ms) => logger.debug({ ms: Math.round(ms) }, 'memory reduced while quiet') });
   // The worker runs the providers built above (the catalog is read once).
   const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
@@ -237,6 +240,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
       if (closed) return;
       closed = true;
       urlRecord?.remove();
+      stopReducing();
       lifecycle.draining = true; // /readyz answers 503 and answers close their connections from now on
       // Idle keep-alive connections go at once, while the listener still answers: their clients reconnect
       // (to another instance) for the next request. A moment later, not in this tick: a request a client

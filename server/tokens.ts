@@ -4,7 +4,19 @@
  * for the conservative input bound and for measuring partial output. It sits
  * beside both (not in either) so neither imports the other's modules.
  */
-import { countTokens as bpeCount, decode, encode } from 'gpt-tokenizer';
+import { createRequire } from 'node:module';
+
+/**
+ * gpt-tokenizer, loaded at its first use: its o200k tables cost ~29 MB of heap
+ * (~75 MB resident) and most of a second to load, and a server whose text goes
+ * to an upstream that reports usage may never count a token. `require` keeps
+ * the API synchronous (the package ships CommonJS beside its ESM).
+ */
+let bpe: typeof import('gpt-tokenizer') | undefined;
+const tokenizer = () => (bpe ??= createRequire(import.meta.url)('gpt-tokenizer') as typeof import('gpt-tokenizer'));
+const bpeCount = (text: string) => tokenizer().countTokens(text);
+const encode = (text: string) => tokenizer().encode(text);
+const decode = (tokens: Iterable<number>) => tokenizer().decode(tokens);
 
 export interface ChatLikeMessage {
   role: string;

@@ -59,9 +59,9 @@ describe('runtime', () => {
     assert.deepEqual([...data.subarray(0, 3)], [255, 0, 0]);
   });
 
-  it('when npm start or the multi-instance demo starts the server, then its Node gets the server\'s V8 flags', () => {
+  it('when npm start (the compiled server) or the multi-instance demo starts the server, then its Node gets the server\'s V8 flags', () => {
     const flags = SERVER_NODE_FLAGS.join(' ');
-    assert.equal(pkg.scripts.start, `exec node ${flags} --import tsx server/main.ts`);
+    assert.equal(pkg.scripts.start, `node scripts/build.mjs --if-stale && exec node ${flags} dist/server.mjs`);
     const demo = fs.readFileSync(path.join(root, 'scripts/demo-multi.sh'), 'utf8');
     assert.match(demo, new RegExp(`"\\$NODE" ${flags} --import tsx server/main\\.ts`));
   });

@@ -16,4 +16,5 @@ const server = http.createServer((req, res) => {
   out.on('error', () => res.writeHead(502).end());
   req.pipe(out);
 });
-server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: (server.address() as AddressInfo).port })));
+// PROXY_PORT: bench:startup times the start to a first answer on a port it chose; otherwise any free port.
+server.listen(Number(process.env.PROXY_PORT ?? 0), '127.0.0.1', () => console.log(JSON.stringify({ port: (server.address() as AddressInfo).port })));

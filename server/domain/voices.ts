@@ -4,10 +4,9 @@
  * checks a real service makes (content type by bytes, duration consistency,
  * transcription must succeed).
  */
-import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import YAML from 'yaml';
+import { readYamlFile } from '../yaml-file.ts';
 import type { components } from '../../generated/api.ts';
 import type { Db } from '../storage/db.ts';
 import * as store from '../storage/voices.ts';
@@ -54,7 +53,7 @@ interface CatalogEntry {
 
 /** Reads the catalog file; a broken entry stops with a message naming it. */
 export function loadVoiceCatalog(file: string): CatalogEntry[] {
-  const doc = YAML.parse(fs.readFileSync(file, 'utf8')) as { voices?: unknown };
+  const doc = readYamlFile(file) as { voices?: unknown };
   if (!Array.isArray(doc?.voices)) throw new Error(`${file}: "voices" must be a list`);
   const seen = new Set<string>();
   return doc.voices.map((raw, i) => {

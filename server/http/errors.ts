@@ -15,9 +15,8 @@
  * the error's own seconds (a rate limit's wait), else DEFAULT_RETRY_AFTER_SECONDS.
  * HEAD errors carry no body.
  */
-import fs from 'node:fs';
 import type { NextFunction, Request, Response } from 'express';
-import YAML from 'yaml';
+import { readYamlFile } from '../yaml-file.ts';
 import { ApiError, invalidApiKey } from '../errors.ts';
 import { describeKnownIssue, refResolver, type RefResolver, type ValidatorIssue } from './issue-text.ts';
 import { unsupportedUploadType } from '../domain/assets.ts';
@@ -163,7 +162,7 @@ function send(res: Response, req: Request, error: ApiError): void {
 export function errorMiddleware(openapiPath: string) {
   let doc: unknown;
   const resolve: RefResolver = (ref) => {
-    doc ??= YAML.parse(fs.readFileSync(openapiPath, 'utf8'));
+    doc ??= readYamlFile(openapiPath);
     return refResolver(doc)(ref);
   };
   return (err: unknown, req: Request, res: Response, next: NextFunction): void => handleError(err, req, res, next, resolve);

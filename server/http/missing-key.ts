@@ -12,9 +12,8 @@
  * against the URL without its query. Body problems wait for authentication
  * anyway (http/body.ts), so they cannot come first.
  */
-import fs from 'node:fs';
 import type { NextFunction, Request, Response } from 'express';
-import YAML from 'yaml';
+import { readYamlFile } from '../yaml-file.ts';
 import { invalidApiKey } from '../errors.ts';
 
 interface SecurityScheme {
@@ -62,7 +61,7 @@ export function bearerOnlyRoutes(contract: Contract): Array<{ pattern: RegExp; m
 export function missingKey(openapiPath: string) {
   let routes: ReturnType<typeof bearerOnlyRoutes> = [];
   try {
-    routes = bearerOnlyRoutes(YAML.parse(fs.readFileSync(openapiPath, 'utf8')) as Contract);
+    routes = bearerOnlyRoutes(readYamlFile(openapiPath) as Contract);
   } catch {
     // A contract that does not even parse: the validator reports it (server.ts's self-check).
   }

@@ -10,9 +10,8 @@
  * A voice upload's transcript exists only once transcribed: the voices domain
  * moderates it there, through `screenTexts`.
  */
-import fs from 'node:fs';
 import type { NextFunction, Request, Response } from 'express';
-import YAML from 'yaml';
+import { readYamlFile } from '../yaml-file.ts';
 import type { ModerationText } from '../providers/moderation/types.ts';
 import { screen, type ModerationDeps } from '../domain/policy/moderation.ts';
 import { textsFrom } from '../domain/policy/moderated-fields.ts';
@@ -39,7 +38,7 @@ function operationOf(req: Request): string | undefined {
  * the fields the contract at `openapiPath` marks `x-moderated` (read once, here).
  */
 export function policyStep(deps: ModerationDeps, openapiPath: string) {
-  const textsOf = textsFrom(YAML.parse(fs.readFileSync(openapiPath, 'utf8')) as Record<string, unknown>);
+  const textsOf = textsFrom(readYamlFile(openapiPath) as Record<string, unknown>);
   return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
     const operation = operationOf(req);
     const texts = req.method === 'POST' ? textsOf(operation, req.body) : [];

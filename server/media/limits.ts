@@ -10,14 +10,6 @@
  * (POST /api/generate/assets).
  */
 
-import sharp from 'sharp';
-
-// libvips' operation cache kept every decoded frame it had seen (within its 50 MB
-// "limit", which does not count them): ten 40-megapixel progressive JPEGs decoded
-// one after another left 810 MiB resident, against 120 MiB without it. Nothing
-// here decodes the same input twice, so the cache buys nothing.
-sharp.cache(false);
-
 /** Most pixels an image may have (one frame), e.g. 8000×5000. */
 export const MAX_IMAGE_PIXELS = 40_000_000;
 /** Longest side of an image or video frame, in pixels. */

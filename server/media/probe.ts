@@ -4,7 +4,7 @@
  * limits.ts: measured from the header first, decoded only when under them.
  */
 import fsp from 'node:fs/promises';
-import sharp from 'sharp';
+import { sharp } from './sharp.ts';
 import { runTool } from './run.ts';
 import {
   checkDimensions,

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { Router } from 'express';
-import YAML from 'yaml';
+import { readYamlFile } from '../yaml-file.ts';
 import type { AppDeps } from '../app.ts';
 
 const SWAGGER_DIR = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
@@ -110,7 +110,7 @@ export function docsRouter({ config }: Pick<AppDeps, 'config'>): Router {
   // The same contract as JSON for the page (a browser has no YAML parser).
   let contractJson: string | undefined;
   router.get('/docs/openapi.json', (_req, res) => {
-    contractJson ??= JSON.stringify(YAML.parse(fs.readFileSync(config.openapiPath, 'utf8')));
+    contractJson ??= JSON.stringify(readYamlFile(config.openapiPath));
     res.set(DOCS_HEADERS).status(200).type('application/json').send(contractJson);
   });
   router.get('/docs', (_req, res) => {

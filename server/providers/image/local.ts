@@ -8,7 +8,8 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
-import sharp, { type Sharp } from 'sharp';
+import type { Sharp } from 'sharp';
+import { sharp } from '../../media/sharp.ts';
 import { SHARP_INPUT } from '../../media/limits.ts';
 import type { GeneratedOutput, ImageJobRequest, MediaJob, MediaProvider, MediaTools } from '../media-types.ts';
 import { rng } from '../random.ts';

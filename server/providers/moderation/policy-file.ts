@@ -3,8 +3,7 @@
  * server/catalog/moderation.yaml for the format), read and validated once at
  * start. A broken file stops the start with a message naming the entry.
  */
-import fs from 'node:fs';
-import YAML from 'yaml';
+import { readYamlFile } from '../../yaml-file.ts';
 import type { ContentPreference } from './types.ts';
 import { fold, tokenize, Vocabulary } from './normalize.ts';
 import { indexPhrases, MASK, MAX_PHRASE, START, type Intent, type Phrase, type PhraseIndex } from './intents.ts';
@@ -156,7 +155,7 @@ export function parseModerationPolicy(doc: unknown, source: string): ModerationP
 export function loadModerationPolicy(file: string): ModerationPolicy {
   let doc: unknown;
   try {
-    doc = YAML.parse(fs.readFileSync(file, 'utf8'));
+    doc = readYamlFile(file);
   } catch (error) {
     throw new Error(`moderation policy ${file} could not be read: ${(error as Error).message}`);
   }

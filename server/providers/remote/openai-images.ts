@@ -15,7 +15,7 @@
  * upstream that honours it, and such a slot is sent again with the same key.
  */
 import fsp from 'node:fs/promises';
-import sharp from 'sharp';
+import { sharp } from '../../media/sharp.ts';
 import { MediaGenerationError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
 import { SHARP_INPUT } from '../../media/limits.ts';
 import { decodeGated } from '../../media/probe.ts';

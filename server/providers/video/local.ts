@@ -13,7 +13,7 @@
  * With `audio`, an AAC track: the first reference audio, or a pulsing chord.
  */
 import crypto from 'node:crypto';
-import sharp from 'sharp';
+import { sharp } from '../../media/sharp.ts';
 import { runTool } from '../../media/run.ts';
 import { SHARP_INPUT } from '../../media/limits.ts';
 import { promptPalette, rng } from '../image/local.ts';

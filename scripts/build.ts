@@ -1,0 +1,144 @@
+/**
+ * Compiles the server for production: `npm start`, `gemforge admin …` and
+ * `gemforge worker` run these bundles, not the TypeScript sources through tsx
+ * (which compiled every module at each start and kept esbuild's service process
+ * beside the server). Run by scripts/build.mjs (`npm run build`, npm's
+ * `prepare` after `npm ci`, and `npm start` when dist/ is missing or stale).
+ *
+ * What it writes, all in dist/app (ESM, Node 24, one shared chunk set):
+ * - `main.mjs` (server/main.ts), `admin.mjs` and `worker.mjs` (server/cli/);
+ * - one entry per worker-thread module (the `./x.ts` files handed to
+ *   `typescriptWorker`, found by reading the sources), named after it;
+ * - the console page's script, bundled for browsers and built into the
+ *   server as a string constant.
+ * Packages stay imports of node_modules (native modules, and the
+ * borrowed-internals adapters resolve library files at run time).
+ *
+ * Source paths stay true: every `import.meta.dirname`, `.filename` and `.url`
+ * in a repository module is rewritten to name that module's source location, so
+ * code that reads the contracts, the catalog or the console page's HTML beside
+ * itself reads the same files compiled as under tsx.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { build, type Plugin } from 'esbuild';
+import { bundleConsoleScript } from '../server/console-page/build.ts';
+import { PARSED_YAML_DIR, parseYaml, parsedYamlName } from '../server/yaml-file.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const OUT = path.join(ROOT, 'dist/app');
+
+/** Every module started on a worker thread: the `new URL('./x.ts', import.meta.url)` beside a `typescriptWorker` call. */
+export function threadModules(): string[] {
+  const found: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const file = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(file);
+      else if (entry.name.endsWith('.ts')) {
+        const text = fs.readFileSync(file, 'utf8');
+        if (!text.includes('typescriptWorker(')) continue;
+        for (const m of text.matchAll(/new URL\('\.\/([\w-]+\.ts)', import\.meta\.url\)/g)) found.push(path.join(dir, m[1]!));
+      }
+    }
+  };
+  walk(path.join(ROOT, 'server'));
+  return found;
+}
+
+/** Rewrites import.meta's location fields in repository modules to their source location (module header). */
+const sourceLocations: Plugin = {
+  name: 'gemforge-source-locations',
+  setup(b) {
+    b.onLoad({ filter: /\.ts$/ }, (args) => {
+      if (args.path.includes(`${path.sep}node_modules${path.sep}`)) return undefined;
+      const rel = path.relative(ROOT, args.path).split(path.sep).join('/');
+      const contents = fs
+        .readFileSync(args.path, 'utf8')
+        .replace(/\bimport\.meta\.dirname\b/g, `__gfSource(${JSON.stringify(path.posix.dirname(rel))})`)
+        .replace(/\bimport\.meta\.filename\b/g, `__gfSource(${JSON.stringify(rel)})`)
+        .replace(/\bimport\.meta\.url\b/g, `__gfSourceUrl(${JSON.stringify(rel)})`);
+      return { contents, loader: 'ts' };
+    });
+  },
+};
+
+/** In every output file: the repository root (two levels above dist/app) and the helpers the rewrite calls. */
+const BANNER = [
+  "import { join as __gfJoin } from 'node:path';",
+  "import { pathToFileURL as __gfFileUrl } from 'node:url';",
+  "const __gfRoot = __gfJoin(import.meta.dirname, '..', '..');",
+  'const __gfSource = (rel) => __gfJoin(__gfRoot, rel);',
+  'const __gfSourceUrl = (rel) => __gfFileUrl(__gfJoin(__gfRoot, rel)).href;',
+].join('\n');
+
+/** The YAML files of the tree (the contracts, the catalogs) parsed into dist/yaml, named by their text's hash (server/yaml-file.ts). */
+function parseYamlFiles(): void {
+  const files = [
+    ...fs.readdirSync(path.join(ROOT, 'openapi')).map((f) => path.join(ROOT, 'openapi', f)),
+    ...(fs.readdirSync(path.join(ROOT, 'server'), { recursive: true }) as string[]).map((f) => path.join(ROOT, 'server', f)),
+  ].filter((f) => /\.ya?ml$/.test(f));
+  fs.mkdirSync(PARSED_YAML_DIR, { recursive: true });
+  for (const file of files) {
+    const text = fs.readFileSync(file, 'utf8');
+    let doc: unknown;
+    try {
+      doc = parseYaml(text);
+    } catch {
+      continue; // a broken file is parsed, and reported, where the server reads it
+    }
+    const json = JSON.stringify(doc);
+    if (!isDeepStrictEqual(JSON.parse(json), doc)) continue; // what JSON cannot hold (.inf, .nan) is parsed at run time
+    // Written whole, then renamed: a concurrent build or a starting server never reads half a file.
+    const tmp = path.join(PARSED_YAML_DIR, `.${process.pid}.tmp`);
+    fs.writeFileSync(tmp, json);
+    fs.renameSync(tmp, path.join(PARSED_YAML_DIR, parsedYamlName(text)));
+  }
+}
+
+/** Builds dist/app; returns every file read (paths relative to the root) for dist/build.json. */
+export async function buildDist(): Promise<string[]> {
+  parseYamlFiles();
+  const consoleScript = await bundleConsoleScript();
+  const threads = threadModules();
+  const names = threads.map((f) => path.basename(f, '.ts'));
+  if (new Set(names).size !== names.length) throw new Error(`two worker-thread modules share a name: ${names.join(', ')}`);
+  const staging = fs.mkdtempSync(path.join(ROOT, 'dist', '.app-'));
+  try {
+    const result = await build({
+      absWorkingDir: ROOT,
+      entryPoints: {
+        main: 'server/main.ts',
+        admin: 'server/cli/admin.ts',
+        worker: 'server/cli/worker.ts',
+        ...Object.fromEntries(threads.map((f, i) => [names[i], f])),
+      },
+      outdir: staging,
+      outExtension: { '.js': '.mjs' },
+      bundle: true,
+      splitting: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node24',
+      packages: 'external',
+      // Names and line numbers stay readable in stack traces and profiles; the size saved by minifying is not worth them.
+      sourcemap: 'linked',
+      metafile: true,
+      logLevel: 'warning',
+      banner: { js: BANNER },
+      define: { __GEMFORGE_COMPILED__: 'true', __GEMFORGE_CONSOLE_JS__: JSON.stringify(consoleScript.js) },
+      plugins: [sourceLocations],
+    });
+    // Concurrent builds (two `npm start`s on a stale tree) write the same files: renames keep each one whole.
+    fs.mkdirSync(OUT, { recursive: true });
+    const written = new Set(fs.readdirSync(staging));
+    for (const name of written) fs.renameSync(path.join(staging, name), path.join(OUT, name));
+    // Chunks of earlier builds (their names carry a content hash) are no longer imported.
+    for (const name of fs.readdirSync(OUT)) if (!written.has(name)) fs.rmSync(path.join(OUT, name), { force: true });
+    const inputs = [...Object.keys(result.metafile.inputs).map((f) => path.resolve(ROOT, f)), ...consoleScript.inputs, import.meta.filename, path.join(ROOT, 'scripts/dist.mjs'), path.join(ROOT, 'scripts/build.mjs')];
+    return inputs.map((f) => path.relative(ROOT, f).split(path.sep).join('/'));
+  } finally {
+    fs.rmSync(staging, { recursive: true, force: true });
+  }
+}
