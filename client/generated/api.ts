@@ -567,21 +567,48 @@ export interface components {
             seed?: components["schemas"]["Seed"];
         };
         /**
-         * @description Audio parameters. Speech and voice clone use `voiceProfileId`, `speed`, `volume`,
-         *     `temperature`; music uses `musicMode`, `instrumental`, `style`, `title`,
-         *     `negativeTags`, `vocalGender`, `duration`, `coverAudio`. Unsupported parameter names
-         *     are rejected (`422 INVALID_REQUEST`), including `provider`, `model`, `prompt` and
-         *     `sourceTool`.
+         * @description Speech and voice-clone parameters (`operation` `speech` or `voice_clone`):
+         *     `voiceProfileId` (required), `speed`, `volume`, `temperature`, `seed`. The music
+         *     parameters are named here as refused (`422 INVALID_REQUEST` says which operation
+         *     takes them); other names are rejected too, including `provider`, `model`,
+         *     `prompt` and `sourceTool`.
          */
-        MediaParametersAudio: {
-            /** @description Voice ID from `listVoices` or `createVoice`. Required for `speech` and `voice_clone`. */
-            voiceProfileId?: string;
-            /** @description Speech speed, 0.5–2; 1 when absent. `speech` and `voice_clone` only (rejected for `music`). */
+        MediaParametersSpeech: {
+            /** @description Voice ID from `listVoices` or `createVoice`. */
+            voiceProfileId: string;
+            /**
+             * @description Speech speed, 0.5–2; 1 when absent.
+             * @default 1
+             */
             speed?: number;
-            /** @description Speech volume in dB, −6 to 6; 0 when absent. `speech` and `voice_clone` only (rejected for `music`). */
+            /**
+             * @description Speech volume in dB, −6 to 6; 0 when absent.
+             * @default 0
+             */
             volume?: number;
-            /** @description Speech sampling temperature, 0–1; 0.7 when absent. `speech` and `voice_clone` only (rejected for `music`). */
+            /**
+             * @description Speech sampling temperature, 0–1; 0.7 when absent.
+             * @default 0.7
+             */
             temperature?: number;
+            seed?: components["schemas"]["Seed"];
+            musicMode?: never;
+            instrumental?: never;
+            style?: never;
+            title?: never;
+            negativeTags?: never;
+            vocalGender?: never;
+            duration?: never;
+            coverAudio?: never;
+        };
+        /**
+         * @description Music parameters (`operation` `music`): `musicMode`, `instrumental`, `style`,
+         *     `title`, `negativeTags`, `vocalGender`, `duration`, `coverAudio`, `seed`. The speech
+         *     parameters are named here as refused (`422 INVALID_REQUEST` says which operation
+         *     takes them); other names are rejected too, including `provider`, `model`,
+         *     `prompt` and `sourceTool`.
+         */
+        MediaParametersMusic: {
             /**
              * @description Music mode; `simple` when absent.
              * @enum {string}
@@ -604,6 +631,10 @@ export interface components {
             /** @description One owned audio asset ID; it may instead be supplied as a single ID in `referenceAssetIds`. */
             coverAudio?: components["schemas"]["AssetId"];
             seed?: components["schemas"]["Seed"];
+            voiceProfileId?: never;
+            speed?: never;
+            volume?: never;
+            temperature?: never;
         };
         /** @description The shared media envelope for images. Unknown top-level fields are rejected. */
         ImageRequest: {
@@ -626,23 +657,50 @@ export interface components {
             maxGems?: components["schemas"]["MediaMaxGems"];
         };
         /**
-         * @description The shared media envelope for audio, with the required `operation`. Unknown
-         *     top-level fields are rejected.
-         *     - `speech`, `voice_clone`: `parameters.voiceProfileId` is required and `prompt` is
-         *       at most 2,000 characters.
-         *     - `music` in simple mode (`parameters.musicMode` absent or `simple`): `prompt` is at
-         *       most 5,000 characters. Advanced mode keeps the 30,000-character envelope limit.
+         * @description The shared media envelope for audio: a `SpeechRequest` (`operation` `speech` or
+         *     `voice_clone`) or a `MusicRequest` (`operation` `music`), told apart by the
+         *     required `operation`. Unknown top-level fields are rejected.
          */
-        AudioRequest: {
+        AudioRequest: components["schemas"]["SpeechRequest"] | components["schemas"]["MusicRequest"];
+        /**
+         * @description Speech and voice clone: `parameters.voiceProfileId` is required, `prompt` is at most
+         *     2,000 characters, no top-level references and no music parameters. Unknown
+         *     top-level fields are rejected.
+         */
+        SpeechRequest: {
+            model: components["schemas"]["ModelId"];
+            /** @description The text to speak, up to 2,000 characters. */
+            prompt: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            operation: "speech" | "voice_clone";
+            parameters: components["schemas"]["MediaParametersSpeech"];
+            /** @description Not used by speech and voice clone (the voice is `parameters.voiceProfileId`). */
+            referenceAssetIds?: components["schemas"]["AssetId"][];
+            maxGems?: components["schemas"]["MediaMaxGems"];
+        };
+        /**
+         * @description Music: at most one reference (the cover audio) and no speech parameters. In simple
+         *     mode (`parameters.musicMode` absent or `simple`) `prompt` is at most 5,000
+         *     characters and `style` and `title` are refused; advanced mode keeps the
+         *     30,000-character envelope limit. Unknown top-level fields are rejected.
+         */
+        MusicRequest: {
             model: components["schemas"]["ModelId"];
             prompt: components["schemas"]["MediaPrompt"];
-            /** @enum {string} */
-            operation: "speech" | "music" | "voice_clone";
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            operation: "music";
             /** @default {} */
-            parameters?: components["schemas"]["MediaParametersAudio"];
-            referenceAssetIds?: components["schemas"]["ReferenceAssetIds"];
+            parameters?: components["schemas"]["MediaParametersMusic"];
+            /** @description At most one owned audio asset ID, the cover audio (or give it as `parameters.coverAudio`). */
+            referenceAssetIds?: components["schemas"]["AssetId"][];
             maxGems?: components["schemas"]["MediaMaxGems"];
-        } & (unknown & unknown & unknown);
+        };
         /** @description Response of image, video and audio submission. */
         Submission: {
             task: components["schemas"]["Task"];
