@@ -485,9 +485,15 @@ export interface components {
          * @default []
          */
         ReferenceAssetIds: components["schemas"]["AssetId"][];
-        /** @description Per-request admission ceiling in Gems. A quote above it answers `409 PRICE_CHANGED`. */
+        /**
+         * Format: int64
+         * @description Per-request admission ceiling in Gems. A quote above it answers `409 PRICE_CHANGED`.
+         */
         MediaMaxGems: number;
-        /** @description Conservative admission ceiling in Gems. A reservation above it answers `409 PRICE_CHANGED`. */
+        /**
+         * Format: int64
+         * @description Conservative admission ceiling in Gems. A reservation above it answers `409 PRICE_CHANGED`.
+         */
         LlmMaxGems: number;
         /**
          * Format: int64
@@ -505,7 +511,10 @@ export interface components {
             ratio?: string;
             /** @description A supported resolution of the model. */
             resolution?: string;
-            /** @description Number of outputs, subject to model constraints. */
+            /**
+             * Format: int32
+             * @description Number of outputs, subject to model constraints.
+             */
             outputCount?: number;
             /** @description Where supported. */
             negativePrompt?: string;
@@ -733,11 +742,20 @@ export interface components {
             id: string;
             /** @enum {string} */
             status: "queued" | "processing" | "succeeded" | "partial" | "failed" | "cancelled";
-            /** @description Gems reserved at submission for this task. */
+            /**
+             * Format: int64
+             * @description Gems reserved at submission for this task.
+             */
             quotedGems: number;
-            /** @description Gems charged so far. */
+            /**
+             * Format: int64
+             * @description Gems charged so far.
+             */
             chargedGems: number;
-            /** @description Gems released back so far. */
+            /**
+             * Format: int64
+             * @description Gems released back so far.
+             */
             releasedGems: number;
             /** @description `null` unless the task failed or was cancelled (or partially failed); then a sanitized error. */
             error: null | components["schemas"]["TaskError"];
@@ -757,7 +775,10 @@ export interface components {
             message: string;
         };
         TaskOutput: {
-            /** @description Position of the output. */
+            /**
+             * Format: int32
+             * @description Position of the output.
+             */
             index: number;
             /**
              * @description `expired` means the stored output is gone (output storage is not permanent).
@@ -813,14 +834,21 @@ export interface components {
         };
         VoiceList: {
             voices: components["schemas"]["Voice"][];
-            /** @description The page returned (1-based). */
+            /**
+             * Format: int32
+             * @description The page returned (1-based).
+             */
             page: number;
             /**
+             * Format: int32
              * @description Page size; always 50.
              * @constant
              */
             perPage: 50;
-            /** @description Number of voices matching the scope and filter. */
+            /**
+             * Format: int64
+             * @description Number of voices matching the scope and filter.
+             */
             total: number;
             /** @description True when a later page exists. */
             hasMore: boolean;
@@ -876,7 +904,10 @@ export interface components {
              * @default false
              */
             stream?: boolean;
-            /** @default 4096 */
+            /**
+             * Format: int32
+             * @default 4096
+             */
             max_tokens?: number;
             temperature?: number;
             top_p?: number;
@@ -887,18 +918,25 @@ export interface components {
             maxGems?: components["schemas"]["LlmMaxGems"];
         };
         ChatCompletionUsage: {
+            /** Format: int64 */
             prompt_tokens: number;
+            /** Format: int64 */
             completion_tokens: number;
+            /** Format: int64 */
             total_tokens: number;
         };
         ChatCompletion: {
             id: string;
             /** @constant */
             object: "chat.completion";
-            /** @description Unix time in seconds. */
+            /**
+             * Format: int64
+             * @description Unix time in seconds.
+             */
             created: number;
             model: string;
             choices: {
+                /** Format: int32 */
                 index: number;
                 message: {
                     /** @constant */
@@ -939,10 +977,14 @@ export interface components {
             id: string;
             /** @constant */
             object: "chat.completion.chunk";
-            /** @description Unix time in seconds. */
+            /**
+             * Format: int64
+             * @description Unix time in seconds.
+             */
             created: number;
             model: string;
             choices: {
+                /** Format: int32 */
                 index: number;
                 delta: {
                     /** @constant */
@@ -2019,7 +2061,8 @@ export interface operations {
                  * @description Optional original file name, stored as metadata only. Names longer than 255
                  *     characters are truncated to 255 (not rejected). Non-ASCII names are sent as
                  *     UTF-8 bytes (as browsers and `fetch` do); a value that is not valid UTF-8 is
-                 *     read as ISO-8859-1.
+                 *     read as ISO-8859-1. A value over 16,384 bytes never reaches the API: a header
+                 *     block over 16 KiB is refused (`413 INVALID_REQUEST`).
                  * @example lighthouse.png
                  */
                 "X-Filename"?: string;
