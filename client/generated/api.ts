@@ -171,6 +171,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/files/{assetId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a task output through its signed URL
+         * @description The bytes of a task output, at the signed URL a task read returns in
+         *     `outputs[].asset.url` (`/files/{assetId}?expires=<unix seconds>&sig=<hex>`). The
+         *     signature is the authorization: no bearer key, no scope. Follow the URL as given
+         *     (its host is the server's `PUBLIC_BASE_URL`); a gateway or generated client that
+         *     rebuilds it sends `expires` and `sig` exactly as received. `HEAD` answers the same
+         *     status and headers without the body.
+         *
+         *     A URL lives for the server's signed-URL lifetime: past `expires` it answers
+         *     `403 URL_EXPIRED`; read the task again (`getTask`) for a fresh one. A URL whose
+         *     signature does not match answers `403 INVALID_SIGNATURE`; an output past retention
+         *     `404 NOT_FOUND`.
+         */
+        get: operations["downloadFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/generate/assets": {
         parameters: {
             query?: never;
@@ -862,6 +892,11 @@ export interface components {
          *     server streams them; an empty body answers `422 INVALID_REQUEST`, a larger one `413`.
          */
         UploadBytes: string;
+        /**
+         * Format: binary
+         * @description The bytes of a task output, of the type `Content-Type` names.
+         */
+        DownloadBytes: string;
         /** @description Multipart form of `createVoice`. All fields required, no others. */
         VoiceUpload: {
             /**
@@ -2051,6 +2086,88 @@ export interface operations {
             422: components["responses"]["HeadUnprocessable"];
             502: components["responses"]["HeadBadGateway"];
             503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    downloadFile: {
+        parameters: {
+            query: {
+                /**
+                 * @description Expiry of the URL in Unix seconds, as the server wrote it (no leading zero).
+                 * @example 1736939400
+                 */
+                expires: string;
+                /**
+                 * @description The URL's signature, 64 lower-case hex characters, as the server wrote it.
+                 * @example 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+                 */
+                sig: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The output's asset ID, as in the signed URL.
+                 * @example asset_5b2d7e91c0a4e1f2a3b4c5d6
+                 */
+                assetId: components["schemas"]["AssetId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /**
+             * @description The output's bytes, with the type they were checked to be (`Content-Type`, never
+             *     to be sniffed) and a file name of the asset ID and the type's extension.
+             */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["XRequestId"];
+                    /** @description `inline; filename="<assetId>.<extension>"`. */
+                    "Content-Disposition"?: string;
+                    /** @description `private, max-age=60`: the URL expires, so shared caches keep nothing. */
+                    "Cache-Control"?: string;
+                    /** @description `nosniff`. */
+                    "X-Content-Type-Options"?: "nosniff";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/*": components["schemas"]["DownloadBytes"];
+                    "video/*": components["schemas"]["DownloadBytes"];
+                    "audio/*": components["schemas"]["DownloadBytes"];
+                };
+            };
+            /**
+             * @description - `INVALID_SIGNATURE`: the signature does not match the asset and expiry (a URL
+             *       altered, cut short or made for another server).
+             *     - `URL_EXPIRED`: the URL is past `expires`; read the task again for a fresh one.
+             */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `NOT_FOUND`: the output is no longer stored (past retention, or deleted). */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "NOT_FOUND",
+                     *         "message": "This output is no longer stored."
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
         };
     };
     createAsset: {
