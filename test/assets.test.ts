@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
+import { rawRequest } from './helpers/raw-http.ts';
 import * as media from './helpers/media.ts';
 import { createOutputAsset, requireUsableAsset, MAX_ASSET_BYTES } from '../server/domain/assets.ts';
 import * as assetStore from '../server/storage/assets.ts';
@@ -197,6 +198,15 @@ describe('assets', () => {
     assert.ok(!fs.existsSync(`${s.dataDir}/etc`));
     const none = await created(await upload(await media.image('png'), 'image/png'));
     assert.equal(none.filename, null);
+  });
+
+  it("when X-Filename is over the contract's maxLength (16,384), then it never reaches the API (413, as every header block over 16 KiB); just under it, it is taken and truncated", async () => {
+    // The contract's bound writes down what the HTTP server always did (x-limits-enforced-since: 1.0.0).
+    const over = await rawRequest(s.url, [`POST ${ASSETS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: image/png\r\nX-Filename: ${'a'.repeat(16_385)}\r\nContent-Length: 1\r\n\r\nx`]);
+    assert.equal(over?.status, 413, over?.body);
+    assert.equal(JSON.parse(over!.body).error.code, 'INVALID_REQUEST');
+    const under = await created(await upload(await media.image('png'), 'image/png', { 'x-filename': 'b'.repeat(16_000) }));
+    assert.equal(under.filename, 'b'.repeat(255));
   });
 
   it('when X-Filename carries UTF-8 (as fetch sends it), then the name is stored as written, bidirectional controls dropped; bytes that are not UTF-8 are read as ISO-8859-1', async () => {

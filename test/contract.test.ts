@@ -42,14 +42,17 @@ describe('contract', () => {
     assert.ok(fs.readFileSync(out, 'utf8') === committed, 'client/generated/parameters.ts is stale: run "npm run generate" and commit the result');
   });
 
-  it('when the contract describes the whole interface, then it has the eleven operations on nine paths', () => {
+  it('when the contract describes the whole interface, then it has the eleven operations on nine API paths, and the signed download path', () => {
     const doc = YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8'));
     assert.equal(doc.openapi, '3.1.0');
     assert.equal(doc.info.version, '1.0.0');
-    const paths = Object.keys(doc.paths);
+    const paths = Object.keys(doc.paths).filter((p) => p.startsWith('/api/'));
     assert.equal(paths.length, 9);
     const ops = paths.flatMap((p) => Object.keys(doc.paths[p]).filter((m) => ['get', 'head', 'post', 'put', 'patch', 'delete'].includes(m)));
     assert.equal(ops.length, 11);
+    // Outside the API paths: the outputs' signed URLs, so a gateway or generated client built from the contract can follow them.
+    assert.deepEqual(Object.keys(doc.paths).filter((p) => !p.startsWith('/api/')), ['/files/{assetId}']);
+    assert.deepEqual(doc.paths['/files/{assetId}'].get.security, []);
     assert.deepEqual(doc.components.schemas.Error.additionalProperties, false);
   });
 

@@ -56,6 +56,20 @@ describe('validation messages that name the problem', () => {
     assert.doesNotMatch(music, /voiceProfileId/);
   });
 
+  it('when the audio operation is missing or unknown, or a rule of one body is broken, then 422 names the field as for any other body', async () => {
+    // The audio body is a oneOf told apart by `operation`: its messages read as those of a plain object.
+    const speech = { model: 'gemforge-speech-1', prompt: 'x', parameters: { voiceProfileId: VOICE } };
+    const audio = (body: unknown) => refused('POST', '/api/generate/audio', body);
+    assert.equal(await audio(speech), "Invalid request: body.operation must have required property 'operation'.");
+    assert.match(await audio({ ...speech, operation: 'sing' }), /^Invalid request: body\.operation must be equal to one of the allowed values: (?=.*speech)(?=.*voice_clone)(?=.*music)[a-z_, ]+\.$/);
+    assert.equal(await audio([speech]), 'Invalid request: body must be object.');
+    assert.equal(await audio({ ...speech, operation: 'speech', prompt: 'x'.repeat(2001) }), 'Invalid request: body.prompt must NOT have more than 2000 characters.');
+    assert.equal(await audio({ ...speech, operation: 'voice_clone', parameters: {} }), "Invalid request: body.parameters.voiceProfileId must have required property 'voiceProfileId'.");
+    assert.equal(await audio({ model: 'gemforge-music-1', operation: 'music', prompt: 'x', parameters: { style: 'jazz' } }), 'Invalid request: body.parameters.style is not accepted by this operation or mode.');
+    assert.equal(await audio({ model: 'gemforge-music-1', operation: 'music', prompt: 'x', parameters: { speed: 1 } }), 'Invalid request: body.parameters.speed is not accepted by this operation or mode.');
+    assert.equal(await audio({ model: 'gemforge-music-1', operation: 'music', prompt: 'x', referenceAssetIds: ['asset_a', 'asset_b'] }), 'Invalid request: body.referenceAssetIds must NOT have more than 1 items.');
+  });
+
   it('when a voice upload has an unknown form field, then it is named with the fields the form takes', async () => {
     const form = new FormData();
     form.append('file', new Blob([Buffer.alloc(10)], { type: 'audio/wav' }), 'a.wav');

@@ -171,6 +171,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/files/{assetId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a task output through its signed URL
+         * @description The bytes of a task output, at the signed URL a task read returns in
+         *     `outputs[].asset.url` (`/files/{assetId}?expires=<unix seconds>&sig=<hex>`). The
+         *     signature is the authorization: no bearer key, no scope. Follow the URL as given
+         *     (its host is the server's `PUBLIC_BASE_URL`); a gateway or generated client that
+         *     rebuilds it sends `expires` and `sig` exactly as received. `HEAD` answers the same
+         *     status and headers without the body.
+         *
+         *     A URL lives for the server's signed-URL lifetime: past `expires` it answers
+         *     `403 URL_EXPIRED`; read the task again (`getTask`) for a fresh one. A URL whose
+         *     signature does not match answers `403 INVALID_SIGNATURE`; an output past retention
+         *     `404 NOT_FOUND`.
+         */
+        get: operations["downloadFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/generate/assets": {
         parameters: {
             query?: never;
@@ -485,9 +515,15 @@ export interface components {
          * @default []
          */
         ReferenceAssetIds: components["schemas"]["AssetId"][];
-        /** @description Per-request admission ceiling in Gems. A quote above it answers `409 PRICE_CHANGED`. */
+        /**
+         * Format: int64
+         * @description Per-request admission ceiling in Gems. A quote above it answers `409 PRICE_CHANGED`.
+         */
         MediaMaxGems: number;
-        /** @description Conservative admission ceiling in Gems. A reservation above it answers `409 PRICE_CHANGED`. */
+        /**
+         * Format: int64
+         * @description Conservative admission ceiling in Gems. A reservation above it answers `409 PRICE_CHANGED`.
+         */
         LlmMaxGems: number;
         /**
          * Format: int64
@@ -505,7 +541,10 @@ export interface components {
             ratio?: string;
             /** @description A supported resolution of the model. */
             resolution?: string;
-            /** @description Number of outputs, subject to model constraints. */
+            /**
+             * Format: int32
+             * @description Number of outputs, subject to model constraints.
+             */
             outputCount?: number;
             /** @description Where supported. */
             negativePrompt?: string;
@@ -567,21 +606,48 @@ export interface components {
             seed?: components["schemas"]["Seed"];
         };
         /**
-         * @description Audio parameters. Speech and voice clone use `voiceProfileId`, `speed`, `volume`,
-         *     `temperature`; music uses `musicMode`, `instrumental`, `style`, `title`,
-         *     `negativeTags`, `vocalGender`, `duration`, `coverAudio`. Unsupported parameter names
-         *     are rejected (`422 INVALID_REQUEST`), including `provider`, `model`, `prompt` and
-         *     `sourceTool`.
+         * @description Speech and voice-clone parameters (`operation` `speech` or `voice_clone`):
+         *     `voiceProfileId` (required), `speed`, `volume`, `temperature`, `seed`. The music
+         *     parameters are named here as refused (`422 INVALID_REQUEST` says which operation
+         *     takes them); other names are rejected too, including `provider`, `model`,
+         *     `prompt` and `sourceTool`.
          */
-        MediaParametersAudio: {
-            /** @description Voice ID from `listVoices` or `createVoice`. Required for `speech` and `voice_clone`. */
-            voiceProfileId?: string;
-            /** @description Speech speed, 0.5–2; 1 when absent. `speech` and `voice_clone` only (rejected for `music`). */
+        MediaParametersSpeech: {
+            /** @description Voice ID from `listVoices` or `createVoice`. */
+            voiceProfileId: string;
+            /**
+             * @description Speech speed, 0.5–2; 1 when absent.
+             * @default 1
+             */
             speed?: number;
-            /** @description Speech volume in dB, −6 to 6; 0 when absent. `speech` and `voice_clone` only (rejected for `music`). */
+            /**
+             * @description Speech volume in dB, −6 to 6; 0 when absent.
+             * @default 0
+             */
             volume?: number;
-            /** @description Speech sampling temperature, 0–1; 0.7 when absent. `speech` and `voice_clone` only (rejected for `music`). */
+            /**
+             * @description Speech sampling temperature, 0–1; 0.7 when absent.
+             * @default 0.7
+             */
             temperature?: number;
+            seed?: components["schemas"]["Seed"];
+            musicMode?: never;
+            instrumental?: never;
+            style?: never;
+            title?: never;
+            negativeTags?: never;
+            vocalGender?: never;
+            duration?: never;
+            coverAudio?: never;
+        };
+        /**
+         * @description Music parameters (`operation` `music`): `musicMode`, `instrumental`, `style`,
+         *     `title`, `negativeTags`, `vocalGender`, `duration`, `coverAudio`, `seed`. The speech
+         *     parameters are named here as refused (`422 INVALID_REQUEST` says which operation
+         *     takes them); other names are rejected too, including `provider`, `model`,
+         *     `prompt` and `sourceTool`.
+         */
+        MediaParametersMusic: {
             /**
              * @description Music mode; `simple` when absent.
              * @enum {string}
@@ -604,6 +670,10 @@ export interface components {
             /** @description One owned audio asset ID; it may instead be supplied as a single ID in `referenceAssetIds`. */
             coverAudio?: components["schemas"]["AssetId"];
             seed?: components["schemas"]["Seed"];
+            voiceProfileId?: never;
+            speed?: never;
+            volume?: never;
+            temperature?: never;
         };
         /** @description The shared media envelope for images. Unknown top-level fields are rejected. */
         ImageRequest: {
@@ -626,23 +696,50 @@ export interface components {
             maxGems?: components["schemas"]["MediaMaxGems"];
         };
         /**
-         * @description The shared media envelope for audio, with the required `operation`. Unknown
-         *     top-level fields are rejected.
-         *     - `speech`, `voice_clone`: `parameters.voiceProfileId` is required and `prompt` is
-         *       at most 2,000 characters.
-         *     - `music` in simple mode (`parameters.musicMode` absent or `simple`): `prompt` is at
-         *       most 5,000 characters. Advanced mode keeps the 30,000-character envelope limit.
+         * @description The shared media envelope for audio: a `SpeechRequest` (`operation` `speech` or
+         *     `voice_clone`) or a `MusicRequest` (`operation` `music`), told apart by the
+         *     required `operation`. Unknown top-level fields are rejected.
          */
-        AudioRequest: {
+        AudioRequest: components["schemas"]["SpeechRequest"] | components["schemas"]["MusicRequest"];
+        /**
+         * @description Speech and voice clone: `parameters.voiceProfileId` is required, `prompt` is at most
+         *     2,000 characters, no top-level references and no music parameters. Unknown
+         *     top-level fields are rejected.
+         */
+        SpeechRequest: {
+            model: components["schemas"]["ModelId"];
+            /** @description The text to speak, up to 2,000 characters. */
+            prompt: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            operation: "speech" | "voice_clone";
+            parameters: components["schemas"]["MediaParametersSpeech"];
+            /** @description Not used by speech and voice clone (the voice is `parameters.voiceProfileId`). */
+            referenceAssetIds?: components["schemas"]["AssetId"][];
+            maxGems?: components["schemas"]["MediaMaxGems"];
+        };
+        /**
+         * @description Music: at most one reference (the cover audio) and no speech parameters. In simple
+         *     mode (`parameters.musicMode` absent or `simple`) `prompt` is at most 5,000
+         *     characters and `style` and `title` are refused; advanced mode keeps the
+         *     30,000-character envelope limit. Unknown top-level fields are rejected.
+         */
+        MusicRequest: {
             model: components["schemas"]["ModelId"];
             prompt: components["schemas"]["MediaPrompt"];
-            /** @enum {string} */
-            operation: "speech" | "music" | "voice_clone";
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            operation: "music";
             /** @default {} */
-            parameters?: components["schemas"]["MediaParametersAudio"];
-            referenceAssetIds?: components["schemas"]["ReferenceAssetIds"];
+            parameters?: components["schemas"]["MediaParametersMusic"];
+            /** @description At most one owned audio asset ID, the cover audio (or give it as `parameters.coverAudio`). */
+            referenceAssetIds?: components["schemas"]["AssetId"][];
             maxGems?: components["schemas"]["MediaMaxGems"];
-        } & (unknown & unknown & unknown);
+        };
         /** @description Response of image, video and audio submission. */
         Submission: {
             task: components["schemas"]["Task"];
@@ -675,11 +772,20 @@ export interface components {
             id: string;
             /** @enum {string} */
             status: "queued" | "processing" | "succeeded" | "partial" | "failed" | "cancelled";
-            /** @description Gems reserved at submission for this task. */
+            /**
+             * Format: int64
+             * @description Gems reserved at submission for this task.
+             */
             quotedGems: number;
-            /** @description Gems charged so far. */
+            /**
+             * Format: int64
+             * @description Gems charged so far.
+             */
             chargedGems: number;
-            /** @description Gems released back so far. */
+            /**
+             * Format: int64
+             * @description Gems released back so far.
+             */
             releasedGems: number;
             /** @description `null` unless the task failed or was cancelled (or partially failed); then a sanitized error. */
             error: null | components["schemas"]["TaskError"];
@@ -699,7 +805,10 @@ export interface components {
             message: string;
         };
         TaskOutput: {
-            /** @description Position of the output. */
+            /**
+             * Format: int32
+             * @description Position of the output.
+             */
             index: number;
             /**
              * @description `expired` means the stored output is gone (output storage is not permanent).
@@ -755,14 +864,21 @@ export interface components {
         };
         VoiceList: {
             voices: components["schemas"]["Voice"][];
-            /** @description The page returned (1-based). */
+            /**
+             * Format: int32
+             * @description The page returned (1-based).
+             */
             page: number;
             /**
+             * Format: int32
              * @description Page size; always 50.
              * @constant
              */
             perPage: 50;
-            /** @description Number of voices matching the scope and filter. */
+            /**
+             * Format: int64
+             * @description Number of voices matching the scope and filter.
+             */
             total: number;
             /** @description True when a later page exists. */
             hasMore: boolean;
@@ -776,6 +892,11 @@ export interface components {
          *     server streams them; an empty body answers `422 INVALID_REQUEST`, a larger one `413`.
          */
         UploadBytes: string;
+        /**
+         * Format: binary
+         * @description The bytes of a task output, of the type `Content-Type` names.
+         */
+        DownloadBytes: string;
         /** @description Multipart form of `createVoice`. All fields required, no others. */
         VoiceUpload: {
             /**
@@ -818,7 +939,10 @@ export interface components {
              * @default false
              */
             stream?: boolean;
-            /** @default 4096 */
+            /**
+             * Format: int32
+             * @default 4096
+             */
             max_tokens?: number;
             temperature?: number;
             top_p?: number;
@@ -829,18 +953,25 @@ export interface components {
             maxGems?: components["schemas"]["LlmMaxGems"];
         };
         ChatCompletionUsage: {
+            /** Format: int64 */
             prompt_tokens: number;
+            /** Format: int64 */
             completion_tokens: number;
+            /** Format: int64 */
             total_tokens: number;
         };
         ChatCompletion: {
             id: string;
             /** @constant */
             object: "chat.completion";
-            /** @description Unix time in seconds. */
+            /**
+             * Format: int64
+             * @description Unix time in seconds.
+             */
             created: number;
             model: string;
             choices: {
+                /** Format: int32 */
                 index: number;
                 message: {
                     /** @constant */
@@ -881,10 +1012,14 @@ export interface components {
             id: string;
             /** @constant */
             object: "chat.completion.chunk";
-            /** @description Unix time in seconds. */
+            /**
+             * Format: int64
+             * @description Unix time in seconds.
+             */
             created: number;
             model: string;
             choices: {
+                /** Format: int32 */
                 index: number;
                 delta: {
                     /** @constant */
@@ -1953,6 +2088,88 @@ export interface operations {
             503: components["responses"]["HeadUnavailable"];
         };
     };
+    downloadFile: {
+        parameters: {
+            query: {
+                /**
+                 * @description Expiry of the URL in Unix seconds, as the server wrote it (no leading zero).
+                 * @example 1736939400
+                 */
+                expires: string;
+                /**
+                 * @description The URL's signature, 64 lower-case hex characters, as the server wrote it.
+                 * @example 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+                 */
+                sig: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The output's asset ID, as in the signed URL.
+                 * @example asset_5b2d7e91c0a4e1f2a3b4c5d6
+                 */
+                assetId: components["schemas"]["AssetId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /**
+             * @description The output's bytes, with the type they were checked to be (`Content-Type`, never
+             *     to be sniffed) and a file name of the asset ID and the type's extension.
+             */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["XRequestId"];
+                    /** @description `inline; filename="<assetId>.<extension>"`. */
+                    "Content-Disposition"?: string;
+                    /** @description `private, max-age=60`: the URL expires, so shared caches keep nothing. */
+                    "Cache-Control"?: string;
+                    /** @description `nosniff`. */
+                    "X-Content-Type-Options"?: "nosniff";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/*": components["schemas"]["DownloadBytes"];
+                    "video/*": components["schemas"]["DownloadBytes"];
+                    "audio/*": components["schemas"]["DownloadBytes"];
+                };
+            };
+            /**
+             * @description - `INVALID_SIGNATURE`: the signature does not match the asset and expiry (a URL
+             *       altered, cut short or made for another server).
+             *     - `URL_EXPIRED`: the URL is past `expires`; read the task again for a fresh one.
+             */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `NOT_FOUND`: the output is no longer stored (past retention, or deleted). */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "NOT_FOUND",
+                     *         "message": "This output is no longer stored."
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
     createAsset: {
         parameters: {
             query?: never;
@@ -1961,7 +2178,8 @@ export interface operations {
                  * @description Optional original file name, stored as metadata only. Names longer than 255
                  *     characters are truncated to 255 (not rejected). Non-ASCII names are sent as
                  *     UTF-8 bytes (as browsers and `fetch` do); a value that is not valid UTF-8 is
-                 *     read as ISO-8859-1.
+                 *     read as ISO-8859-1. A value over 16,384 bytes never reaches the API: a header
+                 *     block over 16 KiB is refused (`413 INVALID_REQUEST`).
                  * @example lighthouse.png
                  */
                 "X-Filename"?: string;

@@ -36,6 +36,7 @@ export const PARAMETER_TYPES = {
     speed: "number",
     volume: "number",
     temperature: "number",
+    seed: "number",
     musicMode: "string",
     instrumental: "string",
     style: "string",
@@ -43,7 +44,6 @@ export const PARAMETER_TYPES = {
     negativeTags: "string",
     vocalGender: "string",
     duration: "string",
-    coverAudio: "string",
-    seed: "number"
+    coverAudio: "string"
   }
 } as const;

@@ -22,7 +22,9 @@ import {
 } from './media-request.ts';
 
 type AudioRequest = components['schemas']['AudioRequest'];
-type AudioParameters = components['schemas']['MediaParametersAudio'];
+type SpeechRequest = components['schemas']['SpeechRequest'];
+type MusicRequest = components['schemas']['MusicRequest'];
+type AudioParameters = components['schemas']['MediaParametersSpeech'] | components['schemas']['MediaParametersMusic'];
 type Operation = AudioRequest['operation'];
 
 
@@ -90,7 +92,7 @@ async function requireVoice(ctx: PrepareContext, id: string, operation: Operatio
   return { id: row.id, source: row.source, language: row.language, traits: JSON.parse(row.traits) as Record<string, unknown>, blobSha256: row.blob_sha256 };
 }
 
-async function prepareSpeech(ctx: PrepareContext, body: AudioRequest, operation: SpeechJobRequest['operation']): Promise<PreparedMedia> {
+async function prepareSpeech(ctx: PrepareContext, body: SpeechRequest, operation: SpeechJobRequest['operation']): Promise<PreparedMedia> {
   const model = requireOperationModel(ctx.catalog, body.model, operation, 'speech');
   const caps = model.capabilities;
   const p = body.parameters ?? {};
@@ -117,7 +119,7 @@ async function prepareSpeech(ctx: PrepareContext, body: AudioRequest, operation:
   };
 }
 
-async function prepareMusic(ctx: PrepareContext, body: AudioRequest): Promise<PreparedMedia> {
+async function prepareMusic(ctx: PrepareContext, body: MusicRequest): Promise<PreparedMedia> {
   const model = requireOperationModel(ctx.catalog, body.model, 'music', 'music');
   const caps = model.capabilities;
   const p = body.parameters ?? {};

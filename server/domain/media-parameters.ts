@@ -10,7 +10,7 @@
 import type { components } from '../../generated/api.ts';
 import type { ImageJobRequest, MusicJobRequest, SpeechJobRequest, VideoJobRequest } from '../providers/media-types.ts';
 
-type Params<S extends 'MediaParametersImage' | 'MediaParametersVideo' | 'MediaParametersAudio'> = keyof NonNullable<components['schemas'][S]>;
+type Params<S extends 'MediaParametersImage' | 'MediaParametersVideo' | 'MediaParametersSpeech' | 'MediaParametersMusic'> = keyof NonNullable<components['schemas'][S]>;
 
 /** Where a parameter goes: the job request field(s) it sets, or why none. */
 export type ParameterUse<Field extends string> = { sets: readonly Field[] } | { checkedOnly: string };
@@ -57,4 +57,4 @@ export const AUDIO_PARAMETERS = {
   duration: { sets: ['durationSeconds'] },
   coverAudio: { sets: ['coverAudio'] },
   seed: { sets: ['seed'] },
-} as const satisfies Record<Params<'MediaParametersAudio'>, ParameterUse<keyof SpeechJobRequest | keyof MusicJobRequest>>;
+} as const satisfies Record<Params<'MediaParametersSpeech'> | Params<'MediaParametersMusic'>, ParameterUse<keyof SpeechJobRequest | keyof MusicJobRequest>>;

@@ -18,7 +18,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { readYamlFile } from '../yaml-file.ts';
 import { ApiError, invalidApiKey } from '../errors.ts';
-import { describeKnownIssue, refResolver, type RefResolver, type ValidatorIssue } from './issue-text.ts';
+import { describeKnownIssue, rebaseTagged, refResolver, type RefResolver, type ValidatorIssue } from './issue-text.ts';
 import { unsupportedUploadType } from '../domain/assets.ts';
 import { ASSETS_PATH } from '../routes/assets.ts';
 
@@ -37,16 +37,19 @@ const unavailable = () =>
 
 /** Turns a validator issue into a readable sentence: its own words for the known kinds, else the field and the validator's. */
 function describeIssue(issue: ValidatorIssue, req: Request, resolve: RefResolver): string {
-  const operation = operationOf(req);
-  const content = operation?.requestBody?.content ?? {};
-  const type = (req.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-  const bodySchema = (Object.hasOwn(content, type) ? content[type] : Object.values(content)[0])?.schema;
-  const known = describeKnownIssue(issue, { bodySchema, body: req.body, parameters: operation?.parameters, resolve });
+  const known = describeKnownIssue(issue, { bodySchema: bodySchemaOf(req), body: req.body, parameters: operationOf(req)?.parameters, resolve });
   if (known) return known;
   const where = (issue.path ?? '').replace(/^\.?\/?/, '').replaceAll('/', '.').replace(/^headers\./, 'header ');
   // A `false` schema in the contract: a field the operation (or mode) does not take.
   const message = issue.message === 'boolean schema is false' ? 'is not accepted by this operation or mode' : (issue.message ?? 'is invalid');
   return where ? `${where} ${message}` : message;
+}
+
+/** The request body schema the validator used for this request's media type. */
+function bodySchemaOf(req: Request): unknown {
+  const content = operationOf(req)?.requestBody?.content ?? {};
+  const type = (req.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+  return (Object.hasOwn(content, type) ? content[type] : Object.values(content)[0])?.schema;
 }
 
 /** The issues worth reporting: an if/then's summary line adds nothing to the field it names. */
@@ -122,17 +125,18 @@ function fromValidator(err: HttpLikeError, req: Request, resolve: RefResolver): 
     return new ApiError(422, 'INVALID_REQUEST', `Unsupported Content-Type "${req.get('content-type') ?? ''}" for this operation.`);
   }
   if (status === 400 && Array.isArray(err.errors)) {
+    const issues = rebaseTagged(err.errors, bodySchemaOf(req), req.body, resolve);
     // A path parameter that cannot be an ID (too long, wrong characters) names no task: 404.
-    if (err.errors.length > 0 && err.errors.every((i) => /^\/?params\//.test(i.path?.replace(/^\./, '') ?? ''))) {
+    if (issues.length > 0 && issues.every((i) => /^\/?params\//.test(i.path?.replace(/^\./, '') ?? ''))) {
       return new ApiError(404, 'NOT_FOUND', 'No such task.');
     }
     // The extraction's model is a schema constant: any other model is not available there.
-    const modelIssue = err.errors.find((i) => /^\/?body\/model$/.test(i.path?.replace(/^\./, '') ?? '') && /constant/.test(i.message ?? ''));
+    const modelIssue = issues.find((i) => /^\/?body\/model$/.test(i.path?.replace(/^\./, '') ?? '') && /constant/.test(i.message ?? ''));
     if (modelIssue) {
       const allowed = constModelOf(req);
       return new ApiError(422, 'MODEL_UNAVAILABLE', allowed ? `This operation is served only by model ${allowed}.` : 'This model does not serve this operation.');
     }
-    const detail = reportable(err.errors).slice(0, 5).map((issue) => describeIssue(issue, req, resolve)).join('; ');
+    const detail = reportable(issues).slice(0, 5).map((issue) => describeIssue(issue, req, resolve)).join('; ');
     return new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${detail}.`);
   }
   return undefined;

@@ -76,7 +76,9 @@ function branches(schema: unknown, value: unknown, resolve: RefResolver, depth =
   if (typeof schema.$ref === 'string') out.push(...branches(resolve(schema.$ref), value, resolve, depth + 1));
   for (const key of ['allOf', 'anyOf', 'oneOf']) {
     const list = schema[key];
-    if (Array.isArray(list)) for (const s of list) out.push(...branches(s, value, resolve, depth + 1));
+    if (!Array.isArray(list)) continue;
+    const chosen = key === 'oneOf' ? taggedBranch(schema, list, value, resolve) : undefined;
+    for (const s of chosen ? [chosen] : list) out.push(...branches(s, value, resolve, depth + 1));
   }
   if (schema.if !== undefined) {
     const verdict = satisfies(schema.if, value);
@@ -84,6 +86,49 @@ function branches(schema: unknown, value: unknown, resolve: RefResolver, depth =
     if (verdict !== true && isObject(schema.else)) out.push(...branches(schema.else, value, resolve, depth + 1));
   }
   return out;
+}
+
+/** The discriminator's property of a `oneOf` told apart by one (OpenAPI `discriminator`), if any. */
+function tagOf(schema: unknown, resolve: RefResolver): string | undefined {
+  const s = isObject(schema) && typeof schema.$ref === 'string' ? resolve(schema.$ref) : schema;
+  if (!isObject(s) || !Array.isArray(s.oneOf) || !isObject(s.discriminator)) return undefined;
+  return typeof s.discriminator.propertyName === 'string' ? s.discriminator.propertyName : undefined;
+}
+
+/** Of a discriminated oneOf, the branch whose tag property takes the value's tag (undefined: not told, so all apply). */
+function taggedBranch(schema: Schema, list: unknown[], value: unknown, resolve: RefResolver): unknown {
+  const tag = tagOf(schema, resolve);
+  if (!tag || !isObject(value) || !Object.hasOwn(value, tag)) return undefined;
+  return list.find((branch) => {
+    const b = isObject(branch) && typeof branch.$ref === 'string' ? resolve(branch.$ref) : branch;
+    return isObject(b) && isObject(b.properties) && satisfies(b.properties[tag], value[tag]) !== false;
+  });
+}
+
+/**
+ * express-openapi-validator checks a body told apart by a discriminator with the
+ * chosen branch alone, and says it differently from every other body: the
+ * branch's issues have paths relative to the body (`/prompt`, not `/body/prompt`),
+ * and a missing or unknown tag is one issue at the request's URL path listing
+ * the tags. Here they are said as the same body without a discriminator would
+ * have them: under `/body`, and the tag's issue as the field's own (body not an
+ * object, tag missing, or not one of the values).
+ */
+export function rebaseTagged(issues: ValidatorIssue[], bodySchema: unknown, body: unknown, resolve: RefResolver): ValidatorIssue[] {
+  const tag = tagOf(bodySchema, resolve);
+  if (!tag) return issues;
+  return issues.map((issue) => {
+    const tagIssue = /^'[^']*' must be equal to one of the allowed values: (.*?)\.?$/.exec(issue.message ?? '');
+    if (tagIssue && issue.errorCode === undefined) {
+      if (!isObject(body)) return { path: '/body', message: 'must be object' };
+      if (!Object.hasOwn(body, tag)) return { path: `/body/${tag}`, message: `must have required property '${tag}'` };
+      return { path: `/body/${tag}`, message: `must be equal to one of the allowed values: ${tagIssue[1]}` };
+    }
+    // The request's other parts are validated apart and keep their prefix (an unknown
+    // top-level field named `query` is `/query`, one segment: still the body's).
+    if (/^\/(headers|query|params|cookies)\/./.test(issue.path ?? '')) return issue;
+    return { ...issue, path: `/body${issue.path ?? ''}` };
+  });
 }
 
 /** The schemas at `segments` below `schema` (object members and array items) for the request `body`, through every branch that applies. */
