@@ -79,17 +79,27 @@ function refusalOf(keys: KeyWatcher, principal: Principal): Refusal {
   return { signal, stop, error: () => error! };
 }
 
+/** The stream's head; it leaves with the first frame, written right after (one socket write for both). */
 function startStream(res: Response): void {
   res.status(200);
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
   res.setHeader('Cache-Control', 'no-cache');
   res.setHeader('X-Accel-Buffering', 'no');
-  res.flushHeaders();
 }
 
-/** Writes one SSE frame; resolves once the socket took it (or the client is gone). */
+/**
+ * Writes one SSE frame; resolves once the socket took it (or the client is gone).
+ * Frames written in the same turn of the event loop (the deltas of one upstream
+ * read, the last chunk with `[DONE]` and the stream's end) leave in one socket
+ * write: the response is corked at the first and uncorked once that turn's
+ * work is done, instead of a system call per frame.
+ */
 function frame(res: Response, data: string): Promise<void> {
   if (res.writableEnded || res.destroyed) return Promise.resolve();
+  if (!res.writableCorked) {
+    res.cork();
+    process.nextTick(() => res.uncork());
+  }
   if (res.write(`data: ${data}\n\n`)) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {
