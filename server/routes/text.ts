@@ -112,6 +112,15 @@ function frame(res: Response, data: string): Promise<void> {
   });
 }
 
+/**
+ * Ends a stream, its corked frames first: on Node 24 an `end()` while corked
+ * sends the stream's end and drops what the cork still held.
+ */
+function endStream(res: Response): void {
+  if (res.writableCorked) res.uncork();
+  res.end();
+}
+
 const chunkOf = (
   g: Pick<ChatCompletion, 'id' | 'created' | 'model'>,
   delta: Chunk['choices'][number]['delta'],
@@ -133,7 +142,7 @@ const chunkOf = (
 async function finishStream(res: Response, completion: ChatCompletion): Promise<void> {
   await frame(res, chunkOf(completion, {}, completion.choices[0]?.finish_reason ?? 'stop', completion.usage));
   await frame(res, '[DONE]');
-  res.end();
+  endStream(res);
 }
 
 /** A completed streaming identity replays as one chunk with the whole answer, the usage chunk and `[DONE]`. */
@@ -169,7 +178,7 @@ async function liveStream(req: Request, res: Response, generation: LiveGeneratio
       if (!res.headersSent) throw refusal.error();
       req.log?.info({ code: refusal.error().code, completion: generation.id }, 'access ended during the stream; the generation continues and settles');
       await frame(res, errorFrame(refusal.error()));
-      res.end();
+      endStream(res);
       return;
     }
     if (next.done) break;
@@ -186,7 +195,7 @@ async function liveStream(req: Request, res: Response, generation: LiveGeneratio
     } else {
       req.log?.warn({ code: event.error.code, completion: generation.id }, 'text stream failed after headers');
       await frame(res, errorFrame(event.error));
-      res.end();
+      endStream(res);
     }
   }
   if (gone) req.log?.info({ completion: generation.id }, 'client left the stream; the generation continues and settles');
