@@ -100,6 +100,24 @@ describe('statements per request', () => {
     assert.ok(work.length <= (isSqlite(s.db) ? 11 : 12), `${work.length} statements:\n${work.join('\n')}`);
   });
 
+  it('when a chat completion is settled, then its reservation is not read back: the settlement begins with the close of the hold', async () => {
+    const rich = await s.user({ llmAllowance: 1000 });
+    const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
+    await settle();
+    statements = [];
+    const res = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: rich.secret, body, headers: { 'idempotency-key': 'statements-chat' } });
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    await settle();
+    // The second transaction is the settlement (the first holds the Gems).
+    const all = statements.filter((q) => !q.startsWith('--') && !LAST_USE.test(q));
+    const begins = all.flatMap((q, i) => (q === 'BEGIN;' ? [i] : []));
+    assert.equal(begins.length, 2, all.join('\n'));
+    const settlement = all.slice(begins[1]);
+    assert.ok(!settlement.some((q) => /^select .* from .reservations./i.test(q)), settlement.join('\n'));
+    assert.match(settlement[1] ?? '', /^update .reservations./i, settlement.join('\n'));
+  });
+
   it('when models are listed with a cached key or without a key, then no statement runs', async () => {
     const fresh = await s.user();
     const first = await count('GET', '/api/generate/models', fresh.secret);

@@ -21,6 +21,10 @@ const newKey = () => `up-${process.pid}-${++n}`;
 interface Seen {
   url: string;
   authorization: string | undefined;
+  /** The gateway's end of the connection the request came on. */
+  port: number | undefined;
+  /** Set once the fake finished answering. */
+  answered?: boolean;
   body: Record<string, unknown> & { messages: Array<{ role: string; content: string }> };
 }
 
@@ -35,7 +39,9 @@ function fakeUpstream(seen: Seen[]): http.Server {
     req.on('data', (d: Buffer) => (raw += d.toString()));
     req.on('end', () => {
       const body = JSON.parse(raw) as Seen['body'];
-      seen.push({ url: req.url ?? '', authorization: req.headers.authorization, body });
+      const entry: Seen = { url: req.url ?? '', authorization: req.headers.authorization, port: req.socket.remotePort, body };
+      seen.push(entry);
+      res.on('finish', () => (entry.answered = true));
       const mode = /mode:([a-z0-9-]+)/.exec(body.messages.at(-1)?.content ?? '')?.[1] ?? 'default';
       // OpenAI's reasoning models refuse max_tokens and their own sampling parameters.
       const refused = /^(o1|o3|o4|gpt-5)/.test(String(body.model)) && (['max_tokens', 'temperature', 'top_p'] as const).find((f) => body[f] !== undefined);
@@ -99,6 +105,12 @@ function fakeUpstream(seen: Seen[]): http.Server {
         res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', choices: [], usage })}\n\n`);
       }
       if (mode === 'huge-usage') res.write(`data: ${JSON.stringify({ id: 'up-1', choices: [], usage: { prompt_tokens: 5_000_000, completion_tokens: 5_000_000, total_tokens: 10_000_000 } })}\n\n`);
+      if (mode === 'late-end') {
+        // [DONE] first, the body's end a moment later: what an upstream may do.
+        res.write('data: [DONE]\n\n');
+        setTimeout(() => res.end(), 30);
+        return;
+      }
       res.end('data: [DONE]\n\n');
     });
   });
@@ -165,6 +177,19 @@ describe('text generation through an OpenAI-compatible upstream', () => {
     assert.equal(r.content, 'Hello from upstream');
     assert.deepEqual(r.usage, { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 });
     assert.equal(r.finishReason, 'stop');
+  });
+
+  it('when the upstream ends its body after [DONE], then the rest is read and the next completion goes over the same connection', async () => {
+    const ports: Array<number | undefined> = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await readStream(await post(newKey(), ask(`mode:late-end ${i}`, { stream: true })));
+      assert.equal(r.done, true);
+      assert.equal(r.content, 'Hello from upstream');
+      const got = seen.at(-1)!;
+      ports.push(got.port);
+      await until('the upstream finished its answer', () => got.answered === true);
+    }
+    assert.equal(ports[1], ports[0], 'a body left at [DONE] was not drained: its connection was closed');
   });
 
   it('when the upstream reports no usage, then the whole conservative reservation is charged', async () => {

@@ -189,6 +189,8 @@ export interface Claim {
   reserved: number;
   /** The response's id, recorded on the identity. */
   ref: string;
+  /** The reservation as the hold made it, when the use case kept it: settling then skips reading it back. */
+  held?: ledger.HeldReservation;
 }
 
 // ---- Outcomes --------------------------------------------------------------------------
@@ -212,7 +214,7 @@ export function outcomeOf(failure: Failure, seen: { output: boolean; usage: bool
 /** Release: nothing charged, the whole hold returns, replays answer REQUEST_FAILED. */
 export async function release(db: Db, clock: Clock, claim: Claim): Promise<void> {
   await inTransaction(db, async (trx) => {
-    await ledger.releaseTx(trx, clock, claim.reservationId);
+    await ledger.releaseTx(trx, clock, claim.reservationId, claim.held);
     await idem.markReleased(trx, clock, claim.identity);
   });
 }
@@ -220,7 +222,7 @@ export async function release(db: Db, clock: Clock, claim: Claim): Promise<void>
 /** Release and withdraw the claim: nothing happened, the hold returns, the same identity may be sent again. */
 export async function releaseAndForget(db: Db, clock: Clock, claim: Claim): Promise<void> {
   await inTransaction(db, async (trx) => {
-    await ledger.releaseTx(trx, clock, claim.reservationId);
+    await ledger.releaseTx(trx, clock, claim.reservationId, claim.held);
     await idem.forget(trx, claim.identity);
   });
 }
@@ -228,7 +230,7 @@ export async function releaseAndForget(db: Db, clock: Clock, claim: Claim): Prom
 /** Bill and retain: charge (≤ the hold, the rest released) and retain the response for replays, in one transaction. */
 export async function billAndRetain(db: Db, clock: Clock, claim: Claim, charge: number, response: { status: number; body: string }): Promise<void> {
   await inTransaction(db, async (trx) => {
-    await ledger.settleTx(trx, clock, claim.reservationId, charge);
+    await ledger.settleTx(trx, clock, claim.reservationId, charge, claim.held);
     await idem.complete(trx, clock, claim.identity, { ref: claim.ref, responseStatus: response.status, responseBody: response.body });
   });
 }

@@ -196,7 +196,7 @@ export async function createChatCompletion(
   const reservationId = newId('rsv');
   const claim = await spend.inSubmission(deps.db, deps.clock, identity, async ({ claim, hold }) => {
     await claim({ state: 'pending', ref: id, reservationId }); // until the completion's outcome
-    await hold({ purpose: 'llm', kind: 'text', amount, maxGems: request.maxGems, ref: id, id: reservationId });
+    return hold({ purpose: 'llm', kind: 'text', amount, maxGems: request.maxGems, ref: id, id: reservationId });
   });
   if (!claim.created) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(claim.record) };
 
@@ -204,7 +204,7 @@ export async function createChatCompletion(
     id,
     created: Math.floor(deps.clock.now().getTime() / 1000),
     model: model.id,
-    claim: { identity, reservationId, reserved: amount, ref: id },
+    claim: { identity, reservationId, reserved: amount, ref: id, held: claim.value },
     rates,
     messages,
     events: provider.generate(asked),

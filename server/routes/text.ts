@@ -79,17 +79,27 @@ function refusalOf(keys: KeyWatcher, principal: Principal): Refusal {
   return { signal, stop, error: () => error! };
 }
 
+/** The stream's head; it leaves with the first frame, written right after (one socket write for both). */
 function startStream(res: Response): void {
   res.status(200);
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
   res.setHeader('Cache-Control', 'no-cache');
   res.setHeader('X-Accel-Buffering', 'no');
-  res.flushHeaders();
 }
 
-/** Writes one SSE frame; resolves once the socket took it (or the client is gone). */
+/**
+ * Writes one SSE frame; resolves once the socket took it (or the client is gone).
+ * Frames written in the same turn of the event loop (the deltas of one upstream
+ * read, the last chunk with `[DONE]` and the stream's end) leave in one socket
+ * write: the response is corked at the first and uncorked once that turn's
+ * work is done, instead of a system call per frame.
+ */
 function frame(res: Response, data: string): Promise<void> {
   if (res.writableEnded || res.destroyed) return Promise.resolve();
+  if (!res.writableCorked) {
+    res.cork();
+    process.nextTick(() => res.uncork());
+  }
   if (res.write(`data: ${data}\n\n`)) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {
@@ -100,6 +110,15 @@ function frame(res: Response, data: string): Promise<void> {
     res.once('drain', done);
     res.once('close', done);
   });
+}
+
+/**
+ * Ends a stream, its corked frames first: on Node 24 an `end()` while corked
+ * sends the stream's end and drops what the cork still held.
+ */
+function endStream(res: Response): void {
+  if (res.writableCorked) res.uncork();
+  res.end();
 }
 
 const chunkOf = (
@@ -123,7 +142,7 @@ const chunkOf = (
 async function finishStream(res: Response, completion: ChatCompletion): Promise<void> {
   await frame(res, chunkOf(completion, {}, completion.choices[0]?.finish_reason ?? 'stop', completion.usage));
   await frame(res, '[DONE]');
-  res.end();
+  endStream(res);
 }
 
 /** A completed streaming identity replays as one chunk with the whole answer, the usage chunk and `[DONE]`. */
@@ -159,7 +178,7 @@ async function liveStream(req: Request, res: Response, generation: LiveGeneratio
       if (!res.headersSent) throw refusal.error();
       req.log?.info({ code: refusal.error().code, completion: generation.id }, 'access ended during the stream; the generation continues and settles');
       await frame(res, errorFrame(refusal.error()));
-      res.end();
+      endStream(res);
       return;
     }
     if (next.done) break;
@@ -176,7 +195,7 @@ async function liveStream(req: Request, res: Response, generation: LiveGeneratio
     } else {
       req.log?.warn({ code: event.error.code, completion: generation.id }, 'text stream failed after headers');
       await frame(res, errorFrame(event.error));
-      res.end();
+      endStream(res);
     }
   }
   if (gone) req.log?.info({ completion: generation.id }, 'client left the stream; the generation continues and settles');

@@ -22,6 +22,7 @@ import { chatPromptTokenUpperBound } from '../../tokens.ts';
 import { readBounded, readErrorText } from '../remote/body.ts';
 import { scrubSecrets } from '../redact.ts';
 import { sseData } from './sse-reader.ts';
+import { agentFor, asResponse, postOnce, UpstreamTimeout, type Posted } from './http-post.ts';
 import { ProviderError, type ChatMessage, type FinishReason, type TextEvent, type TextGenerationRequest, type TextProvider, type Usage } from './types.ts';
 
 export interface UpstreamOptions {
@@ -58,8 +59,7 @@ function retryAfterSecondsOf(value: string | null): number | undefined {
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 function networkCode(error: unknown): string | undefined {
-  const cause = (error as { cause?: { code?: string; cause?: { code?: string } } })?.cause;
-  return cause?.code ?? cause?.cause?.code;
+  return (error as { code?: string })?.code;
 }
 
 /**
@@ -115,11 +115,20 @@ function usageFrom(value: (Partial<Usage> & { completion_tokens_details?: { reas
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
+/** One header's value (the first, when repeated). */
+function headerOf(res: Posted, name: string): string | null {
+  const value = res.headers[name];
+  return (Array.isArray(value) ? value[0] : value) ?? null;
+}
+
 export class UpstreamTextProvider implements TextProvider {
   readonly name = 'upstream';
   private readonly endpoint: string;
+  /** Kept-alive connections to the upstream, as fetch kept them. */
+  private readonly agent: ReturnType<typeof agentFor>;
   constructor(private readonly options: UpstreamOptions) {
     this.endpoint = chatCompletionsUrl(options.url);
+    this.agent = agentFor(this.endpoint);
   }
 
   /** Upstream text without this server's keys or anything shaped like a credential. */
@@ -132,29 +141,29 @@ export class UpstreamTextProvider implements TextProvider {
     return chatPromptTokenUpperBound(messages);
   }
 
-  private async post(request: TextGenerationRequest): Promise<Response> {
+  private async post(request: TextGenerationRequest): Promise<Posted> {
     const body = upstreamBody(request);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream, application/json' };
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
-    let res: Response;
+    let res: Posted;
     try {
-      res = await fetch(this.endpoint, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? 600_000),
-      });
+      res = await postOnce(this.endpoint, headers, JSON.stringify(body), this.agent, this.options.timeoutMs ?? 600_000);
     } catch (error) {
-      const code = networkCode(error);
+      const code = error instanceof UpstreamTimeout ? undefined : networkCode(error);
       if (code && NOT_CONNECTED.has(code)) {
         throw new ProviderError('refused', `The upstream text provider could not be reached (${code}).`, { unavailable: true, cause: error });
       }
       throw new ProviderError('uncertain', 'The upstream text provider did not answer.', { cause: error });
     }
-    if (res.ok) return res;
-    const detail = this.scrub((await readErrorText(res, ERROR_BODY_MAX_BYTES)).slice(0, 300));
+    if (res.status >= 200 && res.status < 300) return res;
+    if (res.status < 200 || res.status > 599) {
+      res.body.destroy();
+      throw new ProviderError('uncertain', `The upstream text provider answered HTTP ${res.status}.`);
+    }
+    const detail = this.scrub((await readErrorText(asResponse(res), ERROR_BODY_MAX_BYTES)).slice(0, 300));
+    res.finish();
     if ([408, 429, 500, 503].includes(res.status)) {
-      const retryAfterSeconds = retryAfterSecondsOf(res.headers.get('retry-after'));
+      const retryAfterSeconds = retryAfterSecondsOf(headerOf(res, 'retry-after'));
       throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, retryAfterSeconds, cause: detail });
     }
     if (res.status >= 400 && res.status < 500) {
@@ -165,16 +174,17 @@ export class UpstreamTextProvider implements TextProvider {
 
   async *generate(request: TextGenerationRequest): AsyncGenerator<TextEvent> {
     const res = await this.post(request);
-    const type = res.headers.get('content-type') ?? '';
+    const type = headerOf(res, 'content-type') ?? '';
     if (!type.includes('text/event-stream')) {
-      yield* this.fromJson(res);
+      yield* this.fromJson(asResponse(res));
       return;
     }
     let finish: FinishReason | undefined;
     let usage: Usage | undefined;
     let done = false;
     try {
-      for await (const data of sseData(res.body as unknown as AsyncIterable<Uint8Array>)) {
+      // Leaving at [DONE] must not destroy the body: the rest is drained (finish) and the connection kept.
+      for await (const data of sseData(res.body.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>)) {
         if (data === '[DONE]') {
           done = true;
           break;
@@ -189,6 +199,10 @@ export class UpstreamTextProvider implements TextProvider {
       }
     } catch (error) {
       throw new ProviderError('uncertain', 'The upstream text stream broke off.', { cause: error });
+    } finally {
+      // Read to its end (or to [DONE]): the rest is drained and the connection kept; else (a break-off, a consumer gone) it is dropped.
+      if (done || finish) res.finish();
+      else res.body.destroy();
     }
     if (!done && !finish) throw new ProviderError('uncertain', 'The upstream text stream ended unfinished.');
     yield { type: 'finish', finish_reason: finish ?? 'stop', usage };
