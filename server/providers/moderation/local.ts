@@ -14,17 +14,49 @@ import type { ContentPreference, ModerationProvider, ModerationVerdict } from '.
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
 const YIELD_AFTER_CHARS = 30_000;
 
-/**
- * Whether the term's words occur together, none of them inside a benign mask: "build a bomb
- * shelter" holds no "build a bomb", since its bomb is a shelter's; "build a bomb for the
- * shelter" does (the mask is only the words side by side).
- */
-function holdsTerm(tokens: Token[], stems: string[], masked: boolean[]): boolean {
-  outer: for (let i = 0; i + stems.length <= tokens.length; i++) {
-    for (let k = 0; k < stems.length; k++) if (tokens[i + k]!.stem !== stems[k] || masked[i + k]) continue outer;
-    return true;
+/** A category's term as stems: what `termsHeld` looks for. */
+interface IndexedTerm {
+  category: string;
+  stems: string[];
+}
+
+/** The policy's terms by their first stem, built once per policy (a policy is read once, at start). */
+const termIndexes = new WeakMap<ModerationPolicy, Map<string, IndexedTerm[]>>();
+
+function termIndex(policy: ModerationPolicy): Map<string, IndexedTerm[]> {
+  let index = termIndexes.get(policy);
+  if (index === undefined) {
+    index = new Map();
+    for (const c of policy.categories) {
+      for (const t of c.terms) {
+        const list = index.get(t.stems[0]!) ?? [];
+        list.push({ category: c.id, stems: t.stems });
+        index.set(t.stems[0]!, list);
+      }
+    }
+    termIndexes.set(policy, index);
   }
-  return false;
+  return index;
+}
+
+/**
+ * The categories one of whose terms occurs with its words together, none of them inside a
+ * benign mask: "build a bomb shelter" holds no "build a bomb", since its bomb is a shelter's;
+ * "build a bomb for the shelter" does (the mask is only the words side by side). One pass over
+ * the words, each looked up once by its stem, instead of one pass per term.
+ */
+function termsHeld(tokens: Token[], masked: boolean[], index: Map<string, IndexedTerm[]>): Set<string> {
+  const held = new Set<string>();
+  for (let i = 0; i < tokens.length; i++) {
+    const starting = index.get(tokens[i]!.stem);
+    if (starting === undefined || masked[i]) continue;
+    outer: for (const { category, stems } of starting) {
+      if (held.has(category) || i + stems.length > tokens.length) continue;
+      for (let k = 1; k < stems.length; k++) if (tokens[i + k]!.stem !== stems[k] || masked[i + k]) continue outer;
+      held.add(category);
+    }
+  }
+  return held;
 }
 
 /** The ids of the categories that apply to `preference` and that `text` breaks. */
@@ -33,16 +65,17 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   const spaced = tokens.map((t) => t.word).join(' ');
   const masked = maskedWords(tokens, policy.phrases);
   const found = occurrences(tokens, policy.phrases, masked);
+  const held = termsHeld(tokens, masked, termIndex(policy));
   const ids: string[] = [];
   for (const c of policy.categories) {
     if (!policy.applies(c, preference)) continue;
-    if (breaks(c, tokens, spaced, found, masked)) ids.push(c.id);
+    if (held.has(c.id) || breaks(c, tokens, spaced, found)) ids.push(c.id);
   }
   return ids;
 }
 
-function breaks(c: ModerationCategory, tokens: Token[], spaced: string, found: Map<string, Occurrence[]>, masked: boolean[]): boolean {
-  for (const t of c.terms) if (holdsTerm(tokens, t.stems, masked)) return true;
+/** Whether the text breaks one of the category's patterns or intents (its terms: `termsHeld`). */
+function breaks(c: ModerationCategory, tokens: Token[], spaced: string, found: Map<string, Occurrence[]>): boolean {
   for (const p of c.patterns) if (p.test(spaced)) return true;
   for (const intent of c.intents) if (carries(tokens, found, intent)) return true;
   return false;

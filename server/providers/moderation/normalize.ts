@@ -94,6 +94,16 @@ const MERGE_INFLECTION = 6;
 
 type PrefixNode = Map<string, PrefixNode>;
 
+/** Adds the letters of `word` to a trie. */
+function addPath(trie: PrefixNode, word: Iterable<string>): void {
+  let node = trie;
+  for (const c of word) {
+    let next = node.get(c);
+    if (next === undefined) node.set(c, (next = new Map()));
+    node = next;
+  }
+}
+
 /** A word's Porter stem; words of three letters or fewer are their own stem ("ied" is not "i"). */
 export function stemOf(word: string): string {
   if (word.length <= 3) return word;
@@ -134,27 +144,37 @@ function porterStem(word: string): string {
 /** Printable ASCII and whitespace only. */
 const ASCII = /^[\t\n\r\x20-\x7e]*$/;
 
+/** No character past ASCII. */
+const ASCII_ONLY = /^[\x00-\x7f]*$/;
+
+/** What each non-ASCII character (and the backtick) folds to, remembered: a text repeats its few odd characters. */
+const folded = new Map<string, string>();
+
+function foldChar(c: string): string {
+  let out = folded.get(c);
+  if (out === undefined) {
+    out = FOLD.get(c) ?? LOOK_ALIKES.get(c);
+    if (out === undefined) {
+      const confused = confusables.transform(c.codePointAt(0)!);
+      out = typeof confused === 'number' ? String.fromCodePoint(confused).toLowerCase() : c;
+    }
+    // Bounded: a text of ever-new characters empties it rather than growing it.
+    if (folded.size >= 10_000) folded.clear();
+    folded.set(c, out);
+  }
+  return out;
+}
+
 /** NFKC, lower case, no diacritics, no invisible format characters or fillers, look-alike letters folded to Latin. */
 export function fold(text: string): string {
   // Plain ASCII (most prompts) has nothing to normalise, strip or fold but its case and backticks.
   if (ASCII.test(text)) return text.toLowerCase().replace(/`/g, "'");
   const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '').replace(INVISIBLE_LETTERS, '');
-  let out = '';
-  for (const c of lower) {
-    const mapped = FOLD.get(c) ?? LOOK_ALIKES.get(c);
-    if (mapped !== undefined) {
-      out += mapped;
-      continue;
-    }
-    const code = c.codePointAt(0)!;
-    if (code < 0x80) {
-      out += c;
-      continue;
-    }
-    const confused = confusables.transform(code);
-    out += typeof confused === 'number' ? String.fromCodePoint(confused).toLowerCase() : c;
-  }
-  return out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
+  // Only characters past ASCII (and the backtick) fold to something else: the rest are copied by the
+  // native replace rather than walked one by one.
+  const out = lower.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar);
+  // ASCII has no marks to strip: the decomposition and recomposition would give it back unchanged.
+  return ASCII_ONLY.test(out) ? out : out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
 }
 
 /** "kiiill" → "kil": repeated letters collapsed, so doubled and stretched spellings compare equal. */
@@ -191,6 +211,9 @@ export class Vocabulary {
   private readonly squeezed = new Map<string, string>();
   /** Policy words of 5+ letters by each one-letter deletion of them (and themselves), for spelling correction. */
   private readonly deletions = new Map<string, string[]>();
+  /** The keys of `deletions` as a trie of letters, and their reversals: which deletions of a word can be keys. */
+  private readonly deletionStarts: PrefixNode = new Map();
+  private readonly deletionEnds: PrefixNode = new Map();
 
   constructor(policyWords: Iterable<string>) {
     for (const w of COMMON.split(/\s+/)) if (w) this.add(w, false);
@@ -209,12 +232,7 @@ export class Vocabulary {
   private readonly prefixes: PrefixNode = new Map();
 
   private addPrefixes(word: string): void {
-    let node = this.prefixes;
-    for (const c of word) {
-      let next = node.get(c);
-      if (next === undefined) node.set(c, (next = new Map()));
-      node = next;
-    }
+    addPath(this.prefixes, word);
   }
 
   /**
@@ -277,6 +295,9 @@ export class Vocabulary {
         const list = this.deletions.get(d) ?? [];
         list.push(word);
         this.deletions.set(d, list);
+        // By UTF-16 unit, as `correct` walks them.
+        addPath(this.deletionStarts, d.split(''));
+        addPath(this.deletionEnds, d.split('').reverse());
       }
     }
   }
@@ -330,7 +351,15 @@ export class Vocabulary {
     const ranked = new Map<string, number>();
     const deletable = word.length < 5 ? 0 : word.length;
     work.steps += word.length * (deletable + 1);
-    for (let k = -1; k < deletable; k++) {
+    // A deletion at k is a key only if the letters before k begin a key and those after k end
+    // one: most words (and every random run of letters) leave no k to try, and no copy to make.
+    let lead = 0;
+    for (let node = this.deletionStarts.get(word[0]!); node !== undefined && lead < word.length; node = node.get(word[lead]!)) lead++;
+    let tail = 0;
+    for (let node = this.deletionEnds.get(word[word.length - 1]!); node !== undefined && tail < word.length; node = node.get(word[word.length - 1 - tail]!)) tail++;
+    const from = Math.max(0, word.length - 1 - tail);
+    const to = Math.min(deletable - 1, lead);
+    for (let k = -1; k <= to; k = k < 0 ? from : k + 1) {
       const candidates = this.deletions.get(k < 0 ? word : word.slice(0, k) + word.slice(k + 1));
       if (candidates === undefined) continue;
       for (const c of candidates) {
