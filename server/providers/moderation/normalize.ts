@@ -49,17 +49,56 @@ const COMMON = `a i an the to too how do does did can could would should will sh
 /**
  * A lazily read English dictionary (the word-list package), to tell
  * misspellings from real words: one sorted string and where each word starts
- * (about 4 MB, where a Set of its 274,000 words would hold seven times that).
+ * (about 4 MB, where a Set of its 274,000 words would hold seven times that),
+ * and a Bloom filter of its words (512 KiB) that answers most words it does not
+ * hold without the binary search: misspellings, letter runs and leetspeak ask
+ * for such words most.
  */
-let dictionary: { text: string; starts: Int32Array } | undefined;
+let dictionary: { text: string; starts: Int32Array; filter: Int32Array } | undefined;
+/** The filter's bits (a power of two) and probes per word: about 15 bits a word, under 0.1 % false positives. */
+const FILTER_BITS = 1 << 22;
+const FILTER_PROBES = 4;
+
+/** Two hashes of the code units from `at` to `end` of `text` (FNV-1a and a multiplicative one), for the filter's probes. */
+function filterHashes(text: string, at: number, end: number): [number, number] {
+  let h1 = 0x811c9dc5;
+  let h2 = 0;
+  for (let k = at; k < end; k++) {
+    const c = text.charCodeAt(k);
+    h1 = Math.imul(h1 ^ c, 0x01000193);
+    h2 = Math.imul(h2 + c, 0x5bd1e995) ^ (h2 >>> 15);
+  }
+  return [h1 >>> 0, (h2 | 1) >>> 0];
+}
+
+function maybeInFilter(filter: Int32Array, word: string): boolean {
+  const [h1, h2] = filterHashes(word, 0, word.length);
+  for (let i = 0; i < FILTER_PROBES; i++) {
+    const bit = (h1 + Math.imul(i, h2)) & (FILTER_BITS - 1);
+    if ((filter[bit >>> 5]! & (1 << (bit & 31))) === 0) return false;
+  }
+  return true;
+}
+
 export function inDictionary(word: string): boolean {
   if (dictionary === undefined) {
     const text = fs.readFileSync(wordListPath, 'utf8').split('\n').filter(Boolean).sort().join('\n') + '\n';
     const starts = new Int32Array(text.split('\n').length - 1);
-    for (let i = 0, at = 0; i < starts.length; i++, at = text.indexOf('\n', at) + 1) starts[i] = at;
-    dictionary = { text, starts };
+    const filter = new Int32Array(FILTER_BITS >>> 5);
+    for (let i = 0, at = 0; i < starts.length; i++) {
+      const end = text.indexOf('\n', at);
+      starts[i] = at;
+      const [h1, h2] = filterHashes(text, at, end);
+      for (let p = 0; p < FILTER_PROBES; p++) {
+        const bit = (h1 + Math.imul(p, h2)) & (FILTER_BITS - 1);
+        filter[bit >>> 5] |= 1 << (bit & 31);
+      }
+      at = end + 1;
+    }
+    dictionary = { text, starts, filter };
   }
-  const { text, starts } = dictionary;
+  const { text, starts, filter } = dictionary;
+  if (!maybeInFilter(filter, word)) return false;
   let lo = 0;
   let hi = starts.length - 1;
   while (lo <= hi) {
@@ -179,7 +218,15 @@ export function fold(text: string): string {
 
 /** "kiiill" → "kil": repeated letters collapsed, so doubled and stretched spellings compare equal. */
 export function squeeze(word: string): string {
-  return word.replace(/(.)\1+/gu, '$1');
+  // Most words repeat no letter: they are their own squeeze, without a regular expression or a
+  // copy (a surrogate pair leaves it to the expression, which compares whole characters).
+  let at = 1;
+  for (let c = word.charCodeAt(0); at < word.length; at++) {
+    const next = word.charCodeAt(at);
+    if (next === c || (next & 0xf800) === 0xd800) break;
+    c = next;
+  }
+  return at >= word.length ? word : word.replace(/(.)\1+/gu, '$1');
 }
 
 /**
@@ -444,6 +491,7 @@ export interface Token {
 
 /** Ages under 18 written as numbers ("12 year old", "13yo", "a 9-year-old") become one word, `minorage`. */
 function markMinorAges(text: string): string {
+  if (!/\d/.test(text)) return text; // both readings need a digit
   const young = (all: string, n: string) => (Number(n) < 18 ? ' minorage ' : all);
   return text
     .replace(/\b(?:i am|im|i'm|you are|youre|you're|she is|shes|she's|he is|hes|he's|aged?|turned)\s+(\d{1,2})\b(?!\s*(?:%|am|pm|th|st|nd|rd|minutes?|hours?|days?|weeks?|months?|years|kg|lbs?|cm|inch))/gu, young)
