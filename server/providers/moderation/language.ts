@@ -53,6 +53,8 @@ const STOP_WORDS: Record<string, string> = {
 /** Words several of these languages share with English or with each other beyond use: they count for nobody. */
 const AMBIGUOUS = new Set(['a', 'o', 'e', 'y', 'i', 'in', 'die', 'was', 'also', 'an', 'so', 'am', 'war', 'me', 'no', 'son', 'come', 'per', 'van', 'foto', 'photo', 'en', 'is']);
 
+const LETTER = /^\p{L}$/u;
+
 const plain = (word: string) => word.normalize('NFD').replace(/\p{M}+/gu, '');
 
 /** Each stop word → the languages it belongs to. */
@@ -80,12 +82,17 @@ const PARTICLES = new Set(['de', 'la', 'le', 'el', 'du', 'da', 'di', 'del', 'del
 
 /** Whether most of a text's letters are of a script other than Latin (as written, before look-alikes are folded). */
 function otherScript(text: string): boolean {
+  // Text with no letter of another script (most text with a dash or a curly quote) is not.
+  if (!OTHER_SCRIPT_LETTER.test(text)) return false;
   // Two native scans rather than a test per character (astral letters count twice: close enough).
   const letters = text.replace(/\P{L}+/gu, '').length;
   if (letters < 3) return false;
   const latin = text.replace(/\P{Script=Latin}+/gu, '').length;
   return latin * 2 < letters;
 }
+
+/** A letter of a script other than Latin. */
+const OTHER_SCRIPT_LETTER = /(?!\p{Script=Latin})\p{L}/u;
 
 /** Anything past Latin Extended-B: only then is NFKC needed, or can another script be most of the text. */
 const BEYOND_LATIN = /[\u0250-\uFFFF]/u;
@@ -115,15 +122,43 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
       }
       // Only the function words are kept, to count each once.
       const words = new Set<string>();
-      for (const word of lower.split(/\P{L}+/u)) {
+      const consider = (start: number, end: number, ascii: boolean) => {
         // Most words are no function word: a length test and one look-up; only accented ones are stripped.
-        if (word.length < 2 || word.length > LONGEST) continue;
+        if (end - start < 2 || end - start > LONGEST) return;
+        const word = lower.slice(start, end);
         if (LANGUAGES_OF.has(word)) words.add(word);
-        else if (word.charCodeAt(0) > 0x7f || /[^a-z]/.test(word)) {
+        else if (!ascii) {
           const key = plain(word);
           if (LANGUAGES_OF.has(key)) words.add(key);
         }
+      };
+      // The runs of letters (what a split at /\P{L}+/u gives), read without copying the words no
+      // length test admits: ASCII letters by their code, anything past ASCII by a test.
+      let start = -1;
+      let ascii = true;
+      for (let at = 0; at < lower.length; ) {
+        const code = lower.charCodeAt(at);
+        let size = 1;
+        let letter: boolean;
+        if (code < 0x80) letter = (code | 0x20) >= 97 && (code | 0x20) <= 122; // NFKC can make a capital ("ℌ")
+        else {
+          const point = lower.codePointAt(at)!;
+          size = point > 0xffff ? 2 : 1;
+          letter = LETTER.test(String.fromCodePoint(point));
+        }
+        if (letter) {
+          if (start < 0) {
+            start = at;
+            ascii = true;
+          }
+          if (code < 97 || code > 122) ascii = false;
+        } else if (start >= 0) {
+          consider(start, at, ascii);
+          start = -1;
+        }
+        at += size;
       }
+      if (start >= 0) consider(start, lower.length, ascii);
       const hits = new Map<string, number>();
       for (const word of words) {
         const languages = LANGUAGES_OF.get(word);
