@@ -451,6 +451,24 @@ export class Vocabulary {
     return split;
   }
 
+  /**
+   * What `segment` gives for a run that is no known word, when that is two words: where the
+   * first ends; undefined when it gives no split or more words. Without the table of every
+   * split: the fewest-words split is two words exactly when some prefix within reach of the
+   * start is a known word and the rest, within reach of it, is one too, and `segment`'s is the
+   * one with the shortest first word.
+   */
+  splitInTwo(run: string): number | undefined {
+    const n = run.length;
+    if (n > 80) return undefined;
+    const last = Math.min(n - 1, this.mergeReach(run, 0));
+    for (let at = 1; at <= last; at++) {
+      if (n > at + this.mergeReach(run, at)) continue;
+      if (this.knows(run.slice(0, at)) && this.knows(run.slice(at))) return at;
+    }
+    return undefined;
+  }
+
   /** Leetspeak undone in a chunk holding a letter: the reading whose words are all known, else the likeliest one. */
   deleet(chunk: string): string {
     if (!LETTER.test(chunk) || !Array.from(chunk).some((c) => LEET.has(c))) return chunk;
@@ -654,9 +672,9 @@ export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
     flush();
     if (piece.word.length >= 7 && /^\p{L}+$/u.test(piece.word) && !vocabulary.knows(piece.word) && !inDictionary(piece.word)) {
       // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
-      const split = vocabulary.segment(piece.word);
-      if (split && split.length === 2 && split.every((w) => w.length >= 4)) {
-        words.push(...split.map((word, i) => ({ word, possessive: piece.possessive && i === split.length - 1 })));
+      const at = vocabulary.splitInTwo(piece.word);
+      if (at !== undefined && at >= 4 && piece.word.length - at >= 4) {
+        words.push({ word: piece.word.slice(0, at), possessive: false }, { word: piece.word.slice(at), possessive: piece.possessive });
         continue;
       }
     }
