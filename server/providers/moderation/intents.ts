@@ -66,8 +66,13 @@ function phraseAt(tokens: Token[], at: number, stems: string[]): boolean {
 export function maskedWords(tokens: Token[], index: PhraseIndex): boolean[] {
   const masked = new Array<boolean>(tokens.length).fill(false);
   for (let i = 0; i < tokens.length; i++) {
-    const mask = index.get(tokens[i]!.stem)?.find((p) => p.concept === MASK && phraseAt(tokens, i, p.stems));
-    if (mask) for (let k = 0; k < mask.stems.length; k++) masked[i + k] = true;
+    const phrases = index.get(tokens[i]!.stem);
+    if (phrases === undefined) continue;
+    for (const p of phrases) {
+      if (p.concept !== MASK || !phraseAt(tokens, i, p.stems)) continue;
+      for (let k = 0; k < p.stems.length; k++) masked[i + k] = true;
+      break;
+    }
   }
   return masked;
 }

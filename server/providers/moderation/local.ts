@@ -8,7 +8,7 @@ import { setImmediate } from 'node:timers/promises';
 import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
-import { carries, maskedWords, occurrences, type Occurrence } from './intents.ts';
+import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -20,21 +20,38 @@ interface IndexedTerm {
   stems: string[];
 }
 
-/** The policy's terms by their first stem, built once per policy (a policy is read once, at start). */
-const termIndexes = new WeakMap<ModerationPolicy, Map<string, IndexedTerm[]>>();
+/**
+ * The policy's terms by their first stem, and its intents by one concept each needs (not
+ * `start`, which every text has, where it needs another): a text is matched only against
+ * the terms its words begin and the intents whose concept it holds. Built once per policy (a
+ * policy is read once, at start).
+ */
+interface PolicyIndex {
+  terms: Map<string, IndexedTerm[]>;
+  intents: Map<string, Array<{ category: ModerationCategory; intent: Intent }>>;
+}
 
-function termIndex(policy: ModerationPolicy): Map<string, IndexedTerm[]> {
-  let index = termIndexes.get(policy);
+const indexes = new WeakMap<ModerationPolicy, PolicyIndex>();
+
+function indexOf(policy: ModerationPolicy): PolicyIndex {
+  let index = indexes.get(policy);
   if (index === undefined) {
-    index = new Map();
-    for (const c of policy.categories) {
-      for (const t of c.terms) {
-        const list = index.get(t.stems[0]!) ?? [];
-        list.push({ category: c.id, stems: t.stems });
-        index.set(t.stems[0]!, list);
+    index = { terms: new Map(), intents: new Map() };
+    for (const category of policy.categories) {
+      for (const t of category.terms) {
+        const list = index.terms.get(t.stems[0]!) ?? [];
+        list.push({ category: category.id, stems: t.stems });
+        index.terms.set(t.stems[0]!, list);
+      }
+      for (const intent of category.intents) {
+        const needed = [...intent.seq, ...intent.all];
+        const key = needed.find((c) => c !== START) ?? START;
+        const list = index.intents.get(key) ?? [];
+        list.push({ category, intent });
+        index.intents.set(key, list);
       }
     }
-    termIndexes.set(policy, index);
+    indexes.set(policy, index);
   }
   return index;
 }
@@ -59,26 +76,34 @@ function termsHeld(tokens: Token[], masked: boolean[], index: Map<string, Indexe
   return held;
 }
 
-/** The ids of the categories that apply to `preference` and that `text` breaks. */
+/** The ids of the categories that apply to `preference` and that `text` breaks (a term, a pattern or an intent of theirs). */
 export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference): string[] {
+  const index = indexOf(policy);
   const tokens = tokenize(text, policy.vocabulary);
-  const spaced = tokens.map((t) => t.word).join(' ');
   const masked = maskedWords(tokens, policy.phrases);
   const found = occurrences(tokens, policy.phrases, masked);
-  const held = termsHeld(tokens, masked, termIndex(policy));
+  const broken = termsHeld(tokens, masked, index.terms);
+  for (const concept of found.keys()) {
+    for (const { category, intent } of index.intents.get(concept) ?? []) {
+      if (broken.has(category.id) || !policy.applies(category, preference)) continue;
+      if (carries(tokens, found, intent)) broken.add(category.id);
+    }
+  }
+  let spaced: string | undefined;
   const ids: string[] = [];
   for (const c of policy.categories) {
     if (!policy.applies(c, preference)) continue;
-    if (held.has(c.id) || breaks(c, tokens, spaced, found)) ids.push(c.id);
+    if (!broken.has(c.id) && c.patterns.length > 0) {
+      spaced ??= tokens.map((t) => t.word).join(' ');
+      for (const p of c.patterns) {
+        if (!p.test(spaced)) continue;
+        broken.add(c.id);
+        break;
+      }
+    }
+    if (broken.has(c.id)) ids.push(c.id);
   }
   return ids;
-}
-
-/** Whether the text breaks one of the category's patterns or intents (its terms: `termsHeld`). */
-function breaks(c: ModerationCategory, tokens: Token[], spaced: string, found: Map<string, Occurrence[]>): boolean {
-  for (const p of c.patterns) if (p.test(spaced)) return true;
-  for (const intent of c.intents) if (carries(tokens, found, intent)) return true;
-  return false;
 }
 
 /**

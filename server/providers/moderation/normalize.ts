@@ -378,6 +378,21 @@ export class Vocabulary {
     return possessive ? { ...token, possessive } : token;
   }
 
+  private readonly english = new Map<string, boolean>();
+
+  /** Whether a word reads as English: the policy's or everyday words, or the dictionary's; remembered (bounded). */
+  isWord(word: string): boolean {
+    let known = this.english.get(word);
+    if (known === undefined) {
+      known = this.knows(word) || inDictionary(word);
+      if (word.length <= MAX_REMEMBERED_CHARS) {
+        if (this.english.size >= 20_000) this.english.clear();
+        this.english.set(word, known);
+      }
+    }
+    return known;
+  }
+
   /** A word the policy or everyday English (COMMON) holds, or an inflection of a policy word ("killing"). */
   knows(word: string): boolean {
     work.steps += word.length;
@@ -524,8 +539,21 @@ export interface Piece {
   readonly possessive: boolean;
 }
 
-/** A chunk of plain letters with at most closing punctuation: its word is itself (what most chunks are). */
-const PLAIN = /^([a-z]+)[.,;:?")]*$/;
+/**
+ * A chunk of plain letters with at most closing punctuation (`^([a-z]+)[.,;:?")]*$`, what
+ * most chunks are): its word, which is itself; undefined for any other chunk.
+ */
+function plainWord(chunk: string): string | undefined {
+  let end = 0;
+  for (let c = chunk.charCodeAt(0); c >= 97 && c <= 122; c = chunk.charCodeAt(++end));
+  if (end === 0) return undefined;
+  for (let k = end; k < chunk.length; k++) {
+    const c = chunk.charCodeAt(k);
+    // . , ; : ? " )
+    if (c !== 46 && c !== 44 && c !== 59 && c !== 58 && c !== 63 && c !== 34 && c !== 41) return undefined;
+  }
+  return end === chunk.length ? chunk : chunk.slice(0, end);
+}
 
 /** Whether a word is one character (one code point). */
 function single(word: string): boolean {
@@ -541,14 +569,7 @@ const LEETISH = /[0-9$@|!€+]/;
 /** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
 const SPELT_WITH_SYMBOLS = /['|/\\]/;
 
-/** The pieces of one whitespace-free chunk: leetspeak undone, split at punctuation, pieces that form a known word merged. */
-function chunkPieces(chunk: string, vocabulary: Vocabulary): readonly Piece[] {
-  // The fast path gives what the steps below give for such a chunk, at a fraction of the cost.
-  const plain = PLAIN.exec(chunk);
-  if (plain) return [{ word: plain[1]!, possessive: false }];
-  return vocabulary.remembered(chunk, readChunk);
-}
-
+/** The pieces of one whitespace-free chunk that is not a plain word: leetspeak undone, split at punctuation, pieces that form a known word merged. */
 function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   let possessive = false;
   let body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
@@ -585,11 +606,6 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   return merged.map((word, i) => ({ word, possessive: possessive && i === merged.length - 1 }));
 }
 
-/** Whether a word reads as English: the policy's or everyday words, or the dictionary's. */
-function isWord(word: string, vocabulary: Vocabulary): boolean {
-  return vocabulary.knows(word) || inDictionary(word);
-}
-
 /**
  * An otherwise lower-case word with a capital I in it ("kiII", "sIaughter", "Iet"), read with
  * l for I when that makes a word and i does not; undefined to leave it as written.
@@ -597,10 +613,10 @@ function isWord(word: string, vocabulary: Vocabulary): boolean {
 function capitalIAsL(word: string, vocabulary: Vocabulary): string | undefined {
   if (word.length > vocabulary.longest || !/^[A-Za-z][a-zI]*$/.test(word) || !/[a-z]/.test(word)) return undefined;
   const lower = word.toLowerCase();
-  if (isWord(lower, vocabulary)) return undefined; // "Ill", "Ideas", "kIll" (a capital i)
+  if (vocabulary.isWord(lower)) return undefined; // "Ill", "Ideas", "kIll" (a capital i)
   const rest = word.slice(1).replace(/I/g, 'l');
   const readings = [(word[0] === 'I' ? 'l' : word[0]!.toLowerCase()) + rest, lower[0] + rest];
-  return readings.find((r) => isWord(r, vocabulary));
+  return readings.find((r) => vocabulary.isWord(r));
 }
 
 /** Each capital I of an otherwise lower-case word that reads as l ("kiII them" → "kill them"); before folding, which loses case. */
@@ -635,14 +651,14 @@ function leetWord(chunk: string, vocabulary: Vocabulary): boolean {
   const body = chunk.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}]+$/gu, '');
   if (body.length > vocabulary.longest || !/\p{L}/u.test(body) || !/\d/.test(body)) return false;
   const read = vocabulary.deleet(body);
-  return /^\p{L}+$/u.test(read) && isWord(read, vocabulary);
+  return /^\p{L}+$/u.test(read) && vocabulary.isWord(read);
 }
 
 /** The whitespace-separated chunks of a text, a lone 4 or 1 read as "a" or "i" beside a leetspeak word. */
 function chunksOf(text: string, vocabulary: Vocabulary): string[] {
   const chunks = markMinorAges(fold(capitalIs(text, vocabulary))).split(/\s+/u).filter(Boolean);
   for (let i = 0; i < chunks.length; i++) {
-    const letter = LONE_LETTERS.get(chunks[i]!);
+    const letter = chunks[i]!.length === 1 ? LONE_LETTERS.get(chunks[i]!) : undefined;
     if (letter === undefined) continue;
     if ((i > 0 && leetWord(chunks[i - 1]!, vocabulary)) || (i + 1 < chunks.length && leetWord(chunks[i + 1]!, vocabulary))) chunks[i] = letter;
   }
@@ -651,37 +667,41 @@ function chunksOf(text: string, vocabulary: Vocabulary): string[] {
 
 /** The tokens of a text: folded, leetspeak undone, spelt-out letters joined and segmented, misspellings corrected, stemmed. */
 export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
-  const pieces = chunksOf(text, vocabulary).flatMap((c) => chunkPieces(c, vocabulary));
-  const words: Piece[] = [];
+  const tokens: Token[] = [];
   let run: Piece[] = [];
   const flush = () => {
-    if (run.length === 1) words.push(run[0]!);
+    if (run.length === 1) tokens.push(vocabulary.read(run[0]!.word, run[0]!.possessive));
     else if (run.length > 1) {
       const joined = vocabulary.deleet(run.map((p) => p.word).join(''));
-      const split = vocabulary.segment(joined);
-      words.push(...(split ?? [joined]).map((word) => ({ word, possessive: false })));
+      for (const word of vocabulary.segment(joined) ?? [joined]) tokens.push(vocabulary.read(word, false));
     }
     run = [];
   };
-  for (const piece of pieces) {
+  const take = (word: string, possessive: boolean) => {
     // Single letters ("k i l l", "k.i.l.l", "a p i p e") are collected and read together.
-    if (single(piece.word)) {
-      run.push(piece);
-      continue;
+    if (single(word)) {
+      run.push({ word, possessive });
+      return;
     }
-    flush();
-    if (piece.word.length >= 7 && /^\p{L}+$/u.test(piece.word) && !vocabulary.knows(piece.word) && !inDictionary(piece.word)) {
+    if (run.length > 0) flush();
+    if (word.length >= 7 && /^\p{L}+$/u.test(word) && !vocabulary.isWord(word)) {
       // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
-      const at = vocabulary.splitInTwo(piece.word);
-      if (at !== undefined && at >= 4 && piece.word.length - at >= 4) {
-        words.push({ word: piece.word.slice(0, at), possessive: false }, { word: piece.word.slice(at), possessive: piece.possessive });
-        continue;
+      const at = vocabulary.splitInTwo(word);
+      if (at !== undefined && at >= 4 && word.length - at >= 4) {
+        tokens.push(vocabulary.read(word.slice(0, at), false), vocabulary.read(word.slice(at), possessive));
+        return;
       }
     }
-    words.push(piece);
+    tokens.push(vocabulary.read(word, possessive));
+  };
+  for (const chunk of chunksOf(text, vocabulary)) {
+    // Most chunks are a plain word: read as it is, without the chunk reader or a piece made for it.
+    const plain = plainWord(chunk);
+    if (plain !== undefined) take(plain, false);
+    else for (const piece of vocabulary.remembered(chunk, readChunk)) take(piece.word, piece.possessive);
   }
   flush();
-  return words.map(({ word, possessive }) => vocabulary.read(word, possessive));
+  return tokens;
 }
 
 /** The words of a text as the policy reads them (for tests and the eval report). */
