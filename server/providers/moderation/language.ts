@@ -74,6 +74,22 @@ const LONGEST = Math.max(...[...LANGUAGES_OF.keys()].map((w) => w.length));
 // A word English holds is English's, whatever else holds it too ("de" stays, "on" is English).
 for (const [word, languages] of LANGUAGES_OF) if (languages.includes('en') && languages.length > 1) LANGUAGES_OF.set(word, ['en']);
 
+/** The function words as a trie of UTF-16 units: a word is followed as it is scanned, and copied only when it is one. */
+interface WordNode {
+  next: Map<number, WordNode>;
+  word: boolean;
+}
+const FUNCTION_WORDS: WordNode = { next: new Map(), word: false };
+for (const word of LANGUAGES_OF.keys()) {
+  let node = FUNCTION_WORDS;
+  for (let i = 0; i < word.length; i++) {
+    let next = node.next.get(word.charCodeAt(i));
+    if (next === undefined) node.next.set(word.charCodeAt(i), (next = { next: new Map(), word: false }));
+    node = next;
+  }
+  node.word = true;
+}
+
 /** Fewest function words of one language before a text is taken to be written in it. */
 const MIN_HITS = 2;
 
@@ -122,13 +138,12 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
       }
       // Only the function words are kept, to count each once.
       const words = new Set<string>();
-      const consider = (start: number, end: number, ascii: boolean) => {
-        // Most words are no function word: a length test and one look-up; only accented ones are stripped.
+      const consider = (start: number, end: number, ascii: boolean, node: WordNode | undefined) => {
+        // Most words are no function word: a length test and the trie; only accented ones are stripped.
         if (end - start < 2 || end - start > LONGEST) return;
-        const word = lower.slice(start, end);
-        if (LANGUAGES_OF.has(word)) words.add(word);
+        if (node?.word) words.add(lower.slice(start, end));
         else if (!ascii) {
-          const key = plain(word);
+          const key = plain(lower.slice(start, end));
           if (LANGUAGES_OF.has(key)) words.add(key);
         }
       };
@@ -136,6 +151,7 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
       // length test admits: ASCII letters by their code, anything past ASCII by a test.
       let start = -1;
       let ascii = true;
+      let node: WordNode | undefined;
       for (let at = 0; at < lower.length; ) {
         const code = lower.charCodeAt(at);
         let size = 1;
@@ -150,15 +166,17 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
           if (start < 0) {
             start = at;
             ascii = true;
+            node = FUNCTION_WORDS;
           }
           if (code < 97 || code > 122) ascii = false;
+          for (let k = 0; k < size && node !== undefined; k++) node = node.next.get(lower.charCodeAt(at + k));
         } else if (start >= 0) {
-          consider(start, at, ascii);
+          consider(start, at, ascii, node);
           start = -1;
         }
         at += size;
       }
-      if (start >= 0) consider(start, lower.length, ascii);
+      if (start >= 0) consider(start, lower.length, ascii, node);
       const hits = new Map<string, number>();
       for (const word of words) {
         const languages = LANGUAGES_OF.get(word);

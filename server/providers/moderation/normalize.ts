@@ -31,6 +31,9 @@ const LEET = new Map<string, string[]>([
   ['@', ['a']], ['$', ['s']], ['!', ['i', 'l']], ['|', ['l', 'i']], ['+', ['t']], ['€', ['e']],
 ]);
 
+/** A character of LEET (each a single UTF-16 unit). */
+const LEET_CHARACTER = new RegExp(`[${[...LEET.keys()].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('')}]`);
+
 const LETTER = /\p{L}/u;
 const ALNUM = /[\p{L}\p{N}]/u;
 const DIGIT = /\p{N}/u;
@@ -255,6 +258,8 @@ function pieces(text: string): string[] {
 export class Vocabulary {
   private readonly words = new Set<string>();
   private readonly stems = new Set<string>();
+  /** Which pairs of lower-case letters begin a stem of `stems`, by (first − a) × 26 + (second − a). */
+  private readonly stemStarts = new Uint8Array(26 * 26);
   private readonly squeezed = new Map<string, string>();
   /** Policy words of 5+ letters by each one-letter deletion of them (and themselves), for spelling correction. */
   private readonly deletions = new Map<string, string[]>();
@@ -333,6 +338,9 @@ export class Vocabulary {
     if (word.length >= 4) {
       const stem = stemOf(word);
       this.stems.add(stem);
+      const first = stem.charCodeAt(0);
+      const second = stem.charCodeAt(1);
+      if (first >= 97 && first <= 122 && second >= 97 && second <= 122) this.stemStarts[(first - 97) * 26 + second - 97] = 1;
       this.addPrefixes(stem);
     }
     const key = squeeze(word);
@@ -396,7 +404,15 @@ export class Vocabulary {
   /** A word the policy or everyday English (COMMON) holds, or an inflection of a policy word ("killing"). */
   knows(word: string): boolean {
     work.steps += word.length;
-    return this.words.has(word) || (word.length >= 4 && this.stems.has(stemOf(word)));
+    if (this.words.has(word)) return true;
+    if (word.length < 4) return false;
+    // A stem keeps its word's first two letters (Porter rewrites endings; true of every word of
+    // the dictionary): a lower-case word whose first two begin no stem of the policy's has none
+    // of them, without stemming it (most unknown words of hostile text).
+    const first = word.charCodeAt(0);
+    const second = word.charCodeAt(1);
+    if (first >= 97 && first <= 122 && second >= 97 && second <= 122 && this.stemStarts[(first - 97) * 26 + second - 97] === 0) return false;
+    return this.stems.has(stemOf(word));
   }
 
   /** The word a token stands for: itself when known or a dictionary word; else squeezed or corrected to a policy word. */
@@ -486,7 +502,7 @@ export class Vocabulary {
 
   /** Leetspeak undone in a chunk holding a letter: the reading whose words are all known, else the likeliest one. */
   deleet(chunk: string): string {
-    if (!LETTER.test(chunk) || !Array.from(chunk).some((c) => LEET.has(c))) return chunk;
+    if (!LETTER.test(chunk) || !LEET_CHARACTER.test(chunk)) return chunk;
     if (NUMBER_WITH_UNIT.test(chunk)) return chunk; // "1950s", "90s", "5k", "4th": a number, not a word
     const chars = Array.from(chunk);
     const options = chars.map((c, i) => {
