@@ -177,6 +177,10 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
         at += size;
       }
       if (start >= 0) consider(start, lower.length, ascii, node);
+      // Only English's function words (or none): English, without counting.
+      let other = false;
+      for (const word of words) if (LANGUAGES_OF.get(word)![0] !== 'en') other = true;
+      if (!other) return undefined;
       const hits = new Map<string, number>();
       for (const word of words) {
         const languages = LANGUAGES_OF.get(word);

@@ -492,6 +492,21 @@ export class Vocabulary {
   splitInTwo(run: string): number | undefined {
     const n = run.length;
     if (n > 80) return undefined;
+    if (n > MAX_REMEMBERED_CHARS) return this.findSplitInTwo(run);
+    let at = this.splits.get(run);
+    if (at === undefined) {
+      at = this.findSplitInTwo(run) ?? -1;
+      if (this.splits.size >= 20_000) this.splits.clear();
+      this.splits.set(run, at);
+    }
+    return at < 0 ? undefined : at;
+  }
+
+  /** Where `splitInTwo` splits a run, remembered (bounded): names and compounds recur. */
+  private readonly splits = new Map<string, number>();
+
+  private findSplitInTwo(run: string): number | undefined {
+    const n = run.length;
     const last = Math.min(n - 1, this.mergeReach(run, 0));
     for (let at = 1; at <= last; at++) {
       if (n > at + this.mergeReach(run, at)) continue;
