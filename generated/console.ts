@@ -102,7 +102,14 @@ export interface paths {
         delete: operations["revokeKey"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a key's name, expiry or monthly cap
+         * @description The spec's settings per key. What the body leaves out stays; `null` removes the
+         *     expiry or the cap. A new expiry must be in the future, and a revoked key cannot be
+         *     changed (422). A cap below this month's spend refuses new spending from the next
+         *     request on and takes back nothing already charged or held.
+         */
+        patch: operations["updateKey"];
         trace?: never;
     };
     "/account": {
@@ -121,6 +128,29 @@ export interface paths {
         head?: never;
         /** Change the paid-Gem consent or the content preference */
         patch: operations["updateAccount"];
+        trace?: never;
+    };
+    "/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Gems charged per UTC day and kind over the last 30 days, and each key's spend this month against its cap
+         * @description Read from running figures kept beside the ledger as charges settle (a constant
+         *     number of rows, whatever the account's history); `gemforge admin ledger verify`
+         *     recomputes them from the ledger. A day counts the charges settled in it (UTC):
+         *     a task's Gems count on the day it finished, not the day it was submitted.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/tasks": {
@@ -279,7 +309,7 @@ export interface components {
          * @enum {string}
          */
         ContentPreference: "standard" | "strict";
-        /** @description A media task, in the generation API's shape (openapi.yaml, Task). */
+        /** @description A media task, in the generation API's shape (openapi.yaml, Task), with the key that submitted it and the start of its prompt. */
         Task: {
             id: string;
             /** @enum {string} */
@@ -311,6 +341,41 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             updatedAt: string;
+            keyId: string;
+            /** @description The key's name now (it may have been renamed since). */
+            keyName: string;
+            /** @description The prompt as submitted, its first 300 characters (an ellipsis marks a cut). */
+            prompt: string;
+        };
+        /** @enum {string} */
+        SpendKind: "image" | "video" | "audio" | "text" | "extraction";
+        Usage: {
+            /** @description The UTC month of the keys' spend, YYYY-MM. */
+            month: string;
+            /** @description The last 30 UTC days, oldest first, today last; every day present (zeros included). */
+            days: {
+                /**
+                 * Format: date
+                 * @description The UTC day.
+                 */
+                day: string;
+                /** @description Gems charged that day, per kind of work. */
+                gems: {
+                    image: number;
+                    video: number;
+                    audio: number;
+                    text: number;
+                    extraction: number;
+                };
+            }[];
+            /** @description The keys not revoked, oldest first, with this month's spend (charges plus outstanding reservations, what the cap limits). */
+            keys: {
+                id: string;
+                name: string;
+                hint: string;
+                monthlyCap: number | null;
+                spendThisMonth: number;
+            }[];
         };
         /** @description The cursor of the next page; null after the last. */
         NextCursor: string | null;
@@ -401,6 +466,7 @@ export interface components {
         /** @description The `next` of the previous page. */
         Cursor: string;
         Limit: string;
+        KeyId: string;
         /** @description The session's `csrfToken`; required on every state change (checked by the server, 403 `CSRF_TOKEN_INVALID`). */
         CsrfToken: string;
     };
@@ -582,7 +648,7 @@ export interface operations {
                 "X-CSRF-Token"?: components["parameters"]["CsrfToken"];
             };
             path: {
-                keyId: string;
+                keyId: components["parameters"]["KeyId"];
             };
             cookie?: never;
         };
@@ -600,6 +666,48 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+        };
+    };
+    updateKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The session's `csrfToken`; required on every state change (checked by the server, 403 `CSRF_TOKEN_INVALID`). */
+                "X-CSRF-Token"?: components["parameters"]["CsrfToken"];
+            };
+            path: {
+                keyId: components["parameters"]["KeyId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name?: string;
+                    /**
+                     * Format: date-time
+                     * @description A future UTC moment after which the key stops working; null for never.
+                     */
+                    expiresAt?: string | null;
+                    /** @description Gems the key may spend in a UTC calendar month; 0 disables spending; null for no cap. */
+                    monthlyCap?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The key as it now is. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Key"];
+                };
+            };
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            422: components["responses"]["Error"];
         };
     };
     getAccount: {
@@ -638,6 +746,27 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             422: components["responses"]["Error"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The usage. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Usage"];
+                };
+            };
+            401: components["responses"]["Error"];
         };
     };
     listTasks: {

@@ -32,8 +32,8 @@ async function insertHistory(db: Db, accountId: string, keyId: string, reservati
   const seq = 'WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < ?)';
   await inTransaction(db, async (trx) => {
     await trx.raw(
-      `${seq} INSERT INTO reservations (id, account_id, key_id, purpose, ref, hold_allowance, hold_paid, state, charged, released, month, created_at, settled_at)
-       SELECT ? || n, ?, ?, 'media', NULL, 0, 2, 'settled', 1, 1, ?, ?, ? FROM seq`,
+      `${seq} INSERT INTO reservations (id, account_id, key_id, purpose, kind, ref, hold_allowance, hold_paid, state, charged, released, month, created_at, settled_at)
+       SELECT ? || n, ?, ?, 'media', 'image', NULL, 0, 2, 'settled', 1, 1, ?, ?, ? FROM seq`,
       [reservations, `rsv_hist_${keyId}_`, accountId, keyId, month, iso, iso],
     );
     await trx.raw(

@@ -17,7 +17,7 @@ import { startSigner } from './domain/signing-keys.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
-import { createRemoteMedia, type RemoteMedia } from './providers/remote/index.ts';
+import { createRemoteMedia, discoveredCatalog, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import { useRemoteBlobStore } from './storage/blobs.ts';
@@ -121,7 +121,7 @@ function mediaProvidersOf(remote: RemoteMedia, given?: MediaProviders): MediaPro
  */
 export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, layered?: MediaProviders): RunningWorker {
   // A broken provider entry in the catalog stops the start.
-  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath)));
+  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES)));
   return startWorker({
     db,
     clock,
@@ -154,7 +154,7 @@ const IDLE_CLOSE_DELAY_MS = 100;
 export async function startServer(config: Config, options: { clock?: Clock; providers?: MediaProviders } = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel);
   guardDataDir(config.dataDir, logger);
-  const catalog = loadCatalog(config.catalogPath);
+  const catalog = loadCatalog(config.catalogPath, PROVIDER_NAMES);
   // Remote media providers are checked before the database opens: a model naming an unconfigured one stops the start.
   const remoteMedia = createRemoteMedia(config, catalog);
   // A broken moderation policy or regions file stops the start, before the database opens.
@@ -189,7 +189,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;
   // Its threads start at the first sign-in; close() ends them.
   const passwords = passwordPool(config.consoleHashing);
-  const app = createApp({ config, db, logger, clock, catalog, signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics, consolePage, passwords });
+  const app = createApp({ config, db, logger, clock, catalog: discoveredCatalog(catalog, remoteMedia), signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics, consolePage, passwords });
   const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.

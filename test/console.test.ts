@@ -14,6 +14,11 @@ import fs from 'node:fs';
 import * as media from './helpers/media.ts';
 import * as consoleLogins from '../server/domain/console.ts';
 import { MAX_ACTIVE_KEYS } from '../server/domain/accounts.ts';
+import { verifyLedger } from '../server/domain/ledger-verify.ts';
+import { verifyTasks } from '../server/domain/tasks.ts';
+import { PROMPT_SHOWN_CHARS } from '../server/domain/task-view.ts';
+import * as ledger from '../server/domain/ledger.ts';
+import { fill as fillAccountDays } from '../server/storage/migrations/016_account_days.ts';
 
 const IMAGE = { model: 'gemforge-image-1', prompt: 'a fox made in the console', parameters: { resolution: '512' } };
 
@@ -359,6 +364,139 @@ describe('account console API', () => {
       assert.match(csp, /connect-src 'self';/);
     } finally {
       await other.close();
+    }
+  });
+
+  it('when a holder changes a key\'s name, expiry and cap, then the key shows them, the cap binds the next request, null clears them, and bad changes are refused', async () => {
+    const { email } = await consoleHolder(s, { gems: 1000 });
+    const session = await signIn(s, email);
+    const created = await (await consoleCall(s, 'POST', '/keys', { session, body: { name: 'laptop', scopes: ['read', 'generate'] } })).json();
+    const keyId = created.key.id as string;
+    const expiresAt = new Date(clock.now().getTime() + 7 * 86_400_000).toISOString();
+    const patched = await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body: { name: 'desk', expiresAt, monthlyCap: 0 } });
+    assert.equal(patched.status, 200, await patched.clone().text());
+    const key = await patched.json();
+    assert.deepEqual([key.name, key.expiresAt, key.monthlyCap], ['desk', expiresAt, 0]);
+    const listed = (await (await consoleCall(s, 'GET', '/keys', { session })).json()).keys.find((k: { id: string }) => k.id === keyId);
+    assert.deepEqual([listed.name, listed.monthlyCap], ['desk', 0]);
+    assert.equal((await submit(s, created.secret, '/api/generate/image', IMAGE)).body.error?.code, 'API_KEY_LIMIT', 'the cap of 0 binds at once');
+
+    const cleared = await (await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body: { expiresAt: null, monthlyCap: null } })).json();
+    assert.deepEqual([cleared.name, cleared.expiresAt, cleared.monthlyCap], ['desk', null, null], 'what the body leaves out stays');
+    const made = await submit(s, created.secret, '/api/generate/image', IMAGE);
+    assert.ok(made.body.task, `no cap: the key spends again (${JSON.stringify(made.body)})`);
+
+    for (const [body, status] of [
+      [{ monthlyCap: -1 }, 422],
+      [{ monthlyCap: 1.5 }, 422],
+      [{ expiresAt: new Date(clock.now().getTime() - 1000).toISOString() }, 422],
+      [{ name: '' }, 422],
+      [{}, 422],
+      [{ secret: 'x' }, 422],
+    ] as const) {
+      assert.equal((await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body }))).status, status, JSON.stringify(body));
+    }
+    assert.match((await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body: { expiresAt: new Date(clock.now().getTime() - 1000).toISOString() } }))).message, /future/);
+    assert.equal((await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, csrf: false, body: { name: 'x' } }))).code, 'CSRF_TOKEN_INVALID');
+    const other = await s.user();
+    assert.equal((await errorOf(await consoleCall(s, 'PATCH', `/keys/${other.keyId}`, { session, body: { name: 'mine now' } }))).code, 'NOT_FOUND', "another account's key");
+    assert.equal((await consoleCall(s, 'DELETE', `/keys/${keyId}`, { session })).status, 200);
+    const revoked = await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body: { name: 'back' } }));
+    assert.deepEqual([revoked.status, revoked.code], [422, 'INVALID_REQUEST']);
+    assert.match(revoked.message, /revoked/);
+  });
+
+  it('when tasks list, then each carries the key that made it (by its name now) and the start of its prompt', async () => {
+    const { accountId, email } = await consoleHolder(s);
+    const session = await signIn(s, email);
+    const { id: keyId, secret } = await s.key(accountId, { name: 'studio' });
+    const long = `a fox ${'very '.repeat(100)}long prompt`;
+    const task = (await submit(s, secret, '/api/generate/image', { ...IMAGE, prompt: long })).body.task;
+    await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body: { name: 'studio renamed' } });
+    const [shown] = (await (await consoleCall(s, 'GET', '/tasks?limit=1', { session })).json()).tasks;
+    assert.deepEqual([shown.id, shown.keyId, shown.keyName], [task.id, keyId, 'studio renamed']);
+    assert.equal(Array.from(shown.prompt as string).length, PROMPT_SHOWN_CHARS);
+    assert.ok(shown.prompt.startsWith('a fox very') && shown.prompt.endsWith('…'));
+  });
+
+  it('when the account spends on images, text and extraction over days, then usage shows 30 UTC days by kind from running figures, each key against its cap, and the ledger verifies', async () => {
+    const { accountId, email } = await consoleHolder(s, { gems: 5000 });
+    const capped = await s.key(accountId, { name: 'capped', cap: 400 });
+    const open = await s.key(accountId, { name: 'open' });
+    const yesterday = await waitForTask(s, capped.secret, (await submit(s, capped.secret, '/api/generate/image', IMAGE)).body.task.id);
+    clock.advance(86_400_000);
+    const session = await signIn(s, email); // a day later: a session of today's
+    const today = await Promise.all(
+      [capped, open, open].map(async (k) => waitForTask(s, k.secret, (await submit(s, k.secret, '/api/generate/image', IMAGE)).body.task.id)),
+    );
+    const text = await s.call('POST', '/api/generate/text/v1/chat/completions', {
+      key: open.secret,
+      body: { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'hello usage' }] },
+      headers: { 'idempotency-key': `usage-text-${process.pid}` },
+    });
+    assert.equal(text.status, 200, await text.clone().text());
+    const charges = (await (await consoleCall(s, 'GET', '/charges', { session })).json()).charges as Array<{ chargedGems: number }>;
+    const textGems = charges.reduce((sum, c) => sum + c.chargedGems, 0);
+
+    const res = await consoleCall(s, 'GET', '/usage', { session });
+    assert.equal(res.status, 200, await res.clone().text());
+    const usage = await res.json();
+    assert.equal(usage.days.length, 30);
+    const day = (offset: number) => new Date(clock.now().getTime() - offset * 86_400_000).toISOString().slice(0, 10);
+    assert.equal(usage.days.at(-1).day, day(0), 'today (UTC) last');
+    assert.equal(usage.days[0].day, day(29));
+    assert.deepEqual(usage.days.at(-1).gems, { image: today.reduce((sum, t) => sum + t.chargedGems, 0), video: 0, audio: 0, text: textGems, extraction: 0 });
+    assert.deepEqual(usage.days.at(-2).gems, { image: yesterday.chargedGems, video: 0, audio: 0, text: 0, extraction: 0 });
+    const spend = Object.fromEntries(usage.keys.map((k: { name: string; spendThisMonth: number; monthlyCap: number | null }) => [k.name, [k.spendThisMonth, k.monthlyCap]]));
+    // Both days may fall in two UTC months: the keys' spend is this month's, as the cap counts it.
+    const sameMonth = day(0).slice(0, 7) === day(1).slice(0, 7);
+    assert.deepEqual(spend.capped, [today[0]!.chargedGems + (sameMonth ? yesterday.chargedGems : 0), 400]);
+    assert.deepEqual(spend.open, [today[1]!.chargedGems + today[2]!.chargedGems + textGems, null]);
+    assert.deepEqual((await verifyLedger(s.db, [verifyTasks])).problems, []);
+  });
+
+  it('when many tasks of one account settle at once, then the day\'s figure is their exact sum and the ledger verifies', async () => {
+    const { accountId, email } = await consoleHolder(s, { gems: 20_000 });
+    const session = await signIn(s, email);
+    const keys = await Promise.all([0, 1, 2].map((i) => s.key(accountId, { name: `k${i}` })));
+    const tasks = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) => {
+        const k = keys[i % keys.length]!;
+        return waitForTask(s, k.secret, (await submit(s, k.secret, '/api/generate/image', { ...IMAGE, prompt: `fox ${i}` })).body.task.id);
+      }),
+    );
+    const usage = await (await consoleCall(s, 'GET', '/usage', { session })).json();
+    assert.equal(usage.days.at(-1).gems.image, tasks.reduce((sum, t) => sum + t.chargedGems, 0));
+    assert.deepEqual((await verifyLedger(s.db, [verifyTasks])).problems, []);
+  });
+
+  it('when migration 016 fills from rows already there, then each reservation gets its kind and each day the figure its settlements wrote', async () => {
+    const fresh = await startTestServer(); // its own database: the fill reads and writes every account's rows
+    try {
+      const { accountId, secret } = await fresh.user({ gems: 5000, paidConsent: true });
+      await waitForTask(fresh, secret, (await submit(fresh, secret, '/api/generate/image', IMAGE)).body.task.id);
+      const text = await fresh.call('POST', '/api/generate/text/v1/chat/completions', {
+        key: secret,
+        body: { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'hello fill' }] },
+        headers: { 'idempotency-key': `fill-text-${process.pid}` },
+      });
+      assert.equal(text.status, 200);
+      const extraction = await ledger.reserve(fresh.db, clock, { accountId, keyId: null, purpose: 'llm', kind: 'extraction', amount: 3, ref: 'ext_000000000001' });
+      await ledger.settle(fresh.db, clock, extraction.id, 2);
+      const read = async () => ({
+        kinds: await fresh.db('reservations').select('id', 'kind').orderBy('id'),
+        days: (await fresh.db('account_days').select('*').orderBy(['account_id', 'day', 'kind'])).map((r) => ({ ...r, posted: Number(r.posted) })),
+      });
+      const written = await read();
+      assert.deepEqual(new Set(written.days.map((d) => d.kind)), new Set(['image', 'text', 'extraction']));
+
+      await fresh.db('reservations').update({ kind: null });
+      await fresh.db('account_days').delete();
+      await fillAccountDays(fresh.db);
+      assert.deepEqual(await read(), written);
+      assert.deepEqual((await verifyLedger(fresh.db, [verifyTasks])).problems, []);
+    } finally {
+      await fresh.close();
     }
   });
 });

@@ -20,7 +20,8 @@ import { seedUserOnDisk, startServerChild } from './helpers/child.ts';
 import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } from './helpers/tasks.ts';
 import { FFPROBE, image as imageFixture } from './helpers/media.ts';
 import { uploadAsset } from './helpers/uploads.ts';
-import { startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeOpenAiImages, type FakeReplicate, type FakeUpstream } from './helpers/fake-upstreams.ts';
+import { catalogWith, LOOPBACK_FETCH, remoteCatalog, SAWYER, UPSTREAM_KEY } from './helpers/provider-harness.ts';
+import { startFakeFal, startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeOpenAiImages, type FakeReplicate, type FakeUpstream } from './helpers/fake-upstreams.ts';
 import { probeAv } from '../server/media/probe.ts';
 import { openDb } from '../server/storage/db.ts';
 import { dbOptionsFor } from './helpers/database.ts';
@@ -42,32 +43,9 @@ import { expireLeases } from './helpers/jobs.ts';
 const IMAGE = '/api/generate/image';
 const VIDEO = '/api/generate/video';
 const AUDIO = '/api/generate/audio';
-const UPSTREAM_KEY = 'sk-upstream-secret-do-not-leak';
-const SAWYER = 'voice_216a51c833b48d5464b520f3';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
-/** The fakes serve outputs from 127.0.0.1, which the server refuses unless the operator allows it. */
-const LOOPBACK_FETCH = { REMOTE_FETCH_ALLOW: '127.0.0.0/8' };
-
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
-
-/** The shipped catalog with the video and music models moved to Replicate-shaped predictions. */
-function remoteCatalog(dir: string): string {
-  const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
-  for (const m of doc.models) {
-    if (m.id === 'gemforge-video-1') {
-      m.provider = 'replicate';
-      m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', duration: '{duration}', aspect_ratio: '{ratio}', fps: 24, note: 'made for {mode}' } };
-    }
-    if (m.id === 'gemforge-music-1') {
-      m.provider = 'replicate';
-      m.replicate = { version: '80f189984e5ca70287d13342f6daa0db45cba3c131c4e46dc81360f3a4c4f690', input: { prompt: '{prompt}', duration: '{durationSeconds}' } };
-    }
-  }
-  const file = path.join(dir, 'remote-models.yaml');
-  fs.writeFileSync(file, YAML.stringify(doc));
-  return file;
-}
 
 /** The task's job, once it is held for an operator. */
 async function heldJob(s: TestServer, taskId: string): Promise<{ state: string; last_error: string }> {
@@ -995,15 +973,6 @@ describe('remote providers: prediction reads', () => {
 });
 
 describe('remote providers: the upstreams\' dialects', () => {
-  /** The shipped catalog with `edit` applied to the models it names. */
-  function catalogWith(dir: string, edit: Record<string, (m: Record<string, unknown>) => void>): string {
-    const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
-    for (const m of doc.models) edit[m.id as string]?.(m);
-    const file = path.join(dir, 'dialect-models.yaml');
-    fs.writeFileSync(file, YAML.stringify(doc));
-    return file;
-  }
-
   it('when a dall-e-2 model edits an image, then the source is sent as `image`, the one field dall-e-2 takes', async () => {
     await withImageUpstream('gemforge-image-1=dall-e-2', {}, async (fake, t) => {
       const u = await t.user({ gems: 100 });
@@ -1054,6 +1023,74 @@ describe('remote providers: the upstreams\' dialects', () => {
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
       assert.equal((fake.requests.at(-1)!.json as Record<string, unknown>).response_format, 'aac');
       assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'audio/aac');
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('remote providers: discovery shows what the upstream can do', () => {
+  /** The discovery entry of `id`. */
+  async function listed(t: TestServer, key: string, id: string): Promise<Record<string, unknown>> {
+    const { models } = (await (await t.call('GET', '/api/generate/models', { key })).json()) as { models: Array<{ id: string; capabilities: Record<string, unknown> }> };
+    return models.find((m) => m.id === id)!.capabilities;
+  }
+
+  it('when an image model is mapped to gpt-image-1, then discovery names the size each ratio is really made at (16:9 as 1536x1024)', async () => {
+    await withImageUpstream('gemforge-image-1=gpt-image-1', {}, async (_fake, t) => {
+      const u = await t.user({ gems: 10 });
+      const caps = await listed(t, u.secret, 'gemforge-image-1');
+      const sizes = caps.upstreamSizes as Record<string, string>;
+      assert.equal(sizes['16:9'], '1536x1024');
+      assert.equal(sizes['1:1'], '1024x1024');
+      assert.equal(sizes['2:3'], '1024x1536');
+      assert.deepEqual(Object.keys(sizes), caps.ratios, 'every listed ratio is named');
+      const local = await listed(t, u.secret, 'gemforge-image-edit-1');
+      assert.equal(local.upstreamSizes, undefined, 'a local model is listed as the catalog says');
+    });
+  });
+
+  it('when an image model is mapped to dall-e-3, then discovery lists no edits, no transparency and its 4,000-character prompt limit, as submission enforces', async () => {
+    await withImageUpstream('gemforge-image-1=dall-e-3', {}, async (_fake, t) => {
+      const u = await t.user({ gems: 10 });
+      const caps = await listed(t, u.secret, 'gemforge-image-1');
+      assert.equal(caps.sourceImage, undefined);
+      assert.equal(caps.referenceImages, undefined);
+      assert.deepEqual(caps.background, ['auto', 'opaque']);
+      assert.equal(caps.maxPromptChars, 4000);
+      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x', parameters: { background: 'transparent' } });
+      assert.equal(r.status, 422, 'what discovery leaves out is refused');
+    });
+  });
+});
+
+describe('remote providers: fal queue video', () => {
+  it('when a video model is a fal queue model, then its `{"video": {"url"}}` result is delivered once, and an image-to-video request is refused before anything is reserved', async () => {
+    const fake = await startFakeFal({ apiKey: UPSTREAM_KEY, outputs: 'video' });
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, {
+      'gemforge-video-1': (m) => {
+        m.provider = 'fal';
+        m.fal = { model: 'fal-ai/wan-t2v', input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' } };
+      },
+    });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, FAL_QUEUE_URL: fake.url, FAL_KEY: UPSTREAM_KEY, FAL_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a queued clip', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '16:9' } });
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'video/mp4');
+      assert.equal(fake.submitted().length, 1);
+      assert.deepEqual(fake.submitted()[0]!.input, { prompt: 'a queued clip', aspect_ratio: '16:9', duration: 2 });
+      assert.equal(fake.requests[0]!.headers.authorization, `Key ${UPSTREAM_KEY}`);
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
+      const i2v = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      assert.equal(i2v.status, 422);
+      assert.match(i2v.body.error.message, /sourceImage/);
+      assert.equal(fake.submitted().length, 1, 'nothing sent upstream');
     } finally {
       await t.close();
       await fake.close();

@@ -8,6 +8,8 @@
  */
 import createClient, { type Middleware } from 'openapi-fetch';
 import type { components, paths } from '../../generated/console.ts';
+import { problemBox, when } from './show.ts';
+import { dailyChart, dailyTable, keySpend, legend } from './usage.ts';
 
 type Key = components['schemas']['Key'];
 type Account = components['schemas']['Account'];
@@ -15,7 +17,7 @@ type Task = components['schemas']['Task'];
 type Charge = components['schemas']['Charge'];
 type Upload = components['schemas']['Upload'];
 type Voice = components['schemas']['Voice'];
-type Problem = { error?: { message?: string } } | undefined;
+type Problem = { error?: { code?: string; message?: string } } | undefined;
 
 let csrfToken = '';
 const api = createClient<paths>({ baseUrl: '/console/api', credentials: 'same-origin' });
@@ -39,12 +41,13 @@ function say(text: string): void {
   $('status').textContent = text;
 }
 
-/** Shows an API error's message (the Error envelope), or hides the box. */
+/** Shows an API error's message (the Error envelope) of what no form asked for (loading a list), or hides the box. */
 function problem(error: Problem | string | null): void {
   const box = $('problem');
   const text = typeof error === 'string' ? error : (error?.error?.message ?? '');
   box.textContent = text;
   box.hidden = !text;
+  if (text) box.scrollIntoView({ block: 'nearest' });
 }
 
 function inviteToken(): string | undefined {
@@ -54,26 +57,72 @@ function inviteToken(): string | undefined {
 
 async function signedIn(): Promise<void> {
   show('signed-in-view');
-  await Promise.all([loadAccount(), loadKeys(), loadTasks(), loadCharges(), loadUploads(), loadVoices()]);
+  await Promise.all([loadAccount(), loadKeys(), loadUsage(), loadTasks(), loadCharges(), loadUploads(), loadVoices()]);
 }
 
-/** One task: what it is, its status and Gems, and its outputs (images previewed, video and audio playable, each also a link). */
+/** The usage view: the last 30 days' Gems per day and kind, and each key's spend against its cap. */
+async function loadUsage(): Promise<void> {
+  const { data, error } = await api.GET('/usage');
+  if (!data) return problem(error ?? null);
+  $('usage-chart').replaceChildren(dailyChart(data.days), legend(data.days));
+  $('usage-table').replaceChildren(dailyTable(data.days));
+  $('usage-keys').replaceChildren(...data.keys.map(keySpend));
+  $('no-usage-keys').hidden = data.keys.length > 0;
+}
+
+/** The start of a task's prompt as the list shows it (the whole of what the API sent on hover). */
+function promptLine(prompt: string): HTMLElement {
+  const p = document.createElement('span');
+  p.className = 'prompt';
+  p.textContent = prompt || '(none)';
+  p.title = prompt;
+  return p;
+}
+
+/** An output as a fixed-size thumbnail (loaded when scrolled to) that opens the full file in a new tab. */
+function thumbnail(url: string, label: string): HTMLAnchorElement {
+  const link = document.createElement('a');
+  link.href = url;
+  link.target = '_blank';
+  link.rel = 'noopener';
+  link.className = 'thumb';
+  link.title = `${label}: open in full`;
+  const img = document.createElement('img');
+  img.src = url;
+  img.alt = label;
+  img.loading = 'lazy';
+  img.decoding = 'async';
+  img.width = THUMB_PX;
+  img.height = THUMB_PX;
+  link.append(img);
+  return link;
+}
+
+/** Thumbnails' edge in CSS pixels (console.css sizes them the same). */
+const THUMB_PX = 96;
+
+/**
+ * One task: what it is, its prompt's start, the key that made it, its id, status
+ * and Gems, and its outputs (images as thumbnails that open in full, video and
+ * audio playable, each also a link).
+ */
 function taskItem(task: Task): HTMLLIElement {
   const li = factsItem(`${task.kind} · ${task.model} · ${task.status}`, [
+    ['Prompt', promptLine(task.prompt)],
+    ['Key', task.keyName || task.keyId],
+    ['Task id', code(task.id)],
     ['Gems', `quoted ${task.quotedGems}, charged ${task.chargedGems}, released ${task.releasedGems}`],
-    ['Created', task.createdAt],
+    ['Created', when(task.createdAt)],
     task.error && ['Error', `${task.error.code}: ${task.error.message}`],
   ]);
   li.dataset.taskId = task.id;
+  const thumbs = document.createElement('div');
+  thumbs.className = 'thumbs';
   for (const output of task.outputs) {
     if (!output.asset) continue;
     const label = `Output ${output.index + 1} of task ${task.id}`;
     if (output.asset.kind === 'image') {
-      const img = document.createElement('img');
-      img.src = output.asset.url;
-      img.alt = label;
-      img.loading = 'lazy';
-      li.append(img);
+      thumbs.append(thumbnail(output.asset.url, label));
     } else if (output.asset.kind === 'video' || output.asset.kind === 'audio') {
       const player = document.createElement(output.asset.kind);
       player.controls = true;
@@ -89,21 +138,28 @@ function taskItem(task: Task): HTMLLIElement {
       li.append(a);
     }
   }
+  if (thumbs.childElementCount) li.append(thumbs);
   return li;
+}
+
+function code(text: string): HTMLElement {
+  const c = document.createElement('code');
+  c.textContent = text;
+  return c;
 }
 
 function chargeItem(charge: Charge): HTMLLIElement {
   return factsItem(`${charge.ref ?? charge.id} · ${charge.state}`, [
     ['Gems', `held ${charge.heldGems}, charged ${charge.chargedGems}, released ${charge.releasedGems}`],
-    ['Created', charge.createdAt],
+    ['Created', when(charge.createdAt)],
   ]);
 }
 
 function uploadItem(upload: Upload): HTMLLIElement {
   return factsItem(`${upload.filename ?? upload.id} · ${upload.kind}`, [
     ['Type', `${upload.mimeType}, ${upload.sizeBytes.toLocaleString('en-US')} bytes`],
-    ['Uploaded', upload.createdAt],
-    upload.deletedAt && ['Deleted', upload.deletedAt],
+    ['Uploaded', when(upload.createdAt)],
+    upload.deletedAt && ['Deleted', when(upload.deletedAt)],
   ]);
 }
 
@@ -111,12 +167,12 @@ function voiceItem(voice: Voice): HTMLLIElement {
   return factsItem(`${voice.name} · ${voice.state}`, [
     voice.language && ['Language', voice.language],
     voice.durationSeconds !== null && ['Sample', `${voice.durationSeconds.toFixed(1)} s`],
-    ['Created', voice.createdAt],
+    ['Created', when(voice.createdAt)],
   ]);
 }
 
 /** A list item: its title, then its facts as a definition list (a fact that is not there is left out). */
-function factsItem(title: string, facts: ReadonlyArray<readonly [term: string, value: string] | false | null | undefined | ''>): HTMLLIElement {
+function factsItem(title: string, facts: ReadonlyArray<readonly [term: string, value: string | Node] | false | null | undefined | ''>): HTMLLIElement {
   const li = document.createElement('li');
   const strong = document.createElement('strong');
   strong.textContent = title;
@@ -178,11 +234,13 @@ function showAccount(account: Account): void {
 /** Moderation refusals not cleared, and the block they set: shown only when there are any. */
 function showModeration({ blockedAt, refusals }: Account['moderation']): void {
   $('moderation').hidden = !blockedAt && refusals.length === 0;
-  $('moderation-blocked').textContent = blockedAt ? `Requests are refused since ${blockedAt}: too many were refused by moderation. Ask the operator to review them.` : '';
+  const blocked = $('moderation-blocked');
+  blocked.replaceChildren();
+  if (blockedAt) blocked.append('Requests are refused since ', when(blockedAt), ': too many were refused by moderation. Ask the operator to review them.');
   $('moderation-refusals').replaceChildren(
     ...refusals.map((r) => {
       const li = document.createElement('li');
-      li.textContent = `${r.createdAt}: ${r.operation}, ${r.field} refused (${r.categories.join(', ')})`;
+      li.append(when(r.createdAt), `: ${r.operation}, ${r.field} refused (${r.categories.join(', ')})`);
       return li;
     }),
   );
@@ -198,15 +256,15 @@ async function loadAccount(): Promise<boolean> {
   return true;
 }
 
-function fact(list: HTMLElement, term: string, value: string): void {
+function fact(list: HTMLElement, term: string, value: string | Node): void {
   const dt = document.createElement('dt');
   dt.textContent = term;
   const dd = document.createElement('dd');
-  dd.textContent = value;
+  dd.append(value);
   list.append(dt, dd);
 }
 
-/** One key in the list: its facts and, unless revoked, a revoke button that asks to be confirmed. */
+/** One key in the list: its facts and, unless revoked, an edit button and a revoke button that asks to be confirmed. */
 function keyItem(key: Key): HTMLLIElement {
   const li = document.createElement('li');
   li.dataset.keyId = key.id;
@@ -217,34 +275,133 @@ function keyItem(key: Key): HTMLLIElement {
   fact(facts, 'Scopes', key.scopes.join(', '));
   fact(facts, 'Monthly cap', key.monthlyCap === null ? 'none' : `${key.monthlyCap} Gems`);
   fact(facts, 'This month', `${key.spendThisMonth} Gems (charges and holds)`);
-  fact(facts, 'Expires', key.expiresAt ?? 'never');
-  fact(facts, 'Created', key.createdAt);
-  fact(facts, 'Last used', key.lastUsedAt ?? 'never');
-  if (key.revokedAt) fact(facts, 'Revoked', key.revokedAt);
+  fact(facts, 'Expires', key.expiresAt ? when(key.expiresAt) : 'never');
+  fact(facts, 'Created', when(key.createdAt));
+  fact(facts, 'Last used', key.lastUsedAt ? when(key.lastUsedAt) : 'never');
+  if (key.revokedAt) fact(facts, 'Revoked', when(key.revokedAt));
   li.append(title, facts);
-  if (!key.revokedAt) li.append(revokeButton(key));
+  if (!key.revokedAt) li.append(editButton(key), revokeButton(key));
   return li;
+}
+
+/** A `datetime-local` input's value for a UTC moment, in the reader's local time. */
+function localInput(iso: string): string {
+  const at = new Date(iso);
+  return new Date(at.getTime() - at.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+}
+
+/** The moment of a `datetime-local` value, read as the reader's local time; undefined when it is no moment. */
+function fromLocalInput(value: string): string | undefined {
+  const at = new Date(value); // a date-time without an offset is local time
+  return Number.isNaN(at.getTime()) ? undefined : at.toISOString();
+}
+
+/** A labelled input for the key edit form. */
+function editField(form: HTMLFormElement, id: string, label: string, attributes: Record<string, string>): HTMLInputElement {
+  const l = document.createElement('label');
+  l.htmlFor = id;
+  l.textContent = label;
+  const field = document.createElement('input');
+  for (const [name, value] of Object.entries({ ...attributes, id })) field.setAttribute(name, value);
+  form.append(l, field);
+  return field;
+}
+
+/** A plain button (not a form's submit) saying `text`. */
+function button(text: string, className = ''): HTMLButtonElement {
+  return Object.assign(document.createElement('button'), { type: 'button', textContent: text, className });
+}
+
+let edits = 0;
+
+/** The key's settings (spec: name, expiry, monthly cap) in a form of their own, opened by "Edit". */
+function editButton(key: Key): HTMLElement {
+  const box = document.createElement('div');
+  const open = button(`Edit ${key.name}`);
+  open.addEventListener('click', () => {
+    const n = edits++;
+    const form = document.createElement('form');
+    form.className = 'edit-key';
+    form.noValidate = true; // the console checks and says what is wrong itself, beside the form
+    form.setAttribute('aria-label', `Settings of ${key.name}`);
+    const name = editField(form, `edit-name-${n}`, `Name of ${key.name}`, { name: 'name', value: key.name, maxlength: '200' });
+    const expires = editField(form, `edit-expires-${n}`, `Expiry of ${key.name} (your local time; empty: never)`, {
+      name: 'expires',
+      type: 'datetime-local',
+      value: key.expiresAt ? localInput(key.expiresAt) : '',
+    });
+    const cap = editField(form, `edit-cap-${n}`, `Cap of ${key.name} in Gems a month (empty: none; 0 disables spending)`, {
+      name: 'cap',
+      type: 'number',
+      inputmode: 'numeric',
+      step: '1',
+      value: key.monthlyCap === null ? '' : String(key.monthlyCap),
+    });
+    const problemEl = Object.assign(document.createElement('p'), { id: `edit-problem-${n}`, className: 'problem', hidden: true, tabIndex: -1 });
+    problemEl.setAttribute('role', 'alert');
+    const save = Object.assign(document.createElement('button'), { type: 'submit', textContent: `Save ${key.name}` });
+    const cancel = button('Cancel');
+    cancel.addEventListener('click', () => box.replaceChildren(open));
+    form.append(problemEl, save, cancel);
+    const problems = problemBox(form, problemEl);
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const checked = checkKeyFields({ name, expires, cap }, problems.show);
+      if (!checked) return;
+      const { data, error } = await api.PATCH('/keys/{keyId}', {
+        params: { path: { keyId: key.id } },
+        body: { name: checked.name, expiresAt: checked.expiresAt ?? null, monthlyCap: checked.monthlyCap ?? null },
+      });
+      if (!data) return problems.api(error ?? null, { name, expiresAt: expires, monthlyCap: cap });
+      say(`Key ${data.name} is saved.`);
+      await Promise.all([loadKeys(), loadUsage()]);
+      $(`keys`).querySelector<HTMLElement>(`li[data-key-id="${key.id}"] button`)?.focus();
+    });
+    box.replaceChildren(form);
+    name.focus();
+  });
+  box.append(open);
+  return box;
+}
+
+/**
+ * A key form's fields checked before anything is sent, in the console's words:
+ * the settings to send, or undefined after `show` said what to fix (and where).
+ */
+function checkKeyFields(
+  f: { name: HTMLInputElement; expires: HTMLInputElement; cap: HTMLInputElement },
+  show: (text: string, field: HTMLElement) => void,
+): { name: string; expiresAt?: string; monthlyCap?: number } | undefined {
+  const name = f.name.value.trim();
+  if (!name) return void show('Give the key a name.', f.name);
+  let expiresAt: string | undefined;
+  if (f.expires.value) {
+    expiresAt = fromLocalInput(f.expires.value);
+    if (!expiresAt) return void show('The expiry is not a date and time; pick one, or leave it empty for a key that does not expire.', f.expires);
+    if (Date.parse(expiresAt) <= Date.now()) return void show('The expiry must be in the future; leave it empty for a key that does not expire.', f.expires);
+  }
+  let monthlyCap: number | undefined;
+  if (f.cap.value !== '' || f.cap.validity.badInput) {
+    monthlyCap = Number(f.cap.value);
+    if (f.cap.validity.badInput || !Number.isSafeInteger(monthlyCap) || monthlyCap < 0) {
+      return void show('The monthly cap is a whole number of Gems, 0 or more (0 disables spending); leave it empty for no cap.', f.cap);
+    }
+  }
+  return { name, ...(expiresAt && { expiresAt }), ...(monthlyCap !== undefined && { monthlyCap }) };
 }
 
 function revokeButton(key: Key): HTMLElement {
   const box = document.createElement('div');
-  const ask = document.createElement('button');
-  ask.type = 'button';
-  ask.textContent = `Revoke ${key.name}`;
+  const ask = button(`Revoke ${key.name}`);
   ask.addEventListener('click', () => {
-    const confirm = document.createElement('button');
-    confirm.type = 'button';
-    confirm.className = 'danger';
-    confirm.textContent = `Yes, revoke ${key.name} now`;
-    const cancel = document.createElement('button');
-    cancel.type = 'button';
-    cancel.textContent = 'Keep it';
+    const confirm = button(`Yes, revoke ${key.name} now`, 'danger');
+    const cancel = button('Keep it');
     cancel.addEventListener('click', () => box.replaceChildren(ask));
     confirm.addEventListener('click', async () => {
       const { error } = await api.DELETE('/keys/{keyId}', { params: { path: { keyId: key.id } } });
       problem(error ?? null);
       if (!error) say(`Key ${key.name} is revoked.`);
-      await loadKeys();
+      await Promise.all([loadKeys(), loadUsage()]);
     });
     box.replaceChildren(confirm, cancel);
     confirm.focus();
@@ -259,55 +416,54 @@ async function loadKeys(): Promise<void> {
   $('keys').replaceChildren(...[...data.keys].reverse().map(keyItem));
 }
 
+const signInProblem = problemBox($('sign-in-form'), $('sign-in-problem'));
 $('sign-in-form').addEventListener('submit', async (event) => {
   event.preventDefault();
   const form = new FormData(event.target as HTMLFormElement);
   const { data, error } = await api.POST('/session', { body: { email: String(form.get('email')), password: String(form.get('password')) } });
-  problem(error ?? null);
-  if (!data) return;
+  if (!data) return signInProblem.api(error ?? null, { email: $('sign-in-email'), password: $('sign-in-password') });
+  signInProblem.clear();
+  problem(null);
   csrfToken = data.csrfToken;
   $<HTMLInputElement>('sign-in-password').value = '';
   say(`Signed in as ${data.email}.`);
   await signedIn();
 });
 
+const inviteProblem = problemBox($('invite-form'), $('invite-problem'));
 $('invite-form').addEventListener('submit', async (event) => {
   event.preventDefault();
   const form = new FormData(event.target as HTMLFormElement);
   const password = String(form.get('password'));
-  if (password !== String(form.get('confirm'))) return problem('The two passwords differ.');
-  if (!/\S/.test(password)) return problem('The password must not be only spaces.');
+  if (Array.from(password).length < 12) return inviteProblem.show('Choose a password of 12 characters or more.', $('invite-password'));
+  if (!/\S/.test(password)) return inviteProblem.show('The password must not be only spaces.', $('invite-password'));
+  if (password !== String(form.get('confirm'))) return inviteProblem.show('The two passwords differ: type the same password twice.', $('invite-confirm'));
   const { data, error } = await api.POST('/invites/accept', { body: { token: inviteToken() ?? '', password } });
-  problem(error ?? null);
-  if (!data) return;
+  if (!data) return inviteProblem.api(error ?? null, { password: $('invite-password') });
+  inviteProblem.clear();
   history.replaceState(null, '', location.pathname); // the token is spent: out of the address bar
   csrfToken = data.csrfToken;
   say(`Welcome, ${data.email}.`);
   await signedIn();
 });
 
+const createProblem = problemBox($('create-key-form'), $('create-key-problem'));
 $('create-key-form').addEventListener('submit', async (event) => {
   event.preventDefault();
   const formElement = event.target as HTMLFormElement;
-  const form = new FormData(formElement);
-  const expires = String(form.get('expires') ?? '');
-  const cap = String(form.get('cap') ?? '');
-  const { data, error } = await api.POST('/keys', {
-    body: {
-      name: String(form.get('name')),
-      scopes: form.getAll('scope').map(String) as Key['scopes'],
-      ...(expires && { expiresAt: new Date(`${expires}Z`).toISOString() }),
-      ...(cap && { monthlyCap: Number(cap) }),
-    },
-  });
-  problem(error ?? null);
-  if (!data) return;
+  const fields = { name: $<HTMLInputElement>('key-name'), expires: $<HTMLInputElement>('key-expires'), cap: $<HTMLInputElement>('key-cap') };
+  const checked = checkKeyFields(fields, createProblem.show);
+  if (!checked) return;
+  const scopes = new FormData(formElement).getAll('scope').map(String) as Key['scopes'];
+  if (scopes.length === 0) return createProblem.show('Choose at least one scope.', formElement.querySelector<HTMLElement>('input[name=scope]'));
+  const { data, error } = await api.POST('/keys', { body: { ...checked, scopes } });
+  if (!data) return createProblem.api(error ?? null, { name: fields.name, expiresAt: fields.expires, monthlyCap: fields.cap });
   formElement.reset();
   $('new-secret').hidden = false;
   $<HTMLInputElement>('new-secret-value').value = data.secret;
   $('copy-secret').focus();
   say(`Key ${data.key.name} is created.`);
-  await loadKeys();
+  await Promise.all([loadKeys(), loadUsage()]);
 });
 
 $('copy-secret').addEventListener('click', async () => {
@@ -329,12 +485,13 @@ $('secret-done').addEventListener('click', () => {
 /** Changes a setting of the account; the page shows what the server now holds. */
 async function patchAccount(body: { paidConsent?: boolean; contentPreference?: Account['contentPreference'] }, done: string): Promise<void> {
   const { data, error } = await api.PATCH('/account', { body });
-  problem(error ?? null);
+  accountProblem.api(error ?? null);
   if (!data) return void (await loadAccount());
   showAccount(data);
   say(done);
 }
 
+const accountProblem = problemBox($('account-settings'), $('account-problem'));
 $('paid-consent').addEventListener('change', (event) => {
   const paidConsent = (event.target as HTMLInputElement).checked;
   return patchAccount({ paidConsent }, paidConsent ? 'Paid Gems may now be spent.' : 'Paid Gems will not be spent.');

@@ -8,7 +8,8 @@ import type { Db } from '../storage/db.ts';
 import type { Clock } from './clock.ts';
 import { describeKey, listKeys, requireAccount } from './accounts.ts';
 import { accountSummary } from './ledger.ts';
-import { listReservations } from '../storage/ledger.ts';
+import { listReservations, type SpendKind } from '../storage/ledger.ts';
+import { accountDays } from '../storage/balances.ts';
 import { listUploads } from '../storage/assets.ts';
 import { listAccountVoices } from '../storage/voices.ts';
 import { decodeCursor, pageOf } from './paging.ts';
@@ -78,4 +79,37 @@ export async function listOwnVoices(db: Db, accountId: string, page: Page) {
   const { rows, next } = pageOf(await listAccountVoices(db, accountId, decodeCursor(page.cursor), page.limit + 1), page.limit);
   const voices = rows.map((v) => ({ id: v.id, name: v.name, language: v.language, state: v.state, durationSeconds: v.duration_seconds, createdAt: v.created_at }));
   return { voices, next };
+}
+
+/** The kinds of work the usage view counts apart, in the order it shows them. */
+export const SPEND_KINDS = ['image', 'video', 'audio', 'text', 'extraction'] as const satisfies readonly SpendKind[];
+/** Days the usage view covers, today (UTC) included. */
+export const USAGE_DAYS = 30;
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The account's usage as the console charts it, from running figures only: Gems
+ * charged per UTC day and kind over the last USAGE_DAYS days (every day present,
+ * zeros included, oldest first), and each key that is not revoked with this
+ * month's spend beside its cap.
+ */
+export async function accountUsage(db: Db, clock: Clock, accountId: string) {
+  const today = Math.floor(clock.now().getTime() / DAY_MS) * DAY_MS;
+  const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+  const days = Array.from({ length: USAGE_DAYS }, (_, i) => ({
+    day: dayOf(today - (USAGE_DAYS - 1 - i) * DAY_MS),
+    gems: { image: 0, video: 0, audio: 0, text: 0, extraction: 0 } satisfies Record<SpendKind, number>,
+  }));
+  const byDay = new Map(days.map((d) => [d.day, d.gems]));
+  const { summary, keys } = await accountOverview(db, clock, accountId);
+  for (const row of await accountDays(db, accountId, days[0]!.day, days.at(-1)!.day)) {
+    const gems = byDay.get(row.day);
+    if (gems && (SPEND_KINDS as readonly string[]).includes(row.kind)) gems[row.kind as SpendKind] += row.posted;
+  }
+  return {
+    month: summary.month,
+    days,
+    keys: keys.filter((k) => !k.revokedAt).map((k) => ({ id: k.id, name: k.name, hint: k.hint, monthlyCap: k.monthlyCap, spendThisMonth: k.spendThisMonth })),
+  };
 }

@@ -143,6 +143,34 @@ export async function createKey(
   return { key, secret };
 }
 
+/** A change of a key's settings (spec: a name, an optional future expiry, a monthly cap); null clears the expiry or the cap. */
+export interface KeyPatch {
+  name?: string | undefined;
+  expiresAt?: Date | null | undefined;
+  monthlyCap?: number | null | undefined;
+}
+
+/**
+ * Changes a key's name, expiry or cap (what the patch leaves out stays). A
+ * revoked key stays as it was revoked; a new expiry must be in the future. The
+ * cap applies from the next reservation: a cap below this month's spend refuses
+ * new spending and takes back nothing already held or charged.
+ */
+export async function updateKey(db: Db, clock: Clock, id: string, patch: KeyPatch): Promise<ApiKeyRow> {
+  if (patch.name !== undefined) checkName(patch.name, 'a key');
+  if (patch.expiresAt && patch.expiresAt.getTime() <= clock.now().getTime()) throw new AdminError('the expiry must be in the future');
+  const key = await store.findKey(db, id);
+  if (!key) throw new AdminError(`no key with id ${id}`);
+  const changed = await store.updateKeySettings(db, id, {
+    name: patch.name ?? key.name,
+    monthly_cap: patch.monthlyCap === undefined ? key.monthly_cap : patch.monthlyCap,
+    expires_at: patch.expiresAt === undefined ? key.expires_at : patch.expiresAt && patch.expiresAt.toISOString(),
+  });
+  if (!changed) throw new AdminError(`key ${key.name} is revoked and cannot be changed`);
+  invalidatePrincipals(); // a lower cap or a nearer expiry applies to the very next request
+  return (await store.findKey(db, id))!;
+}
+
 export async function revokeKey(db: Db, clock: Clock, id: string): Promise<ApiKeyRow> {
   const key = await store.findKey(db, id);
   if (!key) throw new AdminError(`no key with id ${id}`);

@@ -24,8 +24,11 @@ export type CatalogModel = Entry & {
   listedCapabilities: Record<string, unknown>;
   /** The provider that makes its outputs (`local` when absent; server/providers/remote). */
   provider?: string;
-  /** The `replicate` block of a model whose provider is replicate (checked when providers are built). */
-  replicate?: unknown;
+  /**
+   * The block named after its provider (`replicate:` for provider replicate,
+   * `fal:` for fal): the provider's own mapping, checked when providers are built.
+   */
+  providerEntry?: unknown;
 };
 
 /** The entry of one kind. */
@@ -47,15 +50,18 @@ export interface Catalog {
 }
 
 const KINDS = new Set(['image', 'video', 'audio', 'text']);
-const PROVIDERS = new Set(['local', 'openai-images', 'openai-speech', 'replicate']);
-
-/** Loads and checks the catalog; a broken file stops start-up with a message naming the entry. */
-export function loadCatalog(file: string): Catalog {
+/**
+ * Loads and checks the catalog; a broken file stops start-up with a message naming the entry.
+ * `providers`: the provider names a model may give (the registered providers' names,
+ * from server/providers/remote, handed in at the composition root); absent, any
+ * name is kept here and the providers' registry refuses an unknown one.
+ */
+export function loadCatalog(file: string, providers?: readonly string[]): Catalog {
   const doc = YAML.parse(fs.readFileSync(file, 'utf8')) as { models?: unknown; analysis?: { id?: unknown; name?: unknown; pricing?: unknown } };
   if (!Array.isArray(doc?.models)) throw new Error(`${file}: "models" must be a list`);
   const seen = new Set<string>();
   const models = doc.models.map((raw, i) => {
-    const m = raw as { id: string; name: string; kind: ModelKind; available?: boolean; baseGems?: number; capabilities: unknown; pricing: unknown; provider?: unknown; replicate?: unknown };
+    const m = raw as { id: string; name: string; kind: ModelKind; available?: boolean; baseGems?: number; capabilities: unknown; pricing: unknown; provider?: unknown } & Record<string, unknown>;
     const where = `${file}: models[${i}]`;
     if (typeof m?.id !== 'string' || !/^[A-Za-z0-9._:-]{1,150}$/.test(m.id)) throw new Error(`${where}: bad id`);
     if (seen.has(m.id)) throw new Error(`${where}: duplicate id ${m.id}`);
@@ -67,10 +73,10 @@ export function loadCatalog(file: string): Catalog {
     const entry = parseEntry(m.kind, m, `${where} (${m.id})`);
     const model: CatalogModel = { ...entry, id: m.id, name: m.name, listedCapabilities: m.capabilities as Record<string, unknown> };
     if (m.provider !== undefined) {
-      if (typeof m.provider !== 'string' || !PROVIDERS.has(m.provider)) throw new Error(`${where}: provider must be one of ${[...PROVIDERS].join(', ')}`);
+      if (typeof m.provider !== 'string' || (providers && !providers.includes(m.provider))) throw new Error(`${where}: provider must be one of ${(providers ?? ['local']).join(', ')}`);
       model.provider = m.provider;
+      if (Object.hasOwn(m, m.provider) && m.provider !== 'local') model.providerEntry = m[m.provider];
     }
-    if (m.replicate !== undefined) model.replicate = m.replicate;
     if (m.available !== undefined) model.available = m.available;
     if (m.baseGems !== undefined) model.baseGems = m.baseGems;
     return model;

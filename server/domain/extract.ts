@@ -144,7 +144,7 @@ async function analyse(
   const reservationId = newId('rsv');
   const claim = await spend.inSubmission(deps.db, deps.clock, identity, async ({ claim, hold }) => {
     await claim({ state: 'pending', ref: id, reservationId }); // until the analysis's outcome
-    await hold({ purpose: 'llm', amount, maxGems: request.maxGems, ref: id, id: reservationId });
+    await hold({ purpose: 'llm', kind: 'extraction', amount, maxGems: request.maxGems, ref: id, id: reservationId });
   });
   if (!claim.created) return idem.savedResponse<Extraction>(claim.record);
 

@@ -16,18 +16,20 @@
 import { ApiError } from '../errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/ledger.ts';
-import type { Purpose, ReservationRow } from '../storage/ledger.ts';
+import type { Purpose, ReservationRow, SpendKind } from '../storage/ledger.ts';
 import * as balances from '../storage/balances.ts';
 import { newId } from './ids.ts';
 import { utcMonth, type Clock } from './clock.ts';
 
-export type { Purpose, ReservationRow };
+export type { Purpose, ReservationRow, SpendKind };
 
 export interface ReserveRequest {
   accountId: string;
   keyId: string | null;
   /** `media` spends the Gem balance; `llm` spends the LLM allowance, then consented paid Gems. */
   purpose: Purpose;
+  /** What it pays for, the usage view's figure its charge moves; absent: image (media) or text (llm). */
+  kind?: SpendKind | undefined;
   /** Whole Gems: the media quote, or the text/extraction conservative maximum. */
   amount: number;
   /** The request's own ceiling; above it → 409 PRICE_CHANGED, nothing reserved. */
@@ -149,6 +151,7 @@ async function recordHold(
     account_id: req.accountId,
     key_id: req.keyId,
     purpose: req.purpose,
+    kind: req.kind ?? (req.purpose === 'media' ? 'image' : 'text'),
     ref: req.ref ?? null,
     hold_allowance: holdAllowance,
     hold_paid: holdPaid,
@@ -223,6 +226,8 @@ export async function settleTx(trx: Tx, clock: Clock, reservationId: string, cha
     accountId: r.account_id,
     keyId: r.key_id,
     month,
+    day: at.slice(0, 10),
+    kind: r.kind,
     paidPending: -r.hold_paid,
     allowancePending: -r.hold_allowance,
     paidPosted: postPaid,

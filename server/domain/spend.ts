@@ -25,7 +25,7 @@ import type { Principal } from './accounts.ts';
 import type { Clock } from './clock.ts';
 import * as idem from './idempotency.ts';
 import * as ledger from './ledger.ts';
-import type { Purpose, ReservationRow } from './ledger.ts';
+import type { Purpose, ReservationRow, SpendKind } from './ledger.ts';
 
 export { requestUncertain } from './idempotency.ts';
 
@@ -93,6 +93,8 @@ export function providerRejected(provider: string, detail?: string): ApiError {
 
 export interface Hold {
   purpose: Purpose;
+  /** What it pays for, as the usage view counts it (absent: as ledger.ts `ReserveRequest` says). */
+  kind?: SpendKind | undefined;
   /** Whole Gems: the media quote or the token quote. */
   amount: number;
   maxGems?: number | undefined;
@@ -169,6 +171,7 @@ function steps(trx: Tx, clock: Clock, identity: idem.Identity, atCommit: boolean
         accountId: identity.accountId,
         keyId: identity.keyId,
         purpose: hold.purpose,
+        kind: hold.kind,
         amount: hold.amount,
         maxGems: hold.maxGems,
         ref: hold.ref,

@@ -66,7 +66,27 @@ export async function viewTask(db: Db, clock: Clock, signer: UrlSigner, baseUrl:
   return present({ ...snapshot, task }, clock, signer, baseUrl);
 }
 
-/** A page of an account's tasks, newest first: `cursor` continues where the last page ended; `next` is null after the last. */
+/** How much of a prompt the console's task list carries. */
+export const PROMPT_SHOWN_CHARS = 300;
+
+/** The start of the prompt a task was submitted with (its stored request), cut at PROMPT_SHOWN_CHARS with an ellipsis. */
+function promptOf(request: string): string {
+  let prompt: unknown;
+  try {
+    prompt = (JSON.parse(request) as { prompt?: unknown }).prompt;
+  } catch {
+    return '';
+  }
+  if (typeof prompt !== 'string') return '';
+  const chars = Array.from(prompt);
+  return chars.length <= PROMPT_SHOWN_CHARS ? prompt : `${chars.slice(0, PROMPT_SHOWN_CHARS - 1).join('')}…`;
+}
+
+/**
+ * A page of an account's tasks, newest first, each with the key that submitted
+ * it and the start of its prompt (the console's list): `cursor` continues where
+ * the last page ended; `next` is null after the last.
+ */
 export async function listOwnedTasks(
   db: Db,
   clock: Clock,
@@ -74,7 +94,14 @@ export async function listOwnedTasks(
   baseUrl: string,
   accountId: string,
   page: { cursor?: string | undefined; limit: number },
-): Promise<{ tasks: TaskView[]; next: string | null }> {
+): Promise<{ tasks: Array<TaskView & { keyId: string; prompt: string }>; next: string | null }> {
   const { rows, next } = pageOf(await listTaskIds(db, accountId, decodeCursor(page.cursor), page.limit + 1), page.limit);
-  return { tasks: await Promise.all(rows.map((r) => viewOwnedTask(db, clock, signer, baseUrl, accountId, r.id))), next };
+  const tasks = await Promise.all(
+    rows.map(async (r) => {
+      const snapshot = await findTaskSnapshot(db, r.id);
+      if (!snapshot || snapshot.task.account_id !== accountId) throw notFound(r.id);
+      return { ...present(snapshot, clock, signer, baseUrl), keyId: r.key_id, prompt: promptOf(r.request) };
+    }),
+  );
+  return { tasks, next };
 }

@@ -89,7 +89,7 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   const result = await spend.inSubmission(db, clock, identity, async ({ trx, claim, hold }) => {
     // Uncertain: dispatched, then the outcome was lost; the reservation stays held, no task is visible.
     await claim(uncertain ? { state: 'uncertain', reservationId } : { state: 'completed', ref: taskId, reservationId });
-    const reservation = await hold({ purpose: 'media', amount: quote, maxGems: input.maxGems, id: reservationId });
+    const reservation = await hold({ purpose: 'media', kind: prepared.kind, amount: quote, maxGems: input.maxGems, id: reservationId });
     return uncertain ? undefined : createTask(trx, clock, principal, prepared, reservation, taskId);
   });
   if (result.created) {

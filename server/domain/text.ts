@@ -196,7 +196,7 @@ export async function createChatCompletion(
   const reservationId = newId('rsv');
   const claim = await spend.inSubmission(deps.db, deps.clock, identity, async ({ claim, hold }) => {
     await claim({ state: 'pending', ref: id, reservationId }); // until the completion's outcome
-    await hold({ purpose: 'llm', amount, maxGems: request.maxGems, ref: id, id: reservationId });
+    await hold({ purpose: 'llm', kind: 'text', amount, maxGems: request.maxGems, ref: id, id: reservationId });
   });
   if (!claim.created) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(claim.record) };
 

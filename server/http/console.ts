@@ -97,7 +97,7 @@ export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'si
     // Every request passes here: only a path's head is lower-cased (Express matches paths case-insensitively).
     const p = req.path.slice(0, 13).toLowerCase();
     if (p === '/console/api' || p === '/console/api/') (api ??= consoleApi(deps))(req, res, next);
-    else if (p === '/console' || p.startsWith('/console/')) pageRouter(req, res, next);
+    else if (p === '/console' || p.startsWith('/console/') || req.path === '/favicon.ico') pageRouter(req, res, next);
     else next();
   };
 }

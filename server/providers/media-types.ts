@@ -189,6 +189,20 @@ export interface MediaProvider<K extends MediaKind = MediaKind> {
    * REQUEST_UNCERTAIN. Default: `known`.
    */
   dispatchOutcome?(submission: MediaSubmission): 'known' | 'lost';
+  /**
+   * What this provider's upstream cannot do for a prepared request (a transparent
+   * background, a voice it has no counterpart for, a prompt longer than it takes):
+   * 422 INVALID_REQUEST naming the model, before anything is reserved. Default: nothing.
+   */
+  requestProblem?(model: string, request: JobRequests[K]): string | undefined;
+  /** The catalog voice IDs a speech model can speak with here; undefined: not restricted. */
+  voices?(model: string): readonly string[] | undefined;
+  /**
+   * What discovery lists for the model: the catalog's capabilities as this
+   * provider's upstream really takes and makes them (what it cannot do left out,
+   * what it changes named). Default: the catalog's, as they are.
+   */
+  capabilities?(model: string, listed: Record<string, unknown>): Record<string, unknown>;
 }
 
 /** A media submission as its provider's submission hooks see it (the markers are the scenario layer's; providers ignore them). */

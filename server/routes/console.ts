@@ -1,7 +1,8 @@
 /**
  * The account console's JSON API (openapi/console.yaml): sign in and
  * out, the account's keys, its balance and settings (paid-Gem consent, content
- * preference, moderation refusals), its recent tasks and text and extraction charges. HTTP ↔ domain only;
+ * preference, moderation refusals), its recent tasks and text and extraction charges,
+ * and its usage (Gems per day and kind, each key's spend against its cap). HTTP ↔ domain only;
  * the session and CSRF checks ran before (http/console.ts).
  */
 import { Router, type Request, type Response } from 'express';
@@ -9,7 +10,7 @@ import type { operations } from '../../generated/console.ts';
 import type { AppDeps } from '../app.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as consoleAuth from '../domain/console.ts';
-import { accountOverview, listLlmCharges, listOwnVoices, listUploadedAssets } from '../domain/account-view.ts';
+import { accountOverview, accountUsage, listLlmCharges, listOwnVoices, listUploadedAssets } from '../domain/account-view.ts';
 import * as moderation from '../domain/policy/moderation.ts';
 import { PolicyInputError } from '../domain/policy/settings.ts';
 import { ApiError, notFound } from '../errors.ts';
@@ -135,10 +136,32 @@ export function consoleRouter({ db, clock, config, signer, passwords }: Pick<App
     res.status(201).json({ key: view({ ...accounts.describeKey(created.key), spendThisMonth: 0 }), secret: created.secret } satisfies Json<'createKey', 201>);
   });
 
+  /** The account's key of the request's path, or 404 (unknown, or another account's). */
+  async function ownKey(req: Request): Promise<Awaited<ReturnType<typeof accounts.listKeys>>[number]> {
+    const mine = (await accounts.listKeys(db, sessionOf(req).account_id)).find((k) => k.id === req.params.keyId);
+    if (!mine) throw notFound('No such key in this account.');
+    return mine;
+  }
+
+  router.patch('/console/api/keys/:keyId', async (req, res) => {
+    const body = req.body as Body<'updateKey'>;
+    const mine = await ownKey(req);
+    await accounts
+      .updateKey(db, clock, mine.id, {
+        name: body.name,
+        monthlyCap: body.monthlyCap,
+        expiresAt: typeof body.expiresAt === 'string' ? new Date(body.expiresAt) : body.expiresAt,
+      })
+      .catch((error: unknown) => {
+        throw keyRefusal(error);
+      });
+    const changed = (await keyViews(mine.account_id)).find((k) => k.id === mine.id)!;
+    res.status(200).json(changed satisfies Json<'updateKey', 200>);
+  });
+
   router.delete('/console/api/keys/:keyId', async (req, res) => {
     const accountId = sessionOf(req).account_id;
-    const mine = (await accounts.listKeys(db, accountId)).find((k) => k.id === req.params.keyId);
-    if (!mine) throw notFound('No such key in this account.');
+    const mine = await ownKey(req);
     await accounts.revokeKey(db, clock, mine.id);
     const revoked = (await keyViews(accountId)).find((k) => k.id === mine.id)!;
     res.status(200).json(revoked satisfies Json<'revokeKey', 200>);
@@ -157,8 +180,15 @@ export function consoleRouter({ db, clock, config, signer, passwords }: Pick<App
   });
 
   router.get('/console/api/tasks', async (req, res) => {
-    const page = await listOwnedTasks(db, clock, signer, baseUrl(req), sessionOf(req).account_id, pageAsked(req));
-    res.status(200).json(page satisfies Json<'listTasks', 200>);
+    const accountId = sessionOf(req).account_id;
+    const page = await listOwnedTasks(db, clock, signer, baseUrl(req), accountId, pageAsked(req));
+    const names = new Map((await accounts.listKeys(db, accountId)).map((k) => [k.id, k.name]));
+    const tasks = page.tasks.map((t) => ({ ...t, keyName: names.get(t.keyId) ?? '' }));
+    res.status(200).json({ tasks, next: page.next } satisfies Json<'listTasks', 200>);
+  });
+
+  router.get('/console/api/usage', async (req, res) => {
+    res.status(200).json((await accountUsage(db, clock, sessionOf(req).account_id)) satisfies Json<'getUsage', 200>);
   });
 
   router.get('/console/api/charges', async (req, res) => {

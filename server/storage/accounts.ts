@@ -145,6 +145,15 @@ export async function countActiveKeys(db: Conn, accountId: string): Promise<numb
   return Number(row?.n ?? 0);
 }
 
+const keySettings = statement.write('key-settings', (c, id, name, cap, expires) =>
+  c('api_keys').where({ id }).whereNull('revoked_at').update({ name, monthly_cap: cap, expires_at: expires }),
+);
+
+/** Sets a key's name, cap and expiry unless it is revoked; false when it is (or is gone). */
+export async function updateKeySettings(db: Conn, id: string, s: Pick<ApiKeyRow, 'name' | 'monthly_cap' | 'expires_at'>): Promise<boolean> {
+  return (await query(db, keySettings, [id, s.name, s.monthly_cap, s.expires_at])).changes === 1;
+}
+
 const keyRevoke = statement.write('key-revoke', (c, id, at) => c('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at }));
 
 export async function revokeKey(db: Conn, id: string, at: string): Promise<number> {

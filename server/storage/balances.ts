@@ -8,6 +8,7 @@
  *   account_months    (account, UTC month) → allowance_posted, paid_posted
  *   key_balances      pending (held by the key's open reservations, any month)
  *   key_months        (key, UTC month) → posted
+ *   account_days      (account, UTC day, kind) → posted (migration 016: the console's usage chart)
  *
  * Paid balance = credited − paid_pending − paid_posted. A key's spend in a month
  * (spec Authentication 9) = key_months.posted + key_balances.pending. The LLM
@@ -53,6 +54,9 @@ export interface Movement {
   allowancePending?: number;
   paidPosted?: number;
   allowancePosted?: number;
+  /** The UTC day (YYYY-MM-DD) and kind a charge counts under in account_days; a movement that posts names both. */
+  day?: string;
+  kind?: string;
 }
 
 const num = (v: unknown): number => Number(v ?? 0);
@@ -152,6 +156,12 @@ const accountMonthMove = statement.write('account-month-move', (c, account, mont
       paid_posted: c.raw('?? + ?', ['account_months.paid_posted', paid]),
     }),
 );
+const accountDayMove = statement.write('account-day-move', (c, account, day, kind, posted) =>
+  c('account_days')
+    .insert({ account_id: account, day, kind, posted })
+    .onConflict(['account_id', 'day', 'kind'])
+    .merge({ posted: c.raw('?? + ?', ['account_days.posted', posted]) }),
+);
 const keyMonthMove = statement.write('key-month-move', (c, key, month, posted) =>
   c('key_months')
     .insert({ key_id: key, month, posted })
@@ -178,7 +188,11 @@ export async function move(trx: Knex.Transaction, m: Movement, figuresRead = fal
   const accountParams = [m.accountId, credited, paidPending, paidPosted, allowancePending];
   if (figuresRead) await query(trx, accountMoveLater, accountParams);
   else if ((await query(trx, accountMoveNow, accountParams)).changes !== 1) throw new Error(`balances: account ${m.accountId} has no balance row`);
-  if (paidPosted || allowancePosted) await query(trx, accountMonthMove, [m.accountId, m.month, allowancePosted, paidPosted]);
+  if (paidPosted || allowancePosted) {
+    await query(trx, accountMonthMove, [m.accountId, m.month, allowancePosted, paidPosted]);
+    if (!m.day || !m.kind) throw new Error('balances: a charge needs its day and kind');
+    await query(trx, accountDayMove, [m.accountId, m.day, m.kind, allowancePosted + paidPosted]);
+  }
   if (!m.keyId) return;
   const pending = paidPending + allowancePending;
   const posted = paidPosted + allowancePosted;
@@ -325,6 +339,24 @@ export function recomputedKeyMonths(db: Conn) {
     .select('key_id', 'month', db.raw('SUM(allowance + paid) AS posted'));
 }
 
+/** Per account, UTC day and kind, from the post entries and their reservations: Gems charged. */
+export function recomputedAccountDays(db: Conn) {
+  return db('ledger_entries as e')
+    .join('reservations as r', 'r.id', 'e.reservation_id')
+    .where('e.type', 'post')
+    .groupBy('e.account_id', db.raw('SUBSTR(e.created_at, 1, 10)'), 'r.kind')
+    .select('e.account_id', db.raw('SUBSTR(e.created_at, 1, 10) AS day'), 'r.kind', db.raw('SUM(e.allowance + e.paid) AS posted'));
+}
+
+const daysOfAccount = statement.rows<{ day: string; kind: string; posted: unknown }>('account-days', (c, account, from, to) =>
+  c('account_days').where({ account_id: account }).where('day', '>=', from!).where('day', '<=', to!).select('day', 'kind', 'posted').orderBy('day'),
+);
+
+/** An account's stored charges per UTC day and kind, from day `from` to `to` (YYYY-MM-DD, both included). */
+export async function accountDays(db: Conn, accountId: string, from: string, to: string): Promise<Array<{ day: string; kind: string; posted: number }>> {
+  return (await query(db, daysOfAccount, [accountId, from, to])).map((r) => ({ day: r.day, kind: r.kind, posted: num(r.posted) }));
+}
+
 /** `INSERT INTO table (columns) <select>`: a builder as the rows of an insert. */
 async function insertSelect(db: Conn, table: string, columns: string[], select: Knex.QueryBuilder): Promise<void> {
   const { sql, bindings } = select.toSQL();
@@ -338,7 +370,7 @@ async function insertSelect(db: Conn, table: string, columns: string[], select: 
  * key gets a balance row.
  */
 export async function fillBalances(db: Conn): Promise<void> {
-  for (const table of ['key_months', 'key_balances', 'account_months', 'account_balances']) await query(db, statement.write(`figures-clear:${table}`, (c) => c(table).delete()));
+  for (const table of ['account_days', 'key_months', 'key_balances', 'account_months', 'account_balances']) await query(db, statement.write(`figures-clear:${table}`, (c) => c(table).delete()));
   const acc = recomputedAccounts(db).as('f');
   await insertSelect(
     db,
@@ -357,6 +389,7 @@ export async function fillBalances(db: Conn): Promise<void> {
     db('api_keys as k').leftJoin(keys, 'f.key_id', 'k.id').select('k.id', db.raw('COALESCE(??, 0)', ['f.pending'])),
   );
   await insertSelect(db, 'key_months', ['key_id', 'month', 'posted'], recomputedKeyMonths(db));
+  await insertSelect(db, 'account_days', ['account_id', 'day', 'kind', 'posted'], recomputedAccountDays(db));
 }
 
 /** One table of running figures: its stored rows beside the rows recomputed from the ledger. */
@@ -377,6 +410,7 @@ export async function figureTables(db: Conn): Promise<FigureTable[]> {
     ['account_months', ['account_id', 'month'], ['allowance_posted', 'paid_posted'], recomputedAccountMonths],
     ['key_balances', ['key_id'], ['pending'], recomputedKeys],
     ['key_months', ['key_id', 'month'], ['posted'], recomputedKeyMonths],
+    ['account_days', ['account_id', 'day', 'kind'], ['posted'], recomputedAccountDays],
   ];
   // One after another: in a transaction they share one connection, which runs one query at a time anyway.
   const tables: FigureTable[] = [];

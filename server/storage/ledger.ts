@@ -6,12 +6,15 @@ import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.
 export type EntryType = 'credit' | 'hold' | 'post' | 'void';
 export type ReservationState = 'held' | 'settled' | 'released';
 export type Purpose = 'media' | 'llm';
+/** What a reservation pays for: the usage view's kinds (migration 016). */
+export type SpendKind = 'image' | 'video' | 'audio' | 'text' | 'extraction';
 
 export interface ReservationRow {
   id: string;
   account_id: string;
   key_id: string | null;
   purpose: Purpose;
+  kind: SpendKind;
   ref: string | null;
   hold_allowance: number;
   hold_paid: number;
@@ -48,7 +51,7 @@ function toEntry(row: EntryRow): EntryRow {
 /** Appends one entry or several (one statement). */
 const ENTRY_COLUMNS = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'] as const satisfies ReadonlyArray<keyof EntryRow>;
 const RESERVATION_COLUMNS = [
-  'id', 'account_id', 'key_id', 'purpose', 'ref', 'hold_allowance', 'hold_paid', 'state', 'charged', 'released', 'month', 'created_at', 'settled_at',
+  'id', 'account_id', 'key_id', 'purpose', 'kind', 'ref', 'hold_allowance', 'hold_paid', 'state', 'charged', 'released', 'month', 'created_at', 'settled_at',
 ] as const satisfies ReadonlyArray<keyof ReservationRow>;
 
 const entryInsert = statement.later('ledger-entry-insert', (c, ...v) => c('ledger_entries').insert(rowOf(ENTRY_COLUMNS, v)));

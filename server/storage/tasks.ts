@@ -188,10 +188,15 @@ export async function sumOutputPrices(db: Conn, taskId: string): Promise<number>
   return Number(row?.total ?? 0);
 }
 
-/** An account's task ids, newest first, after `before` when given. */
-export async function listTaskIds(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<Array<{ id: string; created_at: string }>> {
-  const page = statement.rows<{ id: string; created_at: string }>(pageShape('task-ids', before, limit), (c, account, ...position) =>
-    newestFirst(c('tasks').where({ account_id: account }).select('id', 'created_at'), position, limit),
+/** An account's tasks, newest first, after `before` when given: their ids, and the key and request each was submitted with. */
+export async function listTaskIds(
+  db: Conn,
+  accountId: string,
+  before: PagePosition | undefined,
+  limit: number,
+): Promise<Array<Pick<TaskRow, 'id' | 'created_at' | 'key_id' | 'request'>>> {
+  const page = statement.rows<Pick<TaskRow, 'id' | 'created_at' | 'key_id' | 'request'>>(pageShape('task-ids', before, limit), (c, account, ...position) =>
+    newestFirst(c('tasks').where({ account_id: account }).select('id', 'created_at', 'key_id', 'request'), position, limit),
   );
   return query(db, page, [accountId, ...pageParams(before)]);
 }

@@ -8,6 +8,7 @@
  *   (multipart): https://platform.openai.com/docs/api-reference/images
  * - OpenAI speech, `POST /v1/audio/speech`: https://platform.openai.com/docs/api-reference/audio/createSpeech
  * - Replicate predictions: https://replicate.com/docs/reference/http
+ * - fal's queue: https://docs.fal.ai/model-endpoints/queue
  *
  * Media bytes are real and made here, never downloaded: images with sharp,
  * tones and test-pattern video with the npm-shipped ffmpeg, WAV written by
@@ -26,10 +27,11 @@ import { pipeline } from 'node:stream/promises';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import crypto, { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
 import { bundledFfmpegPath } from '../../server/media/binaries.ts';
 import { runTool } from '../../server/media/run.ts';
+import { formObject, requestViolation, responseViolation, type ContractName } from './upstream-contracts.ts';
 
 // ---------------------------------------------------------------- public types
 
@@ -63,6 +65,7 @@ export interface RecordedRequest {
 export type Fault =
   | { status: number; headers?: Record<string, string>; body?: string; afterWork?: boolean; echo?: boolean } // e.g. 429 with Retry-After, 500, 400 content policy; afterWork: the work is done (and counted), then this is answered (a gateway's 502), with the work's own answer as its body when echo
   | { hang: true } // never answer (keep the socket open until close())
+  | { reset: true } // do the work, then reset the connection without answering (a request lost after it was carried out)
   | { malformed: true } // 200 with invalid JSON
   | { html: true } // the media bytes are replaced by an HTML page served with the media's content type
   | { oversize: number } // the media bytes are this many zero bytes (so a size limit can be tested)
@@ -98,13 +101,20 @@ export interface FakeUpstream {
    * only points at media (a prediction, a `url` answer) spoils that media's download.
    */
   fail(route: string, ...faults: Fault[]): void;
-  /** Closes the server and any hanging sockets. */
+  /** Requests the provider's published document refuses, and answers it does not describe (each fails the test at close). */
+  violations: string[];
+  /** Closes the server and any hanging sockets; throws when there were violations. */
   close(): Promise<void>;
 }
 
 export type FakeOpenAiImages = FakeUpstream & {
   /** Distinct generations made: successful requests, not counting Idempotency-Key replays. */
   generations(): number;
+};
+
+export type FakeOpenAiSpeech = FakeUpstream & {
+  /** Speech made: requests answered with audio (or whose audio a fault after the work withheld). */
+  syntheses(): number;
 };
 
 export type PredictionStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
@@ -247,13 +257,21 @@ interface Route {
   route: string;
   /** Whether the bearer key is checked (downloads are public). */
   auth: boolean;
+  /** Whether the provider's API document describes it (downloads from its file host are not). */
+  documented?: false;
   handle(call: Call): Promise<Reply> | Reply;
 }
 
 interface Provider {
   routes: Route[];
+  /** The provider's published API document its requests and answers are held to (upstream-contracts.ts). */
+  contract: ContractName;
+  /** The document's schema of an error answer, where it gives one. */
+  errorSchema?(status: number): string | undefined;
   /** The provider's error body for a status. */
   error(status: number, message: string): unknown;
+  /** How the key is sent: `Authorization: Bearer …` (default) or fal's `Authorization: Key …`. */
+  authScheme?: 'Bearer' | 'Key';
   unauthorized: unknown;
 }
 
@@ -416,38 +434,63 @@ function sleeper() {
 /** Starts a fake answering `provider`'s routes, with recording, faults, delay and bearer auth. */
 async function serve(provider: Provider, options: { apiKey?: string; delayMs?: number }): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
+  const violations: string[] = [];
   const faults = new Map<string, Fault[]>(provider.routes.map((r) => [r.route, []]));
   const routes = provider.routes.map((route) => ({ route, match: matcher(route) }));
   const sockets = new Set<net.Socket>();
   const sleeps = sleeper();
   let base = '';
 
-  async function answer(req: http.IncomingMessage): Promise<Reply | undefined> {
+  async function answer(req: http.IncomingMessage): Promise<Reply | 'reset' | undefined> {
     const { body, tooLarge } = await readBody(req);
     const request = record(req, body);
     requests.push(request);
     if (tooLarge) return { status: 413, json: provider.error(413, 'Request body too large.') };
     const found = routes.map(({ route, match }) => ({ route, params: match(request.method, request.path) })).find((r) => r.params);
     if (!found?.params) return { status: 404, json: provider.error(404, `Invalid URL (${request.method} ${request.path})`) };
+    const documented = found.route.documented !== false;
+    // What the real API refuses is refused here, and fails the test (close() throws).
+    const violation = documented ? requestViolation(provider.contract, request.method, request.path, request.form ? formObject(request.form) : request.body.length > 0 ? request.json : undefined) : undefined;
+    if (violation) {
+      violations.push(`request: ${violation}`);
+      return { status: 400, json: provider.error(400, violation) };
+    }
+    /** The route's own answer (a Refusal is one), held to the document's shapes. */
+    const handled = async (call: Call): Promise<Reply> => {
+      let reply: Reply;
+      try {
+        reply = await found.route.handle(call);
+      } catch (error) {
+        if (!(error instanceof Refusal)) throw error;
+        reply = error.reply;
+      }
+      const wrong = documented && 'json' in reply ? responseViolation(provider.contract, request.method, request.path, reply.status, reply.json, provider.errorSchema) : undefined;
+      if (wrong) violations.push(`the fake's answer: ${wrong}`);
+      return reply;
+    };
     const fault = faults.get(found.route.route)?.shift();
     if (fault && 'hang' in fault) return undefined; // the socket stays open until close()
     await sleeps.sleep(options.delayMs ?? 0);
     if (fault && 'status' in fault && !fault.afterWork) return faultReply(fault, provider);
     if (fault && 'stream' in fault) return { status: fault.stream.status, stream: fault.stream };
     if (fault && 'malformed' in fault) return { status: 200, bytes: Buffer.from('{"created": 1700000000, "data": [{"b64_'), contentType: 'application/json' };
-    if (found.route.auth && options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+    if (found.route.auth && options.apiKey !== undefined && req.headers.authorization !== `${provider.authScheme ?? 'Bearer'} ${options.apiKey}`) {
       return { status: 401, json: provider.unauthorized };
     }
+    if (fault && 'reset' in fault) {
+      await handled({ request, params: found.params, base });
+      return 'reset';
+    }
     if (fault && 'status' in fault) {
-      const done = await found.route.handle({ request, params: found.params, base });
+      const done = await handled({ request, params: found.params, base });
       return fault.echo && 'json' in done ? { status: fault.status, json: done.json } : faultReply(fault, provider);
     }
-    return found.route.handle({ request, params: found.params, base, ...(fault && { media: fault }) });
+    return handled({ request, params: found.params, base, ...(fault && { media: fault }) });
   }
 
   const server = http.createServer((req, res) => {
     answer(req).then(
-      (reply) => reply && send(res, reply),
+      (reply) => (reply === 'reset' ? req.socket.destroy() : reply && send(res, reply)),
       (error: unknown) => send(res, error instanceof Refusal ? error.reply : { status: 500, json: provider.error(500, `The fake upstream failed: ${String(error)}`) }),
     );
   });
@@ -470,11 +513,14 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
       if (!queue) throw new Error(`the fake has no route '${route}' (it has: ${[...faults.keys()].join(', ')})`);
       queue.push(...more);
     },
+    violations,
     async close() {
       sleeps.wakeAll();
       const closed = new Promise<void>((resolve) => server.close(() => resolve())); // resolves on a second close too
       for (const socket of sockets) socket.destroy();
       await closed;
+      // A request the real API would refuse (or an answer it never gives) fails the test that caused it.
+      if (violations.length > 0) throw new Error(`outside the provider's published API document:\n${violations.splice(0).join('\n')}`);
     },
   };
 }
@@ -505,6 +551,8 @@ function openAiRefusal(status: number, message: string, param: string | null = n
 function openAi(routes: Route[]): Provider {
   return {
     routes,
+    contract: 'openai',
+    errorSchema: () => 'ErrorResponse',
     error: (status, message) => openAiBody(status, message),
     unauthorized: openAiBody(401, 'Incorrect API key provided.', null, 'invalid_api_key'),
   };
@@ -585,9 +633,10 @@ export async function startFakeOpenAiImages(
       return { url: `${base}/files/${name}`, ...revised };
     });
     generations++;
-    const gptImage = job.model.startsWith('gpt-image') ? { output_format: job.format, size: `${job.width}x${job.height}` } : {};
-    const usage = { total_tokens: 100, input_tokens: 50, output_tokens: 50 };
-    return { status: 200, json: { created: Math.floor(Date.now() / 1000), data, ...gptImage, usage } };
+    // The GPT image models report their format, size and token usage; the DALL·E models do not.
+    const usage = { total_tokens: 100, input_tokens: 50, output_tokens: 50, input_tokens_details: { text_tokens: 50, image_tokens: 0 } };
+    const gptImage = job.model.startsWith('gpt-image') ? { output_format: job.format, size: `${job.width}x${job.height}`, usage } : {};
+    return { status: 200, json: { created: Math.floor(Date.now() / 1000), data, ...gptImage } };
   }
 
   /** Runs `make` once per Idempotency-Key and route; errors are not kept, so a retry tries again. */
@@ -629,6 +678,7 @@ export async function startFakeOpenAiImages(
     {
       route: 'GET /files/{name}',
       auth: false,
+      documented: false,
       handle: (call) => {
         const file = files.get(call.params.name);
         if (!file) throw openAiRefusal(404, 'File not found.');
@@ -646,7 +696,8 @@ const VOICES = new Set(['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nov
  * The OpenAI speech fake: the answer is the audio itself, a 440 Hz tone of
  * max(1, round(input.length / 15 / speed)) seconds in `response_format`.
  */
-export async function startFakeOpenAiSpeech(options: { apiKey?: string; delayMs?: number } = {}): Promise<FakeUpstream> {
+export async function startFakeOpenAiSpeech(options: { apiKey?: string; delayMs?: number } = {}): Promise<FakeOpenAiSpeech> {
+  let syntheses = 0;
   const speech: Route = {
     route: 'POST /v1/audio/speech',
     auth: true,
@@ -663,10 +714,12 @@ export async function startFakeOpenAiSpeech(options: { apiKey?: string; delayMs?
       const speed = body.speed ?? 1;
       if (typeof speed !== 'number' || !(speed >= 0.25 && speed <= 4)) throw openAiRefusal(400, "Invalid 'speed': expected a number between 0.25 and 4.0.", 'speed');
       const seconds = Math.max(1, Math.round(input.length / 15 / speed));
-      return { status: 200, bytes: spoil(await audioBytes(type.format, seconds), call.media), contentType: type.contentType };
+      const bytes = spoil(await audioBytes(type.format, seconds), call.media);
+      syntheses++;
+      return { status: 200, bytes, contentType: type.contentType };
     },
   };
-  return serve(openAi([speech]), options);
+  return { ...(await serve(openAi([speech]), options)), syntheses: () => syntheses };
 }
 
 // ---------------------------------------------------------------- Replicate
@@ -768,7 +821,8 @@ export async function startFakeReplicate(
     }
     return {
       id: p.id,
-      ...(p.model !== undefined && { model: p.model }),
+      // Replicate names the model of every prediction; a bare version id does not say which here.
+      model: p.model ?? 'unknown/model-of-version',
       version: p.version,
       input: p.input,
       logs: '',
@@ -780,7 +834,8 @@ export async function startFakeReplicate(
       ...(p.startedAt !== undefined && { started_at: iso(p.startedAt) }),
       ...(p.completedAt !== undefined && { completed_at: iso(p.completedAt) }),
       ...(succeeded && { metrics: { predict_time: (p.completedAt! - p.createdAt) / 1000 } }),
-      urls: { cancel: `${base}/v1/predictions/${p.id}/cancel`, get: `${base}/v1/predictions/${p.id}` },
+      source: 'api',
+      urls: { cancel: `${base}/v1/predictions/${p.id}/cancel`, get: `${base}/v1/predictions/${p.id}`, web: `https://replicate.com/p/${p.id}` },
     };
   }
 
@@ -832,6 +887,7 @@ export async function startFakeReplicate(
     {
       route: 'GET /files/{name}',
       auth: false,
+      documented: false,
       async handle(call) {
         const [id, ext] = call.params.name.split('.');
         const p = predictions.get(id);
@@ -845,6 +901,7 @@ export async function startFakeReplicate(
 
   const provider: Provider = {
     routes,
+    contract: 'replicate',
     error: replicateBody,
     unauthorized: { title: 'Unauthenticated', detail: 'You did not pass a valid authentication token', status: 401 },
   };
@@ -861,6 +918,128 @@ export async function startFakeReplicate(
       if (!p) throw new Error(`the fake has no prediction ${id}`);
       advance(p);
       if (!TERMINAL.has(p.status)) settle(p, outcome ?? natural(p), Date.now());
+    },
+  };
+}
+
+// ---------------------------------------------------------------- fal
+
+export type FakeFal = FakeUpstream & {
+  /** Every request submitted, in order (`canceled`: a cancel was accepted while it ran). */
+  submitted(): Array<{ id: string; model: string; input: unknown; status: string; canceled: boolean }>;
+  /** Completes every request still queued or running. */
+  completeAll(): void;
+};
+
+interface QueuedRequest {
+  id: string;
+  model: string;
+  app: string;
+  input: Record<string, unknown>;
+  createdAt: number;
+  completedAt?: number;
+  canceled: boolean;
+}
+
+/**
+ * The fal queue fake. A submitted request is IN_QUEUE, IN_PROGRESS after
+ * 100 ms, COMPLETED `processingMs` after submission (Infinity: only by
+ * completeAll()). Its result is the model's output: `{"images": [{url, …}]}`
+ * for image models, `{"video": {url, …}}` for video models, served from
+ * `GET /files/{id}.{png|mp4}`. Errors are `{"detail": …}`, as fal's are. A
+ * cancelled request completes at once; its result answers 400 (how fal
+ * answers a cancelled request's result is not documented: an assumption,
+ * which only the cancellation tests reach).
+ */
+export async function startFakeFal(options: { apiKey?: string; processingMs?: number; outputs?: 'image' | 'video' } = {}): Promise<FakeFal> {
+  const processingMs = options.processingMs ?? 300;
+  const kind = options.outputs ?? 'image';
+  const queued = new Map<string, QueuedRequest>();
+  const detail = (status: number, message: string) => new Refusal({ status, json: { detail: message } });
+  const statusOf = (q: QueuedRequest): 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED' => {
+    if (q.completedAt === undefined && Date.now() - q.createdAt >= processingMs) q.completedAt = q.createdAt + processingMs;
+    if (q.completedAt !== undefined) return 'COMPLETED';
+    return Date.now() - q.createdAt >= STARTING_MS ? 'IN_PROGRESS' : 'IN_QUEUE';
+  };
+  const urls = (q: QueuedRequest, base: string) => {
+    const at = `${base}/${q.app}/requests/${q.id}`;
+    return { request_id: q.id, response_url: at, status_url: `${at}/status`, cancel_url: `${at}/cancel` };
+  };
+  const found = (call: Call): QueuedRequest => {
+    const q = queued.get(call.params.id);
+    if (!q || q.app !== `${call.params.owner}/${call.params.alias}`) throw detail(404, 'Request not found');
+    return q;
+  };
+  const submit = (call: Call): Reply => {
+    const input = jsonObject(call, (m) => detail(422, m));
+    const model = call.request.path.slice(1);
+    const q: QueuedRequest = { id: crypto.randomUUID(), model, app: model.split('/').slice(0, 2).join('/'), input, createdAt: Date.now(), canceled: false };
+    queued.set(q.id, q);
+    return { status: 200, json: { status: 'IN_QUEUE', ...urls(q, call.base), queue_position: 0 } };
+  };
+  const routes: Route[] = [
+    { route: 'POST /{owner}/{alias}', auth: true, handle: submit },
+    { route: 'POST /{owner}/{alias}/{path}', auth: true, handle: submit },
+    { route: 'POST /{owner}/{alias}/{path}/{subpath}', auth: true, handle: submit },
+    {
+      route: 'GET /{owner}/{alias}/requests/{id}/status',
+      auth: true,
+      handle(call) {
+        const q = found(call);
+        const status = statusOf(q);
+        const logs = status === 'IN_QUEUE' ? {} : { logs: null };
+        return { status: 200, json: { status, ...urls(q, call.base), ...(status === 'IN_QUEUE' && { queue_position: 0 }), ...logs, ...(status === 'COMPLETED' && { metrics: { inference_time: (q.completedAt! - q.createdAt) / 1000 } }) } };
+      },
+    },
+    {
+      route: 'GET /{owner}/{alias}/requests/{id}',
+      auth: true,
+      async handle(call) {
+        const q = found(call);
+        if (statusOf(q) !== 'COMPLETED') throw detail(400, 'Request is still in progress');
+        if (q.canceled) throw detail(400, 'Request was cancelled');
+        const url = `${call.base}/files/${q.id}.${OUTPUT_EXT[kind]}`;
+        if (kind === 'video') return { status: 200, json: { video: { url, content_type: 'video/mp4', file_name: `${q.id}.mp4` } } };
+        return { status: 200, json: { images: [{ url, width: 512, height: 512, content_type: 'image/png' }], seed: 7, has_nsfw_concepts: [false], prompt: String(q.input.prompt ?? '') } };
+      },
+    },
+    {
+      route: 'PUT /{owner}/{alias}/requests/{id}/cancel',
+      auth: true,
+      handle(call) {
+        const q = found(call);
+        if (statusOf(q) === 'COMPLETED') return { status: 400, json: { status: 'ALREADY_COMPLETED' } };
+        q.canceled = true;
+        q.completedAt = Date.now();
+        return { status: 202, json: { status: 'CANCELLATION_REQUESTED' } };
+      },
+    },
+    {
+      route: 'GET /files/{name}',
+      auth: false,
+      documented: false,
+      async handle(call) {
+        const [id, ext] = call.params.name.split('.');
+        const q = queued.get(id);
+        if (!q || q.canceled || statusOf(q) !== 'COMPLETED' || ext !== OUTPUT_EXT[kind]) throw detail(404, 'Not found');
+        const file = await outputFile(kind, q.input);
+        return { status: 200, bytes: spoil(file.bytes, call.media), contentType: file.contentType };
+      },
+    },
+  ];
+  const provider: Provider = {
+    routes,
+    contract: 'fal',
+    authScheme: 'Key',
+    error: (_status, message) => ({ detail: message }),
+    unauthorized: { detail: 'Unauthorized' },
+  };
+  const fake = await serve(provider, options);
+  return {
+    ...fake,
+    submitted: () => [...queued.values()].map((q) => ({ id: q.id, model: q.model, input: q.input, status: statusOf(q), canceled: q.canceled })),
+    completeAll() {
+      for (const q of queued.values()) if (statusOf(q) !== 'COMPLETED') q.completedAt = Date.now();
     },
   };
 }

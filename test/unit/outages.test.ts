@@ -4,6 +4,10 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { checkTempSpace } from '../../server/storage/blobs.ts';
 import { isDatabaseFailure, isDiskFailure, storeErrorCounts, storeFailed, StoreUnavailableError } from '../../server/storage/outages.ts';
 
 const coded = (code: string, message = code) => Object.assign(new Error(message), { code });
@@ -41,5 +45,20 @@ describe('outages: store failures', () => {
     assert.equal(storeFailed('object store', 'other', wrapped), wrapped, 'an already wrapped failure passes as it is');
     storeFailed('local disk', 'unit', error);
     assert.equal(storeErrorCounts.get('local disk\tunit'), before + 1);
+  });
+});
+
+describe('outages: the temp directory readiness asks about', () => {
+  it('when the temp file system has less free space than asked, then the check throws and names the figures; with room it passes', async () => {
+    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gemforge-space-'));
+    try {
+      const stat = await fs.statfs(dataDir);
+      const free = stat.bavail * stat.bsize;
+      await checkTempSpace(dataDir, 0);
+      // A threshold just above what the disk has must fail: the check reads the real file system.
+      await assert.rejects(checkTempSpace(dataDir, free + 1024 ** 4), /bytes free, under/);
+    } finally {
+      await fs.rm(dataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -9,6 +9,9 @@ import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
+import { gloss } from './gloss.ts';
+import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
+import { secondReading } from './confusables.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -81,7 +84,9 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   const index = indexOf(policy);
   const tokens = tokenize(text, policy.vocabulary);
   const masked = maskedWords(tokens, policy.phrases);
-  const found = occurrences(tokens, policy.phrases, masked);
+  let found = occurrences(tokens, policy.phrases, masked);
+  // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
+  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING))) found = occurrences(tokens, policy.phrases, masked);
   const broken = termsHeld(tokens, masked, index.terms);
   for (const concept of found.keys()) {
     for (const { category, intent } of index.intents.get(concept) ?? []) {
@@ -126,10 +131,17 @@ export function embeddedModeration(policy: ModerationPolicy, languages: Language
         since += text.length;
         const categories = categoriesOf(policy, text, preference);
         if (categories.length > 0) return { provider: 'embedded', flagged: { field, categories } };
-        if (unjudged === undefined) {
-          const language = languages.detect(text);
-          if (language !== undefined) unjudged = { field, language };
-        }
+        // A look-alike with two readings ("smуggling"): the second is judged too.
+        const second = secondReading(text);
+        const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
+        if (reread.length > 0) return { provider: 'embedded', flagged: { field, categories: reread } };
+        const language = languages.detect(text);
+        // Another language is read through its glossary: what that finds is refused; what it
+        // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
+        const english = gloss(text, language, (w) => policy.vocabulary.knows(w) || inDictionary(w));
+        const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
+        if (glossed.length > 0) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }
       return { provider: 'embedded', flagged: undefined, unjudged };
     },

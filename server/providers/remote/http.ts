@@ -15,6 +15,8 @@
  */
 import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools } from '../media-types.ts';
 import { readErrorText } from './body.ts';
+import { NOT_PROCESSED } from './descriptor.ts';
+import { say } from './sentences.ts';
 
 /** Errors from remote media providers by "provider kind" (retried, refused, lost, unavailable), for /metrics (one count per process). */
 export const upstreamErrorCounts = new Map<string, number>();
@@ -39,6 +41,8 @@ export interface CallOptions {
   /** First backoff; doubles per attempt, at most `maxBackoffMs`. */
   backoffMs?: number;
   maxBackoffMs?: number;
+  /** The provider's "not processed" answers (its descriptor's `failures.notDone`), sent again; default 408, 429, 503. */
+  notDone?: readonly number[];
   /** Whether a request whose outcome is unknown (sent then lost, a 5xx other than 503) may be sent again: a read, or an idempotency key the upstream honours. */
   replayable: boolean;
   stopping(): boolean;
@@ -66,12 +70,12 @@ export class UpstreamUnknown extends MediaHoldError {
 }
 
 /**
- * Answers documented as "not processed": 429 (rate limited) and 503 (overloaded,
- * try again); 408 means the request was not fully received. Any other 5xx may
- * come from a gateway after the upstream did the work.
+ * Answers documented as "not processed" (by default 429, rate limited; 503,
+ * overloaded, try again; 408, not fully received). Any other 5xx may come from
+ * a gateway after the upstream did the work.
  */
-export function notDone(status: number): boolean {
-  return status === 408 || status === 429 || status === 503;
+function notDone(status: number, documented: readonly number[] = NOT_PROCESSED): boolean {
+  return documented.includes(status);
 }
 
 const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -91,15 +95,6 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** The upstream's error text, for the task's error: only a known, harmless kind of refusal, never its words. */
-export function refusalMessage(who: string, status: number, body: string): string {
-  const lower = body.toLowerCase();
-  if (/content[_ ]policy|safety system|nsfw|moderation|unsafe content/.test(lower)) return `${who} refused the request under its content policy; nothing was charged.`;
-  if (status === 401 || status === 403) return `${who} refused this server's credentials; nothing was charged.`;
-  if (status === 404) return `${who} does not know the configured upstream model; nothing was charged.`;
-  return `${who} refused the request (HTTP ${status}); nothing was charged.`;
-}
 
 /**
  * Sends `request()` while its answer says nothing was done (or, for a
@@ -150,12 +145,12 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     // Read under the attempt's timer and the job's signal, and only its head: an error body that never ends is cut.
     const body = await readErrorText(response);
     clearTimeout(timer);
-    if (!notDone(response.status) && response.status < 500) {
+    if (!notDone(response.status, options.notDone) && response.status < 500) {
       upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'refused' });
-      throw new UpstreamRefusal('GENERATION_FAILED', refusalMessage(options.who, response.status, body));
+      throw new UpstreamRefusal('GENERATION_FAILED', say.refused(options.who, response.status, body));
     }
     lastReason = `HTTP ${response.status}`;
-    if (!notDone(response.status) && !options.replayable) {
+    if (!notDone(response.status, options.notDone) && !options.replayable) {
       // A 500/502/504 to a creating call: the work may be done (and paid for); sending it again could do it twice.
       upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
       throw new UpstreamUnknown(`${options.who} answered ${lastReason} to a request it may have carried out; its outcome cannot be known`, body);
@@ -170,7 +165,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     backoff *= 2;
   }
   upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'unavailable' });
-  throw new MediaGenerationError('GENERATION_FAILED', `${options.who} was unavailable (${lastReason}); nothing was charged.`);
+  throw new MediaGenerationError('GENERATION_FAILED', say.unavailable(options.who, lastReason));
 }
 
 /** The attempt's own signal, joined with the job's (a stop or a lost lease cuts the request and its body). */
@@ -192,6 +187,7 @@ export interface PostOnceOptions {
   idempotent: boolean;
   deadlineMs: number;
   attemptTimeoutMs: number;
+  notDone?: readonly number[];
 }
 
 /**
@@ -213,6 +209,7 @@ export async function postOnce(job: MediaJob, tools: MediaTools, endpoint: strin
     deadlineMs: options.deadlineMs,
     attemptTimeoutMs: options.attemptTimeoutMs,
     replayable: options.idempotent,
+    ...(options.notDone && { notDone: options.notDone }),
     stopping: tools.stopping,
     signal: tools.signal,
     onRetry: (d) => tools.warn({ slot: job.index, ...d }, `${options.provider} retry`),

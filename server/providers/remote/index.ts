@@ -1,22 +1,28 @@
 /**
  * The remote media providers of a deployment, from configuration and the
- * catalog: a model names its provider (`provider:` in its catalog
- * entry; `local` by default), and a model listed in IMAGE_UPSTREAM_MODELS or
- * SPEECH_UPSTREAM_MODELS uses that upstream without a catalog edit. Checked at
- * start: a model whose provider is not configured, or a broken `replicate`
- * block, stops the start naming it. The catalog keeps owning prices and the
- * capabilities discovery shows.
+ * catalog. Every provider is one module exporting a descriptor
+ * (descriptor.ts); this file keeps the one list of them and iterates it. A
+ * model names its provider (`provider:` in its catalog entry; `local` by
+ * default), or is claimed by one whose environment mapping lists it
+ * (IMAGE_UPSTREAM_MODELS). Checked at start: a model whose provider is not
+ * configured, or a broken mapping, stops the start naming it. The catalog
+ * keeps owning prices and the capabilities discovery shows.
  */
 import type { Config } from '../../config.ts';
 import type { Catalog, CatalogModel } from '../../domain/catalog.ts';
-import type { JobRequests, MediaKind, MediaProvider, SpeechJobRequest } from '../media-types.ts';
-import { imageRequestProblem, OpenAiImagesProvider } from './openai-images.ts';
-import { OpenAiSpeechProvider, speechRequestProblem } from './openai-speech.ts';
+import type { JobRequests, MediaKind, MediaProvider } from '../media-types.ts';
+import type { RemoteProviderDescriptor } from './descriptor.ts';
+import { openAiImages } from './openai-images.ts';
+import { openAiSpeech } from './openai-speech.ts';
 import { fetchAllowOf } from './public-fetch.ts';
-import { parseReplicateEntry, ReplicateProvider, replicateRequestProblem } from './replicate.ts';
+import { replicate } from './replicate.ts';
+import { fal } from './fal.ts';
 
-export const PROVIDER_NAMES = ['local', 'openai-images', 'openai-speech', 'replicate'] as const;
-export type ProviderName = (typeof PROVIDER_NAMES)[number];
+/** Every remote provider, registered once: a new provider is a module and a line here. */
+export const REMOTE_PROVIDERS: readonly RemoteProviderDescriptor[] = [openAiImages, openAiSpeech, replicate, fal];
+
+/** The names a catalog model's `provider:` may give. */
+export const PROVIDER_NAMES: readonly string[] = ['local', ...REMOTE_PROVIDERS.map((d) => d.name)];
 
 export interface RemoteMedia {
   /** The remote provider of each model that has one. */
@@ -29,17 +35,38 @@ export interface RemoteMedia {
   voicesOf(model: string): readonly string[] | undefined;
 }
 
-/** The provider a catalog entry names, or the one its id is configured for. */
-function providerName(model: CatalogModel, config: Config): ProviderName {
-  if (model.provider) return model.provider as ProviderName;
-  if (config.imageUpstreamModels[model.id]) return 'openai-images';
-  if (config.speechUpstreamModels[model.id]) return 'openai-speech';
-  return 'local';
+/**
+ * The catalog as discovery shows it: each remote model's capabilities as its
+ * upstream takes and makes them (its provider's `capabilities` hook), so a
+ * client reads what the model will really do, not what a local generator could.
+ */
+export function discoveredCatalog(catalog: Catalog, remote: RemoteMedia): Catalog {
+  const models = catalog.publicModels().map((m) => {
+    const capabilities = remote.byModel[m.id]?.capabilities?.(m.id, m.capabilities as Record<string, unknown>);
+    return capabilities ? { ...m, capabilities } : m;
+  });
+  return { ...catalog, publicModels: () => models };
 }
 
+/** The descriptor of the provider a catalog entry names or is claimed by; undefined: local. */
+function descriptorOf(model: CatalogModel, config: Config): RemoteProviderDescriptor | undefined {
+  const where = `catalog model ${model.id}`;
+  if (model.provider === 'local') return undefined;
+  if (model.provider !== undefined) {
+    const named = REMOTE_PROVIDERS.find((d) => d.name === model.provider);
+    if (!named) throw new Error(`${where}: provider must be one of ${PROVIDER_NAMES.join(', ')}`);
+    return named;
+  }
+  return REMOTE_PROVIDERS.find((d) => d.claims?.(model, config));
+}
+
+const PLURAL: Record<MediaKind, string> = { image: 'images', video: 'videos', audio: 'audio' };
+
 export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia {
-  for (const [name, mapping] of [['IMAGE_UPSTREAM_MODELS', config.imageUpstreamModels], ['SPEECH_UPSTREAM_MODELS', config.speechUpstreamModels]] as const) {
-    for (const id of Object.keys(mapping)) if (!catalog.find(id)) throw new Error(`${name} names ${id}, which is not in the catalog`);
+  for (const descriptor of REMOTE_PROVIDERS) {
+    for (const [variable, mapping] of descriptor.mappings?.(config) ?? []) {
+      for (const id of Object.keys(mapping)) if (!catalog.find(id)) throw new Error(`${variable} names ${id}, which is not in the catalog`);
+    }
   }
   const common = {
     deadlineMs: config.remoteDeadlineSeconds * 1000,
@@ -47,52 +74,25 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
     maxOutputBytes: config.remoteOutputMaxBytes,
     fetchAllow: fetchAllowOf(config.remoteFetchAllow),
   };
-  let images: OpenAiImagesProvider | undefined;
-  let speech: OpenAiSpeechProvider | undefined;
   const byModel: Record<string, MediaProvider> = {};
   for (const model of catalog.models) {
-    const name = providerName(model, config);
+    if (model.kind === 'text') continue;
+    const descriptor = descriptorOf(model, config);
+    if (!descriptor) continue;
     const where = `catalog model ${model.id}`;
-    if (name === 'local' || model.kind === 'text') continue;
-    if (name === 'openai-images') {
-      if (model.kind !== 'image') throw new Error(`${where}: provider openai-images makes images, not ${model.kind}`);
-      if (!config.imageUpstreamUrl) throw new Error(`${where}: provider openai-images needs IMAGE_UPSTREAM_URL`);
-      if (!config.imageUpstreamModels[model.id]) throw new Error(`${where}: provider openai-images needs its upstream model in IMAGE_UPSTREAM_MODELS (${model.id}=…)`);
-      images ??= new OpenAiImagesProvider({ url: config.imageUpstreamUrl, apiKey: config.imageUpstreamApiKey, models: config.imageUpstreamModels, idempotent: config.imageUpstreamIdempotent, ...common });
-      byModel[model.id] = images as MediaProvider;
-    } else if (name === 'openai-speech') {
-      if (model.kind !== 'audio' || model.audio !== 'speech') throw new Error(`${where}: provider openai-speech makes speech, not ${model.kind === 'audio' ? model.audio : model.kind}`);
-      if (!config.speechUpstreamUrl) throw new Error(`${where}: provider openai-speech needs SPEECH_UPSTREAM_URL`);
-      if (!config.speechUpstreamModels[model.id]) throw new Error(`${where}: provider openai-speech needs its upstream model in SPEECH_UPSTREAM_MODELS (${model.id}=…)`);
-      speech ??= new OpenAiSpeechProvider({
-        url: config.speechUpstreamUrl,
-        apiKey: config.speechUpstreamApiKey,
-        models: config.speechUpstreamModels,
-        voices: config.speechUpstreamVoices,
-        idempotent: config.speechUpstreamIdempotent,
-        ...common,
-      });
-      byModel[model.id] = speech as MediaProvider;
-    } else if (name === 'replicate') {
-      const entry = parseReplicateEntry(model.replicate, model.kind, where);
-      byModel[model.id] = new ReplicateProvider(model.kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, ...common }) as MediaProvider;
-    } else {
-      throw new Error(`${where}: provider must be one of ${PROVIDER_NAMES.join(', ')}`);
-    }
+    if (!descriptor.kinds.includes(model.kind)) throw new Error(`${where}: provider ${descriptor.name} makes ${descriptor.kinds.map((k) => PLURAL[k]).join(', ')}, not ${model.kind}`);
+    const refused = descriptor.accepts?.(model);
+    if (refused) throw new Error(`${where}: provider ${descriptor.name} ${refused}`);
+    byModel[model.id] = descriptor.create(model, { config, catalog, common, where });
   }
   return {
     byModel,
     laneOf: (model) => (byModel[model]?.lane === 'remote' ? 'remote' : 'local'),
-    voicesOf: (model) => (byModel[model] instanceof OpenAiSpeechProvider ? Object.keys(config.speechUpstreamVoices) : undefined),
-    problem(model, kind, request) {
+    voicesOf: (model) => byModel[model]?.voices?.(model),
+    // The provider's own submission check: no provider is named here.
+    problem: (model, kind, request) => {
       const provider = byModel[model];
-      if (provider instanceof OpenAiImagesProvider && kind === 'image') {
-        const caps = catalog.find(model)?.capabilities as { maxPromptChars?: unknown } | undefined;
-        return imageRequestProblem(config.imageUpstreamModels[model]!, request as JobRequests['image'], typeof caps?.maxPromptChars === 'number' ? caps.maxPromptChars : undefined);
-      }
-      if (provider instanceof OpenAiSpeechProvider && kind === 'audio') return speechRequestProblem(config.speechUpstreamVoices, request as SpeechJobRequest);
-      if (provider instanceof ReplicateProvider) return replicateRequestProblem(request);
-      return undefined;
+      return provider && provider.requestProblem?.(model, request as never);
     },
   };
 }

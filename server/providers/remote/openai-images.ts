@@ -20,6 +20,7 @@ import { MediaGenerationError, type GeneratedOutput, type ImageJobRequest, type 
 import { SHARP_INPUT } from '../../media/limits.ts';
 import { decodeGated } from '../../media/probe.ts';
 import { readBase64Field } from './body.ts';
+import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { baseOf, postOnce } from './http.ts';
 import { checkOutputFile, downloadOutput, type FileOutput } from './output.ts';
 import type { FetchAllow } from './public-fetch.ts';
@@ -43,6 +44,8 @@ export interface OpenAiImagesOptions {
   maxOutputBytes: number;
   /** Private addresses an output URL may point at (`REMOTE_FETCH_ALLOW`). */
   fetchAllow: FetchAllow;
+  /** The catalog's prompt limit per model (`capabilities.maxPromptChars`), where it sets one. */
+  maxPromptChars?: Record<string, number>;
 }
 
 /** What a known upstream model can do (OpenAI's documented limits); unknown names are sent the exact size asked. */
@@ -147,6 +150,42 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     this.base = baseOf(options.url);
   }
 
+  /**
+   * Discovery's view of the model: what the upstream model lacks left out (edits
+   * and references, transparency), its prompt limit, and for each listed ratio
+   * the size it really makes (`upstreamSizes`, at a 1024 long edge): a 16:9
+   * request to a model that makes only 3:2 is delivered 3:2, and says so here.
+   */
+  capabilities(model: string, listed: Record<string, unknown>): Record<string, unknown> {
+    const upstream = this.options.models[model];
+    if (upstream === undefined) return listed;
+    const m = upstreamModel(upstream);
+    const out: Record<string, unknown> = { ...listed };
+    if (!m.edits) {
+      delete out.sourceImage;
+      delete out.referenceImages;
+    } else if (m.maxEditImages <= 1) {
+      delete out.referenceImages; // the one image an edit takes is the source
+    }
+    if (!m.background && Array.isArray(out.background)) out.background = out.background.filter((b) => b !== 'transparent');
+    if (m.maxPromptChars !== undefined) out.maxPromptChars = Math.min(typeof listed.maxPromptChars === 'number' ? listed.maxPromptChars : Number.POSITIVE_INFINITY, m.maxPromptChars);
+    if (m.sizes && Array.isArray(listed.ratios)) {
+      out.upstreamSizes = Object.fromEntries(
+        (listed.ratios as string[]).map((ratio) => {
+          const [a, b] = ratio.split(':').map(Number) as [number, number];
+          const [w, h] = a >= b ? [1024, Math.round((1024 * b) / a)] : [Math.round((1024 * a) / b), 1024];
+          return [ratio, nearestSize(m.sizes, w, h)];
+        }),
+      );
+    }
+    return out;
+  }
+
+  requestProblem(model: string, request: ImageJobRequest): string | undefined {
+    const upstream = this.options.models[model];
+    return upstream === undefined ? undefined : imageRequestProblem(upstream, request, this.options.maxPromptChars?.[model]);
+  }
+
   async generate(job: MediaJob<'image'>, tools: MediaTools): Promise<GeneratedOutput> {
     const upstream = this.options.models[job.model];
     if (!upstream) throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No upstream image model is configured for ${job.model}.`);
@@ -181,7 +220,7 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
       body = JSON.stringify({ ...fields, n: 1 });
     }
     const endpoint = `${this.base}/v1/images/${edit ? 'edits' : 'generations'}`;
-    const response = await postOnce(job, tools, endpoint, body, headers, { provider: this.name, who: 'The image provider', ...this.options });
+    const response = await postOnce(job, tools, endpoint, body, headers, { provider: this.name, who: 'The image provider', notDone: openAiImages.failures.notDone, ...this.options });
     const requestId = response.headers.get('x-request-id') ?? undefined;
     // The base64 image is decoded into a temp file while it arrives, never held whole (nor as text) in memory.
     const file = await tools.tempFile('.remote');
@@ -220,3 +259,28 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     }
   }
 }
+
+/** The OpenAI Images API (and servers speaking it): `IMAGE_UPSTREAM_*`. */
+export const openAiImages: RemoteProviderDescriptor = {
+  name: 'openai-images',
+  kinds: ['image'],
+  dialect: 'OpenAI Images API (POST /v1/images/generations, /v1/images/edits)',
+  // No lookup: the API has none. An unknown outcome is sent again only with the
+  // same Idempotency-Key, where the operator declares the upstream honours it.
+  failures: { notDone: NOT_PROCESSED, unknown: 'key', reads: 'resent' },
+  mappings: (config) => [['IMAGE_UPSTREAM_MODELS', config.imageUpstreamModels]],
+  claims: (model, config) => Object.hasOwn(config.imageUpstreamModels, model.id),
+  create(model, { config, common, where }) {
+    if (!config.imageUpstreamUrl) throw new Error(`${where}: provider openai-images needs IMAGE_UPSTREAM_URL`);
+    if (!config.imageUpstreamModels[model.id]) throw new Error(`${where}: provider openai-images needs its upstream model in IMAGE_UPSTREAM_MODELS (${model.id}=…)`);
+    const caps = model.listedCapabilities as { maxPromptChars?: unknown };
+    return new OpenAiImagesProvider({
+      url: config.imageUpstreamUrl,
+      apiKey: config.imageUpstreamApiKey,
+      models: config.imageUpstreamModels,
+      idempotent: config.imageUpstreamIdempotent,
+      ...(typeof caps.maxPromptChars === 'number' && { maxPromptChars: { [model.id]: caps.maxPromptChars } }),
+      ...common,
+    }) as MediaProvider;
+  },
+};

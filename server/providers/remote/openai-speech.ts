@@ -10,6 +10,7 @@
 import fsp from 'node:fs/promises';
 import { runTool } from '../../media/run.ts';
 import { MediaGenerationError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools, type SpeechJobRequest } from '../media-types.ts';
+import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { baseOf, postOnce } from './http.ts';
 import { storeOutputBody } from './output.ts';
 
@@ -45,6 +46,14 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
     this.base = baseOf(options.url);
   }
 
+  requestProblem(_model: string, request: SpeechJobRequest): string | undefined {
+    return speechRequestProblem(this.options.voices, request);
+  }
+
+  voices(): readonly string[] {
+    return Object.keys(this.options.voices);
+  }
+
   async generate(job: MediaJob<'audio'>, tools: MediaTools): Promise<GeneratedOutput> {
     const request = job.request;
     const upstream = this.options.models[job.model];
@@ -52,7 +61,7 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
     const problem = speechRequestProblem(this.options.voices, request);
     if (problem) throw new MediaGenerationError('GENERATION_FAILED', `This output could not be made: ${problem}`);
     const body = JSON.stringify({ model: upstream, input: request.text, voice: this.options.voices[request.voice.id], speed: request.speed, response_format: FORMATS[request.mimeType] });
-    const response = await postOnce(job, tools, `${this.base}/v1/audio/speech`, body, { 'content-type': 'application/json' }, { provider: this.name, who: 'The speech provider', ...this.options });
+    const response = await postOnce(job, tools, `${this.base}/v1/audio/speech`, body, { 'content-type': 'application/json' }, { provider: this.name, who: 'The speech provider', notDone: openAiSpeech.failures.notDone, ...this.options });
     // Streamed to a temp file within the limit, held to the media limits before ffmpeg touches it.
     const { file, mimeType } = await storeOutputBody(response, 'audio', tools, 'The speech provider', this.options.maxOutputBytes);
     const output = { file, mimeType };
@@ -79,3 +88,26 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
     }
   }
 }
+
+/** OpenAI-compatible speech: `SPEECH_UPSTREAM_*`. */
+export const openAiSpeech: RemoteProviderDescriptor = {
+  name: 'openai-speech',
+  kinds: ['audio'],
+  dialect: 'OpenAI speech (POST /v1/audio/speech)',
+  failures: { notDone: NOT_PROCESSED, unknown: 'key', reads: 'resent' },
+  mappings: (config) => [['SPEECH_UPSTREAM_MODELS', config.speechUpstreamModels]],
+  claims: (model, config) => Object.hasOwn(config.speechUpstreamModels, model.id),
+  accepts: (model) => (model.kind === 'audio' && model.audio === 'speech' ? undefined : `makes speech, not ${model.kind === 'audio' ? model.audio : model.kind}`),
+  create(model, { config, common, where }) {
+    if (!config.speechUpstreamUrl) throw new Error(`${where}: provider openai-speech needs SPEECH_UPSTREAM_URL`);
+    if (!config.speechUpstreamModels[model.id]) throw new Error(`${where}: provider openai-speech needs its upstream model in SPEECH_UPSTREAM_MODELS (${model.id}=…)`);
+    return new OpenAiSpeechProvider({
+      url: config.speechUpstreamUrl,
+      apiKey: config.speechUpstreamApiKey,
+      models: config.speechUpstreamModels,
+      voices: config.speechUpstreamVoices,
+      idempotent: config.speechUpstreamIdempotent,
+      ...common,
+    }) as MediaProvider;
+  },
+};

@@ -23,10 +23,13 @@
  *       fps: 24                   literals pass as they are
  * checked at start: an unknown field stops the start naming the model.
  */
-import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
-import { readErrorText, readJsonBounded } from './body.ts';
-import { baseOf, callUpstream, UpstreamUnknown } from './http.ts';
-import { dataUrlOutput, downloadOutput } from './output.ts';
+import { MediaGenerationError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { readJsonBounded } from './body.ts';
+import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpstream } from './async-job.ts';
+import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
+import { inputFor, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
+import { baseOf, callUpstream } from './http.ts';
+import { say } from './sentences.ts';
 import type { FetchAllow } from './public-fetch.ts';
 
 export interface ReplicateEntry {
@@ -47,29 +50,6 @@ export interface ReplicateOptions {
   fetchAllow: FetchAllow;
 }
 
-/** The fields a placeholder may name, per kind (the job request's own fields). */
-export const REQUEST_FIELDS: Record<MediaKind, readonly string[]> = {
-  image: ['prompt', 'negativePrompt', 'ratio', 'resolution', 'width', 'height', 'outputCount', 'background', 'variant', 'style', 'outputFormat', 'magicPrompt', 'seed'],
-  video: ['prompt', 'mode', 'duration', 'ratio', 'resolution', 'width', 'height', 'fps', 'audio', 'seed'],
-  audio: ['prompt', 'text', 'operation', 'musicMode', 'instrumental', 'style', 'title', 'negativeTags', 'vocalGender', 'durationSeconds', 'speed', 'volume', 'temperature', 'seed'],
-};
-
-/**
- * What a prediction model cannot be given (refused at submission, before
- * anything is reserved): source and reference media. A placeholder carries
- * only the request's text and settings, and an asset is private to this
- * server; sending the request without them would run (and charge) another
- * generation than the one asked, such as text-to-video for image-to-video.
- */
-export function replicateRequestProblem(request: JobRequests[MediaKind]): string | undefined {
-  const r = request as Partial<Record<'sourceImage' | 'endFrame' | 'coverAudio', string | null> & Record<'referenceImages' | 'referenceVideos' | 'referenceAudios', string[]>>;
-  const media = [r.sourceImage, r.endFrame, r.coverAudio, ...(r.referenceImages ?? []), ...(r.referenceVideos ?? []), ...(r.referenceAudios ?? [])].filter(Boolean);
-  if (media.length === 0) return undefined;
-  return 'this model is given text and settings only (its upstream is a prediction model that cannot receive this server\'s assets): leave out sourceImage, endFrame and referenceAssetIds.';
-}
-
-const PLACEHOLDER = /\{([A-Za-z]+)\}/g;
-
 /** Checks a catalog entry's `replicate` block; throws a message naming `where`. */
 export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string): ReplicateEntry {
   const r = raw as Record<string, unknown> | null;
@@ -79,39 +59,12 @@ export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string
   if (model !== undefined && (typeof model !== 'string' || !/^[\w.-]+\/[\w.-]+$/.test(model))) throw new Error(`${where}: replicate.model must look like owner/name`);
   if (version !== undefined && (typeof version !== 'string' || !/^[\w.:/-]{1,200}$/.test(version))) throw new Error(`${where}: replicate.version must be a version id`);
   if ((model === undefined) === (version === undefined)) throw new Error(`${where}: replicate needs exactly one of model and version`);
-  const input = r.input;
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new Error(`${where}: replicate.input must map the model's input names to values`);
-  for (const [name, value] of Object.entries(input)) {
-    if (typeof value === 'string') {
-      for (const m of value.matchAll(PLACEHOLDER)) {
-        if (!REQUEST_FIELDS[kind].includes(m[1]!)) throw new Error(`${where}: replicate.input.${name} names {${m[1]}}, which a ${kind} request does not have (known: ${REQUEST_FIELDS[kind].join(', ')})`);
-      }
-    } else if (!['number', 'boolean'].includes(typeof value) && value !== null) {
-      throw new Error(`${where}: replicate.input.${name} must be a string, number, boolean or null`);
-    }
-  }
-  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input: input as Record<string, unknown> };
+  const input = parseInputMapping(r.input, kind, where, 'replicate.input');
+  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input };
 }
 
-/** The prediction input for a job request: placeholders filled, a lone placeholder keeping its type; null fields left out. */
-export function inputFor(entry: ReplicateEntry, request: JobRequests[MediaKind]): Record<string, unknown> {
-  const fields = request as unknown as Record<string, unknown>;
-  const out: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(entry.input)) {
-    if (typeof value !== 'string') {
-      out[name] = value;
-      continue;
-    }
-    const lone = /^\{([A-Za-z]+)\}$/.exec(value);
-    if (lone) {
-      const v = fields[lone[1]!];
-      if (v !== null && v !== undefined) out[name] = v;
-      continue;
-    }
-    out[name] = value.replace(PLACEHOLDER, (_, f: string) => String(fields[f] ?? ''));
-  }
-  return out;
-}
+// The tests and docs reach the mapping through this module too.
+export { inputFor, outputUrl, REQUEST_FIELDS };
 
 interface Prediction {
   id?: unknown;
@@ -122,44 +75,6 @@ interface Prediction {
 
 /** Replicate's terminal statuses (`aborted`: stopped before it started, e.g. a deadline of its own). */
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
-/** The largest prediction answer read (its logs can run to hundreds of kilobytes). */
-const PREDICTION_MAX_BYTES = 4 * 1024 * 1024;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A JSON object, or undefined. */
-function parsed(text: string | undefined): Prediction | undefined {
-  try {
-    const value = JSON.parse(text ?? '') as unknown;
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Prediction) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * The output's address: a string, the first of a list, or (an object of named
- * outputs, e.g. `{"video": url}`) the one named after the kind, else the first
- * address among its values.
- */
-export function outputUrl(output: unknown, kind: MediaKind): string | undefined {
-  if (typeof output === 'string') return output;
-  if (Array.isArray(output)) {
-    for (const item of output) {
-      const url = outputUrl(item, kind);
-      if (url) return url;
-    }
-    return undefined;
-  }
-  if (typeof output === 'object' && output !== null) {
-    const named = output as Record<string, unknown>;
-    const own = outputUrl(named[kind] ?? named.output ?? named.url, kind);
-    if (own) return own;
-    for (const value of Object.values(named)) {
-      if (typeof value === 'string' && /^(https?:|data:)/.test(value)) return value;
-    }
-  }
-  return undefined;
-}
 
 export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> {
   readonly name = 'replicate';
@@ -176,6 +91,10 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     this.who = `The ${kind} provider`;
   }
 
+  requestProblem(_model: string, request: JobRequests[K]): string | undefined {
+    return mappedRequestProblem(request, 'a prediction model');
+  }
+
   private headers(): Record<string, string> {
     return { 'content-type': 'application/json', ...(this.options.token && { authorization: `Bearer ${this.options.token}` }) };
   }
@@ -187,6 +106,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
       deadlineMs: this.options.attemptTimeoutMs * 3,
       attemptTimeoutMs: this.options.attemptTimeoutMs,
       replayable,
+      notDone: replicate.failures.notDone,
       stopping: tools.stopping,
       signal: tools.signal,
       ...pacing,
@@ -195,100 +115,56 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
 
   private async read(response: Response, tools: MediaTools, slot: number): Promise<Prediction> {
     // Bounded while read: a prediction (its input, logs and output URLs) is small; a huge answer fails the read.
-    const body = (await readJsonBounded(response, PREDICTION_MAX_BYTES, this.who).catch(() => undefined)) as Prediction | undefined;
+    const body = (await readJsonBounded(response, JOB_ANSWER_MAX_BYTES, this.who).catch(() => undefined)) as Prediction | undefined;
     if (typeof body !== 'object' || body === null || typeof body.status !== 'string') {
       tools.warn({ slot, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'prediction answer malformed');
-      throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned a malformed answer; nothing was charged for this output.`);
+      throw new MediaGenerationError('GENERATION_FAILED', say.malformed(this.who));
     }
     return body;
   }
 
-  /**
-   * Creates the slot's prediction, its id recorded before anything waits on it.
-   * Sent once: an answer whose outcome is unknown is looked up by the id it
-   * carries, or holds the task when it carries none.
-   */
-  private async create(job: MediaJob<K>, tools: MediaTools): Promise<string> {
+  /** The slot's prediction as an asynchronous job (async-job.ts): create, read, cancel. */
+  private upstream(job: MediaJob<K>, tools: MediaTools): AsyncUpstream<Prediction> {
     const input = inputFor(this.entry, job.request);
-    const [path, body] = this.entry.model
-      ? [`/v1/models/${this.entry.model}/predictions`, { input }]
-      : ['/v1/predictions', { version: this.entry.version, input }];
-    await tools.remoteCalls.calling(job.index, this.name);
-    let answer: Prediction | undefined;
-    let requestId: string | undefined;
-    try {
-      const response = await this.call(path, { method: 'POST', body: JSON.stringify(body) }, tools, false);
-      requestId = response.headers.get('x-request-id') ?? undefined;
-      // Its head only (an answer cut at the bound reads as malformed, which holds: the prediction may exist).
-      answer = parsed(await readErrorText(response, PREDICTION_MAX_BYTES));
-    } catch (error) {
-      if (!(error instanceof UpstreamUnknown)) throw error;
-      answer = parsed(error.body);
-      if (typeof answer?.id !== 'string' || answer.id === '') throw error;
-    }
-    if (typeof answer?.id !== 'string' || answer.id === '') {
-      // A 2xx without an id: a prediction may run (and charge) that cannot be found from here.
-      tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'prediction create answer malformed');
-      throw new MediaHoldError(`${this.who} answered the prediction request without an id; whether a prediction runs (and charges) cannot be known`);
-    }
-    await tools.remoteCalls.created(job.index, answer.id);
-    return answer.id;
-  }
-
-  /** Reads the prediction; throttling and outages back off until `deadline`, the prediction kept. */
-  private async poll(id: string, tools: MediaTools, slot: number, deadline: number): Promise<Prediction> {
-    // Each read gets a whole attempt even near the deadline (the deadline is judged on what it answers).
-    const pacing = { deadlineMs: Math.max(this.options.attemptTimeoutMs, deadline - Date.now()), attempts: Number.POSITIVE_INFINITY, backoffMs: this.options.pollMs, maxBackoffMs: this.options.pollMs * 16 };
-    return this.read(await this.call(`/v1/predictions/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true, pacing), tools, slot);
-  }
-
-  /** Asks the upstream to cancel a prediction this slot gave up on (best effort: a failure is only logged). */
-  private async cancel(id: string, tools: MediaTools): Promise<void> {
-    try {
-      const response = await this.call(`/v1/predictions/${encodeURIComponent(id)}/cancel`, { method: 'POST' }, tools, true);
-      await response.body?.cancel();
-    } catch (error) {
-      tools.warn({ prediction: id, reason: error instanceof Error ? error.message : String(error) }, 'prediction cancel failed');
-    }
+    const [path, body] = this.entry.model ? [`/v1/models/${this.entry.model}/predictions`, { input }] : ['/v1/predictions', { version: this.entry.version, input }];
+    const at = (id: string) => `/v1/predictions/${encodeURIComponent(id)}`;
+    return {
+      who: this.who,
+      provider: this.name,
+      noun: 'prediction',
+      pollMs: this.options.pollMs,
+      deadlineMs: this.options.deadlineMs,
+      create: () => this.call(path, { method: 'POST', body: JSON.stringify(body) }, tools, false),
+      idOf: (answer) => (typeof answer?.id === 'string' && answer.id !== '' ? answer.id : undefined),
+      read: async (id, deadline) => {
+        const pacing = readPacing(this.options.pollMs, this.options.attemptTimeoutMs, deadline);
+        return this.read(await this.call(at(id), { method: 'GET' }, tools, true, pacing), tools, job.index);
+      },
+      ended: (p) => TERMINAL.has(p.status as string),
+      cancel: (id) => this.call(`${at(id)}/cancel`, { method: 'POST' }, tools, true),
+    };
   }
 
   async generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
-    const earlier = await tools.remoteCalls.find(job.index);
-    let id: string;
-    if (earlier?.upstreamId) id = earlier.upstreamId; // resumed: look the prediction up, never create a second one
-    else if (earlier) throw new MediaHoldError(`a prediction was requested for this output before the job was interrupted and its id never came back; whether it runs (and charges) cannot be known`);
-    else id = await this.create(job, tools);
-
-    const deadline = Date.now() + this.options.deadlineMs;
-    let prediction: Prediction | undefined;
-    try {
-      for (;;) {
-        prediction = await this.poll(id, tools, job.index, deadline);
-        if (TERMINAL.has(prediction.status as string)) break;
-        if (tools.stopping()) throw new MediaGenerationError('GENERATION_FAILED', 'interrupted'); // the worker leaves the job; a resumed run reads the same prediction
-        if (Date.now() >= deadline) {
-          throw new MediaGenerationError('GENERATION_FAILED', `${this.who} did not finish within ${Math.round(this.options.deadlineMs / 1000)} s; the prediction was cancelled and nothing was charged.`);
-        }
-        await sleep(this.options.pollMs);
-      }
-    } catch (error) {
-      // Given up (deadline, a refused, malformed or oversized read): cancelled upstream, so it stops
-      // billing. A stop leaves it running for the resumed run, which reads the same prediction.
-      if (!tools.stopping() && !TERMINAL.has(prediction?.status as string)) await this.cancel(id, tools);
-      throw error;
-    }
-    if (prediction.status === 'failed') {
-      const reason = typeof prediction.error === 'string' && /nsfw|content|safety|policy/i.test(prediction.error) ? ' under its content policy' : '';
-      throw new MediaGenerationError('GENERATION_FAILED', `${this.who} could not make this output${reason}; nothing was charged for it.`);
-    }
-    if (prediction.status === 'canceled') throw new MediaGenerationError('GENERATION_FAILED', `${this.who} cancelled this output; nothing was charged for it.`);
-    if (prediction.status === 'aborted') throw new MediaGenerationError('GENERATION_FAILED', `${this.who} aborted this output before it started; nothing was charged for it.`);
-    const url = outputUrl(prediction.output, this.kind);
-    if (url === undefined) {
-      tools.warn({ slot: job.index }, 'prediction succeeded without an output URL');
-      throw new MediaGenerationError('GENERATION_FAILED', `${this.who} returned no output; nothing was charged for it.`);
-    }
-    if (url.startsWith('data:')) return dataUrlOutput(url, this.kind, tools, this.who, this.options.maxOutputBytes);
-    return downloadOutput(url, this.kind, tools, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
+    const { state: prediction } = await runAsyncJob(job, tools, this.upstream(job, tools));
+    if (prediction.status === 'failed') throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, prediction.error));
+    if (prediction.status === 'canceled') throw new MediaGenerationError('GENERATION_FAILED', say.canceled(this.who));
+    if (prediction.status === 'aborted') throw new MediaGenerationError('GENERATION_FAILED', say.aborted(this.who));
+    return outputOf(prediction.output, this.kind, tools, job.index, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
   }
 }
+
+/** Prediction APIs in Replicate's shape: `REPLICATE_*`, and a `replicate:` block per catalog model. */
+export const replicate: RemoteProviderDescriptor = {
+  name: 'replicate',
+  kinds: ['image', 'video', 'audio'],
+  dialect: 'Replicate predictions (POST /v1/models/{owner}/{name}/predictions or /v1/predictions, GET /v1/predictions/{id})',
+  requestFields: REQUEST_FIELDS,
+  // Replicate documents 429 as throttled (not run); an unknown create is read by the id its answer carried, else held.
+  failures: { notDone: NOT_PROCESSED, unknown: 'lookup', reads: 'resent' },
+  create(model, { config, common, where }) {
+    const kind = model.kind as MediaKind;
+    const entry = parseReplicateEntry(model.providerEntry, kind, where);
+    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, ...common }) as MediaProvider;
+  },
+};

@@ -18,6 +18,7 @@ import * as m012 from './012_blob_pins.ts';
 import * as m013 from './013_console_logins.ts';
 import * as m014 from './014_key_last_used.ts';
 import * as m015 from './015_console_known_addresses.ts';
+import * as m016 from './016_account_days.ts';
 import * as m017 from './017_fair_share.ts';
 import * as m019 from './019_job_store_retries.ts';
 
@@ -41,6 +42,7 @@ const migrations: Array<[string, Migration]> = [
   ['013_console_logins', m013],
   ['014_key_last_used', m014],
   ['015_console_known_addresses', m015],
+  ['016_account_days', m016],
   ['017_fair_share', m017],
   ['019_job_store_retries', m019],
 ];

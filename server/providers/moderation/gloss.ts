@@ -1,0 +1,275 @@
+/**
+ * Reads text in Spanish, French, German, Portuguese (and, less fully, Italian
+ * and Dutch) with the English policy: each word the glossaries (glossary.ts)
+ * know is replaced by its English gloss, phrases first ("paso a paso" → "step
+ * by step", "gas mostaza" → "mustard gas", in English order), then whole
+ * words, then (once the text reads as that language) stems ("envenenaron" →
+ * "poison") and German and Dutch compounds by their head ("Rohrbombe" →
+ * "pipe bomb", "Flüchtlingsheime" → "refugee homes"). Words it does not know
+ * stay as written, so names and English words mixed in still count.
+ *
+ * A text the language detector does not place is glossed only where its words
+ * are in no English dictionary, and only when at least two are: "matar a mi
+ * vecino" is read, "Roma tomatoes" or "a son and a die" are not. One pass over
+ * the words, each looked up a bounded number of times: linear in the text.
+ */
+import { fold } from './normalize.ts';
+import { GLOSSARIES } from './glossary.ts';
+
+interface Phrase {
+  words: string[];
+  gloss: string;
+}
+
+interface Table {
+  words: Map<string, string>;
+  /** Phrases by their first word, longest first. */
+  phrases: Map<string, Phrase[]>;
+  stems: Map<string, string>;
+  longestStem: number;
+  compounds: boolean;
+  /** Separable verbs by their particle, which closes the clause ("bringe … um" → kill). */
+  separable: Map<string, Array<{ verb: string; gloss: string }>>;
+}
+
+/** The most letters a word may have to be looked up by stem or split as a compound. */
+const LONGEST_WORD = 40;
+const SHORTEST_STEM = 4;
+/** The shortest head or modifier of a compound ("gas", "lkw"). */
+const SHORTEST_PART = 3;
+
+const split = (text: string) => text.split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+
+function parse(source: string, compounds: boolean): Table {
+  const table: Table = { words: new Map(), phrases: new Map(), stems: new Map(), longestStem: 0, compounds, separable: new Map() };
+  for (const line of source.split('\n')) {
+    const at = line.indexOf('=');
+    if (at < 0) continue;
+    const gloss = line.slice(at + 1).trim();
+    for (const form of line.slice(0, at).trim().split(/\s+/)) {
+      if (!form) continue;
+      const parted = /^([^+]+)\+([^+]+)$/u.exec(form);
+      if (parted) {
+        const particle = fold(parted[2]!);
+        const list = table.separable.get(particle) ?? [];
+        list.push({ verb: fold(parted[1]!), gloss });
+        table.separable.set(particle, list);
+        continue;
+      }
+      if (form.endsWith('*')) {
+        const stem = fold(form.slice(0, -1));
+        table.stems.set(stem, gloss);
+        table.longestStem = Math.max(table.longestStem, stem.length);
+        continue;
+      }
+      const words = split(fold(form.replace(/_/g, ' ')));
+      if (words.length === 1) table.words.set(words[0]!, gloss);
+      else if (words.length > 1) {
+        const list = table.phrases.get(words[0]!) ?? [];
+        list.push({ words, gloss });
+        list.sort((a, b) => b.words.length - a.words.length);
+        table.phrases.set(words[0]!, list);
+      }
+    }
+  }
+  return table;
+}
+
+const TABLES = new Map(Object.entries(GLOSSARIES).map(([language, source]) => [language, parse(source, language === 'de' || language === 'nl')]));
+
+/**
+ * Look-ups made while glossing, counted so that tests can show the work grows linearly with
+ * the text's length without timing it.
+ */
+export const glossWork = { lookups: 0 };
+
+/** The languages a gloss reads. */
+export const GLOSSED_LANGUAGES: readonly string[] = [...TABLES.keys()];
+
+function phraseAt(words: string[], i: number, table: Table): Phrase | undefined {
+  glossWork.lookups++;
+  for (const p of table.phrases.get(words[i]!) ?? []) {
+    glossWork.lookups++;
+    if (i + p.words.length > words.length) continue;
+    let k = 1;
+    while (k < p.words.length && words[i + k] === p.words[k]) k++;
+    if (k === p.words.length) return p;
+  }
+  return undefined;
+}
+
+function byStem(word: string, table: Table): string | undefined {
+  for (let n = Math.min(word.length, table.longestStem); n >= SHORTEST_STEM; n--) {
+    glossWork.lookups++;
+    const gloss = table.stems.get(word.slice(0, n));
+    if (gloss !== undefined) return gloss;
+  }
+  return undefined;
+}
+
+/** A compound read by its longest known head, with its modifier when that is known too (a linking s dropped). */
+function byCompound(word: string, table: Table): string | undefined {
+  for (let k = SHORTEST_PART; k <= word.length - SHORTEST_PART; k++) {
+    glossWork.lookups++;
+    const head = table.words.get(word.slice(k)) ?? byStem(word.slice(k), table);
+    if (head === undefined) continue;
+    const modifier = word.slice(0, k);
+    const first = table.words.get(modifier) ?? (modifier.endsWith('s') ? table.words.get(modifier.slice(0, -1)) : undefined);
+    return first ? `${first} ${head}` : head;
+  }
+  // No known head: the modifier alone ("Nacktfoto": naked).
+  for (let n = word.length - SHORTEST_PART; n >= SHORTEST_STEM; n--) {
+    glossWork.lookups++;
+    const first = table.words.get(word.slice(0, n));
+    if (first !== undefined) return first;
+  }
+  return undefined;
+}
+
+/** How a clause of words reads, appended to `out`; returns how many words the glossaries knew. */
+function readClause(clause: string[], tables: readonly Table[], placed: Table, out: string[]): number {
+  let words = clause;
+  // A separable verb: its particle closes the clause, its verb stands earlier ("wie bringe ich ihn um").
+  let parted: { at: number; gloss: string } | undefined;
+  const particle = placed.separable.get(words[words.length - 1] ?? '');
+  if (particle) {
+    for (const { verb, gloss } of particle) {
+      const at = words.indexOf(verb);
+      if (at >= 0 && at < words.length - 1) {
+        parted = { at, gloss };
+        words = words.slice(0, -1);
+        break;
+      }
+    }
+  }
+  const first = out.length;
+  let hits = 0;
+  let lastGlossed = -1;
+  for (let i = 0; i < words.length; ) {
+    const word = words[i]!;
+    let read: string | undefined = parted?.at === i ? parted.gloss : undefined;
+    let length = 1;
+    // Phrases of any of the languages first, then whole words, then the stems of the text's own.
+    for (let t = 0; read === undefined && t < tables.length; t++) {
+      const phrase = phraseAt(words, i, tables[t]!);
+      if (phrase) {
+        read = phrase.gloss;
+        length = phrase.words.length;
+      }
+    }
+    for (let t = 0; read === undefined && t < tables.length; t++) {
+      glossWork.lookups++;
+      read = tables[t]!.words.get(word);
+    }
+    if (read === undefined && word.length <= LONGEST_WORD) {
+      read = byStem(word, placed) ?? (placed.compounds ? byCompound(word, placed) : undefined);
+    }
+    if (read === undefined) out.push(word);
+    else {
+      if (read) {
+        out.push(read);
+        lastGlossed = out.length - 1;
+      }
+      hits++;
+    }
+    i += length;
+  }
+  // German and Dutch put the verb last ("meine Frau vergiften"): a glossed last word is read
+  // first, where English puts it ("poison … my wife"), after a leading "how to";
+  // only an infinitive or participle in -en moves, not a noun ("ein Lied").
+  if (placed.compounds && lastGlossed === out.length - 1 && out.length - first > 1 && words[words.length - 1]!.endsWith('en')) {
+    const verb = out.pop()!;
+    // Before the object: its first determiner ("meine Frau" → "my wife"), else at the clause's start.
+    let at = first;
+    while (at < out.length && !OBJECT_STARTS.has(out[at]!)) at++;
+    if (at === out.length) at = out[first] === 'how to' ? first + 1 : first;
+    out.splice(at, 0, verb);
+  }
+  return hits;
+}
+
+/** Glosses that open the object of a verb-final clause, where English puts the verb. */
+const OBJECT_STARTS = new Set(['my', 'your', 'their', 'the', 'a', 'someone', 'people', 'it', 'them']);
+
+/** German and Dutch "and" and "or". */
+const CONJUNCTIONS = new Map([['und', 'and'], ['oder', 'or'], ['en', 'and'], ['of', 'or']]);
+
+/** Words, and the punctuation that ends a clause (where a verb-final language ends its verbs). */
+const WORDS_AND_CLAUSES = /[\p{L}\p{N}]+|[.,;:!?¿¡()"]/gu;
+
+/** The characters of an unplaced text read to place it. */
+const PLACING_CHARS = 2_000;
+
+/** Each word of any glossary → the glossaries holding it, to place a text in one look-up per word. */
+const TABLES_OF = new Map<string, Table[]>();
+for (const table of TABLES.values()) {
+  for (const word of table.words.keys()) {
+    const list = TABLES_OF.get(word) ?? [];
+    list.push(table);
+    TABLES_OF.set(word, list);
+  }
+}
+
+/** The glossary an unplaced text's words belong to, counting only words no English dictionary holds. */
+function placeByWords(words: readonly string[], isEnglish: (word: string) => boolean): Table | undefined {
+  const counts = new Map<Table, number>();
+  const english = new Map<string, boolean>();
+  let best: Table | undefined;
+  let most = 0;
+  let longer = 0;
+  for (const w of words) {
+    // Short words ("a", "de", "me") are too common across languages to place a text.
+    if (w.length <= 2) continue;
+    longer++;
+    glossWork.lookups++;
+    const tables = TABLES_OF.get(w);
+    if (tables === undefined) continue;
+    let known = english.get(w);
+    if (known === undefined) english.set(w, (known = isEnglish(w)));
+    if (known) continue;
+    for (const t of tables) {
+      const n = (counts.get(t) ?? 0) + 1;
+      counts.set(t, n);
+      if (n > most) [best, most] = [t, n];
+    }
+  }
+  // Two such words at least, and one in eight of the longer words: a few borrowed words do not make English text another language.
+  return most >= 2 && most * 8 >= longer ? best : undefined;
+}
+
+/**
+ * The English reading of `text` when it holds words of the glossed languages; undefined when
+ * there is nothing to read. `language`: what the detector made of the text (undefined: English
+ * or too little to tell); `isEnglish`: whether a word is English. An unplaced text whose words
+ * of one language, English ones aside, number two or more is read as that language ("matar a
+ * mi vecino").
+ */
+export function gloss(text: string, language: string | undefined, isEnglish: (word: string) => boolean): string | undefined {
+  let placed = language !== undefined ? TABLES.get(language) : undefined;
+  if (language !== undefined && placed === undefined) return undefined;
+  if (placed === undefined) {
+    // Its opening is enough to place a text the detector did not, and bounds what an English
+    // text (nearly every text) pays for the question: folding is the costly part.
+    placed = placeByWords(fold(text.slice(0, PLACING_CHARS)).match(WORDS_AND_CLAUSES) ?? [], isEnglish);
+    if (placed === undefined) return undefined;
+  }
+  const pieces = fold(text).match(WORDS_AND_CLAUSES) ?? [];
+  const tables = [placed, ...[...TABLES.values()].filter((t) => t !== placed)];
+  const out: string[] = [];
+  let hits = 0;
+  let clause: string[] = [];
+  for (const piece of pieces) {
+    const conjunction = placed.compounds ? CONJUNCTIONS.get(piece) : undefined;
+    const ends = piece.length === 1 && !/[\p{L}\p{N}]/u.test(piece);
+    if (!ends && conjunction === undefined) {
+      clause.push(piece);
+      continue;
+    }
+    // A verb-final language ends a verb at each "and" and "or" too ("erstechen und die Leiche verstecken").
+    if (clause.length > 0) hits += readClause(clause, tables, placed, out);
+    if (conjunction !== undefined) out.push(conjunction);
+    clause = [];
+  }
+  if (clause.length > 0) hits += readClause(clause, tables, placed, out);
+  return hits >= 1 ? out.join(' ') : undefined;
+}
