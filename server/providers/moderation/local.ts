@@ -138,7 +138,7 @@ export function embeddedModeration(policy: ModerationPolicy, languages: Language
         const language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
-        const english = gloss(text, language, (w) => policy.vocabulary.knows(w) || inDictionary(w));
+        const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
         if (glossed.length > 0) return { provider: 'embedded', flagged: { field, categories: glossed } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
