@@ -13,25 +13,41 @@
  *    (moderation runs before anything is reserved), while /healthz is asked
  *    every few milliseconds. Target: every answer within 50 ms, and /healthz
  *    never waiting longer than that.
+ * 3. An ordinary submission: what moderating a short everyday prompt costs (the
+ *    provider's `moderate`, as a submission calls it, the language check
+ *    included), side by side with the same on the policy as it was before the
+ *    intent rules (`--before`, a commit read with `git archive` into a temp
+ *    dir), in alternating rounds, for the benchmarks' image prompt repeated
+ *    (what bench:http sends) and for the labelled set's everyday prompts in
+ *    turn. Target: no more CPU per submission than before the intent rules.
  *
- *   npm run bench:moderation [-- --rounds 7]
+ *   npm run bench:moderation [-- --rounds 7 --before ec5ba0c^ --only shapes,ordinary,server]
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
-import { categoriesOf } from '../server/providers/moderation/local.ts';
+import { categoriesOf, embeddedModeration } from '../server/providers/moderation/local.ts';
+import type { ModerationProvider } from '../server/providers/moderation/types.ts';
 import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { root, runMain, startGemforge } from './bench/processes.ts';
 import { quantile } from './bench/quantile.ts';
 import { hostilePrompt, PROMPT_SHAPES, type PromptShape } from '../test/helpers/hostile-prompts.ts';
+import { IMAGE } from './bench/fixture.ts';
+import { readSets } from './moderation/eval-set.ts';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '7' } } });
+/** The last commit before the intent rules (the ordinary-submission row's "before"). */
+const BEFORE_INTENT_RULES = 'ec5ba0c^';
+
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '7' }, before: { type: 'string', default: BEFORE_INTENT_RULES }, only: { type: 'string' } } });
+const PARTS = new Set((values.only ?? 'shapes,ordinary,server').split(',').map((p) => p.trim()));
 const ROUNDS = Number(values.rounds);
 v8.setFlagsFromString('--expose-gc'); // for the heap-kept row: a collection before and after
 const SHAPES = Object.keys(PROMPT_SHAPES) as PromptShape[];
@@ -142,10 +158,69 @@ async function atServer(): Promise<boolean> {
   }
 }
 
+/**
+ * The embedded provider as it was at `rev`: its moderation folder and policy file read out of
+ * git into a temp dir (with this checkout's node_modules), loaded beside today's; undefined
+ * (with the reason printed) where there is no such history.
+ */
+async function providerAt(rev: string, dir: string): Promise<ModerationProvider | undefined> {
+  try {
+    const archive = execFileSync('git', ['archive', rev, 'server/providers/moderation', 'server/catalog/moderation.yaml'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+    execFileSync('tar', ['-x', '-C', dir], { input: archive });
+  } catch (error) {
+    console.log(`ordinary submission: not measured, ${rev} could not be read from git (${(error as Error).message.split('\n')[0]})`);
+    return undefined;
+  }
+  fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+  const moderation = path.join(dir, 'server/providers/moderation');
+  const policyFile = (await import(pathToFileURL(path.join(moderation, 'policy-file.ts')).href)) as { loadModerationPolicy(file: string): unknown };
+  const local = (await import(pathToFileURL(path.join(moderation, 'local.ts')).href)) as { embeddedModeration(policy: unknown): ModerationProvider };
+  return local.embeddedModeration(policyFile.loadModerationPolicy(path.join(dir, 'server/catalog/moderation.yaml')));
+}
+
+async function ordinarySubmission(): Promise<boolean> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-moderation-before-'));
+  try {
+    const before = await providerAt(values.before!, dir);
+    if (before === undefined) return true;
+    const now = embeddedModeration(loadModerationPolicy(path.join(root, 'server/catalog/moderation.yaml')));
+    const everyday = readSets().flatMap((s) => s.samples.filter((x) => !x.harmful && x.group === 'everyday').map((x) => x.text));
+    const kinds: Array<[string, string[]]> = [
+      ['image prompt, repeated', [IMAGE.prompt]],
+      [`${everyday.length} everyday prompts in turn`, everyday],
+    ];
+    const CALLS = 2_000;
+    const perCall = async (provider: ModerationProvider, prompts: string[]) => {
+      const start = cpuMs();
+      for (let i = 0; i < CALLS; i++) await provider.moderate({ texts: [{ field: 'prompt', text: prompts[i % prompts.length]! }], preference: 'standard' });
+      return ((cpuMs() - start) * 1000) / CALLS;
+    };
+    let pass = true;
+    for (const [name, prompts] of kinds) {
+      // Warm both (caches, JIT), then alternate, so a busy moment slows both sides alike.
+      await perCall(before, prompts);
+      await perCall(now, prompts);
+      const times: [number[], number[]] = [[], []];
+      for (let round = 0; round < ROUNDS * 2; round++) {
+        times[0].push(await perCall(before, prompts));
+        times[1].push(await perCall(now, prompts));
+      }
+      const [was, is] = [median(times[0]), median(times[1])];
+      const met = is <= was;
+      pass &&= met;
+      console.log(`ordinary submission, ${name}: ${is.toFixed(1)} µs of CPU to moderate, ${was.toFixed(1)} µs at ${values.before}${values.before === BEFORE_INTENT_RULES ? ' (before the intent rules)' : ''}: ×${(is / was).toFixed(2)} (target ≤ ×1.00): ${met ? 'PASS' : 'FAIL'}`);
+    }
+    return pass;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function main(): Promise<number> {
-  const local = inProcess();
-  const server = await atServer();
-  return local && server ? 0 : 1;
+  const local = PARTS.has('shapes') ? inProcess() : true;
+  const ordinary = PARTS.has('ordinary') ? await ordinarySubmission() : true;
+  const server = PARTS.has('server') ? await atServer() : true;
+  return local && ordinary && server ? 0 : 1;
 }
 
 runMain(main);

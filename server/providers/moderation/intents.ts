@@ -45,6 +45,24 @@ const PREPOSITIONS = new Set(['of', 'for', 'with', 'at', 'in', 'on', 'from', 'ab
 /** Words within an intent's reach of each other. */
 const WINDOW = 24;
 
+/** An index's masks and its concept phrases apart (each list keeps its order), made once per index. */
+const parted = new WeakMap<PhraseIndex, { masks: PhraseIndex; concepts: PhraseIndex }>();
+
+function partsOf(index: PhraseIndex): { masks: PhraseIndex; concepts: PhraseIndex } {
+  let parts = parted.get(index);
+  if (parts === undefined) {
+    parts = { masks: new Map(), concepts: new Map() };
+    for (const [stem, list] of index) {
+      const masks = list.filter((p) => p.concept === MASK);
+      const concepts = list.filter((p) => p.concept !== MASK);
+      if (masks.length > 0) parts.masks.set(stem, masks);
+      if (concepts.length > 0) parts.concepts.set(stem, concepts);
+    }
+    parted.set(index, parts);
+  }
+  return parts;
+}
+
 export function indexPhrases(phrases: Phrase[]): PhraseIndex {
   const index: PhraseIndex = new Map();
   for (const p of phrases) {
@@ -56,18 +74,25 @@ export function indexPhrases(phrases: Phrase[]): PhraseIndex {
   return index;
 }
 
+/** Whether the phrase's stems follow from word `at` (its first is that word's: the index is by first stem). */
 function phraseAt(tokens: Token[], at: number, stems: string[]): boolean {
   if (at + stems.length > tokens.length) return false;
-  for (let k = 0; k < stems.length; k++) if (tokens[at + k]!.stem !== stems[k]) return false;
+  for (let k = 1; k < stems.length; k++) if (tokens[at + k]!.stem !== stems[k]) return false;
   return true;
 }
 
 /** Which words a benign mask covers ("bomb shelter", "bath bomb"; the longest mask at a place wins). */
 export function maskedWords(tokens: Token[], index: PhraseIndex): boolean[] {
   const masked = new Array<boolean>(tokens.length).fill(false);
+  const { masks } = partsOf(index);
   for (let i = 0; i < tokens.length; i++) {
-    const mask = index.get(tokens[i]!.stem)?.find((p) => p.concept === MASK && phraseAt(tokens, i, p.stems));
-    if (mask) for (let k = 0; k < mask.stems.length; k++) masked[i + k] = true;
+    const phrases = masks.get(tokens[i]!.stem);
+    if (phrases === undefined) continue;
+    for (const p of phrases) {
+      if (!phraseAt(tokens, i, p.stems)) continue;
+      for (let k = 0; k < p.stems.length; k++) masked[i + k] = true;
+      break;
+    }
   }
   return masked;
 }
@@ -76,9 +101,12 @@ export function maskedWords(tokens: Token[], index: PhraseIndex): boolean[] {
 export function occurrences(tokens: Token[], index: PhraseIndex, masked = maskedWords(tokens, index)): Map<string, Occurrence[]> {
   // `start`: the beginning of the text, so that an intent can ask for a sentence that opens with a verb ("make a grenade").
   const found = new Map<string, Occurrence[]>([[START, [{ start: 0, end: 0 }]]]);
+  const { concepts } = partsOf(index);
   for (let i = 0; i < tokens.length; i++) {
-    for (const p of index.get(tokens[i]!.stem) ?? []) {
-      if (p.concept === MASK || !phraseAt(tokens, i, p.stems)) continue;
+    const phrases = concepts.get(tokens[i]!.stem);
+    if (phrases === undefined) continue;
+    for (const p of phrases) {
+      if (!phraseAt(tokens, i, p.stems)) continue;
       let free = true;
       for (let k = 0; k < p.stems.length; k++) if (masked[i + k]) free = false;
       if (!free) continue;

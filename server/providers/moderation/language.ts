@@ -53,6 +53,8 @@ const STOP_WORDS: Record<string, string> = {
 /** Words several of these languages share with English or with each other beyond use: they count for nobody. */
 const AMBIGUOUS = new Set(['a', 'o', 'e', 'y', 'i', 'in', 'die', 'was', 'also', 'an', 'so', 'am', 'war', 'me', 'no', 'son', 'come', 'per', 'van', 'foto', 'photo', 'en', 'is']);
 
+const LETTER = /^\p{L}$/u;
+
 const plain = (word: string) => word.normalize('NFD').replace(/\p{M}+/gu, '');
 
 /** Each stop word → the languages it belongs to. */
@@ -72,6 +74,22 @@ const LONGEST = Math.max(...[...LANGUAGES_OF.keys()].map((w) => w.length));
 // A word English holds is English's, whatever else holds it too ("de" stays, "on" is English).
 for (const [word, languages] of LANGUAGES_OF) if (languages.includes('en') && languages.length > 1) LANGUAGES_OF.set(word, ['en']);
 
+/** The function words as a trie of UTF-16 units: a word is followed as it is scanned, and copied only when it is one. */
+interface WordNode {
+  next: Map<number, WordNode>;
+  word: boolean;
+}
+const FUNCTION_WORDS: WordNode = { next: new Map(), word: false };
+for (const word of LANGUAGES_OF.keys()) {
+  let node = FUNCTION_WORDS;
+  for (let i = 0; i < word.length; i++) {
+    let next = node.next.get(word.charCodeAt(i));
+    if (next === undefined) node.next.set(word.charCodeAt(i), (next = { next: new Map(), word: false }));
+    node = next;
+  }
+  node.word = true;
+}
+
 /** Fewest function words of one language before a text is taken to be written in it. */
 const MIN_HITS = 2;
 
@@ -80,12 +98,17 @@ const PARTICLES = new Set(['de', 'la', 'le', 'el', 'du', 'da', 'di', 'del', 'del
 
 /** Whether most of a text's letters are of a script other than Latin (as written, before look-alikes are folded). */
 function otherScript(text: string): boolean {
+  // Text with no letter of another script (most text with a dash or a curly quote) is not.
+  if (!OTHER_SCRIPT_LETTER.test(text)) return false;
   // Two native scans rather than a test per character (astral letters count twice: close enough).
   const letters = text.replace(/\P{L}+/gu, '').length;
   if (letters < 3) return false;
   const latin = text.replace(/\P{Script=Latin}+/gu, '').length;
   return latin * 2 < letters;
 }
+
+/** A letter of a script other than Latin. */
+const OTHER_SCRIPT_LETTER = /(?!\p{Script=Latin})\p{L}/u;
 
 /** Anything past Latin Extended-B: only then is NFKC needed, or can another script be most of the text. */
 const BEYOND_LATIN = /[\u0250-\uFFFF]/u;
@@ -115,15 +138,49 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
       }
       // Only the function words are kept, to count each once.
       const words = new Set<string>();
-      for (const word of lower.split(/\P{L}+/u)) {
-        // Most words are no function word: a length test and one look-up; only accented ones are stripped.
-        if (word.length < 2 || word.length > LONGEST) continue;
-        if (LANGUAGES_OF.has(word)) words.add(word);
-        else if (word.charCodeAt(0) > 0x7f || /[^a-z]/.test(word)) {
-          const key = plain(word);
+      const consider = (start: number, end: number, ascii: boolean, node: WordNode | undefined) => {
+        // Most words are no function word: a length test and the trie; only accented ones are stripped.
+        if (end - start < 2 || end - start > LONGEST) return;
+        if (node?.word) words.add(lower.slice(start, end));
+        else if (!ascii) {
+          const key = plain(lower.slice(start, end));
           if (LANGUAGES_OF.has(key)) words.add(key);
         }
+      };
+      // The runs of letters (what a split at /\P{L}+/u gives), read without copying the words no
+      // length test admits: ASCII letters by their code, anything past ASCII by a test.
+      let start = -1;
+      let ascii = true;
+      let node: WordNode | undefined;
+      for (let at = 0; at < lower.length; ) {
+        const code = lower.charCodeAt(at);
+        let size = 1;
+        let letter: boolean;
+        if (code < 0x80) letter = (code | 0x20) >= 97 && (code | 0x20) <= 122; // NFKC can make a capital ("ℌ")
+        else {
+          const point = lower.codePointAt(at)!;
+          size = point > 0xffff ? 2 : 1;
+          letter = LETTER.test(String.fromCodePoint(point));
+        }
+        if (letter) {
+          if (start < 0) {
+            start = at;
+            ascii = true;
+            node = FUNCTION_WORDS;
+          }
+          if (code < 97 || code > 122) ascii = false;
+          for (let k = 0; k < size && node !== undefined; k++) node = node.next.get(lower.charCodeAt(at + k));
+        } else if (start >= 0) {
+          consider(start, at, ascii, node);
+          start = -1;
+        }
+        at += size;
       }
+      if (start >= 0) consider(start, lower.length, ascii, node);
+      // Only English's function words (or none): English, without counting.
+      let other = false;
+      for (const word of words) if (LANGUAGES_OF.get(word)![0] !== 'en') other = true;
+      if (!other) return undefined;
       const hits = new Map<string, number>();
       for (const word of words) {
         const languages = LANGUAGES_OF.get(word);

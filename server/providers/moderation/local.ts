@@ -8,7 +8,7 @@ import { setImmediate } from 'node:timers/promises';
 import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
-import { carries, maskedWords, occurrences, type Occurrence } from './intents.ts';
+import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
 import { gloss } from './gloss.ts';
 import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
 import { secondReading } from './confusables.ts';
@@ -17,40 +17,98 @@ import type { ContentPreference, ModerationProvider, ModerationVerdict } from '.
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
 const YIELD_AFTER_CHARS = 30_000;
 
-/**
- * Whether the term's words occur together, none of them inside a benign mask: "build a bomb
- * shelter" holds no "build a bomb", since its bomb is a shelter's; "build a bomb for the
- * shelter" does (the mask is only the words side by side).
- */
-function holdsTerm(tokens: Token[], stems: string[], masked: boolean[]): boolean {
-  outer: for (let i = 0; i + stems.length <= tokens.length; i++) {
-    for (let k = 0; k < stems.length; k++) if (tokens[i + k]!.stem !== stems[k] || masked[i + k]) continue outer;
-    return true;
-  }
-  return false;
+/** A category's term as stems: what `termsHeld` looks for. */
+interface IndexedTerm {
+  category: string;
+  stems: string[];
 }
 
-/** The ids of the categories that apply to `preference` and that `text` breaks. */
+/**
+ * The policy's terms by their first stem, and its intents by one concept each needs (not
+ * `start`, which every text has, where it needs another): a text is matched only against
+ * the terms its words begin and the intents whose concept it holds. Built once per policy (a
+ * policy is read once, at start).
+ */
+interface PolicyIndex {
+  terms: Map<string, IndexedTerm[]>;
+  intents: Map<string, Array<{ category: ModerationCategory; intent: Intent }>>;
+}
+
+const indexes = new WeakMap<ModerationPolicy, PolicyIndex>();
+
+function indexOf(policy: ModerationPolicy): PolicyIndex {
+  let index = indexes.get(policy);
+  if (index === undefined) {
+    index = { terms: new Map(), intents: new Map() };
+    for (const category of policy.categories) {
+      for (const t of category.terms) {
+        const list = index.terms.get(t.stems[0]!) ?? [];
+        list.push({ category: category.id, stems: t.stems });
+        index.terms.set(t.stems[0]!, list);
+      }
+      for (const intent of category.intents) {
+        const needed = [...intent.seq, ...intent.all];
+        const key = needed.find((c) => c !== START) ?? START;
+        const list = index.intents.get(key) ?? [];
+        list.push({ category, intent });
+        index.intents.set(key, list);
+      }
+    }
+    indexes.set(policy, index);
+  }
+  return index;
+}
+
+/**
+ * The categories one of whose terms occurs with its words together, none of them inside a
+ * benign mask: "build a bomb shelter" holds no "build a bomb", since its bomb is a shelter's;
+ * "build a bomb for the shelter" does (the mask is only the words side by side). One pass over
+ * the words, each looked up once by its stem, instead of one pass per term.
+ */
+function termsHeld(tokens: Token[], masked: boolean[], index: Map<string, IndexedTerm[]>): Set<string> {
+  const held = new Set<string>();
+  for (let i = 0; i < tokens.length; i++) {
+    const starting = index.get(tokens[i]!.stem);
+    if (starting === undefined || masked[i]) continue;
+    outer: for (const { category, stems } of starting) {
+      if (held.has(category) || i + stems.length > tokens.length) continue;
+      for (let k = 1; k < stems.length; k++) if (tokens[i + k]!.stem !== stems[k] || masked[i + k]) continue outer;
+      held.add(category);
+    }
+  }
+  return held;
+}
+
+/** The ids of the categories that apply to `preference` and that `text` breaks (a term, a pattern or an intent of theirs). */
 export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference): string[] {
+  const index = indexOf(policy);
   const tokens = tokenize(text, policy.vocabulary);
-  const spaced = tokens.map((t) => t.word).join(' ');
   const masked = maskedWords(tokens, policy.phrases);
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
   if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING))) found = occurrences(tokens, policy.phrases, masked);
+  const broken = termsHeld(tokens, masked, index.terms);
+  for (const concept of found.keys()) {
+    for (const { category, intent } of index.intents.get(concept) ?? []) {
+      if (broken.has(category.id) || !policy.applies(category, preference)) continue;
+      if (carries(tokens, found, intent)) broken.add(category.id);
+    }
+  }
+  let spaced: string | undefined;
   const ids: string[] = [];
   for (const c of policy.categories) {
     if (!policy.applies(c, preference)) continue;
-    if (breaks(c, tokens, spaced, found, masked)) ids.push(c.id);
+    if (!broken.has(c.id) && c.patterns.length > 0) {
+      spaced ??= tokens.map((t) => t.word).join(' ');
+      for (const p of c.patterns) {
+        if (!p.test(spaced)) continue;
+        broken.add(c.id);
+        break;
+      }
+    }
+    if (broken.has(c.id)) ids.push(c.id);
   }
   return ids;
-}
-
-function breaks(c: ModerationCategory, tokens: Token[], spaced: string, found: Map<string, Occurrence[]>, masked: boolean[]): boolean {
-  for (const t of c.terms) if (holdsTerm(tokens, t.stems, masked)) return true;
-  for (const p of c.patterns) if (p.test(spaced)) return true;
-  for (const intent of c.intents) if (carries(tokens, found, intent)) return true;
-  return false;
 }
 
 /**
@@ -80,7 +138,7 @@ export function embeddedModeration(policy: ModerationPolicy, languages: Language
         const language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
-        const english = gloss(text, language, (w) => policy.vocabulary.knows(w) || inDictionary(w));
+        const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
         if (glossed.length > 0) return { provider: 'embedded', flagged: { field, categories: glossed } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };

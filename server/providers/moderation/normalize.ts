@@ -31,6 +31,9 @@ const LEET = new Map<string, string[]>([
   ['@', ['a']], ['$', ['s']], ['!', ['i', 'l']], ['|', ['l', 'i']], ['+', ['t']], ['€', ['e']],
 ]);
 
+/** A character of LEET (each a single UTF-16 unit). */
+const LEET_CHARACTER = new RegExp(`[${[...LEET.keys()].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('')}]`);
+
 const LETTER = /\p{L}/u;
 const ALNUM = /[\p{L}\p{N}]/u;
 const DIGIT = /\p{N}/u;
@@ -49,17 +52,56 @@ const COMMON = `a i an the to too how do does did can could would should will sh
 /**
  * A lazily read English dictionary (the word-list package), to tell
  * misspellings from real words: one sorted string and where each word starts
- * (about 4 MB, where a Set of its 274,000 words would hold seven times that).
+ * (about 4 MB, where a Set of its 274,000 words would hold seven times that),
+ * and a Bloom filter of its words (512 KiB) that answers most words it does not
+ * hold without the binary search: misspellings, letter runs and leetspeak ask
+ * for such words most.
  */
-let dictionary: { text: string; starts: Int32Array } | undefined;
+let dictionary: { text: string; starts: Int32Array; filter: Int32Array } | undefined;
+/** The filter's bits (a power of two) and probes per word: about 15 bits a word, under 0.1 % false positives. */
+const FILTER_BITS = 1 << 22;
+const FILTER_PROBES = 4;
+
+/** Two hashes of the code units from `at` to `end` of `text` (FNV-1a and a multiplicative one), for the filter's probes. */
+function filterHashes(text: string, at: number, end: number): [number, number] {
+  let h1 = 0x811c9dc5;
+  let h2 = 0;
+  for (let k = at; k < end; k++) {
+    const c = text.charCodeAt(k);
+    h1 = Math.imul(h1 ^ c, 0x01000193);
+    h2 = Math.imul(h2 + c, 0x5bd1e995) ^ (h2 >>> 15);
+  }
+  return [h1 >>> 0, (h2 | 1) >>> 0];
+}
+
+function maybeInFilter(filter: Int32Array, word: string): boolean {
+  const [h1, h2] = filterHashes(word, 0, word.length);
+  for (let i = 0; i < FILTER_PROBES; i++) {
+    const bit = (h1 + Math.imul(i, h2)) & (FILTER_BITS - 1);
+    if ((filter[bit >>> 5]! & (1 << (bit & 31))) === 0) return false;
+  }
+  return true;
+}
+
 export function inDictionary(word: string): boolean {
   if (dictionary === undefined) {
     const text = fs.readFileSync(wordListPath, 'utf8').split('\n').filter(Boolean).sort().join('\n') + '\n';
     const starts = new Int32Array(text.split('\n').length - 1);
-    for (let i = 0, at = 0; i < starts.length; i++, at = text.indexOf('\n', at) + 1) starts[i] = at;
-    dictionary = { text, starts };
+    const filter = new Int32Array(FILTER_BITS >>> 5);
+    for (let i = 0, at = 0; i < starts.length; i++) {
+      const end = text.indexOf('\n', at);
+      starts[i] = at;
+      const [h1, h2] = filterHashes(text, at, end);
+      for (let p = 0; p < FILTER_PROBES; p++) {
+        const bit = (h1 + Math.imul(p, h2)) & (FILTER_BITS - 1);
+        filter[bit >>> 5] |= 1 << (bit & 31);
+      }
+      at = end + 1;
+    }
+    dictionary = { text, starts, filter };
   }
-  const { text, starts } = dictionary;
+  const { text, starts, filter } = dictionary;
+  if (!maybeInFilter(filter, word)) return false;
   let lo = 0;
   let hi = starts.length - 1;
   while (lo <= hi) {
@@ -93,6 +135,16 @@ const MAX_INFLECTION = 12;
 const MERGE_INFLECTION = 6;
 
 type PrefixNode = Map<string, PrefixNode>;
+
+/** Adds the letters of `word` to a trie. */
+function addPath(trie: PrefixNode, word: Iterable<string>): void {
+  let node = trie;
+  for (const c of word) {
+    let next = node.get(c);
+    if (next === undefined) node.set(c, (next = new Map()));
+    node = next;
+  }
+}
 
 /** A word's Porter stem; words of three letters or fewer are their own stem ("ied" is not "i"). */
 export function stemOf(word: string): string {
@@ -134,32 +186,50 @@ function porterStem(word: string): string {
 /** Printable ASCII and whitespace only. */
 const ASCII = /^[\t\n\r\x20-\x7e]*$/;
 
+/** No character past ASCII. */
+const ASCII_ONLY = /^[\x00-\x7f]*$/;
+
+/** What each non-ASCII character (and the backtick) folds to, remembered: a text repeats its few odd characters. */
+const folded = new Map<string, string>();
+
+function foldChar(c: string): string {
+  let out = folded.get(c);
+  if (out === undefined) {
+    out = FOLD.get(c) ?? LOOK_ALIKES.get(c);
+    if (out === undefined) {
+      const confused = confusables.transform(c.codePointAt(0)!);
+      out = typeof confused === 'number' ? String.fromCodePoint(confused).toLowerCase() : c;
+    }
+    // Bounded: a text of ever-new characters empties it rather than growing it.
+    if (folded.size >= 10_000) folded.clear();
+    folded.set(c, out);
+  }
+  return out;
+}
+
 /** NFKC, lower case, no diacritics, no invisible format characters or fillers, look-alike letters folded to Latin. */
 export function fold(text: string): string {
   // Plain ASCII (most prompts) has nothing to normalise, strip or fold but its case and backticks.
   if (ASCII.test(text)) return text.toLowerCase().replace(/`/g, "'");
   const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '').replace(INVISIBLE_LETTERS, '');
-  let out = '';
-  for (const c of lower) {
-    const mapped = FOLD.get(c) ?? LOOK_ALIKES.get(c);
-    if (mapped !== undefined) {
-      out += mapped;
-      continue;
-    }
-    const code = c.codePointAt(0)!;
-    if (code < 0x80) {
-      out += c;
-      continue;
-    }
-    const confused = confusables.transform(code);
-    out += typeof confused === 'number' ? String.fromCodePoint(confused).toLowerCase() : c;
-  }
-  return out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
+  // Only characters past ASCII (and the backtick) fold to something else: the rest are copied by the
+  // native replace rather than walked one by one.
+  const out = lower.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar);
+  // ASCII has no marks to strip: the decomposition and recomposition would give it back unchanged.
+  return ASCII_ONLY.test(out) ? out : out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
 }
 
 /** "kiiill" → "kil": repeated letters collapsed, so doubled and stretched spellings compare equal. */
 export function squeeze(word: string): string {
-  return word.replace(/(.)\1+/gu, '$1');
+  // Most words repeat no letter: they are their own squeeze, without a regular expression or a
+  // copy (a surrogate pair leaves it to the expression, which compares whole characters).
+  let at = 1;
+  for (let c = word.charCodeAt(0); at < word.length; at++) {
+    const next = word.charCodeAt(at);
+    if (next === c || (next & 0xf800) === 0xd800) break;
+    c = next;
+  }
+  return at >= word.length ? word : word.replace(/(.)\1+/gu, '$1');
 }
 
 /**
@@ -188,9 +258,14 @@ function pieces(text: string): string[] {
 export class Vocabulary {
   private readonly words = new Set<string>();
   private readonly stems = new Set<string>();
+  /** Which pairs of lower-case letters begin a stem of `stems`, by (first − a) × 26 + (second − a). */
+  private readonly stemStarts = new Uint8Array(26 * 26);
   private readonly squeezed = new Map<string, string>();
   /** Policy words of 5+ letters by each one-letter deletion of them (and themselves), for spelling correction. */
   private readonly deletions = new Map<string, string[]>();
+  /** The keys of `deletions` as a trie of letters, and their reversals: which deletions of a word can be keys. */
+  private readonly deletionStarts: PrefixNode = new Map();
+  private readonly deletionEnds: PrefixNode = new Map();
 
   constructor(policyWords: Iterable<string>) {
     for (const w of COMMON.split(/\s+/)) if (w) this.add(w, false);
@@ -209,12 +284,7 @@ export class Vocabulary {
   private readonly prefixes: PrefixNode = new Map();
 
   private addPrefixes(word: string): void {
-    let node = this.prefixes;
-    for (const c of word) {
-      let next = node.get(c);
-      if (next === undefined) node.set(c, (next = new Map()));
-      node = next;
-    }
+    addPath(this.prefixes, word);
   }
 
   /**
@@ -268,6 +338,9 @@ export class Vocabulary {
     if (word.length >= 4) {
       const stem = stemOf(word);
       this.stems.add(stem);
+      const first = stem.charCodeAt(0);
+      const second = stem.charCodeAt(1);
+      if (first >= 97 && first <= 122 && second >= 97 && second <= 122) this.stemStarts[(first - 97) * 26 + second - 97] = 1;
       this.addPrefixes(stem);
     }
     const key = squeeze(word);
@@ -277,6 +350,9 @@ export class Vocabulary {
         const list = this.deletions.get(d) ?? [];
         list.push(word);
         this.deletions.set(d, list);
+        // By UTF-16 unit, as `correct` walks them.
+        addPath(this.deletionStarts, d.split(''));
+        addPath(this.deletionEnds, d.split('').reverse());
       }
     }
   }
@@ -310,10 +386,33 @@ export class Vocabulary {
     return possessive ? { ...token, possessive } : token;
   }
 
+  private readonly english = new Map<string, boolean>();
+
+  /** Whether a word reads as English: the policy's or everyday words, or the dictionary's; remembered (bounded). */
+  isWord(word: string): boolean {
+    let known = this.english.get(word);
+    if (known === undefined) {
+      known = this.knows(word) || inDictionary(word);
+      if (word.length <= MAX_REMEMBERED_CHARS) {
+        if (this.english.size >= 20_000) this.english.clear();
+        this.english.set(word, known);
+      }
+    }
+    return known;
+  }
+
   /** A word the policy or everyday English (COMMON) holds, or an inflection of a policy word ("killing"). */
   knows(word: string): boolean {
     work.steps += word.length;
-    return this.words.has(word) || (word.length >= 4 && this.stems.has(stemOf(word)));
+    if (this.words.has(word)) return true;
+    if (word.length < 4) return false;
+    // A stem keeps its word's first two letters (Porter rewrites endings; true of every word of
+    // the dictionary): a lower-case word whose first two begin no stem of the policy's has none
+    // of them, without stemming it (most unknown words of hostile text).
+    const first = word.charCodeAt(0);
+    const second = word.charCodeAt(1);
+    if (first >= 97 && first <= 122 && second >= 97 && second <= 122 && this.stemStarts[(first - 97) * 26 + second - 97] === 0) return false;
+    return this.stems.has(stemOf(word));
   }
 
   /** The word a token stands for: itself when known or a dictionary word; else squeezed or corrected to a policy word. */
@@ -330,7 +429,15 @@ export class Vocabulary {
     const ranked = new Map<string, number>();
     const deletable = word.length < 5 ? 0 : word.length;
     work.steps += word.length * (deletable + 1);
-    for (let k = -1; k < deletable; k++) {
+    // A deletion at k is a key only if the letters before k begin a key and those after k end
+    // one: most words (and every random run of letters) leave no k to try, and no copy to make.
+    let lead = 0;
+    for (let node = this.deletionStarts.get(word[0]!); node !== undefined && lead < word.length; node = node.get(word[lead]!)) lead++;
+    let tail = 0;
+    for (let node = this.deletionEnds.get(word[word.length - 1]!); node !== undefined && tail < word.length; node = node.get(word[word.length - 1 - tail]!)) tail++;
+    const from = Math.max(0, word.length - 1 - tail);
+    const to = Math.min(deletable - 1, lead);
+    for (let k = -1; k <= to; k = k < 0 ? from : k + 1) {
       const candidates = this.deletions.get(k < 0 ? word : word.slice(0, k) + word.slice(k + 1));
       if (candidates === undefined) continue;
       for (const c of candidates) {
@@ -375,9 +482,42 @@ export class Vocabulary {
     return split;
   }
 
+  /**
+   * What `segment` gives for a run that is no known word, when that is two words: where the
+   * first ends; undefined when it gives no split or more words. Without the table of every
+   * split: the fewest-words split is two words exactly when some prefix within reach of the
+   * start is a known word and the rest, within reach of it, is one too, and `segment`'s is the
+   * one with the shortest first word.
+   */
+  splitInTwo(run: string): number | undefined {
+    const n = run.length;
+    if (n > 80) return undefined;
+    if (n > MAX_REMEMBERED_CHARS) return this.findSplitInTwo(run);
+    let at = this.splits.get(run);
+    if (at === undefined) {
+      at = this.findSplitInTwo(run) ?? -1;
+      if (this.splits.size >= 20_000) this.splits.clear();
+      this.splits.set(run, at);
+    }
+    return at < 0 ? undefined : at;
+  }
+
+  /** Where `splitInTwo` splits a run, remembered (bounded): names and compounds recur. */
+  private readonly splits = new Map<string, number>();
+
+  private findSplitInTwo(run: string): number | undefined {
+    const n = run.length;
+    const last = Math.min(n - 1, this.mergeReach(run, 0));
+    for (let at = 1; at <= last; at++) {
+      if (n > at + this.mergeReach(run, at)) continue;
+      if (this.knows(run.slice(0, at)) && this.knows(run.slice(at))) return at;
+    }
+    return undefined;
+  }
+
   /** Leetspeak undone in a chunk holding a letter: the reading whose words are all known, else the likeliest one. */
   deleet(chunk: string): string {
-    if (!LETTER.test(chunk) || !Array.from(chunk).some((c) => LEET.has(c))) return chunk;
+    if (!LETTER.test(chunk) || !LEET_CHARACTER.test(chunk)) return chunk;
     if (NUMBER_WITH_UNIT.test(chunk)) return chunk; // "1950s", "90s", "5k", "4th": a number, not a word
     const chars = Array.from(chunk);
     const options = chars.map((c, i) => {
@@ -415,6 +555,7 @@ export interface Token {
 
 /** Ages under 18 written as numbers ("12 year old", "13yo", "a 9-year-old") become one word, `minorage`. */
 function markMinorAges(text: string): string {
+  if (!/\d/.test(text)) return text; // both readings need a digit
   const young = (all: string, n: string) => (Number(n) < 18 ? ' minorage ' : all);
   return text
     .replace(/\b(?:i am|im|i'm|you are|youre|you're|she is|shes|she's|he is|hes|he's|aged?|turned)\s+(\d{1,2})\b(?!\s*(?:%|am|pm|th|st|nd|rd|minutes?|hours?|days?|weeks?|months?|years|kg|lbs?|cm|inch))/gu, young)
@@ -429,8 +570,21 @@ export interface Piece {
   readonly possessive: boolean;
 }
 
-/** A chunk of plain letters with at most closing punctuation: its word is itself (what most chunks are). */
-const PLAIN = /^([a-z]+)[.,;:?")]*$/;
+/**
+ * A chunk of plain letters with at most closing punctuation (`^([a-z]+)[.,;:?")]*$`, what
+ * most chunks are): its word, which is itself; undefined for any other chunk.
+ */
+function plainWord(chunk: string): string | undefined {
+  let end = 0;
+  for (let c = chunk.charCodeAt(0); c >= 97 && c <= 122; c = chunk.charCodeAt(++end));
+  if (end === 0) return undefined;
+  for (let k = end; k < chunk.length; k++) {
+    const c = chunk.charCodeAt(k);
+    // . , ; : ? " )
+    if (c !== 46 && c !== 44 && c !== 59 && c !== 58 && c !== 63 && c !== 34 && c !== 41) return undefined;
+  }
+  return end === chunk.length ? chunk : chunk.slice(0, end);
+}
 
 /** Whether a word is one character (one code point). */
 function single(word: string): boolean {
@@ -446,14 +600,7 @@ const LEETISH = /[0-9$@|!€+]/;
 /** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
 const SPELT_WITH_SYMBOLS = /['|/\\]/;
 
-/** The pieces of one whitespace-free chunk: leetspeak undone, split at punctuation, pieces that form a known word merged. */
-function chunkPieces(chunk: string, vocabulary: Vocabulary): readonly Piece[] {
-  // The fast path gives what the steps below give for such a chunk, at a fraction of the cost.
-  const plain = PLAIN.exec(chunk);
-  if (plain) return [{ word: plain[1]!, possessive: false }];
-  return vocabulary.remembered(chunk, readChunk);
-}
-
+/** The pieces of one whitespace-free chunk that is not a plain word: leetspeak undone, split at punctuation, pieces that form a known word merged. */
 function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   let possessive = false;
   let body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
@@ -490,11 +637,6 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   return merged.map((word, i) => ({ word, possessive: possessive && i === merged.length - 1 }));
 }
 
-/** Whether a word reads as English: the policy's or everyday words, or the dictionary's. */
-function isWord(word: string, vocabulary: Vocabulary): boolean {
-  return vocabulary.knows(word) || inDictionary(word);
-}
-
 /**
  * An otherwise lower-case word with a capital I in it ("kiII", "sIaughter", "Iet"), read with
  * l for I when that makes a word and i does not; undefined to leave it as written.
@@ -502,10 +644,10 @@ function isWord(word: string, vocabulary: Vocabulary): boolean {
 function capitalIAsL(word: string, vocabulary: Vocabulary): string | undefined {
   if (word.length > vocabulary.longest || !/^[A-Za-z][a-zI]*$/.test(word) || !/[a-z]/.test(word)) return undefined;
   const lower = word.toLowerCase();
-  if (isWord(lower, vocabulary)) return undefined; // "Ill", "Ideas", "kIll" (a capital i)
+  if (vocabulary.isWord(lower)) return undefined; // "Ill", "Ideas", "kIll" (a capital i)
   const rest = word.slice(1).replace(/I/g, 'l');
   const readings = [(word[0] === 'I' ? 'l' : word[0]!.toLowerCase()) + rest, lower[0] + rest];
-  return readings.find((r) => isWord(r, vocabulary));
+  return readings.find((r) => vocabulary.isWord(r));
 }
 
 /** Each capital I of an otherwise lower-case word that reads as l ("kiII them" → "kill them"); before folding, which loses case. */
@@ -540,14 +682,14 @@ function leetWord(chunk: string, vocabulary: Vocabulary): boolean {
   const body = chunk.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}]+$/gu, '');
   if (body.length > vocabulary.longest || !/\p{L}/u.test(body) || !/\d/.test(body)) return false;
   const read = vocabulary.deleet(body);
-  return /^\p{L}+$/u.test(read) && isWord(read, vocabulary);
+  return /^\p{L}+$/u.test(read) && vocabulary.isWord(read);
 }
 
 /** The whitespace-separated chunks of a text, a lone 4 or 1 read as "a" or "i" beside a leetspeak word. */
 function chunksOf(text: string, vocabulary: Vocabulary): string[] {
   const chunks = markMinorAges(fold(capitalIs(text, vocabulary))).split(/\s+/u).filter(Boolean);
   for (let i = 0; i < chunks.length; i++) {
-    const letter = LONE_LETTERS.get(chunks[i]!);
+    const letter = chunks[i]!.length === 1 ? LONE_LETTERS.get(chunks[i]!) : undefined;
     if (letter === undefined) continue;
     if ((i > 0 && leetWord(chunks[i - 1]!, vocabulary)) || (i + 1 < chunks.length && leetWord(chunks[i + 1]!, vocabulary))) chunks[i] = letter;
   }
@@ -556,37 +698,41 @@ function chunksOf(text: string, vocabulary: Vocabulary): string[] {
 
 /** The tokens of a text: folded, leetspeak undone, spelt-out letters joined and segmented, misspellings corrected, stemmed. */
 export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
-  const pieces = chunksOf(text, vocabulary).flatMap((c) => chunkPieces(c, vocabulary));
-  const words: Piece[] = [];
+  const tokens: Token[] = [];
   let run: Piece[] = [];
   const flush = () => {
-    if (run.length === 1) words.push(run[0]!);
+    if (run.length === 1) tokens.push(vocabulary.read(run[0]!.word, run[0]!.possessive));
     else if (run.length > 1) {
       const joined = vocabulary.deleet(run.map((p) => p.word).join(''));
-      const split = vocabulary.segment(joined);
-      words.push(...(split ?? [joined]).map((word) => ({ word, possessive: false })));
+      for (const word of vocabulary.segment(joined) ?? [joined]) tokens.push(vocabulary.read(word, false));
     }
     run = [];
   };
-  for (const piece of pieces) {
+  const take = (word: string, possessive: boolean) => {
     // Single letters ("k i l l", "k.i.l.l", "a p i p e") are collected and read together.
-    if (single(piece.word)) {
-      run.push(piece);
-      continue;
+    if (single(word)) {
+      run.push({ word, possessive });
+      return;
     }
-    flush();
-    if (piece.word.length >= 7 && /^\p{L}+$/u.test(piece.word) && !vocabulary.knows(piece.word) && !inDictionary(piece.word)) {
+    if (run.length > 0) flush();
+    if (word.length >= 7 && /^\p{L}+$/u.test(word) && !vocabulary.isWord(word)) {
       // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
-      const split = vocabulary.segment(piece.word);
-      if (split && split.length === 2 && split.every((w) => w.length >= 4)) {
-        words.push(...split.map((word, i) => ({ word, possessive: piece.possessive && i === split.length - 1 })));
-        continue;
+      const at = vocabulary.splitInTwo(word);
+      if (at !== undefined && at >= 4 && word.length - at >= 4) {
+        tokens.push(vocabulary.read(word.slice(0, at), false), vocabulary.read(word.slice(at), possessive));
+        return;
       }
     }
-    words.push(piece);
+    tokens.push(vocabulary.read(word, possessive));
+  };
+  for (const chunk of chunksOf(text, vocabulary)) {
+    // Most chunks are a plain word: read as it is, without the chunk reader or a piece made for it.
+    const plain = plainWord(chunk);
+    if (plain !== undefined) take(plain, false);
+    else for (const piece of vocabulary.remembered(chunk, readChunk)) take(piece.word, piece.possessive);
   }
   flush();
-  return words.map(({ word, possessive }) => vocabulary.read(word, possessive));
+  return tokens;
 }
 
 /** The words of a text as the policy reads them (for tests and the eval report). */

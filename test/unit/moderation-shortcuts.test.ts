@@ -1,0 +1,69 @@
+/**
+ * The embedded policy's reading takes shortcuts for speed (normalize.ts); each
+ * must give what the longer way gives, so that no decision moves with them:
+ * two words run together are found without the table of every split, a word is
+ * known not to inflect a policy word from its first two letters, and the
+ * dictionary's filter never turns a word away.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import fc from 'fast-check';
+import wordListPath from 'word-list';
+import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
+import { inDictionary, squeeze, stemOf } from '../../server/providers/moderation/normalize.ts';
+
+const policy = loadModerationPolicy(path.join(import.meta.dirname, '../../server/catalog/moderation.yaml'));
+const vocabulary = policy.vocabulary;
+const dictionary = fs.readFileSync(wordListPath, 'utf8').split('\n').filter(Boolean);
+/** Words the policy knows, to build runs that do split. */
+const known = [...new Set(dictionary.filter((w) => w.length >= 3 && w.length <= 9 && vocabulary.knows(w)))];
+
+describe('moderation reading shortcuts', () => {
+  it('when a run of letters is no word, then the two words it is split into are those of the full segmentation', () => {
+    const part = fc.oneof(fc.constantFrom(...known), fc.stringMatching(/^[a-z]{1,6}$/));
+    fc.assert(
+      fc.property(fc.array(part, { minLength: 1, maxLength: 3 }), fc.constantFrom('', 'ing', 'ed', 's', 'er', 'ness'), (parts, ending) => {
+        const run = parts.join('') + ending;
+        fc.pre(!vocabulary.knows(run));
+        const split = vocabulary.segment(run);
+        const expected = split !== undefined && split.length === 2 ? split[0]!.length : undefined;
+        assert.equal(vocabulary.splitInTwo(run), expected, run);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('when any dictionary word is stemmed, then its stem begins with its first two letters (what knows() relies on to skip stemming)', () => {
+    const moved = dictionary.filter((w) => w.length >= 4 && /^[a-z]{2}/.test(w) && stemOf(w).slice(0, 2) !== w.slice(0, 2));
+    assert.deepEqual(moved.slice(0, 10), []);
+  });
+
+  it('when a word is asked of knows(), then the answer is that of its stem looked up without the shortcut', () => {
+    // The vocabulary's own sets, read past `private` to state what knows() must answer.
+    const { words, stems } = vocabulary as unknown as { words: Set<string>; stems: Set<string> };
+    const word = fc.oneof(fc.constantFrom(...known), fc.stringMatching(/^[a-z]{2,8}$/));
+    fc.assert(
+      fc.property(word, fc.constantFrom('', 'ing', 'ed', 's', 'es', 'er', 'ers', 'ation', 'ize', 'ised', 'ly'), (base, ending) => {
+        const w = base + ending;
+        assert.equal(vocabulary.knows(w), words.has(w) || (w.length >= 4 && stems.has(stemOf(w))), w);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('when every dictionary word is looked up, then the filter in front of the dictionary lets each one through', () => {
+    const missing = dictionary.filter((w) => !inDictionary(w));
+    assert.deepEqual(missing.slice(0, 10), []);
+  });
+
+  it('when a word is squeezed, then the copy-free way gives what collapsing repeated characters gives', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom('a', 'b', 'l', 'o', 'é', '😀', '\ud835', 'x') }), (word) => {
+        assert.equal(squeeze(word), word.replace(/(.)\1+/gu, '$1'));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
