@@ -77,10 +77,11 @@ function typesOf(from: string, out: string): string | undefined {
 
 /** Regenerates every output from the contract; returns the failure when one fails. */
 function generate(): string | undefined {
-  for (const out of outputs) {
-    const failed = typesOf(contract, out);
-    if (failed) return failed;
-  }
+  // Every output is the same file (npm run generate writes each with the same arguments): generate once, copy the rest.
+  const [first, ...rest] = outputs;
+  const failed = typesOf(contract, first);
+  if (failed) return failed;
+  for (const out of rest) fs.copyFileSync(first, out);
   const params = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), contract, parametersOut], { cwd: root, encoding: 'utf8' });
   return params.status === 0 ? undefined : withoutStack(`${params.stdout}${params.stderr}`.trim());
 }
