@@ -109,8 +109,9 @@ describe('npm run dev', () => {
       assert.equal(yaml.status, 200, `round ${rounds}: the contract is served`);
       const listed = (await yaml.text()).includes('SECOND MARKER');
       const status = (await fetch(`http://127.0.0.1:${port}/api/generate/watch-check-two`)).status;
+      // (Not listed and yet accepted is fine: the switch came between the two requests.)
       if (listed) assert.equal(status, 401, `round ${rounds}: the served contract lists the operation, so the server answering accepts it`);
-      else assert.equal(status, 404, `round ${rounds}`);
+      else assert.ok(status === 404 || status === 401, `round ${rounds}: answered ${status}`);
       return listed ? true : undefined;
     }, 60_000);
     assert.ok(rounds > 1, 'the edit was read while the old server still answered');
