@@ -201,8 +201,8 @@ export function createGemforgeClient(options: GemforgeClientOptions) {
     },
 
     voices: {
-      /** GET /api/generate/voices: `mine` (default) or `explore`, 50 per page. */
-      async list(query: { scope?: 'mine' | 'explore'; page?: number; language?: string } = {}, init: { signal?: AbortSignal } = {}): Promise<VoiceList> {
+      /** GET /api/generate/voices: `mine` (default) or `explore`, 50 per page; `model` keeps only the voices that speech model can speak with. */
+      async list(query: { scope?: 'mine' | 'explore'; page?: number; language?: string; model?: string } = {}, init: { signal?: AbortSignal } = {}): Promise<VoiceList> {
         return (await exchange(() => raw.GET('/api/generate/voices', { params: { query }, signal: init.signal }))).data;
       },
       /** POST /api/generate/voices: multipart `file`, `duration`, `rightsConfirmed` (no idempotency; never retried). */

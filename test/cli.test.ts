@@ -249,6 +249,45 @@ describe('gemforge CLI', () => {
   });
 });
 
+describe('gemforge voices --model (the voices a speech model can use)', () => {
+  let s: TestServer;
+  let env: Record<string, string>;
+  const [AVERY, CARTER] = ['voice_d3aaf74203c48ce692bb5225', 'voice_c5f1a4a68678135c9ac1a776'];
+  before(async () => {
+    // A speech model served upstream speaks only its mapped voices; a list calls no upstream, so nothing serves this address.
+    s = await startTestServer({
+      env: {
+        SPEECH_UPSTREAM_URL: 'http://127.0.0.1:9/v1',
+        SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
+        SPEECH_UPSTREAM_VOICES: `${AVERY}=alloy,${CARTER}=onyx`,
+      },
+    });
+    env = { GEMFORGE_API_KEY: (await s.user()).secret, GEMFORGE_BASE_URL: s.url };
+  });
+  after(async () => {
+    await s?.close();
+  });
+
+  it('when --model names a remote speech model, then only the voices it can speak with are printed, and the count says so', async () => {
+    const all = await gemforge(['voices', '--scope', 'explore'], env);
+    assert.equal(all.code, 0, all.stderr);
+    assert.ok(all.stdout.trim().split('\n').length > 2);
+    const usable = await gemforge(['voices', '--scope', 'explore', '--model', 'gemforge-speech-1'], env);
+    assert.equal(usable.code, 0, usable.stderr);
+    const ids = usable.stdout.trim().split('\n').map((line) => line.split(/\s+/)[0]);
+    assert.deepEqual(ids.sort(), [AVERY, CARTER].sort());
+    assert.match(usable.stderr, /^page 1: 2 of 2 voices gemforge-speech-1 can speak with\n$/);
+    const json = await gemforge(['voices', '--scope', 'explore', '-m', 'gemforge-speech-1', '--json'], env);
+    assert.equal((JSON.parse(json.stdout) as { total: number }).total, 2);
+  });
+
+  it('when --model is not a speech model, then the spec code is printed and the exit code is 1', async () => {
+    const run = await gemforge(['voices', '--scope', 'explore', '--model', 'gemforge-image-1'], env);
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /error: MODEL_UNAVAILABLE \(HTTP 422\)/);
+  });
+});
+
 /** A URL where nothing listens: a port that was free a moment ago. */
 async function closedPortUrl(): Promise<string> {
   const server = net.createServer();

@@ -83,13 +83,14 @@ const voices: Command = async (ctx) => {
     ctx.io.stderr.write(`private draft voice "${voice.name}"; use it with: gemforge speech "…" --voice ${voice.id} --clone\n`);
     return 0;
   }
-  if (ctx.args.length) throw new UsageError('usage: gemforge voices [--scope mine|explore] [--page N] [--language L]  |  gemforge voices add FILE …');
+  if (ctx.args.length) throw new UsageError('usage: gemforge voices [--scope mine|explore] [--page N] [--language L] [--model M]  |  gemforge voices add FILE …');
   const scope = ctx.values.scope;
   if (scope !== undefined && scope !== 'mine' && scope !== 'explore') throw new UsageError('--scope is mine or explore');
-  const list = await ctx.gf.voices.list({ scope, page: int('page', ctx.values.page), language: ctx.values.language });
+  const list = await ctx.gf.voices.list({ scope, page: int('page', ctx.values.page), language: ctx.values.language, model: ctx.values.model });
   if (ctx.json) return printJson(ctx.io, list), 0;
   for (const v of list.voices) ctx.io.stdout.write(`${v.id.padEnd(28)} ${(v.language ?? '-').padEnd(6)} ${v.name}\n`);
-  ctx.io.stderr.write(`page ${list.page}: ${list.voices.length} of ${list.total} voices${list.hasMore ? `; next: --page ${list.page + 1}` : ''}\n`);
+  const usable = ctx.values.model ? ` ${ctx.values.model} can speak with` : '';
+  ctx.io.stderr.write(`page ${list.page}: ${list.voices.length} of ${list.total} voices${usable}${list.hasMore ? `; next: --page ${list.page + 1}` : ''}\n`);
   return 0;
 };
 

@@ -45,17 +45,18 @@ export const HELP: Record<string, CommandHelp> = {
     example: 'gemforge upload fox.png',
   },
   voices: {
-    usage: ['voices [--scope mine|explore] [--page N] [--language L]', 'voices add FILE --duration S --rights-confirmed'],
+    usage: ['voices [--scope mine|explore] [--page N] [--language L] [--model M]', 'voices add FILE --duration S --rights-confirmed'],
     summary: 'list voices, or add a private reference voice',
     options: [
       ['--scope mine|explore', 'your voices (default) or the shared ones'],
       ['--page N', 'the page of 50'],
       ['--language L', 'only voices of this language'],
+      ['--model M', 'only voices this speech model can speak with (a remote model speaks only its mapped voices)'],
       ['--duration S', 'add: the recording length in seconds, 15–300'],
       ['--rights-confirmed', "add: the speaker's permission is confirmed"],
       JSON_FLAG,
     ],
-    example: 'gemforge voices --scope explore --language en',
+    example: 'gemforge voices --scope explore --model gemforge-speech-1',
   },
   image: {
     usage: ['image "prompt" [--model M] [--param k=v …] [--ref ASSET …] [--max-gems N] [--out DIR]'],
