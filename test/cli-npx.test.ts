@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { run } from './helpers/run.ts';
 import CLIENT_PACKAGE from '../client/package.json' with { type: 'json' };
+import ROOT_PACKAGE from '../package.json' with { type: 'json' };
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -27,7 +28,9 @@ describe('npx gemforge in the repository', () => {
     fs.copyFileSync(path.join(ROOT, 'scripts/link-cli.mjs'), path.join(project, 'scripts/link-cli.mjs'));
     fs.symlinkSync(path.join(ROOT, 'scripts/gemforge.mjs'), path.join(project, 'scripts/gemforge.mjs'));
     env = { PATH: process.env.PATH ?? '', HOME: project, npm_config_cache: path.join(project, '.npm'), npm_config_offline: 'true', npm_config_update_notifier: 'false' };
-    const prepare = await run('npm', ['run', 'prepare'], { cwd: project, env });
+    // prepare also builds dist/ (scripts/build.mjs), which needs the whole tree: the copy runs its link step.
+    assert.match(ROOT_PACKAGE.scripts.prepare, /node scripts\/link-cli\.mjs/);
+    const prepare = await run('node', ['scripts/link-cli.mjs'], { cwd: project, env });
     assert.equal(prepare.code, 0, prepare.stderr);
   });
   after(() => fs.rmSync(project, { recursive: true, force: true }));
@@ -41,7 +44,7 @@ describe('npx gemforge in the repository', () => {
   });
 
   it('when the link is made again, then it is replaced, not refused', async () => {
-    const again = await run('npm', ['run', 'prepare'], { cwd: project, env });
+    const again = await run('node', ['scripts/link-cli.mjs'], { cwd: project, env });
     assert.equal(again.code, 0, again.stderr);
     assert.equal(fs.readlinkSync(path.join(project, 'node_modules/.bin/gemforge')), path.join('..', '..', 'scripts', 'gemforge.mjs'));
   });
