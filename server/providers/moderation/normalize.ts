@@ -638,25 +638,29 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
 }
 
 /**
- * An otherwise lower-case word with a capital I in it ("kiII", "sIaughter", "Iet"), read with
- * l for I when that makes a word and i does not; undefined to leave it as written.
+ * An otherwise lower-case word with a capital I in it ("kiII", "sIaughter", "Iet", "5Iaughter"), read with
+ * l for I when that makes a word and i does not; undefined to leave it as written. Digits in it are
+ * leetspeak and are read as their letters for the comparison ("5Ieg" is "sieg", not "sleg"), but kept.
  */
 function capitalIAsL(word: string, vocabulary: Vocabulary): string | undefined {
-  if (word.length > vocabulary.longest || !/^[A-Za-z][a-zI]*$/.test(word) || !/[a-z]/.test(word)) return undefined;
+  if (word.length > vocabulary.longest || !/^[A-Za-z0-9][a-z0-9I]*$/.test(word) || !/[a-z]/.test(word)) return undefined;
   const lower = word.toLowerCase();
-  if (vocabulary.isWord(lower)) return undefined; // "Ill", "Ideas", "kIll" (a capital i)
+  const known = (w: string) => vocabulary.isWord(/\d/.test(w) ? vocabulary.deleet(w) : w);
+  if (known(lower)) return undefined; // "Ill", "Ideas", "kIll" (a capital i)
   const rest = word.slice(1).replace(/I/g, 'l');
   const readings = [(word[0] === 'I' ? 'l' : word[0]!.toLowerCase()) + rest, lower[0] + rest];
-  return readings.find((r) => vocabulary.isWord(r));
+  return readings.find(known);
 }
 
 /** Each capital I of an otherwise lower-case word that reads as l ("kiII them" → "kill them"); before folding, which loses case. */
 function capitalIs(text: string, vocabulary: Vocabulary): string {
   let out = '';
   let copied = 0;
+  // Digits belong to the word: leetspeak ("5Ieg") is one word with its letters.
   const letter = (i: number) => {
-    const c = text.charCodeAt(i) | 0x20;
-    return c >= 97 && c <= 122;
+    const code = text.charCodeAt(i);
+    const c = code | 0x20;
+    return (c >= 97 && c <= 122) || (code >= 48 && code <= 57);
   };
   // Each word is read once, at its first I: the scan goes on from its end (linear in the text).
   for (let at = text.indexOf('I'); at >= 0; at = text.indexOf('I', at)) {
