@@ -17,6 +17,7 @@ import { accountsWaiting, jobCounts, oldestQueuedRunAt, reservedGems, taskCounts
 import { admissionRefusals } from '../domain/admission.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
+import { deploymentViews, type DeploymentView } from '../providers/routing/deployments.ts';
 import { remoteFallbacks } from '../providers/moderation/second-opinion.ts';
 import { storeErrorCounts } from '../storage/outages.ts';
 import { workerJobCounts } from '../worker/counts.ts';
@@ -70,8 +71,46 @@ function storeMetrics(registry: client.Registry): void {
 }
 
 /** The metrics of `gemforge worker` on its own listener (WORKER_METRICS_PORT): its jobs, store errors, the process. */
+/** A breaker's state as a number: what a dashboard can graph and alert on. */
+const BREAKER_VALUE = { closed: 0, open: 1, 'half-open': 2 } as const;
+
+/**
+ * The deployments of models with several upstreams (server/providers/routing),
+ * read at each scrape: the breaker's state and the calls, errors and time
+ * spent per deployment, as this process saw them.
+ */
+function deploymentMetrics(registry: client.Registry): void {
+  const labelNames = ['model', 'deployment', 'provider'] as const;
+  const labels = (v: DeploymentView) => ({ model: v.model, deployment: v.deployment, provider: v.provider });
+  new client.Gauge({
+    name: 'gemforge_upstream_breaker_state',
+    help: 'Circuit breaker of each upstream deployment: 0 closed, 1 open, 2 half-open (one probe let through)',
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const v of deploymentViews()) this.set(labels(v), BREAKER_VALUE[v.state]);
+    },
+  });
+  const counter = (name: string, help: string, read: (v: DeploymentView) => number) =>
+    new client.Counter({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const v of deploymentViews()) this.inc(labels(v), read(v));
+      },
+    });
+  counter('gemforge_upstream_deployment_calls_total', 'Attempts sent to each upstream deployment', (v) => v.stats.calls);
+  counter('gemforge_upstream_deployment_errors_total', 'Attempts an upstream deployment did not serve (refused connection, throttled, credentials refused, 5xx, timeout)', (v) => v.stats.errors);
+  counter('gemforge_upstream_deployment_seconds_total', 'Time spent in attempts to each upstream deployment (to its first answer); with the calls, the mean latency', (v) => v.stats.latencySeconds);
+}
+
 export function createWorkerMetrics(): Pick<ServerMetrics, 'text' | 'contentType'> {
   const registry = new client.Registry();
+  deploymentMetrics(registry);
   countsOf(registry, 'gemforge_worker_jobs_total', 'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)', ['event'], workerJobCounts, '\t');
   storeMetrics(registry);
   return { text: () => client.Registry.merge([processRegistry, registry]).metrics(), contentType: registry.contentType };
@@ -134,6 +173,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     ['mode', 'fallback'],
     remoteFallbacks,
   );
+  deploymentMetrics(registry);
   countsOf(registry, 'gemforge_admission_refusals_total', 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)', ['limit', 'kind'], admissionRefusals);
   storeMetrics(registry);
   // Read from the database before each exposition, each on its own: a database that is down

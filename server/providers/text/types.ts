@@ -70,14 +70,17 @@ export class ProviderError extends Error {
   readonly usage: Usage | undefined;
   /** For `refused` and `unavailable`: the provider did nothing, the identity may be sent again after this many seconds. */
   readonly retryAfterSeconds: number | undefined;
+  /** The upstream's HTTP status, when it answered one (a credentials refusal is 401 or 403). */
+  readonly status: number | undefined;
 
-  constructor(failure: ProviderFailure, message: string, options: { unavailable?: boolean; usage?: Usage; retryAfterSeconds?: number; cause?: unknown } = {}) {
+  constructor(failure: ProviderFailure, message: string, options: { unavailable?: boolean; usage?: Usage; retryAfterSeconds?: number; status?: number; cause?: unknown } = {}) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';
     this.failure = failure;
     this.unavailable = options.unavailable ?? false;
     this.usage = options.usage;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.status = options.status;
   }
 }
 
