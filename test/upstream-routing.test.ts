@@ -14,6 +14,9 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { expectError, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { until } from './helpers/poll.ts';
+import { startFakeOpenAiImages, type FakeOpenAiImages } from './helpers/fake-upstreams.ts';
+import { submit, waitForTask } from './helpers/tasks.ts';
+import { deploymentViews } from '../server/providers/routing/deployments.ts';
 
 const PATH = '/api/generate/text/v1/chat/completions';
 
@@ -55,11 +58,11 @@ async function refusingUrl(): Promise<string> {
   return `http://127.0.0.1:${port}`;
 }
 
-/** The shipped catalog with `deployments` given to the text model. */
-function catalogWith(dir: string, deployments: unknown[]): string {
+/** The shipped catalog with `deployments` given to one model. */
+function catalogWith(dir: string, deployments: unknown[], model = 'gemforge-text-1'): string {
   const doc = YAML.parse(fs.readFileSync('server/catalog/models.yaml', 'utf8')) as { models: Array<Record<string, unknown>> };
-  const text = doc.models.find((m) => m.id === 'gemforge-text-1')!;
-  text.deployments = deployments;
+  const entry = doc.models.find((m) => m.id === model)!;
+  entry.deployments = deployments;
   const file = path.join(dir, 'models.yaml');
   fs.writeFileSync(file, YAML.stringify(doc));
   return file;
@@ -123,5 +126,84 @@ describe('several upstreams per text model', () => {
       return res.status === 200 ? ((await res.json()) as { choices: Array<{ message: { content: string } }> }) : (await res.body?.cancel(), false);
     });
     assert.equal(served.choices[0]!.message.content, 'from b');
+  });
+});
+
+describe('several upstreams per media model', () => {
+  const GENERATIONS = 'POST /v1/images/generations';
+  let s: TestServer;
+  let fake: FakeOpenAiImages;
+  let key: string;
+  let dir: string;
+  before(async () => {
+    fake = await startFakeOpenAiImages({ apiKey: 'key-images-b-0001' });
+    dir = tempDataDir();
+    const catalog = catalogWith(
+      dir,
+      [
+        { id: 'primary', provider: 'openai-images', url: await refusingUrl(), model: 'gpt-image-1', key: 'a', priority: 1 },
+        { id: 'secondary', provider: 'openai-images', url: fake.url, model: 'gpt-image-1', key: 'b', weight: 2 },
+      ],
+      'gemforge-image-1',
+    );
+    s = await startTestServer({
+      env: {
+        CATALOG_PATH: catalog,
+        UPSTREAM_KEYS: 'a=key-images-a-0001,b=key-images-b-0001',
+        BREAKER_FAILURES: '2',
+        // Longer than a failing task takes, so both breakers are open together.
+        BREAKER_COOLDOWN_SECONDS: '4',
+        REMOTE_DEADLINE_SECONDS: '1',
+        REMOTE_ATTEMPT_TIMEOUT_SECONDS: '1',
+        WORKER_POLL_MS: '20',
+      },
+    });
+    key = (await s.user({ gems: 1000 })).secret;
+  });
+  after(async () => {
+    await s.close();
+    await fake.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const image = (prompt: string) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512' } });
+
+  it('when the preferred upstream refuses connections, then the output is made by the other, recorded under it before the call', async () => {
+    const r = await submit(s, key, '/api/generate/image', image('a lighthouse'));
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    const task = await waitForTask(s, key, r.body.task.id);
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+    const calls = fake.requests.filter((q) => q.path === '/v1/images/generations');
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0]!.headers.authorization, 'Bearer key-images-b-0001');
+    const records = (await s.db('remote_calls').where({ task_id: r.body.task.id })) as Array<{ provider: string }>;
+    assert.deepEqual(records.map((row) => row.provider), ['openai-images@secondary#0']);
+  });
+
+  it('when every upstream is down, then a submission is answered 503 PROVIDER_UNAVAILABLE with Retry-After before anything is claimed, and the same identity is taken once one is back', async () => {
+    fake.fail(GENERATIONS, ...Array.from({ length: 500 }, () => ({ status: 503 })));
+    let tries = 0;
+    const refused = await until('both breakers open', async () => {
+      const r = await submit(s, key, '/api/generate/image', image('in the storm'), `media-outage-${process.pid}-${++tries}`);
+      if (r.status === 202) {
+        // Taken while a breaker was still closed: it fails (nothing charged), and its identity is spent; ask again with a new one.
+        await waitForTask(s, key, r.body.task.id);
+        return false;
+      }
+      return r;
+    });
+    assert.equal(refused.status, 503, JSON.stringify(refused.body));
+    assert.equal(refused.body.error.code, 'PROVIDER_UNAVAILABLE');
+    assert.match(refused.body.error.message, /nothing was claimed/);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+    fake.recover(GENERATIONS);
+    // Once both cooldowns pass, each breaker lets one probe through: the identity is admitted and its slot served.
+    await until('both breakers half-open', () => deploymentViews().filter((v) => v.model === 'gemforge-image-1').every((v) => v.state === 'half-open'));
+    const taken = await until('the identity is taken again', async () => {
+      const r = await submit(s, key, '/api/generate/image', image('in the storm'), refused.idemKey);
+      return r.status === 202 && r;
+    });
+    const task = await waitForTask(s, key, taken.body.task.id);
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
   });
 });

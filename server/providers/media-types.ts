@@ -119,6 +119,8 @@ export interface MediaJob<K extends MediaKind = MediaKind> {
 export interface RemoteCallRecord {
   state: 'calling' | 'created';
   upstreamId: string | null;
+  /** Who was asked: the provider's name (`<provider>@<deployment>` for a model with several upstreams). */
+  provider?: string;
 }
 
 /** The slot records of one task, for remote providers (exactly once at the upstream). */

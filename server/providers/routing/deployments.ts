@@ -42,7 +42,8 @@ export interface Deployment<P> {
   turn: number;
 }
 
-const ID = /^[A-Za-z0-9._-]{1,64}$/;
+// Short enough that "<provider>@<id>" fits the slot record's provider column (64).
+const ID = /^[A-Za-z0-9._-]{1,40}$/;
 
 function whole(value: unknown, fallback: number, min: number, what: string): number {
   if (value === undefined) return fallback;
