@@ -14,6 +14,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { expectError, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { until } from './helpers/poll.ts';
+import { adminWithEnv } from './helpers/admin.ts';
 import { startFakeOpenAiImages, type FakeOpenAiImages } from './helpers/fake-upstreams.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
 import { deploymentViews } from '../server/providers/routing/deployments.ts';
@@ -73,6 +74,7 @@ describe('several upstreams per text model', () => {
   let healthy: Awaited<ReturnType<typeof fakeChat>>;
   let key: string;
   let dir: string;
+  let env: Record<string, string>;
   before(async () => {
     healthy = await fakeChat('b');
     dir = tempDataDir();
@@ -80,9 +82,8 @@ describe('several upstreams per text model', () => {
       { id: 'primary', provider: 'openai-chat', url: await refusingUrl(), model: 'model-a', key: 'a', priority: 1 },
       { id: 'secondary', provider: 'openai-chat', url: healthy.url, model: 'model-b', keys: ['b1', 'b2'] },
     ]);
-    s = await startTestServer({
-      env: { CATALOG_PATH: catalog, UPSTREAM_KEYS: 'a=key-a-0001,b1=key-b1-0001,b2=key-b2-0001', BREAKER_FAILURES: '2', BREAKER_COOLDOWN_SECONDS: '1', METRICS_TOKEN: 'metrics-token-1234567890' },
-    });
+    env = { CATALOG_PATH: catalog, UPSTREAM_KEYS: 'a=key-a-0001,b1=key-b1-0001,b2=key-b2-0001', BREAKER_FAILURES: '2', BREAKER_COOLDOWN_SECONDS: '1', METRICS_TOKEN: 'metrics-token-1234567890' };
+    s = await startTestServer({ env });
     key = (await s.user({ llmAllowance: 10_000 })).secret;
   });
   after(async () => {
@@ -126,6 +127,24 @@ describe('several upstreams per text model', () => {
       return res.status === 200 ? ((await res.json()) as { choices: Array<{ message: { content: string } }> }) : (await res.body?.cancel(), false);
     });
     assert.equal(served.choices[0]!.message.content, 'from b');
+  });
+
+  it('when an operator asks, then gemforge admin providers lists the deployments with what the server reports of each (never a key)', async () => {
+    const r = await adminWithEnv(s.dataDir, env, 'providers', '--metrics', `${s.url}/metrics`);
+    assert.equal(r.code, 0, r.stderr);
+    const text = (r.json as Array<{ model: string; deployments?: Array<Record<string, unknown> & { live: Array<Record<string, unknown>> }> }>).find((m) => m.model === 'gemforge-text-1')!;
+    assert.deepEqual(
+      text.deployments!.map((d) => [d.id, d.provider, d.upstreamModel, d.priority, d.weight, d.keys]),
+      [
+        ['primary', 'openai-chat', 'model-a', 1, 1, 1],
+        ['secondary', 'openai-chat', 'model-b', 0, 1, 2],
+      ],
+    );
+    const [primary, secondary] = text.deployments!.map((d) => d.live[0]!);
+    assert.ok((primary!.errors as number) >= 1 && primary!.errors === primary!.calls, JSON.stringify(primary));
+    assert.ok((secondary!.calls as number) > (secondary!.errors as number), JSON.stringify(secondary));
+    assert.ok(['closed', 'open', 'half-open'].includes(secondary!.state as string));
+    assert.doesNotMatch(JSON.stringify(r.json), /key-(a|b1|b2)-0001/);
   });
 });
 
