@@ -176,6 +176,8 @@ export interface MediaProvider<K extends MediaKind = MediaKind> {
    * nothing retained, the same identity may be retried. Default: true.
    */
   admit?(submission: MediaSubmission): boolean;
+  /** After `admit` refused: seconds until it may take work again (the 503's Retry-After; a breaker's cooldown). Default: the error mapping's. */
+  unavailableFor?(): number | undefined;
   /**
    * Of owned, ready reference assets, the first the provider cannot use yet (its
    * own copy still being ingested; the scenario `references-processing`): 409

@@ -19,7 +19,7 @@ import type { Catalog, CatalogModel } from '../../domain/catalog.ts';
 import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools, type RemoteCalls } from '../media-types.ts';
 import type { CommonRemoteOptions, RemoteProviderDescriptor } from '../remote/descriptor.ts';
 import { UpstreamNotDone, UpstreamRefusal } from '../remote/http.ts';
-import { anyAvailable, breakerOf, deploymentsOf, nextOf, parseDeployments, registerDeployments, tryOrder, type Deployment } from './deployments.ts';
+import { anyAvailable, breakerOf, retryAfterSecondsOf, deploymentsOf, nextOf, parseDeployments, registerDeployments, tryOrder, type Deployment } from './deployments.ts';
 
 /** Whether a slot's failed attempt certainly did nothing upstream (so the next deployment may be asked). */
 export function slotNotStarted(error: unknown): boolean {
@@ -59,6 +59,11 @@ export class RoutedMediaProvider implements MediaProvider {
   /** Refused (503 before anything is claimed) when every deployment's breaker is open. */
   admit(): boolean {
     return anyAvailable(this.deployments);
+  }
+
+  /** Until the first breaker lets a probe through. */
+  unavailableFor(): number {
+    return retryAfterSecondsOf(this.deployments);
   }
 
   /** A request any deployment cannot take is refused: the slot may go to any of them. */

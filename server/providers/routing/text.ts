@@ -57,6 +57,11 @@ export class RoutedTextProvider implements TextProvider {
     return anyAvailable(this.deployments);
   }
 
+  /** Until the first breaker lets a probe through. */
+  unavailableFor(): number {
+    return retryAfterSecondsOf(this.deployments);
+  }
+
   async *generate(request: TextGenerationRequest): AsyncGenerator<TextEvent> {
     let last: unknown;
     for (const deployment of tryOrder(this.deployments)) {
@@ -77,11 +82,17 @@ export class RoutedTextProvider implements TextProvider {
       // It answered: from here on this deployment's outcome is the call's, whatever happens.
       deployment.breaker.success(seconds(started));
       if (first.done) return;
-      yield first.value;
-      for (;;) {
-        const next = await events.next();
-        if (next.done) return;
-        yield next.value;
+      let ended = false;
+      try {
+        yield first.value;
+        for (;;) {
+          const next = await events.next();
+          if (next.done) return void (ended = true);
+          yield next.value;
+        }
+      } finally {
+        // A consumer that left early (a client gone) closes the upstream's stream too.
+        if (!ended) await events.return?.();
       }
     }
     if (last) throw last;

@@ -44,6 +44,8 @@ export interface TextProvider {
    * retained, so the same identity may be retried. Absent: always admitted.
    */
   admit?(request: TextGenerationRequest): boolean;
+  /** After `admit` refused: seconds until it may take work again (the 503's Retry-After; a breaker's cooldown). */
+  unavailableFor?(): number | undefined;
   /** Runs one completion. Fails with a ProviderError; any other error counts as an uncertain outcome. */
   generate(request: TextGenerationRequest): AsyncIterable<TextEvent>;
 }
