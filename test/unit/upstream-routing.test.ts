@@ -150,9 +150,10 @@ describe('a media slot over several upstreams', () => {
     assert.equal(a.asked + b.asked, 0);
   });
 
-  it('when every deployment is open, then admit refuses', async () => {
+  it('when every deployment is open, then admit refuses, saying when a probe will be let through', async () => {
     const { provider: r, deployments } = routed(provider('images'), provider('images'));
     for (const d of deployments) d.breaker.failure(0);
     assert.equal(r.admit(), false);
+    assert.equal(r.unavailableFor(), 60, 'the Retry-After: until the first breaker lets a probe through');
   });
 });
