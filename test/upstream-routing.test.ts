@@ -169,11 +169,12 @@ describe('several upstreams per media model', () => {
       env: {
         CATALOG_PATH: catalog,
         UPSTREAM_KEYS: 'a=key-images-a-0001,b=key-images-b-0001',
-        BREAKER_FAILURES: '2',
+        BREAKER_FAILURES: '1',
         // Longer than a failing task takes, so both breakers are open together.
-        BREAKER_COOLDOWN_SECONDS: '4',
-        REMOTE_DEADLINE_SECONDS: '1',
-        REMOTE_ATTEMPT_TIMEOUT_SECONDS: '1',
+        BREAKER_COOLDOWN_SECONDS: '8',
+        // Room for a loaded machine: an attempt cut by the deadline has an unknown outcome (the task is held).
+        REMOTE_DEADLINE_SECONDS: '3',
+        REMOTE_ATTEMPT_TIMEOUT_SECONDS: '3',
         WORKER_POLL_MS: '20',
       },
     });
@@ -214,9 +215,9 @@ describe('several upstreams per media model', () => {
     assert.equal(refused.status, 503, JSON.stringify(refused.body));
     assert.equal(refused.body.error.code, 'PROVIDER_UNAVAILABLE');
     assert.match(refused.body.error.message, /nothing was claimed/);
-    // Until the first breaker lets a probe through: at most the cooldown of 4 s.
+    // Until the first breaker lets a probe through: at most the cooldown of 8 s.
     const retryAfter = Number(refused.headers.get('retry-after'));
-    assert.ok(retryAfter >= 1 && retryAfter <= 4, String(retryAfter));
+    assert.ok(retryAfter >= 1 && retryAfter <= 8, String(retryAfter));
     fake.recover(GENERATIONS);
     // Once both cooldowns pass, each breaker lets one probe through: the identity is admitted and its slot served.
     await until('both breakers half-open', () => deploymentViews().filter((v) => v.model === 'gemforge-image-1').every((v) => v.state === 'half-open'));

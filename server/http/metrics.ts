@@ -45,11 +45,8 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms)))]).finally(() => clearTimeout(timer));
 }
 
-/**
- * A counter read at each scrape from a process-wide map whose keys are its
- * label values joined by `separator` (a tab where a value may hold spaces).
- */
-function countsOf(registry: client.Registry, name: string, help: string, labelNames: string[], counts: ReadonlyMap<string, number>, separator = ' '): void {
+/** A counter whose values are read at each scrape: `read` gives each series' labels and value. */
+function collectedCounter(registry: client.Registry, name: string, help: string, labelNames: readonly string[], read: () => Iterable<[Record<string, string>, number]>): void {
   new client.Counter({
     name,
     help,
@@ -57,12 +54,22 @@ function countsOf(registry: client.Registry, name: string, help: string, labelNa
     registers: [registry],
     collect() {
       this.reset();
-      for (const [key, n] of counts) {
-        const values = key.split(separator);
-        this.inc(Object.fromEntries(labelNames.map((label, i) => [label, values[i] ?? ''])), n);
-      }
+      for (const [labels, n] of read()) this.inc(labels, n);
     },
   });
+}
+
+/**
+ * A counter read at each scrape from a process-wide map whose keys are its
+ * label values joined by `separator` (a tab where a value may hold spaces).
+ */
+function countsOf(registry: client.Registry, name: string, help: string, labelNames: string[], counts: ReadonlyMap<string, number>, separator = ' '): void {
+  collectedCounter(registry, name, help, labelNames, () =>
+    [...counts].map(([key, n]): [Record<string, string>, number] => {
+      const values = key.split(separator);
+      return [Object.fromEntries(labelNames.map((label, i) => [label, values[i] ?? ''])), n];
+    }),
+  );
 }
 
 /** Failures of the database and the blob store (object store or local disk), by store and operation. */
@@ -93,16 +100,7 @@ function deploymentMetrics(registry: client.Registry): void {
     },
   });
   const counter = (name: string, help: string, read: (v: DeploymentView) => number) =>
-    new client.Counter({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const v of deploymentViews()) this.inc(labels(v), read(v));
-      },
-    });
+    collectedCounter(registry, name, help, labelNames, () => deploymentViews().map((v): [Record<string, string>, number] => [labels(v), read(v)]));
   counter('gemforge_upstream_deployment_calls_total', 'Attempts sent to each upstream deployment', (v) => v.stats.calls);
   counter('gemforge_upstream_deployment_errors_total', 'Attempts an upstream deployment did not serve (refused connection, throttled, credentials refused, 5xx, timeout)', (v) => v.stats.errors);
   counter('gemforge_upstream_deployment_seconds_total', 'Time spent in attempts to each upstream deployment (to its first answer); with the calls, the mean latency', (v) => v.stats.latencySeconds);
