@@ -112,6 +112,9 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The least time left for which an attempt is still started. */
+const MIN_ATTEMPT_MS = 100;
+
 /**
  * Sends `request()` while its answer says nothing was done (or, for a
  * replayable request, while the answer is unknown), within the deadline.
@@ -129,7 +132,9 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
   let nothingDone = true;
   for (let attempt = 1; ; attempt++) {
     const left = deadline - Date.now();
-    if (left <= 0 || options.stopping()) break;
+    // An attempt with almost no time left could only time out, turning "nothing was done" into an
+    // unknown outcome (a held task); a backoff timer firing a millisecond early left exactly that.
+    if (left < MIN_ATTEMPT_MS || options.stopping()) break;
     let response: Response;
     // The attempt ends at its timeout, or as soon as the worker stops (the job is then left for recovery).
     const controller = new AbortController();
