@@ -10,6 +10,9 @@ import { Breaker } from '../../server/providers/routing/breaker.ts';
 import { anyAvailable, deploymentsOf, parseDeployments, tryOrder, type Deployment } from '../../server/providers/routing/deployments.ts';
 import { RoutedMediaProvider } from '../../server/providers/routing/media.ts';
 import { UpstreamNotDone, UpstreamRefusal, UpstreamUnknown } from '../../server/providers/remote/http.ts';
+import { notStarted } from '../../server/providers/routing/text.ts';
+import { ProviderError } from '../../server/providers/text/types.ts';
+import { REMOTE_PROVIDERS } from '../../server/providers/remote/index.ts';
 import { MediaHoldError, type MediaJob, type MediaProvider, type MediaTools, type RemoteCallRecord } from '../../server/providers/media-types.ts';
 
 describe('circuit breaker', () => {
@@ -155,5 +158,23 @@ describe('a media slot over several upstreams', () => {
     for (const d of deployments) d.breaker.failure(0);
     assert.equal(r.admit(), false);
     assert.equal(r.unavailableFor(), 60, 'the Retry-After: until the first breaker lets a probe through');
+  });
+});
+
+describe('what may move to another upstream', () => {
+  it('when a text attempt failed, then only a refusal that certainly did nothing (unreachable, not processed, credentials refused) moves on', () => {
+    assert.equal(notStarted(new ProviderError('refused', 'unreachable', { unavailable: true })), true);
+    assert.equal(notStarted(new ProviderError('refused', 'bad key', { status: 401 })), true);
+    assert.equal(notStarted(new ProviderError('refused', 'forbidden', { status: 403 })), true);
+    assert.equal(notStarted(new ProviderError('refused', 'bad request', { status: 400 })), false);
+    assert.equal(notStarted(new ProviderError('uncertain', 'a 502 after the model ran', { status: 502 })), false);
+    assert.equal(notStarted(new Error('anything else')), false);
+  });
+
+  it('when a remote provider is registered, then it can be one deployment of several (it says how a deployment overrides its settings)', () => {
+    assert.deepEqual(
+      REMOTE_PROVIDERS.filter((d) => !d.deployment).map((d) => d.name),
+      [],
+    );
   });
 });
