@@ -62,6 +62,16 @@ export interface Config {
    * `gemforge-text-1=llama3.2,other-id=qwen2.5`). Unmapped text models stay local.
    */
   textUpstreamModels: Record<string, string>;
+  /**
+   * Named upstream keys a catalog model's `deployments:` refer to by name
+   * (`UPSTREAM_KEYS`, e.g. `openai-a=sk-…,openai-b=sk-…`), so no key is written
+   * in the catalog file.
+   */
+  upstreamKeys: Record<string, string>;
+  /** Consecutive failures that open a deployment's circuit breaker (`BREAKER_FAILURES`, default 5). */
+  breakerFailures: number;
+  /** Seconds an open breaker waits before letting one probe through (`BREAKER_COOLDOWN_SECONDS`, default 30). */
+  breakerCooldownSeconds: number;
   /** OpenAI-compatible Images API for image models (`IMAGE_UPSTREAM_URL`, a base such as `https://api.openai.com`). */
   imageUpstreamUrl: string | undefined;
   imageUpstreamApiKey: string | undefined;
@@ -380,6 +390,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     textUpstreamUrl: env.TEXT_UPSTREAM_URL || undefined,
     textUpstreamApiKey: env.TEXT_UPSTREAM_API_KEY || undefined,
     textUpstreamModels: parseMapping(env.TEXT_UPSTREAM_MODELS, 'TEXT_UPSTREAM_MODELS'),
+    upstreamKeys: parseMapping(env.UPSTREAM_KEYS, 'UPSTREAM_KEYS'),
+    breakerFailures: parseWhole(env.BREAKER_FAILURES, 5, 'BREAKER_FAILURES', 1),
+    breakerCooldownSeconds: parseWhole(env.BREAKER_COOLDOWN_SECONDS, 30, 'BREAKER_COOLDOWN_SECONDS', 1),
     imageUpstreamUrl: env.IMAGE_UPSTREAM_URL || undefined,
     imageUpstreamApiKey: env.IMAGE_UPSTREAM_API_KEY || undefined,
     imageUpstreamModels: parseMapping(env.IMAGE_UPSTREAM_MODELS, 'IMAGE_UPSTREAM_MODELS'),

@@ -158,6 +158,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const catalog = loadCatalog(config.catalogPath, PROVIDER_NAMES);
   // Remote media providers are checked before the database opens: a model naming an unconfigured one stops the start.
   const remoteMedia = createRemoteMedia(config, catalog);
+  // Likewise a text model's broken deployments list.
+  const textProviders = createTextProviders(config, catalog);
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
   const policies = { moderation: moderationProviderFor(moderationPolicy, config), regions: loadRegions(config.regionsFile) };
@@ -184,7 +186,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   // Every provider with the scenario layer composed around it (scenario-provider.ts).
   const mediaProviders = mediaProvidersOf(remoteMedia, options.providers);
-  const providers = { text: withTextScenarios(createTextProviders(config)), analysis: withAnalysisScenarios(createAnalysisProvider(config)) };
+  const providers = { text: withTextScenarios(textProviders), analysis: withAnalysisScenarios(createAnalysisProvider(config)) };
   const lifecycle = { draining: false };
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
   const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;

@@ -23,6 +23,7 @@ import * as consoleLogins from '../domain/console.ts';
 import { accountOverview } from '../domain/account-view.ts';
 import { recordedServerUrl } from '../public-url.ts';
 import { limitsOf } from '../domain/admission.ts';
+import { describeProviders } from './providers.ts';
 
 export class UsageError extends Error {}
 
@@ -53,6 +54,12 @@ const HELP: Array<[command: string, usage: string]> = [
   ['console list', `console list [--account ID]               console logins: email, password set, invite pending, live sessions`],
   ['console signout', `console signout --email E                 end every console session of that login`],
   ['ledger verify', `ledger verify`],
+  [
+    'providers',
+    `providers [--metrics URL]...                the upstreams of each catalog model (deployments: provider, priority,
+                                            weight, number of keys); with --metrics (a process's /metrics, read with
+                                            METRICS_TOKEN), each deployment's breaker state, calls, errors, latency`,
+  ],
   ['task settle', `task settle TASK_ID --failed|--succeeded   settle a task held after an interruption`],
   ['identity list', `identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)`],
   [
@@ -173,6 +180,11 @@ function consoleUrl(baseUrl: string | boolean | undefined): string {
 }
 
 const commands: Record<string, Handler> = {
+  async providers(_db, args) {
+    const { values, positionals } = parse(args, { metrics: { type: 'string', multiple: true } });
+    if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+    return { output: await describeProviders(loadConfig(), (values.metrics as string[] | undefined) ?? []) };
+  },
   async 'account create'(db, args) {
     const { values, positionals } = parse(args, {
       name: { type: 'string' },

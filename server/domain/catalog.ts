@@ -29,6 +29,11 @@ export type CatalogModel = Entry & {
    * `fal:` for fal): the provider's own mapping, checked when providers are built.
    */
   providerEntry?: unknown;
+  /**
+   * The entry's `deployments:` list (several upstreams for the model), as the
+   * file gives it: checked when providers are built (server/providers/routing).
+   */
+  deploymentsEntry?: unknown;
 };
 
 /** The entry of one kind. */
@@ -76,6 +81,10 @@ export function loadCatalog(file: string, providers?: readonly string[]): Catalo
       if (typeof m.provider !== 'string' || (providers && !providers.includes(m.provider))) throw new Error(`${where}: provider must be one of ${(providers ?? ['local']).join(', ')}`);
       model.provider = m.provider;
       if (Object.hasOwn(m, m.provider) && m.provider !== 'local') model.providerEntry = m[m.provider];
+    }
+    if (m.deployments !== undefined) {
+      if (m.provider !== undefined) throw new Error(`${where}: give provider or deployments, not both`);
+      model.deploymentsEntry = m.deployments;
     }
     if (m.available !== undefined) model.available = m.available;
     if (m.baseGems !== undefined) model.baseGems = m.baseGems;

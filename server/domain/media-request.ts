@@ -44,6 +44,8 @@ export interface PrepareContext {
 export interface SubmissionProvider {
   /** False: 503 PROVIDER_UNAVAILABLE before anything is claimed. */
   admit(): boolean;
+  /** After a refusal: seconds until it may take work again, if the provider knows. */
+  unavailableFor(): number | undefined;
   /** The first of these references the provider cannot use yet, if any. */
   referencePending(assetIds: string[]): string | undefined;
   /** The output slots made for `outputCount` outputs. */
@@ -58,6 +60,7 @@ export function submissionProvider(providers: MediaProviders, submission: MediaS
   const provider: MediaProvider | undefined = providerOf(providers, submission.model, submission.kind);
   return {
     admit: () => provider?.admit?.(submission) ?? true,
+    unavailableFor: () => provider?.unavailableFor?.(),
     referencePending: (assetIds) => provider?.referencePending?.(submission, assetIds),
     slots: (outputCount) => provider?.slots?.(submission, outputCount) ?? outputCount,
     dispatchOutcome: () => provider?.dispatchOutcome?.(submission) ?? 'known',

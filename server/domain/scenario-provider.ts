@@ -73,6 +73,7 @@ export function withScenarios<K extends MediaKind>(provider: MediaProvider<K>): 
     resume: provider.resume,
     ...(provider.lane && { lane: provider.lane }),
     admit: (submission) => admits(submission.scenarios, provider.admit && (() => provider.admit!(submission))),
+    ...(provider.unavailableFor && { unavailableFor: () => provider.unavailableFor!() }),
     referencePending(submission, assetIds) {
       if (findScenario(submission.scenarios, MEDIA_SCENARIOS.referencesProcessing)) return assetIds[0];
       return provider.referencePending?.(submission, assetIds);
@@ -137,6 +138,7 @@ export function withTextScenario(provider: TextProvider): TextProvider {
     name: provider.name,
     promptTokenUpperBound: (messages) => provider.promptTokenUpperBound(messages),
     admit: (request) => admits(request.scenarios, provider.admit && (() => provider.admit!(request))),
+    ...(provider.unavailableFor && { unavailableFor: () => provider.unavailableFor!() }),
     generate(request) {
       const s = request.scenarios ?? [];
       const card = findScenario(s, TEXT_SCENARIOS.streamError) ?? findScenario(s, TEXT_SCENARIOS.uncertain);

@@ -32,7 +32,7 @@ export interface SubmitInput {
   maxGems: number | undefined;
   prepared: PreparedMedia;
   /** The model's provider, asked before anything is claimed (media-request.ts submissionProvider). */
-  provider: Pick<SubmissionProvider, 'admit' | 'dispatchOutcome'>;
+  provider: Pick<SubmissionProvider, 'admit' | 'dispatchOutcome'> & Partial<Pick<SubmissionProvider, 'unavailableFor'>>;
   /** The identity's record as the request reads it (once); media reads it only when an earlier step did. */
   recorded?: idem.RecordRead | undefined;
   /** Request rates and the queued-task cap (admission.ts), decided before the claim; absent: none. */
@@ -73,7 +73,7 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   const identity = spend.identityOf(principal, input.idemKey, input.operation, fingerprinted(input.body));
   if (!provider.admit()) {
     // Decided before anything is claimed: nothing retained, the identity may be retried.
-    throw spend.providerUnavailable('generation provider', 'before-claim');
+    throw spend.providerUnavailable('generation provider', 'before-claim', provider.unavailableFor?.());
   }
   // An earlier step of this request read the record (moderation: was it claimed?): replay from that read.
   const earlier = input.recorded?.asked ? await idem.lookup(db, identity, input.recorded) : undefined;

@@ -162,7 +162,7 @@ function admissible(deps: TextDeps, request: ChatCompletionRequest & { max_token
     scenarios: scenarioOf(lastUser, deps.scenariosEnabled),
   };
   if (provider.admit?.(asked) === false) {
-    throw spend.providerUnavailable('text provider', 'before-claim');
+    throw spend.providerUnavailable('text provider', 'before-claim', provider.unavailableFor?.());
   }
   return { model, provider, asked };
 }

@@ -17,6 +17,7 @@ import { accountsWaiting, jobCounts, oldestQueuedRunAt, reservedGems, taskCounts
 import { admissionRefusals } from '../domain/admission.ts';
 import type { Clock } from '../domain/clock.ts';
 import { upstreamErrorCounts } from '../providers/remote/http.ts';
+import { deploymentViews, type DeploymentView } from '../providers/routing/deployments.ts';
 import { remoteFallbacks } from '../providers/moderation/second-opinion.ts';
 import { storeErrorCounts } from '../storage/outages.ts';
 import { workerJobCounts } from '../worker/counts.ts';
@@ -44,11 +45,8 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms)))]).finally(() => clearTimeout(timer));
 }
 
-/**
- * A counter read at each scrape from a process-wide map whose keys are its
- * label values joined by `separator` (a tab where a value may hold spaces).
- */
-function countsOf(registry: client.Registry, name: string, help: string, labelNames: string[], counts: ReadonlyMap<string, number>, separator = ' '): void {
+/** A counter whose values are read at each scrape: `read` gives each series' labels and value. */
+function collectedCounter(registry: client.Registry, name: string, help: string, labelNames: readonly string[], read: () => Iterable<[Record<string, string>, number]>): void {
   new client.Counter({
     name,
     help,
@@ -56,12 +54,22 @@ function countsOf(registry: client.Registry, name: string, help: string, labelNa
     registers: [registry],
     collect() {
       this.reset();
-      for (const [key, n] of counts) {
-        const values = key.split(separator);
-        this.inc(Object.fromEntries(labelNames.map((label, i) => [label, values[i] ?? ''])), n);
-      }
+      for (const [labels, n] of read()) this.inc(labels, n);
     },
   });
+}
+
+/**
+ * A counter read at each scrape from a process-wide map whose keys are its
+ * label values joined by `separator` (a tab where a value may hold spaces).
+ */
+function countsOf(registry: client.Registry, name: string, help: string, labelNames: string[], counts: ReadonlyMap<string, number>, separator = ' '): void {
+  collectedCounter(registry, name, help, labelNames, () =>
+    [...counts].map(([key, n]): [Record<string, string>, number] => {
+      const values = key.split(separator);
+      return [Object.fromEntries(labelNames.map((label, i) => [label, values[i] ?? ''])), n];
+    }),
+  );
 }
 
 /** Failures of the database and the blob store (object store or local disk), by store and operation. */
@@ -70,8 +78,37 @@ function storeMetrics(registry: client.Registry): void {
 }
 
 /** The metrics of `gemforge worker` on its own listener (WORKER_METRICS_PORT): its jobs, store errors, the process. */
+/** A breaker's state as a number: what a dashboard can graph and alert on. */
+const BREAKER_VALUE = { closed: 0, open: 1, 'half-open': 2 } as const;
+
+/**
+ * The deployments of models with several upstreams (server/providers/routing),
+ * read at each scrape: the breaker's state and the calls, errors and time
+ * spent per deployment, as this process saw them.
+ */
+function deploymentMetrics(registry: client.Registry): void {
+  const labelNames = ['model', 'deployment', 'provider'] as const;
+  const labels = (v: DeploymentView) => ({ model: v.model, deployment: v.deployment, provider: v.provider });
+  new client.Gauge({
+    name: 'gemforge_upstream_breaker_state',
+    help: 'Circuit breaker of each upstream deployment: 0 closed, 1 open, 2 half-open (one probe let through)',
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const v of deploymentViews()) this.set(labels(v), BREAKER_VALUE[v.state]);
+    },
+  });
+  const counter = (name: string, help: string, read: (v: DeploymentView) => number) =>
+    collectedCounter(registry, name, help, labelNames, () => deploymentViews().map((v): [Record<string, string>, number] => [labels(v), read(v)]));
+  counter('gemforge_upstream_deployment_calls_total', 'Attempts sent to each upstream deployment', (v) => v.stats.calls);
+  counter('gemforge_upstream_deployment_errors_total', 'Attempts an upstream deployment did not serve (refused connection, throttled, credentials refused, 5xx, timeout)', (v) => v.stats.errors);
+  counter('gemforge_upstream_deployment_seconds_total', 'Time spent in attempts to each upstream deployment (to its first answer); with the calls, the mean latency', (v) => v.stats.latencySeconds);
+}
+
 export function createWorkerMetrics(): Pick<ServerMetrics, 'text' | 'contentType'> {
   const registry = new client.Registry();
+  deploymentMetrics(registry);
   countsOf(registry, 'gemforge_worker_jobs_total', 'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)', ['event'], workerJobCounts, '\t');
   storeMetrics(registry);
   return { text: () => client.Registry.merge([processRegistry, registry]).metrics(), contentType: registry.contentType };
@@ -134,6 +171,7 @@ export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
     ['mode', 'fallback'],
     remoteFallbacks,
   );
+  deploymentMetrics(registry);
   countsOf(registry, 'gemforge_admission_refusals_total', 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)', ['limit', 'kind'], admissionRefusals);
   storeMetrics(registry);
   // Read from the database before each exposition, each on its own: a database that is down

@@ -119,6 +119,8 @@ export interface MediaJob<K extends MediaKind = MediaKind> {
 export interface RemoteCallRecord {
   state: 'calling' | 'created';
   upstreamId: string | null;
+  /** Who was asked: the provider's name (`<provider>@<deployment>` for a model with several upstreams). */
+  provider?: string;
 }
 
 /** The slot records of one task, for remote providers (exactly once at the upstream). */
@@ -174,6 +176,8 @@ export interface MediaProvider<K extends MediaKind = MediaKind> {
    * nothing retained, the same identity may be retried. Default: true.
    */
   admit?(submission: MediaSubmission): boolean;
+  /** After `admit` refused: seconds until it may take work again (the 503's Retry-After; a breaker's cooldown). Default: the error mapping's. */
+  unavailableFor?(): number | undefined;
   /**
    * Of owned, ready reference assets, the first the provider cannot use yet (its
    * own copy still being ingested; the scenario `references-processing`): 409

@@ -14,8 +14,9 @@ const SHAPES: ReadonlyArray<[RegExp, string]> = [
 ];
 
 /** The upstream keys of a configuration, for `scrubSecrets`. */
-export function upstreamSecrets(config: Partial<Pick<Config, 'textUpstreamApiKey' | 'imageUpstreamApiKey' | 'speechUpstreamApiKey' | 'replicateApiToken' | 'moderationApiKey'>>): string[] {
-  return [config.textUpstreamApiKey, config.imageUpstreamApiKey, config.speechUpstreamApiKey, config.replicateApiToken, config.moderationApiKey].filter(
+export function upstreamSecrets(config: Partial<Pick<Config, 'textUpstreamApiKey' | 'imageUpstreamApiKey' | 'speechUpstreamApiKey' | 'replicateApiToken' | 'moderationApiKey' | 'upstreamKeys'>>): string[] {
+  const named = Object.values(config.upstreamKeys ?? {});
+  return [config.textUpstreamApiKey, config.imageUpstreamApiKey, config.speechUpstreamApiKey, config.replicateApiToken, config.moderationApiKey, ...named].filter(
     (k): k is string => typeof k === 'string' && k.length > 0,
   );
 }

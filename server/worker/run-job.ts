@@ -60,7 +60,7 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string, copies: Ar
     remoteCalls: {
       async find(idx) {
         const row = await remote.findRemoteCall(ctx.db, taskId, idx);
-        return row && { state: row.state, upstreamId: row.upstream_id };
+        return row && { state: row.state, upstreamId: row.upstream_id, provider: row.provider };
       },
       calling: (idx, provider) => remote.markCalling(ctx.db, taskId, idx, provider, now()),
       created: (idx, upstreamId) => remote.markCreated(ctx.db, taskId, idx, upstreamId, now()),

@@ -6,8 +6,8 @@ import { dbEnvFor } from './database.ts';
 const bin = path.resolve(import.meta.dirname, '../../scripts/gemforge.mjs');
 
 /** Runs `gemforge admin …` without blocking the test process (the server keeps answering meanwhile); `stdin` is written to its input. */
-async function run(dataDir: string, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = { ...process.env, ...(await dbEnvFor(dataDir)) };
+async function run(dataDir: string, args: string[], stdin?: string, extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = { ...process.env, ...extra, ...(await dbEnvFor(dataDir)) };
   return new Promise((resolve) => {
     const child = execFile(process.execPath, [bin, 'admin', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr });
@@ -29,6 +29,11 @@ function withJson(r: { code: number; stdout: string; stderr: string }): { code: 
 /** Runs `gemforge admin …` and parses its JSON output. */
 export async function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
   return withJson(await run(dataDir, args));
+}
+
+/** Runs `gemforge admin …` with more environment (the server's CATALOG_PATH, UPSTREAM_KEYS …) and parses its JSON output. */
+export async function adminWithEnv(dataDir: string, env: Record<string, string>, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  return withJson(await run(dataDir, args, undefined, env));
 }
 
 /** Runs `gemforge admin …` with `stdin` as its input (a password) and parses its JSON output. */

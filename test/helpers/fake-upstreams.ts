@@ -101,6 +101,8 @@ export interface FakeUpstream {
    * only points at media (a prediction, a `url` answer) spoils that media's download.
    */
   fail(route: string, ...faults: Fault[]): void;
+  /** Drops the faults still queued for `route` (the upstream is back). */
+  recover(route: string): void;
   /** Requests the provider's published document refuses, and answers it does not describe (each fails the test at close). */
   violations: string[];
   /** Closes the server and any hanging sockets; throws when there were violations. */
@@ -508,6 +510,9 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
   return {
     url: base,
     requests,
+    recover(route) {
+      faults.get(route)?.splice(0);
+    },
     fail(route, ...more) {
       const queue = faults.get(route);
       if (!queue) throw new Error(`the fake has no route '${route}' (it has: ${[...faults.keys()].join(', ')})`);

@@ -55,6 +55,16 @@ export interface FailureRules {
 /** Answers documented as "not processed" by the HTTP APIs here: 408 (not received whole), 429 (throttled), 503 (overloaded). */
 export const NOT_PROCESSED: readonly number[] = [408, 429, 503];
 
+/** What one deployment of a model (server/providers/routing) sets for its provider; absent, the configured value. */
+export interface DeploymentSettings {
+  url?: string | undefined;
+  key?: string | undefined;
+  /** The upstream model (a mapping provider takes it from its own block instead). */
+  model?: string | undefined;
+  /** The deployment's block named after the provider (`replicate:`, `fal:`). */
+  entry?: unknown;
+}
+
 export interface RemoteProviderDescriptor {
   /** The catalog's `provider:` value. */
   readonly name: string;
@@ -71,6 +81,12 @@ export interface RemoteProviderDescriptor {
   claims?(model: CatalogModel, config: Config): boolean;
   /** Whether a model of this kind can be made (speech only for a speech provider); its reason otherwise. */
   accepts?(model: CatalogModel): string | undefined;
+  /**
+   * The settings one deployment of a model runs with (its URL, key, upstream
+   * model or own block written over the configured ones), handed to `create`:
+   * absent, the provider cannot be a deployment.
+   */
+  deployment?(model: CatalogModel, config: Config, settings: DeploymentSettings): { model: CatalogModel; config: Config };
   /** The provider of one catalog model; throws naming `context.where` when its settings or mapping are wrong. */
   create(model: CatalogModel, context: ProviderContext): MediaProvider;
 }

@@ -139,6 +139,10 @@ export const fal: RemoteProviderDescriptor = {
   dialect: 'fal queue (POST /{model}, GET /{owner}/{alias}/requests/{id}/status, GET …/requests/{id}, PUT …/requests/{id}/cancel)',
   requestFields: { image: REQUEST_FIELDS.image, video: REQUEST_FIELDS.video },
   failures: { notDone: NOT_PROCESSED, unknown: 'lookup', reads: 'resent' },
+  deployment: (model, config, d) => ({
+    model: { ...model, providerEntry: d.entry ?? model.providerEntry },
+    config: { ...config, falQueueUrl: d.url ?? config.falQueueUrl, falKey: d.key ?? config.falKey },
+  }),
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
     const entry = parseFalEntry(model.providerEntry, kind, where);

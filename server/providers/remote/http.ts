@@ -53,7 +53,23 @@ export interface CallOptions {
 }
 
 /** A definitive refusal by the upstream: the slot fails, its Gems are released. */
-export class UpstreamRefusal extends MediaGenerationError {}
+export class UpstreamRefusal extends MediaGenerationError {
+  constructor(
+    code: string,
+    message: string,
+    /** The upstream's status (401 or 403: it refused this deployment's credentials, not the request). */
+    readonly status?: number,
+  ) {
+    super(code, message);
+  }
+}
+
+/**
+ * Retries or the deadline ran out while every attempt was certainly not
+ * carried out (never sent, or answered "not processed"): the slot fails,
+ * nothing charged, and another upstream may be asked instead.
+ */
+export class UpstreamNotDone extends MediaGenerationError {}
 
 /**
  * A creating call whose outcome is unknown (sent and lost, or a 5xx that is not
@@ -96,6 +112,9 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The least time left for which an attempt is still started. */
+const MIN_ATTEMPT_MS = 100;
+
 /**
  * Sends `request()` while its answer says nothing was done (or, for a
  * replayable request, while the answer is unknown), within the deadline.
@@ -109,9 +128,13 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
   const attempts = options.attempts ?? 6;
   let backoff = options.backoffMs ?? 500;
   let lastReason = 'no answer';
+  // Whether every attempt so far certainly did nothing upstream (a replayable request may have been carried out).
+  let nothingDone = true;
   for (let attempt = 1; ; attempt++) {
     const left = deadline - Date.now();
-    if (left <= 0 || options.stopping()) break;
+    // An attempt with almost no time left could only time out, turning "nothing was done" into an
+    // unknown outcome (a held task); a backoff timer firing a millisecond early left exactly that.
+    if (left < MIN_ATTEMPT_MS || options.stopping()) break;
     let response: Response;
     // The attempt ends at its timeout, or as soon as the worker stops (the job is then left for recovery).
     const controller = new AbortController();
@@ -129,6 +152,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
         upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
         throw new UpstreamUnknown(`${options.who} did not answer a request it may have carried out (${lastReason}); its outcome cannot be known`);
       }
+      if (sent) nothingDone = false;
       upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
       if (attempt >= attempts) break;
       const waitMs = Math.min(backoff, options.maxBackoffMs ?? 8000, Math.max(0, deadline - Date.now()));
@@ -147,7 +171,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     clearTimeout(timer);
     if (!notDone(response.status, options.notDone) && response.status < 500) {
       upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'refused' });
-      throw new UpstreamRefusal('GENERATION_FAILED', say.refused(options.who, response.status, body));
+      throw new UpstreamRefusal('GENERATION_FAILED', say.refused(options.who, response.status, body), response.status);
     }
     lastReason = `HTTP ${response.status}`;
     if (!notDone(response.status, options.notDone) && !options.replayable) {
@@ -155,6 +179,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
       upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
       throw new UpstreamUnknown(`${options.who} answered ${lastReason} to a request it may have carried out; its outcome cannot be known`, body);
     }
+    if (!notDone(response.status, options.notDone)) nothingDone = false;
     upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
     if (attempt >= attempts) break;
     const hinted = retryAfterMs(response.headers.get('retry-after'));
@@ -165,7 +190,8 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     backoff *= 2;
   }
   upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'unavailable' });
-  throw new MediaGenerationError('GENERATION_FAILED', say.unavailable(options.who, lastReason));
+  const Unavailable = nothingDone ? UpstreamNotDone : MediaGenerationError;
+  throw new Unavailable('GENERATION_FAILED', say.unavailable(options.who, lastReason));
 }
 
 /** The attempt's own signal, joined with the job's (a stop or a lost lease cuts the request and its body). */

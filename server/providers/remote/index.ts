@@ -17,6 +17,7 @@ import { openAiSpeech } from './openai-speech.ts';
 import { fetchAllowOf } from './public-fetch.ts';
 import { replicate } from './replicate.ts';
 import { fal } from './fal.ts';
+import { routedMediaProvider } from '../routing/media.ts';
 
 /** Every remote provider, registered once: a new provider is a module and a line here. */
 export const REMOTE_PROVIDERS: readonly RemoteProviderDescriptor[] = [openAiImages, openAiSpeech, replicate, fal];
@@ -62,6 +63,13 @@ function descriptorOf(model: CatalogModel, config: Config): RemoteProviderDescri
 
 const PLURAL: Record<MediaKind, string> = { image: 'images', video: 'videos', audio: 'audio' };
 
+/** Whether the provider can make the model's kind; throws naming `where` when not. */
+function checkModel(descriptor: RemoteProviderDescriptor, model: CatalogModel, where: string): void {
+  if (!descriptor.kinds.includes(model.kind as MediaKind)) throw new Error(`${where}: provider ${descriptor.name} makes ${descriptor.kinds.map((k) => PLURAL[k]).join(', ')}, not ${model.kind}`);
+  const refused = descriptor.accepts?.(model);
+  if (refused) throw new Error(`${where}: provider ${descriptor.name} ${refused}`);
+}
+
 export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia {
   for (const descriptor of REMOTE_PROVIDERS) {
     for (const [variable, mapping] of descriptor.mappings?.(config) ?? []) {
@@ -77,12 +85,16 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
   const byModel: Record<string, MediaProvider> = {};
   for (const model of catalog.models) {
     if (model.kind === 'text') continue;
+    const where = `catalog model ${model.id}`;
+    // Several upstreams: each deployment one provider, composed by the routing layer.
+    const routed = routedMediaProvider(model, { config, catalog, common, where }, REMOTE_PROVIDERS, checkModel);
+    if (routed) {
+      byModel[model.id] = routed;
+      continue;
+    }
     const descriptor = descriptorOf(model, config);
     if (!descriptor) continue;
-    const where = `catalog model ${model.id}`;
-    if (!descriptor.kinds.includes(model.kind)) throw new Error(`${where}: provider ${descriptor.name} makes ${descriptor.kinds.map((k) => PLURAL[k]).join(', ')}, not ${model.kind}`);
-    const refused = descriptor.accepts?.(model);
-    if (refused) throw new Error(`${where}: provider ${descriptor.name} ${refused}`);
+    checkModel(descriptor, model, where);
     byModel[model.id] = descriptor.create(model, { config, catalog, common, where });
   }
   return {

@@ -270,6 +270,15 @@ export const openAiImages: RemoteProviderDescriptor = {
   failures: { notDone: NOT_PROCESSED, unknown: 'key', reads: 'resent' },
   mappings: (config) => [['IMAGE_UPSTREAM_MODELS', config.imageUpstreamModels]],
   claims: (model, config) => Object.hasOwn(config.imageUpstreamModels, model.id),
+  deployment: (model, config, d) => ({
+    model,
+    config: {
+      ...config,
+      imageUpstreamUrl: d.url ?? config.imageUpstreamUrl,
+      imageUpstreamApiKey: d.key ?? config.imageUpstreamApiKey,
+      imageUpstreamModels: { ...config.imageUpstreamModels, ...(d.model && { [model.id]: d.model }) },
+    },
+  }),
   create(model, { config, common, where }) {
     if (!config.imageUpstreamUrl) throw new Error(`${where}: provider openai-images needs IMAGE_UPSTREAM_URL`);
     if (!config.imageUpstreamModels[model.id]) throw new Error(`${where}: provider openai-images needs its upstream model in IMAGE_UPSTREAM_MODELS (${model.id}=…)`);

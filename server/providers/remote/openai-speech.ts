@@ -98,6 +98,15 @@ export const openAiSpeech: RemoteProviderDescriptor = {
   mappings: (config) => [['SPEECH_UPSTREAM_MODELS', config.speechUpstreamModels]],
   claims: (model, config) => Object.hasOwn(config.speechUpstreamModels, model.id),
   accepts: (model) => (model.kind === 'audio' && model.audio === 'speech' ? undefined : `makes speech, not ${model.kind === 'audio' ? model.audio : model.kind}`),
+  deployment: (model, config, d) => ({
+    model,
+    config: {
+      ...config,
+      speechUpstreamUrl: d.url ?? config.speechUpstreamUrl,
+      speechUpstreamApiKey: d.key ?? config.speechUpstreamApiKey,
+      speechUpstreamModels: { ...config.speechUpstreamModels, ...(d.model && { [model.id]: d.model }) },
+    },
+  }),
   create(model, { config, common, where }) {
     if (!config.speechUpstreamUrl) throw new Error(`${where}: provider openai-speech needs SPEECH_UPSTREAM_URL`);
     if (!config.speechUpstreamModels[model.id]) throw new Error(`${where}: provider openai-speech needs its upstream model in SPEECH_UPSTREAM_MODELS (${model.id}=…)`);

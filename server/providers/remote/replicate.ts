@@ -162,6 +162,10 @@ export const replicate: RemoteProviderDescriptor = {
   requestFields: REQUEST_FIELDS,
   // Replicate documents 429 as throttled (not run); an unknown create is read by the id its answer carried, else held.
   failures: { notDone: NOT_PROCESSED, unknown: 'lookup', reads: 'resent' },
+  deployment: (model, config, d) => ({
+    model: { ...model, providerEntry: d.entry ?? model.providerEntry },
+    config: { ...config, replicateApiUrl: d.url ?? config.replicateApiUrl, replicateApiToken: d.key ?? config.replicateApiToken },
+  }),
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
     const entry = parseReplicateEntry(model.providerEntry, kind, where);

@@ -44,6 +44,8 @@ export interface TextProvider {
    * retained, so the same identity may be retried. Absent: always admitted.
    */
   admit?(request: TextGenerationRequest): boolean;
+  /** After `admit` refused: seconds until it may take work again (the 503's Retry-After; a breaker's cooldown). */
+  unavailableFor?(): number | undefined;
   /** Runs one completion. Fails with a ProviderError; any other error counts as an uncertain outcome. */
   generate(request: TextGenerationRequest): AsyncIterable<TextEvent>;
 }
@@ -70,14 +72,17 @@ export class ProviderError extends Error {
   readonly usage: Usage | undefined;
   /** For `refused` and `unavailable`: the provider did nothing, the identity may be sent again after this many seconds. */
   readonly retryAfterSeconds: number | undefined;
+  /** The upstream's HTTP status, when it answered one (a credentials refusal is 401 or 403). */
+  readonly status: number | undefined;
 
-  constructor(failure: ProviderFailure, message: string, options: { unavailable?: boolean; usage?: Usage; retryAfterSeconds?: number; cause?: unknown } = {}) {
+  constructor(failure: ProviderFailure, message: string, options: { unavailable?: boolean; usage?: Usage; retryAfterSeconds?: number; status?: number; cause?: unknown } = {}) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';
     this.failure = failure;
     this.unavailable = options.unavailable ?? false;
     this.usage = options.usage;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.status = options.status;
   }
 }
 

@@ -164,10 +164,10 @@ export class UpstreamTextProvider implements TextProvider {
     res.finish();
     if ([408, 429, 500, 503].includes(res.status)) {
       const retryAfterSeconds = retryAfterSecondsOf(headerOf(res, 'retry-after'));
-      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, retryAfterSeconds, cause: detail });
+      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, retryAfterSeconds, status: res.status, cause: detail });
     }
     if (res.status >= 400 && res.status < 500) {
-      throw new ProviderError('refused', `The upstream text provider rejected the request (HTTP ${res.status}).`, { cause: detail });
+      throw new ProviderError('refused', `The upstream text provider rejected the request (HTTP ${res.status}).`, { status: res.status, cause: detail });
     }
     throw new ProviderError('uncertain', `The upstream text provider failed (HTTP ${res.status}).`, { cause: detail });
   }
