@@ -20,7 +20,7 @@ import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia, discoveredCatalog, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
-import { useRemoteBlobStore } from './storage/blobs.ts';
+import { tempPath, useRemoteBlobStore } from './storage/blobs.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
@@ -184,7 +184,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   // Every provider with the scenario layer composed around it (scenario-provider.ts).
   const mediaProviders = mediaProvidersOf(remoteMedia, options.providers);
-  const providers = { text: withTextScenarios(createTextProviders(config)), analysis: withAnalysisScenarios(createAnalysisProvider(config)) };
+  const providers = { text: withTextScenarios(createTextProviders(config)), analysis: withAnalysisScenarios(createAnalysisProvider(config, (suffix) => tempPath(config.dataDir, suffix))) };
   const lifecycle = { draining: false };
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
   const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;

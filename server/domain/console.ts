@@ -29,7 +29,7 @@ import { AdminError, requireAccount } from './accounts.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import { inlineHasher, type PasswordHasher } from './password-pool.ts';
-import { parseAddress, prefixKey } from './policy/addresses.ts';
+import { parseAddress, prefixKey } from '../addresses.ts';
 
 export type { LoginRow, SessionRow };
 

@@ -5,7 +5,7 @@
  */
 import { Router, type Request, type Response } from 'express';
 import type { components } from '../../generated/api.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { identityRecordOf, principalOf } from '../http/context.ts';
 import { submitMedia, viewTask } from '../domain/tasks.ts';
 import { submissionProvider, type PrepareContext, type PreparedMedia } from '../domain/media-request.ts';

@@ -7,17 +7,16 @@
 import fs from 'node:fs';
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import type { operations } from '../../generated/api.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../http/context.ts';
 import { moderationDeps, screenTexts } from '../http/policy.ts';
 import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES, voicesOfModel } from '../domain/voices.ts';
 import { transcriberFor } from '../media/transcription.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
+import { VOICES_PATH } from '../http/upload-paths.ts';
 
 type ListVoices = operations['listVoices']['responses'][200]['content']['application/json'];
 type CreateVoice = operations['createVoice']['responses'][201]['content']['application/json'];
-
-export const VOICES_PATH = '/api/generate/voices';
 
 /** multer limits for the voice upload: one file of at most 50 MiB, a handful of text fields. */
 export const VOICE_UPLOAD_LIMITS = { fileSize: MAX_VOICE_FILE_BYTES, files: 1, fields: 10, parts: 12 };
