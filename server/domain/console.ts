@@ -21,7 +21,7 @@
  */
 import crypto from 'node:crypto';
 import { inTransaction, type Db } from '../storage/db.ts';
-import type { Conn } from '../storage/query.ts';
+import type { Conn } from '../storage/engine/query.ts';
 import * as store from '../storage/console.ts';
 import type { LoginRow, SessionRow } from '../storage/console.ts';
 import { ApiError } from '../errors.ts';

@@ -28,7 +28,7 @@
  */
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
-import { query, statement, type Conn, type Value } from './query.ts';
+import { query, statement, type Conn, type Value } from './engine/query.ts';
 
 /** What a reservation needs to decide, read in one statement. */
 export interface Figures {

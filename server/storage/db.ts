@@ -9,11 +9,11 @@ import path from 'node:path';
 import knex, { type Knex } from 'knex';
 import type sqlite3 from 'sqlite3';
 import { migrationSource } from './migrations/index.ts';
-import { attachReader, readerOf, ReadConnection } from './reads.ts';
-import { cacheStatements, traceStatements } from './statement-cache.ts';
-import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
-import { leanTransaction, SqliteClient } from './knex-adapter.ts';
-import { deferringPg } from './pg-deferred.ts';
+import { attachReader, readerOf, ReadConnection } from './engine/reads.ts';
+import { cacheStatements, traceStatements } from './engine/statement-cache.ts';
+import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './engine/checkpoint.ts';
+import { leanTransaction, SqliteClient } from './engine/knex-adapter.ts';
+import { deferringPg } from './engine/pg-deferred.ts';
 import { privateDataDir, privateSqliteFiles } from './data-dir.ts';
 import { countStoreError, isDatabaseFailure } from './outages.ts';
 
