@@ -14,7 +14,6 @@ import type { ConsolePage } from './routes/console-page.ts';
 import type { PasswordHasher } from './domain/password-pool.ts';
 import type { UrlSigner } from './domain/signing.ts';
 import type { ModerationProvider } from './providers/moderation/types.ts';
-import type { RemoteMedia } from './providers/remote/index.ts';
 import type { MediaProviders } from './providers/media-types.ts';
 import type { Lifecycle } from './routes/health.ts';
 import type { ServerMetrics } from './http/metrics.ts';
@@ -35,9 +34,7 @@ export interface AppDeps {
   providers: { text: TextProviders; analysis: AnalysisProvider };
   /** Background work a shutdown waits for (text generations settling). */
   inflight?: InflightWork;
-  /** Remote media providers: submission checks against the upstream model, and the worker lane of each model. */
-  remoteMedia?: RemoteMedia;
-  /** The media providers the worker runs, the scenario layer composed in: a submission asks the model's one first (its submission hooks). */
+  /** The media providers the worker runs (each remote model's own in `byModel`), the scenario layer composed in: a submission asks the model's one (its submission hooks: checks, lane, voices). */
   mediaProviders: MediaProviders;
   /** Whether a shutdown is draining (readiness, Connection: close). */
   lifecycle?: Lifecycle;

@@ -11,6 +11,7 @@ import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../http/context.ts';
 import { moderationDeps, screenTexts } from '../http/policy.ts';
 import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES, voicesOfModel } from '../domain/voices.ts';
+import { providerVoices } from '../domain/media-request.ts';
 import { transcriberFor } from '../media/transcription.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { VOICES_PATH } from '../http/upload-paths.ts';
@@ -68,8 +69,8 @@ export function voiceUploadErrors(err: unknown, req: Request, _res: Response, ne
   next(err);
 }
 
-export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies' | 'catalog' | 'remoteMedia'>): Router {
-  const { db, clock, config, catalog, remoteMedia } = deps;
+export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies' | 'catalog' | 'mediaProviders'>): Router {
+  const { db, clock, config, catalog, mediaProviders } = deps;
   const router = Router();
   const transcriber = transcriberFor(config);
   const moderation = moderationDeps(deps);
@@ -81,7 +82,7 @@ export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'po
       scope: q.scope === 'explore' ? 'explore' : 'mine',
       page: q.page === undefined ? 1 : Number(q.page),
       language: q.language,
-      ids: q.model === undefined ? undefined : voicesOfModel(catalog, q.model, (m) => remoteMedia?.voicesOf(m)),
+      ids: q.model === undefined ? undefined : voicesOfModel(catalog, q.model, (m) => providerVoices(mediaProviders, m)),
     });
     res.status(200).json(body);
   });
