@@ -59,7 +59,7 @@ function gemforgeCases(base: string, auth: Record<string, string>, taskIds: stri
   const post = (path: string, body: unknown, extra: Partial<LoadJob> = {}) => ({ kind: 'autocannon' as const, url: base + path, method: 'POST', headers: auth, body: JSON.stringify(body), ...extra });
   return [
     { name: 'task GET', connections: 50, expect: [200], job: get(`/api/generate/tasks/${taskId}`) },
-    // Concurrent reads of one task share one lookup (storage/reads.ts); here every read in flight is of another task.
+    // Concurrent reads of one task share one lookup (storage/engine/reads.ts); here every read in flight is of another task.
     { name: `task GET ${MANY_TASKS} tasks`, connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), paths: taskIds.map((id) => `/api/generate/tasks/${id}`) } },
     { name: 'task HEAD', connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), method: 'HEAD', kind: 'node' } },
     { name: 'models GET', connections: 50, expect: [200], job: get('/api/generate/models') },

@@ -7,13 +7,8 @@ import nodePath from 'node:path';
 import express from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import { readYamlFile } from './yaml-file.ts';
-import type { Config } from './config.ts';
-import type { Db } from './storage/db.ts';
-import type { Logger } from './logger.ts';
-import type { Clock } from './domain/clock.ts';
-import type { Catalog } from './domain/catalog.ts';
+import type { AppDeps } from './deps.ts';
 import { jsonBody } from './http/body.ts';
-import type { InflightWork } from './lifecycle.ts';
 import { requestId } from './http/request-id.ts';
 import { apiCors } from './http/cors.ts';
 import { accessLog } from './http/access-log.ts';
@@ -27,52 +22,18 @@ import { STRICT_FORMATS } from './http/formats.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { extractRouter } from './routes/extract.ts';
-import { ASSETS_PATH, assetsRouter, rawUploadPlaceholder } from './routes/assets.ts';
+import { assetsRouter, rawUploadPlaceholder } from './routes/assets.ts';
+import { ASSETS_PATH, VOICES_PATH } from './http/upload-paths.ts';
 import { mediaRouter } from './routes/media.ts';
 import { tasksRouter } from './routes/tasks.ts';
 import { filesRouter } from './routes/files.ts';
 import { docsRouter } from './routes/docs.ts';
 import { consoleStack } from './http/console.ts';
-import type { ConsolePage } from './routes/console-page.ts';
-import type { PasswordHasher } from './domain/password-pool.ts';
-import type { UrlSigner } from './domain/signing.ts';
-import type { ModerationProvider } from './providers/moderation/types.ts';
-import type { RemoteMedia } from './providers/remote/index.ts';
-import type { MediaProviders } from './providers/media-types.ts';
-import { healthRouter, whileDraining, type Lifecycle } from './routes/health.ts';
-import type { ServerMetrics } from './http/metrics.ts';
-import type { TextProviders } from './providers/text/types.ts';
-import type { AnalysisProvider } from './providers/analysis/types.ts';
-import type { RegionMap } from './domain/policy/regions.ts';
+import { consoleRouter } from './routes/console.ts';
+import { consolePageRouter } from './routes/console-page.ts';
+import { healthRouter, whileDraining } from './routes/health.ts';
 import { moderationDeps, policyStep } from './http/policy.ts';
-import { VOICES_PATH, voicesRouter, voiceUploadCleanup, voiceUploadErrors, VOICE_UPLOAD_LIMITS } from './routes/voices.ts';
-
-export interface AppDeps {
-  config: Config;
-  db: Db;
-  logger: Logger;
-  clock: Clock;
-  catalog: Catalog;
-  signer: UrlSigner;
-  /** Account policies: the moderation provider and the operator's CIDR → region map. */
-  policies: { moderation: ModerationProvider; regions: RegionMap };
-  /** The text and analysis providers, built at the composition root (server.ts) from the config. */
-  providers: { text: TextProviders; analysis: AnalysisProvider };
-  /** Background work a shutdown waits for (text generations settling). */
-  inflight?: InflightWork;
-  /** Remote media providers: submission checks against the upstream model, and the worker lane of each model. */
-  remoteMedia?: RemoteMedia;
-  /** The media providers the worker runs, the scenario layer composed in: a submission asks the model's one first (its submission hooks). */
-  mediaProviders: MediaProviders;
-  /** Whether a shutdown is draining (readiness, Connection: close). */
-  lifecycle?: Lifecycle;
-  /** Request and state metrics (/metrics with METRICS_TOKEN, or METRICS_PORT). */
-  metrics?: ServerMetrics;
-  /** The account console page, built at start (console-page/build.ts); without it /console answers 503. */
-  consolePage?: ConsolePage;
-  /** Console passwords, hashed and checked off the event loop (domain/password-pool.ts). */
-  passwords: PasswordHasher;
-}
+import { voicesRouter, voiceUploadCleanup, voiceUploadErrors, VOICE_UPLOAD_LIMITS } from './routes/voices.ts';
 
 /** JSON body limits per operation (spec Limits table); everything else gets the default. */
 const JSON_LIMITS: Array<[string, number]> = [
@@ -104,7 +65,7 @@ export function createApp(deps: AppDeps): express.Express {
   // The contract (/openapi.yaml) and the API reference page (/docs): public, outside the API paths.
   app.use(byPrefix(docsRouter(deps)));
   // The account console (/console, its own contract openapi/console.yaml and session cookie): never the bearer API's stack.
-  app.use(consoleStack(deps, deps.consolePage));
+  app.use(consoleStack(deps, { page: consolePageRouter(deps.consolePage, config.publicBaseUrl), api: () => consoleRouter(deps) }));
 
   for (const [path, limit] of JSON_LIMITS) app.use(path, jsonBody(limit));
   // Raw and multipart uploads are never JSON, whatever Content-Type a client claims.

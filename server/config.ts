@@ -2,11 +2,11 @@
  * Configuration, read once at start from the environment, so every setting and its default is in one typed place.
  * Nothing else in the server reads `process.env`.
  */
-import { parseSecret } from './domain/signing.ts';
+import crypto from 'node:crypto';
 import path from 'node:path';
 import { bundledFfmpegPath, bundledFfprobePath } from './media/binaries.ts';
-import { isAddressOrRange } from './domain/policy/addresses.ts';
-import { checkAllowedHost } from './http/base-url.ts';
+import { isAddressOrRange } from './addresses.ts';
+import { checkAllowedHost } from './authority.ts';
 
 export interface Config {
   /** Interface to bind (`HOST`, default 127.0.0.1). */
@@ -470,4 +470,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     },
     ...overrides,
   };
+}
+
+/** A secret given in configuration: 64 hex characters (32 bytes), or any text of at least 32 characters (its SHA-256). */
+export function parseSecret(value: string, name: string): Buffer {
+  const v = value.trim();
+  if (/^[0-9a-fA-F]{64,}$/.test(v) && v.length % 2 === 0) return Buffer.from(v, 'hex');
+  if (v.length >= 32) return crypto.createHash('sha256').update(v, 'utf8').digest();
+  throw new Error(`${name} must be at least 32 characters (for example 64 hex characters: openssl rand -hex 32)`);
 }

@@ -20,7 +20,7 @@ import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia, discoveredCatalog, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
-import { useRemoteBlobStore } from './storage/blobs.ts';
+import { tempPath, useRemoteBlobStore } from './storage/blobs.ts';
 import { moderationProviderFor } from './providers/moderation/index.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
@@ -107,13 +107,14 @@ export async function listenMetrics(metrics: Pick<ServerMetrics, 'text' | 'conte
 }
 
 /**
- * The media providers of a deployment: the embedded generators by kind and each
- * remote model's own provider (or the given ones), with the scenario layer
- * composed around every one, so test cards play the same with local and remote
- * providers. The API asks them at submission (their submission hooks), the worker runs them.
+ * The media providers of a deployment: the embedded generators by kind (or the
+ * given ones) and each remote model's own provider (unless the given ones name
+ * their own), with the scenario layer composed around every one, so test cards
+ * play the same with local and remote providers. The API asks them at
+ * submission (their submission hooks: checks, lane, voices), the worker runs them.
  */
 function mediaProvidersOf(remote: RemoteMedia, given?: MediaProviders): MediaProviders {
-  return withScenarioLayer(given ?? { ...defaultMediaProviders(), byModel: remote.byModel });
+  return withScenarioLayer(given ? { byModel: remote.byModel, ...given } : { ...defaultMediaProviders(), byModel: remote.byModel });
 }
 
 /**
@@ -186,13 +187,13 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   // Every provider with the scenario layer composed around it (scenario-provider.ts).
   const mediaProviders = mediaProvidersOf(remoteMedia, options.providers);
-  const providers = { text: withTextScenarios(textProviders), analysis: withAnalysisScenarios(createAnalysisProvider(config)) };
+  const providers = { text: withTextScenarios(textProviders), analysis: withAnalysisScenarios(createAnalysisProvider(config, (suffix) => tempPath(config.dataDir, suffix))) };
   const lifecycle = { draining: false };
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
   const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;
   // Its threads start at the first sign-in; close() ends them.
   const passwords = passwordPool(config.consoleHashing);
-  const app = createApp({ config, db, logger, clock, catalog: discoveredCatalog(catalog, remoteMedia), signer, inflight, policies, providers, remoteMedia, mediaProviders, lifecycle, metrics, consolePage, passwords });
+  const app = createApp({ config, db, logger, clock, catalog: discoveredCatalog(catalog, remoteMedia), signer, inflight, policies, providers, mediaProviders, lifecycle, metrics, consolePage, passwords });
   const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.

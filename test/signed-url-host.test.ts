@@ -12,7 +12,8 @@ import type { Request } from 'express';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
 import { until } from './helpers/poll.ts';
-import { baseUrlFor, checkAllowedHost, parseAuthority } from '../server/http/base-url.ts';
+import { baseUrlFor } from '../server/http/base-url.ts';
+import { checkAllowedHost, parseAuthority } from '../server/authority.ts';
 import { loadConfig } from '../server/config.ts';
 import { isUri } from '../server/http/formats.ts';
 

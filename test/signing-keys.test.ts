@@ -16,7 +16,8 @@ import { startTestServer, tempDataDir, type TestServer } from './helpers/server.
 import { submit, waitForTask } from './helpers/tasks.ts';
 import { dbEnvFor, databaseUrlFor } from './helpers/database.ts';
 import { until } from './helpers/poll.ts';
-import { createSigner, parseSecret } from '../server/domain/signing.ts';
+import { createSigner } from '../server/domain/signing.ts';
+import { parseSecret } from '../server/config.ts';
 import { loadConfig } from '../server/config.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');

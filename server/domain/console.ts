@@ -21,7 +21,7 @@
  */
 import crypto from 'node:crypto';
 import { inTransaction, type Db } from '../storage/db.ts';
-import type { Conn } from '../storage/query.ts';
+import type { Conn } from '../storage/engine/query.ts';
 import * as store from '../storage/console.ts';
 import type { LoginRow, SessionRow } from '../storage/console.ts';
 import { ApiError } from '../errors.ts';
@@ -29,7 +29,7 @@ import { AdminError, requireAccount } from './accounts.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import { inlineHasher, type PasswordHasher } from './password-pool.ts';
-import { parseAddress, prefixKey } from './policy/addresses.ts';
+import { parseAddress, prefixKey } from '../addresses.ts';
 
 export type { LoginRow, SessionRow };
 

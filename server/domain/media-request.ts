@@ -21,7 +21,7 @@ interface Prepared<K extends MediaKind> {
   /** Gems per output slot; the quote is their sum, and each succeeded slot is charged its price. */
   outputPrices: number[];
   scenarios: Scenario[];
-  /** The worker lane of the model's provider (set by the route; `local` when absent). */
+  /** The worker lane of the model's provider (set by the submission use case; `local` when absent). */
   lane?: 'local' | 'remote';
 }
 
@@ -52,6 +52,10 @@ export interface SubmissionProvider {
   slots(outputCount: number): number;
   /** `lost`: the submission is recorded uncertain (claimed, reserved, no task). */
   dispatchOutcome(): 'known' | 'lost';
+  /** What the provider's upstream cannot do for the prepared request (a 422 before anything is reserved), if anything. */
+  requestProblem(request: JobRequests[MediaKind]): string | undefined;
+  /** The worker lane that runs its jobs. */
+  lane(): 'local' | 'remote';
 }
 
 /** The provider of `submission.model` among `providers` (the scenario layer composed in), bound to the submission. */
@@ -64,7 +68,14 @@ export function submissionProvider(providers: MediaProviders, submission: MediaS
     referencePending: (assetIds) => provider?.referencePending?.(submission, assetIds),
     slots: (outputCount) => provider?.slots?.(submission, outputCount) ?? outputCount,
     dispatchOutcome: () => provider?.dispatchOutcome?.(submission) ?? 'known',
+    requestProblem: (request) => provider?.requestProblem?.(submission.model, request as never),
+    lane: () => (provider?.lane === 'remote' ? 'remote' : 'local'),
   };
+}
+
+/** The catalog voice IDs the provider of speech model `model` can speak with (its `voices` hook); undefined: not restricted. */
+export function providerVoices(providers: MediaProviders, model: string): readonly string[] | undefined {
+  return providerOf(providers, model, 'audio')?.voices?.(model);
 }
 
 /** The discovery model for a submission, or 422 MODEL_UNAVAILABLE. */

@@ -37,6 +37,7 @@ import {
   MediaCancelledError,
   MediaGenerationError,
   type GeneratedOutput,
+  type JobRequests,
   type MediaJob,
   type MediaKind,
   type MediaProvider,
@@ -87,6 +88,10 @@ export function withScenarios<K extends MediaKind>(provider: MediaProvider<K>): 
       if (findScenario(submission.scenarios, MEDIA_SCENARIOS.uncertain)) return 'lost';
       return provider.dispatchOutcome?.(submission) ?? 'known';
     },
+    // The provider's own answers about its upstream, passed on as they are (no scenario changes them).
+    ...(provider.requestProblem && { requestProblem: (model: string, request: JobRequests[K]) => provider.requestProblem!(model, request) }),
+    ...(provider.voices && { voices: (model: string) => provider.voices!(model) }),
+    ...(provider.capabilities && { capabilities: (model: string, listed: Record<string, unknown>) => provider.capabilities!(model, listed) }),
     resumeFor(job) {
       return findScenario(job.scenarios, MEDIA_SCENARIOS.unresumable) ? 'never' : (provider.resumeFor?.(job) ?? provider.resume);
     },

@@ -58,14 +58,6 @@ export function createSigner(ring: Buffer | KeyRing, ttlSeconds: number): Rotati
   };
 }
 
-/** A secret given in configuration: 64 hex characters (32 bytes), or any text of at least 32 characters (its SHA-256). */
-export function parseSecret(value: string, name: string): Buffer {
-  const v = value.trim();
-  if (/^[0-9a-fA-F]{64,}$/.test(v) && v.length % 2 === 0) return Buffer.from(v, 'hex');
-  if (v.length >= 32) return crypto.createHash('sha256').update(v, 'utf8').digest();
-  throw new Error(`${name} must be at least 32 characters (for example 64 hex characters: openssl rand -hex 32)`);
-}
-
 /** The old per-installation secret file in DATA_DIR, if this installation has one (it seeds the database key). */
 export function legacySecret(dataDir: string): string | undefined {
   try {

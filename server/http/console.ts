@@ -2,69 +2,24 @@
  * The account console under /console, wired as its own little stack
  * beside the generation API: the page (routes/console-page.ts), then for
  * /console/api a JSON parser → its own express-openapi-validator instance on
- * openapi/console.yaml → the session and CSRF check → routes/console.ts → the
+ * openapi/console.yaml → the session and CSRF check (console-session.ts) →
+ * routes/console.ts (passed in by the wiring, app.ts) → the
  * one error middleware on that contract. Nothing here reads a bearer key, and
  * nothing in the generation API reads the session cookie (spec, Authentication 2).
  */
-import crypto from 'node:crypto';
 import path from 'node:path';
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
-import type { AppDeps } from '../app.ts';
-import { ApiError, notFound } from '../errors.ts';
-import { resumeSession, sessionExpired, type SessionRow } from '../domain/console.ts';
-import { consoleRouter } from '../routes/console.ts';
-import { consolePageRouter, type ConsolePage } from '../routes/console-page.ts';
+import type { AppDeps } from '../deps.ts';
+import { notFound } from '../errors.ts';
+import { requireSession } from './console-session.ts';
 import { errorMiddleware } from './errors.ts';
 import { STRICT_FORMATS } from './formats.ts';
 
-export const SESSION_COOKIE = 'gemforge_console';
 export const CONSOLE_SPEC = path.resolve(import.meta.dirname, '../../openapi/console.yaml');
 
-/** The signed-in session of a request that passed `requireSession`. */
-export function sessionOf(req: Request): SessionRow {
-  if (!req.consoleSession) throw sessionExpired();
-  return req.consoleSession;
-}
-
-/** One cookie's value from the Cookie header (no cookie-parser: one name is all the console reads). */
-function cookie(req: Request, name: string): string | undefined {
-  for (const part of (req.get('cookie') ?? '').split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
-}
-
-const SAFE_METHODS = new Set(['GET', 'HEAD']);
-
-function sameToken(given: string, expected: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && crypto.timingSafeEqual(a, b);
-}
-
-/**
- * Operations whose contract does not say `security: []` need a live session;
- * their state changes also need the session's CSRF token in `X-CSRF-Token`.
- */
-function requireSession({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'config'>) {
-  return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
-    const security = (req as Request & { openapi?: { schema?: { security?: unknown[] } } }).openapi?.schema?.security;
-    if (Array.isArray(security) && security.length === 0) return next();
-    const token = cookie(req, SESSION_COOKIE);
-    if (!token) throw new ApiError(401, 'SESSION_EXPIRED', 'Sign in first: this request carries no console session.');
-    const session = await resumeSession(db, clock, config.consoleSession, token);
-    if (!SAFE_METHODS.has(req.method) && !sameToken(req.get('x-csrf-token') ?? '', session.csrf_token)) {
-      throw new ApiError(403, 'CSRF_TOKEN_INVALID', 'This change needs the session\'s CSRF token in the X-CSRF-Token header; reload the page and try again.');
-    }
-    req.consoleSession = session;
-    next();
-  };
-}
-
 /** The console API's router: its own validator on openapi/console.yaml, the session check, the routes. */
-function consoleApi(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer' | 'passwords'>): Router {
+function consoleApi(deps: Pick<AppDeps, 'db' | 'clock' | 'config'>, routes: Router): Router {
   const api = Router();
   api.use(express.json({ limit: '16kb' }));
   api.use(
@@ -78,10 +33,16 @@ function consoleApi(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer' | '
     }),
   );
   api.use(requireSession(deps));
-  api.use(consoleRouter(deps));
+  api.use(routes);
   api.use((_req: Request, _res: Response, next: NextFunction) => next(notFound('No such route.')));
   api.use(errorMiddleware(CONSOLE_SPEC));
   return api;
+}
+
+/** The console's routers, passed in by the wiring (app.ts): the page, and the API's routes (built with the API, at its first request). */
+export interface ConsoleRouters {
+  page: Router;
+  api: () => Router;
 }
 
 /**
@@ -90,13 +51,13 @@ function consoleApi(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer' | '
  * at the first console API request, not at start: a server whose console is
  * never used does not carry it.
  */
-export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer' | 'passwords'>, page: ConsolePage | undefined) {
+export function consoleStack(deps: Pick<AppDeps, 'db' | 'clock' | 'config'>, routers: ConsoleRouters) {
   let api: Router | undefined;
-  const pageRouter = consolePageRouter(page, deps.config.publicBaseUrl);
+  const pageRouter = routers.page;
   return (req: Request, res: Response, next: NextFunction): void => {
     // Every request passes here: only a path's head is lower-cased (Express matches paths case-insensitively).
     const p = req.path.slice(0, 13).toLowerCase();
-    if (p === '/console/api' || p === '/console/api/') (api ??= consoleApi(deps))(req, res, next);
+    if (p === '/console/api' || p === '/console/api/') (api ??= consoleApi(deps, routers.api()))(req, res, next);
     else if (p === '/console' || p.startsWith('/console/') || req.path === '/favicon.ico') pageRouter(req, res, next);
     else next();
   };

@@ -22,7 +22,7 @@ declare global {
       authError?: ApiError;
       /** A body that could not be parsed, reported once the caller is authenticated (http/body.ts). */
       bodyError?: unknown;
-      /** The account console's signed-in session (http/console.ts). */
+      /** The account console's signed-in session (http/console-session.ts). */
       consoleSession?: SessionRow;
       /** The identity's record, read once for the request (`identityRecordOf`). */
       identityRecord?: RecordRead;

@@ -20,7 +20,7 @@ import { readYamlFile } from '../yaml-file.ts';
 import { ApiError, invalidApiKey } from '../errors.ts';
 import { describeKnownIssue, rebaseTagged, refResolver, type RefResolver, type ValidatorIssue } from './issue-text.ts';
 import { unsupportedUploadType } from '../domain/assets.ts';
-import { ASSETS_PATH } from '../routes/assets.ts';
+import { ASSETS_PATH } from './upload-paths.ts';
 
 
 interface HttpLikeError {

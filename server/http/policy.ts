@@ -16,7 +16,7 @@ import type { ModerationText } from '../providers/moderation/types.ts';
 import { screen, type ModerationDeps } from '../domain/policy/moderation.ts';
 import { textsFrom } from '../domain/policy/moderated-fields.ts';
 import { identityRecordOf, principalOf } from './context.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 
 /** What moderation needs, from the app's dependencies and configuration. */
 export function moderationDeps({ db, clock, config, policies }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies'>): ModerationDeps {

@@ -138,6 +138,8 @@ export interface MediaTools {
   ffprobePath: string;
   /** The stored file of an owned asset (references, source images). */
   assetFile(assetId: string): Promise<string>;
+  /** A stored blob as a local file (a temp copy when blobs live in object storage, removed by `release`); undefined when the store does not hold it. */
+  blobFile(sha256: string): Promise<{ path: string; release(): Promise<void> } | undefined>;
   /** A fresh temp file path under DATA_DIR/tmp. */
   tempFile(suffix: string): Promise<string>;
   remoteCalls: RemoteCalls;

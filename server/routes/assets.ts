@@ -6,14 +6,13 @@
  */
 import { Router, type Request, type Response } from 'express';
 import type { operations } from '../../generated/api.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../http/context.ts';
 import { MAX_ASSET_BYTES, payloadTooLarge, uploadAsset } from '../domain/assets.ts';
 import { ApiError } from '../errors.ts';
+import { ASSETS_PATH } from '../http/upload-paths.ts';
 
 type CreateAsset = operations['createAsset']['responses'][201]['content']['application/json'];
-
-export const ASSETS_PATH = '/api/generate/assets';
 
 /**
  * Before express-openapi-validator: the validator checks a raw body only when

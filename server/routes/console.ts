@@ -3,18 +3,18 @@
  * out, the account's keys, its balance and settings (paid-Gem consent, content
  * preference, moderation refusals), its recent tasks and text and extraction charges,
  * and its usage (Gems per day and kind, each key's spend against its cap). HTTP ↔ domain only;
- * the session and CSRF checks ran before (http/console.ts).
+ * the session and CSRF checks ran before (http/console-session.ts).
  */
 import { Router, type Request, type Response } from 'express';
 import type { operations } from '../../generated/console.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import * as accounts from '../domain/accounts.ts';
 import * as consoleAuth from '../domain/console.ts';
 import { accountOverview, accountUsage, listLlmCharges, listOwnVoices, listUploadedAssets } from '../domain/account-view.ts';
 import * as moderation from '../domain/policy/moderation.ts';
 import { PolicyInputError } from '../domain/policy/settings.ts';
 import { ApiError, notFound } from '../errors.ts';
-import { SESSION_COOKIE, sessionOf } from '../http/console.ts';
+import { SESSION_COOKIE, sessionOf } from '../http/console-session.ts';
 import { baseUrlFor } from '../http/base-url.ts';
 import { listOwnedTasks } from '../domain/task-view.ts';
 

@@ -4,7 +4,7 @@
  * 409 ANALYSIS_FAILED included, is an ApiError for the error middleware.
  */
 import { Router } from 'express';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { identityRecordOf, principalOf } from '../http/context.ts';
 import { extractVideo, type ExtractDeps, type ExtractionRequest } from '../domain/extract.ts';
 

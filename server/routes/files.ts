@@ -4,7 +4,7 @@
  * before the validator. A tampered or expired link gets the Error envelope, never bytes.
  */
 import { Router } from 'express';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { ApiError } from '../errors.ts';
 import { openStoredAsset } from '../domain/assets.ts';
 

@@ -5,7 +5,7 @@
  */
 import { Router } from 'express';
 import type { operations } from '../../generated/api.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 
 type ListModels = operations['listModels']['responses'][200]['content']['application/json'];
 

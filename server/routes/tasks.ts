@@ -1,7 +1,7 @@
 /** GET and HEAD /api/generate/tasks/{id}: read-only task snapshots with fresh signed URLs. */
 import { Router } from 'express';
 import type { operations } from '../../generated/api.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../http/context.ts';
 import { checkOwnedTask, viewOwnedTask } from '../domain/task-view.ts';
 import { baseUrlFor } from '../http/base-url.ts';

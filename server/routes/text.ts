@@ -5,7 +5,7 @@
  */
 import { Router, type Request, type Response } from 'express';
 import type { components } from '../../generated/api.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { ApiError } from '../errors.ts';
 import { identityRecordOf, principalOf } from '../http/context.ts';
 import { createChatCompletion, type ChatCompletion, type ChatCompletionRequest, type LiveGeneration, type TextDeps } from '../domain/text.ts';

@@ -7,17 +7,17 @@
 import fs from 'node:fs';
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import type { operations } from '../../generated/api.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../http/context.ts';
 import { moderationDeps, screenTexts } from '../http/policy.ts';
 import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES, voicesOfModel } from '../domain/voices.ts';
+import { providerVoices } from '../domain/media-request.ts';
 import { transcriberFor } from '../media/transcription.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
+import { VOICES_PATH } from '../http/upload-paths.ts';
 
 type ListVoices = operations['listVoices']['responses'][200]['content']['application/json'];
 type CreateVoice = operations['createVoice']['responses'][201]['content']['application/json'];
-
-export const VOICES_PATH = '/api/generate/voices';
 
 /** multer limits for the voice upload: one file of at most 50 MiB, a handful of text fields. */
 export const VOICE_UPLOAD_LIMITS = { fileSize: MAX_VOICE_FILE_BYTES, files: 1, fields: 10, parts: 12 };
@@ -69,8 +69,8 @@ export function voiceUploadErrors(err: unknown, req: Request, _res: Response, ne
   next(err);
 }
 
-export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies' | 'catalog' | 'remoteMedia'>): Router {
-  const { db, clock, config, catalog, remoteMedia } = deps;
+export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies' | 'catalog' | 'mediaProviders'>): Router {
+  const { db, clock, config, catalog, mediaProviders } = deps;
   const router = Router();
   const transcriber = transcriberFor(config);
   const moderation = moderationDeps(deps);
@@ -82,7 +82,7 @@ export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'po
       scope: q.scope === 'explore' ? 'explore' : 'mine',
       page: q.page === undefined ? 1 : Number(q.page),
       language: q.language,
-      ids: q.model === undefined ? undefined : voicesOfModel(catalog, q.model, (m) => remoteMedia?.voicesOf(m)),
+      ids: q.model === undefined ? undefined : voicesOfModel(catalog, q.model, (m) => providerVoices(mediaProviders, m)),
     });
     res.status(200).json(body);
   });

@@ -1,7 +1,7 @@
 /** Account and API-key rows. Plain rows in, plain rows out. */
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
-import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
 
 export type AccountState = 'active' | 'blocked' | 'unavailable';
 

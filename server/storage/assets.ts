@@ -1,6 +1,6 @@
 /** Asset rows. Plain rows in, plain rows out. */
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
-import { insertRow, query, statement, type Conn } from './query.ts';
+import { insertRow, query, statement, type Conn } from './engine/query.ts';
 
 export type AssetKind = 'image' | 'video' | 'audio';
 export type AssetState = 'processing' | 'ready' | 'failed';

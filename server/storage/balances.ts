@@ -23,12 +23,12 @@
  *
  * A media hold can instead be decided by Postgres as the transaction commits
  * (`guardHold`): one conditional UPDATE per balance row, waiting with the
- * transaction's other writes for its COMMIT (pg-deferred.ts), so the account's
+ * transaction's other writes for its COMMIT (engine/pg-deferred.ts), so the account's
  * row is locked only while Postgres runs that batch, never across a round trip.
  */
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
-import { query, statement, type Conn, type Value } from './query.ts';
+import { query, statement, type Conn, type Value } from './engine/query.ts';
 
 /** What a reservation needs to decide, read in one statement. */
 export interface Figures {
@@ -175,7 +175,7 @@ const keyMonthMove = statement.write('key-month-move', (c, key, month, posted) =
  * that appends the ledger rows it mirrors. `figuresRead`: the transaction read
  * these rows with `lockFigures` (so they exist, and stay as read until it ends),
  * and the balance rows' moves may wait to go with its next statement
- * (compiled.ts `executeLater`) instead of each being checked to change one row.
+ * (engine/compiled.ts `executeLater`) instead of each being checked to change one row.
  */
 export async function move(trx: Knex.Transaction, m: Movement, figuresRead = false): Promise<void> {
   const [credited, paidPending, allowancePending, paidPosted, allowancePosted] = [
@@ -237,7 +237,7 @@ const keyGuard = statement.later('key-guarded-hold', (c, key, month, paid) =>
 
 /**
  * Postgres: holds `paid` Gems by conditional moves that wait for the COMMIT
- * (compiled.ts `executeLater`), instead of locking and reading the figures first:
+ * (engine/compiled.ts `executeLater`), instead of locking and reading the figures first:
  * the moves `move` would make for this hold, each refusing (`isHoldRefused`) when
  * a rule does not hold, which fails the commit with nothing kept. The caller
  * then decides again with `lockFigures`, which says which rule it was. false on

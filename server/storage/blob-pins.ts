@@ -18,7 +18,7 @@
  */
 import crypto from 'node:crypto';
 import { inTransaction, isSqlite, type Db, type Tx } from './db.ts';
-import { query, statement } from './query.ts';
+import { query, statement } from './engine/query.ts';
 
 /** Pins older than this were left by a process that died (no put takes this long). */
 export const STALE_PIN_MS = 6 * 3600 * 1000;

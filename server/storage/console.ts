@@ -1,6 +1,6 @@
 /** Console logins, sessions, sign-in attempts (migration 013) and the networks each login signed in from (015). Plain rows in, plain rows out. */
 import type { Db } from './db.ts';
-import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
 
 export interface LoginRow {
   id: string;

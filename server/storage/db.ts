@@ -9,11 +9,11 @@ import path from 'node:path';
 import knex, { type Knex } from 'knex';
 import type sqlite3 from 'sqlite3';
 import { migrationSource } from './migrations/index.ts';
-import { attachReader, readerOf, ReadConnection } from './reads.ts';
-import { cacheStatements, traceStatements } from './statement-cache.ts';
-import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './checkpoint.ts';
-import { leanTransaction, SqliteClient } from './knex-adapter.ts';
-import { deferringPg } from './pg-deferred.ts';
+import { attachReader, readerOf, ReadConnection } from './engine/reads.ts';
+import { cacheStatements, traceStatements } from './engine/statement-cache.ts';
+import { Checkpointer, WRITER_AUTOCHECKPOINT_PAGES } from './engine/checkpoint.ts';
+import { leanTransaction, SqliteClient } from './engine/knex-adapter.ts';
+import { deferringPg } from './engine/pg-deferred.ts';
 import { privateDataDir, privateSqliteFiles } from './data-dir.ts';
 import { countStoreError, isDatabaseFailure } from './outages.ts';
 
@@ -59,7 +59,7 @@ export const sqliteFile = (dataDir: string) => path.join(dataDir, 'gemforge.sqli
 
 /**
  * Opens a knex instance and brings the schema up to date. On SQLite the hot
- * reads also get read-only connections of their own (reads.ts), closed with
+ * reads also get read-only connections of their own (engine/reads.ts), closed with
  * the knex instance by `db.destroy()`.
  */
 export async function openDb(options: DbOptions): Promise<Db> {
@@ -203,7 +203,7 @@ function openPostgres(url: string, log: DbLog | undefined): Db {
         // Per connection, not pg's global parsers: other pg users in the process keep theirs.
         conn.setTypeParser(INT8, wholeNumber);
         conn.setTypeParser(NUMERIC, wholeNumber);
-        done(null, deferringPg(conn)); // writes may wait for the COMMIT (pg-deferred.ts)
+        done(null, deferringPg(conn)); // writes may wait for the COMMIT (engine/pg-deferred.ts)
       },
     },
   });
@@ -224,7 +224,7 @@ const writers = new WeakMap<Db, sqlite3.Database[]>();
 /**
  * Calls `listener` with every statement a database runs (counting round trips):
  * on SQLite each connection's own trace, which also sees statements sent past
- * knex (compiled.ts, reads.ts), reported shortly after they run; on Postgres
+ * knex (engine/compiled.ts, engine/reads.ts), reported shortly after they run; on Postgres
  * knex's query event, as every statement goes through knex there. Returns the
  * function that stops listening.
  */
@@ -251,7 +251,7 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous, log: DbLog 
     `PRAGMA synchronous = ${synchronous}`,
     'PRAGMA busy_timeout = 10000',
     'PRAGMA foreign_keys = ON',
-    `PRAGMA wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`, // checkpoints run beside the writer (checkpoint.ts)
+    `PRAGMA wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`, // checkpoints run beside the writer (engine/checkpoint.ts)
   ];
   const db = knex({
     client: SqliteClient,
@@ -266,7 +266,7 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous, log: DbLog 
       afterCreate(conn: sqlite3.Database, done: (err: Error | null, conn: unknown) => void) {
         // WAL lets readers (the read connections, the admin CLI, the worker) proceed
         // beside the writer; busy_timeout makes a second process wait for the write
-        // lock instead of failing. Then its statements stay prepared (statement-cache.ts).
+        // lock instead of failing. Then its statements stay prepared (engine/statement-cache.ts).
         const next = (i: number): void => {
           if (i === pragmas.length) {
             connections.splice(0, connections.length, conn);
@@ -329,9 +329,9 @@ function retryable(error: unknown): boolean {
 export async function inTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
-      // Writes still waiting (compiled.ts executeLater) leave with the COMMIT, in one round trip; one
+      // Writes still waiting (engine/compiled.ts executeLater) leave with the COMMIT, in one round trip; one
       // that fails there rolls the transaction back and fails it, as it would have at the write.
-      // knex's transaction life cycle without its per-transaction knex instance (knex-adapter.ts).
+      // knex's transaction life cycle without its per-transaction knex instance (engine/knex-adapter.ts).
       return await leanTransaction(db, fn);
     } catch (error) {
       if (attempt >= 20 || !retryable(error)) {

@@ -1,5 +1,5 @@
 /** Idempotency record rows. */
-import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
 
 export type RecordState = 'pending' | 'completed' | 'released' | 'uncertain';
 

@@ -17,7 +17,7 @@
  */
 import type { Knex } from 'knex';
 import { databaseClockOffset, databaseNowAt, inTransaction, isSqlite, type Db } from './db.ts';
-import { query, statement, type Conn, type Value } from './query.ts';
+import { query, statement, type Conn, type Value } from './engine/query.ts';
 
 export type JobState = 'queued' | 'running' | 'done' | 'held' | 'failed';
 

@@ -1,6 +1,6 @@
 /** Ledger rows (the running figures beside them are in balances.ts). Plain rows in, plain rows out. */
 import type { Db } from './db.ts';
-import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 
 export type EntryType = 'credit' | 'hold' | 'post' | 'void';

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import type { Db, Tx } from './db.ts';
 import { isSqlite } from './db.ts';
-import { query, statement } from './query.ts';
+import { query, statement } from './engine/query.ts';
 
 const ping = statement.dynamic('ping', (c) => c.raw('select 1'));
 

@@ -1,6 +1,6 @@
 /** What the metrics endpoint reads from the database at each scrape (http/metrics.ts). */
 import type { Db } from './db.ts';
-import { query, statement } from './query.ts';
+import { query, statement } from './engine/query.ts';
 
 const tasksByStatus = statement.rows<{ status: string; n: number | string }>('metrics-tasks-by-status', (c) => c('tasks').select('status').count({ n: '*' }).groupBy('status'));
 const jobsByLane = statement.rows<{ lane: string; state: string; n: number | string }>('metrics-jobs-by-lane', (c) =>

@@ -4,7 +4,7 @@
  * are neither repeated nor skipped.
  */
 import type { Knex } from 'knex';
-import type { Value } from './query.ts';
+import type { Value } from './engine/query.ts';
 
 /** Where the previous page ended. */
 export interface PagePosition {

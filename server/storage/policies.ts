@@ -2,7 +2,7 @@
  * Moderation records (a refused request leaves one, nothing else) and the
  * account block repeated refusals set. Plain rows in, plain rows out.
  */
-import { insertRow, query, statement, type Conn } from './query.ts';
+import { insertRow, query, statement, type Conn } from './engine/query.ts';
 
 export interface ModerationRecordRow {
   id: string;

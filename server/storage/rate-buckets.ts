@@ -6,7 +6,7 @@
  * no read first, no lock held past the statement).
  */
 import { isSqlite } from './db.ts';
-import { query, statement, type Conn, type Value } from './query.ts';
+import { query, statement, type Conn, type Value } from './engine/query.ts';
 
 export interface Bucket {
   id: string;

@@ -5,7 +5,7 @@
  * that a resumed job looks its work up instead of creating it again.
  */
 import type { Db } from './db.ts';
-import { query, statement } from './query.ts';
+import { query, statement } from './engine/query.ts';
 
 export type RemoteCallState = 'calling' | 'created';
 

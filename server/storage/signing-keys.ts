@@ -1,7 +1,7 @@
 /** URL-signing keys in the database (migration 010): shared by every instance. */
 import crypto from 'node:crypto';
 import { inTransaction, type Db } from './db.ts';
-import { query, statement } from './query.ts';
+import { query, statement } from './engine/query.ts';
 
 export interface SigningKeyRow {
   id: number;

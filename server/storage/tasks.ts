@@ -1,5 +1,5 @@
 /** Task and task-output rows. */
-import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './query.ts';
+import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 
 export type TaskStatus = 'queued' | 'processing' | 'succeeded' | 'partial' | 'failed' | 'cancelled';

@@ -2,7 +2,7 @@
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
-import { insertRow, query, statement, type Conn, type Value } from './query.ts';
+import { insertRow, query, statement, type Conn, type Value } from './engine/query.ts';
 
 export interface VoiceRow {
   id: string;

@@ -11,7 +11,7 @@ import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import type { JobRow } from '../storage/jobs.ts';
-import { keepOutput, keptOutput, tempPath } from '../storage/blobs.ts';
+import { keepOutput, keptOutput, localBlob, tempPath } from '../storage/blobs.ts';
 import { createOutputAsset, isDiskFailure, referenceFile, storeFailed, StoreUnavailableError } from '../domain/assets.ts';
 import * as tasks from '../domain/tasks.ts';
 import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
@@ -20,7 +20,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { MediaProviders } from '../providers/media.ts';
 import * as remote from '../storage/remote-calls.ts';
-import { leaseTime, retryBackoffMs } from './worker.ts';
+import { leaseTime, retryBackoffMs } from './timing.ts';
 import { countJob } from './counts.ts';
 import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools } from '../providers/media-types.ts';
 
@@ -69,6 +69,7 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string, copies: Ar
     ffmpegPath: ctx.ffmpegPath,
     ffprobePath: ctx.ffprobePath,
     tempFile: (suffix) => tempPath(ctx.dataDir, suffix),
+    blobFile: (sha256) => localBlob(ctx.dataDir, sha256),
     async assetFile(assetId) {
       // The stored file, or a temp copy of a blob in object storage, removed when the job run ends.
       const local = await referenceFile(ctx.db, ctx.dataDir, accountId, assetId);

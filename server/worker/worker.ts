@@ -18,8 +18,10 @@ import { expireOutputs } from '../domain/retention.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import type { Clock } from '../domain/clock.ts';
 import { finishTask } from '../domain/tasks.ts';
+export { leaseTime, retryBackoffMs } from './timing.ts';
 import { LeaseLostError, LeftForRecoveryError, runJob, type JobContext } from './run-job.ts';
 import { countJob } from './counts.ts';
+import { leaseTime, retryBackoffMs } from './timing.ts';
 import { providerOf, type MediaProviders, type ResumePolicy } from '../providers/media-types.ts';
 
 export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
@@ -28,26 +30,15 @@ export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
   remoteConcurrency?: number;
   leaseMs: number;
   pollMs: number;
-  /** First backoff of a re-queued job in ms; doubles per attempt, at most MAX_BACKOFF_MS. */
+  /** First backoff of a re-queued job in ms; doubles per attempt, at most MAX_BACKOFF_MS (timing.ts). */
   retryBackoffMs: number;
   /** Jobs of one account running at once per lane, unless the account has its own (0: no cap; absent: none). */
   accountCaps?: jobs.AccountCaps;
 }
 
-const MAX_BACKOFF_MS = 60_000;
-
 export interface RunningWorker {
   id: string;
   stop(): Promise<void>;
-}
-
-/**
- * The time this worker's leases are stamped and judged at: the database's
- * clock, since machines' clocks disagree; a clock that every worker shares (a
- * test's manual clock) is used as it is.
- */
-export function leaseTime(clock: Clock): jobs.LeaseTime {
-  return clock.shared ? clock.now().toISOString() : jobs.DATABASE_CLOCK;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -191,11 +182,6 @@ function resumePolicyOf(providers: MediaProviders, task: tasks.TaskRow | undefin
   if (!provider) return 'rerun';
   const scenarios = (JSON.parse(task.request) as { scenarios?: Scenario[] }).scenarios ?? [];
   return provider.resumeFor?.({ scenarios }) ?? provider.resume;
-}
-
-/** The backoff before the next claim of a job claimed `attempts` times so far. */
-export function retryBackoffMs(attempts: number, baseMs: number): number {
-  return Math.min(MAX_BACKOFF_MS, baseMs * 2 ** Math.max(0, attempts - 1));
 }
 
 /**

@@ -37,8 +37,8 @@ describe('borrowed internals', () => {
     }
   });
 
-  it('when knex is used past its API (server/storage/knex-adapter.ts), then what the adapter relies on is there', async () => {
-    const check = tripwire('knex', 'server/storage/knex-adapter.ts');
+  it('when knex is used past its API (server/storage/engine/knex-adapter.ts), then what the adapter relies on is there', async () => {
+    const check = tripwire('knex', 'server/storage/engine/knex-adapter.ts');
     check(typeof (SqliteDialect as unknown as { prototype: { queryCompiler?: unknown } }).prototype.queryCompiler === 'function', 'the SQLite dialect class (knex/lib/dialects/sqlite3) with a queryCompiler method');
     const db = knex({ client: SqliteDialect as unknown as typeof Knex.Client, connection: { filename: ':memory:' }, useNullAsDefault: true });
     try {

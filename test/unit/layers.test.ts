@@ -1,38 +1,29 @@
 /**
  * The layering rule: routes → domain → storage, with the
- * worker an entry point beside the routes. Read off the sources' imports, so a
- * change that breaks a rule fails here naming the file and the import, not in a
- * review months later. Type-only imports are not dependencies at run time and
- * are allowed (a route may name `Db`).
+ * worker an entry point beside the routes; http/ (the middleware the wiring
+ * builds the app from) below the routers; providers below the domain, reaching
+ * files only through the tools they are given; config.ts below everything that
+ * reads it. Read off the sources' imports, so a change that breaks a rule fails
+ * here naming the file and the import, not in a review months later. Type-only
+ * imports are not dependencies at run time and are allowed (a route may name
+ * `Db`), except where a rule says otherwise.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
-
-const SERVER = path.resolve(import.meta.dirname, '../../server');
-
-/** Every .ts file under `dir` (relative to server/). */
-function sources(dir: string): string[] {
-  return (fs.readdirSync(path.join(SERVER, dir), { recursive: true }) as string[]).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')).map((f) => path.join(dir, f));
-}
-
-/** The modules `file` imports at run time, as paths relative to server/ (packages as written). */
-function runtimeImports(file: string): string[] {
-  const text = fs.readFileSync(path.join(SERVER, file), 'utf8');
-  const found: string[] = [];
-  for (const m of text.matchAll(/^(?:import|export)\s+(type\s+)?(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]/gm)) {
-    if (m[1]) continue;
-    const spec = m[2]!;
-    found.push(spec.startsWith('.') ? path.relative(SERVER, path.resolve(path.dirname(path.join(SERVER, file)), spec)) : spec);
-  }
-  return found;
-}
+import { importsOf, runtimeImports, sources } from '../helpers/imports.ts';
 
 /** The imports of files under `dir` that `allowed` refuses, as "file → import". */
 function violations(dir: string, allowed: (imported: string, file: string) => boolean): string[] {
   return sources(dir).flatMap((file) => runtimeImports(file).filter((i) => !allowed(i, file)).map((i) => `${file} → ${i}`));
 }
+
+/** Like `violations`, type-only imports included, for `files` (relative to server/). */
+function anyViolations(files: string[], allowed: (imported: string) => boolean): string[] {
+  return files.flatMap((file) => importsOf(file).filter((i) => !allowed(i.target)).map((i) => `${file} → ${i.target}`));
+}
+
+/** The composition root and the entry points: imported by nothing below them. */
+const ROOT_FILES = /^(app|server|main)\.ts$|^cli\//;
 
 describe('layers', () => {
   it('when the routes are read, then none imports storage (they go through the domain)', () => {
@@ -52,6 +43,18 @@ describe('layers', () => {
     assert.deepEqual(violations('domain', (i) => !/^(routes|http|worker)\//.test(i)), []);
   });
 
+  it('when http/ is read, then it imports no router, no entry point and not the wiring (routers are passed in by app.ts), not even for a type', () => {
+    assert.deepEqual(anyViolations(sources('http'), (i) => !i.startsWith('routes/') && !ROOT_FILES.test(i)), []);
+  });
+
+  it('when a provider is read, then it imports no storage, domain, http, routes or worker code: files come through the tools it is given (types of the domain are allowed)', () => {
+    assert.deepEqual(violations('providers', (i) => !/^(storage|domain|http|routes|worker|cli)\//.test(i) && !ROOT_FILES.test(i) && i !== 'deps.ts'), []);
+  });
+
+  it('when config.ts is read, then it imports nothing of the floors above it (domain, http, routes, storage, providers, worker), not even for a type', () => {
+    assert.deepEqual(anyViolations(['config.ts'], (i) => !/^(domain|http|routes|storage|providers|worker|cli)\//.test(i) && !ROOT_FILES.test(i) && i !== 'deps.ts'), []);
+  });
+
   it('when a migration is read, then it imports no live code (a migration is frozen at its version)', () => {
     const migrations = sources('storage/migrations').filter((f) => /\/\d{3}_[^/]+\.ts$/.test(f));
     assert.ok(migrations.length >= 14, `found ${migrations.length} migrations`);
@@ -65,5 +68,7 @@ describe('layers', () => {
     assert.ok(runtimeImports('worker/worker.ts').includes('storage/jobs.ts'), 'the worker imports the queue');
     assert.ok(runtimeImports('domain/tasks.ts').includes('storage/tasks.ts'), 'the domain imports storage');
     assert.ok(!runtimeImports('http/context.ts').includes('storage/db.ts'), 'a type-only import does not count');
+    assert.ok(importsOf('http/context.ts').some((i) => i.target === 'storage/db.ts' && i.typeOnly), 'but it is read, for the rules that count it');
+    assert.ok(runtimeImports('server.ts').includes('storage/s3-blobs.ts'), 'an import() is read');
   });
 });

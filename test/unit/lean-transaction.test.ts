@@ -1,5 +1,5 @@
 /**
- * inTransaction (server/storage/knex-adapter.ts): knex's transaction life
+ * inTransaction (server/storage/engine/knex-adapter.ts): knex's transaction life
  * cycle and query surface, without knex's per-transaction knex instance, on the
  * database the suite runs on (SQLite, or Postgres under `npm run test:postgres`).
  */
@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { inTransaction, openDb, type Db } from '../../server/storage/db.ts';
-import { execute, executeLater, type Build } from '../../server/storage/compiled.ts';
+import { execute, executeLater, type Build } from '../../server/storage/engine/compiled.ts';
 import { tempDataDir } from '../helpers/server.ts';
 import { dbOptionsFor, dropDatabaseFor } from '../helpers/database.ts';
 

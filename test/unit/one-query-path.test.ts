@@ -1,9 +1,11 @@
 /**
- * One way to query: statements live in server/storage and run
- * through server/storage/query.ts. These tripwires read the sources and fail
- * naming the file and line that goes around it: a storage module reaching the
- * machinery behind query() or awaiting a knex builder of its own, or code
- * outside server/storage importing knex or building queries.
+ * One way to query: statements live in the table modules of server/storage and
+ * run through the query engine, server/storage/engine/, by its one entry point
+ * engine/query.ts. These tripwires read the sources and fail naming the file and
+ * line that goes around it: a table module reaching into the engine past
+ * query.ts or awaiting a knex builder of its own, the engine reaching up into a
+ * table module, or code outside server/storage importing knex or building
+ * queries.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,9 +15,14 @@ import path from 'node:path';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SERVER = path.join(ROOT, 'server');
 
-/** What stands behind query(), and the wiring that opens connections: the only files that may use it. */
-const MACHINERY = new Set(['query.ts', 'compiled.ts', 'reads.ts', 'statement-cache.ts', 'pg-deferred.ts', 'knex-adapter.ts', 'db.ts', 'checkpoint.ts', 'sqlite-connection.ts']);
-const BEHIND_QUERY = /from '\.\/(compiled|reads|statement-cache|pg-deferred|knex-adapter)\.ts'/;
+/** The query engine: what stands behind query() and the connections it runs on. */
+const ENGINE = path.join('server', 'storage', 'engine') + path.sep;
+/** The wiring that opens the database (engine and connections): the one module beside the engine that may use its insides. */
+const WIRING = path.join('server', 'storage', 'db.ts');
+/** An import of an engine file other than its entry point, query.ts. */
+const BEHIND_QUERY = /from '\.\/engine\/(?!query\.ts')[^']+'/;
+/** An import, from inside the engine, of a storage module outside it (outages.ts, the store-failure vocabulary it shares with the blob store, is no table module). */
+const OUT_OF_ENGINE = /from '\.\.\/(?!outages\.ts')[^']+'/;
 /** A knex builder or raw statement awaited as it is (`await db('tasks')…`, `await trx.raw(…)`). */
 const AWAITED_BUILDER = /await\s+(?:db|trx|tx|conn|c|knex)\s*(?:<[^>]*>)?\(|await\s+\w+\.raw\(/;
 /** A knex import, a query started on a table (`db('tasks')`), or raw SQL (`db.raw('…')`). */
@@ -40,11 +47,17 @@ function offending(file: string, pattern: RegExp): string[] {
 
 describe('one way to query', () => {
   const storage = sources(path.join(SERVER, 'storage')).filter((f) => !f.includes('/migrations/'));
-  const modules = storage.filter((f) => !MACHINERY.has(path.basename(f)));
+  const engine = storage.filter((f) => f.startsWith(ENGINE));
+  const modules = storage.filter((f) => !f.startsWith(ENGINE) && f !== WIRING);
 
-  it('when a storage module is not the machinery, then it imports nothing that stands behind query()', () => {
+  it('when a storage module is not the engine, then it imports nothing of the engine but query.ts', () => {
     assert.ok(modules.some((f) => f.endsWith('tasks.ts')), 'the scan finds the storage modules');
-    assert.deepEqual(modules.flatMap((f) => offending(f, BEHIND_QUERY)), [], 'go through server/storage/query.ts');
+    assert.deepEqual(modules.flatMap((f) => offending(f, BEHIND_QUERY)), [], 'go through server/storage/engine/query.ts');
+  });
+
+  it('when the engine is read, then it imports no storage module outside its folder (the table modules stand on it, not under it)', () => {
+    assert.ok(engine.some((f) => f.endsWith('compiled.ts')) && engine.some((f) => f.endsWith('query.ts')), 'the scan finds the engine');
+    assert.deepEqual(engine.flatMap((f) => offending(f, OUT_OF_ENGINE)), []);
   });
 
   it('when a storage module runs a statement, then it runs it through query(), never by awaiting a knex builder', () => {
@@ -58,7 +71,10 @@ describe('one way to query', () => {
   });
 
   it('when the patterns meet what they must catch, then they catch it (the tripwire itself works)', () => {
-    assert.match("import { execute } from './compiled.ts';", BEHIND_QUERY);
+    assert.match("import { execute } from './engine/compiled.ts';", BEHIND_QUERY);
+    assert.doesNotMatch("import { query, statement } from './engine/query.ts';", BEHIND_QUERY);
+    assert.match("import { isSqlite } from '../db.ts';", OUT_OF_ENGINE);
+    assert.doesNotMatch("import { countStoreError } from '../outages.ts';", OUT_OF_ENGINE);
     assert.match("  const row = await db('tasks').where({ id }).first();", AWAITED_BUILDER);
     assert.match("  await trx.raw('select 1');", AWAITED_BUILDER);
     assert.doesNotMatch("  const row = await query(db, taskById, [id]);", AWAITED_BUILDER);

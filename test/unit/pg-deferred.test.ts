@@ -1,5 +1,5 @@
 /**
- * The Postgres connection wrapper of server/storage/pg-deferred.ts against a
+ * The Postgres connection wrapper of server/storage/engine/pg-deferred.ts against a
  * recording stand-in for node-postgres's Client: what goes to the server in
  * which round trip (the BEGIN held for the first statement, waiting writes with
  * the COMMIT, the hold last), and what a failure leaves behind. The same
@@ -8,7 +8,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { deferringPg, pgLiteral } from '../../server/storage/pg-deferred.ts';
+import { deferringPg, pgLiteral } from '../../server/storage/engine/pg-deferred.ts';
 
 type Callback = (error: Error | null, result?: unknown) => void;
 

@@ -15,7 +15,7 @@ import { categoriesOf } from '../../server/providers/moderation/local.ts';
 import { inDictionary, words } from '../../server/providers/moderation/normalize.ts';
 import { stopWordDetector } from '../../server/providers/moderation/language.ts';
 import { decide, moderationEndpoint } from '../../server/providers/moderation/openai.ts';
-import { inRange, parseAddress, parseRange } from '../../server/domain/policy/addresses.ts';
+import { inRange, parseAddress, parseRange } from '../../server/addresses.ts';
 import { loadRegions, parseRegions, regionOf } from '../../server/domain/policy/regions.ts';
 import { policyColumns } from '../../server/domain/policy/settings.ts';
 import { loadConfig } from '../../server/config.ts';

@@ -1,5 +1,5 @@
 /**
- * server/storage/query.ts, the one way storage queries: each
+ * server/storage/engine/query.ts, the one way storage queries: each
  * kind gives the same answers outside and inside a transaction, on SQLite and on
  * Postgres (TEST_DATABASE_URL), and a name that gives two SQL texts, or a
  * parameter not bound as a value, is refused under the test runner.
@@ -7,7 +7,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { inTransaction } from '../../server/storage/db.ts';
-import { query, statement } from '../../server/storage/query.ts';
+import { query, statement } from '../../server/storage/engine/query.ts';
 import { openTestDb, type TestDb } from '../helpers/db.ts';
 
 describe('query()', () => {

@@ -1,5 +1,5 @@
 /**
- * Reads by key (storage/reads.ts `readByKey`): on SQLite's read connections the
+ * Reads by key (storage/engine/reads.ts `readByKey`): on SQLite's read connections the
  * reads of one plan asked for in one round of the event loop go out as one
  * statement, and each still gets exactly its own rows; elsewhere (Postgres, a
  * transaction) each reads alone through knex, with the same rows.
@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Knex } from 'knex';
 import { inTransaction, isSqlite, onStatement } from '../../server/storage/db.ts';
-import { KEY_COLUMN, readByKey } from '../../server/storage/reads.ts';
+import { KEY_COLUMN, readByKey } from '../../server/storage/engine/reads.ts';
 import { openTestDb, type TestDb } from '../helpers/db.ts';
 
 describe('reads by key', () => {

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { readBase64Field } from '../../server/providers/remote/body.ts';
 import { addressAllowed, fetchAllowOf } from '../../server/providers/remote/public-fetch.ts';
-import { parseAddress } from '../../server/domain/policy/addresses.ts';
+import { parseAddress } from '../../server/addresses.ts';
 import { scrubSecrets } from '../../server/providers/redact.ts';
 import { SseEventTooLarge, sseData } from '../../server/providers/text/sse-reader.ts';
 import { loadConfig } from '../../server/config.ts';

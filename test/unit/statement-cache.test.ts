@@ -1,5 +1,5 @@
 /**
- * The writing connection's prepared statements (storage/statement-cache.ts):
+ * The writing connection's prepared statements (storage/engine/statement-cache.ts):
  * the same answers as node-sqlite3's one-shot calls, errors reach their caller,
  * a failed statement never keeps the connection's snapshot, and the connection
  * closes with statements still prepared.
@@ -11,8 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import sqlite3 from 'sqlite3';
 import fc from 'fast-check';
-import { cacheStatements } from '../../server/storage/statement-cache.ts';
-import { sqliteLiteral } from '../../server/storage/compiled.ts';
+import { cacheStatements } from '../../server/storage/engine/statement-cache.ts';
+import { sqliteLiteral } from '../../server/storage/engine/compiled.ts';
 
 type Result = { error: Error | null; rows?: unknown; lastID?: number; changes?: number };
 

@@ -96,6 +96,7 @@ function tools(records: Map<number, RemoteCallRecord>): MediaTools {
     ffmpegPath: '',
     ffprobePath: '',
     assetFile: async () => '',
+    blobFile: async () => undefined,
     tempFile: async () => '',
     warn: () => {},
     stopping: () => false,

@@ -10,7 +10,7 @@
  */
 import { ApiError } from '../../errors.ts';
 import type { AccountPolicyColumns } from '../../storage/accounts.ts';
-import { inRange, parseAddress, parseRange, type Address, type Range } from './addresses.ts';
+import { inRange, parseAddress, parseRange, type Address, type Range } from '../../addresses.ts';
 import type { RegionMap } from './regions.ts';
 import { listOf } from './settings.ts';
 

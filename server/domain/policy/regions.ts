@@ -12,7 +12,7 @@
  * specific range wins. A bad line stops the start with its line number.
  */
 import fs from 'node:fs';
-import { parseAddress, parseRange, prefixKey, type Address } from './addresses.ts';
+import { parseAddress, parseRange, prefixKey, type Address } from '../../addresses.ts';
 
 const REGION = /^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/;
 

@@ -5,7 +5,7 @@
  */
 import type { AccountPolicyColumns } from '../../storage/accounts.ts';
 import { CONTENT_PREFERENCES, type ContentPreference } from '../../providers/moderation/types.ts';
-import { formatRange, parseRange } from './addresses.ts';
+import { formatRange, parseRange } from '../../addresses.ts';
 import { regionCode } from './regions.ts';
 
 /** A policy setting the operator gave is not valid (the admin CLI prints it and exits 2). */

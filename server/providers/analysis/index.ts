@@ -10,6 +10,7 @@ import type { AnalysisProvider } from './types.ts';
 
 export * from './types.ts';
 
-export function createAnalysisProvider(config: Pick<Config, 'ffmpegPath' | 'dataDir'>): AnalysisProvider {
-  return new LocalAnalysisProvider({ ffmpegPath: config.ffmpegPath, dataDir: config.dataDir });
+/** `tempFile` gives a fresh temp file path (the composition root passes DATA_DIR's): providers reach files only through what they are given. */
+export function createAnalysisProvider(config: Pick<Config, 'ffmpegPath'>, tempFile: (suffix: string) => Promise<string>): AnalysisProvider {
+  return new LocalAnalysisProvider({ ffmpegPath: config.ffmpegPath, tempFile });
 }

@@ -15,7 +15,6 @@
  * 262,144-token reservation.
  */
 import { countTokens } from '../../tokens.ts';
-import { tempPath } from '../../storage/blobs.ts';
 import { ToolError } from '../../media/run.ts';
 import { decodeVideo, type Decoded } from './decode.ts';
 import { brightnessWord, dominantColours, motionLevel, type ColourName } from './measures.ts';
@@ -145,8 +144,8 @@ export function composeExtraction(m: Measured, prompt: string) {
 
 export interface LocalAnalyzerOptions {
   ffmpegPath: string;
-  /** DATA_DIR: sampled frames are written under its tmp/ while decoding. */
-  dataDir: string;
+  /** A fresh temp file path (under DATA_DIR/tmp): sampled frames are written there while decoding. */
+  tempFile(suffix: string): Promise<string>;
   /** Analyses decoding at once (default 2); more wait their turn, so a burst cannot start an ffmpeg per request. */
   concurrency?: number;
 }
@@ -176,7 +175,7 @@ export class LocalAnalysisProvider implements AnalysisProvider {
     try {
       decoded = await decodeVideo(video.file, {
         ffmpegPath: this.options.ffmpegPath,
-        tempFile: await tempPath(this.options.dataDir, '.rgb'),
+        tempFile: await this.options.tempFile('.rgb'),
         durationSeconds: video.durationSeconds,
         width: video.width,
         height: video.height,

@@ -13,7 +13,6 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import ESpeakNg from 'espeak-ng';
 import { decodePcm } from '../../media/pcm.ts';
-import { localBlob } from '../../storage/blobs.ts';
 import { MediaGenerationError, type MediaTools, type SpeechJobRequest, type SpeechVoice } from '../media-types.ts';
 import { rng, seedOf } from '../random.ts';
 import { medianPitchHz } from './analysis.ts';
@@ -152,7 +151,7 @@ export function prosodyMarkup(text: string, temperature: number, seed: number, p
 /** The uploaded reference's median pitch, measured when the stored traits lack it. */
 async function referencePitch(voice: SpeechVoice, tools: MediaTools): Promise<number | null> {
   if (voice.source !== 'upload' || typeof voice.traits.medianPitchHz === 'number' || !voice.blobSha256) return null;
-  const local = await localBlob(tools.dataDir, voice.blobSha256).catch(() => undefined);
+  const local = await tools.blobFile(voice.blobSha256).catch(() => undefined);
   const pcm = local ? await decodePcm(tools.ffmpegPath, local.path, { sampleRate: 8000, maxSeconds: 60 }).catch(() => undefined).finally(() => local.release()) : undefined;
   if (!pcm) throw new MediaGenerationError('INVALID_REFERENCE', 'The reference recording of this voice could not be read.');
   return medianPitchHz(pcm);

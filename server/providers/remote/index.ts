@@ -10,7 +10,7 @@
  */
 import type { Config } from '../../config.ts';
 import type { Catalog, CatalogModel } from '../../domain/catalog.ts';
-import type { JobRequests, MediaKind, MediaProvider } from '../media-types.ts';
+import type { MediaKind, MediaProvider } from '../media-types.ts';
 import type { RemoteProviderDescriptor } from './descriptor.ts';
 import { openAiImages } from './openai-images.ts';
 import { openAiSpeech } from './openai-speech.ts';
@@ -28,12 +28,6 @@ export const PROVIDER_NAMES: readonly string[] = ['local', ...REMOTE_PROVIDERS.m
 export interface RemoteMedia {
   /** The remote provider of each model that has one. */
   byModel: Record<string, MediaProvider>;
-  /** What a model's upstream cannot do for a prepared request (a 422 at submission), if anything. */
-  problem(model: string, kind: MediaKind, request: JobRequests[MediaKind]): string | undefined;
-  /** Which worker lane runs the model's jobs. */
-  laneOf(model: string): 'local' | 'remote';
-  /** The catalog voice IDs a remote speech model can speak with (SPEECH_UPSTREAM_VOICES); undefined: not restricted here. */
-  voicesOf(model: string): readonly string[] | undefined;
 }
 
 /**
@@ -97,14 +91,5 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
     checkModel(descriptor, model, where);
     byModel[model.id] = descriptor.create(model, { config, catalog, common, where });
   }
-  return {
-    byModel,
-    laneOf: (model) => (byModel[model]?.lane === 'remote' ? 'remote' : 'local'),
-    voicesOf: (model) => byModel[model]?.voices?.(model),
-    // The provider's own submission check: no provider is named here.
-    problem: (model, kind, request) => {
-      const provider = byModel[model];
-      return provider && provider.requestProblem?.(model, request as never);
-    },
-  };
+  return { byModel };
 }

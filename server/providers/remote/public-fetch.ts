@@ -19,7 +19,7 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { Readable } from 'node:stream';
 import ipaddr from 'ipaddr.js';
-import { inRange, parseAddress, parseRange, type Address, type Range } from '../../domain/policy/addresses.ts';
+import { inRange, parseAddress, parseRange, type Address, type Range } from '../../addresses.ts';
 
 const MAX_REDIRECTS = 3;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);

@@ -1,5 +1,6 @@
 /**
- * IP addresses and CIDR ranges for the network and region policies, on
+ * IP addresses and CIDR ranges for the network and region policies, the
+ * configuration's address lists and the remote fetcher's public-address check, on
  * ipaddr.js (the parser Express's proxy-addr uses). IPv4-mapped IPv6 addresses
  * (`::ffff:192.0.2.1`, what a dual-stack socket reports) count as the IPv4
  * address they carry, for addresses and for ranges alike. Pure functions.

@@ -1,4 +1,15 @@
 /**
+ * The query engine (this folder, server/storage/engine/): how a statement is
+ * compiled, kept prepared, gathered, deferred and run on SQLite and on
+ * Postgres, and the connections it runs on (reads.ts, checkpoint.ts,
+ * sqlite-connection.ts, knex-adapter.ts). The table modules of server/storage
+ * use this file only: `statement`, `query`, `insertRow`, the row helpers
+ * (`rowOf`, `rowParams`, `columnsOf`) and the types `Conn`, `Value`, `Row`.
+ * The rest of the folder is imported by this file and by the wiring that opens
+ * the database (../db.ts), never by a table module; nothing here imports a
+ * table module (of storage outside the folder only outages.ts, the store-failure
+ * counts; test/unit/one-query-path.test.ts holds both rules).
+ *
  * The one way storage queries the database. Every statement
  * is a knex builder written once, with a name and a kind, and run with
  * `query(conn, statement, params)`; what prepares, caches, gathers and defers
@@ -57,7 +68,7 @@
 import type { Knex } from 'knex';
 import { asResult, compile, execute, executeLater, rowOf, rowParams, type Build, type Executed, type Row, type Value } from './compiled.ts';
 import { KEY_COLUMN, readByKey, readRows } from './reads.ts';
-import { countStoreError, isDatabaseFailure } from './outages.ts';
+import { countStoreError, isDatabaseFailure } from '../outages.ts';
 
 export type { Row, Value };
 export { rowOf, rowParams };
