@@ -426,27 +426,33 @@ export class Vocabulary {
     if (word.length < 3 || word.length > this.longest || !/^\p{L}+$/u.test(word)) return word;
     // The likeliest typo wins; a tie between two policy words corrects nothing.
     // The word itself, then (five letters or more) each one-letter deletion of it: the keys of `deletions`.
-    const ranked = new Map<string, number>();
     const deletable = word.length < 5 ? 0 : word.length;
     work.steps += word.length * (deletable + 1);
     // A deletion at k is a key only if the letters before k begin a key and those after k end
     // one: most words (and every random run of letters) leave no k to try, and no copy to make.
-    let lead = 0;
-    for (let node = this.deletionStarts.get(word[0]!); node !== undefined && lead < word.length; node = node.get(word[lead]!)) lead++;
-    let tail = 0;
-    for (let node = this.deletionEnds.get(word[word.length - 1]!); node !== undefined && tail < word.length; node = node.get(word[word.length - 1 - tail]!)) tail++;
-    const from = Math.max(0, word.length - 1 - tail);
-    const to = Math.min(deletable - 1, lead);
+    // A word of four letters or fewer has no deletion to try: the walks are not made for it.
+    let from = 0;
+    let to = -1;
+    if (deletable > 0) {
+      let lead = 0;
+      for (let node = this.deletionStarts.get(word[0]!); node !== undefined && lead < word.length; node = node.get(word[lead]!)) lead++;
+      let tail = 0;
+      for (let node = this.deletionEnds.get(word[word.length - 1]!); node !== undefined && tail < word.length; node = node.get(word[word.length - 1 - tail]!)) tail++;
+      from = Math.max(0, word.length - 1 - tail);
+      to = Math.min(deletable - 1, lead);
+    }
+    // Made only when a candidate is found (most words have none).
+    let ranked: Map<string, number> | undefined;
     for (let k = -1; k <= to; k = k < 0 ? from : k + 1) {
       const candidates = this.deletions.get(k < 0 ? word : word.slice(0, k) + word.slice(k + 1));
       if (candidates === undefined) continue;
       for (const c of candidates) {
         const rank = oneEdit(word, c);
         // Short words: only a letter left out ("bom" for "bomb").
-        if (rank !== undefined && (word.length >= 5 || c.length === word.length + 1)) ranked.set(c, rank);
+        if (rank !== undefined && (word.length >= 5 || c.length === word.length + 1)) (ranked ??= new Map()).set(c, rank);
       }
     }
-    if (ranked.size === 0) return word;
+    if (ranked === undefined) return word;
     const best = Math.min(...ranked.values());
     const winners = [...ranked].filter(([, rank]) => rank === best);
     return winners.length === 1 ? winners[0]![0] : word;
@@ -604,7 +610,10 @@ const SPELT_WITH_SYMBOLS = /['|/\\]/;
 function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   let possessive = false;
   let body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
-  const owner = /^(.*[\p{L}\p{N}])'(s?)$/u.exec(body);
+  // Only a body ending in ' or 's can be a possessive: the expression is not run over a long
+  // chunk that ends otherwise (it walks the whole of it back from the end).
+  const end = body.charCodeAt(body.length - 1);
+  const owner = end === 39 || (end === 115 && body.charCodeAt(body.length - 2) === 39) ? /^(.*[\p{L}\p{N}])'(s?)$/u.exec(body) : null;
   if (owner) {
     if (owner[2] === 's' && CONTRACTED.has(owner[1]!)) body = owner[1]! + 's';
     else {
