@@ -2,8 +2,9 @@
  * The embedded policy's reading takes shortcuts for speed (normalize.ts); each
  * must give what the longer way gives, so that no decision moves with them:
  * two words run together are found without the table of every split, a word is
- * known not to inflect a policy word from its first two letters, and the
- * dictionary's filter never turns a word away.
+ * known not to inflect a policy word from its first two letters, the
+ * dictionary's filter never turns a word away, and a chunk is trimmed and cut
+ * into pieces by code point as the expressions it replaces did.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,7 +13,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import wordListPath from 'word-list';
 import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
-import { inDictionary, squeeze, stemOf } from '../../server/providers/moderation/normalize.ts';
+import { bodyPieces, inDictionary, squeeze, stemOf, trimChunk } from '../../server/providers/moderation/normalize.ts';
 
 const policy = loadModerationPolicy(path.join(import.meta.dirname, '../../server/catalog/moderation.yaml'));
 const vocabulary = policy.vocabulary;
@@ -64,6 +65,20 @@ describe('moderation reading shortcuts', () => {
         assert.equal(squeeze(word), word.replace(/(.)\1+/gu, '$1'));
       }),
       { numRuns: 3000 },
+    );
+  });
+
+  it('when a chunk is trimmed and cut into pieces by code point, then the pieces are those of the expressions', () => {
+    // Letters, digits, leetspeak symbols, apostrophes, punctuation, look-alikes, marks, astral letters and lone surrogates.
+    const unit = fc.constantFrom('a', 'Z', '7', '$', '@', '|', '!', '€', '+', "'", '-', '.', '—', '_', 'é', 'ｋ', '\u0301', 'ß', '\ud835\udc1a', '\ud83d\ude00', '\ud835', '\udc1a', '\u200b', '٣', 'ж');
+    fc.assert(
+      fc.property(fc.string({ unit, maxLength: 24 }), (chunk) => {
+        const body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
+        assert.equal(trimChunk(chunk), body, JSON.stringify(chunk));
+        assert.deepEqual([...bodyPieces(body)], body.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean), JSON.stringify(body));
+        assert.deepEqual([...bodyPieces(chunk)], chunk.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean), JSON.stringify(chunk));
+      }),
+      { numRuns: 20000 },
     );
   });
 });

@@ -606,10 +606,67 @@ const LEETISH = /[0-9$@|!€+]/;
 /** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
 const SPELT_WITH_SYMBOLS = /['|/\\]/;
 
+/** Per BMP code point, whether ALNUM holds it: 1 yes, 2 no, 0 not yet asked (a text repeats its few odd characters). */
+const BMP_ALNUM = new Uint8Array(0x10000);
+
+/** Whether a code point is a letter or a number (`[\p{L}\p{N}]`): ASCII by its code, the rest asked of ALNUM once. */
+function letterOrNumber(code: number): boolean {
+  if (code < 0x80) return ((code | 0x20) >= 97 && (code | 0x20) <= 122) || (code >= 48 && code <= 57);
+  if (code > 0xffff) return ALNUM.test(String.fromCodePoint(code));
+  let known = BMP_ALNUM[code]!;
+  if (known === 0) BMP_ALNUM[code] = known = ALNUM.test(String.fromCharCode(code)) ? 1 : 2;
+  return known === 1;
+}
+
+/** A letter, a number or a symbol leetspeak reads (`[\p{L}\p{N}$@|!€+]`): what a chunk's pieces are made of. */
+function pieceCharacter(code: number): boolean {
+  return code === 36 || code === 64 || code === 124 || code === 33 || code === 0x20ac || code === 43 || letterOrNumber(code);
+}
+
+/**
+ * A chunk without what leads up to its first piece character and what follows its last letter,
+ * number or apostrophe: `chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '')`, by code
+ * point, without the expression's try of its end at every position of a long chunk.
+ */
+export function trimChunk(chunk: string): string {
+  let start = 0;
+  while (start < chunk.length) {
+    const code = chunk.codePointAt(start)!;
+    if (pieceCharacter(code)) break;
+    start += code > 0xffff ? 2 : 1;
+  }
+  let end = chunk.length;
+  while (end > start) {
+    const low = chunk.charCodeAt(end - 1);
+    const pair = end - 2 >= start && low >= 0xdc00 && low <= 0xdfff && (chunk.charCodeAt(end - 2) & 0xfc00) === 0xd800;
+    const code = pair ? chunk.codePointAt(end - 2)! : low;
+    if (code === 39 || letterOrNumber(code)) break;
+    end -= pair ? 2 : 1;
+  }
+  return start === 0 && end === chunk.length ? chunk : chunk.slice(start, end);
+}
+
+/** The runs of piece characters of a body (`body.split(/[^\p{L}\p{N}$@|!€+]+/u)` without its empty ends), in order. */
+export function* bodyPieces(body: string): Generator<string> {
+  let start = -1;
+  for (let at = 0; at < body.length; ) {
+    const code = body.codePointAt(at)!;
+    const next = at + (code > 0xffff ? 2 : 1);
+    if (pieceCharacter(code)) {
+      if (start < 0) start = at;
+    } else if (start >= 0) {
+      yield body.slice(start, at);
+      start = -1;
+    }
+    at = next;
+  }
+  if (start >= 0) yield body.slice(start);
+}
+
 /** The pieces of one whitespace-free chunk that is not a plain word: leetspeak undone, split at punctuation, pieces that form a known word merged. */
 function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   let possessive = false;
-  let body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
+  let body = trimChunk(chunk);
   // Only a body ending in ' or 's can be a possessive: the expression is not run over a long
   // chunk that ends otherwise (it walks the whole of it back from the end).
   const end = body.charCodeAt(body.length - 1);
@@ -624,8 +681,7 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   if (SPELT_WITH_SYMBOLS.test(body)) body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
   // Only a part holding a digit or a symbol can read as other letters (and split at a symbol).
   const parts: string[] = [];
-  for (const p of body.split(/[^\p{L}\p{N}$@|!€+]+/u)) {
-    if (!p) continue;
+  for (const p of bodyPieces(body)) {
     if (!LEETISH.test(p)) parts.push(p);
     else for (const q of vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u)) if (q) parts.push(q);
   }
