@@ -149,6 +149,11 @@ function addPath(trie: PrefixNode, word: Iterable<string>): void {
 /** A word's Porter stem; words of three letters or fewer are their own stem ("ied" is not "i"). */
 export function stemOf(word: string): string {
   if (word.length <= 3) return word;
+  // Every rule of Porter's (and the -ize rule below) rewrites an ending that closes with one of
+  // "sdgylirnmectu": a word ending in another letter is its own stem, lower-cased, without the
+  // stemmer or the cache (half of the ever-new words of hostile text).
+  const last = word.charCodeAt(word.length - 1) - 97;
+  if (last >= 0 && last < 26 && OWN_STEM_ENDINGS[last] === 1) return word.toLowerCase();
   if (word.length > MAX_REMEMBERED_CHARS) return porterStem(word);
   let stem = stems.get(word);
   if (stem === undefined) {
@@ -175,7 +180,11 @@ const MAX_REMEMBERED_CHARS = 64;
 /** Stems already worked out: prompts and the merge of split words ask for the same ones again. */
 const stems = new Map<string, string>();
 
-function porterStem(word: string): string {
+/** By letter (a = 0): 1 for the last letters no suffix rule of porterStem ends with (a b f h j k o p q v w x z). */
+const OWN_STEM_ENDINGS = Uint8Array.from('abcdefghijklmnopqrstuvwxyz', (c) => ('abfhjkopqvwxz'.includes(c) ? 1 : 0));
+
+/** The stem without stemOf's shortcut or cache (exported for the test that holds the shortcut to it). */
+export function porterStem(word: string): string {
   // Porter reads "weaponize" as "weapon": keep the verb apart (and -ise as -ize).
   const verb = /^(.{3,}?)i[sz](?:e|ed|es|ing|ation|ations|er|ers)$/u.exec(word);
   if (verb) return `${verb[1]}iz`;
