@@ -136,13 +136,58 @@ const MERGE_INFLECTION = 6;
 
 type PrefixNode = Map<string, PrefixNode>;
 
-/** Adds the letters of `word` to a trie. */
-function addPath(trie: PrefixNode, word: Iterable<string>): void {
-  let node = trie;
-  for (const c of word) {
-    let next = node.get(c);
-    if (next === undefined) node.set(c, (next = new Map()));
-    node = next;
+/**
+ * A trie of letters: built as maps of maps, then packed into arrays (each node's children's keys
+ * and nodes side by side, the root's ASCII children in a table), since a walk by the maps hashed a
+ * one-letter string per step, thousands of times per hostile text. Nodes are numbers, the root 0,
+ * none -1. A key is what was added, a UTF-16 code unit or (added by code point) a whole code point
+ * past the BMP, which no code unit walked matches: the maps' string keys compared the same way.
+ */
+class LetterTrie {
+  private building: PrefixNode | undefined = new Map();
+  /** A node's children are the edges from first[node] to first[node + 1]. */
+  private first = new Int32Array(1);
+  private keys = new Int32Array(0);
+  private nodes = new Int32Array(0);
+  private readonly rootAscii = new Int32Array(128).fill(-1);
+
+  /** Adds the letters of `word` (strings of one code unit, or one code point). */
+  add(word: Iterable<string>): void {
+    if (this.building === undefined) throw new Error('a packed trie takes no more words');
+    let node = this.building;
+    for (const c of word) {
+      let next = node.get(c);
+      if (next === undefined) node.set(c, (next = new Map()));
+      node = next;
+    }
+  }
+
+  /** Packs the maps into the arrays, in breadth-first order; no word is added after. */
+  pack(): void {
+    const order: PrefixNode[] = [this.building ?? new Map()];
+    for (let n = 0; n < order.length; n++) for (const child of order[n]!.values()) order.push(child);
+    const ids = new Map(order.map((node, id) => [node, id]));
+    this.first = new Int32Array(order.length + 1);
+    this.keys = new Int32Array(order.length - 1);
+    this.nodes = new Int32Array(order.length - 1);
+    let edge = 0;
+    order.forEach((node, id) => {
+      this.first[id] = edge;
+      for (const [c, child] of node) {
+        this.keys[edge] = c.codePointAt(0)!;
+        this.nodes[edge++] = ids.get(child)!;
+        if (id === 0 && c.length === 1 && c.charCodeAt(0) < 128) this.rootAscii[c.charCodeAt(0)] = ids.get(child)!;
+      }
+    });
+    this.first[order.length] = edge;
+    this.building = undefined;
+  }
+
+  /** The child of `node` by the code unit `unit` (NaN past a string's end finds none); -1 when there is none. */
+  child(node: number, unit: number): number {
+    if (node === 0 && unit < 128) return this.rootAscii[unit]!;
+    for (let e = this.first[node]!, end = this.first[node + 1]!; e < end; e++) if (this.keys[e] === unit) return this.nodes[e]!;
+    return -1;
   }
 }
 
@@ -273,12 +318,13 @@ export class Vocabulary {
   /** Policy words of 5+ letters by each one-letter deletion of them (and themselves), for spelling correction. */
   private readonly deletions = new Map<string, string[]>();
   /** The keys of `deletions` as a trie of letters, and their reversals: which deletions of a word can be keys. */
-  private readonly deletionStarts: PrefixNode = new Map();
-  private readonly deletionEnds: PrefixNode = new Map();
+  private readonly deletionStarts = new LetterTrie();
+  private readonly deletionEnds = new LetterTrie();
 
   constructor(policyWords: Iterable<string>) {
     for (const w of COMMON.split(/\s+/)) if (w) this.add(w, false);
     for (const w of policyWords) this.add(w, true);
+    for (const trie of [this.prefixes, this.deletionStarts, this.deletionEnds]) trie.pack();
     // Read the dictionary now (a few hundred ms), at start, not inside the first request.
     inDictionary('');
   }
@@ -290,10 +336,10 @@ export class Vocabulary {
   longest = 0;
 
   /** The prefixes of every word and stem, as a trie of letters. */
-  private readonly prefixes: PrefixNode = new Map();
+  private readonly prefixes = new LetterTrie();
 
   private addPrefixes(word: string): void {
-    addPath(this.prefixes, word);
+    this.prefixes.add(word);
   }
 
   /**
@@ -302,11 +348,11 @@ export class Vocabulary {
    * three letters when not even the first three follow one (a stem keeps a word's first three).
    */
   mergeReach(text: string, from = 0): number {
-    let node: PrefixNode | undefined = this.prefixes;
+    let node = 0;
     let depth = 0;
     for (let at = from; at < text.length; at++) {
-      node = node.get(text[at]!);
-      if (node === undefined) break;
+      node = this.prefixes.child(node, text.charCodeAt(at));
+      if (node < 0) break;
       depth++;
     }
     return depth < 3 ? 3 : depth + MERGE_INFLECTION;
@@ -319,7 +365,7 @@ export class Vocabulary {
    * is walked once as pieces are added, so a start costs the letters of one word at most.
    */
   mergeEnd(parts: readonly string[], i: number): number {
-    let node: PrefixNode | undefined = this.prefixes;
+    let node = 0;
     let depth = 0;
     let length = 0;
     let j = i;
@@ -327,12 +373,12 @@ export class Vocabulary {
       const part = parts[j]!;
       const next = length + part.length;
       if (j > i && next > this.longest) break;
-      for (let k = 0; node !== undefined && k < part.length; k++) {
-        node = node.get(part[k]!);
-        if (node !== undefined) depth++;
+      for (let k = 0; node >= 0 && k < part.length; k++) {
+        node = this.prefixes.child(node, part.charCodeAt(k));
+        if (node >= 0) depth++;
       }
       // Off the path, the reach is fixed: a piece that passes it is not part of the merge.
-      if (node === undefined && j > i && next > (depth < 3 ? 3 : depth + MERGE_INFLECTION)) break;
+      if (node < 0 && j > i && next > (depth < 3 ? 3 : depth + MERGE_INFLECTION)) break;
       length = next;
       j++;
     }
@@ -360,8 +406,8 @@ export class Vocabulary {
         list.push(word);
         this.deletions.set(d, list);
         // By UTF-16 unit, as `correct` walks them.
-        addPath(this.deletionStarts, d.split(''));
-        addPath(this.deletionEnds, d.split('').reverse());
+        this.deletionStarts.add(d.split(''));
+        this.deletionEnds.add(d.split('').reverse());
       }
     }
   }
@@ -444,9 +490,11 @@ export class Vocabulary {
     let to = -1;
     if (deletable > 0) {
       let lead = 0;
-      for (let node = this.deletionStarts.get(word[0]!); node !== undefined && lead < word.length; node = node.get(word[lead]!)) lead++;
+      const starts = this.deletionStarts;
+      for (let node = starts.child(0, word.charCodeAt(0)); node >= 0 && lead < word.length; node = starts.child(node, word.charCodeAt(lead))) lead++;
       let tail = 0;
-      for (let node = this.deletionEnds.get(word[word.length - 1]!); node !== undefined && tail < word.length; node = node.get(word[word.length - 1 - tail]!)) tail++;
+      const ends = this.deletionEnds;
+      for (let node = ends.child(0, word.charCodeAt(word.length - 1)); node >= 0 && tail < word.length; node = ends.child(node, word.charCodeAt(word.length - 1 - tail))) tail++;
       from = Math.max(0, word.length - 1 - tail);
       to = Math.min(deletable - 1, lead);
     }
