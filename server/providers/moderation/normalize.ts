@@ -246,7 +246,7 @@ const ASCII_ONLY = /^[\x00-\x7f]*$/;
 /** What each non-ASCII character (and the backtick) folds to, remembered: a text repeats its few odd characters. */
 const folded = new Map<string, string>();
 
-function foldChar(c: string): string {
+export function foldChar(c: string): string {
   let out = folded.get(c);
   if (out === undefined) {
     out = FOLD.get(c) ?? LOOK_ALIKES.get(c);
@@ -261,16 +261,83 @@ function foldChar(c: string): string {
   return out;
 }
 
+/**
+ * A class of code points (what a one-code-point `u` expression matches), each BMP one asked of
+ * the expression once and kept in a table: a walk of a long text by code point then costs a read
+ * per character, where the expression's global replace paid per match (a zero-width space after
+ * every letter made 13,000 matches in a text). ASCII is never in the classes below but ALNUM's.
+ */
+class CodePoints {
+  private readonly bmp = new Uint8Array(0x10000);
+  constructor(private readonly pattern: RegExp) {}
+
+  has(code: number): boolean {
+    if (code > 0xffff) return this.pattern.test(String.fromCodePoint(code));
+    let known = this.bmp[code]!;
+    if (known === 0) this.bmp[code] = known = this.pattern.test(String.fromCharCode(code)) ? 1 : 2;
+    return known === 1;
+  }
+}
+
+/** Invisible format characters (`\p{Cf}`) and the fillers of INVISIBLE_LETTERS: what fold drops. */
+const DROPPED = new CodePoints(new RegExp(`\\p{Cf}|${INVISIBLE_LETTERS.source.replace(/\+$/, '')}`, 'u'));
+/** Combining marks (`\p{M}`), dropped once a text is decomposed. */
+const MARKS = new CodePoints(/\p{M}/u);
+
+/**
+ * The text without the code points of `dropped` (`text.replace(/[class]+/gu, '')`), walked by code
+ * point as the expression walks it; for a class that holds no ASCII character (ASCII is skipped).
+ */
+export function withoutCodePoints(text: string, dropped: { has(code: number): boolean }): string {
+  let out = '';
+  let copied = 0;
+  for (let at = 0; at < text.length; ) {
+    if (text.charCodeAt(at) < 0x80) {
+      at++;
+      continue;
+    }
+    const code = text.codePointAt(at)!;
+    const next = at + (code > 0xffff ? 2 : 1);
+    if (dropped.has(code)) {
+      out += text.slice(copied, at);
+      copied = next;
+    }
+    at = next;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** Each character past ASCII, and the backtick, folded (`text.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar)`), by code point. */
+export function foldEach(text: string): string {
+  let out = '';
+  let copied = 0;
+  for (let at = 0; at < text.length; ) {
+    const unit = text.charCodeAt(at);
+    if (unit < 0x80 && unit !== 0x60) {
+      at++;
+      continue;
+    }
+    const next = at + (unit >= 0xd800 && unit <= 0xdbff && (text.charCodeAt(at + 1) & 0xfc00) === 0xdc00 ? 2 : 1);
+    const c = text.slice(at, next);
+    const f = foldChar(c);
+    if (f !== c) {
+      out += text.slice(copied, at) + f;
+      copied = next;
+    }
+    at = next;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
 /** NFKC, lower case, no diacritics, no invisible format characters or fillers, look-alike letters folded to Latin. */
 export function fold(text: string): string {
   // Plain ASCII (most prompts) has nothing to normalise, strip or fold but its case and backticks.
   if (ASCII.test(text)) return text.toLowerCase().replace(/`/g, "'");
-  const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '').replace(INVISIBLE_LETTERS, '');
-  // Only characters past ASCII (and the backtick) fold to something else: the rest are copied by the
-  // native replace rather than walked one by one.
-  const out = lower.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar);
+  // Only characters past ASCII can be dropped, and only they (and the backtick) fold to something
+  // else: the walks below skip ASCII at a comparison a character.
+  const out = foldEach(withoutCodePoints(text.normalize('NFKC').toLowerCase(), DROPPED));
   // ASCII has no marks to strip: the decomposition and recomposition would give it back unchanged.
-  return ASCII_ONLY.test(out) ? out : out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
+  return ASCII_ONLY.test(out) ? out : withoutCodePoints(out.normalize('NFD'), MARKS).normalize('NFC');
 }
 
 /** "kiiill" → "kil": repeated letters collapsed, so doubled and stretched spellings compare equal. */
@@ -663,16 +730,13 @@ const LEETISH = /[0-9$@|!€+]/;
 /** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
 const SPELT_WITH_SYMBOLS = /['|/\\]/;
 
-/** Per BMP code point, whether ALNUM holds it: 1 yes, 2 no, 0 not yet asked (a text repeats its few odd characters). */
-const BMP_ALNUM = new Uint8Array(0x10000);
+/** Letters and numbers past ASCII. */
+const LETTERS_AND_NUMBERS = new CodePoints(ALNUM);
 
-/** Whether a code point is a letter or a number (`[\p{L}\p{N}]`): ASCII by its code, the rest asked of ALNUM once. */
+/** Whether a code point is a letter or a number (`[\p{L}\p{N}]`): ASCII by its code, the rest by its class. */
 function letterOrNumber(code: number): boolean {
   if (code < 0x80) return ((code | 0x20) >= 97 && (code | 0x20) <= 122) || (code >= 48 && code <= 57);
-  if (code > 0xffff) return ALNUM.test(String.fromCodePoint(code));
-  let known = BMP_ALNUM[code]!;
-  if (known === 0) BMP_ALNUM[code] = known = ALNUM.test(String.fromCharCode(code)) ? 1 : 2;
-  return known === 1;
+  return LETTERS_AND_NUMBERS.has(code);
 }
 
 /** A letter, a number or a symbol leetspeak reads (`[\p{L}\p{N}$@|!€+]`): what a chunk's pieces are made of. */
