@@ -552,13 +552,15 @@ export class Vocabulary {
     work.steps += word.length * (deletable + 1);
     // A deletion at k is a key only if the letters before k begin a key and those after k end
     // one: most words (and every random run of letters) leave no k to try, and no copy to make.
-    // A word of four letters or fewer has no deletion to try: the walks are not made for it.
+    // The word itself is a key only if all its letters follow the trie (most words are not one,
+    // and the walk is cheaper than asking the map). A word of four letters or fewer has no
+    // deletion to try: the walk from its end is not made for it.
+    let lead = 0;
+    const starts = this.deletionStarts;
+    for (let node = starts.child(0, word.charCodeAt(0)); node >= 0 && lead < word.length; node = starts.child(node, word.charCodeAt(lead))) lead++;
     let from = 0;
     let to = -1;
     if (deletable > 0) {
-      let lead = 0;
-      const starts = this.deletionStarts;
-      for (let node = starts.child(0, word.charCodeAt(0)); node >= 0 && lead < word.length; node = starts.child(node, word.charCodeAt(lead))) lead++;
       let tail = 0;
       const ends = this.deletionEnds;
       for (let node = ends.child(0, word.charCodeAt(word.length - 1)); node >= 0 && tail < word.length; node = ends.child(node, word.charCodeAt(word.length - 1 - tail))) tail++;
@@ -568,6 +570,7 @@ export class Vocabulary {
     // Made only when a candidate is found (most words have none).
     let ranked: Map<string, number> | undefined;
     for (let k = -1; k <= to; k = k < 0 ? from : k + 1) {
+      if (k < 0 && lead < word.length) continue;
       const candidates = this.deletions.get(k < 0 ? word : word.slice(0, k) + word.slice(k + 1));
       if (candidates === undefined) continue;
       for (const c of candidates) {
