@@ -237,6 +237,17 @@ export function porterStem(word: string): string {
   return stem.length < 3 ? word : stem; // "ieds" stays "ieds", not "i"
 }
 
+const LETTERS_ONLY = /^\p{L}+$/u;
+
+/** Whether a word is all letters (`/^\p{L}+$/u`): ASCII letters by their codes, anything else asked of the expression. */
+function lettersOnly(word: string): boolean {
+  for (let k = 0; k < word.length; k++) {
+    const c = word.charCodeAt(k) | 0x20;
+    if (c < 97 || c > 122) return LETTERS_ONLY.test(word);
+  }
+  return word.length > 0;
+}
+
 /** Printable ASCII and whitespace only. */
 const ASCII = /^[\t\n\r\x20-\x7e]*$/;
 
@@ -283,6 +294,19 @@ class CodePoints {
 const DROPPED = new CodePoints(new RegExp(`\\p{Cf}|${INVISIBLE_LETTERS.source.replace(/\+$/, '')}`, 'u'));
 /** Combining marks (`\p{M}`), dropped once a text is decomposed. */
 const MARKS = new CodePoints(/\p{M}/u);
+/** Format characters (`\p{Cf}`) alone, and letters (`\p{L}`): what the language check drops and reads. */
+const FORMAT = new CodePoints(/\p{Cf}/u);
+const LETTERS = new CodePoints(LETTER);
+
+/** The text without format characters (`text.replace(/\p{Cf}+/gu, '')`), by code point. */
+export function withoutFormat(text: string): string {
+  return withoutCodePoints(text, FORMAT);
+}
+
+/** Whether a code point is a letter (`\p{L}`), each BMP one asked of the expression once. */
+export function isLetter(code: number): boolean {
+  return LETTERS.has(code);
+}
 
 /**
  * The text without the code points of `dropped` (`text.replace(/[class]+/gu, '')`), walked by code
@@ -545,7 +569,7 @@ export class Vocabulary {
     if (squeezed !== undefined) return squeezed;
     // Longer than any policy word and an edit: nothing to correct it to (and the one-letter
     // deletions of a 15,000-letter run would be 15,000 copies of it).
-    if (word.length < 3 || word.length > this.longest || !/^\p{L}+$/u.test(word)) return word;
+    if (word.length < 3 || word.length > this.longest || !lettersOnly(word)) return word;
     // The likeliest typo wins; a tie between two policy words corrects nothing.
     // The word itself, then (five letters or more) each one-letter deletion of it: the keys of `deletions`.
     const deletable = word.length < 5 ? 0 : word.length;
@@ -908,7 +932,7 @@ export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
       return;
     }
     if (run.length > 0) flush();
-    if (word.length >= 7 && /^\p{L}+$/u.test(word) && !vocabulary.isWord(word)) {
+    if (word.length >= 7 && lettersOnly(word) && !vocabulary.isWord(word)) {
       // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
       const at = vocabulary.splitInTwo(word);
       if (at !== undefined && at >= 4 && word.length - at >= 4) {
