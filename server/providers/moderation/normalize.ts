@@ -331,6 +331,9 @@ export function withoutCodePoints(text: string, dropped: { has(code: number): bo
   return copied === 0 ? text : out + text.slice(copied);
 }
 
+/** foldChar of each BMP character by its code, null when it is the character itself: no string is made to find that out. */
+const foldedUnits = new Map<number, string | null>();
+
 /** Each character past ASCII, and the backtick, folded (`text.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar)`), by code point. */
 export function foldEach(text: string): string {
   let out = '';
@@ -342,9 +345,20 @@ export function foldEach(text: string): string {
       continue;
     }
     const next = at + (unit >= 0xd800 && unit <= 0xdbff && (text.charCodeAt(at + 1) & 0xfc00) === 0xdc00 ? 2 : 1);
-    const c = text.slice(at, next);
-    const f = foldChar(c);
-    if (f !== c) {
+    let f: string | null | undefined;
+    if (next === at + 1) {
+      f = foldedUnits.get(unit);
+      if (f === undefined) {
+        const c = String.fromCharCode(unit);
+        const g = foldChar(c);
+        foldedUnits.set(unit, (f = g === c ? null : g));
+      }
+    } else {
+      const c = text.slice(at, next);
+      f = foldChar(c);
+      if (f === c) f = null;
+    }
+    if (f !== null) {
       out += text.slice(copied, at) + f;
       copied = next;
     }
@@ -563,8 +577,11 @@ export class Vocabulary {
 
   /** The word a token stands for: itself when known or a dictionary word; else squeezed or corrected to a policy word. */
   correct(word: string): string {
-    if (this.knows(word) || !LETTER.test(word)) return word;
-    if (inDictionary(word)) return word;
+    // Whether a long word is English is known already (asked before it is read, to split it).
+    const english = word.length >= 7 ? this.english.get(word) : undefined;
+    if (english === true) return word;
+    if ((english === undefined && this.knows(word)) || !LETTER.test(word)) return word;
+    if (english === undefined && inDictionary(word)) return word;
     const squeezed = this.squeezed.get(squeeze(word));
     if (squeezed !== undefined) return squeezed;
     // Longer than any policy word and an edit: nothing to correct it to (and the one-letter
