@@ -180,10 +180,10 @@ function consoleUrl(baseUrl: string | boolean | undefined): string {
 }
 
 const commands: Record<string, Handler> = {
-  async providers(_db, args) {
+  async providers(db, args) {
     const { values, positionals } = parse(args, { metrics: { type: 'string', multiple: true } });
     if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-    return { output: await describeProviders(loadConfig(), (values.metrics as string[] | undefined) ?? []) };
+    return { output: await describeProviders(loadConfig(), (values.metrics as string[] | undefined) ?? [], db) };
   },
   async 'account create'(db, args) {
     const { values, positionals } = parse(args, {
