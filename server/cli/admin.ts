@@ -57,8 +57,9 @@ const HELP: Array<[command: string, usage: string]> = [
   [
     'providers',
     `providers [--metrics URL]...                the upstreams of each catalog model (deployments: provider, priority,
-                                            weight, number of keys); with --metrics (a process's /metrics, read with
-                                            METRICS_TOKEN), each deployment's breaker state, calls, errors, latency`,
+                                            weight, number of keys, shared: open until when, from the database); with
+                                            --metrics (a process's /metrics, read with METRICS_TOKEN), each
+                                            deployment's breaker state, calls, errors, latency`,
   ],
   ['task settle', `task settle TASK_ID --failed|--succeeded   settle a task held after an interruption`],
   ['identity list', `identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)`],
