@@ -57,10 +57,15 @@ const serial = values.serial!;
 
 const say = (line: string) => console.log(`[dev] ${line}`);
 
+/** The tools running now (stopped with dev). */
+const tools = new Set<ChildProcess>();
+
 /** Runs a Node tool of the project; its exit status and what it printed. */
 function tool(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ status: number | null; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    tools.add(child);
+    child.once('exit', () => tools.delete(child));
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString('utf8')));
     child.stderr.on('data', (d: Buffer) => (output += d.toString('utf8')));
@@ -330,6 +335,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     stopping = true;
     say('stopping');
+    for (const child of tools) child.kill('SIGTERM');
     void Promise.all([...children].map(stopChild))
       .then(() => proxy?.close())
       .finally(() => {

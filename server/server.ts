@@ -211,7 +211,6 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     throw error;
   }
   const { signer } = signing;
-  const stopSharing = shareBreakerState(db, logger);
   const inflight = new InflightWork();
   // Every provider with the scenario layer composed around it (scenario-provider.ts).
   const mediaProviders = mediaProvidersOf(remoteMedia, options.providers);
@@ -257,6 +256,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   }
   // Start-up's garbage and grown young generation go back to the system once requests pause (memory.ts).
   const stopReducing = reduceMemoryWhenQuiet(server, () => active > 0, { onCollect: (ms) => logger.debug({ ms: Math.round(ms) }, 'memory reduced while quiet') });
+  // Open breakers reach every process on the database (this API's admission, a separate worker's calls).
+  const stopSharing = shareBreakerState(db, logger);
   // The worker runs the providers built above (the catalog is read once).
   const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
