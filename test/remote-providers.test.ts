@@ -324,7 +324,6 @@ describe('remote providers: OpenAI-compatible images', () => {
   });
 
   for (const [name, route, fault, message] of [
-    ['malformed JSON', 'POST /v1/images/generations', { malformed: true }, /answer without an image/],
     ['an image that is really HTML', 'POST /v1/images/generations', { html: true }, /not an image/],
     ['an oversize image', 'POST /v1/images/generations', { oversize: 4_000_000 }, /larger than 3000000 bytes/],
   ] as const) {
@@ -338,6 +337,29 @@ describe('remote providers: OpenAI-compatible images', () => {
       assert.match(task.error!.message, message);
       assertSettled(task);
       assert.equal(await balanceOf(s, u.accountId), 100);
+    });
+  }
+
+  for (const [name, fault] of [
+    ['malformed JSON', { malformed: true }],
+    ['a list without an image', { status: 200, afterWork: true, body: '{"created":1700000000,"data":[]}' }],
+    ['another shape', { status: 200, afterWork: true, body: '{"created":1700000000,"result":"done"}' }],
+  ] as const) {
+    it(`when the upstream answers a 2xx with ${name}, then the work may be done and paid upstream: the slot is held, not released, and not sent again`, async () => {
+      const u = await s.user({ gems: 100 });
+      const before = fake.requests.length;
+      fake.fail('POST /v1/images/generations', fault);
+      const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: `unreadable ${name}`, parameters: { resolution: '512' } });
+      assert.equal(r.status, 202);
+      const id = r.body.task.id as string;
+      const job = await until('the job held', async () => {
+        const row = await s.db('jobs').where({ task_id: id }).first();
+        return row?.state === 'held' && row;
+      }, 10_000);
+      assert.match(job.last_error, /cannot be known/);
+      assert.equal(fake.requests.length - before, 1, 'asked once');
+      assert.equal((await taskUntil(s, u.secret, id, () => true)).status, 'processing');
+      assert.ok((await balanceOf(s, u.accountId)) < 100, 'the reservation is held for the operator');
     });
   }
 
