@@ -949,6 +949,27 @@ describe('remote providers: prediction reads', () => {
     });
   });
 
+  it('when several predictions on one deployment are polled at once, then the reads share one process-wide pace within REPLICATE_READS_PER_MINUTE and every output is delivered', async () => {
+    // 120 a minute: 2 a second, a burst of 2; each job alone would poll every 10 ms.
+    await withReplicate({ processingMs: 1500 }, { REPLICATE_POLL_MS: '10', REPLICATE_READS_PER_MINUTE: '120', REMOTE_DEADLINE_SECONDS: '60' }, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const started = Date.now();
+      const submitted = await Promise.all([
+        submit(t, u.secret, VIDEO, video('paced read one')),
+        submit(t, u.secret, VIDEO, video('paced read two')),
+        submit(t, u.secret, VIDEO, video('paced read three')),
+      ]);
+      const tasks = await Promise.all(submitted.map((r) => waitForTask(t, u.secret, r.body.task.id)));
+      const elapsedMs = Date.now() - started;
+      for (const task of tasks) assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 3);
+      const reads = fake.requests.filter((q) => q.path.startsWith('/v1/predictions/')).length;
+      // An upper bound from the time the run really took: the bucket's burst plus its refill.
+      const allowed = 2 + Math.ceil((elapsedMs / 60_000) * 120) + 1;
+      assert.ok(reads <= allowed, `${reads} reads in ${elapsedMs} ms; the pace allows ${allowed}`);
+    });
+  });
+
   it('when a slot is given up after its prediction was created (a refused read), then the prediction is cancelled upstream, nothing charged', async () => {
     await withReplicate({ processingMs: Infinity }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });

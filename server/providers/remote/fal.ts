@@ -29,6 +29,7 @@ import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { callUpstream } from './http.ts';
 import { inputFor, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import type { FetchAllow } from './public-fetch.ts';
+import { readLimiter, type TokenBucket } from './read-limit.ts';
 import { say } from './sentences.ts';
 
 export interface FalEntry {
@@ -41,6 +42,8 @@ export interface FalOptions {
   url: string;
   key: string | undefined;
   pollMs: number;
+  /** Reads (status, result, cancel) a minute for this process and deployment (`FAL_READS_PER_MINUTE`, read-limit.ts). */
+  readsPerMinute: number;
   deadlineMs: number;
   attemptTimeoutMs: number;
   maxOutputBytes: number;
@@ -63,6 +66,8 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
   /** Status, result and cancel live under the app (`owner/alias`), without the endpoint's path. */
   private readonly app: string;
   private readonly who: string;
+  /** The process's one pace for reads of this deployment. */
+  private readonly reads: TokenBucket;
   constructor(
     private readonly kind: K,
     private readonly entry: FalEntry,
@@ -71,6 +76,7 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
     this.base = options.url.replace(/\/+$/, '');
     this.app = entry.model.split('/').slice(0, 2).join('/');
     this.who = `The ${kind} provider`;
+    this.reads = readLimiter('fal', this.base, options.key, options.readsPerMinute);
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {
@@ -79,7 +85,12 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
     const headers = { 'content-type': 'application/json', ...(this.options.key && { authorization: `Key ${this.options.key}` }) };
-    return callUpstream((signal) => fetch(`${this.base}${path}`, { ...init, headers, signal }), {
+    // A read (replayable) waits for its turn in the process's pace for this deployment; a submit does not.
+    const send = async (signal: AbortSignal) => {
+      if (replayable) await this.reads.take(signal);
+      return fetch(`${this.base}${path}`, { ...init, headers, signal });
+    };
+    return callUpstream(send, {
       who: this.who,
       provider: this.name,
       deadlineMs: this.options.attemptTimeoutMs * 3,
@@ -146,6 +157,6 @@ export const fal: RemoteProviderDescriptor = {
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
     const entry = parseFalEntry(model.providerEntry, kind, where);
-    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, ...common }) as MediaProvider;
+    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, readsPerMinute: config.falReadsPerMinute, ...common }) as MediaProvider;
   },
 };

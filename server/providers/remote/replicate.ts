@@ -29,6 +29,7 @@ import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpst
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { inputFor, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import { baseOf, callUpstream } from './http.ts';
+import { readLimiter, type TokenBucket } from './read-limit.ts';
 import { say } from './sentences.ts';
 import type { FetchAllow } from './public-fetch.ts';
 
@@ -43,6 +44,8 @@ export interface ReplicateOptions {
   url: string;
   token: string | undefined;
   pollMs: number;
+  /** Reads (polls, results, cancels) a minute for this process and deployment (`REPLICATE_READS_PER_MINUTE`, read-limit.ts). */
+  readsPerMinute: number;
   deadlineMs: number;
   attemptTimeoutMs: number;
   maxOutputBytes: number;
@@ -82,6 +85,8 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   readonly lane = 'remote' as const;
   private readonly base: string;
   private readonly who: string;
+  /** The process's one pace for reads of this deployment. */
+  private readonly reads: TokenBucket;
   constructor(
     private readonly kind: K,
     private readonly entry: ReplicateEntry,
@@ -89,6 +94,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   ) {
     this.base = baseOf(options.url);
     this.who = `The ${kind} provider`;
+    this.reads = readLimiter('replicate', this.base, options.token, options.readsPerMinute);
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {
@@ -100,7 +106,12 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   }
 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
-    return callUpstream((signal) => fetch(`${this.base}${path}`, { ...init, headers: this.headers(), signal }), {
+    // A read (replayable) waits for its turn in the process's pace for this deployment; a create does not (its own limit).
+    const send = async (signal: AbortSignal) => {
+      if (replayable) await this.reads.take(signal);
+      return fetch(`${this.base}${path}`, { ...init, headers: this.headers(), signal });
+    };
+    return callUpstream(send, {
       who: this.who,
       provider: this.name,
       deadlineMs: this.options.attemptTimeoutMs * 3,
@@ -169,6 +180,6 @@ export const replicate: RemoteProviderDescriptor = {
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
     const entry = parseReplicateEntry(model.providerEntry, kind, where);
-    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, ...common }) as MediaProvider;
+    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, readsPerMinute: config.replicateReadsPerMinute, ...common }) as MediaProvider;
   },
 };
