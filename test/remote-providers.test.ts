@@ -1081,6 +1081,77 @@ describe('remote providers: discovery shows what the upstream can do', () => {
     return models.find((m) => m.id === id)!.capabilities;
   }
 
+  it('when a prediction model\'s mapping lists the ratios and durations its upstream takes, then discovery lists only those and no source media, and another ratio is refused at submission before anything is reserved', async () => {
+    const fake = await startFakeReplicate({ processingMs: 100 });
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, {
+      'gemforge-video-1': (m) => {
+        m.provider = 'replicate';
+        m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }, accepts: { ratio: ['16:9', '9:16', '21:9'], duration: [2, 4, 5] } };
+      },
+    });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const caps = await listed(t, u.secret, 'gemforge-video-1');
+      assert.deepEqual(caps.aspectRatios, ['16:9', '9:16'], 'what both the catalog and the upstream take');
+      assert.deepEqual(caps.durations, [2, 4]);
+      assert.deepEqual(caps.modes, ['text-to-video'], 'a mapped model is given no source image');
+      assert.deepEqual([caps.maxReferenceImages, caps.maxReferenceVideos, caps.endFrame], [0, 0, false]);
+      const square = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a square video', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '1:1' } });
+      assert.equal(square.status, 422, JSON.stringify(square.body));
+      assert.match(square.body.error.message, /parameters\.ratio "1:1" is not available for this model \(its upstream takes 16:9, 9:16, 21:9\)/);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
+      assert.equal(fake.predictions().length, 0, 'nothing sent upstream');
+      const wide = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a wide video', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '9:16' } });
+      assert.equal(wide.status, 202, JSON.stringify(wide.body));
+      assert.equal((await waitForTask(t, u.secret, wide.body.task.id)).status, 'succeeded');
+      assert.deepEqual(fake.predictions()[0]!.input, { prompt: 'a wide video', aspect_ratio: '9:16', duration: 2 });
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('when a mapping\'s table of what its upstream takes does not fit the catalog, then the start is refused naming the mismatch', () => {
+    const listedVideo = { aspectRatios: ['16:9', '9:16', '1:1'], defaultRatio: '16:9', durations: [2, 4, 6, 8], defaultDuration: 4 };
+    const entry = (accepts: unknown, input: Record<string, unknown> = { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }) => ({ model: 'acme/video-gen', input, accepts });
+    assert.throws(() => parseReplicateEntry(entry({ ratio: ['4:5'] }), 'video', 'm', listedVideo), /m: replicate\.accepts\.ratio \(4:5\) shares no value with the catalog's aspectRatios \(16:9, 9:16, 1:1\)/);
+    assert.throws(() => parseReplicateEntry(entry({ ratio: ['9:16'] }), 'video', 'm', listedVideo), /does not take the catalog's defaultRatio 16:9/);
+    assert.throws(() => parseReplicateEntry(entry({ resolution: ['720p'] }), 'video', 'm', listedVideo), /replicate\.accepts\.resolution names a field the mapping's input does not carry/);
+    assert.throws(() => parseReplicateEntry(entry({ seed: [1] }), 'video', 'm', listedVideo), /not a field whose values discovery lists/);
+    assert.throws(() => parseReplicateEntry(entry({ ratio: [] }), 'video', 'm', listedVideo), /non-empty list/);
+    assert.throws(() => parseReplicateEntry(entry(undefined, { prompt: '{prompt}' }), 'image', 'm', { sourceImage: 'required' }), /sourceImage as required/);
+    assert.deepEqual(parseReplicateEntry(entry({ duration: [4, 8] }), 'video', 'm', listedVideo).accepts, { duration: ['4', '8'] });
+  });
+
+  it('when a fal image model lists the formats its upstream writes, then discovery shows only those and no source image', async () => {
+    const fake = await startFakeFal({ processingMs: 100 });
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, {
+      'gemforge-image-1': (m) => {
+        m.provider = 'fal';
+        m.fal = { model: 'fal-ai/flux/dev', input: { prompt: '{prompt}', output_format: '{outputFormat}' }, accepts: { outputFormat: ['png', 'jpeg'] } };
+      },
+    });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, FAL_QUEUE_URL: fake.url, FAL_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const caps = await listed(t, u.secret, 'gemforge-image-1');
+      assert.deepEqual(caps.outputFormats, ['png', 'jpeg']);
+      assert.deepEqual([caps.sourceImage, caps.referenceImages], ['none', { max: 0 }]);
+      const webp = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a webp', parameters: { resolution: '512', outputFormat: 'webp' } });
+      assert.equal(webp.status, 422, JSON.stringify(webp.body));
+      assert.match(webp.body.error.message, /parameters\.outputFormat "webp" is not available/);
+      assert.equal(fake.submitted().length, 0);
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('when an image model is mapped to gpt-image-1, then discovery names the size each ratio is really made at (16:9 as 1536x1024)', async () => {
     await withImageUpstream('gemforge-image-1=gpt-image-1', {}, async (_fake, t) => {
       const u = await t.user({ gems: 10 });

@@ -30,12 +30,15 @@ import { callUpstream } from './http.ts';
 import { inputFor, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import type { FetchAllow } from './public-fetch.ts';
 import { readLimiter, type TokenBucket } from './read-limit.ts';
+import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
 import { say } from './sentences.ts';
 
 export interface FalEntry {
   /** The endpoint id: `owner/alias`, optionally followed by a path (`fal-ai/flux/dev`). */
   model: string;
   input: Record<string, unknown>;
+  /** The values the upstream model takes per request field it carries (mapped-capabilities.ts). */
+  accepts: Accepts;
 }
 
 export interface FalOptions {
@@ -51,11 +54,12 @@ export interface FalOptions {
 }
 
 /** Checks a catalog entry's `fal` block; throws a message naming `where`. */
-export function parseFalEntry(raw: unknown, kind: MediaKind, where: string): FalEntry {
+export function parseFalEntry(raw: unknown, kind: MediaKind, where: string, listed: Record<string, unknown> = {}): FalEntry {
   const r = raw as Record<string, unknown> | null;
   if (typeof r !== 'object' || r === null) throw new Error(`${where}: provider fal needs a "fal" mapping (model and input)`);
   if (typeof r.model !== 'string' || !/^[\w.-]+\/[\w.-]+(\/[\w.-]+)*$/.test(r.model)) throw new Error(`${where}: fal.model must look like owner/alias or owner/alias/path`);
-  return { model: r.model, input: parseInputMapping(r.input, kind, where, 'fal.input') };
+  const input = parseInputMapping(r.input, kind, where, 'fal.input');
+  return { model: r.model, input, accepts: parseAccepts(r.accepts, kind, input, listed, where, 'fal.accepts') };
 }
 
 export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
@@ -80,7 +84,12 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {
-    return mappedRequestProblem(request, 'a queued model');
+    return mappedRequestProblem(request, 'a queued model') ?? acceptsProblem(request, this.entry.accepts);
+  }
+
+  /** Discovery's view: what the queued model takes (its `accepts` table), no source or reference media. */
+  capabilities(_model: string, listed: Record<string, unknown>): Record<string, unknown> {
+    return acceptedCapabilities(this.kind, listed, this.entry.accepts);
   }
 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
@@ -156,7 +165,7 @@ export const fal: RemoteProviderDescriptor = {
   }),
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
-    const entry = parseFalEntry(model.providerEntry, kind, where);
+    const entry = parseFalEntry(model.providerEntry, kind, where, model.listedCapabilities);
     return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, readsPerMinute: config.falReadsPerMinute, ...common }) as MediaProvider;
   },
 };

@@ -29,6 +29,7 @@ import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpst
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { inputFor, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import { baseOf, callUpstream } from './http.ts';
+import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
 import { readLimiter, type TokenBucket } from './read-limit.ts';
 import { say } from './sentences.ts';
 import type { FetchAllow } from './public-fetch.ts';
@@ -38,6 +39,8 @@ export interface ReplicateEntry {
   model?: string;
   version?: string;
   input: Record<string, unknown>;
+  /** The values the upstream model takes per request field it carries (mapped-capabilities.ts). */
+  accepts: Accepts;
 }
 
 export interface ReplicateOptions {
@@ -54,7 +57,7 @@ export interface ReplicateOptions {
 }
 
 /** Checks a catalog entry's `replicate` block; throws a message naming `where`. */
-export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string): ReplicateEntry {
+export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string, listed: Record<string, unknown> = {}): ReplicateEntry {
   const r = raw as Record<string, unknown> | null;
   if (typeof r !== 'object' || r === null) throw new Error(`${where}: provider replicate needs a "replicate" mapping (model or version, and input)`);
   const model = r.model;
@@ -63,7 +66,8 @@ export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string
   if (version !== undefined && (typeof version !== 'string' || !/^[\w.:/-]{1,200}$/.test(version))) throw new Error(`${where}: replicate.version must be a version id`);
   if ((model === undefined) === (version === undefined)) throw new Error(`${where}: replicate needs exactly one of model and version`);
   const input = parseInputMapping(r.input, kind, where, 'replicate.input');
-  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input };
+  const accepts = parseAccepts(r.accepts, kind, input, listed, where, 'replicate.accepts');
+  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input, accepts };
 }
 
 // The tests and docs reach the mapping through this module too.
@@ -98,7 +102,12 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {
-    return mappedRequestProblem(request, 'a prediction model');
+    return mappedRequestProblem(request, 'a prediction model') ?? acceptsProblem(request, this.entry.accepts);
+  }
+
+  /** Discovery's view: what the prediction model takes (its `accepts` table), no source or reference media. */
+  capabilities(_model: string, listed: Record<string, unknown>): Record<string, unknown> {
+    return acceptedCapabilities(this.kind, listed, this.entry.accepts);
   }
 
   private headers(): Record<string, string> {
@@ -179,7 +188,7 @@ export const replicate: RemoteProviderDescriptor = {
   }),
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
-    const entry = parseReplicateEntry(model.providerEntry, kind, where);
+    const entry = parseReplicateEntry(model.providerEntry, kind, where, model.listedCapabilities);
     return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, readsPerMinute: config.replicateReadsPerMinute, ...common }) as MediaProvider;
   },
 };
