@@ -29,7 +29,7 @@ import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { callUpstream } from './http.ts';
 import { inputFor, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import type { FetchAllow } from './public-fetch.ts';
-import { readLimiter, type TokenBucket } from './read-limit.ts';
+import { pacedFetch, readLimiter, type TokenBucket } from './read-limit.ts';
 import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
 import { say } from './sentences.ts';
 
@@ -94,12 +94,7 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
     const headers = { 'content-type': 'application/json', ...(this.options.key && { authorization: `Key ${this.options.key}` }) };
-    // A read (replayable) waits for its turn in the process's pace for this deployment; a submit does not.
-    const send = async (signal: AbortSignal) => {
-      if (replayable) await this.reads.take(signal);
-      return fetch(`${this.base}${path}`, { ...init, headers, signal });
-    };
-    return callUpstream(send, {
+    return callUpstream((signal) => pacedFetch(this.reads, replayable, `${this.base}${path}`, { ...init, headers }, signal), {
       who: this.who,
       provider: this.name,
       deadlineMs: this.options.attemptTimeoutMs * 3,

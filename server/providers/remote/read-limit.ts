@@ -76,3 +76,9 @@ export function readLimiter(provider: string, base: string, key: string | undefi
   }
   return bucket;
 }
+
+/** `fetch`, a read (`replayable`) first waiting its turn in `reads`; a creating call has its own limit and goes at once. */
+export async function pacedFetch(reads: TokenBucket, replayable: boolean, url: string, init: RequestInit, signal: AbortSignal): Promise<Response> {
+  if (replayable) await reads.take(signal);
+  return fetch(url, { ...init, signal });
+}

@@ -30,7 +30,7 @@ import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { inputFor, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import { baseOf, callUpstream } from './http.ts';
 import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
-import { readLimiter, type TokenBucket } from './read-limit.ts';
+import { pacedFetch, readLimiter, type TokenBucket } from './read-limit.ts';
 import { say } from './sentences.ts';
 import type { FetchAllow } from './public-fetch.ts';
 
@@ -115,12 +115,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   }
 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
-    // A read (replayable) waits for its turn in the process's pace for this deployment; a create does not (its own limit).
-    const send = async (signal: AbortSignal) => {
-      if (replayable) await this.reads.take(signal);
-      return fetch(`${this.base}${path}`, { ...init, headers: this.headers(), signal });
-    };
-    return callUpstream(send, {
+    return callUpstream((signal) => pacedFetch(this.reads, replayable, `${this.base}${path}`, { ...init, headers: this.headers() }, signal), {
       who: this.who,
       provider: this.name,
       deadlineMs: this.options.attemptTimeoutMs * 3,
