@@ -1001,6 +1001,68 @@ describe('remote providers: prediction reads', () => {
     assert.equal(outputUrl({ seed: 3 }, 'audio'), undefined);
   });
 
+  it('when PUBLIC_BASE_URL is set and the mapping carries {sourceImage}, then image-to-video goes upstream with a signed link to the asset, which serves its bytes', async () => {
+    const fake = await startFakeReplicate({ processingMs: 100 });
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, {
+      'gemforge-video-1': (m) => {
+        m.provider = 'replicate';
+        m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}', duration: '{duration}' } };
+      },
+    });
+    const base = 'https://gemforge.example';
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, PUBLIC_BASE_URL: base, CATALOG_PATH: catalog, REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const png = await imageFixture('png', 64, 48);
+      const source = await uploadAsset(t, u.secret, png, 'image/png');
+      const caps = (await (await t.call('GET', '/api/generate/models', { key: u.secret })).json()) as { models: Array<{ id: string; capabilities: Record<string, unknown> }> };
+      assert.ok((caps.models.find((m) => m.id === 'gemforge-video-1')!.capabilities.modes as string[]).includes('image-to-video'), 'listed: the source image is carried');
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const input = fake.predictions()[0]!.input as Record<string, unknown>;
+      assert.match(String(input.image), new RegExp(`^${base}/files/${source}\\?expires=\\d+&sig=[0-9a-f]{64}$`));
+      const served = await fetch(String(input.image).replace(base, t.url));
+      assert.equal(served.status, 200);
+      const meta = await sharp(Buffer.from(await served.arrayBuffer())).metadata();
+      assert.deepEqual([served.headers.get('content-type'), meta.width, meta.height], ['image/png', 64, 48], 'the link serves the asset');
+      const withEnd = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'from here to there', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source, endFrame: source } });
+      assert.equal(withEnd.status, 422, 'a field the mapping does not carry is refused, never dropped');
+      assert.match(withEnd.body.error.message, /not given endFrame/);
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('when PUBLIC_BASE_URL is unset, then even a mapping that carries {sourceImage} refuses image-to-video with 422 before anything is reserved', async () => {
+    const fake = await startFakeReplicate({ processingMs: 100 });
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, {
+      'gemforge-video-1': (m) => {
+        m.provider = 'replicate';
+        m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}' } };
+      },
+    });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, REPLICATE_API_URL: fake.url, WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      assert.equal(r.status, 422, JSON.stringify(r.body));
+      assert.match(r.body.error.message, /without PUBLIC_BASE_URL/);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
+      assert.equal(fake.predictions().length, 0);
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('when a video request has a source image or references and the model is a prediction model, then 422 before anything is reserved', async () => {
     await withReplicate({ processingMs: 100 }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });

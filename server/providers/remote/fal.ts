@@ -27,7 +27,7 @@ import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpst
 import { readJsonBounded } from './body.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { callUpstream } from './http.ts';
-import { inputFor, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
+import { inputFor, jobWithLinks, linkedMedia, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import type { FetchAllow } from './public-fetch.ts';
 import { pacedFetch, readLimiter, type TokenBucket } from './read-limit.ts';
 import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
@@ -45,6 +45,8 @@ export interface FalOptions {
   url: string;
   key: string | undefined;
   pollMs: number;
+  /** PUBLIC_BASE_URL is set: source and reference media a mapping carries go upstream as signed links. */
+  linked?: boolean;
   /** Reads (status, result, cancel) a minute for this process and deployment (`FAL_READS_PER_MINUTE`, read-limit.ts). */
   readsPerMinute: number;
   deadlineMs: number;
@@ -54,12 +56,12 @@ export interface FalOptions {
 }
 
 /** Checks a catalog entry's `fal` block; throws a message naming `where`. */
-export function parseFalEntry(raw: unknown, kind: MediaKind, where: string, listed: Record<string, unknown> = {}): FalEntry {
+export function parseFalEntry(raw: unknown, kind: MediaKind, where: string, listed: Record<string, unknown> = {}, linked = false): FalEntry {
   const r = raw as Record<string, unknown> | null;
   if (typeof r !== 'object' || r === null) throw new Error(`${where}: provider fal needs a "fal" mapping (model and input)`);
   if (typeof r.model !== 'string' || !/^[\w.-]+\/[\w.-]+(\/[\w.-]+)*$/.test(r.model)) throw new Error(`${where}: fal.model must look like owner/alias or owner/alias/path`);
   const input = parseInputMapping(r.input, kind, where, 'fal.input');
-  return { model: r.model, input, accepts: parseAccepts(r.accepts, kind, input, listed, where, 'fal.accepts') };
+  return { model: r.model, input, accepts: parseAccepts(r.accepts, kind, input, listed, where, 'fal.accepts', linked) };
 }
 
 export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
@@ -72,6 +74,8 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
   private readonly who: string;
   /** The process's one pace for reads of this deployment. */
   private readonly reads: TokenBucket;
+  /** The media fields handed upstream as links (none without PUBLIC_BASE_URL). */
+  private readonly media: Set<string>;
   constructor(
     private readonly kind: K,
     private readonly entry: FalEntry,
@@ -80,16 +84,17 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
     this.base = options.url.replace(/\/+$/, '');
     this.app = entry.model.split('/').slice(0, 2).join('/');
     this.who = `The ${kind} provider`;
+    this.media = linkedMedia(kind, entry.input, options.linked === true);
     this.reads = readLimiter('fal', this.base, options.key, options.readsPerMinute);
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {
-    return mappedRequestProblem(request, 'a queued model') ?? acceptsProblem(request, this.entry.accepts);
+    return mappedRequestProblem(request, 'a queued model', this.media, this.options.linked === true) ?? acceptsProblem(request, this.entry.accepts);
   }
 
-  /** Discovery's view: what the queued model takes (its `accepts` table), no source or reference media. */
+  /** Discovery's view: what the queued model takes (its `accepts` table), only the media it is given as links. */
   capabilities(_model: string, listed: Record<string, unknown>): Record<string, unknown> {
-    return acceptedCapabilities(this.kind, listed, this.entry.accepts);
+    return acceptedCapabilities(this.kind, listed, this.entry.accepts, this.media);
   }
 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
@@ -139,7 +144,7 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
   }
 
   async generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
-    const { id, state } = await runAsyncJob(job, tools, this.upstream(job, tools));
+    const { id, state } = await runAsyncJob(job, tools, this.upstream(await jobWithLinks(job, tools), tools));
     if (state.error !== undefined && state.error !== null) throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, state.error));
     // The result of a request that failed upstream answers its error status: a refusal, released.
     const result = await this.json(await this.call(`/${this.app}/requests/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true), tools, job.index);
@@ -160,7 +165,8 @@ export const fal: RemoteProviderDescriptor = {
   }),
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
-    const entry = parseFalEntry(model.providerEntry, kind, where, model.listedCapabilities);
-    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, readsPerMinute: config.falReadsPerMinute, ...common }) as MediaProvider;
+    const linked = config.publicBaseUrl !== undefined;
+    const entry = parseFalEntry(model.providerEntry, kind, where, model.listedCapabilities, linked);
+    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, readsPerMinute: config.falReadsPerMinute, linked, ...common }) as MediaProvider;
   },
 };

@@ -18,6 +18,7 @@
  * and a catalog model that requires them stops the start.
  */
 import type { JobRequests, MediaKind } from '../media-types.ts';
+import { carriedFields } from './input-mapping.ts';
 
 /** Request field → the values the upstream model takes, as text (`5` and `'5'` alike). */
 export type Accepts = Record<string, string[]>;
@@ -40,15 +41,6 @@ const LISTED: Partial<Record<MediaKind, Record<string, { list: string; default?:
   },
 };
 
-const PLACEHOLDER = /\{([A-Za-z]+)\}/g;
-
-/** The request fields a mapping's input carries (its placeholders). */
-function carried(input: Record<string, unknown>): Set<string> {
-  const fields = new Set<string>();
-  for (const value of Object.values(input)) if (typeof value === 'string') for (const m of value.matchAll(PLACEHOLDER)) fields.add(m[1]!);
-  return fields;
-}
-
 /** A listed capability's values as text, or undefined when the catalog lists none. */
 function listedValues(listed: Record<string, unknown>, key: string): string[] | undefined {
   const value = listed[key];
@@ -60,12 +52,14 @@ function listedValues(listed: Record<string, unknown>, key: string): string[] | 
  * listing; throws a message naming `where` on a mismatch. Also refuses a
  * catalog model that requires source media, which a mapped model never gets.
  */
-export function parseAccepts(raw: unknown, kind: MediaKind, input: Record<string, unknown>, listed: Record<string, unknown>, where: string, block: string): Accepts {
-  if (listed.sourceImage === 'required') throw new Error(`${where}: the catalog lists sourceImage as required, but ${block.split('.')[0]} models are given text and settings only`);
+export function parseAccepts(raw: unknown, kind: MediaKind, input: Record<string, unknown>, listed: Record<string, unknown>, where: string, block: string, linked = false): Accepts {
+  if (listed.sourceImage === 'required' && !(linked && carriedFields(input).has('sourceImage'))) {
+    throw new Error(`${where}: the catalog lists sourceImage as required, but ${block.split('.')[0]} models are given one only with PUBLIC_BASE_URL set and a {sourceImage} placeholder`);
+  }
   if (raw === undefined) return {};
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new Error(`${where}: ${block} must map request fields to the values the upstream model accepts`);
   const table = LISTED[kind] ?? {};
-  const fields = carried(input);
+  const fields = carriedFields(input);
   const accepts: Accepts = {};
   for (const [field, values] of Object.entries(raw)) {
     const where_ = `${where}: ${block}.${field}`;
@@ -83,29 +77,35 @@ export function parseAccepts(raw: unknown, kind: MediaKind, input: Record<string
   return accepts;
 }
 
-/** Discovery's view of a mapped model: only the values its upstream takes, and no source or reference media. */
-export function acceptedCapabilities(kind: MediaKind, listed: Record<string, unknown>, accepts: Accepts): Record<string, unknown> {
+/**
+ * Discovery's view of a mapped model: only the values its upstream takes, and
+ * only the source and reference media it is given (`media`: the media fields
+ * its mapping carries as links, empty without PUBLIC_BASE_URL).
+ */
+export function acceptedCapabilities(kind: MediaKind, listed: Record<string, unknown>, accepts: Accepts, media: ReadonlySet<string> = new Set()): Record<string, unknown> {
   const out: Record<string, unknown> = { ...listed };
   for (const [field, taken] of Object.entries(accepts)) {
     const key = LISTED[kind]?.[field]?.list;
     const values = key === undefined ? undefined : listed[key];
     if (key !== undefined && Array.isArray(values)) out[key] = values.filter((v) => taken.includes(String(v)));
   }
+  const given = (field: string) => media.has(field);
   if (kind === 'image') {
-    if ('sourceImage' in out) out.sourceImage = 'none';
-    if ('referenceImages' in out) out.referenceImages = { max: 0 };
+    if ('sourceImage' in out && !given('sourceImage')) out.sourceImage = 'none';
+    if ('referenceImages' in out && !given('referenceImages')) out.referenceImages = { max: 0 };
   }
   if (kind === 'video') {
-    if (Array.isArray(out.inputs)) out.inputs = out.inputs.filter((i) => i === 'text');
-    if (Array.isArray(out.modes)) out.modes = out.modes.filter((m) => m === 'text-to-video');
-    for (const key of ['maxReferenceImages', 'maxReferenceVideos', 'maxReferenceAudios']) if (key in out) out[key] = 0;
-    if (typeof out.maxReferenceImagesByResolution === 'object' && out.maxReferenceImagesByResolution !== null) {
+    const inputs = new Set(['text', ...(given('sourceImage') || given('referenceImages') ? ['image'] : []), ...(given('referenceVideos') ? ['video'] : []), ...(given('referenceAudios') ? ['audio'] : [])]);
+    if (Array.isArray(out.inputs)) out.inputs = out.inputs.filter((i) => inputs.has(String(i)));
+    if (Array.isArray(out.modes) && !given('sourceImage')) out.modes = out.modes.filter((m) => m === 'text-to-video');
+    for (const [key, field] of [['maxReferenceImages', 'referenceImages'], ['maxReferenceVideos', 'referenceVideos'], ['maxReferenceAudios', 'referenceAudios']] as const) if (key in out && !given(field)) out[key] = 0;
+    if (typeof out.maxReferenceImagesByResolution === 'object' && out.maxReferenceImagesByResolution !== null && !given('referenceImages')) {
       out.maxReferenceImagesByResolution = Object.fromEntries(Object.keys(out.maxReferenceImagesByResolution).map((r) => [r, 0]));
     }
-    if ('endFrame' in out) out.endFrame = false;
-    if ('referenceDurations' in out) out.referenceDurations = {};
+    if ('endFrame' in out && !given('endFrame')) out.endFrame = false;
+    if ('referenceDurations' in out && !given('referenceVideos') && !given('referenceAudios')) out.referenceDurations = {};
   }
-  if (kind === 'audio' && 'cover' in out) out.cover = false;
+  if (kind === 'audio' && 'cover' in out && !given('coverAudio')) out.cover = false;
   return out;
 }
 
