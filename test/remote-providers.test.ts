@@ -81,6 +81,26 @@ async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], 
   }
 }
 
+/** As withReplicate, with the video model mapped by its own `replicate:` block. */
+async function withVideoMapping(block: Record<string, unknown>, env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+  const fake = await startFakeReplicate({ processingMs: 100 });
+  const dir = tempDataDir();
+  const catalog = catalogWith(dir, {
+    'gemforge-video-1': (m) => {
+      m.provider = 'replicate';
+      m.replicate = block;
+    },
+  });
+  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
+  try {
+    await body(fake, t);
+  } finally {
+    await t.close();
+    await fake.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Ledger charges (posts) of an account. */
 async function charges(s: TestServer, accountId: string): Promise<number> {
   return (await s.db('ledger_entries').where({ account_id: accountId, type: 'post' })).length;
@@ -1002,17 +1022,8 @@ describe('remote providers: prediction reads', () => {
   });
 
   it('when PUBLIC_BASE_URL is set and the mapping carries {sourceImage}, then image-to-video goes upstream with a signed link to the asset, which serves its bytes', async () => {
-    const fake = await startFakeReplicate({ processingMs: 100 });
-    const dir = tempDataDir();
-    const catalog = catalogWith(dir, {
-      'gemforge-video-1': (m) => {
-        m.provider = 'replicate';
-        m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}', duration: '{duration}' } };
-      },
-    });
     const base = 'https://gemforge.example';
-    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, PUBLIC_BASE_URL: base, CATALOG_PATH: catalog, REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
-    try {
+    await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}', duration: '{duration}' } }, { PUBLIC_BASE_URL: base }, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       const png = await imageFixture('png', 64, 48);
       const source = await uploadAsset(t, u.secret, png, 'image/png');
@@ -1031,24 +1042,11 @@ describe('remote providers: prediction reads', () => {
       const withEnd = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'from here to there', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source, endFrame: source } });
       assert.equal(withEnd.status, 422, 'a field the mapping does not carry is refused, never dropped');
       assert.match(withEnd.body.error.message, /not given endFrame/);
-    } finally {
-      await t.close();
-      await fake.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('when PUBLIC_BASE_URL is unset, then even a mapping that carries {sourceImage} refuses image-to-video with 422 before anything is reserved', async () => {
-    const fake = await startFakeReplicate({ processingMs: 100 });
-    const dir = tempDataDir();
-    const catalog = catalogWith(dir, {
-      'gemforge-video-1': (m) => {
-        m.provider = 'replicate';
-        m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}' } };
-      },
-    });
-    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, REPLICATE_API_URL: fake.url, WORKER_POLL_MS: '20' } });
-    try {
+    await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}' } }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
       const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
@@ -1056,11 +1054,7 @@ describe('remote providers: prediction reads', () => {
       assert.match(r.body.error.message, /without PUBLIC_BASE_URL/);
       assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
       assert.equal(fake.predictions().length, 0);
-    } finally {
-      await t.close();
-      await fake.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('when a video request has a source image or references and the model is a prediction model, then 422 before anything is reserved', async () => {
@@ -1144,16 +1138,7 @@ describe('remote providers: discovery shows what the upstream can do', () => {
   }
 
   it('when a prediction model\'s mapping lists the ratios and durations its upstream takes, then discovery lists only those and no source media, and another ratio is refused at submission before anything is reserved', async () => {
-    const fake = await startFakeReplicate({ processingMs: 100 });
-    const dir = tempDataDir();
-    const catalog = catalogWith(dir, {
-      'gemforge-video-1': (m) => {
-        m.provider = 'replicate';
-        m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }, accepts: { ratio: ['16:9', '9:16', '21:9'], duration: [2, 4, 5] } };
-      },
-    });
-    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
-    try {
+    await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }, accepts: { ratio: ['16:9', '9:16', '21:9'], duration: [2, 4, 5] } }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       const caps = await listed(t, u.secret, 'gemforge-video-1');
       assert.deepEqual(caps.aspectRatios, ['16:9', '9:16'], 'what both the catalog and the upstream take');
@@ -1169,11 +1154,7 @@ describe('remote providers: discovery shows what the upstream can do', () => {
       assert.equal(wide.status, 202, JSON.stringify(wide.body));
       assert.equal((await waitForTask(t, u.secret, wide.body.task.id)).status, 'succeeded');
       assert.deepEqual(fake.predictions()[0]!.input, { prompt: 'a wide video', aspect_ratio: '9:16', duration: 2 });
-    } finally {
-      await t.close();
-      await fake.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('when a mapping\'s table of what its upstream takes does not fit the catalog, then the start is refused naming the mismatch', () => {
