@@ -68,10 +68,10 @@ async function withImageUpstream(models: string, env: Record<string, string>, bo
 }
 
 /** Runs `body` against a fresh Replicate fake and a server whose video and music models are its predictions. */
-async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>, catalogOf: (dir: string) => string = remoteCatalog): Promise<void> {
   const fake = await startFakeReplicate(options);
   const dir = tempDataDir();
-  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
+  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalogOf(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
   try {
     await body(fake, t);
   } finally {
@@ -82,23 +82,15 @@ async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], 
 }
 
 /** As withReplicate, with the video model mapped by its own `replicate:` block. */
-async function withVideoMapping(block: Record<string, unknown>, env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
-  const fake = await startFakeReplicate({ processingMs: 100 });
-  const dir = tempDataDir();
-  const catalog = catalogWith(dir, {
-    'gemforge-video-1': (m) => {
-      m.provider = 'replicate';
-      m.replicate = block;
-    },
-  });
-  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
-  try {
-    await body(fake, t);
-  } finally {
-    await t.close();
-    await fake.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+function withVideoMapping(block: Record<string, unknown>, env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+  const mapped = (dir: string) =>
+    catalogWith(dir, {
+      'gemforge-video-1': (m) => {
+        m.provider = 'replicate';
+        m.replicate = block;
+      },
+    });
+  return withReplicate({ processingMs: 100 }, env, body, mapped);
 }
 
 /** Ledger charges (posts) of an account. */
