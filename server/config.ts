@@ -95,11 +95,20 @@ export interface Config {
    * minute, within Replicate's 3,000 a minute.
    */
   replicatePollMs: number;
+  /**
+   * Reads (polls, cancels) a minute this process sends to one Replicate
+   * deployment, whatever the number of jobs (`REPLICATE_READS_PER_MINUTE`).
+   * Replicate allows 3,000 a minute to its endpoints other than creating one;
+   * the default leaves room for the bucket's one-second burst.
+   */
+  replicateReadsPerMinute: number;
   /** A queue API in fal's shape (`FAL_QUEUE_URL`, default https://queue.fal.run; `FAL_KEY`, sent as `Authorization: Key …`). */
   falQueueUrl: string;
   falKey: string | undefined;
   /** How often a queued fal request's status is read (`FAL_POLL_MS`). */
   falPollMs: number;
+  /** Reads (status, result, cancel) a minute this process sends to one fal deployment (`FAL_READS_PER_MINUTE`). */
+  falReadsPerMinute: number;
   /** Where media bytes live (`BLOB_STORE`): `local` (DATA_DIR/blobs) or `s3` (S3-compatible object storage, S3_*). */
   blobStore: 'local' | 's3';
   s3: { endpoint: string | undefined; bucket: string; region: string; forcePathStyle: boolean; prefix: string };
@@ -405,9 +414,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     replicateApiUrl: env.REPLICATE_API_URL || 'https://api.replicate.com',
     replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
     replicatePollMs: parseWhole(env.REPLICATE_POLL_MS, 2000, 'REPLICATE_POLL_MS', 10),
+    replicateReadsPerMinute: parseWhole(env.REPLICATE_READS_PER_MINUTE, 2900, 'REPLICATE_READS_PER_MINUTE', 1),
     falQueueUrl: env.FAL_QUEUE_URL || 'https://queue.fal.run',
     falKey: env.FAL_KEY || undefined,
     falPollMs: parseWhole(env.FAL_POLL_MS, 2000, 'FAL_POLL_MS', 10),
+    falReadsPerMinute: parseWhole(env.FAL_READS_PER_MINUTE, 2900, 'FAL_READS_PER_MINUTE', 1),
     blobStore: parseBlobStore(env.BLOB_STORE, env.S3_BUCKET),
     s3: {
       endpoint: env.S3_ENDPOINT || undefined,

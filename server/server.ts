@@ -14,6 +14,8 @@ import { seedCatalogVoices } from './domain/voices.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { listenBaseUrl, recordServerUrl } from './public-url.ts';
 import { startSigner } from './domain/signing-keys.ts';
+import type { UrlSigner } from './domain/signing.ts';
+import { assetLink } from './domain/assets.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
@@ -123,7 +125,7 @@ function mediaProvidersOf(remote: RemoteMedia, given?: MediaProviders): MediaPro
  * Starts the media worker on a database (in the server, or alone with `gemforge worker`),
  * with the server's providers (scenario layer included) or the deployment's own.
  */
-export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, layered?: MediaProviders): RunningWorker {
+export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, layered?: MediaProviders, signer?: UrlSigner): RunningWorker {
   // A broken provider entry in the catalog stops the start.
   const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES)));
   return startWorker({
@@ -142,6 +144,8 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
     retryBackoffMs: config.workerRetryBackoffMs,
     storeRetries: config.workerStoreRetries,
     accountCaps: { local: config.accountLocalConcurrency, remote: config.accountRemoteConcurrency },
+    // Source and reference media reach a mapped upstream only as signed links under a public base URL.
+    ...(signer && config.publicBaseUrl && { assetLink: (accountId: string, assetId: string) => assetLink(db, signer, config.publicBaseUrl!, clock.now(), accountId, assetId) }),
   });
 }
 
@@ -259,7 +263,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // Open breakers reach every process on the database (this API's admission, a separate worker's calls).
   const stopSharing = shareBreakerState(db, logger);
   // The worker runs the providers built above (the catalog is read once).
-  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders) : undefined;
+  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders, signer) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
   let closed = false;
   return {

@@ -119,6 +119,17 @@ for (const descriptor of REMOTE_PROVIDERS) {
       });
     });
 
+    it('when the creating call answers a malformed 2xx, then its outcome is unknown (the work may be done and paid): not sent again, held, nothing charged', async () => {
+      await withRig(h, {}, async (rig, u) => {
+        rig.fake.fail(h.create, { malformed: true });
+        const r = await submit(rig.t, u.secret, h.path, h.request('a malformed 2xx'));
+        const result = await outcome(rig.t, u.secret, r.body.task.id);
+        assert.equal(calls(rig, h.create), 1, 'never sent again');
+        assert.ok(result.held, 'an unknown outcome is held for an operator, not released');
+        await assertMoneyKept(rig.t, u.accountId, result);
+      });
+    });
+
     it('when the creating call is throttled (429 without Retry-After), then nothing was done and it is sent again: one upstream job, delivered, charged once', async () => {
       await withRig(h, {}, async (rig, u) => {
         rig.fake.fail(h.create, { status: 429 });

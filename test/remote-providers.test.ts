@@ -68,10 +68,10 @@ async function withImageUpstream(models: string, env: Record<string, string>, bo
 }
 
 /** Runs `body` against a fresh Replicate fake and a server whose video and music models are its predictions. */
-async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>, catalogOf: (dir: string) => string = remoteCatalog): Promise<void> {
   const fake = await startFakeReplicate(options);
   const dir = tempDataDir();
-  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
+  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalogOf(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
   try {
     await body(fake, t);
   } finally {
@@ -79,6 +79,18 @@ async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], 
     await fake.close();
     fs.rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** As withReplicate, with the video model mapped by its own `replicate:` block. */
+function withVideoMapping(block: Record<string, unknown>, env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+  const mapped = (dir: string) =>
+    catalogWith(dir, {
+      'gemforge-video-1': (m) => {
+        m.provider = 'replicate';
+        m.replicate = block;
+      },
+    });
+  return withReplicate({ processingMs: 100 }, env, body, mapped);
 }
 
 /** Ledger charges (posts) of an account. */
@@ -324,7 +336,6 @@ describe('remote providers: OpenAI-compatible images', () => {
   });
 
   for (const [name, route, fault, message] of [
-    ['malformed JSON', 'POST /v1/images/generations', { malformed: true }, /answer without an image/],
     ['an image that is really HTML', 'POST /v1/images/generations', { html: true }, /not an image/],
     ['an oversize image', 'POST /v1/images/generations', { oversize: 4_000_000 }, /larger than 3000000 bytes/],
   ] as const) {
@@ -338,6 +349,29 @@ describe('remote providers: OpenAI-compatible images', () => {
       assert.match(task.error!.message, message);
       assertSettled(task);
       assert.equal(await balanceOf(s, u.accountId), 100);
+    });
+  }
+
+  for (const [name, fault] of [
+    ['malformed JSON', { malformed: true }],
+    ['a list without an image', { status: 200, afterWork: true, body: '{"created":1700000000,"data":[]}' }],
+    ['another shape', { status: 200, afterWork: true, body: '{"created":1700000000,"result":"done"}' }],
+  ] as const) {
+    it(`when the upstream answers a 2xx with ${name}, then the work may be done and paid upstream: the slot is held, not released, and not sent again`, async () => {
+      const u = await s.user({ gems: 100 });
+      const before = fake.requests.length;
+      fake.fail('POST /v1/images/generations', fault);
+      const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: `unreadable ${name}`, parameters: { resolution: '512' } });
+      assert.equal(r.status, 202);
+      const id = r.body.task.id as string;
+      const job = await until('the job held', async () => {
+        const row = await s.db('jobs').where({ task_id: id }).first();
+        return row?.state === 'held' && row;
+      }, 10_000);
+      assert.match(job.last_error, /cannot be known/);
+      assert.equal(fake.requests.length - before, 1, 'asked once');
+      assert.equal((await taskUntil(s, u.secret, id, () => true)).status, 'processing');
+      assert.ok((await balanceOf(s, u.accountId)) < 100, 'the reservation is held for the operator');
     });
   }
 
@@ -927,6 +961,27 @@ describe('remote providers: prediction reads', () => {
     });
   });
 
+  it('when several predictions on one deployment are polled at once, then the reads share one process-wide pace within REPLICATE_READS_PER_MINUTE and every output is delivered', async () => {
+    // 120 a minute: 2 a second, a burst of 2; each job alone would poll every 10 ms.
+    await withReplicate({ processingMs: 1500 }, { REPLICATE_POLL_MS: '10', REPLICATE_READS_PER_MINUTE: '120', REMOTE_DEADLINE_SECONDS: '60' }, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const started = Date.now();
+      const submitted = await Promise.all([
+        submit(t, u.secret, VIDEO, video('paced read one')),
+        submit(t, u.secret, VIDEO, video('paced read two')),
+        submit(t, u.secret, VIDEO, video('paced read three')),
+      ]);
+      const tasks = await Promise.all(submitted.map((r) => waitForTask(t, u.secret, r.body.task.id)));
+      const elapsedMs = Date.now() - started;
+      for (const task of tasks) assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.equal(fake.predictions().length, 3);
+      const reads = fake.requests.filter((q) => q.path.startsWith('/v1/predictions/')).length;
+      // An upper bound from the time the run really took: the bucket's burst plus its refill.
+      const allowed = 2 + Math.ceil((elapsedMs / 60_000) * 120) + 1;
+      assert.ok(reads <= allowed, `${reads} reads in ${elapsedMs} ms; the pace allows ${allowed}`);
+    });
+  });
+
   it('when a slot is given up after its prediction was created (a refused read), then the prediction is cancelled upstream, nothing charged', async () => {
     await withReplicate({ processingMs: Infinity }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
@@ -956,6 +1011,42 @@ describe('remote providers: prediction reads', () => {
     assert.equal(outputUrl({ image: 'https://x/a.png', video: 'https://x/v.mp4' }, 'video'), 'https://x/v.mp4');
     assert.equal(outputUrl({ seed: 3, output: ['https://x/o.mp3'] }, 'audio'), 'https://x/o.mp3');
     assert.equal(outputUrl({ seed: 3 }, 'audio'), undefined);
+  });
+
+  it('when PUBLIC_BASE_URL is set and the mapping carries {sourceImage}, then image-to-video goes upstream with a signed link to the asset, which serves its bytes', async () => {
+    const base = 'https://gemforge.example';
+    await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}', duration: '{duration}' } }, { PUBLIC_BASE_URL: base }, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const png = await imageFixture('png', 64, 48);
+      const source = await uploadAsset(t, u.secret, png, 'image/png');
+      const caps = (await (await t.call('GET', '/api/generate/models', { key: u.secret })).json()) as { models: Array<{ id: string; capabilities: Record<string, unknown> }> };
+      assert.ok((caps.models.find((m) => m.id === 'gemforge-video-1')!.capabilities.modes as string[]).includes('image-to-video'), 'listed: the source image is carried');
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      const task = await waitForTask(t, u.secret, r.body.task.id);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const input = fake.predictions()[0]!.input as Record<string, unknown>;
+      assert.match(String(input.image), new RegExp(`^${base}/files/${source}\\?expires=\\d+&sig=[0-9a-f]{64}$`));
+      const served = await fetch(String(input.image).replace(base, t.url));
+      assert.equal(served.status, 200);
+      const meta = await sharp(Buffer.from(await served.arrayBuffer())).metadata();
+      assert.deepEqual([served.headers.get('content-type'), meta.width, meta.height], ['image/png', 64, 48], 'the link serves the asset');
+      const withEnd = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'from here to there', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source, endFrame: source } });
+      assert.equal(withEnd.status, 422, 'a field the mapping does not carry is refused, never dropped');
+      assert.match(withEnd.body.error.message, /not given endFrame/);
+    });
+  });
+
+  it('when PUBLIC_BASE_URL is unset, then even a mapping that carries {sourceImage} refuses image-to-video with 422 before anything is reserved', async () => {
+    await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}' } }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
+      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      assert.equal(r.status, 422, JSON.stringify(r.body));
+      assert.match(r.body.error.message, /without PUBLIC_BASE_URL/);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
+      assert.equal(fake.predictions().length, 0);
+    });
   });
 
   it('when a video request has a source image or references and the model is a prediction model, then 422 before anything is reserved', async () => {
@@ -1037,6 +1128,64 @@ describe('remote providers: discovery shows what the upstream can do', () => {
     const { models } = (await (await t.call('GET', '/api/generate/models', { key })).json()) as { models: Array<{ id: string; capabilities: Record<string, unknown> }> };
     return models.find((m) => m.id === id)!.capabilities;
   }
+
+  it('when a prediction model\'s mapping lists the ratios and durations its upstream takes, then discovery lists only those and no source media, and another ratio is refused at submission before anything is reserved', async () => {
+    await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }, accepts: { ratio: ['16:9', '9:16', '21:9'], duration: [2, 4, 5] } }, {}, async (fake, t) => {
+      const u = await t.user({ gems: 1000 });
+      const caps = await listed(t, u.secret, 'gemforge-video-1');
+      assert.deepEqual(caps.aspectRatios, ['16:9', '9:16'], 'what both the catalog and the upstream take');
+      assert.deepEqual(caps.durations, [2, 4]);
+      assert.deepEqual(caps.modes, ['text-to-video'], 'a mapped model is given no source image');
+      assert.deepEqual([caps.maxReferenceImages, caps.maxReferenceVideos, caps.endFrame], [0, 0, false]);
+      const square = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a square video', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '1:1' } });
+      assert.equal(square.status, 422, JSON.stringify(square.body));
+      assert.match(square.body.error.message, /parameters\.ratio "1:1" is not available for this model \(its upstream takes 16:9, 9:16, 21:9\)/);
+      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
+      assert.equal(fake.predictions().length, 0, 'nothing sent upstream');
+      const wide = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a wide video', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '9:16' } });
+      assert.equal(wide.status, 202, JSON.stringify(wide.body));
+      assert.equal((await waitForTask(t, u.secret, wide.body.task.id)).status, 'succeeded');
+      assert.deepEqual(fake.predictions()[0]!.input, { prompt: 'a wide video', aspect_ratio: '9:16', duration: 2 });
+    });
+  });
+
+  it('when a mapping\'s table of what its upstream takes does not fit the catalog, then the start is refused naming the mismatch', () => {
+    const listedVideo = { aspectRatios: ['16:9', '9:16', '1:1'], defaultRatio: '16:9', durations: [2, 4, 6, 8], defaultDuration: 4 };
+    const entry = (accepts: unknown, input: Record<string, unknown> = { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }) => ({ model: 'acme/video-gen', input, accepts });
+    assert.throws(() => parseReplicateEntry(entry({ ratio: ['4:5'] }), 'video', 'm', listedVideo), /m: replicate\.accepts\.ratio \(4:5\) shares no value with the catalog's aspectRatios \(16:9, 9:16, 1:1\)/);
+    assert.throws(() => parseReplicateEntry(entry({ ratio: ['9:16'] }), 'video', 'm', listedVideo), /does not take the catalog's defaultRatio 16:9/);
+    assert.throws(() => parseReplicateEntry(entry({ resolution: ['720p'] }), 'video', 'm', listedVideo), /replicate\.accepts\.resolution names a field the mapping's input does not carry/);
+    assert.throws(() => parseReplicateEntry(entry({ seed: [1] }), 'video', 'm', listedVideo), /not a field whose values discovery lists/);
+    assert.throws(() => parseReplicateEntry(entry({ ratio: [] }), 'video', 'm', listedVideo), /non-empty list/);
+    assert.throws(() => parseReplicateEntry(entry(undefined, { prompt: '{prompt}' }), 'image', 'm', { sourceImage: 'required' }), /sourceImage as required/);
+    assert.deepEqual(parseReplicateEntry(entry({ duration: [4, 8] }), 'video', 'm', listedVideo).accepts, { duration: ['4', '8'] });
+  });
+
+  it('when a fal image model lists the formats its upstream writes, then discovery shows only those and no source image', async () => {
+    const fake = await startFakeFal({ processingMs: 100 });
+    const dir = tempDataDir();
+    const catalog = catalogWith(dir, {
+      'gemforge-image-1': (m) => {
+        m.provider = 'fal';
+        m.fal = { model: 'fal-ai/flux/dev', input: { prompt: '{prompt}', output_format: '{outputFormat}' }, accepts: { outputFormat: ['png', 'jpeg'] } };
+      },
+    });
+    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, FAL_QUEUE_URL: fake.url, FAL_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    try {
+      const u = await t.user({ gems: 1000 });
+      const caps = await listed(t, u.secret, 'gemforge-image-1');
+      assert.deepEqual(caps.outputFormats, ['png', 'jpeg']);
+      assert.deepEqual([caps.sourceImage, caps.referenceImages], ['none', { max: 0 }]);
+      const webp = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a webp', parameters: { resolution: '512', outputFormat: 'webp' } });
+      assert.equal(webp.status, 422, JSON.stringify(webp.body));
+      assert.match(webp.body.error.message, /parameters\.outputFormat "webp" is not available/);
+      assert.equal(fake.submitted().length, 0);
+    } finally {
+      await t.close();
+      await fake.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it('when an image model is mapped to gpt-image-1, then discovery names the size each ratio is really made at (16:9 as 1536x1024)', async () => {
     await withImageUpstream('gemforge-image-1=gpt-image-1', {}, async (_fake, t) => {

@@ -13,6 +13,7 @@ import { generateKeyOnDisk, startServerChild } from './helpers/child.ts';
 import { until } from './helpers/poll.ts';
 import { readStream } from './helpers/sse.ts';
 import type { ReservationRow } from '../server/storage/ledger.ts';
+import { requestViolation, responseViolation, schemaViolation } from './helpers/upstream-contracts.ts';
 
 const PATH = '/api/generate/text/v1/chat/completions';
 let n = 0;
@@ -28,10 +29,49 @@ interface Seen {
   body: Record<string, unknown> & { messages: Array<{ role: string; content: string }> };
 }
 
-const chunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) =>
-  `data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'fake-llama', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
+/**
+ * What the fake received or answered outside OpenAI's published document
+ * (test/fixtures/upstream-contracts/openai.json, `POST /chat/completions`):
+ * a request the real API would refuse, or an answer it never gives. The file
+ * fails at its end when there is any.
+ */
+const violations: string[] = [];
+after(() => assert.deepEqual(violations, [], 'requests and answers held to the published chat-completions contract'));
 
-/** A fake OpenAI-compatible server. */
+/** One stream frame, held to the documented chunk shape (CreateChatCompletionStreamResponse). */
+function frame(json: Record<string, unknown>): string {
+  const wrong = schemaViolation('openai', 'CreateChatCompletionStreamResponse', json);
+  if (wrong) violations.push(`the fake's chunk: ${wrong}`);
+  return `data: ${JSON.stringify(json)}\n\n`;
+}
+
+const chunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) =>
+  frame({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'fake-llama', choices: [{ index: 0, delta, finish_reason: finish }], ...extra });
+
+/** The last frame of a stream asked with `stream_options.include_usage`: no choices, the usage. */
+const usageChunk = (usage: Record<string, unknown>) => frame({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'fake-llama', choices: [], usage });
+
+/** A JSON answer, held to the document's shape for its status (an error is its ErrorResponse). */
+function answer(res: http.ServerResponse, status: number, json: Record<string, unknown>, headers: Record<string, string> = {}): void {
+  const wrong = responseViolation('openai', 'POST', '/v1/chat/completions', status, json, () => 'ErrorResponse');
+  if (wrong) violations.push(`the fake's answer: ${wrong}`);
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(json));
+}
+
+const apiError = (message: string, type: string, param: string | null = null, code: string | null = null) => ({ error: { message, type, param, code } });
+
+/** A whole completion as the document gives it (`choices[].message` with its refusal, `logprobs`). */
+const completion = (content: string, finish: string, usage: Record<string, unknown>) => ({
+  id: 'up-2',
+  object: 'chat.completion',
+  created: 1,
+  model: 'fake-llama',
+  choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: finish }],
+  usage,
+});
+
+/** A fake OpenAI-compatible server, holding requests to OpenAI's published contract. */
 function fakeUpstream(seen: Seen[]): http.Server {
   const throttled = new Set<string>();
   return http.createServer((req, res) => {
@@ -42,50 +82,48 @@ function fakeUpstream(seen: Seen[]): http.Server {
       const entry: Seen = { url: req.url ?? '', authorization: req.headers.authorization, port: req.socket.remotePort, body };
       seen.push(entry);
       res.on('finish', () => (entry.answered = true));
+      // What the published document refuses is refused as the API does, and fails the file.
+      const violation = requestViolation('openai', 'POST', (req.url ?? '').split('?')[0]!, body);
+      if (violation) {
+        violations.push(`request: ${violation}`);
+        answer(res, 400, apiError(violation, 'invalid_request_error'));
+        return;
+      }
       const mode = /mode:([a-z0-9-]+)/.exec(body.messages.at(-1)?.content ?? '')?.[1] ?? 'default';
-      // OpenAI's reasoning models refuse max_tokens and their own sampling parameters.
+      // OpenAI's reasoning models refuse max_tokens and their own sampling parameters (the reasoning
+      // guide says so in prose; the document cannot): refused as the API refuses it, and recorded.
       const refused = /^(o1|o3|o4|gpt-5)/.test(String(body.model)) && (['max_tokens', 'temperature', 'top_p'] as const).find((f) => body[f] !== undefined);
       if (refused) {
-        res.writeHead(400, { 'content-type': 'application/json' });
         const message = refused === 'max_tokens' ? "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead." : `Unsupported parameter: '${refused}' is not supported with this model.`;
-        res.end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: refused, code: 'unsupported_parameter' } }));
+        violations.push(`request: ${message}`);
+        answer(res, 400, apiError(message, 'invalid_request_error', refused, 'unsupported_parameter'));
         return;
       }
       // once-429: the first request of this content is throttled, the next answered.
       const once = mode === 'once-429' && !throttled.has(body.messages.at(-1)!.content) && throttled.add(body.messages.at(-1)!.content);
       if (['400', '429', '500', '502', '503'].includes(mode) || once) {
         const status = once ? 429 : Number(mode);
-        res.writeHead(status, { 'content-type': 'application/json', ...(status === 429 && { 'retry-after': '3' }) });
-        res.end(JSON.stringify({ error: { message: `fake ${status}` } }));
+        answer(res, status, apiError(`fake ${status}`, status === 429 ? 'rate_limit_exceeded' : status === 400 ? 'invalid_request_error' : 'server_error'), status === 429 ? { 'retry-after': '3' } : {});
         return;
       }
       if (mode === 'huge-json') {
         // One JSON completion of 20 MiB: above what is read of a JSON answer.
-        res.writeHead(200, { 'content-type': 'application/json' });
-        const usage = { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 };
-        res.end(JSON.stringify({ id: 'up-3', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(20 * 1024 * 1024) }, finish_reason: 'stop' }], usage }));
+        answer(res, 200, completion('x'.repeat(20 * 1024 * 1024), 'stop', { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 }));
         return;
       }
       if (mode === 'huge-event' || mode === 'echo-key') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write(chunk({ role: 'assistant', content: '' }));
-        // An event of 2 MiB (its line arrives in many chunks), or an error frame echoing the credentials it was sent.
+        // An event of 2 MiB (its line arrives in many chunks), or an error frame echoing the credentials it was sent
+        // (an error mid-stream is not in the document, but upstreams send one; the adapter must survive it).
         const usage = { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 };
         if (mode === 'huge-event') res.write(chunk({ content: 'y'.repeat(2 * 1024 * 1024) }, 'stop', { usage }));
-        else res.write(`data: ${JSON.stringify({ error: { message: `Incorrect API key provided: ${req.headers.authorization}; key ${req.headers.authorization?.slice(7)}` } })}\n\n`);
+        else res.write(`data: ${JSON.stringify(apiError(`Incorrect API key provided: ${req.headers.authorization}; key ${req.headers.authorization?.slice(7)}`, 'invalid_request_error'))}\n\n`);
         res.end('data: [DONE]\n\n');
         return;
       }
       if (mode === 'json') {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            id: 'up-2',
-            object: 'chat.completion',
-            choices: [{ index: 0, message: { role: 'assistant', content: 'Whole JSON answer' }, finish_reason: 'length' }],
-            usage: { prompt_tokens: 20, completion_tokens: 4, total_tokens: 24 },
-          }),
-        );
+        answer(res, 200, completion('Whole JSON answer', 'length', { prompt_tokens: 20, completion_tokens: 4, total_tokens: 24 }));
         return;
       }
       // CRLF line ends and a comment line: the reader must cope with both.
@@ -99,12 +137,13 @@ function fakeUpstream(seen: Seen[]): http.Server {
         return;
       }
       res.write(chunk({}, 'stop'));
-      if (mode === 'default') res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 } })}\n\n`);
+      if (mode === 'default') res.write(usageChunk({ prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 }));
       if (mode === 'reasoning') {
-        const usage = { prompt_tokens: 11, completion_tokens: 203, total_tokens: 214, completion_tokens_details: { reasoning_tokens: 200 } };
-        res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', choices: [], usage })}\n\n`);
+        // As OpenAI bills a reasoning model: the hidden reasoning counted inside completion_tokens, broken out in its details.
+        const details = { reasoning_tokens: 200, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 };
+        res.write(usageChunk({ prompt_tokens: 11, completion_tokens: 203, total_tokens: 214, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: details }));
       }
-      if (mode === 'huge-usage') res.write(`data: ${JSON.stringify({ id: 'up-1', choices: [], usage: { prompt_tokens: 5_000_000, completion_tokens: 5_000_000, total_tokens: 10_000_000 } })}\n\n`);
+      if (mode === 'huge-usage') res.write(usageChunk({ prompt_tokens: 5_000_000, completion_tokens: 5_000_000, total_tokens: 10_000_000 }));
       if (mode === 'late-end') {
         // [DONE] first, the body's end a moment later: what an upstream may do.
         res.write('data: [DONE]\n\n');
@@ -343,6 +382,20 @@ describe('text generation through a reasoning model upstream', () => {
     assert.equal(sent.max_completion_tokens, 500);
     for (const field of ['max_tokens', 'temperature', 'top_p']) assert.equal(sent[field], undefined, field);
     assert.equal(c.usage.completion_tokens, 203, 'the hidden reasoning is billed as output');
+  });
+
+  it('when a text model mapped to o3-mini is streamed with a JSON response format, then it completes within the published contract and the reservation settles on the billed usage', async () => {
+    const u = await s.user({ llmAllowance: 1000 });
+    const body = { model: 'gemforge-text-1', messages: [{ role: 'system', content: 'Answer in JSON.' }, { role: 'user', content: 'mode:reasoning think' }], stream: true, response_format: { type: 'json_object' } };
+    const r = await readStream(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': newKey() } }));
+    assert.equal(r.done, true);
+    assert.equal(r.content, 'Hello from upstream');
+    assert.deepEqual(r.usage, { prompt_tokens: 11, completion_tokens: 203, total_tokens: 214 });
+    const sent = seen.at(-1)!.body;
+    assert.equal(sent.max_completion_tokens, 4096, 'the default limit, in the reasoning dialect');
+    assert.deepEqual(sent.response_format, { type: 'json_object' });
+    const row = (await s.db('reservations').where({ account_id: u.accountId }).first()) as ReservationRow;
+    assert.equal(row.state, 'settled');
   });
 });
 

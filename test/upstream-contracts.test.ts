@@ -7,7 +7,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startFakeFal, startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeUpstream } from './helpers/fake-upstreams.ts';
-import { requestViolation, responseViolation } from './helpers/upstream-contracts.ts';
+import { requestViolation, responseViolation, schemaViolation } from './helpers/upstream-contracts.ts';
+import { upstreamBody } from '../server/providers/text/upstream.ts';
 
 /** Sends `body` to the fake and returns the status and whether close() then failed naming the document. */
 async function refused(fake: FakeUpstream, method: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; closeError: string }> {
@@ -42,6 +43,23 @@ describe('upstream contracts: the fakes refuse what the published documents refu
     const r = await refused(await startFakeFal({}), 'POST', '/fal-ai/flux/dev', ['a prompt']);
     assert.equal(r.status, 400);
     assert.match(r.closeError, /must be object/);
+  });
+
+  it('when the text upstream builds a chat completion for a reasoning model and for another, then OpenAI\'s published request schema takes both', () => {
+    const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'hi' }];
+    const request = { model: 'o3-mini', messages, max_tokens: 300, temperature: 0.3, top_p: 0.9, response_format: { type: 'json_object' as const } };
+    for (const model of ['o3-mini', 'gpt-4o-mini']) {
+      assert.equal(requestViolation('openai', 'POST', '/v1/chat/completions', JSON.parse(JSON.stringify(upstreamBody({ ...request, model })))), undefined, model);
+    }
+    assert.match(requestViolation('openai', 'POST', '/v1/chat/completions', { model: 'o3-mini', messages: [], max_completion_tokens: 'many' }) ?? '', /messages must NOT have fewer than 1 items.*max_completion_tokens must be integer/);
+  });
+
+  it('when chat completion answers are read, then a streamed chunk and its usage (with reasoning_tokens) are held to the documented shapes', () => {
+    const usage = { prompt_tokens: 11, completion_tokens: 203, total_tokens: 214, completion_tokens_details: { reasoning_tokens: 200 } };
+    const chunk = { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'o3-mini', choices: [], usage };
+    assert.equal(schemaViolation('openai', 'CreateChatCompletionStreamResponse', chunk), undefined);
+    assert.match(schemaViolation('openai', 'CreateChatCompletionStreamResponse', { id: 'c', choices: [], usage }) ?? '', /required property 'created'/);
+    assert.match(schemaViolation('openai', 'CreateChatCompletionStreamResponse', { ...chunk, usage: { ...usage, completion_tokens_details: { reasoning_tokens: 'lots' } } }) ?? '', /reasoning_tokens must be integer/);
   });
 
   it('when the documents are read, then 3.0-style nullable fields take null and Replicate\'s "hidden" version is one version', () => {

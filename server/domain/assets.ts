@@ -17,6 +17,7 @@ import { probeAv, probeImage } from '../media/probe.ts';
 import { checkDimensions, MAX_MEDIA_SECONDS, MediaLimitError } from '../media/limits.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
+import type { UrlSigner } from './signing.ts';
 
 export type { AssetKind, AssetRow };
 export { isDatabaseFailure, isDiskFailure, storeFailed, StoreUnavailableError };
@@ -293,6 +294,17 @@ export async function openStoredAsset(db: Db, dataDir: string, assetId: string):
   const asset = await store.findAsset(db, assetId);
   const stream = asset && !asset.deleted_at ? await openBlob(dataDir, asset.blob_sha256) : undefined;
   return asset && stream ? { asset, stream } : undefined;
+}
+
+/**
+ * A signed link under `baseUrl` to an asset of the account, for a remote
+ * provider's upstream to fetch (a source image sent to a prediction model);
+ * undefined when the asset is not the account's any more or was deleted.
+ */
+export async function assetLink(db: Db, signer: UrlSigner, baseUrl: string, now: Date, accountId: string, assetId: string): Promise<string | undefined> {
+  const asset = await store.findAsset(db, assetId);
+  if (!asset || asset.account_id !== accountId || asset.deleted_at) return undefined;
+  return signer.sign(baseUrl, assetId, now);
 }
 
 /**

@@ -138,6 +138,12 @@ export interface MediaTools {
   ffprobePath: string;
   /** The stored file of an owned asset (references, source images). */
   assetFile(assetId: string): Promise<string>;
+  /**
+   * A signed link under `PUBLIC_BASE_URL` to an owned asset, for an upstream to
+   * fetch; undefined when the asset is not the account's any more. Absent when
+   * the worker has no public base URL (or no signer).
+   */
+  assetLink?(assetId: string): Promise<string | undefined>;
   /** A stored blob as a local file (a temp copy when blobs live in object storage, removed by `release`); undefined when the store does not hold it. */
   blobFile(sha256: string): Promise<{ path: string; release(): Promise<void> } | undefined>;
   /** A fresh temp file path under DATA_DIR/tmp. */

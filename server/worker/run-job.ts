@@ -41,6 +41,8 @@ export interface JobContext {
   stopping(): boolean;
   /** Aborted when the worker stops or loses this job's lease (what `stopping()` reports, as a signal for reads). */
   signal?: AbortSignal;
+  /** A signed link under PUBLIC_BASE_URL to an asset of the account (remote providers hand it upstream); absent without one. */
+  assetLink?(accountId: string, assetId: string): Promise<string | undefined>;
 }
 
 /** The job was recovered and taken by another worker meanwhile: this run settles nothing. */
@@ -70,6 +72,7 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string, copies: Ar
     ffprobePath: ctx.ffprobePath,
     tempFile: (suffix) => tempPath(ctx.dataDir, suffix),
     blobFile: (sha256) => localBlob(ctx.dataDir, sha256),
+    ...(ctx.assetLink && { assetLink: (assetId: string) => ctx.assetLink!(accountId, assetId) }),
     async assetFile(assetId) {
       // The stored file, or a temp copy of a blob in object storage, removed when the job run ends.
       const local = await referenceFile(ctx.db, ctx.dataDir, accountId, assetId);

@@ -131,23 +131,32 @@ export function requestViolation(name: ContractName, method: string, urlPath: st
 export function responseViolation(name: ContractName, method: string, urlPath: string, status: number, json: unknown, errorSchema?: (status: number) => string | undefined): string | undefined {
   const op = operation(name, method, urlPath);
   if (!op) return undefined;
-  const validate = op.responses.get(String(status)) ?? errorValidator(name, status, errorSchema);
+  const schema = status >= 400 ? errorSchema?.(status) : undefined;
+  const validate = op.responses.get(String(status)) ?? (schema ? componentValidator(name, schema) : undefined);
   if (!validate) return undefined;
   return validate(structuredClone(json)) ? undefined : `${method} ${urlPath} answered ${status}: ${explain(validate)}`;
 }
 
-const errorValidators = new Map<string, ValidateFunction>();
+/**
+ * Why the document's named component schema does not describe `json`, or
+ * undefined: for what an operation's JSON answer does not cover, such as each
+ * chunk of a streamed answer (OpenAI's CreateChatCompletionStreamResponse).
+ */
+export function schemaViolation(name: ContractName, schema: string, json: unknown): string | undefined {
+  const validate = componentValidator(name, schema);
+  return validate(structuredClone(json)) ? undefined : `${schema}: ${explain(validate)}`;
+}
 
-/** The document's error shape for an error status, where the caller names one (OpenAI's ErrorResponse). */
-function errorValidator(name: ContractName, status: number, errorSchema?: (status: number) => string | undefined): ValidateFunction | undefined {
-  const schema = status >= 400 ? errorSchema?.(status) : undefined;
-  if (!schema) return undefined;
+const componentValidators = new Map<string, ValidateFunction>();
+
+/** A validator of one of the document's component schemas (OpenAI's ErrorResponse, a stream chunk). */
+function componentValidator(name: ContractName, schema: string): ValidateFunction {
   const key = `${name} ${schema}`;
-  const known = errorValidators.get(key);
+  const known = componentValidators.get(key);
   if (known) return known;
   const ajv = ajvFor(false);
   ajv.addSchema(normalise(JSON.parse(fs.readFileSync(path.join(DIR, `${name}.json`), 'utf8')) as Json) as never, name);
   const validate = ajv.compile({ $ref: `${name}#/components/schemas/${schema}` });
-  errorValidators.set(key, validate);
+  componentValidators.set(key, validate);
   return validate;
 }

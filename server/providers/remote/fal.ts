@@ -27,20 +27,28 @@ import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpst
 import { readJsonBounded } from './body.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { callUpstream } from './http.ts';
-import { inputFor, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
+import { inputFor, jobWithLinks, linkedMedia, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import type { FetchAllow } from './public-fetch.ts';
+import { pacedFetch, readLimiter, type TokenBucket } from './read-limit.ts';
+import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
 import { say } from './sentences.ts';
 
 export interface FalEntry {
   /** The endpoint id: `owner/alias`, optionally followed by a path (`fal-ai/flux/dev`). */
   model: string;
   input: Record<string, unknown>;
+  /** The values the upstream model takes per request field it carries (mapped-capabilities.ts). */
+  accepts: Accepts;
 }
 
 export interface FalOptions {
   url: string;
   key: string | undefined;
   pollMs: number;
+  /** PUBLIC_BASE_URL is set: source and reference media a mapping carries go upstream as signed links. */
+  linked?: boolean;
+  /** Reads (status, result, cancel) a minute for this process and deployment (`FAL_READS_PER_MINUTE`, read-limit.ts). */
+  readsPerMinute: number;
   deadlineMs: number;
   attemptTimeoutMs: number;
   maxOutputBytes: number;
@@ -48,11 +56,12 @@ export interface FalOptions {
 }
 
 /** Checks a catalog entry's `fal` block; throws a message naming `where`. */
-export function parseFalEntry(raw: unknown, kind: MediaKind, where: string): FalEntry {
+export function parseFalEntry(raw: unknown, kind: MediaKind, where: string, listed: Record<string, unknown> = {}, linked = false): FalEntry {
   const r = raw as Record<string, unknown> | null;
   if (typeof r !== 'object' || r === null) throw new Error(`${where}: provider fal needs a "fal" mapping (model and input)`);
   if (typeof r.model !== 'string' || !/^[\w.-]+\/[\w.-]+(\/[\w.-]+)*$/.test(r.model)) throw new Error(`${where}: fal.model must look like owner/alias or owner/alias/path`);
-  return { model: r.model, input: parseInputMapping(r.input, kind, where, 'fal.input') };
+  const input = parseInputMapping(r.input, kind, where, 'fal.input');
+  return { model: r.model, input, accepts: parseAccepts(r.accepts, kind, input, listed, where, 'fal.accepts', linked) };
 }
 
 export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
@@ -63,6 +72,10 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
   /** Status, result and cancel live under the app (`owner/alias`), without the endpoint's path. */
   private readonly app: string;
   private readonly who: string;
+  /** The process's one pace for reads of this deployment. */
+  private readonly reads: TokenBucket;
+  /** The media fields handed upstream as links (none without PUBLIC_BASE_URL). */
+  private readonly media: Set<string>;
   constructor(
     private readonly kind: K,
     private readonly entry: FalEntry,
@@ -71,15 +84,22 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
     this.base = options.url.replace(/\/+$/, '');
     this.app = entry.model.split('/').slice(0, 2).join('/');
     this.who = `The ${kind} provider`;
+    this.media = linkedMedia(kind, entry.input, options.linked === true);
+    this.reads = readLimiter('fal', this.base, options.key, options.readsPerMinute);
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {
-    return mappedRequestProblem(request, 'a queued model');
+    return mappedRequestProblem(request, 'a queued model', this.media, this.options.linked === true) ?? acceptsProblem(request, this.entry.accepts);
+  }
+
+  /** Discovery's view: what the queued model takes (its `accepts` table), only the media it is given as links. */
+  capabilities(_model: string, listed: Record<string, unknown>): Record<string, unknown> {
+    return acceptedCapabilities(this.kind, listed, this.entry.accepts, this.media);
   }
 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
     const headers = { 'content-type': 'application/json', ...(this.options.key && { authorization: `Key ${this.options.key}` }) };
-    return callUpstream((signal) => fetch(`${this.base}${path}`, { ...init, headers, signal }), {
+    return callUpstream((signal) => pacedFetch(this.reads, replayable, `${this.base}${path}`, { ...init, headers }, signal), {
       who: this.who,
       provider: this.name,
       deadlineMs: this.options.attemptTimeoutMs * 3,
@@ -124,7 +144,7 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
   }
 
   async generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
-    const { id, state } = await runAsyncJob(job, tools, this.upstream(job, tools));
+    const { id, state } = await runAsyncJob(job, tools, this.upstream(await jobWithLinks(job, tools), tools));
     if (state.error !== undefined && state.error !== null) throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, state.error));
     // The result of a request that failed upstream answers its error status: a refusal, released.
     const result = await this.json(await this.call(`/${this.app}/requests/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true), tools, job.index);
@@ -145,7 +165,8 @@ export const fal: RemoteProviderDescriptor = {
   }),
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
-    const entry = parseFalEntry(model.providerEntry, kind, where);
-    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, ...common }) as MediaProvider;
+    const linked = config.publicBaseUrl !== undefined;
+    const entry = parseFalEntry(model.providerEntry, kind, where, model.listedCapabilities, linked);
+    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, readsPerMinute: config.falReadsPerMinute, linked, ...common }) as MediaProvider;
   },
 };

@@ -10,7 +10,7 @@
  * checked at start: an unknown field stops the start naming the model. The
  * outputs of such models are found in their answers the same way (`outputUrl`).
  */
-import type { JobRequests, MediaKind } from '../media-types.ts';
+import { MediaGenerationError, type JobRequests, type MediaJob, type MediaKind, type MediaTools } from '../media-types.ts';
 
 /** The fields a placeholder may name, per kind (the job request's own fields). */
 export const REQUEST_FIELDS: Record<MediaKind, readonly string[]> = {
@@ -20,17 +20,63 @@ export const REQUEST_FIELDS: Record<MediaKind, readonly string[]> = {
 };
 
 /**
- * What a mapped model cannot be given (refused at submission, before anything
- * is reserved): source and reference media. A placeholder carries only the
- * request's text and settings, and an asset is private to this server; sending
- * the request without them would run (and charge) another generation than the
- * one asked, such as text-to-video for image-to-video.
+ * The source and reference media fields a placeholder may name, per kind: the
+ * asset goes upstream as a signed link to this server (`PUBLIC_BASE_URL`), a
+ * list of them for a list field.
  */
-export function mappedRequestProblem(request: JobRequests[MediaKind], what: string): string | undefined {
-  const r = request as Partial<Record<'sourceImage' | 'endFrame' | 'coverAudio', string | null> & Record<'referenceImages' | 'referenceVideos' | 'referenceAudios', string[]>>;
-  const media = [r.sourceImage, r.endFrame, r.coverAudio, ...(r.referenceImages ?? []), ...(r.referenceVideos ?? []), ...(r.referenceAudios ?? [])].filter(Boolean);
-  if (media.length === 0) return undefined;
-  return `this model is given text and settings only (its upstream is ${what} that cannot receive this server's assets): leave out sourceImage, endFrame and referenceAssetIds.`;
+export const MEDIA_FIELDS: Record<MediaKind, readonly string[]> = {
+  image: ['sourceImage', 'referenceImages'],
+  video: ['sourceImage', 'endFrame', 'referenceImages', 'referenceVideos', 'referenceAudios'],
+  audio: ['coverAudio'],
+};
+
+/** Every media field of a request that is given (a non-empty id or list). */
+function givenMedia(request: JobRequests[MediaKind]): string[] {
+  const fields = request as unknown as Record<string, unknown>;
+  return [...new Set(Object.values(MEDIA_FIELDS).flat())].filter((f) => (Array.isArray(fields[f]) ? (fields[f] as unknown[]).length > 0 : Boolean(fields[f])));
+}
+
+/**
+ * What a mapped model cannot be given (refused at submission, before anything
+ * is reserved): source and reference media its mapping does not carry, or any
+ * without `PUBLIC_BASE_URL` (`linked` false). An asset is private to this
+ * server: an upstream reaches it only by a signed link under a public base
+ * URL. Sending the request without it would run (and charge) another
+ * generation than the one asked, such as text-to-video for image-to-video.
+ */
+export function mappedRequestProblem(request: JobRequests[MediaKind], what: string, carried: ReadonlySet<string> = new Set(), linked = false): string | undefined {
+  const missing = givenMedia(request).filter((f) => !linked || !carried.has(f));
+  if (missing.length === 0) return undefined;
+  if (!linked) return `this model is given text and settings only (its upstream is ${what} that cannot receive this server's assets without PUBLIC_BASE_URL): leave out sourceImage, endFrame and referenceAssetIds.`;
+  return `this model's upstream (${what}) is not given ${missing.join(', ')}: leave ${missing.length === 1 ? 'it' : 'them'} out.`;
+}
+
+/** The request fields a mapping's input carries (its placeholders). */
+export function carriedFields(input: Record<string, unknown>): Set<string> {
+  const fields = new Set<string>();
+  for (const value of Object.values(input)) if (typeof value === 'string') for (const m of value.matchAll(PLACEHOLDER)) fields.add(m[1]!);
+  return fields;
+}
+
+/**
+ * The request with its media ids replaced by signed links an upstream can
+ * fetch (`tools.assetLink`); a slot whose asset is gone, or a worker without
+ * links, fails uncharged.
+ */
+export async function withAssetLinks<R extends JobRequests[MediaKind]>(request: R, tools: MediaTools): Promise<R> {
+  const given = givenMedia(request);
+  if (given.length === 0) return request;
+  const out = { ...request } as unknown as Record<string, unknown>;
+  const link = async (id: string) => {
+    const url = await tools.assetLink?.(id);
+    if (!url) throw new MediaGenerationError('INVALID_REFERENCE', `Reference ${id} could not be handed to the upstream (it is gone, or this worker has no PUBLIC_BASE_URL); nothing was charged.`);
+    return url;
+  };
+  for (const field of given) {
+    const value = out[field];
+    out[field] = Array.isArray(value) ? await Promise.all((value as string[]).map(link)) : await link(value as string);
+  }
+  return out as unknown as R;
 }
 
 const PLACEHOLDER = /\{([A-Za-z]+)\}/g;
@@ -41,7 +87,8 @@ export function parseInputMapping(input: unknown, kind: MediaKind, where: string
   for (const [name, value] of Object.entries(input)) {
     if (typeof value === 'string') {
       for (const m of value.matchAll(PLACEHOLDER)) {
-        if (!REQUEST_FIELDS[kind].includes(m[1]!)) throw new Error(`${where}: ${block}.${name} names {${m[1]}}, which a ${kind} request does not have (known: ${REQUEST_FIELDS[kind].join(', ')})`);
+        const known = [...REQUEST_FIELDS[kind], ...MEDIA_FIELDS[kind]];
+        if (!known.includes(m[1]!)) throw new Error(`${where}: ${block}.${name} names {${m[1]}}, which a ${kind} request does not have (known: ${known.join(', ')})`);
       }
     } else if (!['number', 'boolean'].includes(typeof value) && value !== null) {
       throw new Error(`${where}: ${block}.${name} must be a string, number, boolean or null`);
@@ -100,4 +147,15 @@ export function outputUrl(output: unknown, kind: MediaKind): string | undefined 
     }
   }
   return undefined;
+}
+
+/** The job with its media as links, for a slot that has not asked the upstream yet (a resumed one creates nothing). */
+export async function jobWithLinks<J extends MediaJob>(job: J, tools: MediaTools): Promise<J> {
+  if (await tools.remoteCalls.find(job.index)) return job;
+  return { ...job, request: await withAssetLinks(job.request, tools) };
+}
+
+/** The media fields a mapping hands upstream as links: those it carries, when links can be made (PUBLIC_BASE_URL). */
+export function linkedMedia(kind: MediaKind, input: Record<string, unknown>, linked: boolean): Set<string> {
+  return linked ? new Set([...carriedFields(input)].filter((f) => MEDIA_FIELDS[kind].includes(f))) : new Set();
 }

@@ -16,7 +16,7 @@
  */
 import fsp from 'node:fs/promises';
 import { sharp } from '../../media/sharp.ts';
-import { MediaGenerationError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
+import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
 import { SHARP_INPUT } from '../../media/limits.ts';
 import { decodeGated } from '../../media/probe.ts';
 import { readBase64Field } from './body.ts';
@@ -24,6 +24,7 @@ import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { baseOf, postOnce } from './http.ts';
 import { checkOutputFile, downloadOutput, type FileOutput } from './output.ts';
 import type { FetchAllow } from './public-fetch.ts';
+import { say } from './sentences.ts';
 
 /** A read that failed for a reason the slot may show (too large) is rethrown; any other becomes `fallback`. */
 function mediaErrorOr<T>(fallback: T): (error: unknown) => T {
@@ -236,8 +237,10 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
       if (output?.file !== file) await fsp.rm(file, { force: true });
     }
     if (!output) {
+      // A 2xx that is unparseable, of another shape or without data: the generation may have run and
+      // been billed behind it (a gateway, a cut body), so it is an unknown outcome, held like a lost call.
       tools.warn({ slot: job.index, upstreamRequestId: requestId }, 'image provider answered without an image');
-      throw new MediaGenerationError('GENERATION_FAILED', 'The image provider returned an answer without an image; nothing was charged for it.');
+      throw new MediaHoldError(say.unreadable('The image provider', 'an answer without an image'));
     }
     return this.inFormat(output, request);
   }

@@ -9,10 +9,11 @@
  */
 import fsp from 'node:fs/promises';
 import { runTool } from '../../media/run.ts';
-import { MediaGenerationError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools, type SpeechJobRequest } from '../media-types.ts';
+import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools, type SpeechJobRequest } from '../media-types.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { baseOf, postOnce } from './http.ts';
 import { storeOutputBody } from './output.ts';
+import { say } from './sentences.ts';
 
 export interface OpenAiSpeechOptions {
   url: string;
@@ -62,6 +63,15 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
     if (problem) throw new MediaGenerationError('GENERATION_FAILED', `This output could not be made: ${problem}`);
     const body = JSON.stringify({ model: upstream, input: request.text, voice: this.options.voices[request.voice.id], speed: request.speed, response_format: FORMATS[request.mimeType] });
     const response = await postOnce(job, tools, `${this.base}/v1/audio/speech`, body, { 'content-type': 'application/json' }, { provider: this.name, who: 'The speech provider', notDone: openAiSpeech.failures.notDone, ...this.options });
+    // A 2xx that is not audio at all (a JSON or HTML body) is no answer to read: the speech may have been
+    // made and billed behind it, so the outcome is unknown and held. Bytes declared as audio that turn
+    // out spoiled are a delivered, failed output (released).
+    const type = (response.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    if (/^(application\/(json|problem\+json|xml)|text\/)/.test(type)) {
+      await response.body?.cancel().catch(() => undefined);
+      tools.warn({ slot: job.index, contentType: type, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'speech provider answered without audio');
+      throw new MediaHoldError(say.unreadable('The speech provider', `a ${type} answer instead of audio`));
+    }
     // Streamed to a temp file within the limit, held to the media limits before ffmpeg touches it.
     const { file, mimeType } = await storeOutputBody(response, 'audio', tools, 'The speech provider', this.options.maxOutputBytes);
     const output = { file, mimeType };

@@ -27,8 +27,10 @@ import { MediaGenerationError, type GeneratedOutput, type JobRequests, type Medi
 import { readJsonBounded } from './body.ts';
 import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpstream } from './async-job.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
-import { inputFor, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
+import { inputFor, jobWithLinks, linkedMedia, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import { baseOf, callUpstream } from './http.ts';
+import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
+import { pacedFetch, readLimiter, type TokenBucket } from './read-limit.ts';
 import { say } from './sentences.ts';
 import type { FetchAllow } from './public-fetch.ts';
 
@@ -37,12 +39,18 @@ export interface ReplicateEntry {
   model?: string;
   version?: string;
   input: Record<string, unknown>;
+  /** The values the upstream model takes per request field it carries (mapped-capabilities.ts). */
+  accepts: Accepts;
 }
 
 export interface ReplicateOptions {
   url: string;
   token: string | undefined;
   pollMs: number;
+  /** PUBLIC_BASE_URL is set: source and reference media a mapping carries go upstream as signed links. */
+  linked?: boolean;
+  /** Reads (polls, results, cancels) a minute for this process and deployment (`REPLICATE_READS_PER_MINUTE`, read-limit.ts). */
+  readsPerMinute: number;
   deadlineMs: number;
   attemptTimeoutMs: number;
   maxOutputBytes: number;
@@ -51,7 +59,7 @@ export interface ReplicateOptions {
 }
 
 /** Checks a catalog entry's `replicate` block; throws a message naming `where`. */
-export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string): ReplicateEntry {
+export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string, listed: Record<string, unknown> = {}, linked = false): ReplicateEntry {
   const r = raw as Record<string, unknown> | null;
   if (typeof r !== 'object' || r === null) throw new Error(`${where}: provider replicate needs a "replicate" mapping (model or version, and input)`);
   const model = r.model;
@@ -60,7 +68,8 @@ export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string
   if (version !== undefined && (typeof version !== 'string' || !/^[\w.:/-]{1,200}$/.test(version))) throw new Error(`${where}: replicate.version must be a version id`);
   if ((model === undefined) === (version === undefined)) throw new Error(`${where}: replicate needs exactly one of model and version`);
   const input = parseInputMapping(r.input, kind, where, 'replicate.input');
-  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input };
+  const accepts = parseAccepts(r.accepts, kind, input, listed, where, 'replicate.accepts', linked);
+  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input, accepts };
 }
 
 // The tests and docs reach the mapping through this module too.
@@ -82,6 +91,10 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   readonly lane = 'remote' as const;
   private readonly base: string;
   private readonly who: string;
+  /** The process's one pace for reads of this deployment. */
+  private readonly reads: TokenBucket;
+  /** The media fields handed upstream as links (none without PUBLIC_BASE_URL). */
+  private readonly media: Set<string>;
   constructor(
     private readonly kind: K,
     private readonly entry: ReplicateEntry,
@@ -89,10 +102,17 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   ) {
     this.base = baseOf(options.url);
     this.who = `The ${kind} provider`;
+    this.media = linkedMedia(kind, entry.input, options.linked === true);
+    this.reads = readLimiter('replicate', this.base, options.token, options.readsPerMinute);
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {
-    return mappedRequestProblem(request, 'a prediction model');
+    return mappedRequestProblem(request, 'a prediction model', this.media, this.options.linked === true) ?? acceptsProblem(request, this.entry.accepts);
+  }
+
+  /** Discovery's view: what the prediction model takes (its `accepts` table), only the media it is given as links. */
+  capabilities(_model: string, listed: Record<string, unknown>): Record<string, unknown> {
+    return acceptedCapabilities(this.kind, listed, this.entry.accepts, this.media);
   }
 
   private headers(): Record<string, string> {
@@ -100,7 +120,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   }
 
   private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
-    return callUpstream((signal) => fetch(`${this.base}${path}`, { ...init, headers: this.headers(), signal }), {
+    return callUpstream((signal) => pacedFetch(this.reads, replayable, `${this.base}${path}`, { ...init, headers: this.headers() }, signal), {
       who: this.who,
       provider: this.name,
       deadlineMs: this.options.attemptTimeoutMs * 3,
@@ -146,7 +166,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   }
 
   async generate(job: MediaJob<K>, tools: MediaTools): Promise<GeneratedOutput> {
-    const { state: prediction } = await runAsyncJob(job, tools, this.upstream(job, tools));
+    const { state: prediction } = await runAsyncJob(job, tools, this.upstream(await jobWithLinks(job, tools), tools));
     if (prediction.status === 'failed') throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, prediction.error));
     if (prediction.status === 'canceled') throw new MediaGenerationError('GENERATION_FAILED', say.canceled(this.who));
     if (prediction.status === 'aborted') throw new MediaGenerationError('GENERATION_FAILED', say.aborted(this.who));
@@ -168,7 +188,8 @@ export const replicate: RemoteProviderDescriptor = {
   }),
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
-    const entry = parseReplicateEntry(model.providerEntry, kind, where);
-    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, ...common }) as MediaProvider;
+    const linked = config.publicBaseUrl !== undefined;
+    const entry = parseReplicateEntry(model.providerEntry, kind, where, model.listedCapabilities, linked);
+    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, readsPerMinute: config.replicateReadsPerMinute, linked, ...common }) as MediaProvider;
   },
 };
