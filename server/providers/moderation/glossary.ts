@@ -243,6 +243,9 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     mas más = more
   `,
   fr: `
+    proces procès = trial
+    neutre = neutral
+    informations = news
     comment = how to
     instructions = instructions
     etape_par_etape étape_par_étape = step by step
@@ -428,6 +431,8 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     se s ne pas = 
   `,
   de: `
+    nachrichten = news
+    prozess = trial
     wie = how to
     anleitung = instructions
     schritt_fur_schritt schritt_für_schritt = step by step
