@@ -7,16 +7,23 @@
  * design that actually works") asks for the real thing: the frame then
  * cancels nothing. The demand is the policy's `realism` concept.
  *
+ * Likewise a writer who declines help ("I don't want a hotline", "don't talk me
+ * out of it") is not asking about recovery, though the refusal holds its words:
+ * the policy's `refuse-help` concept disarms `recovery`.
+ *
  * One look at the concepts found: constant in the text's length.
  */
 import type { Occurrence } from './intents.ts';
 
 export const PRETEND_WORLD = 'pretend-world';
 export const REALISM = 'realism';
+export const RECOVERY = 'recovery';
+export const REFUSE_HELP = 'refuse-help';
 
-/** Drops the made-up frame from `found` when the text also demands realism; returns whether it did. */
+/** Drops from `found` the frames the text itself disarms (a made-up world, recovery); returns whether it dropped one. */
 export function disarmFrames(found: Map<string, Occurrence[]>): boolean {
-  if (!found.has(REALISM) || !found.has(PRETEND_WORLD)) return false;
-  found.delete(PRETEND_WORLD);
-  return true;
+  let dropped = false;
+  if (found.has(REALISM)) dropped = found.delete(PRETEND_WORLD);
+  if (found.has(REFUSE_HELP)) dropped = found.delete(RECOVERY) || dropped;
+  return dropped;
 }

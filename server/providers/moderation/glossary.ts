@@ -19,6 +19,7 @@ export type Glossary = Readonly<Record<string, string>>;
 
 export const GLOSSARIES: Readonly<Record<string, string>> = {
   es: `
+    maximo máximo maxima máxima = maximum
     como cómo = how to
     que_veneno = what poison
     instrucciones instruccion instrucción = instructions
@@ -243,6 +244,7 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     mas más = more
   `,
   fr: `
+    maximum maximale = maximum
     proces procès = trial
     neutre = neutral
     informations = news
@@ -616,6 +618,7 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     ohne = without
   `,
   pt: `
+    maximo máximo maxima máxima = maximum
     como = how to
     instrucoes instruções = instructions
     passo_a_passo = step by step
@@ -798,6 +801,7 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     sem = without
   `,
   it: `
+    massimo massima = maximum
     come = how to
     istruzioni = instructions
     costruire fabbricare fare preparare = make
