@@ -801,6 +801,8 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     sem = without
   `,
   it: `
+    mio mia miei mie = my
+    nessuno = anyone
     come_posso come_faccio come_si = how can i
     voglio = i want to
     dimmi = tell me
