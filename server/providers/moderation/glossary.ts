@@ -19,6 +19,25 @@ export type Glossary = Readonly<Record<string, string>>;
 
 export const GLOSSARIES: Readonly<Record<string, string>> = {
   es: `
+    deshacerme deshacerse = get rid of
+    cadaver cadáver = corpse
+    sin_dejar_rastro = leaving no trace
+    financiar = finance
+    grupo_armado = militant group
+    gas_de_cloro = chlorine gas
+    cloro = chlorine
+    multitud = crowd
+    apuñal* apunal* = stab
+    esposa = wife
+    sangre = blood
+    realista = realistic
+    imagen = image
+    cortes = cuts
+    recientes = fresh
+    estetica estética = aesthetic
+    reclutamiento = recruitment
+    jovenes jóvenes = young people
+    estado_islamico estado_islámico = islamic state
     maximo máximo maxima máxima = maximum
     como cómo = how to
     que_veneno = what poison
@@ -244,6 +263,14 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     mas más = more
   `,
   fr: `
+    schema schéma = schematic
+    battu_a_mort battue_a_mort = beaten to death
+    video vidéo = video
+    realiste réaliste = realistic
+    se_pend = hangs themselves
+    gaz_moutarde = mustard gas
+    fabrication = make
+    procedure procédure = protocol
     maximum maximale = maximum
     proces procès = trial
     neutre = neutral
@@ -433,6 +460,16 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     se s ne pas = 
   `,
   de: `
+    ersticke ersticken = suffocate
+    ohne_spuren = leaving no trace
+    rekrutierung = recruitment
+    dschihad = jihad
+    skript = script
+    jugendliche = teens
+    festhalten = hold captive
+    auslandische ausländische = foreign
+    arbeiter = workers
+    fliehen = escape
     nachrichten = news
     prozess = trial
     wie = how to
@@ -618,6 +655,17 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     ohne = without
   `,
   pt: `
+    escreva escrever = write
+    sub_humanos subumanos = subhumans
+    entrar_para = join
+    estado_islamico estado_islâmico = islamic state
+    zombando zombar = mocking
+    vitimas vítimas = victims
+    holocausto = holocaust
+    plano = plan
+    ataque = attack
+    escola = school
+    rotas_de_fuga = escape routes
     maximo máximo maxima máxima = maximum
     como = how to
     instrucoes instruções = instructions
