@@ -8,16 +8,11 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
-import { categoriesOf, embeddedModeration } from '../../server/providers/moderation/local.ts';
+import { embeddedModeration } from '../../server/providers/moderation/local.ts';
 import { properNames } from '../../server/providers/moderation/names.ts';
+import { passes, refusedAs, shippedPolicy } from '../helpers/moderation-policy.ts';
 
-const policy = loadModerationPolicy(path.join(import.meta.dirname, '../../server/catalog/moderation.yaml'));
-const refused = (text: string) => categoriesOf(policy, text, 'standard');
-const passes = (text: string) => assert.deepEqual(refused(text), [], text);
-const refusedAs = (text: string, category: string) => assert.ok(refused(text).includes(category), `${text}: ${refused(text).join(', ') || 'passed'}`);
-const provider = embeddedModeration(policy);
+const provider = embeddedModeration(shippedPolicy);
 /** The provider's verdict, glossaries included. */
 const verdict = async (text: string) => (await provider.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' })).flagged?.categories ?? [];
 
