@@ -9,8 +9,6 @@
  *
  * One regular-expression pass over the text: linear in its length.
  */
-import { stemOf, type Token } from './normalize.ts';
-
 /** A capitalised word (a capital, then lower-case letters only) not at the start of a sentence. */
 // The lookahead first, so that the lookbehinds (which walk back over white space) run only
 // where a name begins: each run of white space is walked once.
@@ -25,8 +23,3 @@ export function properNames(text: string): ReadonlySet<string> {
 }
 
 const EMPTY: ReadonlySet<string> = new Set();
-
-/** A name's token: the word itself, uncorrected. */
-export function nameToken(word: string, possessive: boolean): Token {
-  return { word, stem: stemOf(word), possessive };
-}
