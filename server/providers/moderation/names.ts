@@ -16,7 +16,8 @@ const NAME = /(?=\p{Lu}\p{Ll}{2})(?<=[\s,(])(?<![.!?:;"«»„“”]\s*)\p{Lu}\
 
 /** The capitalised words of `text` that stand inside a sentence, case folded as tokenize reads them. */
 export function properNames(text: string): ReadonlySet<string> {
-  if (!/\p{Lu}/u.test(text)) return EMPTY;
+  // Most prompts have no capital past their first word: one native scan says so.
+  if (!/[\s,(]\p{Lu}/u.test(text)) return EMPTY;
   const names = new Set<string>();
   for (const m of text.matchAll(NAME)) names.add(m[0].normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase());
   return names;
