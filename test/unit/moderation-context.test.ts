@@ -5,15 +5,7 @@
  * ("bomb the shelter", asking for the act) is still refused.
  */
 import { describe, it } from 'node:test';
-import assert from 'node:assert/strict';
-import path from 'node:path';
-import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
-import { categoriesOf } from '../../server/providers/moderation/local.ts';
-
-const policy = loadModerationPolicy(path.join(import.meta.dirname, '../../server/catalog/moderation.yaml'));
-const refused = (text: string) => categoriesOf(policy, text, 'standard');
-const passes = (text: string) => assert.deepEqual(refused(text), [], text);
-const isRefused = (text: string) => assert.notDeepEqual(refused(text), [], text);
+import { isRefused, passes } from '../helpers/moderation-policy.ts';
 
 describe('a trigger word that names an object', () => {
   it('when it modifies the object directly, then it passes; when a determiner makes the object what it acts on, then it is refused', () => {

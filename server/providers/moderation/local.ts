@@ -12,6 +12,7 @@ import { carries, maskedWords, occurrences, START, type Intent } from './intents
 import { gloss } from './gloss.ts';
 import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
 import { secondReading } from './confusables.ts';
+import { disarmFrames } from './frames.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -87,6 +88,8 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
   if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING))) found = occurrences(tokens, policy.phrases, masked);
+  // A made-up world cancels nothing when the text demands that its content be real.
+  disarmFrames(found);
   const broken = termsHeld(tokens, masked, index.terms);
   for (const concept of found.keys()) {
     for (const { category, intent } of index.intents.get(concept) ?? []) {

@@ -16,6 +16,7 @@ import { resolveConfusablesTransformer } from 'obscenity';
 import { stemmer } from 'stemmer';
 import wordListPath from 'word-list';
 import { INVISIBLE_LETTERS, LOOK_ALIKES } from './look-alikes.ts';
+import { properNames } from './names.ts';
 
 /** Letters that lower-casing and NFD leave whole but a reader sees as plain Latin (before the confusables table, which reads ß as B). */
 const FOLD = new Map<string, string>([
@@ -957,8 +958,10 @@ export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
         return;
       }
     }
-    tokens.push(vocabulary.read(word, possessive));
+    tokens.push(names.has(word) ? { word, stem: stemOf(word), possessive } : vocabulary.read(word, possessive));
   };
+  // A name inside a sentence is read as itself, not spell-corrected (names.ts).
+  const names = properNames(text);
   for (const chunk of chunksOf(text, vocabulary)) {
     // Most chunks are a plain word: read as it is, without the chunk reader or a piece made for it.
     const plain = plainWord(chunk);

@@ -1,0 +1,26 @@
+/**
+ * Proper names are not misspellings. Spelling correction reads a word no
+ * dictionary holds as the policy word one edit away ("murdr" → "murder"); a
+ * name written as one, with a capital inside a sentence ("why did Hamlet kill
+ * Polonius"), is read as itself instead ("Polonius" is no "polonium"). Only a
+ * capital followed by lower-case letters counts, so shouting ("KILL") and the
+ * capital-I trick ("kiII") are read as before, and a sentence's first word is
+ * never taken for a name.
+ *
+ * One regular-expression pass over the text: linear in its length.
+ */
+/** A capitalised word (a capital, then lower-case letters only) not at the start of a sentence. */
+// The lookahead first, so that the lookbehinds (which walk back over white space) run only
+// where a name begins: each run of white space is walked once.
+const NAME = /(?=\p{Lu}\p{Ll}{2})(?<=[\s,(])(?<![.!?:;"«»„“”]\s*)\p{Lu}\p{Ll}{2,}(?![\p{L}\p{N}])/gu;
+
+/** The capitalised words of `text` that stand inside a sentence, case folded as tokenize reads them. */
+export function properNames(text: string): ReadonlySet<string> {
+  // Most prompts have no capital past their first word: one native scan says so.
+  if (!/[\s,(]\p{Lu}/u.test(text)) return EMPTY;
+  const names = new Set<string>();
+  for (const m of text.matchAll(NAME)) names.add(m[0].normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase());
+  return names;
+}
+
+const EMPTY: ReadonlySet<string> = new Set();
