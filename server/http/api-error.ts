@@ -1,7 +1,9 @@
 /**
- * The one error type of the service, so one middleware maps every failure. Domain code throws
- * `ApiError(status, code, message)` with the spec's codes; the error middleware
- * turns it into the Error envelope.
+ * An HTTP answer that is an error: a status, the envelope's code and a message.
+ * The domain never builds one (it throws domain errors, domain/errors.ts, which
+ * error-map.ts turns into these); the middleware and the routers build them for
+ * what only HTTP knows (a path nothing serves, a body that does not parse), and
+ * the error middleware sends every one as the Error envelope.
  */
 
 /** Statuses the spec allows an error response to carry (429: the account console's sign-in limit only). */
@@ -49,8 +51,3 @@ export class ApiError extends Error {
       : { error: { code: this.code, message: this.message } };
   }
 }
-
-export const invalidRequest = (message: string) => new ApiError(422, 'INVALID_REQUEST', message);
-export const notFound = (message = 'Not found.') => new ApiError(404, 'NOT_FOUND', message);
-export const invalidApiKey = () =>
-  new ApiError(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
