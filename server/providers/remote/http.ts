@@ -17,6 +17,7 @@ import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools } 
 import { readErrorText } from './body.ts';
 import { NOT_PROCESSED } from './descriptor.ts';
 import { say } from './sentences.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Errors from remote media providers by "provider kind" (retried, refused, lost, unavailable), for /metrics (one count per process). */
 export const upstreamErrorCounts = new Map<string, number>();
@@ -110,7 +111,6 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The least time left for which an attempt is still started. */
 const MIN_ATTEMPT_MS = 100;
