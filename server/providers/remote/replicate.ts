@@ -103,6 +103,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     return callUpstream((signal) => fetch(`${this.base}${path}`, { ...init, headers: this.headers(), signal }), {
       who: this.who,
       provider: this.name,
+      errors: tools.upstreamErrors,
       deadlineMs: this.options.attemptTimeoutMs * 3,
       attemptTimeoutMs: this.options.attemptTimeoutMs,
       replayable,
