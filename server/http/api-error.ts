@@ -5,6 +5,7 @@
  * what only HTTP knows (a path nothing serves, a body that does not parse), and
  * the error middleware sends every one as the Error envelope.
  */
+import { Refusal } from '../domain/errors.ts';
 
 /** Statuses the spec allows an error response to carry (429: the account console's sign-in limit only). */
 export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 429 | 502 | 503;
@@ -17,7 +18,7 @@ export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 429 | 
  */
 const NO_RETRY_CODES = new Set(['IDEMPOTENCY_CONFLICT', 'REQUEST_FAILED', 'PRICE_CHANGED', 'ANALYSIS_FAILED']);
 
-export class ApiError extends Error {
+export class ApiError extends Refusal {
   readonly status: ErrorStatus;
   readonly code: string | undefined;
   /** A retained, final outcome: retrying the same identity only returns it again. */
@@ -26,12 +27,7 @@ export class ApiError extends Error {
   readonly retryAfterSeconds: number | undefined;
 
   constructor(status: ErrorStatus, code: string | undefined, message: string, options: { final?: boolean; retryAfterSeconds?: number } = {}) {
-    // An answer to the caller, not a fault: no stack trace is ever shown or logged
-    // for one, so none is captured (it was a tenth of the cost of every 401).
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
     super(message);
-    Error.stackTraceLimit = limit;
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
