@@ -11,6 +11,8 @@ import { DOMAIN_CODES, DomainError, type DomainCode } from '../../server/domain/
 import { MAX_ACTIVE_KEYS } from '../../server/domain/accounts.ts';
 import { ApiError } from '../../server/http/api-error.ts';
 import { answerOf, apiErrorOf, cliFailureOf } from '../../server/http/error-map.ts';
+import { savedResponse } from '../../server/domain/idempotency.ts';
+import type { IdempotencyRow } from '../../server/storage/idempotency.ts';
 
 /** The spec's error table (service-interface.md, Errors), plus the console's (openapi/console.yaml). */
 const SPEC: Partial<Record<DomainCode, number>> = {
@@ -101,6 +103,24 @@ describe('the error mapping', () => {
     assert.equal(answerOf(new DomainError('NOT_FOUND', 'No task.'))?.status, 404);
     assert.equal(answerOf(new Error('boom')), undefined);
     assert.equal(answerOf(undefined), undefined);
+  });
+
+  it('when a retained failure is replayed, then a row written before (its status kept) and one written now (none) answer alike, final; an unknown code is no answer', () => {
+    const envelope = JSON.stringify({ error: { code: 'PROVIDER_ERROR', message: 'The text provider failed part-way.' } });
+    const row = (status: number | null, body = envelope) => ({ response_status: status, response_body: body }) as IdempotencyRow;
+    for (const status of [502, null]) {
+      let thrown: unknown;
+      try {
+        savedResponse(row(status));
+      } catch (error) {
+        thrown = error;
+      }
+      const replay = answerOf(thrown);
+      assert.deepEqual([replay?.status, replay?.code, replay?.message, replay?.shouldNotRetry], [502, 'PROVIDER_ERROR', 'The text provider failed part-way.', true], String(status));
+    }
+    assert.deepEqual(savedResponse(row(200, '{"ok":true}')), { ok: true });
+    const stray = JSON.stringify({ error: { code: 'SOMETHING_NEW', message: 'x' } });
+    assert.throws(() => savedResponse(row(null, stray)), (e: unknown) => !answerOf(e) && /unknown to this version/.test(String(e)));
   });
 
   it('when the admin CLI maps a failure, then a refused input exits 2 with its phrase, any other failure exits 1 with "failed:"', () => {
