@@ -11,7 +11,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ApiError } from '../server/errors.ts';
+import { ApiError } from '../server/http/api-error.ts';
 
 export interface DevProxy {
   /** From now on, requests go to the server on this port (undefined: none runs, answer 503). */

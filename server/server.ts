@@ -20,6 +20,7 @@ import { defaultMediaProviders, type MediaProviders } from './providers/media.ts
 import { startWorker, type RunningWorker } from './worker/worker.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia, discoveredCatalog, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
+import { UpstreamErrorCounts } from './providers/remote/http.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import { tempPath, useRemoteBlobStore } from './storage/blobs.ts';
@@ -125,7 +126,15 @@ function mediaProvidersOf(remote: RemoteMedia, given?: MediaProviders): MediaPro
  * Starts the media worker on a database (in the server, or alone with `gemforge worker`),
  * with the server's providers (scenario layer included) or the deployment's own.
  */
-export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: Clock, layered?: MediaProviders, signer?: UrlSigner): RunningWorker {
+export function startMediaWorker(
+  config: Config,
+  db: Db,
+  logger: Logger,
+  clock: Clock,
+  layered?: MediaProviders,
+  extras: { signer?: UrlSigner; upstreamErrors?: UpstreamErrorCounts } = {},
+): RunningWorker {
+  const { signer, upstreamErrors } = extras;
   // A broken provider entry in the catalog stops the start.
   const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES)));
   return startWorker({
@@ -133,6 +142,7 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
     clock,
     logger,
     providers,
+    ...(upstreamErrors && { upstreamErrors }),
     remoteConcurrency: Object.keys(providers.byModel ?? {}).length > 0 ? config.workerRemoteConcurrency : 0,
     dataDir: config.dataDir,
     ffmpegPath: config.ffmpegPath,
@@ -220,8 +230,10 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const mediaProviders = mediaProvidersOf(remoteMedia, options.providers);
   const providers = { text: withTextScenarios(textProviders), analysis: withAnalysisScenarios(createAnalysisProvider(config, (suffix) => tempPath(config.dataDir, suffix))) };
   const lifecycle = { draining: false };
+  // The process's one count of remote providers' errors: the worker's jobs add to it, /metrics reads it.
+  const upstreamErrors = new UpstreamErrorCounts();
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
-  const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock) : undefined;
+  const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock, upstreamErrors.counts) : undefined;
   // Its threads start at the first sign-in; close() ends them.
   const passwords = passwordPool(config.consoleHashing);
   const app = createApp({ config, db, logger, clock, catalog: discoveredCatalog(catalog, remoteMedia), signer, inflight, policies, providers, mediaProviders, lifecycle, metrics, consolePage, passwords });
@@ -263,7 +275,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // Open breakers reach every process on the database (this API's admission, a separate worker's calls).
   const stopSharing = shareBreakerState(db, logger);
   // The worker runs the providers built above (the catalog is read once).
-  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders, signer) : undefined;
+  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders, { signer, upstreamErrors }) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
   let closed = false;
   return {

@@ -14,7 +14,7 @@ import { createOutputAsset, requireUsableAsset, MAX_ASSET_BYTES } from '../serve
 import * as assetStore from '../server/storage/assets.ts';
 import { blobPath } from '../server/storage/blobs.ts';
 import { systemClock } from '../server/domain/clock.ts';
-import { ApiError } from '../server/errors.ts';
+import { answerOf } from '../server/http/error-map.ts';
 
 const ASSETS = '/api/generate/assets';
 
@@ -270,7 +270,7 @@ describe('assets', () => {
 
     const other = await s.user();
     const expectReference = async (fn: Promise<unknown>, status: number, code: string, pattern: RegExp) => {
-      await assert.rejects(fn, (e: unknown) => e instanceof ApiError && e.status === status && e.code === code && pattern.test(e.message));
+      await assert.rejects(fn, (e: unknown) => answerOf(e)?.status === status && answerOf(e)?.code === code && pattern.test(answerOf(e)!.message));
     };
     await expectReference(requireUsableAsset(s.db, other.accountId, row.id), 422, 'INVALID_REFERENCE', new RegExp(row.id));
     await expectReference(requireUsableAsset(s.db, accountId, row.id, ['video']), 422, 'INVALID_REFERENCE', /expected a video asset/);

@@ -228,13 +228,11 @@ describe('gemforge CLI', () => {
     assert.equal(models.code, 1);
     assert.equal(models.stderr, `error: no server at ${closed} (is it running? set GEMFORGE_BASE_URL)\n`);
     for (const args of [['image', 'a fox', '--model', 'gemforge-image-1'], ['image', 'a fox'], ['text', 'hi', '--stream']]) {
-      const started = Date.now();
       const spend = await gemforge(args, noServer);
       assert.equal(spend.code, 1);
       assert.match(spend.stderr, /^error: no server at http:\/\/127\.0\.0\.1:\d+ \(is it running\? set GEMFORGE_BASE_URL\)\n/);
       assert.match(spend.stderr, /idempotency key: (gf-[\w-]+)\. Nothing reached the server; once it runs, rerun the same command with --idempotency-key \1\n/);
-      assert.doesNotMatch(spend.stderr, /retrying/);
-      assert.ok(Date.now() - started < 5000, 'not retried with backoff');
+      assert.doesNotMatch(spend.stderr, /retrying/, 'not retried with backoff');
     }
     const json = await gemforge(['image', 'a fox', '--json', '--idempotency-key', 'mine-1'], noServer);
     assert.deepEqual(JSON.parse(json.stdout), { error: { message: `no server at ${closed} (is it running? set GEMFORGE_BASE_URL)`, idempotencyKey: 'mine-1' } });

@@ -52,7 +52,8 @@ describe('waiting for tasks', () => {
     assert.equal(error.taskId, sub.data.task.id);
     assert.ok(['queued', 'processing'].includes(error.lastTask!.status));
     assert.match(error.message, new RegExp(sub.data.task.id));
-    assert.ok(Date.now() - started < 2000, 'the bound is kept');
+    // The task takes 30 s: a wait that ignored its 400 ms bound would last that long; a loaded runner is slow, not that slow.
+    assert.ok(Date.now() - started < 20_000, 'the bound is kept');
     assert.deepEqual([...new Set(methods)], ['GET /api/generate/tasks/:id']);
 
     const controller = new AbortController();

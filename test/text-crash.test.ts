@@ -69,7 +69,7 @@ describe('text generation across a graceful shutdown', () => {
 
   it('when SIGTERM comes mid-stream, then the listening stream still ends with [DONE], an abandoned one still settles, and the server exits 0', async () => {
     const secret = await generateKeyOnDisk(dataDir, 100);
-    const server = await startChild({ TEXT_STREAM_DELAY_MS: '50', SHUTDOWN_GRACE_SECONDS: '120' });
+    const server = await startChild({ TEXT_STREAM_DELAY_MS: '50', SHUTDOWN_GRACE_SECONDS: '600' });
     const start = (idemKey: string, signal?: AbortSignal) =>
       fetch(`${server.url}${PATH}`, {
         method: 'POST',
@@ -91,8 +91,9 @@ describe('text generation across a graceful shutdown', () => {
     for await (const data of listening) rest.push(data);
     assert.equal(rest.at(-1), '[DONE]', 'the stream finished during the grace period');
     assert.equal(await exited, 0);
-    if (Date.now() - sent >= 60_000) console.log(JSON.stringify(server.logs.slice(-12), null, 1));
-    assert.ok(Date.now() - sent < 60_000, 'the server left as soon as its work was done, not at the end of the grace period');
+    // A grace period of 10 minutes, the bound half of it: far above a loaded runner's exit, far below the end of the grace.
+    if (Date.now() - sent >= 300_000) console.log(JSON.stringify(server.logs.slice(-12), null, 1));
+    assert.ok(Date.now() - sent < 300_000, 'the server left as soon as its work was done, not at the end of the grace period');
 
     const check = await openDb(await dbOptionsFor(dataDir));
     try {

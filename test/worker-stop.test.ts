@@ -27,9 +27,8 @@ describe('a stopping worker', () => {
     const r = await submit(first, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'slow fox [[scenario:processing:30]]', parameters: { resolution: '512' } });
     const id = r.body.task.id as string;
     await processing(first, u.secret, id);
-    const stopped = Date.now();
+    // The job takes 30 s: a stop that waited for it would leave it done, not queued (asserted below).
     await first.close();
-    assert.ok(Date.now() - stopped < 5000, 'the stop does not wait for the job');
     const second = await startTestServer({ dataDir: dir, env });
     try {
       const job = await second.db('jobs').where({ task_id: id }).first();

@@ -17,7 +17,9 @@ import * as ledger from '../domain/ledger.ts';
 import { verifyLedger } from '../domain/ledger-verify.ts';
 import { operatorSettle, verifyTasks } from '../domain/tasks.ts';
 import * as idem from '../domain/idempotency.ts';
-import { describePolicies, PolicyInputError } from '../domain/policy/settings.ts';
+import { describePolicies } from '../domain/policy/settings.ts';
+import { invalidInput } from '../domain/errors.ts';
+import { cliFailureOf } from '../http/error-map.ts';
 import * as moderation from '../domain/policy/moderation.ts';
 import * as consoleLogins from '../domain/console.ts';
 import { accountOverview } from '../domain/account-view.ts';
@@ -357,7 +359,7 @@ const commands: Record<string, Handler> = {
       const task = await operatorSettle(db, systemClock, id, values.failed ? 'failed' : 'succeeded');
       return { output: { id: task.id, status: task.status, reservationId: task.reservation_id } };
     } catch (error) {
-      throw new accounts.AdminError((error as Error).message);
+      throw invalidInput((error as Error).message);
     }
   },
 
@@ -375,7 +377,7 @@ const commands: Record<string, Handler> = {
       const { record, releasedGems } = await idem.operatorRelease(db, systemClock, positionals[0], positionals[1], { pending: values.pending === true });
       return { output: { ...idem.describeRecord(record), releasedGems } };
     } catch (error) {
-      throw new accounts.AdminError((error as Error).message);
+      throw invalidInput((error as Error).message);
     }
   },
 
@@ -458,12 +460,13 @@ export async function runAdmin(argv: string[], io = { out: process.stdout, err: 
     io.out.write(`${JSON.stringify(output, null, 2)}\n`);
     return exitCode;
   } catch (error) {
-    if (error instanceof UsageError || error instanceof accounts.AdminError || error instanceof PolicyInputError) {
+    if (error instanceof UsageError) {
       io.err.write(`gemforge admin ${name}: ${error.message}\n`);
       return 2;
     }
-    io.err.write(`gemforge admin ${name}: failed: ${(error as Error).message}\n`);
-    return 1;
+    const failure = cliFailureOf(error);
+    io.err.write(`gemforge admin ${name}: ${failure.message}\n`);
+    return failure.exitCode;
   } finally {
     await db?.destroy();
   }

@@ -7,7 +7,7 @@ import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as store from '../storage/accounts.ts';
 import type { AccountRow, AccountState, ApiKeyRow } from '../storage/accounts.ts';
-import { ApiError, invalidApiKey } from '../errors.ts';
+import { DomainError, invalidApiKey, invalidInput } from './errors.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import { DEFAULT_POLICY_COLUMNS, policyColumns, type PolicyPatch } from './policy/settings.ts';
@@ -22,17 +22,11 @@ export interface Principal {
   account: AccountRow;
 }
 
-/** A domain rule broken by an admin command (bad arguments, unknown IDs). */
-export class AdminError extends Error {}
-
-/** The account already has MAX_ACTIVE_KEYS non-revoked keys. */
-export class KeyLimitError extends AdminError {}
-
 /** Account and key names: what their columns hold (Postgres enforces it; SQLite would not). */
 export const MAX_NAME_CHARS = 200;
 
 function checkName(name: string, what: string): void {
-  if (Array.from(name).length > MAX_NAME_CHARS) throw new AdminError(`${what} name must be at most ${MAX_NAME_CHARS} characters`);
+  if (Array.from(name).length > MAX_NAME_CHARS) throw invalidInput(`${what} name must be at most ${MAX_NAME_CHARS} characters`);
 }
 
 export function hashSecret(secret: string): string {
@@ -65,7 +59,7 @@ export async function createAccount(db: Db, clock: Clock, input: NewAccount): Pr
 
 export async function requireAccount(db: Db, id: string): Promise<AccountRow> {
   const account = await store.findAccount(db, id);
-  if (!account) throw new AdminError(`no account with id ${id}`);
+  if (!account) throw invalidInput(`no account with id ${id}`);
   return account;
 }
 
@@ -113,9 +107,9 @@ export async function createKey(
   input: NewKey,
 ): Promise<{ key: ApiKeyRow; secret: string }> {
   checkName(input.name, 'a key');
-  if (input.scopes.length === 0) throw new AdminError('a key needs at least one scope (read, generate)');
+  if (input.scopes.length === 0) throw invalidInput('a key needs at least one scope (read, generate)');
   if (input.expiresAt && input.expiresAt.getTime() <= clock.now().getTime()) {
-    throw new AdminError('the expiry must be in the future');
+    throw invalidInput('the expiry must be in the future');
   }
   const secret = `${prefix}_${crypto.randomBytes(32).toString('hex')}`;
   const key: ApiKeyRow = {
@@ -133,10 +127,10 @@ export async function createKey(
   };
   await inTransaction(db, async (trx) => {
     await store.lockAccountRow(trx, input.accountId); // count and insert as one step
-    if (!(await store.findAccount(trx, input.accountId))) throw new AdminError(`no account with id ${input.accountId}`);
+    if (!(await store.findAccount(trx, input.accountId))) throw invalidInput(`no account with id ${input.accountId}`);
     const active = await store.countActiveKeys(trx, input.accountId);
     if (active >= MAX_ACTIVE_KEYS) {
-      throw new KeyLimitError(`account ${input.accountId} already has ${MAX_ACTIVE_KEYS} non-revoked keys; revoke one first`);
+      throw new DomainError('KEY_LIMIT', `account ${input.accountId} already has ${MAX_ACTIVE_KEYS} non-revoked keys; revoke one first`);
     }
     await store.insertKey(trx, key);
   });
@@ -158,22 +152,22 @@ export interface KeyPatch {
  */
 export async function updateKey(db: Db, clock: Clock, id: string, patch: KeyPatch): Promise<ApiKeyRow> {
   if (patch.name !== undefined) checkName(patch.name, 'a key');
-  if (patch.expiresAt && patch.expiresAt.getTime() <= clock.now().getTime()) throw new AdminError('the expiry must be in the future');
+  if (patch.expiresAt && patch.expiresAt.getTime() <= clock.now().getTime()) throw invalidInput('the expiry must be in the future');
   const key = await store.findKey(db, id);
-  if (!key) throw new AdminError(`no key with id ${id}`);
+  if (!key) throw invalidInput(`no key with id ${id}`);
   const changed = await store.updateKeySettings(db, id, {
     name: patch.name ?? key.name,
     monthly_cap: patch.monthlyCap === undefined ? key.monthly_cap : patch.monthlyCap,
     expires_at: patch.expiresAt === undefined ? key.expires_at : patch.expiresAt && patch.expiresAt.toISOString(),
   });
-  if (!changed) throw new AdminError(`key ${key.name} is revoked and cannot be changed`);
+  if (!changed) throw invalidInput(`key ${key.name} is revoked and cannot be changed`);
   invalidatePrincipals(); // a lower cap or a nearer expiry applies to the very next request
   return (await store.findKey(db, id))!;
 }
 
 export async function revokeKey(db: Db, clock: Clock, id: string): Promise<ApiKeyRow> {
   const key = await store.findKey(db, id);
-  if (!key) throw new AdminError(`no key with id ${id}`);
+  if (!key) throw invalidInput(`no key with id ${id}`);
   await store.revokeKey(db, id, clock.now().toISOString());
   invalidatePrincipals();
   return (await store.findKey(db, id))!;
@@ -264,14 +258,14 @@ export async function authenticate(
  * blocked or unavailable), or undefined. Checked on every request, and over
  * the life of a stream (key-watch.ts).
  */
-export function accessRefusal({ key, account }: { key: ApiKeyRow; account: AccountRow }, clock: Clock): ApiError | undefined {
+export function accessRefusal({ key, account }: { key: ApiKeyRow; account: AccountRow }, clock: Clock): DomainError | undefined {
   if (key.revoked_at) return invalidApiKey();
   if (key.expires_at && Date.parse(key.expires_at) <= clock.now().getTime()) return invalidApiKey();
-  if (account.state === 'blocked') return new ApiError(403, 'ACCOUNT_BLOCKED', 'This account is blocked.');
-  if (account.state === 'unavailable') return new ApiError(403, 'ACCOUNT_UNAVAILABLE', 'This account is not available: its setup is unfinished.');
+  if (account.state === 'blocked') return new DomainError('ACCOUNT_BLOCKED', 'This account is blocked.');
+  if (account.state === 'unavailable') return new DomainError('ACCOUNT_UNAVAILABLE', 'This account is not available: its setup is unfinished.');
   return undefined;
 }
 
-function insufficientScope(scope: Scope): ApiError {
-  return new ApiError(403, 'INSUFFICIENT_SCOPE', `This API key lacks the "${scope}" scope needed for this operation.`);
+function insufficientScope(scope: Scope): DomainError {
+  return new DomainError('INSUFFICIENT_SCOPE', `This API key lacks the "${scope}" scope needed for this operation.`);
 }

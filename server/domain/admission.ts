@@ -7,7 +7,7 @@
  * limit frees a slot): the identity was not claimed, so the same request with
  * the same Idempotency-Key succeeds when sent again later.
  */
-import { ApiError } from '../errors.ts';
+import { DomainError } from './errors.ts';
 import type { Db } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import { takeTokens, type Bucket } from '../storage/rate-buckets.ts';
@@ -30,10 +30,10 @@ export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
 /** Refusals since start, by limit (`key-rate`, `account-rate`, `queued-tasks`) and kind: /metrics. */
 export const admissionRefusals = new Map<string, number>();
 
-function refused(limit: string, kind: AdmissionKind, message: string, waitSeconds: number): ApiError {
+function refused(limit: string, kind: AdmissionKind, message: string, waitSeconds: number): DomainError {
   const key = `${limit} ${kind}`;
   admissionRefusals.set(key, (admissionRefusals.get(key) ?? 0) + 1);
-  return new ApiError(503, 'TEMPORARILY_UNAVAILABLE', `${message}; nothing was claimed or reserved. Send the same request (same Idempotency-Key) again after Retry-After seconds.`, {
+  return new DomainError('TEMPORARILY_UNAVAILABLE', `${message}; nothing was claimed or reserved. Send the same request (same Idempotency-Key) again after Retry-After seconds.`, {
     retryAfterSeconds: Math.max(1, Math.ceil(waitSeconds)),
   });
 }

@@ -11,7 +11,7 @@ import type { AssetKind, AssetRow } from '../storage/assets.ts';
 import { BlobTooLargeError, blobStoreName, commitTemp, localBlob, openBlob, receiveToTemp, stageBlob, type StagedBlob, type TempBlob } from '../storage/blobs.ts';
 import { isDatabaseFailure, isDiskFailure, storeFailed, StoreUnavailableError } from '../storage/outages.ts';
 import { storeReferenced } from '../storage/blob-pins.ts';
-import { ApiError, invalidRequest } from '../errors.ts';
+import { DomainError, invalidRequest } from './errors.ts';
 import { FAMILY_NAMES, sniff, SUPPORTED_MIMES, supportedType, type MediaFamily, type SupportedType } from '../media/sniff.ts';
 import { probeAv, probeImage } from '../media/probe.ts';
 import { checkDimensions, MAX_MEDIA_SECONDS, MediaLimitError } from '../media/limits.ts';
@@ -53,8 +53,8 @@ export function truncateFilename(raw: string | undefined): string | null {
   return chars.length <= MAX_FILENAME_CHARS ? name : chars.slice(0, MAX_FILENAME_CHARS).join('');
 }
 
-export function payloadTooLarge(limit: number): ApiError {
-  return new ApiError(413, 'INVALID_REQUEST', `The upload is larger than ${limit} bytes (${limit / 1024 / 1024} MiB).`);
+export function payloadTooLarge(limit: number): DomainError {
+  return new DomainError('UPLOAD_TOO_LARGE', `The upload is larger than ${limit} bytes (${limit / 1024 / 1024} MiB).`);
 }
 
 /** What probing found, in row columns. */
@@ -125,7 +125,7 @@ export function checkSniffed(head: Buffer, size: number, type: SupportedType): v
 }
 
 /** 422 for a Content-Type an asset upload does not take, naming the ones it does. */
-export function unsupportedUploadType(contentType: string | undefined): ApiError {
+export function unsupportedUploadType(contentType: string | undefined): DomainError {
   return invalidRequest(`Unsupported Content-Type "${contentType ?? ''}" for an asset upload; send one of ${SUPPORTED_MIMES.join(', ')}.`);
 }
 
@@ -188,16 +188,16 @@ export async function requireUsableAsset(db: Db, accountId: string, assetId: str
   const row = await store.findAsset(db, assetId);
   const expected = kinds && kinds.length > 0 ? `${kinds.map((k) => KIND_WORDS[k]).join(' or ')} asset` : 'an asset';
   if (!row || row.account_id !== accountId || row.deleted_at || row.state === 'failed') {
-    throw new ApiError(422, 'INVALID_REFERENCE', `Reference asset ${assetId} is not usable: expected ${expected} owned by this account.`);
+    throw new DomainError('INVALID_REFERENCE', `Reference asset ${assetId} is not usable: expected ${expected} owned by this account.`);
   }
   if (kinds && kinds.length > 0 && !kinds.includes(row.kind)) {
-    throw new ApiError(422, 'INVALID_REFERENCE', `Reference asset ${assetId} is ${KIND_WORDS[row.kind]} asset; expected ${expected}.`);
+    throw new DomainError('INVALID_REFERENCE', `Reference asset ${assetId} is ${KIND_WORDS[row.kind]} asset; expected ${expected}.`);
   }
   if (row.state !== 'ready') {
-    throw new ApiError(409, 'REFERENCES_PROCESSING', `Reference asset ${assetId} is still processing; retry when it is ready.`);
+    throw new DomainError('REFERENCES_PROCESSING', `Reference asset ${assetId} is still processing; retry when it is ready.`);
   }
   const overLimit = limitProblem(row);
-  if (overLimit) throw new ApiError(422, 'INVALID_REFERENCE', `Reference asset ${assetId} is over the media limits: ${overLimit}`);
+  if (overLimit) throw new DomainError('INVALID_REFERENCE', `Reference asset ${assetId} is over the media limits: ${overLimit}`);
   return row;
 }
 

@@ -24,8 +24,8 @@ import { inTransaction, type Db } from '../storage/db.ts';
 import type { Conn } from '../storage/engine/query.ts';
 import * as store from '../storage/console.ts';
 import type { LoginRow, SessionRow } from '../storage/console.ts';
-import { ApiError } from '../errors.ts';
-import { AdminError, requireAccount } from './accounts.ts';
+import { DomainError, invalidInput } from './errors.ts';
+import { requireAccount } from './accounts.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 import { inlineHasher, type PasswordHasher } from './password-pool.ts';
@@ -57,10 +57,10 @@ const randomToken = () => crypto.randomBytes(32).toString('base64url');
 const normalEmail = (email: string) => email.trim().toLowerCase();
 const later = (clock: Clock, seconds: number) => new Date(clock.now().getTime() + seconds * 1000).toISOString();
 
-export const signInFailed = () => new ApiError(401, 'SIGN_IN_FAILED', 'The email or password is wrong.');
-export const sessionExpired = () => new ApiError(401, 'SESSION_EXPIRED', 'Your session has ended (signed out or expired); sign in again.');
+export const signInFailed = () => new DomainError('SIGN_IN_FAILED', 'The email or password is wrong.');
+export const sessionExpired = () => new DomainError('SESSION_EXPIRED', 'Your session has ended (signed out or expired); sign in again.');
 
-const inviteInvalid = () => new ApiError(401, 'INVITE_INVALID', 'This invite link is unknown, already used or expired; ask the operator for a new one.');
+const inviteInvalid = () => new DomainError('INVITE_INVALID', 'This invite link is unknown, already used or expired; ask the operator for a new one.');
 
 /**
  * Verified against when there is no login, so an unknown email costs the same
@@ -73,9 +73,9 @@ const DECOY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$lfAoRxFf5eWYaZyaOQLCgg$mBIk1Z
 function checkPassword(password: string): void {
   const chars = Array.from(password).length;
   if (chars < MIN_PASSWORD_CHARS || chars > MAX_PASSWORD_CHARS) {
-    throw new AdminError(`the password must be ${MIN_PASSWORD_CHARS} to ${MAX_PASSWORD_CHARS} characters`);
+    throw invalidInput(`the password must be ${MIN_PASSWORD_CHARS} to ${MAX_PASSWORD_CHARS} characters`);
   }
-  if (!/\S/.test(password)) throw new AdminError('the password must not be only spaces');
+  if (!/\S/.test(password)) throw invalidInput('the password must not be only spaces');
 }
 
 /**
@@ -91,7 +91,7 @@ export function networkOf(address: string): string {
 
 function checkEmail(email: string): string {
   const normal = normalEmail(email);
-  if (!/^[^\s@]+@[^\s@]+$/.test(normal) || normal.length > 320) throw new AdminError(`"${email}" is not an email address`);
+  if (!/^[^\s@]+@[^\s@]+$/.test(normal) || normal.length > 320) throw invalidInput(`"${email}" is not an email address`);
   return normal;
 }
 
@@ -101,7 +101,7 @@ async function loginFor(db: Db, clock: Clock, accountId: string, email: string):
   const normal = checkEmail(email);
   const existing = await store.findLoginByEmail(db, normal);
   if (existing) {
-    if (existing.account_id !== accountId) throw new AdminError(`${normal} already signs in to another account`);
+    if (existing.account_id !== accountId) throw invalidInput(`${normal} already signs in to another account`);
     return existing;
   }
   const now = clock.now().toISOString();
@@ -206,11 +206,11 @@ class LimitReached extends Error {
 }
 
 /** 429 TOO_MANY_ATTEMPTS, saying when the subject's window ends. */
-async function tooManyAttempts(db: Db, clock: Clock, subject: string): Promise<ApiError> {
+async function tooManyAttempts(db: Db, clock: Clock, subject: string): Promise<DomainError> {
   const row = await store.findAttempt(db, subject);
   const ends = row ? Date.parse(row.window_started_at) + ATTEMPT_WINDOW_SECONDS * 1000 : clock.now().getTime();
   const minutes = Math.max(1, Math.ceil((ends - clock.now().getTime()) / 60_000));
-  return new ApiError(429, 'TOO_MANY_ATTEMPTS', `Too many failed sign-ins; try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`);
+  return new DomainError('TOO_MANY_ATTEMPTS', `Too many failed sign-ins; try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`);
 }
 
 /**
@@ -326,6 +326,6 @@ export async function describeLogins(db: Db, clock: Clock, accountId?: string) {
 /** Ends every session of the login with this email (operator); returns how many. */
 export async function revokeSessionsOf(db: Db, clock: Clock, email: string): Promise<number> {
   const login = await store.findLoginByEmail(db, normalEmail(email));
-  if (!login) throw new AdminError(`no console login for ${normalEmail(email)}`);
+  if (!login) throw invalidInput(`no console login for ${normalEmail(email)}`);
   return signOutEverywhere(db, clock, login.id);
 }

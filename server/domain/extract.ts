@@ -14,7 +14,7 @@
  */
 import { admit, type AdmissionLimits } from './admission.ts';
 import type { components, operations } from '../../generated/api.ts';
-import { ApiError, invalidRequest } from '../errors.ts';
+import { DomainError, invalidRequest } from './errors.ts';
 import type { Logger } from '../logger.ts';
 import { localBlob } from '../storage/blobs.ts';
 import type { Db } from '../storage/db.ts';
@@ -92,7 +92,7 @@ export function checkVideoLimits(asset: Pick<AssetRow, 'id' | 'size_bytes' | 'du
 /** The rules the schema cannot express and the provider's pre-flight, checked before anything is claimed. */
 async function admissible(deps: ExtractDeps, principal: Principal, request: Required<Pick<ExtractionRequest, 'prompt'>> & ExtractionRequest) {
   if (request.model !== deps.catalog.analysis.id) {
-    throw new ApiError(422, 'MODEL_UNAVAILABLE', `"${request.model}" is not the analysis model; use "${deps.catalog.analysis.id}".`);
+    throw new DomainError('MODEL_UNAVAILABLE', `"${request.model}" is not the analysis model; use "${deps.catalog.analysis.id}".`);
   }
   const asset = await requireUsableAsset(deps.db, principal.account.id, request.videoAssetId, ['video']);
   const durationSeconds = checkVideoLimits(asset);
@@ -106,13 +106,13 @@ async function admissible(deps: ExtractDeps, principal: Principal, request: Requ
   }
   // The analyzer reads a file: the stored one, or a temp copy of a blob in object storage (released after the analysis).
   const local = await localBlob(deps.dataDir, asset.blob_sha256);
-  if (!local) throw new ApiError(422, 'INVALID_REFERENCE', `The stored bytes of video ${asset.id} are no longer available.`);
+  if (!local) throw new DomainError('INVALID_REFERENCE', `The stored bytes of video ${asset.id} are no longer available.`);
   return { asset, durationSeconds, file: local.path, release: local.release, asked };
 }
 
 /**
  * Analyses a video or replays a completed identity. Every failure is thrown as
- * ApiError (the first response of an ANALYSIS_FAILED identity included).
+ * DomainError (the first response of an ANALYSIS_FAILED identity included).
  */
 export async function extractVideo(deps: ExtractDeps, principal: Principal, idemKey: string, body: ExtractionRequest, recorded?: idem.RecordRead): Promise<Extraction> {
   // Defaults applied, so an absent prompt and '' are the same identity.
@@ -172,16 +172,14 @@ async function analyse(
   const charge = result.usage ? measuredCharge(rates, result.usage, amount) : amount;
   log.info({ usage: result.usage ?? null, charge, reserved: amount, parsed: Boolean(parsed) }, 'analysis finished');
   if (!parsed) {
-    const error = new ApiError(
-      409,
-      'ANALYSIS_FAILED',
+    const error = new DomainError('ANALYSIS_FAILED',
       `The analysis result could not be parsed; its measured usage (${charge} Gem${charge === 1 ? '' : 's'}) is billed. Replays of this Idempotency-Key return this answer again with no new charge; a new analysis needs a new key.`,
     );
-    await settle(deps, run, charge, 409, JSON.stringify(error.toEnvelope()), log);
+    await settle(deps, run, charge, { failure: error }, log);
     throw error;
   }
   const response: Extraction = { id, extraction: parsed };
-  await settle(deps, run, charge, 200, JSON.stringify(response), log);
+  await settle(deps, run, charge, { answer: JSON.stringify(response) }, log);
   return response;
 }
 
@@ -192,9 +190,9 @@ interface Run {
 }
 
 /** Charges and completes the identity with its response, in one transaction; a failure leaves it uncertain. */
-async function settle(deps: ExtractDeps, run: Run, charge: number, status: number, responseBody: string, log: Logger): Promise<void> {
+async function settle(deps: ExtractDeps, run: Run, charge: number, retained: idem.Retained, log: Logger): Promise<void> {
   try {
-    await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, { status, body: responseBody });
+    await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, retained);
   } catch (error) {
     log.error({ err: error }, 'could not settle the analysis');
     await spend.holdUncertain(deps.db, deps.clock, run.claim).catch(() => undefined);
@@ -203,7 +201,7 @@ async function settle(deps: ExtractDeps, run: Run, charge: number, status: numbe
 }
 
 /** Records a failed analysis by the spend path's outcome rule and returns what the first response reports. */
-async function fail(deps: ExtractDeps, run: Run, error: unknown, log: Logger): Promise<ApiError> {
+async function fail(deps: ExtractDeps, run: Run, error: unknown, log: Logger): Promise<DomainError> {
   const failure = error instanceof AnalysisError ? error.failure : 'uncertain';
   log.warn({ err: error, failure }, 'analysis failed');
   // An analysis answers at once or not at all: no output is seen before it ends.

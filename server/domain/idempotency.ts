@@ -16,7 +16,7 @@
  * so the claim rolls back with the reservation and nothing is retained.
  */
 import crypto from 'node:crypto';
-import { ApiError, type ErrorStatus } from '../errors.ts';
+import { DomainError, isDomainCode } from './errors.ts';
 import { inTransaction, isUniqueViolation, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/idempotency.ts';
 import type { IdempotencyRow, RecordState } from '../storage/idempotency.ts';
@@ -53,9 +53,7 @@ export function fingerprint(body: unknown): string {
 }
 
 const conflict = () =>
-  new ApiError(
-    409,
-    'IDEMPOTENCY_CONFLICT',
+  new DomainError('IDEMPOTENCY_CONFLICT',
     'This Idempotency-Key was already used with a different request body or operation. Use a new key for a new request.',
   );
 /**
@@ -63,15 +61,11 @@ const conflict = () =>
  * identity is still pending, or its outcome is unknown and its reservation held.
  */
 export const requestUncertain = () =>
-  new ApiError(
-    409,
-    'REQUEST_UNCERTAIN',
+  new DomainError('REQUEST_UNCERTAIN',
     'The outcome of the request with this Idempotency-Key is not known yet (still running, or unknown with its reservation held). Keep the same key and body and check again later with backoff; it will not be dispatched again.',
   );
 const failed = () =>
-  new ApiError(
-    409,
-    'REQUEST_FAILED',
+  new DomainError('REQUEST_FAILED',
     'The original request with this Idempotency-Key definitively failed and nothing was charged. A new attempt needs a new Idempotency-Key.',
   );
 
@@ -174,14 +168,40 @@ function recordOf(outcome: ClaimOutcome): Pick<IdempotencyRow, 'state' | 'ref' |
 
 /**
  * The retained response of a completed identity (text, extraction): the saved
- * body, or, when the outcome was a billed failure (502 PROVIDER_ERROR, 409
- * ANALYSIS_FAILED), that error again, marked final so SDKs do not retry it.
+ * body, or, when the outcome was a billed failure (PROVIDER_ERROR,
+ * ANALYSIS_FAILED), that error again, marked final so SDKs do not retry it. A
+ * failure is kept as its code and message (`retainedFailure`); the error
+ * mapping gives its status, as for the first answer. Rows written before kept
+ * the status too (502, 409), which is the mapping's for their codes.
  */
 export function savedResponse<T>(record: IdempotencyRow): T {
   if (!record.response_body) throw requestUncertain();
-  if (record.response_status === 200) return JSON.parse(record.response_body) as T;
+  if (record.response_status === ANSWERED) return JSON.parse(record.response_body) as T;
   const saved = JSON.parse(record.response_body) as { error: { code?: string; message: string } };
-  throw new ApiError(record.response_status as ErrorStatus, saved.error.code, saved.error.message, { final: true });
+  // A code this version does not know answers as any unexpected failure does, never as a success.
+  if (!isDomainCode(saved.error.code)) throw new Error(`idempotency: a retained failure with code ${String(saved.error.code)}, unknown to this version`);
+  throw new DomainError(saved.error.code, saved.error.message, { final: true });
+}
+
+/** The record's `response_status` of a retained answer (200, as it was sent); a retained failure keeps its former status only for older readers (`FORMER_STATUS`). */
+const ANSWERED = 200;
+
+/** What a pending identity completes with: the use case's answer (its JSON), or a billed failure. */
+export type Retained = { answer: string } | { failure: DomainError };
+
+/**
+ * The status column as versions before the one error vocabulary read it back:
+ * they replay a retained failure with the status stored in the row. Writing it
+ * keeps a rollback, or an older instance beside this one during an upgrade,
+ * replaying these rows as before. This version reads only the code.
+ */
+const FORMER_STATUS: Partial<Record<string, number>> = { PROVIDER_ERROR: 502, ANALYSIS_FAILED: 409 };
+
+/** The columns of a retained outcome: the answer's JSON, or the failure's code and message in the Error envelope's shape. */
+function retainedColumns(retained: Retained): { response_status: number | null; response_body: string } {
+  if ('answer' in retained) return { response_status: ANSWERED, response_body: retained.answer };
+  const { code, message } = retained.failure;
+  return { response_status: FORMER_STATUS[code] ?? null, response_body: JSON.stringify({ error: { code, message } }) };
 }
 
 /** Records the final response of a pending identity (text, extraction). */
@@ -189,13 +209,12 @@ export async function complete(
   trx: Db | Tx,
   clock: Clock,
   id: Pick<Identity, 'keyId' | 'idemKey'>,
-  result: { ref?: string | null; responseStatus: number; responseBody: string },
+  result: { ref?: string | null; retained: Retained },
 ): Promise<void> {
   const ok = await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], {
     state: 'completed',
     ref: result.ref ?? null,
-    response_status: result.responseStatus,
-    response_body: result.responseBody,
+    ...retainedColumns(result.retained),
     updated_at: clock.now().toISOString(),
   });
   if (!ok) throw new Error(`idempotency: ${id.idemKey} was not pending`);

@@ -14,7 +14,7 @@
  */
 import type { Db } from '../storage/db.ts';
 import { findKeyWithAccount } from '../storage/accounts.ts';
-import { ApiError, invalidApiKey } from '../errors.ts';
+import { DomainError, invalidApiKey } from './errors.ts';
 import { accessRefusal, type Principal } from './accounts.ts';
 import type { Clock } from './clock.ts';
 import { PrincipalCache } from './principal-cache.ts';
@@ -29,14 +29,13 @@ export interface KeyWatcher {
    * Watches `principal` until the returned `stop` is called; `onRefused` is called
    * once, with the error to end the response with, when access ends.
    */
-  watch(principal: Principal, onRefused: (error: ApiError) => void): () => void;
+  watch(principal: Principal, onRefused: (error: DomainError) => void): () => void;
 }
 
 /** What ends the response: the refusal, said as something that happened while it was open. */
-function endedWith(refusal: ApiError): ApiError {
+function endedWith(refusal: DomainError): DomainError {
   const what = refusal.code === 'INVALID_API_KEY' ? 'The API key was revoked or expired' : refusal.message.replace(/\.$/, '');
-  return new ApiError(
-    refusal.status,
+  return new DomainError(
     refusal.code,
     `${what} while this response was open, so it ends here. The generation is not cancelled; its measured usage is billed.`,
   );

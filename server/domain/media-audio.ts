@@ -6,7 +6,7 @@
  * the local generators run, and the quote.
  */
 import type { components } from '../../generated/api.ts';
-import { ApiError, invalidRequest } from '../errors.ts';
+import { DomainError, invalidRequest } from './errors.ts';
 import { findVoice } from '../storage/voices.ts';
 import type { SpeechJobRequest, SpeechVoice } from '../providers/media-types.ts';
 import type { Catalog, CatalogModel, ModelOf } from './catalog.ts';
@@ -41,9 +41,9 @@ type AudioModelOf<A extends 'speech' | 'music'> = Extract<ModelOf<'audio'>, { au
 /** The request's model must be the one that serves the operation, else 422 MODEL_UNAVAILABLE naming it. */
 function requireOperationModel<A extends 'speech' | 'music'>(catalog: Catalog, id: string, operation: Operation, audio: A): AudioModelOf<A> {
   const serving = modelForOperation(catalog, operation);
-  if (!serving) throw new ApiError(422, 'MODEL_UNAVAILABLE', `No model of this service offers operation ${operation}.`);
+  if (!serving) throw new DomainError('MODEL_UNAVAILABLE', `No model of this service offers operation ${operation}.`);
   if (id !== serving.id) {
-    throw new ApiError(422, 'MODEL_UNAVAILABLE', `Model "${id}" does not offer operation ${operation}; use model ${serving.id} (see GET /api/generate/models).`);
+    throw new DomainError('MODEL_UNAVAILABLE', `Model "${id}" does not offer operation ${operation}; use model ${serving.id} (see GET /api/generate/models).`);
   }
   return requireModel(catalog, id, 'audio', (m) => m.audio === audio) as AudioModelOf<A>;
 }
@@ -87,7 +87,7 @@ async function requireVoice(ctx: PrepareContext, id: string, operation: Operatio
         ? 'voice_clone needs one of your own private voices uploaded with POST /api/generate/voices'
         : 'speech needs a public voice (GET /api/generate/voices?scope=explore) or one of your own';
     const why = row && row.visibility === 'public' && row.state === 'ready' ? 'is a public voice' : 'is not a usable voice of this account';
-    throw new ApiError(422, 'INVALID_REFERENCE', `parameters.voiceProfileId ${id} ${why}; ${expected}.`);
+    throw new DomainError('INVALID_REFERENCE', `parameters.voiceProfileId ${id} ${why}; ${expected}.`);
   }
   return { id: row.id, source: row.source, language: row.language, traits: JSON.parse(row.traits) as Record<string, unknown>, blobSha256: row.blob_sha256 };
 }

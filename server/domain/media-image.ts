@@ -1,6 +1,6 @@
 /** Image submissions: parameters checked against the model's capabilities, dimensions, quote. */
 import type { components } from '../../generated/api.ts';
-import { invalidRequest } from '../errors.ts';
+import { invalidRequest } from './errors.ts';
 import {
   checkPromptLength,
   checkReferences,

@@ -4,7 +4,7 @@
  * request the provider runs, and the quote (a price per output slot).
  * Shared by image, video and audio; each kind adds its own `prepare…`.
  */
-import { ApiError, invalidRequest } from '../errors.ts';
+import { DomainError, invalidRequest } from './errors.ts';
 import type { Db } from '../storage/db.ts';
 import type { AssetKind } from '../storage/assets.ts';
 import { providerOf, type JobRequests, type MediaKind, type MediaProvider, type MediaProviders, type MediaSubmission } from '../providers/media-types.ts';
@@ -83,10 +83,10 @@ export function requireModel<K extends ModelKind>(catalog: Catalog, id: string, 
   const found = catalog.find(id);
   const model = found?.kind === kind ? (found as ModelOf<K>) : undefined;
   if (!model || (check && !check(model))) {
-    throw new ApiError(422, 'MODEL_UNAVAILABLE', `Model "${id}" is not ${kind === 'image' ? 'an' : 'a'} ${kind} model of this service; list models with GET /api/generate/models.`);
+    throw new DomainError('MODEL_UNAVAILABLE', `Model "${id}" is not ${kind === 'image' ? 'an' : 'a'} ${kind} model of this service; list models with GET /api/generate/models.`);
   }
   if (model.available === false) {
-    throw new ApiError(422, 'MODEL_UNAVAILABLE', `Model "${id}" is not available right now.`);
+    throw new DomainError('MODEL_UNAVAILABLE', `Model "${id}" is not available right now.`);
   }
   return model;
 }
@@ -101,7 +101,7 @@ export function oneOf<T>(name: string, value: T, allowed: readonly unknown[], mo
 }
 
 /** A parameter the model does not support at all → 422. */
-export function unsupported(name: string, modelId: string): ApiError {
+export function unsupported(name: string, modelId: string): DomainError {
   return invalidRequest(`parameters.${name} is not supported by model ${modelId}.`);
 }
 
@@ -119,7 +119,7 @@ export async function checkReferences(ctx: PrepareContext, refs: Array<{ id: str
   for (const ref of refs) await requireUsableAsset(ctx.db, ctx.accountId, ref.id, ref.kinds);
   const pending = refs.length ? ctx.provider?.referencePending(refs.map((r) => r.id)) : undefined;
   if (pending) {
-    throw new ApiError(409, 'REFERENCES_PROCESSING', `Reference asset ${pending} is still processing; retry with the same Idempotency-Key when it is ready.`);
+    throw new DomainError('REFERENCES_PROCESSING', `Reference asset ${pending} is still processing; retry with the same Idempotency-Key when it is ready.`);
   }
 }
 

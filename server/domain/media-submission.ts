@@ -22,7 +22,7 @@ import type { Db } from '../storage/db.ts';
 import type { RecordRead } from './idempotency.ts';
 import type { AdmissionLimits } from './admission.ts';
 import type { MediaProviders } from '../providers/media-types.ts';
-import { invalidRequest } from '../errors.ts';
+import { invalidRequest } from './errors.ts';
 import { scenarioOf } from './scenarios.ts';
 import { submissionProvider, type PrepareContext, type PreparedMedia } from './media-request.ts';
 import { prepareImage } from './media-image.ts';

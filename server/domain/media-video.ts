@@ -5,7 +5,7 @@
  * and the quote (price per second by resolution, plus audio).
  */
 import type { components } from '../../generated/api.ts';
-import { ApiError, invalidRequest } from '../errors.ts';
+import { DomainError, invalidRequest } from './errors.ts';
 import type { AssetKind } from '../storage/assets.ts';
 import { requireUsableAsset } from './assets.ts';
 import {
@@ -85,7 +85,7 @@ async function checkNamedReferences(ctx: PrepareContext, refs: NamedReference[],
     try {
       row = await requireUsableAsset(ctx.db, ctx.accountId, ref.id, [ref.kind]);
     } catch (error) {
-      if (error instanceof ApiError && error.status === 422) throw new ApiError(422, error.code, `${ref.name}: ${error.message}`);
+      if (error instanceof DomainError && error.code === 'INVALID_REFERENCE') throw new DomainError(error.code, `${ref.name}: ${error.message}`);
       throw error;
     }
     if (!ref.durations) continue;
@@ -93,7 +93,7 @@ async function checkNamedReferences(ctx: PrepareContext, refs: NamedReference[],
     const seconds = row.duration_seconds;
     if (seconds === null || seconds < min || seconds > max) {
       const length = seconds === null ? 'of unknown length' : `${seconds} s long`;
-      throw new ApiError(422, 'INVALID_REFERENCE', `${ref.name}: ${ref.kind} asset ${ref.id} is ${length}; model ${modelId} accepts reference ${ref.kind} of ${min}–${max} s.`);
+      throw new DomainError('INVALID_REFERENCE', `${ref.name}: ${ref.kind} asset ${ref.id} is ${length}; model ${modelId} accepts reference ${ref.kind} of ${min}–${max} s.`);
     }
   }
   // The shared check once more: whether the model's provider can use them yet.

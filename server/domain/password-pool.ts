@@ -14,7 +14,7 @@
 import crypto from 'node:crypto';
 import type { Worker } from 'node:worker_threads';
 import { argon2id, argon2Verify } from 'hash-wasm';
-import { ApiError } from '../errors.ts';
+import { DomainError } from './errors.ts';
 import { typescriptWorker } from '../threads.ts';
 
 /** Hashes and verifies passwords; the server's is a pool of threads, the admin CLI's runs inline. */
@@ -54,7 +54,7 @@ const RETRY_AFTER_SECONDS = 1;
 const workerModule = new URL('./password-worker.ts', import.meta.url).href;
 
 const busyRefusal = () =>
-  new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'Too many sign-ins are being checked right now; try again in a moment.', { retryAfterSeconds: RETRY_AFTER_SECONDS });
+  new DomainError('TEMPORARILY_UNAVAILABLE', 'Too many sign-ins are being checked right now; try again in a moment.', { retryAfterSeconds: RETRY_AFTER_SECONDS });
 
 interface Job {
   message: PasswordJob;

@@ -19,7 +19,7 @@
  * idempotency.ts, beside the other replay answers). Use cases are adapters: they
  * bring their admission checks and their run, and call these.
  */
-import { ApiError } from '../errors.ts';
+import { DomainError } from './errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import type { Principal } from './accounts.ts';
 import type { Clock } from './clock.ts';
@@ -70,20 +70,18 @@ export function tokenCharge(rates: TokenRates, usage: TokenCount, reserved: numb
  * identity free, so the spec's "keep the identity and back off" works; or after
  * a release that closed the identity.
  */
-export function providerUnavailable(provider: string, when: 'before-claim' | 'forgotten' | 'released', retryAfterSeconds?: number): ApiError {
+export function providerUnavailable(provider: string, when: 'before-claim' | 'forgotten' | 'released', retryAfterSeconds?: number): DomainError {
   const message = {
     'before-claim': `The ${provider} is unavailable; nothing was claimed. Retry later with the same Idempotency-Key.`,
     forgotten: `The ${provider} is unavailable and did nothing; nothing was charged. Retry later with the same Idempotency-Key.`,
     released: `The ${provider} is unavailable; nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`,
   }[when];
-  return new ApiError(503, 'PROVIDER_UNAVAILABLE', message, { ...(retryAfterSeconds !== undefined && { retryAfterSeconds }) });
+  return new DomainError('PROVIDER_UNAVAILABLE', message, { ...(retryAfterSeconds !== undefined && { retryAfterSeconds }) });
 }
 
 /** 502 PROVIDER_ERROR after a release: the provider rejected the request. Final: a retry of the identity only answers REQUEST_FAILED. */
-export function providerRejected(provider: string, detail?: string): ApiError {
-  return new ApiError(
-    502,
-    'PROVIDER_ERROR',
+export function providerRejected(provider: string, detail?: string): DomainError {
+  return new DomainError('PROVIDER_ERROR',
     `${detail ?? `The ${provider} rejected the request.`} Nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`,
     { final: true },
   );
@@ -228,10 +226,10 @@ export async function releaseAndForget(db: Db, clock: Clock, claim: Claim): Prom
 }
 
 /** Bill and retain: charge (≤ the hold, the rest released) and retain the response for replays, in one transaction. */
-export async function billAndRetain(db: Db, clock: Clock, claim: Claim, charge: number, response: { status: number; body: string }): Promise<void> {
+export async function billAndRetain(db: Db, clock: Clock, claim: Claim, charge: number, retained: idem.Retained): Promise<void> {
   await inTransaction(db, async (trx) => {
     await ledger.settleTx(trx, clock, claim.reservationId, charge, claim.held);
-    await idem.complete(trx, clock, claim.identity, { ref: claim.ref, responseStatus: response.status, responseBody: response.body });
+    await idem.complete(trx, clock, claim.identity, { ref: claim.ref, retained });
   });
 }
 

@@ -5,7 +5,7 @@
  * billing or repairs anything.
  */
 import type { components } from '../../generated/api.ts';
-import { ApiError } from '../errors.ts';
+import { DomainError } from './errors.ts';
 import type { Db } from '../storage/db.ts';
 import { findTaskOwner, findTaskSnapshot, listTaskIds, type TaskRow, type TaskSnapshot } from '../storage/tasks.ts';
 import type { Clock } from './clock.ts';
@@ -14,7 +14,7 @@ import { decodeCursor, pageOf } from './paging.ts';
 
 export type TaskView = components['schemas']['Task'];
 
-const notFound = (id: string) => new ApiError(404, 'NOT_FOUND', `No task with id ${id}.`);
+const notFound = (id: string) => new DomainError('NOT_FOUND', `No task with id ${id}.`);
 
 function present({ task, reservation, outputs }: TaskSnapshot, clock: Clock, signer: UrlSigner, baseUrl: string): TaskView {
   const now = clock.now();

@@ -15,7 +15,7 @@
 import { admit, type AdmissionLimits } from './admission.ts';
 import crypto from 'node:crypto';
 import type { components, operations } from '../../generated/api.ts';
-import { ApiError } from '../errors.ts';
+import { DomainError } from './errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Db } from '../storage/db.ts';
 import type { Principal } from './accounts.ts';
@@ -76,7 +76,7 @@ export function measuredCharge(rates: TextRates, usage: Usage, reserved: number)
 export type GenerationEvent =
   | { type: 'delta'; content: string }
   | { type: 'end'; completion: ChatCompletion }
-  | { type: 'error'; error: ApiError };
+  | { type: 'error'; error: DomainError };
 
 export interface LiveGeneration {
   id: string;
@@ -85,7 +85,7 @@ export interface LiveGeneration {
   /** The events as they happen; a consumer may stop early, the generation goes on. */
   events: AsyncIterable<GenerationEvent>;
   /** The settled completion, or the error the first response reports. Never rejects. */
-  result: Promise<ChatCompletion | ApiError>;
+  result: Promise<ChatCompletion | DomainError>;
 }
 
 export type ChatOutcome = { type: 'replay'; completion: ChatCompletion } | { type: 'live'; generation: LiveGeneration };
@@ -144,11 +144,11 @@ function admissible(deps: TextDeps, request: ChatCompletionRequest & { max_token
   const found = deps.catalog.find(request.model);
   const model = found?.kind === 'text' && found.available === true ? found : undefined;
   if (!model) {
-    throw new ApiError(422, 'MODEL_UNAVAILABLE', `"${request.model}" is not an available text model; list the text models with GET /api/generate/models.`);
+    throw new DomainError('MODEL_UNAVAILABLE', `"${request.model}" is not an available text model; list the text models with GET /api/generate/models.`);
   }
   const conversationBytes = Buffer.byteLength(JSON.stringify(request.messages), 'utf8');
   if (conversationBytes > MAX_CONVERSATION_BYTES) {
-    throw new ApiError(422, 'INVALID_REQUEST', `The serialized conversation is ${conversationBytes} bytes; at most ${MAX_CONVERSATION_BYTES} are allowed.`);
+    throw new DomainError('INVALID_REQUEST', `The serialized conversation is ${conversationBytes} bytes; at most ${MAX_CONVERSATION_BYTES} are allowed.`);
   }
   const { messages, lastUser } = providerMessages(request.messages, deps.scenariosEnabled);
   const { provider, model: providerModel } = deps.providers(model.id);
@@ -235,7 +235,7 @@ function start(deps: TextDeps, run: Run): LiveGeneration {
   return { id: run.id, created: run.created, model: run.model, events: queue, result };
 }
 
-async function pump(deps: TextDeps, run: Run, queue: EventQueue<GenerationEvent>): Promise<ChatCompletion | ApiError> {
+async function pump(deps: TextDeps, run: Run, queue: EventQueue<GenerationEvent>): Promise<ChatCompletion | DomainError> {
   let text = '';
   let deltas = 0;
   try {
@@ -274,12 +274,12 @@ async function settle(deps: TextDeps, run: Run, text: string, reason: FinishReas
     choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: reason }],
     usage,
   };
-  await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, { status: 200, body: JSON.stringify(completion) });
+  await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, { answer: JSON.stringify(completion) });
   return completion;
 }
 
 /** Records a failed generation by the spend path's outcome rule and says what the first response reports. */
-async function fail(deps: TextDeps, run: Run, error: unknown, deltas: number, text: string): Promise<ApiError> {
+async function fail(deps: TextDeps, run: Run, error: unknown, deltas: number, text: string): Promise<DomainError> {
   const failure = error instanceof ProviderError ? error.failure : 'uncertain';
   const log = deps.logger.child({ completion: run.id, failure });
   log.warn({ err: error }, 'text generation failed');
@@ -302,14 +302,12 @@ async function fail(deps: TextDeps, run: Run, error: unknown, deltas: number, te
       // charge) instead of leaving the client uncertain.
       const usage = (error as ProviderError).usage ?? measure(run.messages, text);
       const charge = measuredCharge(run.rates, usage, run.claim.reserved);
-      const failed = new ApiError(
-        502,
-        'PROVIDER_ERROR',
+      const failed = new DomainError('PROVIDER_ERROR',
         `The text provider failed part-way through this completion; the usage measured so far is billed (${charge} Gem${charge === 1 ? '' : 's'}). ` +
           'This outcome is final: replays of this Idempotency-Key return it again with no new inference or charge; to try again, send a new request with a new Idempotency-Key.',
         { final: true },
       );
-      await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, { status: 502, body: JSON.stringify(failed.toEnvelope()) });
+      await spend.billAndRetain(deps.db, deps.clock, run.claim, charge, { failure: failed });
       return failed;
     }
     await spend.holdUncertain(deps.db, deps.clock, run.claim);

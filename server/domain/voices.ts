@@ -13,7 +13,7 @@ import * as store from '../storage/voices.ts';
 import type { VoiceRow } from '../storage/voices.ts';
 import { stageBlob } from '../storage/blobs.ts';
 import { storeReferenced } from '../storage/blob-pins.ts';
-import { ApiError, invalidRequest } from '../errors.ts';
+import { DomainError, invalidRequest } from './errors.ts';
 import { FAMILY_NAMES, sniff, type MediaFamily } from '../media/sniff.ts';
 import { probeAv } from '../media/probe.ts';
 import { BIDI_CONTROLS, overLimitOr } from './assets.ts';
@@ -231,8 +231,8 @@ export async function createVoice(db: Db, clock: Clock, tools: VoiceMediaTools, 
     if (error instanceof NoSpeechError) throw invalidRequest(`Transcription failed. ${error.message}`);
     if (error instanceof TranscriptionUnavailableError) {
       throw error.kind === 'unreachable'
-        ? new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The transcription service is unavailable; retry later.')
-        : new ApiError(502, 'PROVIDER_ERROR', 'The transcription service failed; retry later.');
+        ? new DomainError('PROVIDER_UNAVAILABLE', 'The transcription service is unavailable; retry later.')
+        : new DomainError('PROVIDER_ERROR', 'The transcription service failed; retry later.');
     }
     throw error;
   }

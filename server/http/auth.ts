@@ -10,8 +10,9 @@ import type { Db } from '../storage/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import { authenticate, KeyUses, type Scope } from '../domain/accounts.ts';
 import { PrincipalCache } from '../domain/principal-cache.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from './api-error.ts';
 import { bodyErrorOf } from './errors.ts';
+import { answerOf } from './error-map.ts';
 import { checkAccess } from '../domain/policy/access.ts';
 import { NO_REGIONS, type RegionMap } from '../domain/policy/regions.ts';
 
@@ -30,9 +31,10 @@ export function bearerHandler(db: Db, clock: Clock, prefix: string, regions: Reg
       req.principal = principal;
       uses.note(principal.key.id, (err: unknown) => req.log?.warn({ err }, "a key's last use could not be recorded; the request is not affected"));
     } catch (error) {
-      if (error instanceof ApiError) {
-        req.authError = error;
-        throw { status: error.status, message: error.message };
+      const refusal = answerOf(error);
+      if (refusal) {
+        req.authError = refusal;
+        throw { status: refusal.status, message: refusal.message };
       }
       // A database failure is not the caller's fault: answer 503, never 401.
       req.authError = new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'The service is temporarily unavailable; retry later.');

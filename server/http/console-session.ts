@@ -7,7 +7,7 @@
 import crypto from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { AppDeps } from '../deps.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from './api-error.ts';
 import { resumeSession, sessionExpired, type SessionRow } from '../domain/console.ts';
 
 export const SESSION_COOKIE = 'gemforge_console';

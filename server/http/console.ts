@@ -11,7 +11,7 @@ import path from 'node:path';
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { AppDeps } from '../deps.ts';
-import { notFound } from '../errors.ts';
+import { notFound } from '../domain/errors.ts';
 import { requireSession } from './console-session.ts';
 import { errorMiddleware } from './errors.ts';
 import { STRICT_FORMATS } from './formats.ts';

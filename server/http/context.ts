@@ -1,10 +1,10 @@
 /** What the server attaches to a request as it passes through the middleware. */
 import type { Principal } from '../domain/accounts.ts';
-import type { ApiError } from '../errors.ts';
+import type { ApiError } from './api-error.ts';
 import type { Request } from 'express';
 import type { Logger } from '../logger.ts';
 import type { SessionRow } from '../domain/console.ts';
-import { ApiError as ApiErrorClass } from '../errors.ts';
+import { ApiError as ApiErrorClass } from './api-error.ts';
 import { RecordRead } from '../domain/idempotency.ts';
 import type { Db } from '../storage/db.ts';
 

@@ -1,7 +1,8 @@
 /**
  * The one error middleware, so errors map to statuses in one place: every failure, whoever raised it,
  * leaves as the spec's Error envelope with one of the spec's statuses.
- * - ApiError from the domain: its status and code.
+ * - a domain error: its status, code and message from error-map.ts (an ApiError
+ *   a router or middleware built: as it is).
  * - express-openapi-validator: 404/405 → 404 NOT_FOUND; request validation → 422
  *   INVALID_REQUEST (a path parameter that cannot be an ID → 404; another model
  *   where the contract fixes one → 422 MODEL_UNAVAILABLE); 415 → 422; security →
@@ -17,7 +18,9 @@
  */
 import type { NextFunction, Request, Response } from 'express';
 import { readYamlFile } from '../yaml-file.ts';
-import { ApiError, invalidApiKey } from '../errors.ts';
+import { ApiError } from './api-error.ts';
+import { invalidApiKey } from '../domain/errors.ts';
+import { answerOf, apiErrorOf, unavailable } from './error-map.ts';
 import { describeKnownIssue, rebaseTagged, refResolver, type RefResolver, type ValidatorIssue } from './issue-text.ts';
 import { unsupportedUploadType } from '../domain/assets.ts';
 import { ASSETS_PATH } from './upload-paths.ts';
@@ -31,9 +34,6 @@ interface HttpLikeError {
   message?: string;
   path?: string;
 }
-
-const unavailable = () =>
-  new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'The service is temporarily unavailable; retry later with the same identity.');
 
 /** Turns a validator issue into a readable sentence: its own words for the known kinds, else the field and the validator's. */
 function describeIssue(issue: ValidatorIssue, req: Request, resolve: RefResolver): string {
@@ -118,10 +118,10 @@ function fromValidator(err: HttpLikeError, req: Request, resolve: RefResolver): 
   if (status === 400 && (/^Failed to decode param/.test(err.message ?? '') || err.errors?.some((i) => /malformed uri/i.test(i.message ?? '')))) {
     return new ApiError(404, 'NOT_FOUND', 'No such route: the path is not valid percent-encoding.');
   }
-  if (status === 401) return invalidApiKey();
+  if (status === 401) return apiErrorOf(invalidApiKey());
   if (status === 403) return new ApiError(403, 'INSUFFICIENT_SCOPE', 'This API key lacks the scope needed for this operation.');
   if (status === 415) {
-    if (req.path === ASSETS_PATH) return unsupportedUploadType(req.get('content-type'));
+    if (req.path === ASSETS_PATH) return apiErrorOf(unsupportedUploadType(req.get('content-type')));
     return new ApiError(422, 'INVALID_REQUEST', `Unsupported Content-Type "${req.get('content-type') ?? ''}" for this operation.`);
   }
   if (status === 400 && Array.isArray(err.errors)) {
@@ -174,8 +174,9 @@ export function errorMiddleware(openapiPath: string) {
 
 function handleError(err: unknown, req: Request, res: Response, _next: NextFunction, resolve: RefResolver): void {
   let error: ApiError;
-  if (err instanceof ApiError) {
-    error = err;
+  const answer = answerOf(err);
+  if (answer) {
+    error = answer;
   } else {
     const mapped = err && typeof err === 'object' ? fromValidator(err as HttpLikeError, req, resolve) : undefined;
     if (mapped) {

@@ -16,7 +16,6 @@ import type { Db } from '../storage/db.ts';
 import { accountsWaiting, jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
 import { admissionRefusals } from '../domain/admission.ts';
 import type { Clock } from '../domain/clock.ts';
-import { upstreamErrorCounts } from '../providers/remote/http.ts';
 import { deploymentViews, type DeploymentView } from '../providers/routing/deployments.ts';
 import { remoteFallbacks } from '../providers/moderation/second-opinion.ts';
 import { storeErrorCounts } from '../storage/outages.ts';
@@ -165,7 +164,7 @@ function valueOf(registry: client.Registry, name: string, help: string, read: ()
   };
 }
 
-export function createServerMetrics(db: Db, clock: Clock): ServerMetrics {
+export function createServerMetrics(db: Db, clock: Clock, upstreamErrorCounts: ReadonlyMap<string, number> = new Map()): ServerMetrics {
   const registry = new client.Registry();
   const requests = new client.Counter({ name: 'gemforge_http_requests_total', help: 'Answered requests, by operation and status', labelNames: ['operation', 'status'] as const, registers: [registry] });
   const latency = new client.Histogram({

@@ -14,7 +14,7 @@
  */
 import type { NextFunction, Request, Response } from 'express';
 import { readYamlFile } from '../yaml-file.ts';
-import { invalidApiKey } from '../errors.ts';
+import { invalidApiKey } from '../domain/errors.ts';
 
 interface SecurityScheme {
   type?: string;

@@ -10,7 +10,7 @@
  * A bad path segment names nothing (404 NOT_FOUND); a bad field is 422 INVALID_REQUEST.
  */
 import type { NextFunction, Request, Response } from 'express';
-import { ApiError } from '../errors.ts';
+import { ApiError } from './api-error.ts';
 
 /** Whether `value` holds a non-finite number or a NUL-carrying string anywhere (no paths built: the common answer is no). */
 export function holdsUnrepresentable(value: unknown, depth = 0): boolean {

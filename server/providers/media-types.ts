@@ -132,6 +132,11 @@ export interface RemoteCalls {
   created(idx: number, upstreamId: string): Promise<void>;
 }
 
+/** Where remote providers' errors are counted, by provider and kind (retried, refused, lost, unavailable). */
+export interface UpstreamErrorCounter {
+  inc(event: { provider: string; kind: string }): void;
+}
+
 export interface MediaTools {
   dataDir: string;
   ffmpegPath: string;
@@ -149,6 +154,8 @@ export interface MediaTools {
   /** A fresh temp file path under DATA_DIR/tmp. */
   tempFile(suffix: string): Promise<string>;
   remoteCalls: RemoteCalls;
+  /** Counts remote providers' errors for /metrics (the process's one counter, given at the composition root); absent, nothing is counted. */
+  upstreamErrors?: UpstreamErrorCounter;
   /** Logs a provider event with the task and slot (never a key or an upstream answer's body). */
   warn(details: Record<string, unknown>, message: string): void;
   /** True once the worker is stopping or lost the job: long waits end early, the job is left for recovery. */

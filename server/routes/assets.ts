@@ -9,7 +9,7 @@ import type { operations } from '../../generated/api.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../http/context.ts';
 import { MAX_ASSET_BYTES, payloadTooLarge, uploadAsset } from '../domain/assets.ts';
-import { ApiError } from '../errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import { ASSETS_PATH } from '../http/upload-paths.ts';
 
 type CreateAsset = operations['createAsset']['responses'][201]['content']['application/json'];
@@ -73,7 +73,7 @@ export function assetsRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock'
         body: req,
       });
     } catch (error) {
-      if (error instanceof ApiError && error.status === 413) closeAfterResponse(req, res);
+      if (error instanceof DomainError && error.code === 'UPLOAD_TOO_LARGE') closeAfterResponse(req, res);
       throw error;
     }
     const body: CreateAsset = { asset: { id: asset.id, kind: asset.kind, state: asset.state, url: null } };

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Router, type Response } from 'express';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../http/api-error.ts';
 
 /** The built page: HTML, the bundled script and the style sheet. */
 export interface ConsolePage {

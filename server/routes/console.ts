@@ -12,8 +12,7 @@ import * as accounts from '../domain/accounts.ts';
 import * as consoleAuth from '../domain/console.ts';
 import { accountOverview, accountUsage, listLlmCharges, listOwnVoices, listUploadedAssets } from '../domain/account-view.ts';
 import * as moderation from '../domain/policy/moderation.ts';
-import { PolicyInputError } from '../domain/policy/settings.ts';
-import { ApiError, notFound } from '../errors.ts';
+import { notFound } from '../domain/errors.ts';
 import { SESSION_COOKIE, sessionOf } from '../http/console-session.ts';
 import { baseUrlFor } from '../http/base-url.ts';
 import { listOwnedTasks } from '../domain/task-view.ts';
@@ -40,15 +39,6 @@ function clearCookie(req: Request, res: Response): void {
 
 function signedIn(opened: consoleAuth.OpenedSession): Json<'signIn', 200> {
   return { accountId: opened.session.account_id, email: opened.email, csrfToken: opened.session.csrf_token, expiresAt: opened.session.expires_at };
-}
-
-/** A domain refusal of a key change, said to the account holder. */
-function keyRefusal(error: unknown): unknown {
-  if (error instanceof accounts.KeyLimitError) {
-    return new ApiError(409, 'KEY_LIMIT_REACHED', `This account already has ${accounts.MAX_ACTIVE_KEYS} keys that are not revoked; revoke one first.`);
-  }
-  if (error instanceof accounts.AdminError) return new ApiError(422, 'INVALID_REQUEST', `${error.message[0]!.toUpperCase()}${error.message.slice(1)}.`);
-  return error;
 }
 
 /** Rows on a page of activity when the page does not say. */
@@ -122,17 +112,14 @@ export function consoleRouter({ db, clock, config, signer, passwords }: Pick<App
 
   router.post('/console/api/keys', async (req, res) => {
     const body = req.body as Body<'createKey'>;
-    const created = await accounts
-      .createKey(db, clock, config.keyPrefix, {
-        accountId: sessionOf(req).account_id,
-        name: body.name,
-        scopes: body.scopes,
-        monthlyCap: body.monthlyCap,
-        expiresAt: body.expiresAt === undefined ? undefined : new Date(body.expiresAt),
-      })
-      .catch((error: unknown) => {
-        throw keyRefusal(error);
-      });
+    // A refused input (422 INVALID_REQUEST) or the key limit (409 KEY_LIMIT_REACHED) is the error mapping's to say.
+    const created = await accounts.createKey(db, clock, config.keyPrefix, {
+      accountId: sessionOf(req).account_id,
+      name: body.name,
+      scopes: body.scopes,
+      monthlyCap: body.monthlyCap,
+      expiresAt: body.expiresAt === undefined ? undefined : new Date(body.expiresAt),
+    });
     res.status(201).json({ key: view({ ...accounts.describeKey(created.key), spendThisMonth: 0 }), secret: created.secret } satisfies Json<'createKey', 201>);
   });
 
@@ -146,15 +133,11 @@ export function consoleRouter({ db, clock, config, signer, passwords }: Pick<App
   router.patch('/console/api/keys/:keyId', async (req, res) => {
     const body = req.body as Body<'updateKey'>;
     const mine = await ownKey(req);
-    await accounts
-      .updateKey(db, clock, mine.id, {
-        name: body.name,
-        monthlyCap: body.monthlyCap,
-        expiresAt: typeof body.expiresAt === 'string' ? new Date(body.expiresAt) : body.expiresAt,
-      })
-      .catch((error: unknown) => {
-        throw keyRefusal(error);
-      });
+    await accounts.updateKey(db, clock, mine.id, {
+      name: body.name,
+      monthlyCap: body.monthlyCap,
+      expiresAt: typeof body.expiresAt === 'string' ? new Date(body.expiresAt) : body.expiresAt,
+    });
     const changed = (await keyViews(mine.account_id)).find((k) => k.id === mine.id)!;
     res.status(200).json(changed satisfies Json<'updateKey', 200>);
   });
@@ -173,9 +156,7 @@ export function consoleRouter({ db, clock, config, signer, passwords }: Pick<App
 
   router.patch('/console/api/account', async (req, res) => {
     const body = req.body as Body<'updateAccount'>;
-    await accounts.updateAccount(db, clock, sessionOf(req).account_id, { paidConsent: body.paidConsent, contentPreference: body.contentPreference }).catch((error: unknown) => {
-      throw error instanceof PolicyInputError ? new ApiError(422, 'INVALID_REQUEST', error.message) : error;
-    });
+    await accounts.updateAccount(db, clock, sessionOf(req).account_id, { paidConsent: body.paidConsent, contentPreference: body.contentPreference });
     res.status(200).json(await accountView(req));
   });
 

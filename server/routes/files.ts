@@ -5,7 +5,7 @@
  */
 import { Router } from 'express';
 import type { AppDeps } from '../deps.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../http/api-error.ts';
 import { openStoredAsset } from '../domain/assets.ts';
 
 const EXTENSIONS: Record<string, string> = {

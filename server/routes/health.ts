@@ -9,7 +9,7 @@
  * SIGTERM drains.
  */
 import { Router } from 'express';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../http/api-error.ts';
 import type { Logger } from '../logger.ts';
 import { blobStoreWritable, databaseAnswers, type Db } from '../domain/readiness.ts';
 

@@ -6,7 +6,8 @@
 import { Router, type Request, type Response } from 'express';
 import type { components } from '../../generated/api.ts';
 import type { AppDeps } from '../deps.ts';
-import { ApiError } from '../errors.ts';
+import { DomainError } from '../domain/errors.ts';
+import { apiErrorOf } from '../http/error-map.ts';
 import { identityRecordOf, principalOf } from '../http/context.ts';
 import { createChatCompletion, type ChatCompletion, type ChatCompletionRequest, type LiveGeneration, type TextDeps } from '../domain/text.ts';
 import { keyWatcher, type KeyWatcher } from '../domain/key-watch.ts';
@@ -48,7 +49,7 @@ export function textRouter(deps: AppDeps): Router {
       }
       const result = await Promise.race([outcome.generation.result, refusal.signal]);
       if (result === REFUSED) throw refusal.error();
-      if (result instanceof ApiError) throw result;
+      if (result instanceof DomainError) throw result;
       res.status(200).json(result);
     } finally {
       refusal.stop();
@@ -63,13 +64,13 @@ interface Refusal {
   /** Resolves to REFUSED once access ended (never rejects). */
   signal: Promise<typeof REFUSED>;
   /** The error to end the response with, once `signal` resolved. */
-  error(): ApiError;
+  error(): DomainError;
   stop(): void;
 }
 
 /** A key watch for one response, as a promise to race the provider against. */
 function refusalOf(keys: KeyWatcher, principal: Principal): Refusal {
-  let error: ApiError | undefined;
+  let error: DomainError | undefined;
   let refuse!: () => void;
   const signal = new Promise<typeof REFUSED>((resolve) => (refuse = () => resolve(REFUSED)));
   const stop = keys.watch(principal, (refusal) => {
@@ -152,7 +153,8 @@ function replayStream(res: Response, completion: ChatCompletion): void {
   void finishStream(res, completion);
 }
 
-const errorFrame = (error: ApiError) => JSON.stringify(error.toEnvelope());
+/** An error frame says what the JSON answer would have said (error-map.ts). */
+const errorFrame = (error: DomainError) => JSON.stringify(apiErrorOf(error).toEnvelope());
 
 /**
  * Streams a live generation. Headers wait for the first event, so a failure

@@ -13,7 +13,8 @@ import { moderationDeps, screenTexts } from '../http/policy.ts';
 import { createVoice, describeVoice, listVoices, MAX_VOICE_FILE_BYTES, voicesOfModel } from '../domain/voices.ts';
 import { providerVoices } from '../domain/media-request.ts';
 import { transcriberFor } from '../media/transcription.ts';
-import { ApiError, invalidRequest } from '../errors.ts';
+import { ApiError } from '../http/api-error.ts';
+import { DomainError, invalidRequest } from '../domain/errors.ts';
 import { VOICES_PATH } from '../http/upload-paths.ts';
 
 type ListVoices = operations['listVoices']['responses'][200]['content']['application/json'];
@@ -53,7 +54,7 @@ export function voiceUploadCleanup(req: Request, res: Response, next: NextFuncti
 /** multer's limit errors arrive as 400/413 with its own wording; give them the spec's statuses and clear messages. */
 export function voiceUploadErrors(err: unknown, req: Request, _res: Response, next: NextFunction): void {
   const e = err as { status?: number; message?: string } | undefined;
-  if (req.path !== VOICES_PATH || req.method !== 'POST' || !e || err instanceof ApiError) return next(err);
+  if (req.path !== VOICES_PATH || req.method !== 'POST' || !e || err instanceof ApiError || err instanceof DomainError) return next(err);
   const message = e.message ?? '';
   if (/File too large/i.test(message)) {
     return next(new ApiError(413, 'INVALID_REQUEST', `file is larger than ${MAX_VOICE_FILE_BYTES} bytes (50 MiB).`));

@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
 import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
+import { nullableNumber } from './columns.ts';
 
 export type AccountState = 'active' | 'blocked' | 'unavailable';
 
@@ -59,7 +60,7 @@ function toKey(row: Record<string, unknown>): ApiKeyRow {
     ...(row as unknown as ApiKeyRow),
     scope_read: Boolean(row.scope_read),
     scope_generate: Boolean(row.scope_generate),
-    monthly_cap: row.monthly_cap === null || row.monthly_cap === undefined ? null : Number(row.monthly_cap),
+    monthly_cap: nullableNumber(row.monthly_cap),
   };
 }
 

@@ -1,6 +1,7 @@
 /** Asset rows. Plain rows in, plain rows out. */
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 import { insertRow, query, statement, type Conn } from './engine/query.ts';
+import { nullableNumber } from './columns.ts';
 
 export type AssetKind = 'image' | 'video' | 'audio';
 export type AssetState = 'processing' | 'ready' | 'failed';
@@ -29,7 +30,6 @@ export interface AssetRow {
 
 /** SQLite returns booleans as 0/1 and big integers as numbers; normalise both drivers. */
 function toAsset(row: Record<string, unknown>): AssetRow {
-  const nullableNumber = (v: unknown) => (v === null || v === undefined ? null : Number(v));
   return {
     ...(row as unknown as AssetRow),
     size_bytes: Number(row.size_bytes),

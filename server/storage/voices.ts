@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 import { insertRow, query, statement, type Conn, type Value } from './engine/query.ts';
+import { nullableNumber } from './columns.ts';
 
 export interface VoiceRow {
   id: string;
@@ -21,8 +22,7 @@ export interface VoiceRow {
 }
 
 function toVoice(row: Record<string, unknown>): VoiceRow {
-  const d = row.duration_seconds;
-  return { ...(row as unknown as VoiceRow), duration_seconds: d === null || d === undefined ? null : Number(d) };
+  return { ...(row as unknown as VoiceRow), duration_seconds: nullableNumber(row.duration_seconds) };
 }
 
 export async function insertVoice(db: Conn, row: VoiceRow): Promise<void> {

@@ -22,7 +22,7 @@ import type { MediaProviders } from '../providers/media.ts';
 import * as remote from '../storage/remote-calls.ts';
 import { leaseTime, retryBackoffMs } from './timing.ts';
 import { countJob } from './counts.ts';
-import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools } from '../providers/media-types.ts';
+import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools, type UpstreamErrorCounter } from '../providers/media-types.ts';
 
 export interface JobContext {
   db: Db;
@@ -37,6 +37,8 @@ export interface JobContext {
   retryBackoffMs?: number;
   /** Hand-backs after a store failed before the slot fails (WORKER_STORE_RETRIES). */
   storeRetries?: number;
+  /** Where remote providers' errors are counted for /metrics (server.ts makes the process's one). */
+  upstreamErrors?: UpstreamErrorCounter;
   /** True once the worker is stopping or lost this job's lease: long waits end early, the job is left for recovery. */
   stopping(): boolean;
   /** Aborted when the worker stops or loses this job's lease (what `stopping()` reports, as a signal for reads). */
@@ -58,6 +60,7 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string, copies: Ar
   return {
     stopping: ctx.stopping,
     ...(ctx.signal && { signal: ctx.signal }),
+    ...(ctx.upstreamErrors && { upstreamErrors: ctx.upstreamErrors }),
     warn: (details, message) => ctx.logger.warn({ taskId, ...details }, message),
     remoteCalls: {
       async find(idx) {

@@ -23,6 +23,7 @@ import { LeaseLostError, LeftForRecoveryError, runJob, type JobContext } from '.
 import { countJob } from './counts.ts';
 import { leaseTime, retryBackoffMs } from './timing.ts';
 import { providerOf, type MediaProviders, type ResumePolicy } from '../providers/media-types.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
   concurrency: number;
@@ -41,7 +42,6 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function startWorker(options: WorkerOptions): RunningWorker {
   // At most 40 + 1 + 7 + 1 + 6 characters: jobs.locked_by holds 64 (Postgres enforces it).

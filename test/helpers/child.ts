@@ -15,6 +15,7 @@ import * as ledger from '../../server/domain/ledger.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import { dbEnvFor, dbOptionsFor } from './database.ts';
 import { tempDataDir } from './server.ts';
+import { patiently } from './poll.ts';
 import { SERVER_ARGS } from '../../server/node-flags.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -32,9 +33,11 @@ export interface ServerChild {
 
 /**
  * Starts the server on a free port with `env` added to this process's
- * environment (DATA_DIR is required) and waits until it logs its URL.
+ * environment (DATA_DIR is required) and waits until it logs its URL (a
+ * start takes a few seconds; the bound is for one that never comes).
  */
-export async function startServerChild(env: Record<string, string> & { DATA_DIR: string }, timeoutMs = 30_000): Promise<ServerChild> {
+export async function startServerChild(env: Record<string, string> & { DATA_DIR: string }, nominalMs = 30_000): Promise<ServerChild> {
+  const timeoutMs = patiently(nominalMs);
   const child = spawn(process.execPath, [...SERVER_ARGS], {
     cwd: ROOT,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'test', ...(await dbEnvFor(env.DATA_DIR)), ...env },

@@ -1,6 +1,7 @@
 /** Helpers for media-task tests: submit, poll to a terminal status, download outputs. */
 import assert from 'node:assert/strict';
 import type { TestServer } from './server.ts';
+import { patiently } from './poll.ts';
 
 export interface TaskBody {
   id: string;
@@ -29,7 +30,8 @@ export async function submit(
 export const TERMINAL = ['succeeded', 'partial', 'failed', 'cancelled'];
 
 /** Polls GET /tasks/{id} until terminal (fast: the local generators take well under a second). */
-export async function waitForTask(s: TestServer, key: string, id: string, timeoutMs = 60_000): Promise<TaskBody> {
+export async function waitForTask(s: TestServer, key: string, id: string, nominalMs = 60_000): Promise<TaskBody> {
+  const timeoutMs = patiently(nominalMs);
   const until = Date.now() + timeoutMs;
   for (;;) {
     const res = await s.call('GET', `/api/generate/tasks/${id}`, { key });

@@ -12,7 +12,7 @@ import { loadCatalog } from '../../server/domain/catalog.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import { newId } from '../../server/domain/ids.ts';
 import { createLogger } from '../../server/logger.ts';
-import { ApiError } from '../../server/errors.ts';
+import { answerOf } from '../../server/http/error-map.ts';
 import { putBlobFromFile } from '../../server/storage/blobs.ts';
 import { insertAsset } from '../../server/storage/assets.ts';
 import { findAccount, findKey } from '../../server/storage/accounts.ts';
@@ -78,7 +78,7 @@ describe('extraction use case', () => {
   }
 
   const rejectsWith = async (p: Promise<unknown>, status: number, code: string) => {
-    await assert.rejects(p, (e: unknown) => e instanceof ApiError && e.status === status && e.code === code);
+    await assert.rejects(p, (e: unknown) => answerOf(e)?.status === status && answerOf(e)?.code === code);
   };
 
   it('when the provider reports no usage, then the whole conservative reservation is charged', async () => {

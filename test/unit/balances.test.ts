@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import * as ledger from '../../server/domain/ledger.ts';
 import { verifyLedger } from '../../server/domain/ledger-verify.ts';
 import { createKey } from '../../server/domain/accounts.ts';
-import { ApiError } from '../../server/errors.ts';
+import { answerOf } from '../../server/http/error-map.ts';
 import { fillBalances } from '../../server/storage/balances.ts';
 import { fill as fillAtMigration } from '../../server/storage/migrations/006_balances.ts';
 import { onStatement, type Db } from '../../server/storage/db.ts';
@@ -80,7 +80,7 @@ describe('running balances (property)', () => {
               }
             } catch (e) {
               // Refusals (402/409) and a debit below zero move nothing; anything else is a bug.
-              if (!(e instanceof ApiError) && !/cannot go below zero/.test(String(e))) throw e;
+              if (!answerOf(e) && !/cannot go below zero/.test(String(e))) throw e;
             }
             assert.deepEqual(await figureProblems(t.db), [], `after step ${i}: ${JSON.stringify(step)}`);
           }

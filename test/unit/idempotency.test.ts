@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import * as idem from '../../server/domain/idempotency.ts';
 import * as ledger from '../../server/domain/ledger.ts';
 import * as spend from '../../server/domain/spend.ts';
-import { ApiError } from '../../server/errors.ts';
+import { answerOf } from '../../server/http/error-map.ts';
+import { DomainError } from '../../server/domain/errors.ts';
 import { ManualClock, makeAccountWithKey, openTestDb, type TestDb } from '../helpers/db.ts';
 
 const clock = new ManualClock(new Date('2026-11-10T12:00:00Z'));
@@ -32,7 +33,7 @@ async function submit<T>(db: TestDb['db'], id: idem.Identity, outcome: idem.Clai
 }
 
 async function rejectsWith(p: Promise<unknown>, code: string): Promise<void> {
-  await assert.rejects(p, (e: unknown) => e instanceof ApiError && e.status === 409 && e.code === code);
+  await assert.rejects(p, (e: unknown) => answerOf(e)?.status === 409 && answerOf(e)?.code === code);
 }
 
 describe('idempotency', () => {
@@ -95,9 +96,9 @@ describe('idempotency', () => {
     await assert.rejects(
       submit(t.db, id, { state: 'completed', reservationId: 'rsv_down' }, async ({ hold }) => {
         await hold({ purpose: 'media', amount: 5, id: 'rsv_down' });
-        throw new ApiError(503, 'PROVIDER_UNAVAILABLE', 'down');
+        throw new DomainError('PROVIDER_UNAVAILABLE', 'down');
       }),
-      (e: unknown) => e instanceof ApiError && e.status === 503,
+      (e: unknown) => answerOf(e)?.status === 503,
     );
     assert.equal(await ledger.balanceOf(t.db, who.accountId), before, 'the reservation rolled back with the claim');
     const ok = await completed(id, 'task_ok');
@@ -133,7 +134,7 @@ describe('idempotency', () => {
 
     const done = identity(who.keyId, who.accountId, 'k-complete', { p: 1 });
     await submit(t.db, done, { state: 'pending' }, async () => null);
-    await idem.complete(t.db, clock, done, { responseStatus: 200, responseBody: '{"ok":true}' });
+    await idem.complete(t.db, clock, done, { retained: { answer: '{"ok":true}' } });
     const replay = await completed(done, 'x');
     assert.equal(replay.created === false && replay.record.response_body, '{"ok":true}');
   });
@@ -158,7 +159,7 @@ describe('idempotency', () => {
     const created = results.filter((r) => r.status === 'fulfilled' && r.value.created).length;
     assert.equal(created, 1);
     for (const r of results) {
-      if (r.status === 'rejected') assert.equal((r.reason as ApiError).code, 'REQUEST_UNCERTAIN');
+      if (r.status === 'rejected') assert.equal((r.reason as DomainError).code, 'REQUEST_UNCERTAIN');
     }
   });
 

@@ -10,7 +10,9 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { importsOf, runtimeImports, sources } from '../helpers/imports.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import { importsOf, runtimeImports, SERVER, sources } from '../helpers/imports.ts';
 
 /** The imports of files under `dir` that `allowed` refuses, as "file → import". */
 function violations(dir: string, allowed: (imported: string, file: string) => boolean): string[] {
@@ -41,6 +43,15 @@ describe('layers', () => {
 
   it('when the domain is read, then it imports nothing from routes, http or the worker', () => {
     assert.deepEqual(violations('domain', (i) => !/^(routes|http|worker)\//.test(i)), []);
+  });
+
+  it('when the domain is read, then nothing of HTTP is in it, not even a type: no http/ or routes/ module (so no ApiError and no status), no express or node:http; its refusals are domain errors (domain/errors.ts) that http/error-map.ts maps', () => {
+    const http = /^(http|routes)\/|^(express|node:https?|https?)$/;
+    assert.deepEqual(anyViolations(sources('domain'), (i) => !http.test(i)), []);
+    assert.ok(importsOf('http/error-map.ts').some((i) => i.target === 'domain/errors.ts'), 'the mapping reads the domain errors, not the other way round');
+    // And no error is built with a status, whatever its class is called or wherever it lives.
+    const withStatus = sources('domain').filter((file) => /new \w*Error\(\s*[1-5]\d\d\b/.test(fs.readFileSync(path.join(SERVER, file), 'utf8')));
+    assert.deepEqual(withStatus, []);
   });
 
   it('when http/ is read, then it imports no router, no entry point and not the wiring (routers are passed in by app.ts), not even for a type', () => {

@@ -6,14 +6,16 @@ import * as ledger from '../../server/domain/ledger.ts';
 import * as spend from '../../server/domain/spend.ts';
 import { onStatement, type Db } from '../../server/storage/db.ts';
 import { verifyLedger } from '../../server/domain/ledger-verify.ts';
-import { ApiError } from '../../server/errors.ts';
+import { answerOf } from '../../server/http/error-map.ts';
 import { openDb } from '../../server/storage/db.ts';
 import { ManualClock, makeAccountWithKey, openTestDb, type TestDb } from '../helpers/db.ts';
 import { dbOptionsFor } from '../helpers/database.ts';
 
 async function rejects(p: Promise<unknown>, status: number, code: string, message?: RegExp): Promise<void> {
-  await assert.rejects(p, (e: unknown) => {
-    assert.ok(e instanceof ApiError, `expected ApiError, got ${String(e)}`);
+  await assert.rejects(p, (thrown: unknown) => {
+    // The domain's refusal as the API answers it (error-map.ts).
+    const e = answerOf(thrown);
+    assert.ok(e, `expected a domain error, got ${String(thrown)}`);
     assert.equal(e.status, status);
     assert.equal(e.code, code);
     if (message) assert.match(e.message, message);
@@ -191,8 +193,9 @@ describe('ledger invariants (property)', () => {
                 await ledger.credit(t.db, clock, who[op.who].accountId, op.amount, 'grant');
               }
             } catch (e) {
-              if (!(e instanceof ApiError)) throw e;
-              assert.ok([402, 409].includes(e.status), `unexpected ${e.status}`);
+              const answer = answerOf(e);
+              if (!answer) throw e;
+              assert.ok([402, 409].includes(answer.status), `unexpected ${answer.status}`);
             }
           };
 
@@ -231,7 +234,7 @@ describe('ledger invariants (property)', () => {
         ledger.reserve(db, clock, { accountId, keyId, purpose: 'media', amount: 7 }).then(
           () => 1,
           (e: unknown) => {
-            if (e instanceof ApiError && e.code === 'INSUFFICIENT_GEMS') return 0;
+            if (answerOf(e)?.code === 'INSUFFICIENT_GEMS') return 0;
             throw e;
           },
         );
@@ -256,7 +259,7 @@ describe('ledger invariants (property)', () => {
         const held = [];
         for (let i = 0; i < 6; i++) held.push(await ledger.reserve(t.db, clock, { accountId, keyId, purpose: 'llm', amount: 2 }));
         const refused = (e: unknown) => {
-          if (e instanceof ApiError && e.status === 402) return 0;
+          if (answerOf(e)?.status === 402) return 0;
           throw e;
         };
         const results = await Promise.all([
@@ -289,7 +292,7 @@ describe('holds decided as the transaction commits (Postgres; SQLite decides the
     p.then(
       () => 1,
       (e: unknown) => {
-        if (e instanceof ApiError && e.status === 402) return 0;
+        if (answerOf(e)?.status === 402) return 0;
         throw e;
       },
     );

@@ -7,7 +7,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { promptPalette, rng } from '../../server/providers/image/local.ts';
+import { promptPalette } from '../../server/providers/image/local.ts';
+import { rng } from '../../server/providers/random.ts';
 import { espeakLanguage } from '../../server/providers/audio/speech.ts';
 import { supportedType } from '../../server/media/sniff.ts';
 import { planMusic } from '../../server/providers/audio/music.ts';

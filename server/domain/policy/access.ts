@@ -8,7 +8,7 @@
  *   regions (without a regions file every region is unknown).
  * An account with no such settings costs nothing: no address is even parsed.
  */
-import { ApiError } from '../../errors.ts';
+import { DomainError } from '../errors.ts';
 import type { AccountPolicyColumns } from '../../storage/accounts.ts';
 import { inRange, parseAddress, parseRange, type Address, type Range } from '../../addresses.ts';
 import type { RegionMap } from './regions.ts';
@@ -29,8 +29,8 @@ function rangesOf(column: string | null): Range[] {
   return ranges;
 }
 
-const networkBlocked = () => new ApiError(403, 'NETWORK_BLOCKED', 'Requests from this network address are not allowed for this account.');
-const regionBlocked = () => new ApiError(403, 'REGION_BLOCKED', 'Requests from this region are not allowed for this account.');
+const networkBlocked = () => new DomainError('NETWORK_BLOCKED', 'Requests from this network address are not allowed for this account.');
+const regionBlocked = () => new DomainError('REGION_BLOCKED', 'Requests from this region are not allowed for this account.');
 
 function checkNetwork(account: AccountPolicyColumns, address: Address | undefined): void {
   const deny = rangesOf(account.network_deny);

@@ -14,7 +14,7 @@
  * block; a `strict` account's request is refused (`422 CONTENT_REJECTED`, saying
  * why), a `standard` one's goes on.
  */
-import { ApiError } from '../../errors.ts';
+import { DomainError } from '../errors.ts';
 import { inTransaction, type Db } from '../../storage/db.ts';
 import { lockAccountRow } from '../../storage/accounts.ts';
 import * as store from '../../storage/policies.ts';
@@ -104,8 +104,8 @@ export async function screen(
     if (!(error instanceof ModerationUnavailableError)) throw error;
     if (await claimed()) return;
     throw error.kind === 'unreachable'
-      ? new ApiError(503, 'PROVIDER_UNAVAILABLE', 'The moderation service is unavailable; retry later with the same identity.')
-      : new ApiError(502, 'PROVIDER_ERROR', 'The moderation service failed; retry later with the same identity.');
+      ? new DomainError('PROVIDER_UNAVAILABLE', 'The moderation service is unavailable; retry later with the same identity.')
+      : new DomainError('PROVIDER_ERROR', 'The moderation service failed; retry later with the same identity.');
   }
   const flag = verdict.flagged;
   if (!flag && verdict.unjudged && !(await claimed())) {
@@ -113,9 +113,7 @@ export async function screen(
     const preference = principal.account.content_preference as ContentPreference;
     await recordUnjudged(deps, principal, operation, verdict.provider, unjudged);
     if (preference === 'strict') {
-      throw new ApiError(
-        422,
-        'CONTENT_REJECTED',
+      throw new DomainError('CONTENT_REJECTED',
         `The content policy cannot judge ${unjudged.field}: it reads as ${LANGUAGE_NAMES[unjudged.language] ?? unjudged.language}, and the policy reads English only; ` +
           "this account's strict content preference refuses text it cannot judge. Nothing was reserved or charged.",
       );
@@ -124,9 +122,7 @@ export async function screen(
   if (!flag || (await claimed())) return;
   const blocked = await recordRefusal(deps, principal, operation, verdict.provider, flag);
   if (blocked) invalidatePrincipals(); // the next request of any key of this account meets the block at once
-  throw new ApiError(
-    422,
-    'CONTENT_REJECTED',
+  throw new DomainError('CONTENT_REJECTED',
     `The content policy refuses ${flag.field} (${flag.categories.join(', ')}). Nothing was reserved or charged.` +
       (blocked ? ' Repeated refusals have blocked this account.' : ''),
   );

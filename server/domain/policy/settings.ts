@@ -7,9 +7,9 @@ import type { AccountPolicyColumns } from '../../storage/accounts.ts';
 import { CONTENT_PREFERENCES, type ContentPreference } from '../../providers/moderation/types.ts';
 import { formatRange, parseRange } from '../../addresses.ts';
 import { regionCode } from './regions.ts';
+import { DomainError } from '../errors.ts';
 
-/** A policy setting the operator gave is not valid (the admin CLI prints it and exits 2). */
-export class PolicyInputError extends Error {}
+// A policy setting the operator gave that is not valid throws INVALID_SETTING (the admin CLI prints it and exits 2).
 
 export type UnknownRegionRule = 'allow' | 'block';
 
@@ -35,7 +35,7 @@ export const DEFAULT_POLICY_COLUMNS: AccountPolicyColumns = {
 function ranges(list: string[], flag: string): string | null {
   const out = list.map((text) => {
     const range = parseRange(text);
-    if (!range) throw new PolicyInputError(`${flag}: "${text}" is not an IPv4 or IPv6 address or CIDR range`);
+    if (!range) throw new DomainError('INVALID_SETTING', `${flag}: "${text}" is not an IPv4 or IPv6 address or CIDR range`);
     return formatRange(range);
   });
   return out.length ? JSON.stringify([...new Set(out)]) : null;
@@ -44,14 +44,14 @@ function ranges(list: string[], flag: string): string | null {
 function regions(list: string[]): string | null {
   const out = list.map((text) => {
     const code = regionCode(text);
-    if (!code) throw new PolicyInputError(`--blocked-regions: "${text}" is not a region code (letters, digits, - and _)`);
+    if (!code) throw new DomainError('INVALID_SETTING', `--blocked-regions: "${text}" is not a region code (letters, digits, - and _)`);
     return code;
   });
   return out.length ? JSON.stringify([...new Set(out)]) : null;
 }
 
 function oneOf<T extends string>(value: string, allowed: readonly T[], flag: string): T {
-  if (!allowed.includes(value as T)) throw new PolicyInputError(`${flag} must be one of ${allowed.join(', ')}`);
+  if (!allowed.includes(value as T)) throw new DomainError('INVALID_SETTING', `${flag} must be one of ${allowed.join(', ')}`);
   return value as T;
 }
 

@@ -6,24 +6,17 @@
  * transforms its source image. `background: transparent` gives a real alpha
  * channel. No network, no account anywhere.
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import type { Sharp } from 'sharp';
 import { sharp } from '../../media/sharp.ts';
 import { SHARP_INPUT } from '../../media/limits.ts';
 import type { GeneratedOutput, ImageJobRequest, MediaJob, MediaProvider, MediaTools } from '../media-types.ts';
-import { rng } from '../random.ts';
+import { rng, seedOf } from '../random.ts';
 
 type ImageRequest = ImageJobRequest;
 
 type Rgb = [number, number, number];
 
-/** The seeded PRNG (the same seed always draws the same picture), re-exported for the tests that draw with it. */
-export { rng };
-
-function seedOf(...parts: Array<string | number | null>): number {
-  return crypto.createHash('sha256').update(parts.map(String).join('\u0000')).digest().readUInt32LE(0);
-}
 
 // A Map, not a plain object: `constructor in {}` is true, and prompts are user text.
 const COLOUR_WORDS = new Map<string, number>(Object.entries({
@@ -108,7 +101,8 @@ export function magicPrompt(prompt: string): string {
 
 async function render(req: ImageRequest, job: MediaJob<'image'>, tools: MediaTools): Promise<Sharp> {
   const prompt = req.magicPrompt ? magicPrompt(req.prompt) : req.prompt;
-  const random = rng(seedOf(prompt, req.seed, job.index, req.negativePrompt, req.variant, req.style));
+  // Each part as String() writes it (an absent seed or style hashes as "null", as it always has here): the same request keeps drawing the same picture.
+  const random = rng(seedOf(...[prompt, req.seed, job.index, req.negativePrompt, req.variant, req.style].map(String)));
   const refs = await Promise.all(req.referenceImages.map((id) => tools.assetFile(id)));
   const palette = refs.length ? await referencePalette(refs) : promptPalette(prompt, random);
   const transparent = req.background === 'transparent';

@@ -14,6 +14,7 @@ import { outputUrl } from './input-mapping.ts';
 import { dataUrlOutput, downloadOutput } from './output.ts';
 import type { FetchAllow } from './public-fetch.ts';
 import { say } from './sentences.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The largest create, status or result answer read (logs can run to hundreds of kilobytes; outputs are URLs). */
 export const JOB_ANSWER_MAX_BYTES = 4 * 1024 * 1024;
@@ -83,7 +84,6 @@ async function cancelQuietly<T>(id: string, tools: MediaTools, up: AsyncUpstream
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Runs the slot's job to its end and returns its final state (and id): a

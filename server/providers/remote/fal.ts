@@ -102,6 +102,7 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
     return callUpstream((signal) => pacedFetch(this.reads, replayable, `${this.base}${path}`, { ...init, headers }, signal), {
       who: this.who,
       provider: this.name,
+      errors: tools.upstreamErrors,
       deadlineMs: this.options.attemptTimeoutMs * 3,
       attemptTimeoutMs: this.options.attemptTimeoutMs,
       replayable,

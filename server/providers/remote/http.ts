@@ -13,25 +13,33 @@
  * Keys travel only in headers and never appear in an error or a log line.
  * docs/providers.md has the table per provider.
  */
-import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools } from '../media-types.ts';
+import { MediaGenerationError, MediaHoldError, type MediaJob, type MediaTools, type UpstreamErrorCounter } from '../media-types.ts';
 import { readErrorText } from './body.ts';
 import { NOT_PROCESSED } from './descriptor.ts';
 import { say } from './sentences.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
-/** Errors from remote media providers by "provider kind" (retried, refused, lost, unavailable), for /metrics (one count per process). */
-export const upstreamErrorCounts = new Map<string, number>();
-const upstreamErrors = {
-  inc({ provider, kind }: { provider: string; kind: string }) {
+/**
+ * Errors from remote media providers by "provider kind" (retried, refused, lost,
+ * unavailable), for /metrics: the composition root (server.ts) makes one per
+ * process and hands it to the worker (MediaTools) and to the metrics.
+ */
+export class UpstreamErrorCounts implements UpstreamErrorCounter {
+  readonly counts = new Map<string, number>();
+
+  inc({ provider, kind }: { provider: string; kind: string }): void {
     const key = `${provider} ${kind}`;
-    upstreamErrorCounts.set(key, (upstreamErrorCounts.get(key) ?? 0) + 1);
-  },
-};
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+}
 
 export interface CallOptions {
   /** Who is called, for messages ("the image provider"). */
   who: string;
   /** The provider's name, for the error metric. */
   provider?: string;
+  /** Where the errors are counted (the job's `tools.upstreamErrors`). */
+  errors?: UpstreamErrorCounter;
   /** Total time for the call and its retries. */
   deadlineMs: number;
   /** Per attempt. */
@@ -110,7 +118,6 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The least time left for which an attempt is still started. */
 const MIN_ATTEMPT_MS = 100;
@@ -149,11 +156,11 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
       const sent = !code || !NOT_SENT.has(code);
       lastReason = code ?? (controller.signal.aborted ? 'timeout' : 'connection lost');
       if (sent && !options.replayable) {
-        upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
+        options.errors?.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
         throw new UpstreamUnknown(`${options.who} did not answer a request it may have carried out (${lastReason}); its outcome cannot be known`);
       }
       if (sent) nothingDone = false;
-      upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
+      options.errors?.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
       if (attempt >= attempts) break;
       const waitMs = Math.min(backoff, options.maxBackoffMs ?? 8000, Math.max(0, deadline - Date.now()));
       options.onRetry?.({ attempt, reason: lastReason, waitMs });
@@ -170,17 +177,17 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     const body = await readErrorText(response);
     clearTimeout(timer);
     if (!notDone(response.status, options.notDone) && response.status < 500) {
-      upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'refused' });
+      options.errors?.inc({ provider: options.provider ?? 'remote', kind: 'refused' });
       throw new UpstreamRefusal('GENERATION_FAILED', say.refused(options.who, response.status, body), response.status);
     }
     lastReason = `HTTP ${response.status}`;
     if (!notDone(response.status, options.notDone) && !options.replayable) {
       // A 500/502/504 to a creating call: the work may be done (and paid for); sending it again could do it twice.
-      upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
+      options.errors?.inc({ provider: options.provider ?? 'remote', kind: 'lost' });
       throw new UpstreamUnknown(`${options.who} answered ${lastReason} to a request it may have carried out; its outcome cannot be known`, body);
     }
     if (!notDone(response.status, options.notDone)) nothingDone = false;
-    upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
+    options.errors?.inc({ provider: options.provider ?? 'remote', kind: 'retried' });
     if (attempt >= attempts) break;
     const hinted = retryAfterMs(response.headers.get('retry-after'));
     // A hint shorter than our own backoff (`Retry-After: 0`) does not make back-to-back calls.
@@ -189,7 +196,7 @@ export async function callUpstream(request: (signal: AbortSignal) => Promise<Res
     await sleep(waitMs);
     backoff *= 2;
   }
-  upstreamErrors.inc({ provider: options.provider ?? 'remote', kind: 'unavailable' });
+  options.errors?.inc({ provider: options.provider ?? 'remote', kind: 'unavailable' });
   const Unavailable = nothingDone ? UpstreamNotDone : MediaGenerationError;
   throw new Unavailable('GENERATION_FAILED', say.unavailable(options.who, lastReason));
 }
@@ -232,6 +239,7 @@ export async function postOnce(job: MediaJob, tools: MediaTools, endpoint: strin
   return callUpstream((signal) => fetch(endpoint, { method: 'POST', headers: all, body, signal }), {
     who: options.who,
     provider: options.provider,
+    errors: tools.upstreamErrors,
     deadlineMs: options.deadlineMs,
     attemptTimeoutMs: options.attemptTimeoutMs,
     replayable: options.idempotent,

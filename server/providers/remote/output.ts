@@ -150,6 +150,7 @@ export async function downloadOutput(url: string, kind: MediaKind, tools: MediaT
   try {
     response = await callUpstream(guarded, {
       who: options.who,
+      errors: tools.upstreamErrors,
       deadlineMs: options.deadlineMs,
       attemptTimeoutMs: options.deadlineMs,
       replayable: true,

@@ -123,6 +123,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     return callUpstream((signal) => pacedFetch(this.reads, replayable, `${this.base}${path}`, { ...init, headers: this.headers() }, signal), {
       who: this.who,
       provider: this.name,
+      errors: tools.upstreamErrors,
       deadlineMs: this.options.attemptTimeoutMs * 3,
       attemptTimeoutMs: this.options.attemptTimeoutMs,
       replayable,

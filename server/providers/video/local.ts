@@ -12,11 +12,11 @@
  * motion fades in over it); an `endFrame` fades in so the last frame is that image.
  * With `audio`, an AAC track: the first reference audio, or a pulsing chord.
  */
-import crypto from 'node:crypto';
 import { sharp } from '../../media/sharp.ts';
 import { runTool } from '../../media/run.ts';
 import { SHARP_INPUT } from '../../media/limits.ts';
-import { promptPalette, rng } from '../image/local.ts';
+import { promptPalette } from '../image/local.ts';
+import { rng, seedOf } from '../random.ts';
 import type { GeneratedOutput, MediaProvider, VideoJobRequest } from '../media-types.ts';
 
 /** The normalized request (server/domain/media-video.ts). */
@@ -44,10 +44,6 @@ const hexColour = ([r, g, b]: Rgb) => `0x${[r, g, b].map((v) => v.toString(16).p
 const shade = ([r, g, b]: Rgb, k: number): Rgb => [Math.round(r * k), Math.round(g * k), Math.round(b * k)];
 const tint = ([r, g, b]: Rgb, k: number): Rgb => [Math.round(r + (255 - r) * k), Math.round(g + (255 - g) * k), Math.round(b + (255 - b) * k)];
 const num = (n: number) => Number(n.toFixed(3)).toString();
-
-function seedOf(req: LocalVideoRequest): number {
-  return crypto.createHash('sha256').update(`${req.prompt}\u0000${req.seed ?? ''}`).digest().readUInt32LE(0);
-}
 
 /** The motion source at low resolution (`w`×`h`), as a lavfi input or the reference video. */
 function motionSource(random: () => number, w: number, h: number, fps: number, frames: number): string {
@@ -101,7 +97,7 @@ function chord(random: () => number): string {
  * give the same arguments). Exported for unit tests.
  */
 export function ffmpegArgs(req: LocalVideoRequest, inputs: VideoInputs, output: string): string[] {
-  const random = rng(seedOf(req));
+  const random = rng(seedOf(req.prompt, req.seed));
   const { width: W, height: H, fps } = req;
   const frames = Math.max(1, Math.round(req.duration * fps));
   // The motion layer is drawn at an eighth of the frame and scaled up: cheap, and smooth.

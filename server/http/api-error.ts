@@ -1,8 +1,11 @@
 /**
- * The one error type of the service, so one middleware maps every failure. Domain code throws
- * `ApiError(status, code, message)` with the spec's codes; the error middleware
- * turns it into the Error envelope.
+ * An HTTP answer that is an error: a status, the envelope's code and a message.
+ * The domain never builds one (it throws domain errors, domain/errors.ts, which
+ * error-map.ts turns into these); the middleware and the routers build them for
+ * what only HTTP knows (a path nothing serves, a body that does not parse), and
+ * the error middleware sends every one as the Error envelope.
  */
+import { Refusal } from '../domain/errors.ts';
 
 /** Statuses the spec allows an error response to carry (429: the account console's sign-in limit only). */
 export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 429 | 502 | 503;
@@ -15,7 +18,7 @@ export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 429 | 
  */
 const NO_RETRY_CODES = new Set(['IDEMPOTENCY_CONFLICT', 'REQUEST_FAILED', 'PRICE_CHANGED', 'ANALYSIS_FAILED']);
 
-export class ApiError extends Error {
+export class ApiError extends Refusal {
   readonly status: ErrorStatus;
   readonly code: string | undefined;
   /** A retained, final outcome: retrying the same identity only returns it again. */
@@ -24,12 +27,7 @@ export class ApiError extends Error {
   readonly retryAfterSeconds: number | undefined;
 
   constructor(status: ErrorStatus, code: string | undefined, message: string, options: { final?: boolean; retryAfterSeconds?: number } = {}) {
-    // An answer to the caller, not a fault: no stack trace is ever shown or logged
-    // for one, so none is captured (it was a tenth of the cost of every 401).
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
     super(message);
-    Error.stackTraceLimit = limit;
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
@@ -49,8 +47,3 @@ export class ApiError extends Error {
       : { error: { code: this.code, message: this.message } };
   }
 }
-
-export const invalidRequest = (message: string) => new ApiError(422, 'INVALID_REQUEST', message);
-export const notFound = (message = 'Not found.') => new ApiError(404, 'NOT_FOUND', message);
-export const invalidApiKey = () =>
-  new ApiError(401, 'INVALID_API_KEY', 'The API key is missing, malformed, expired or revoked.');
