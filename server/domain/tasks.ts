@@ -4,7 +4,6 @@
  * ownership checks of task reads: task-view.ts.
  */
 import { admit, type AdmissionLimits } from './admission.ts';
-import { ApiError } from '../errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';

@@ -141,7 +141,7 @@ function addPath(trie: PrefixNode, word: Iterable<string>): void {
   let node = trie;
   for (const c of word) {
     let next = node.get(c);
-    if (next === undefined) node.set(c, (next = new Map()));
+    if (next === undefined) node.set(c, (next = new Map<string, PrefixNode>()));
     node = next;
   }
 }

@@ -146,6 +146,6 @@ export const fal: RemoteProviderDescriptor = {
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
     const entry = parseFalEntry(model.providerEntry, kind, where);
-    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, ...common }) as MediaProvider;
+    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, ...common });
   },
 };

@@ -117,6 +117,6 @@ export const openAiSpeech: RemoteProviderDescriptor = {
       voices: config.speechUpstreamVoices,
       idempotent: config.speechUpstreamIdempotent,
       ...common,
-    }) as MediaProvider;
+    });
   },
 };

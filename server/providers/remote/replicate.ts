@@ -60,7 +60,7 @@ export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string
   if (version !== undefined && (typeof version !== 'string' || !/^[\w.:/-]{1,200}$/.test(version))) throw new Error(`${where}: replicate.version must be a version id`);
   if ((model === undefined) === (version === undefined)) throw new Error(`${where}: replicate needs exactly one of model and version`);
   const input = parseInputMapping(r.input, kind, where, 'replicate.input');
-  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input };
+  return { ...(model !== undefined && { model }), ...(version !== undefined && { version }), input };
 }
 
 // The tests and docs reach the mapping through this module too.
@@ -169,6 +169,6 @@ export const replicate: RemoteProviderDescriptor = {
   create(model, { config, common, where }) {
     const kind = model.kind as MediaKind;
     const entry = parseReplicateEntry(model.providerEntry, kind, where);
-    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, ...common }) as MediaProvider;
+    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, ...common });
   },
 };
