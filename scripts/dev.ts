@@ -39,7 +39,7 @@ const { values } = parseArgs({
     debounce: { type: 'string', default: '150' },
   },
 });
-const contract = path.resolve(values.contract!);
+const contract = path.resolve(values.contract);
 const outputs = (values.generated ?? [path.join(root, 'generated/api.ts'), path.join(root, 'client/generated/api.ts')]).map((f) => path.resolve(f));
 const parametersOut = path.resolve(values.parameters ?? path.join(root, 'client/generated/parameters.ts'));
 const debounceMs = Number(values.debounce);
