@@ -22,7 +22,10 @@ export interface paths {
          *     `Retry-After` says too many sign-ins are being checked at once.
          */
         post: operations["signIn"];
-        /** Sign out this session */
+        /**
+         * Sign out this session
+         * @description Ends this session and clears its cookie; other sessions of the login stay signed in.
+         */
         delete: operations["signOut"];
         options?: never;
         head?: never;
@@ -39,7 +42,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Sign out every session of this login, this one included */
+        /**
+         * Sign out every session of this login, this one included
+         * @description Ends every session of this login (on every device), this one included, and says how many ended.
+         */
         delete: operations["signOutEverywhere"];
         options?: never;
         head?: never;
@@ -74,7 +80,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's keys, revoked ones included, oldest first */
+        /**
+         * The account's keys, revoked ones included, oldest first
+         * @description Every key of the account with its scopes, last four characters, expiry, cap and this month's spend; never a secret.
+         */
         get: operations["listKeys"];
         put?: never;
         /**
@@ -98,7 +107,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a key (at once, for good) */
+        /**
+         * Revoke a key (at once, for good)
+         * @description The key stops working at once and cannot be used again; its history stays.
+         */
         delete: operations["revokeKey"];
         options?: never;
         head?: never;
@@ -119,14 +131,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's balance and settings, and this session's CSRF token */
+        /**
+         * The account's balance and settings, and this session's CSRF token
+         * @description Paid Gems, the LLM allowance and its use this month, outstanding reservations, consent, content preference and moderation state, with the CSRF token state changes need.
+         */
         get: operations["getAccount"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        /** Change the paid-Gem consent or the content preference */
+        /**
+         * Change the paid-Gem consent or the content preference
+         * @description What the body leaves out stays as it is.
+         */
         patch: operations["updateAccount"];
         trace?: never;
     };
@@ -180,7 +198,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's text and extraction charges, newest first, a page at a time */
+        /**
+         * The account's text and extraction charges, newest first, a page at a time
+         * @description Each reservation of the account with what it held, charged and released, newest first.
+         */
         get: operations["listCharges"];
         put?: never;
         post?: never;
@@ -197,7 +218,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The assets the account uploaded (references, sources, voice samples), newest first, a page at a time */
+        /**
+         * The assets the account uploaded (references, sources, voice samples), newest first, a page at a time
+         * @description The account's uploaded media, newest first, deleted ones included.
+         */
         get: operations["listUploads"];
         put?: never;
         post?: never;
@@ -214,7 +238,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's own (cloned) voices, newest first, a page at a time */
+        /**
+         * The account's own (cloned) voices, newest first, a page at a time
+         * @description The account's own voices (uploaded speech), newest first.
+         */
         get: operations["listVoices"];
         put?: never;
         post?: never;
@@ -251,8 +278,12 @@ export interface components {
             scopes: ("read" | "generate")[];
             /** @description The secret's last four characters. */
             hint: string;
+            /** Format: int64 */
             monthlyCap: number | null;
-            /** @description Charges in this UTC month plus outstanding reservations (what the cap limits). */
+            /**
+             * Format: int64
+             * @description Charges in this UTC month plus outstanding reservations (what the cap limits).
+             */
             spendThisMonth: number;
             /** Format: date-time */
             expiresAt: string | null;
@@ -276,17 +307,26 @@ export interface components {
             state: "active" | "blocked" | "unavailable";
             /** @description The signed-in login's email. */
             email: string;
-            /** @description Paid Gems. */
+            /**
+             * Format: int64
+             * @description Paid Gems.
+             */
             balance: number;
+            /** Format: int64 */
             llmAllowance: number;
-            /** @description Used in this UTC month, outstanding reservations included. */
+            /**
+             * Format: int64
+             * @description Used in this UTC month, outstanding reservations included.
+             */
             llmAllowanceUsed: number;
             /** @description Whether paid Gems may be spent when the allowance does not cover a request. */
             paidConsent: boolean;
             /** @description The UTC month, YYYY-MM. */
             month: string;
             outstandingReservations: {
+                /** Format: int64 */
                 count: number;
+                /** Format: int64 */
                 gems: number;
             };
             contentPreference: components["schemas"]["ContentPreference"];
@@ -314,14 +354,18 @@ export interface components {
             id: string;
             /** @enum {string} */
             status: "queued" | "processing" | "succeeded" | "partial" | "failed" | "cancelled";
+            /** Format: int64 */
             quotedGems: number;
+            /** Format: int64 */
             chargedGems: number;
+            /** Format: int64 */
             releasedGems: number;
             error: null | {
                 code: string;
                 message: string;
             };
             outputs: {
+                /** Format: int32 */
                 index: number;
                 /** @enum {string} */
                 status: "pending" | "processing" | "succeeded" | "failed" | "expired";
@@ -361,10 +405,15 @@ export interface components {
                 day: string;
                 /** @description Gems charged that day, per kind of work. */
                 gems: {
+                    /** Format: int64 */
                     image: number;
+                    /** Format: int64 */
                     video: number;
+                    /** Format: int64 */
                     audio: number;
+                    /** Format: int64 */
                     text: number;
+                    /** Format: int64 */
                     extraction: number;
                 };
             }[];
@@ -373,7 +422,9 @@ export interface components {
                 id: string;
                 name: string;
                 hint: string;
+                /** Format: int64 */
                 monthlyCap: number | null;
+                /** Format: int64 */
                 spendThisMonth: number;
             }[];
         };
@@ -385,6 +436,7 @@ export interface components {
             /** @enum {string} */
             kind: "image" | "video" | "audio";
             mimeType: string;
+            /** Format: int64 */
             sizeBytes: number;
             filename: string | null;
             state: string;
@@ -413,8 +465,11 @@ export interface components {
             keyId: string | null;
             /** @enum {string} */
             state: "held" | "settled" | "released";
+            /** Format: int64 */
             heldGems: number;
+            /** Format: int64 */
             chargedGems: number;
+            /** Format: int64 */
             releasedGems: number;
             /** Format: date-time */
             createdAt: string;
@@ -541,6 +596,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** Format: int32 */
                         ended: number;
                     };
                 };
@@ -615,7 +671,10 @@ export interface operations {
                      * @description A future UTC moment after which the key stops working.
                      */
                     expiresAt?: string;
-                    /** @description Gems the key may spend in a UTC calendar month (charges plus outstanding reservations); 0 disables spending; absent means no cap. */
+                    /**
+                     * Format: int64
+                     * @description Gems the key may spend in a UTC calendar month (charges plus outstanding reservations); 0 disables spending; absent means no cap.
+                     */
                     monthlyCap?: number;
                 };
             };
@@ -689,7 +748,10 @@ export interface operations {
                      * @description A future UTC moment after which the key stops working; null for never.
                      */
                     expiresAt?: string | null;
-                    /** @description Gems the key may spend in a UTC calendar month; 0 disables spending; null for no cap. */
+                    /**
+                     * Format: int64
+                     * @description Gems the key may spend in a UTC calendar month; 0 disables spending; null for no cap.
+                     */
                     monthlyCap?: number | null;
                 };
             };

@@ -9,13 +9,20 @@
  *   (generated/console.ts) and restart the server on it;
  * - server code changed (TypeScript, YAML, the console page's HTML and CSS):
  *   restart the server.
+ * The steps of a contract change run side by side: the linter, the type
+ * generator, the parameters script and the next server's start (the server
+ * runs the sources and needs none of the generated files); the types are
+ * written into place and the proxy switched only once the lint passed, so a
+ * contract that fails keeps the last good types and server. A save that
+ * changed nothing restarts nothing. `--serial` runs the steps one after
+ * another, as dev did before, to measure what running them together buys.
  * Edits arriving together are handled once (a short debounce); Ctrl-C or SIGTERM
  * stops both (package.json runs it with `exec`, so a signal to `npm run dev`
  * reaches this process). A tool's failure is printed without its stack trace.
  *
- *   npm run dev [-- --contract FILE --generated OUT.ts … --parameters OUT.ts --console-contract FILE --console-generated OUT.ts]   (PORT, DATA_DIR … as for npm start)
+ *   npm run dev [-- --contract FILE --generated OUT.ts … --parameters OUT.ts --console-contract FILE --console-generated OUT.ts --serial]   (PORT, DATA_DIR … as for npm start)
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -37,6 +44,7 @@ const { values } = parseArgs({
     'console-contract': { type: 'string', default: path.join(root, 'openapi/console.yaml') },
     'console-generated': { type: 'string', default: path.join(root, 'generated/console.ts') },
     debounce: { type: 'string', default: '150' },
+    serial: { type: 'boolean', default: false },
   },
 });
 const contract = path.resolve(values.contract);
@@ -45,13 +53,31 @@ const parametersOut = path.resolve(values.parameters ?? path.join(root, 'client/
 const debounceMs = Number(values.debounce);
 const consoleContract = path.resolve(values['console-contract']!);
 const consoleOut = path.resolve(values['console-generated']!);
+const serial = values.serial!;
 
 const say = (line: string) => console.log(`[dev] ${line}`);
 
+/** The tools running now (stopped with dev). */
+const tools = new Set<ChildProcess>();
+
+/** Runs a Node tool of the project; its exit status and what it printed. */
+function tool(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ status: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    tools.add(child);
+    child.once('exit', () => tools.delete(child));
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString('utf8')));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString('utf8')));
+    child.once('error', (error) => resolve({ status: null, output: error.message }));
+    child.once('close', (status) => resolve({ status, output: output.trim() }));
+  });
+}
+
 /** Lints a contract (default: the API's); returns the linter's output when it fails. */
-function lint(file = contract): string | undefined {
-  const run = spawnSync(process.execPath, [bin('redocly'), 'lint', file], { cwd: root, encoding: 'utf8', env: { ...process.env, REDOCLY_TELEMETRY: 'off' } });
-  return run.status === 0 ? undefined : `${run.stdout}${run.stderr}`.trim() || `redocly exited ${run.status}`;
+async function lint(file = contract): Promise<string | undefined> {
+  const run = await tool([bin('redocly'), 'lint', file], { ...process.env, REDOCLY_TELEMETRY: 'off' });
+  return run.status === 0 ? undefined : run.output || `redocly exited ${run.status}`;
 }
 
 /**
@@ -70,20 +96,30 @@ function withoutStack(output: string): string {
 }
 
 /** Types from a contract (openapi-typescript, as `npm run generate` runs it); the failure when it fails. */
-function typesOf(from: string, out: string): string | undefined {
-  const run = spawnSync(process.execPath, [bin('openapi-typescript'), from, '--default-non-nullable', 'false', '-o', out], { cwd: root, encoding: 'utf8' });
-  return run.status === 0 ? undefined : withoutStack(`${run.stdout}${run.stderr}`.trim());
+async function typesOf(from: string, out: string): Promise<string | undefined> {
+  const run = await tool([bin('openapi-typescript'), from, '--default-non-nullable', 'false', '-o', out]);
+  return run.status === 0 ? undefined : withoutStack(run.output);
 }
 
-/** Regenerates every output from the contract; returns the failure when one fails. */
-function generate(): string | undefined {
-  // Every output is the same file (npm run generate writes each with the same arguments): generate once, copy the rest.
-  const [first, ...rest] = outputs;
-  const failed = typesOf(contract, first);
-  if (failed) return failed;
-  for (const out of rest) fs.copyFileSync(first, out);
-  const params = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), contract, parametersOut], { cwd: root, encoding: 'utf8' });
-  return params.status === 0 ? undefined : withoutStack(`${params.stdout}${params.stderr}`.trim());
+/** Files generated aside, moved into place only once their contract linted. */
+const staging = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-dev-generated-'));
+let stagedCount = 0;
+const staged = (name: string) => path.join(staging, `${++stagedCount}-${path.basename(name)}`);
+
+/**
+ * Generates every output from a contract aside (the types once, the parameters
+ * beside them); `place()` puts them where they belong. The failure when one fails.
+ */
+async function generate(from: string): Promise<{ failed?: string; place(): void }> {
+  // Every output is the same file (npm run generate writes each with the same arguments): generate once, copy it to each.
+  const types = staged(outputs[0]!);
+  const params = staged(parametersOut);
+  const [failed, run] = await Promise.all([typesOf(from, types), tool(['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), from, params])]);
+  const place = () => {
+    for (const out of outputs) fs.copyFileSync(types, out);
+    fs.copyFileSync(params, parametersOut);
+  };
+  return { failed: failed ?? (run.status === 0 ? undefined : withoutStack(run.output)), place };
 }
 
 /**
@@ -129,8 +165,8 @@ async function answersReady(port: number): Promise<boolean> {
   }
 }
 
-/** Starts a server on `contractFile` and makes it the live one once ready; false (the old one stays live) when it does not start. */
-async function startNext(contractFile: string): Promise<boolean> {
+/** Starts a server on `contractFile` beside the live one; resolves once it answers (undefined when it did not start: see `notStarted`). */
+async function launch(contractFile: string): Promise<Running | undefined> {
   const port = await freePort();
   const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, '--import', 'tsx', path.join(root, 'server/main.ts')], {
     cwd: root,
@@ -148,15 +184,28 @@ async function startNext(contractFile: string): Promise<boolean> {
     if (!stopping) say(`the server stopped (${signal ?? `exit ${code}`}); waiting for a change to start it again`);
   });
   while (!exited && !stopping && !(await answersReady(port))) await new Promise((resolve) => setTimeout(resolve, 100));
-  if (exited || stopping) {
-    if (!stopping) say(`the new server did not start${live ? '; the last good server keeps running' : ''}`);
-    return false;
-  }
+  return exited || stopping ? undefined : { child, port };
+}
+
+/** Makes a started server the live one: the proxy switches to it, the old one stops. */
+function promote(next: Running): void {
   const old = live;
-  live = { child, port };
-  proxy.switchTo(port);
+  live = next;
+  proxy.switchTo(next.port);
   if (old) void stopChild(old.child);
-  return true;
+}
+
+/** Starts a server on `contractFile` and makes it the live one once ready; false (the old one stays live) when it does not start. */
+async function startNext(contractFile: string): Promise<boolean> {
+  const next = await launch(contractFile);
+  if (next) promote(next);
+  else notStarted();
+  return next !== undefined;
+}
+
+/** Says that a new server did not start (its own output above says why). */
+function notStarted(): void {
+  if (!stopping) say(`the new server did not start${live ? '; the last good server keeps running' : ''}`);
 }
 
 async function stopChild(child: ChildProcess): Promise<void> {
@@ -187,40 +236,76 @@ let goodContract: string | undefined;
 /** What a batch of changes does: see the header. */
 async function apply(batch: Batch, since: number): Promise<void> {
   if (batch.console) {
-    // Linted first, like the API's contract: a bad $ref reads as the linter's message, not a generator's crash.
-    const problem = lint(consoleContract);
+    // Its types are made aside while it lints and written only if it does: a bad $ref reads as the linter's message.
+    const types = staged(consoleOut);
+    const [problem, failed] = serial ? [await lint(consoleContract), undefined] : await Promise.all([lint(consoleContract), typesOf(consoleContract, types)]);
     if (problem) {
       say(`the console's contract does not lint; the last good server keeps running:\n${problem}`);
       return;
     }
-    const failed = typesOf(consoleContract, consoleOut);
-    if (failed) {
-      say(`regenerating the console's types failed; the last good server keeps running:\n${failed}`);
+    const typeFailure = serial ? await typesOf(consoleContract, types) : failed;
+    if (typeFailure) {
+      say(`regenerating the console's types failed; the last good server keeps running:\n${typeFailure}`);
       return;
     }
+    fs.copyFileSync(types, consoleOut);
     say(`regenerated ${path.relative(root, consoleOut)} from ${path.relative(root, consoleContract)}`);
   }
+  if (batch.contract && goodContract && !contractBroken && sameFile(contract, goodContract)) {
+    // Saved without a change (or changed back): nothing to lint, generate or restart.
+    batch = { ...batch, contract: false };
+    if (!batch.console) return say('the contract did not change');
+  }
   if (batch.contract) {
-    const problem = lint();
+    // What is linted, generated from and served is one snapshot: an edit meanwhile is the next batch.
+    const candidate = snapshot();
+    say('linting the contract, generating its types and starting a server on it');
+    const took: number[] = [];
+    const timed = <T>(i: number, step: Promise<T>): Promise<T> => step.finally(() => (took[i] = (performance.now() - since) / 1000));
+    const steps = serial ? await serialSteps(candidate) : await Promise.all([timed(0, lint(candidate)), timed(1, generate(candidate)), timed(2, launch(candidate))]);
+    const [problem, generated, next] = steps;
     contractBroken = problem !== undefined;
-    if (problem) {
-      say(`the contract does not lint; the last good server keeps running:\n${problem}`);
+    const failure = problem ? `the contract does not lint; the last good server keeps running:\n${problem}` : generated?.failed ? `regenerating the types failed; the last good server keeps running:\n${generated.failed}` : undefined;
+    if (failure || !generated || !next) {
+      if (next) void stopChild(next.child);
+      // A server started on a contract that failed may have failed too: the contract's problem is the one to read.
+      if (failure) say(failure);
+      else notStarted();
       return;
     }
-    const failed = generate();
-    if (failed) {
-      say(`regenerating the types failed; the last good server keeps running:\n${failed}`);
-      return;
-    }
+    generated.place();
+    goodContract = candidate;
     say(`contract linted; regenerated ${[...outputs, parametersOut].map((o) => path.relative(root, o)).join(', ')}`);
+    promote(next);
+    // Each step's end, counted from the change, shows which one the edit waited for.
+    const ends = took.length === 3 ? ` (lint done at ${took[0]!.toFixed(1)} s, types at ${took[1]!.toFixed(1)} s, the server ready at ${took[2]!.toFixed(1)} s)` : '';
+    return say(`live: the new server answers ${((performance.now() - since) / 1000).toFixed(1)} s after the change${ends}`);
   }
   if (contractBroken) {
     say('the contract still does not lint; the last good server keeps running until it does');
     return;
   }
-  if (batch.contract || !goodContract) goodContract = snapshot();
-  say(batch.contract || batch.console ? 'starting a server on the new contract beside the running one' : 'server code changed: starting a new server beside the running one');
+  goodContract ??= snapshot();
+  say(batch.console ? 'starting a server on the new contract beside the running one' : 'server code changed: starting a new server beside the running one');
   if (await startNext(goodContract)) say(`live: the new server answers ${((performance.now() - since) / 1000).toFixed(1)} s after the change`);
+}
+
+/** The steps of a contract change one after another (`--serial`): each runs only if the one before passed. */
+async function serialSteps(candidate: string): Promise<[string | undefined, Awaited<ReturnType<typeof generate>> | undefined, Running | undefined]> {
+  const problem = await lint(candidate);
+  if (problem) return [problem, undefined, undefined];
+  const generated = await generate(candidate);
+  if (generated.failed) return [undefined, generated, undefined];
+  return [undefined, generated, await launch(candidate)];
+}
+
+/** Whether two files hold the same bytes. */
+function sameFile(a: string, b: string): boolean {
+  try {
+    return fs.readFileSync(a).equals(fs.readFileSync(b));
+  } catch {
+    return false;
+  }
 }
 
 function changed(what: Partial<Batch>): void {
@@ -250,10 +335,12 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     stopping = true;
     say('stopping');
+    for (const child of tools) child.kill('SIGTERM');
     void Promise.all([...children].map(stopChild))
       .then(() => proxy?.close())
       .finally(() => {
         fs.rmSync(snapshots, { recursive: true, force: true });
+        fs.rmSync(staging, { recursive: true, force: true });
         process.exit(0);
       });
   });
@@ -282,10 +369,19 @@ try {
   say(`cannot listen: ${(error as Error).message}`);
   process.exit(1);
 }
-const problem = lint();
+// The first server starts while the contract lints; it goes live only if the lint passes.
+const first = snapshot();
+const [problem, firstServer] = serial ? [await lint(first), undefined] : await Promise.all([lint(first), launch(first)]);
 contractBroken = problem !== undefined;
-if (problem) say(`the contract does not lint (fix it; the server starts once it does):\n${problem}`);
-else {
-  goodContract = snapshot();
-  if (await startNext(goodContract)) say(`serving on ${listenBaseUrl(process.env.HOST || '127.0.0.1', proxy.port)}; watching ${path.relative(root, contract) || contract} and server/`);
+if (problem) {
+  if (firstServer) void stopChild(firstServer.child);
+  say(`the contract does not lint (fix it; the server starts once it does):\n${problem}`);
+} else {
+  goodContract = first;
+  const running = firstServer ?? (await launch(first));
+  if (!running) notStarted();
+  else {
+    promote(running);
+    say(`serving on ${listenBaseUrl(process.env.HOST || '127.0.0.1', proxy.port)}; watching ${path.relative(root, contract) || contract} and server/`);
+  }
 }

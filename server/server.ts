@@ -31,6 +31,8 @@ import { buildConsolePage } from './console-page/build.ts';
 import { privateDataDir, widerThanPrivate } from './storage/data-dir.ts';
 import { passwordPool } from './domain/password-pool.ts';
 import { reduceMemoryWhenQuiet } from './memory.ts';
+import { shareBreakers } from './providers/routing/shared.ts';
+import { openBreakers, writeBreaker } from './storage/breakers.ts';
 
 export interface RunningServer {
   url: string;
@@ -143,6 +145,31 @@ export function startMediaWorker(config: Config, db: Db, logger: Logger, clock: 
   });
 }
 
+/**
+ * Shares this process's upstream breakers with the others on the database (an
+ * API and a separate `gemforge worker`): each one's open breakers reach every
+ * `admit`. Returns the stop, called before the database closes.
+ */
+export function shareBreakerState(db: Db, logger: Logger): () => void {
+  let quietUntil = 0;
+  const sharing = shareBreakers(
+    {
+      // Wall-clock time, like the breakers' own: the moments are compared across processes.
+      readOpen: () => openBreakers(db, new Date()),
+      write: (model, deployment, openedUntil) => writeBreaker(db, model, deployment, openedUntil, new Date()),
+    },
+    {
+      onError(err, what) {
+        // Once a minute at most: a database outage is logged by every other path too.
+        if (Date.now() < quietUntil) return;
+        quietUntil = Date.now() + 60_000;
+        logger.warn({ err, store: 'database' }, `the shared upstream breaker state could not be ${what === 'read' ? 'read' : 'written'}; this process goes by its own breakers meanwhile`);
+      },
+    },
+  );
+  return () => sharing.stop();
+}
+
 /** DATA_DIR made (0700) and everything written from now on private; a wider existing directory is reported. */
 export function guardDataDir(dataDir: string, logger: Logger): void {
   privateDataDir(dataDir);
@@ -229,6 +256,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   }
   // Start-up's garbage and grown young generation go back to the system once requests pause (memory.ts).
   const stopReducing = reduceMemoryWhenQuiet(server, () => active > 0, { onCollect: (ms) => logger.debug({ ms: Math.round(ms) }, 'memory reduced while quiet') });
+  // Open breakers reach every process on the database (this API's admission, a separate worker's calls).
+  const stopSharing = shareBreakerState(db, logger);
   // The worker runs the providers built above (the catalog is read once).
   const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
@@ -266,6 +295,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
         logger.warn({ generations: inflight.size }, 'shutting down with text generations unsettled: their identities stay pending (REQUEST_UNCERTAIN)');
       }
       await worker?.stop();
+      stopSharing();
       await passwords.close();
       signing.stop();
       if (metricsServer) await new Promise((resolve) => metricsServer.close(resolve));

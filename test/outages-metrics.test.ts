@@ -7,27 +7,13 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { tempDataDir } from './helpers/server.ts';
+import { workerChild as worker } from './helpers/worker-child.ts';
 import { until } from './helpers/poll.ts';
 import { openDb } from '../server/storage/db.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { createServerMetrics } from '../server/http/metrics.ts';
-
-const BIN = path.resolve(import.meta.dirname, '../scripts/gemforge.mjs');
-
-/** Runs `gemforge worker` with `env`; resolves its output once it exits (or is stopped by `stop`). */
-function worker(env: Record<string, string>) {
-  const child = spawn(process.execPath, [BIN, 'worker'], { env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { stdout: () => stdout, stderr: () => stderr, exited, stop: () => child.kill('SIGTERM') };
-}
 
 describe('outages: what an operator sees', () => {
   it('when the database is down, then /metrics still answers with the process metrics and counts each collector that failed', async () => {

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { startLocalS3, type LocalS3 } from './helpers/s3.ts';
 import { assertSettled, submit, waitForTask } from './helpers/tasks.ts';
+import { countingProviders } from './helpers/counting-providers.ts';
 import { until } from './helpers/poll.ts';
 import * as ledger from '../server/domain/ledger.ts';
 import { systemClock } from '../server/domain/clock.ts';
@@ -23,17 +24,6 @@ import { diskFaults } from '../server/storage/blobs.ts';
 import { storeErrorCounts } from '../server/storage/outages.ts';
 import { createWorkerMetrics } from '../server/http/metrics.ts';
 import type { MediaProviders } from '../server/providers/media-types.ts';
-
-/** The embedded providers, with the image generator's calls counted. */
-function countingProviders(): { providers: MediaProviders; calls: () => number } {
-  const base = defaultMediaProviders();
-  const image = base.image!;
-  let calls = 0;
-  return {
-    providers: { ...base, image: { ...image, generate: (job, tools) => (calls++, image.generate(job, tools)) } },
-    calls: () => calls,
-  };
-}
 
 const ENV = { WORKER_POLL_MS: '20', WORKER_RETRY_BACKOFF_MS: '50' };
 

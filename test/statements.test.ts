@@ -8,6 +8,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import sqlite3 from 'sqlite3';
 import { startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { dropDatabaseFor } from './helpers/database.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
@@ -116,6 +117,34 @@ describe('statements per request', () => {
     const settlement = all.slice(begins[1]);
     assert.ok(!settlement.some((q) => /^select .* from .reservations./i.test(q)), settlement.join('\n'));
     assert.match(settlement[1] ?? '', /^update .reservations./i, settlement.join('\n'));
+  });
+
+  it('when a chat completion is settled, then its ledger rows and running figures wait for the next statement instead of a round trip each', async (t) => {
+    if (!isSqlite(s.db)) return t.skip('on Postgres the writes that wait go with the COMMIT (test/unit/pg-deferred.test.ts)');
+    const rich = await s.user({ llmAllowance: 1000 });
+    const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
+    // A statement sent on its own is a prepared one (engine/statement-cache.ts); the writes that wait leave as the
+    // literal SQL of one `exec` with whatever comes next. So: which prepared statements ran during the completion.
+    const prepared: string[] = [];
+    const proto = sqlite3.Statement.prototype as unknown as Record<'run' | 'all', (this: sqlite3.Statement & { sql: string }, ...a: unknown[]) => unknown>;
+    const originals = { run: proto.run, all: proto.all };
+    for (const method of ['run', 'all'] as const) {
+      proto[method] = function (...a: unknown[]) {
+        prepared.push(this.sql);
+        return originals[method].apply(this, a);
+      };
+    }
+    try {
+      const res = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: rich.secret, body, headers: { 'idempotency-key': 'statements-chat-batched' } });
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+      await settle();
+    } finally {
+      Object.assign(proto, originals);
+    }
+    assert.ok(prepared.some((q) => /^update .reservations./i.test(q)), prepared.join('\n')); // the close of the hold, checked at once
+    const figures = prepared.filter((q) => /^update .(account_balances|key_balances).|^insert into .(ledger_entries|account_months|account_days|key_months)./i.test(q));
+    assert.deepEqual(figures, [], prepared.join('\n'));
   });
 
   it('when models are listed with a cached key or without a key, then no statement runs', async () => {

@@ -10,13 +10,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
-import YAML from 'yaml';
 import { expectError, startTestServer, tempDataDir, type TestServer } from './helpers/server.ts';
 import { until } from './helpers/poll.ts';
 import { adminWithEnv } from './helpers/admin.ts';
 import { startFakeOpenAiImages, type FakeOpenAiImages } from './helpers/fake-upstreams.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
+import { catalogWith, refusingUrl } from './helpers/deployments.ts';
 import { deploymentViews } from '../server/providers/routing/deployments.ts';
 
 const PATH = '/api/generate/text/v1/chat/completions';
@@ -48,25 +47,6 @@ async function fakeChat(name: string): Promise<{ url: string; seen: string[]; st
     state,
     close: () => new Promise((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
   };
-}
-
-/** A local port nothing listens on (connections to it are refused). */
-async function refusingUrl(): Promise<string> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return `http://127.0.0.1:${port}`;
-}
-
-/** The shipped catalog with `deployments` given to one model. */
-function catalogWith(dir: string, deployments: unknown[], model = 'gemforge-text-1'): string {
-  const doc = YAML.parse(fs.readFileSync('server/catalog/models.yaml', 'utf8')) as { models: Array<Record<string, unknown>> };
-  const entry = doc.models.find((m) => m.id === model)!;
-  entry.deployments = deployments;
-  const file = path.join(dir, 'models.yaml');
-  fs.writeFileSync(file, YAML.stringify(doc));
-  return file;
 }
 
 describe('several upstreams per text model', () => {

@@ -57,8 +57,9 @@ const HELP: Array<[command: string, usage: string]> = [
   [
     'providers',
     `providers [--metrics URL]...                the upstreams of each catalog model (deployments: provider, priority,
-                                            weight, number of keys); with --metrics (a process's /metrics, read with
-                                            METRICS_TOKEN), each deployment's breaker state, calls, errors, latency`,
+                                            weight, number of keys, shared: open until when, from the database); with
+                                            --metrics (a process's /metrics, read with METRICS_TOKEN), each
+                                            deployment's breaker state, calls, errors, latency`,
   ],
   ['task settle', `task settle TASK_ID --failed|--succeeded   settle a task held after an interruption`],
   ['identity list', `identity list [--account ID]              identities still pending or uncertain (REQUEST_UNCERTAIN)`],
@@ -180,10 +181,10 @@ function consoleUrl(baseUrl: string | boolean | undefined): string {
 }
 
 const commands: Record<string, Handler> = {
-  async providers(_db, args) {
+  async providers(db, args) {
     const { values, positionals } = parse(args, { metrics: { type: 'string', multiple: true } });
     if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-    return { output: await describeProviders(loadConfig(), (values.metrics as string[] | undefined) ?? []) };
+    return { output: await describeProviders(loadConfig(), (values.metrics as string[] | undefined) ?? [], db) };
   },
   async 'account create'(db, args) {
     const { values, positionals } = parse(args, {

@@ -1,11 +1,14 @@
 /**
  * `gemforge admin providers`: which upstreams serve each catalog model, and,
  * read from running processes' `/metrics`, how each deployment is doing
- * (breaker state, calls, errors, mean latency). Breakers live in the processes
- * that call the upstreams (an API, a worker), not in the database, so the live
- * part is scraped from each one named with `--metrics`.
+ * (breaker state, calls, errors, mean latency). Which breakers some process
+ * holds open is shared through the database (`shared`: open until when);
+ * calls, errors and latency live in the processes that call the upstreams (an
+ * API, a worker), so that part is scraped from each one named with `--metrics`.
  */
 import type { Config } from '../config.ts';
+import type { Db } from '../storage/db.ts';
+import { openBreakers } from '../storage/breakers.ts';
 import { loadCatalog } from '../domain/catalog.ts';
 import { PROVIDER_NAMES } from '../providers/remote/index.ts';
 import { parseDeployments } from '../providers/routing/deployments.ts';
@@ -46,6 +49,12 @@ export function liveOf(exposition: string, source: string): Map<string, Live> {
   return out;
 }
 
+/** A deployment's breaker as the processes share it: open until when, or closed. */
+function sharedOf(openedUntil: number | undefined, now: Date): { state: 'open'; openUntil: string; retryInSeconds: number } | { state: 'closed' } {
+  if (openedUntil === undefined) return { state: 'closed' };
+  return { state: 'open', openUntil: new Date(openedUntil).toISOString(), retryInSeconds: Math.ceil((openedUntil - now.getTime()) / 1000) };
+}
+
 /** Reads one process's /metrics (with METRICS_TOKEN when set). */
 async function scrape(url: string, token: string | undefined): Promise<string> {
   const res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(5000) });
@@ -54,8 +63,10 @@ async function scrape(url: string, token: string | undefined): Promise<string> {
 }
 
 /** The catalog's upstreams per model, with what each `metrics` URL reports of its deployments. */
-export async function describeProviders(config: Config, metrics: string[]): Promise<unknown> {
+export async function describeProviders(config: Config, metrics: string[], db?: Db): Promise<unknown> {
   const catalog = loadCatalog(config.catalogPath, PROVIDER_NAMES);
+  const now = new Date();
+  const open = new Map((db ? await openBreakers(db, now) : []).map((b) => [`${b.model} ${b.deployment}`, b.openedUntil]));
   const live = await Promise.all(metrics.map(async (url) => liveOf(await scrape(url, config.metricsToken), url)));
   return catalog.models.map((model) => {
     const where = `catalog model ${model.id}`;
@@ -73,6 +84,7 @@ export async function describeProviders(config: Config, metrics: string[]): Prom
         priority: e.priority,
         weight: e.weight,
         keys: e.keys.length,
+        ...(db && { shared: sharedOf(open.get(`${model.id} ${e.id}`), now) }),
         ...(metrics.length > 0 && { live: live.flatMap((m) => m.get(`${model.id} ${e.id}`) ?? []) }),
       })),
     };

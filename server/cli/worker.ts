@@ -11,7 +11,7 @@ import { loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
 import { openDb } from '../storage/db.ts';
 import { systemClock } from '../domain/clock.ts';
-import { configureBlobStore, guardDataDir, listenMetrics, startMediaWorker } from '../server.ts';
+import { configureBlobStore, guardDataDir, listenMetrics, shareBreakerState, startMediaWorker } from '../server.ts';
 
 export async function runWorker(): Promise<number> {
   let started: Awaited<ReturnType<typeof start>>;
@@ -21,13 +21,14 @@ export async function runWorker(): Promise<number> {
     console.error(`gemforge: failed to start: ${error instanceof Error ? error.message : String(error)}`);
     return 1;
   }
-  const { logger, db, worker, metricsServer } = started;
+  const { logger, db, worker, metricsServer, stopSharing } = started;
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
   logger.info('worker stopping');
   await worker.stop();
+  stopSharing();
   if (metricsServer) await new Promise((resolve) => metricsServer.close(resolve));
   await db.destroy();
   return 0;
@@ -52,5 +53,7 @@ async function start() {
     throw error;
   }
   const worker = startMediaWorker(config, db, logger, systemClock);
-  return { logger, db, worker, metricsServer };
+  // Its breakers (the media upstreams are called here) reach the API's admission through the database.
+  const stopSharing = shareBreakerState(db, logger);
+  return { logger, db, worker, metricsServer, stopSharing };
 }

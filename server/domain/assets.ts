@@ -19,7 +19,7 @@ import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
 
 export type { AssetKind, AssetRow };
-export { isDiskFailure, storeFailed, StoreUnavailableError };
+export { isDatabaseFailure, isDiskFailure, storeFailed, StoreUnavailableError };
 
 /** 30 MiB: the spec's asset upload limit (exactly this many bytes passes). */
 export const MAX_ASSET_BYTES = 30 * 1024 * 1024;

@@ -227,17 +227,23 @@ export async function settleTx(trx: Tx, clock: Clock, reservationId: string, cha
   const base = { account_id: r.account_id, key_id: r.key_id, reservation_id: r.id, month, created_at: at, note: null };
   const voided = { ...base, type: 'void' as const, allowance: r.hold_allowance - postAllowance, paid: r.hold_paid - postPaid };
   await store.insertEntry(trx, charged > 0 ? [{ ...base, type: 'post', allowance: postAllowance, paid: postPaid }, voided] : [voided]);
-  await balances.move(trx, {
-    accountId: r.account_id,
-    keyId: r.key_id,
-    month,
-    day: at.slice(0, 10),
-    kind: r.kind,
-    paidPending: -r.hold_paid,
-    allowancePending: -r.hold_allowance,
-    paidPosted: postPaid,
-    allowancePosted: postAllowance,
-  });
+  // The hold made and moved these balance rows, and the close above proved it held: the moves need no check
+  // of their own and leave together with the caller's next statement (a settlement's one batch, not six round trips).
+  await balances.move(
+    trx,
+    {
+      accountId: r.account_id,
+      keyId: r.key_id,
+      month,
+      day: at.slice(0, 10),
+      kind: r.kind,
+      paidPending: -r.hold_paid,
+      allowancePending: -r.hold_allowance,
+      paidPosted: postPaid,
+      allowancePosted: postAllowance,
+    },
+    true,
+  );
   return { charged, released: total - charged };
 }
 

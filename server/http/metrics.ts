@@ -83,8 +83,10 @@ const BREAKER_VALUE = { closed: 0, open: 1, 'half-open': 2 } as const;
 
 /**
  * The deployments of models with several upstreams (server/providers/routing),
- * read at each scrape: the breaker's state and the calls, errors and time
- * spent per deployment, as this process saw them.
+ * read at each scrape: the breaker's state as every process sharing it sees
+ * it (open while any of them holds it open, through the database), until when
+ * it is held open, and the calls, errors and time spent per deployment, as
+ * this process saw them.
  */
 function deploymentMetrics(registry: client.Registry): void {
   const labelNames = ['model', 'deployment', 'provider'] as const;
@@ -97,6 +99,16 @@ function deploymentMetrics(registry: client.Registry): void {
     collect() {
       this.reset();
       for (const v of deploymentViews()) this.set(labels(v), BREAKER_VALUE[v.state]);
+    },
+  });
+  new client.Gauge({
+    name: 'gemforge_upstream_breaker_open_until_seconds',
+    help: 'Until when some process (this one, an API or a worker) holds the deployment open, as Unix seconds in the shared breaker state; 0 when none does',
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const v of deploymentViews()) this.set(labels(v), v.sharedOpenUntil ? Date.parse(v.sharedOpenUntil) / 1000 : 0);
     },
   });
   const counter = (name: string, help: string, read: (v: DeploymentView) => number) =>

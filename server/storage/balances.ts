@@ -147,7 +147,9 @@ const accountMoveNow = statement.write('account-balance-move', accountMoveLater.
 const keyMoveLater = statement.later('key-balance-move', (c, key, p) => keyMove(c, key, p));
 const keyMoveNow = statement.write('key-balance-move', keyMoveLater.build);
 
-const accountMonthMove = statement.write('account-month-move', (c, account, month, allowance, paid) =>
+// The month and day rows are upserts whose outcome nobody reads: they wait for the
+// transaction's next statement (its COMMIT at the latest) instead of a round trip each.
+const accountMonthMove = statement.later('account-month-move', (c, account, month, allowance, paid) =>
   c('account_months')
     .insert({ account_id: account, month, allowance_posted: allowance, paid_posted: paid })
     .onConflict(['account_id', 'month'])
@@ -156,13 +158,13 @@ const accountMonthMove = statement.write('account-month-move', (c, account, mont
       paid_posted: c.raw('?? + ?', ['account_months.paid_posted', paid]),
     }),
 );
-const accountDayMove = statement.write('account-day-move', (c, account, day, kind, posted) =>
+const accountDayMove = statement.later('account-day-move', (c, account, day, kind, posted) =>
   c('account_days')
     .insert({ account_id: account, day, kind, posted })
     .onConflict(['account_id', 'day', 'kind'])
     .merge({ posted: c.raw('?? + ?', ['account_days.posted', posted]) }),
 );
-const keyMonthMove = statement.write('key-month-move', (c, key, month, posted) =>
+const keyMonthMove = statement.later('key-month-move', (c, key, month, posted) =>
   c('key_months')
     .insert({ key_id: key, month, posted })
     .onConflict(['key_id', 'month'])
@@ -172,10 +174,13 @@ const keyMonthMove = statement.write('key-month-move', (c, key, month, posted) =
 /**
  * Applies a movement to the running figures: the account row, then its month,
  * then the key row, then its month (the lock order). Run it in the transaction
- * that appends the ledger rows it mirrors. `figuresRead`: the transaction read
- * these rows with `lockFigures` (so they exist, and stay as read until it ends),
- * and the balance rows' moves may wait to go with its next statement
- * (engine/compiled.ts `executeLater`) instead of each being checked to change one row.
+ * that appends the ledger rows it mirrors. `figuresRead`: the balance rows are
+ * known to exist (the transaction read them with `lockFigures`, or it settles a
+ * held reservation, whose hold moved them and so made them: balance rows are
+ * never deleted but by `fillBalances`, which makes every one again), and the
+ * balance rows' moves may wait to go with its next statement
+ * (engine/compiled.ts `executeLater`) instead of each being checked to change
+ * one row. The month and day rows always wait (upserts: they cannot miss).
  */
 export async function move(trx: Knex.Transaction, m: Movement, figuresRead = false): Promise<void> {
   const [credited, paidPending, allowancePending, paidPosted, allowancePosted] = [

@@ -56,14 +56,23 @@ const RESERVATION_COLUMNS = [
 
 const entryInsert = statement.later('ledger-entry-insert', (c, ...v) => c('ledger_entries').insert(rowOf(ENTRY_COLUMNS, v)));
 
+/** `n` entries in one statement (a settlement's post and void): compiled once per count, and it may wait as one entry does. */
+const entriesInsert = (n: number) =>
+  statement.later(`ledger-entries-insert:${n}`, (c, ...v) =>
+    c('ledger_entries').insert(Array.from({ length: n }, (_, i) => rowOf(ENTRY_COLUMNS, v, i * ENTRY_COLUMNS.length))),
+  );
+
 /** Appends one entry or several (one statement). */
 export async function insertEntry(db: Conn, entry: EntryRow | EntryRow[]): Promise<void> {
-  if (Array.isArray(entry) || entry.id !== undefined) {
-    // Several rows, or rows with their ids (tools, tests): built at each call, as their number and columns vary.
+  const entries = Array.isArray(entry) ? entry : [entry];
+  if (entries.some((e) => e.id !== undefined)) {
+    // Rows with their ids (tools, tests): built at each call, as their columns vary.
     await query(db, statement.dynamic('ledger-entries-insert', (c) => c('ledger_entries').insert(entry)));
     return;
   }
-  await query(db, entryInsert, rowParams(ENTRY_COLUMNS, entry));
+  if (entries.length === 0) return;
+  if (entries.length === 1) await query(db, entryInsert, rowParams(ENTRY_COLUMNS, entries[0]!));
+  else await query(db, entriesInsert(entries.length), entries.flatMap((e) => rowParams(ENTRY_COLUMNS, e)));
 }
 
 const reservationInsert = statement.later('reservation-insert', (c, ...v) => c('reservations').insert(rowOf(RESERVATION_COLUMNS, v)));

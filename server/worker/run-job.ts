@@ -12,7 +12,7 @@ import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import type { JobRow } from '../storage/jobs.ts';
 import { keepOutput, keptOutput, localBlob, tempPath } from '../storage/blobs.ts';
-import { createOutputAsset, isDiskFailure, referenceFile, storeFailed, StoreUnavailableError } from '../domain/assets.ts';
+import { createOutputAsset, isDatabaseFailure, isDiskFailure, referenceFile, storeFailed, StoreUnavailableError } from '../domain/assets.ts';
 import * as tasks from '../domain/tasks.ts';
 import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
 import type { Scenario } from '../domain/scenarios.ts';
@@ -226,18 +226,26 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
       await tasks.outputFailed(db, task.id, slot.idx, safe);
     }
   }
-  const outputs = await tasks.outputsOf(db, task.id);
-  const status = statusFromOutputs(outputs);
-  const failedCount = outputs.filter((o) => o.status !== 'succeeded').length;
-  await settle(ctx, job, {
-    status,
-    error:
-      status === 'succeeded'
-        ? null
-        : status === 'partial'
-          ? { code: 'PARTIAL_FAILURE', message: `${failedCount} of ${outputs.length} outputs could not be generated; they were not charged.` }
-          : { code: 'GENERATION_FAILED', message: outputs.find((o) => o.error)?.error ?? 'The generation failed; nothing was charged.' },
-  });
+  try {
+    const outputs = await tasks.outputsOf(db, task.id);
+    const status = statusFromOutputs(outputs);
+    const failedCount = outputs.filter((o) => o.status !== 'succeeded').length;
+    await settle(ctx, job, {
+      status,
+      error:
+        status === 'succeeded'
+          ? null
+          : status === 'partial'
+            ? { code: 'PARTIAL_FAILURE', message: `${failedCount} of ${outputs.length} outputs could not be generated; they were not charged.` }
+            : { code: 'GENERATION_FAILED', message: outputs.find((o) => o.error)?.error ?? 'The generation failed; nothing was charged.' },
+    });
+  } catch (error) {
+    // The database went away mid-settlement: the transaction rolled back whole (nothing charged), every
+    // stored output stays stored, so the next attempt only settles. Handed back with a backoff like any store
+    // failure; out of store retries, the lease's expiry recovers it (a settlement is never turned into a failure).
+    if (error instanceof LeaseLostError || !isDatabaseFailure(error) || !storeRetriesLeft(ctx, job)) throw error;
+    await retryLater(ctx, job, storeFailed('database', 'settle', error));
+  }
 }
 
 /** Whether a job whose store failed may still be handed back (WORKER_STORE_RETRIES) rather than fail the slot. */

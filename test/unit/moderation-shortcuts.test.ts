@@ -2,8 +2,9 @@
  * The embedded policy's reading takes shortcuts for speed (normalize.ts); each
  * must give what the longer way gives, so that no decision moves with them:
  * two words run together are found without the table of every split, a word is
- * known not to inflect a policy word from its first two letters, and the
- * dictionary's filter never turns a word away.
+ * known not to inflect a policy word from its first two letters, the
+ * dictionary's filter never turns a word away, and a text is folded, and a chunk
+ * trimmed and cut into pieces, by code point as the expressions they replace did.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,7 +13,8 @@ import path from 'node:path';
 import fc from 'fast-check';
 import wordListPath from 'word-list';
 import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
-import { inDictionary, squeeze, stemOf } from '../../server/providers/moderation/normalize.ts';
+import { bodyPieces, fold, foldChar, foldEach, inDictionary, porterStem, squeeze, stemOf, trimChunk, withoutCodePoints } from '../../server/providers/moderation/normalize.ts';
+import { INVISIBLE_LETTERS } from '../../server/providers/moderation/look-alikes.ts';
 
 const policy = loadModerationPolicy(path.join(import.meta.dirname, '../../server/catalog/moderation.yaml'));
 const vocabulary = policy.vocabulary;
@@ -65,5 +67,58 @@ describe('moderation reading shortcuts', () => {
       }),
       { numRuns: 3000 },
     );
+  });
+
+  it('when a chunk is trimmed and cut into pieces by code point, then the pieces are those of the expressions', () => {
+    // Letters, digits, leetspeak symbols, apostrophes, punctuation, look-alikes, marks, astral letters and lone surrogates.
+    const unit = fc.constantFrom('a', 'Z', '7', '$', '@', '|', '!', '€', '+', "'", '-', '.', '—', '_', 'é', 'ｋ', '\u0301', 'ß', '\ud835\udc1a', '\ud83d\ude00', '\ud835', '\udc1a', '\u200b', '٣', 'ж');
+    fc.assert(
+      fc.property(fc.string({ unit, maxLength: 24 }), (chunk) => {
+        const body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
+        assert.equal(trimChunk(chunk), body, JSON.stringify(chunk));
+        assert.deepEqual([...bodyPieces(body)], body.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean), JSON.stringify(body));
+        assert.deepEqual([...bodyPieces(chunk)], chunk.split(/[^\p{L}\p{N}$@|!€+]+/u).filter(Boolean), JSON.stringify(chunk));
+      }),
+      { numRuns: 20000 },
+    );
+  });
+
+  it('when a word ends in a letter no suffix rule ends with, then its stem is what the stemmer gives (the shortcut stemOf takes)', () => {
+    const endsOwn = (w: string) => w.length > 3 && /[abfhjkopqvwxz]$/.test(w);
+    const moved = dictionary.filter((w) => endsOwn(w) && stemOf(w) !== porterStem(w));
+    assert.deepEqual(moved.slice(0, 10), []);
+    const word = fc.oneof(fc.constantFrom(...known), fc.stringMatching(/^[a-zA-Z]{1,9}$/), fc.string({ unit: fc.constantFrom('y', 'e', 's', 'i', 'z', 'Y', 'ı', 'é', 'ss', 'ing', 'ed', 'at', 'iz', 'bl') }));
+    fc.assert(
+      fc.property(word, fc.constantFrom(...'abfhjkopqvwxz'), (base, last) => {
+        const w = base + last;
+        assert.equal(stemOf(w), w.length <= 3 ? w : porterStem(w), w);
+      }),
+      { numRuns: 20000 },
+    );
+  });
+
+  it('when a text is folded by code point, then it is what the expressions gave', () => {
+    /** fold as it was written with expressions: what the walks by code point must give. */
+    const byExpressions = (text: string) => {
+      if (/^[\t\n\r\x20-\x7e]*$/.test(text)) return text.toLowerCase().replace(/`/g, "'");
+      const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '').replace(INVISIBLE_LETTERS, '');
+      const out = lower.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar);
+      return /^[\x00-\x7f]*$/.test(out) ? out : out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
+    };
+    // Invisible characters and fillers, marks, look-alikes, full-width letters, ligatures, Hangul, astral letters, tags and lone surrogates.
+    const unit = fc.oneof(
+      fc.constantFrom('a', 'K', '`', ' ', '-', '\u200b', '\u00ad', '\ufeff', '\u3164', '\uffa0', '\u115f', '\u2800', '\u0301', '\u0308', 'é', 'ß', 'ŀ', 'ｋ', 'ﬁ', '—', 'у', 'Ꮶ', 'İ', 'Σ', '\u1100', '\u1161', '\u11a8', '가', '\ud835\udc1a', '\udb40\udc01', '\ud835', '\udc1a', '\udb40'),
+      fc.integer({ min: 0x80, max: 0x2fff }).map((c) => String.fromCharCode(c)),
+    );
+    fc.assert(
+      fc.property(fc.string({ unit, maxLength: 16 }), (text) => {
+        assert.equal(fold(text), byExpressions(text), JSON.stringify(text));
+      }),
+      { numRuns: 30000 },
+    );
+    // The walks skip ASCII: no ASCII character is a format character or a mark.
+    for (let c = 0; c < 0x80; c++) assert.ok(!/\p{Cf}|\p{M}/u.test(String.fromCharCode(c)), `U+${c.toString(16)}`);
+    assert.equal(withoutCodePoints('a\u200bb', { has: (c) => c === 0x200b }), 'ab');
+    assert.equal(foldEach('a`b'), "a'b");
   });
 });

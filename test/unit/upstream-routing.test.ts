@@ -37,6 +37,29 @@ describe('circuit breaker', () => {
     assert.equal(b.state(), 'closed');
     assert.deepEqual(b.stats, { calls: 4, errors: 3, latencySeconds: 0.5 });
   });
+
+  it('when it shares its state with other processes, then it tells them when it opens and closes (not on every success), and one they hold open lets nothing pass here', () => {
+    let now = 5000;
+    let heldElsewhere = 0;
+    const told: Array<number | null> = [];
+    const b = new Breaker({ failures: 1, cooldownMs: 1000, now: () => now });
+    b.sharing = { openForMs: () => heldElsewhere, openUntil: () => (heldElsewhere > 0 ? now + heldElsewhere : undefined), changed: (until) => told.push(until) };
+    b.success(0.1);
+    assert.deepEqual(told, [], 'a closed breaker that stays closed writes nothing');
+    heldElsewhere = 3000;
+    assert.equal(b.state(), 'closed', 'its own count saw nothing');
+    assert.equal(b.sharedState(), 'open');
+    assert.equal(b.available(), false);
+    assert.equal(b.acquire(), false);
+    assert.equal(b.retryInMs(), 3000, "until the other process's moment");
+    heldElsewhere = 0;
+    b.failure(0.1);
+    assert.deepEqual(told, [6000], 'opened until now + cooldown');
+    now = 6000;
+    assert.equal(b.acquire(), true, 'half-open: the probe');
+    b.success(0.1);
+    assert.deepEqual(told, [6000, null], 'closed again');
+  });
 });
 
 const stub = (id: string, priority: number, weight: number, breaker = new Breaker({ failures: 1, cooldownMs: 60_000 })): Deployment<string> => ({ id, provider: 'p', priority, weight, breaker, pool: [id], turn: 0 });

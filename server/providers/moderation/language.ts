@@ -7,7 +7,7 @@
  * Portuguese, Italian and Dutch (only those English does not also use: "die",
  * "was", "also" and "in" are left out), counted against English's.
  */
-import { fold } from './normalize.ts';
+import { fold, isLetter, withoutFormat } from './normalize.ts';
 
 export interface LanguageDetector {
   /** The ISO 639-1 code of the language `text` is written in when it is not English (`und`: another script); undefined for English or too little to tell. */
@@ -52,8 +52,6 @@ const STOP_WORDS: Record<string, string> = {
 
 /** Words several of these languages share with English or with each other beyond use: they count for nobody. */
 const AMBIGUOUS = new Set(['a', 'o', 'e', 'y', 'i', 'in', 'die', 'was', 'also', 'an', 'so', 'am', 'war', 'me', 'no', 'son', 'come', 'per', 'van', 'foto', 'photo', 'en', 'is']);
-
-const LETTER = /^\p{L}$/u;
 
 const plain = (word: string) => word.normalize('NFD').replace(/\p{M}+/gu, '');
 
@@ -127,7 +125,7 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
       let lower = text.toLowerCase();
       if (BEYOND_LATIN.test(lower)) {
         // Fullwidth letters and zero-width joins read as the policy reads them.
-        lower = lower.normalize('NFKC').replace(/\p{Cf}+/gu, '');
+        lower = withoutFormat(lower.normalize('NFKC'));
         if (otherScript(lower)) {
           // Its opening is enough to tell, and bounds the cost of folding a long text twice.
           const words = new Set(fold(text.slice(0, 2_000)).split(/[^\p{L}]+/u).filter(Boolean));
@@ -160,7 +158,7 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
         else {
           const point = lower.codePointAt(at)!;
           size = point > 0xffff ? 2 : 1;
-          letter = LETTER.test(String.fromCodePoint(point));
+          letter = isLetter(point);
         }
         if (letter) {
           if (start < 0) {

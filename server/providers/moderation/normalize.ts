@@ -136,19 +136,69 @@ const MERGE_INFLECTION = 6;
 
 type PrefixNode = Map<string, PrefixNode>;
 
-/** Adds the letters of `word` to a trie. */
-function addPath(trie: PrefixNode, word: Iterable<string>): void {
-  let node = trie;
-  for (const c of word) {
-    let next = node.get(c);
-    if (next === undefined) node.set(c, (next = new Map<string, PrefixNode>()));
-    node = next;
+/**
+ * A trie of letters: built as maps of maps, then packed into arrays (each node's children's keys
+ * and nodes side by side, the root's ASCII children in a table), since a walk by the maps hashed a
+ * one-letter string per step, thousands of times per hostile text. Nodes are numbers, the root 0,
+ * none -1. A key is what was added, a UTF-16 code unit or (added by code point) a whole code point
+ * past the BMP, which no code unit walked matches: the maps' string keys compared the same way.
+ */
+class LetterTrie {
+  private building: PrefixNode | undefined = new Map();
+  /** A node's children are the edges from first[node] to first[node + 1]. */
+  private first = new Int32Array(1);
+  private keys = new Int32Array(0);
+  private nodes = new Int32Array(0);
+  private readonly rootAscii = new Int32Array(128).fill(-1);
+
+  /** Adds the letters of `word` (strings of one code unit, or one code point). */
+  add(word: Iterable<string>): void {
+    if (this.building === undefined) throw new Error('a packed trie takes no more words');
+    let node = this.building;
+    for (const c of word) {
+      let next = node.get(c);
+      if (next === undefined) node.set(c, (next = new Map<string, PrefixNode>()));
+      node = next;
+    }
+  }
+
+  /** Packs the maps into the arrays, in breadth-first order; no word is added after. */
+  pack(): void {
+    const order: PrefixNode[] = [this.building ?? new Map()];
+    for (let n = 0; n < order.length; n++) for (const child of order[n]!.values()) order.push(child);
+    const ids = new Map(order.map((node, id) => [node, id]));
+    this.first = new Int32Array(order.length + 1);
+    this.keys = new Int32Array(order.length - 1);
+    this.nodes = new Int32Array(order.length - 1);
+    let edge = 0;
+    order.forEach((node, id) => {
+      this.first[id] = edge;
+      for (const [c, child] of node) {
+        this.keys[edge] = c.codePointAt(0)!;
+        this.nodes[edge++] = ids.get(child)!;
+        if (id === 0 && c.length === 1 && c.charCodeAt(0) < 128) this.rootAscii[c.charCodeAt(0)] = ids.get(child)!;
+      }
+    });
+    this.first[order.length] = edge;
+    this.building = undefined;
+  }
+
+  /** The child of `node` by the code unit `unit` (NaN past a string's end finds none); -1 when there is none. */
+  child(node: number, unit: number): number {
+    if (node === 0 && unit < 128) return this.rootAscii[unit]!;
+    for (let e = this.first[node]!, end = this.first[node + 1]!; e < end; e++) if (this.keys[e] === unit) return this.nodes[e]!;
+    return -1;
   }
 }
 
 /** A word's Porter stem; words of three letters or fewer are their own stem ("ied" is not "i"). */
 export function stemOf(word: string): string {
   if (word.length <= 3) return word;
+  // Every rule of Porter's (and the -ize rule below) rewrites an ending that closes with one of
+  // "sdgylirnmectu": a word ending in another letter is its own stem, lower-cased, without the
+  // stemmer or the cache (half of the ever-new words of hostile text).
+  const last = word.charCodeAt(word.length - 1) - 97;
+  if (last >= 0 && last < 26 && OWN_STEM_ENDINGS[last] === 1) return word.toLowerCase();
   if (word.length > MAX_REMEMBERED_CHARS) return porterStem(word);
   let stem = stems.get(word);
   if (stem === undefined) {
@@ -175,12 +225,27 @@ const MAX_REMEMBERED_CHARS = 64;
 /** Stems already worked out: prompts and the merge of split words ask for the same ones again. */
 const stems = new Map<string, string>();
 
-function porterStem(word: string): string {
+/** By letter (a = 0): 1 for the last letters no suffix rule of porterStem ends with (a b f h j k o p q v w x z). */
+const OWN_STEM_ENDINGS = Uint8Array.from('abcdefghijklmnopqrstuvwxyz', (c) => ('abfhjkopqvwxz'.includes(c) ? 1 : 0));
+
+/** The stem without stemOf's shortcut or cache (exported for the test that holds the shortcut to it). */
+export function porterStem(word: string): string {
   // Porter reads "weaponize" as "weapon": keep the verb apart (and -ise as -ize).
   const verb = /^(.{3,}?)i[sz](?:e|ed|es|ing|ation|ations|er|ers)$/u.exec(word);
   if (verb) return `${verb[1]}iz`;
   const stem = stemmer(word);
   return stem.length < 3 ? word : stem; // "ieds" stays "ieds", not "i"
+}
+
+const LETTERS_ONLY = /^\p{L}+$/u;
+
+/** Whether a word is all letters (`/^\p{L}+$/u`): ASCII letters by their codes, anything else asked of the expression. */
+function lettersOnly(word: string): boolean {
+  for (let k = 0; k < word.length; k++) {
+    const c = word.charCodeAt(k) | 0x20;
+    if (c < 97 || c > 122) return LETTERS_ONLY.test(word);
+  }
+  return word.length > 0;
 }
 
 /** Printable ASCII and whitespace only. */
@@ -192,7 +257,7 @@ const ASCII_ONLY = /^[\x00-\x7f]*$/;
 /** What each non-ASCII character (and the backtick) folds to, remembered: a text repeats its few odd characters. */
 const folded = new Map<string, string>();
 
-function foldChar(c: string): string {
+export function foldChar(c: string): string {
   let out = folded.get(c);
   if (out === undefined) {
     out = FOLD.get(c) ?? LOOK_ALIKES.get(c);
@@ -207,16 +272,110 @@ function foldChar(c: string): string {
   return out;
 }
 
+/**
+ * A class of code points (what a one-code-point `u` expression matches), each BMP one asked of
+ * the expression once and kept in a table: a walk of a long text by code point then costs a read
+ * per character, where the expression's global replace paid per match (a zero-width space after
+ * every letter made 13,000 matches in a text). ASCII is never in the classes below but ALNUM's.
+ */
+class CodePoints {
+  private readonly bmp = new Uint8Array(0x10000);
+  constructor(private readonly pattern: RegExp) {}
+
+  has(code: number): boolean {
+    if (code > 0xffff) return this.pattern.test(String.fromCodePoint(code));
+    let known = this.bmp[code]!;
+    if (known === 0) this.bmp[code] = known = this.pattern.test(String.fromCharCode(code)) ? 1 : 2;
+    return known === 1;
+  }
+}
+
+/** Invisible format characters (`\p{Cf}`) and the fillers of INVISIBLE_LETTERS: what fold drops. */
+const DROPPED = new CodePoints(new RegExp(`\\p{Cf}|${INVISIBLE_LETTERS.source.replace(/\+$/, '')}`, 'u'));
+/** Combining marks (`\p{M}`), dropped once a text is decomposed. */
+const MARKS = new CodePoints(/\p{M}/u);
+/** Format characters (`\p{Cf}`) alone, and letters (`\p{L}`): what the language check drops and reads. */
+const FORMAT = new CodePoints(/\p{Cf}/u);
+const LETTERS = new CodePoints(LETTER);
+
+/** The text without format characters (`text.replace(/\p{Cf}+/gu, '')`), by code point. */
+export function withoutFormat(text: string): string {
+  return withoutCodePoints(text, FORMAT);
+}
+
+/** Whether a code point is a letter (`\p{L}`), each BMP one asked of the expression once. */
+export function isLetter(code: number): boolean {
+  return LETTERS.has(code);
+}
+
+/**
+ * The text without the code points of `dropped` (`text.replace(/[class]+/gu, '')`), walked by code
+ * point as the expression walks it; for a class that holds no ASCII character (ASCII is skipped).
+ */
+export function withoutCodePoints(text: string, dropped: { has(code: number): boolean }): string {
+  let out = '';
+  let copied = 0;
+  for (let at = 0; at < text.length; ) {
+    if (text.charCodeAt(at) < 0x80) {
+      at++;
+      continue;
+    }
+    const code = text.codePointAt(at)!;
+    const next = at + (code > 0xffff ? 2 : 1);
+    if (dropped.has(code)) {
+      out += text.slice(copied, at);
+      copied = next;
+    }
+    at = next;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** foldChar of each BMP character by its code, null when it is the character itself: no string is made to find that out. */
+const foldedUnits = new Map<number, string | null>();
+
+/** Each character past ASCII, and the backtick, folded (`text.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar)`), by code point. */
+export function foldEach(text: string): string {
+  let out = '';
+  let copied = 0;
+  for (let at = 0; at < text.length; ) {
+    const unit = text.charCodeAt(at);
+    if (unit < 0x80 && unit !== 0x60) {
+      at++;
+      continue;
+    }
+    const next = at + (unit >= 0xd800 && unit <= 0xdbff && (text.charCodeAt(at + 1) & 0xfc00) === 0xdc00 ? 2 : 1);
+    let f: string | null | undefined;
+    if (next === at + 1) {
+      f = foldedUnits.get(unit);
+      if (f === undefined) {
+        const c = String.fromCharCode(unit);
+        const g = foldChar(c);
+        foldedUnits.set(unit, (f = g === c ? null : g));
+      }
+    } else {
+      const c = text.slice(at, next);
+      f = foldChar(c);
+      if (f === c) f = null;
+    }
+    if (f !== null) {
+      out += text.slice(copied, at) + f;
+      copied = next;
+    }
+    at = next;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
 /** NFKC, lower case, no diacritics, no invisible format characters or fillers, look-alike letters folded to Latin. */
 export function fold(text: string): string {
   // Plain ASCII (most prompts) has nothing to normalise, strip or fold but its case and backticks.
   if (ASCII.test(text)) return text.toLowerCase().replace(/`/g, "'");
-  const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '').replace(INVISIBLE_LETTERS, '');
-  // Only characters past ASCII (and the backtick) fold to something else: the rest are copied by the
-  // native replace rather than walked one by one.
-  const out = lower.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar);
+  // Only characters past ASCII can be dropped, and only they (and the backtick) fold to something
+  // else: the walks below skip ASCII at a comparison a character.
+  const out = foldEach(withoutCodePoints(text.normalize('NFKC').toLowerCase(), DROPPED));
   // ASCII has no marks to strip: the decomposition and recomposition would give it back unchanged.
-  return ASCII_ONLY.test(out) ? out : out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
+  return ASCII_ONLY.test(out) ? out : withoutCodePoints(out.normalize('NFD'), MARKS).normalize('NFC');
 }
 
 /** "kiiill" → "kil": repeated letters collapsed, so doubled and stretched spellings compare equal. */
@@ -264,12 +423,13 @@ export class Vocabulary {
   /** Policy words of 5+ letters by each one-letter deletion of them (and themselves), for spelling correction. */
   private readonly deletions = new Map<string, string[]>();
   /** The keys of `deletions` as a trie of letters, and their reversals: which deletions of a word can be keys. */
-  private readonly deletionStarts: PrefixNode = new Map();
-  private readonly deletionEnds: PrefixNode = new Map();
+  private readonly deletionStarts = new LetterTrie();
+  private readonly deletionEnds = new LetterTrie();
 
   constructor(policyWords: Iterable<string>) {
     for (const w of COMMON.split(/\s+/)) if (w) this.add(w, false);
     for (const w of policyWords) this.add(w, true);
+    for (const trie of [this.prefixes, this.deletionStarts, this.deletionEnds]) trie.pack();
     // Read the dictionary now (a few hundred ms), at start, not inside the first request.
     inDictionary('');
   }
@@ -281,10 +441,10 @@ export class Vocabulary {
   longest = 0;
 
   /** The prefixes of every word and stem, as a trie of letters. */
-  private readonly prefixes: PrefixNode = new Map();
+  private readonly prefixes = new LetterTrie();
 
   private addPrefixes(word: string): void {
-    addPath(this.prefixes, word);
+    this.prefixes.add(word);
   }
 
   /**
@@ -293,11 +453,11 @@ export class Vocabulary {
    * three letters when not even the first three follow one (a stem keeps a word's first three).
    */
   mergeReach(text: string, from = 0): number {
-    let node: PrefixNode | undefined = this.prefixes;
+    let node = 0;
     let depth = 0;
     for (let at = from; at < text.length; at++) {
-      node = node.get(text[at]!);
-      if (node === undefined) break;
+      node = this.prefixes.child(node, text.charCodeAt(at));
+      if (node < 0) break;
       depth++;
     }
     return depth < 3 ? 3 : depth + MERGE_INFLECTION;
@@ -310,7 +470,7 @@ export class Vocabulary {
    * is walked once as pieces are added, so a start costs the letters of one word at most.
    */
   mergeEnd(parts: readonly string[], i: number): number {
-    let node: PrefixNode | undefined = this.prefixes;
+    let node = 0;
     let depth = 0;
     let length = 0;
     let j = i;
@@ -318,12 +478,12 @@ export class Vocabulary {
       const part = parts[j]!;
       const next = length + part.length;
       if (j > i && next > this.longest) break;
-      for (let k = 0; node !== undefined && k < part.length; k++) {
-        node = node.get(part[k]!);
-        if (node !== undefined) depth++;
+      for (let k = 0; node >= 0 && k < part.length; k++) {
+        node = this.prefixes.child(node, part.charCodeAt(k));
+        if (node >= 0) depth++;
       }
       // Off the path, the reach is fixed: a piece that passes it is not part of the merge.
-      if (node === undefined && j > i && next > (depth < 3 ? 3 : depth + MERGE_INFLECTION)) break;
+      if (node < 0 && j > i && next > (depth < 3 ? 3 : depth + MERGE_INFLECTION)) break;
       length = next;
       j++;
     }
@@ -351,8 +511,8 @@ export class Vocabulary {
         list.push(word);
         this.deletions.set(d, list);
         // By UTF-16 unit, as `correct` walks them.
-        addPath(this.deletionStarts, d.split(''));
-        addPath(this.deletionEnds, d.split('').reverse());
+        this.deletionStarts.add(d.split(''));
+        this.deletionEnds.add(d.split('').reverse());
       }
     }
   }
@@ -417,36 +577,50 @@ export class Vocabulary {
 
   /** The word a token stands for: itself when known or a dictionary word; else squeezed or corrected to a policy word. */
   correct(word: string): string {
-    if (this.knows(word) || !LETTER.test(word)) return word;
-    if (inDictionary(word)) return word;
+    // Whether a long word is English is known already (asked before it is read, to split it).
+    const english = word.length >= 7 ? this.english.get(word) : undefined;
+    if (english === true) return word;
+    if ((english === undefined && this.knows(word)) || !LETTER.test(word)) return word;
+    if (english === undefined && inDictionary(word)) return word;
     const squeezed = this.squeezed.get(squeeze(word));
     if (squeezed !== undefined) return squeezed;
     // Longer than any policy word and an edit: nothing to correct it to (and the one-letter
     // deletions of a 15,000-letter run would be 15,000 copies of it).
-    if (word.length < 3 || word.length > this.longest || !/^\p{L}+$/u.test(word)) return word;
+    if (word.length < 3 || word.length > this.longest || !lettersOnly(word)) return word;
     // The likeliest typo wins; a tie between two policy words corrects nothing.
     // The word itself, then (five letters or more) each one-letter deletion of it: the keys of `deletions`.
-    const ranked = new Map<string, number>();
     const deletable = word.length < 5 ? 0 : word.length;
     work.steps += word.length * (deletable + 1);
     // A deletion at k is a key only if the letters before k begin a key and those after k end
     // one: most words (and every random run of letters) leave no k to try, and no copy to make.
+    // The word itself is a key only if all its letters follow the trie (most words are not one,
+    // and the walk is cheaper than asking the map). A word of four letters or fewer has no
+    // deletion to try: the walk from its end is not made for it.
     let lead = 0;
-    for (let node = this.deletionStarts.get(word[0]!); node !== undefined && lead < word.length; node = node.get(word[lead]!)) lead++;
-    let tail = 0;
-    for (let node = this.deletionEnds.get(word[word.length - 1]!); node !== undefined && tail < word.length; node = node.get(word[word.length - 1 - tail]!)) tail++;
-    const from = Math.max(0, word.length - 1 - tail);
-    const to = Math.min(deletable - 1, lead);
+    const starts = this.deletionStarts;
+    for (let node = starts.child(0, word.charCodeAt(0)); node >= 0 && lead < word.length; node = starts.child(node, word.charCodeAt(lead))) lead++;
+    let from = 0;
+    let to = -1;
+    if (deletable > 0) {
+      let tail = 0;
+      const ends = this.deletionEnds;
+      for (let node = ends.child(0, word.charCodeAt(word.length - 1)); node >= 0 && tail < word.length; node = ends.child(node, word.charCodeAt(word.length - 1 - tail))) tail++;
+      from = Math.max(0, word.length - 1 - tail);
+      to = Math.min(deletable - 1, lead);
+    }
+    // Made only when a candidate is found (most words have none).
+    let ranked: Map<string, number> | undefined;
     for (let k = -1; k <= to; k = k < 0 ? from : k + 1) {
+      if (k < 0 && lead < word.length) continue;
       const candidates = this.deletions.get(k < 0 ? word : word.slice(0, k) + word.slice(k + 1));
       if (candidates === undefined) continue;
       for (const c of candidates) {
         const rank = oneEdit(word, c);
         // Short words: only a letter left out ("bom" for "bomb").
-        if (rank !== undefined && (word.length >= 5 || c.length === word.length + 1)) ranked.set(c, rank);
+        if (rank !== undefined && (word.length >= 5 || c.length === word.length + 1)) (ranked ??= new Map()).set(c, rank);
       }
     }
-    if (ranked.size === 0) return word;
+    if (ranked === undefined) return word;
     const best = Math.min(...ranked.values());
     const winners = [...ranked].filter(([, rank]) => rank === best);
     return winners.length === 1 ? winners[0]![0] : word;
@@ -600,11 +774,68 @@ const LEETISH = /[0-9$@|!€+]/;
 /** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
 const SPELT_WITH_SYMBOLS = /['|/\\]/;
 
+/** Letters and numbers past ASCII. */
+const LETTERS_AND_NUMBERS = new CodePoints(ALNUM);
+
+/** Whether a code point is a letter or a number (`[\p{L}\p{N}]`): ASCII by its code, the rest by its class. */
+function letterOrNumber(code: number): boolean {
+  if (code < 0x80) return ((code | 0x20) >= 97 && (code | 0x20) <= 122) || (code >= 48 && code <= 57);
+  return LETTERS_AND_NUMBERS.has(code);
+}
+
+/** A letter, a number or a symbol leetspeak reads (`[\p{L}\p{N}$@|!€+]`): what a chunk's pieces are made of. */
+function pieceCharacter(code: number): boolean {
+  return code === 36 || code === 64 || code === 124 || code === 33 || code === 0x20ac || code === 43 || letterOrNumber(code);
+}
+
+/**
+ * A chunk without what leads up to its first piece character and what follows its last letter,
+ * number or apostrophe: `chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '')`, by code
+ * point, without the expression's try of its end at every position of a long chunk.
+ */
+export function trimChunk(chunk: string): string {
+  let start = 0;
+  while (start < chunk.length) {
+    const code = chunk.codePointAt(start)!;
+    if (pieceCharacter(code)) break;
+    start += code > 0xffff ? 2 : 1;
+  }
+  let end = chunk.length;
+  while (end > start) {
+    const low = chunk.charCodeAt(end - 1);
+    const pair = end - 2 >= start && low >= 0xdc00 && low <= 0xdfff && (chunk.charCodeAt(end - 2) & 0xfc00) === 0xd800;
+    const code = pair ? chunk.codePointAt(end - 2)! : low;
+    if (code === 39 || letterOrNumber(code)) break;
+    end -= pair ? 2 : 1;
+  }
+  return start === 0 && end === chunk.length ? chunk : chunk.slice(start, end);
+}
+
+/** The runs of piece characters of a body (`body.split(/[^\p{L}\p{N}$@|!€+]+/u)` without its empty ends), in order. */
+export function* bodyPieces(body: string): Generator<string> {
+  let start = -1;
+  for (let at = 0; at < body.length; ) {
+    const code = body.codePointAt(at)!;
+    const next = at + (code > 0xffff ? 2 : 1);
+    if (pieceCharacter(code)) {
+      if (start < 0) start = at;
+    } else if (start >= 0) {
+      yield body.slice(start, at);
+      start = -1;
+    }
+    at = next;
+  }
+  if (start >= 0) yield body.slice(start);
+}
+
 /** The pieces of one whitespace-free chunk that is not a plain word: leetspeak undone, split at punctuation, pieces that form a known word merged. */
 function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   let possessive = false;
-  let body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
-  const owner = /^(.*[\p{L}\p{N}])'(s?)$/u.exec(body);
+  let body = trimChunk(chunk);
+  // Only a body ending in ' or 's can be a possessive: the expression is not run over a long
+  // chunk that ends otherwise (it walks the whole of it back from the end).
+  const end = body.charCodeAt(body.length - 1);
+  const owner = end === 39 || (end === 115 && body.charCodeAt(body.length - 2) === 39) ? /^(.*[\p{L}\p{N}])'(s?)$/u.exec(body) : null;
   if (owner) {
     if (owner[2] === 's' && CONTRACTED.has(owner[1]!)) body = owner[1]! + 's';
     else {
@@ -615,8 +846,7 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   if (SPELT_WITH_SYMBOLS.test(body)) body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
   // Only a part holding a digit or a symbol can read as other letters (and split at a symbol).
   const parts: string[] = [];
-  for (const p of body.split(/[^\p{L}\p{N}$@|!€+]+/u)) {
-    if (!p) continue;
+  for (const p of bodyPieces(body)) {
     if (!LEETISH.test(p)) parts.push(p);
     else for (const q of vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u)) if (q) parts.push(q);
   }
@@ -719,7 +949,7 @@ export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
       return;
     }
     if (run.length > 0) flush();
-    if (word.length >= 7 && /^\p{L}+$/u.test(word) && !vocabulary.isWord(word)) {
+    if (word.length >= 7 && lettersOnly(word) && !vocabulary.isWord(word)) {
       // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
       const at = vocabulary.splitInTwo(word);
       if (at !== undefined && at >= 4 && word.length - at >= 4) {

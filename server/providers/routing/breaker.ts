@@ -11,6 +11,11 @@
  * throttled, a credentials refusal, a 5xx, a timeout): a refusal of the
  * request itself (a content policy, a bad field) says nothing about the
  * deployment's health and is counted as a success here.
+ *
+ * Other processes (an API and a separate `gemforge worker`) learn of an open
+ * breaker through the database (`shared`, deployments.ts): a deployment that
+ * another process holds open lets no call pass here either until its
+ * opened-until moment, and this breaker tells them when it opens or closes.
  */
 
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -32,6 +37,16 @@ export interface DeploymentStats {
   latencySeconds: number;
 }
 
+/** How a breaker joins the state other processes share (set when its model's deployments are registered). */
+export interface BreakerSharing {
+  /** Milliseconds another process (or this one) still holds this deployment open (0: none). */
+  openForMs(): number;
+  /** The shared opened-until moment still to come (ms since the epoch), if any. */
+  openUntil(): number | undefined;
+  /** This breaker opened until that moment (ms since the epoch), or closed (null). */
+  changed(openedUntil: number | null): void;
+}
+
 export class Breaker {
   private consecutive = 0;
   private openedAt = 0;
@@ -39,6 +54,8 @@ export class Breaker {
   private probing = false;
   readonly stats: DeploymentStats = { calls: 0, errors: 0, latencySeconds: 0 };
   private readonly now: () => number;
+  /** The state shared with other processes, once registered. */
+  sharing?: BreakerSharing;
 
   constructor(private readonly options: BreakerOptions) {
     this.now = options.now ?? Date.now;
@@ -50,24 +67,30 @@ export class Breaker {
     return this.now() - this.openedAt >= this.options.cooldownMs ? 'half-open' : 'open';
   }
 
+  /** The state as every process sharing it sees it: open while any of them holds it open. */
+  sharedState(): BreakerState {
+    return (this.sharing?.openForMs() ?? 0) > 0 ? 'open' : this.state();
+  }
+
   /** Whether a call could pass now, without taking the probe (the submission's pre-flight). */
   available(): boolean {
-    const state = this.state();
+    const state = this.sharedState();
     return state === 'closed' || (state === 'half-open' && !this.probing);
   }
 
-  /** Takes the right to call: false when open, or half-open with its probe already out. */
+  /** Takes the right to call: false when open (here or in another process), or half-open with its probe already out. */
   acquire(): boolean {
-    const state = this.state();
+    const state = this.sharedState();
     if (state === 'closed') return true;
     if (state === 'open' || this.probing) return false;
     this.probing = true;
     return true;
   }
 
-  /** Milliseconds until an open breaker lets a probe through (0 when not open). */
+  /** Milliseconds until an open breaker (here or in another process) lets a probe through (0 when not open). */
   retryInMs(): number {
-    return this.state() === 'open' ? Math.max(0, this.options.cooldownMs - (this.now() - this.openedAt)) : 0;
+    const here = this.state() === 'open' ? Math.max(0, this.options.cooldownMs - (this.now() - this.openedAt)) : 0;
+    return Math.max(here, this.sharing?.openForMs() ?? 0);
   }
 
   /** The attempt was served (or refused on its own merits). */
@@ -75,6 +98,8 @@ export class Breaker {
     this.stats.calls++;
     this.stats.latencySeconds += seconds;
     this.consecutive = 0;
+    // Only a change is told: a closed breaker's successes write nothing.
+    if (this.opened) this.sharing?.changed(null);
     this.opened = false;
     this.probing = false;
   }
@@ -88,6 +113,7 @@ export class Breaker {
     if (this.probing || this.consecutive >= this.options.failures) {
       this.opened = true;
       this.openedAt = this.now();
+      this.sharing?.changed(this.openedAt + this.options.cooldownMs);
     }
     this.probing = false;
   }

@@ -11,6 +11,7 @@
  */
 import type { Config } from '../../config.ts';
 import { Breaker, type BreakerState, type DeploymentStats } from './breaker.ts';
+import { sharingOf } from './shared.ts';
 
 /** One `deployments:` item as the catalog gives it, checked. */
 export interface DeploymentEntry {
@@ -164,7 +165,10 @@ export interface DeploymentView {
   provider: string;
   priority: number;
   weight: number;
+  /** As every process sharing the breakers sees it (open while any of them holds it open). */
   state: BreakerState;
+  /** Until when some process holds it open, as the shared state last read says (absent: none). */
+  sharedOpenUntil?: string;
   stats: DeploymentStats;
 }
 
@@ -174,11 +178,25 @@ const routed = new Map<string, Array<Deployment<unknown>>>();
 /** Registers a model's deployments for /metrics (a later registration of the same model replaces it). */
 export function registerDeployments<P>(model: string, deployments: Array<Deployment<P>>): void {
   routed.set(model, deployments);
+  // Each breaker joins the state shared between processes (shared.ts), read and written once sharing starts.
+  for (const d of deployments) d.breaker.sharing = sharingOf(model, d.id);
 }
 
 /** Every registered deployment, as shown to operators. */
 export function deploymentViews(): DeploymentView[] {
   return [...routed].flatMap(([model, list]) =>
-    list.map((d) => ({ model, deployment: d.id, provider: d.provider, priority: d.priority, weight: d.weight, state: d.breaker.state(), stats: { ...d.breaker.stats } })),
+    list.map((d) => {
+      const until = d.breaker.sharing?.openUntil();
+      return {
+        model,
+        deployment: d.id,
+        provider: d.provider,
+        priority: d.priority,
+        weight: d.weight,
+        state: d.breaker.sharedState(),
+        ...(until !== undefined && { sharedOpenUntil: new Date(until).toISOString() }),
+        stats: { ...d.breaker.stats },
+      };
+    }),
   );
 }

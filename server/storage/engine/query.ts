@@ -129,12 +129,21 @@ export async function insertRow(conn: Conn, table: string, row: object): Promise
   await query(conn, statement.write(`${table}-insert:${columns}`, (c, ...v) => c(table).insert(rowOf(columns, v))), rowParams(columns, values));
 }
 
+/**
+ * Fault injection for tests of database outages (like blobs.ts `diskFaults`):
+ * when set, runs before every statement with its name and connection, and may
+ * throw (a SQLite test throws the error a failing database gives) or break the
+ * connection itself (a Postgres test terminates the backend). Unset in production.
+ */
+export const databaseFaults: { statement?: (name: string, conn: Conn) => Promise<void> | void } = {};
+
 const isTransaction = (conn: Conn): conn is Knex.Transaction => (conn as { isTransaction?: boolean }).isTransaction === true;
 
 /** Runs `st` with `params` on `conn` (see the table above for where). */
 export async function query<K extends Kind, R>(conn: Conn, st: Statement<K, R>, params: readonly Value[] = []): Promise<Result<K, R>> {
   if (CHECK_SHAPES) checkShape(conn, st, params);
   try {
+    if (databaseFaults.statement) await databaseFaults.statement(st.name, conn);
     return (await run(conn, st, params)) as Result<K, R>;
   } catch (error) {
     // The database unreachable or refusing work (not a wrong statement): counted by statement for /metrics.

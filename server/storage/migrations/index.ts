@@ -20,6 +20,7 @@ import * as m014 from './014_key_last_used.ts';
 import * as m015 from './015_console_known_addresses.ts';
 import * as m016 from './016_account_days.ts';
 import * as m017 from './017_fair_share.ts';
+import * as m018 from './018_upstream_breakers.ts';
 import * as m019 from './019_job_store_retries.ts';
 
 interface Migration {
@@ -44,6 +45,7 @@ const migrations: Array<[string, Migration]> = [
   ['015_console_known_addresses', m015],
   ['016_account_days', m016],
   ['017_fair_share', m017],
+  ['018_upstream_breakers', m018],
   ['019_job_store_retries', m019],
 ];
 

@@ -1,0 +1,84 @@
+/**
+ * Breaker state shared between processes. Breakers count failures where the
+ * calls are made (an API for text, a worker for media), but the API decides
+ * at submission whether a media model can be served at all: with the worker a
+ * process of its own, only a shared record lets the API refuse work that every
+ * deployment would turn away. The record is one opened-until moment per
+ * deployment (the database's `upstream_breakers`), written when a breaker opens
+ * or closes and read by every process every second or so into a cache that
+ * `admit` reads synchronously. The composition root starts the sharing with a
+ * store (server.ts `shareBreakerState`); without it (unit tests, a process with
+ * no database) breakers are per process, as they were.
+ */
+import type { BreakerSharing } from './breaker.ts';
+
+/** Where the shared state is kept (storage/breakers.ts over the database). */
+export interface SharedBreakerStore {
+  /** Every deployment some process holds open now: its opened-until moment (ms since the epoch). */
+  readOpen(): Promise<Array<{ model: string; deployment: string; openedUntil: number }>>;
+  /** Records that a deployment's breaker opened until `openedUntil`, or closed (null). */
+  write(model: string, deployment: string, openedUntil: number | null): Promise<void>;
+}
+
+/** How old the cache `admit` reads may grow: another process's breaker is seen within about this long. */
+export const SHARED_BREAKER_REFRESH_MS = 1000;
+
+const key = (model: string, deployment: string) => `${model}\t${deployment}`;
+
+/** Opened-until moments by deployment, as last read (and as this process last wrote them). */
+const openUntil = new Map<string, number>();
+/** The deployments registered in this process: without any, nothing is read. */
+const registered = new Set<string>();
+let store: SharedBreakerStore | undefined;
+let report: (error: unknown, what: 'read' | 'write') => void = () => undefined;
+// Bumped by every write: a read that began before a write does not undo what the write set.
+let writes = 0;
+
+/** The sharing of one deployment's breaker (deployments.ts sets it at registration). */
+export function sharingOf(model: string, deployment: string): BreakerSharing {
+  const k = key(model, deployment);
+  registered.add(k);
+  const remaining = () => Math.max(0, (openUntil.get(k) ?? 0) - Date.now());
+  return {
+    openForMs: remaining,
+    openUntil: () => (remaining() > 0 ? openUntil.get(k) : undefined),
+    changed(until) {
+      writes++;
+      if (until === null) openUntil.delete(k);
+      else openUntil.set(k, until);
+      // Best effort: with the database down the record ages out by itself (an open one at its moment).
+      store?.write(model, deployment, until).catch((error: unknown) => report(error, 'write'));
+    },
+  };
+}
+
+async function refresh(from: SharedBreakerStore): Promise<void> {
+  if (registered.size === 0) return;
+  const before = writes;
+  const rows = await from.readOpen();
+  if (from !== store || writes !== before) return;
+  openUntil.clear();
+  for (const row of rows) openUntil.set(key(row.model, row.deployment), row.openedUntil);
+}
+
+/**
+ * Starts sharing this process's breakers through `shared`: read at once, then
+ * every `refreshMs`. A read that fails keeps the last state (logged through
+ * `onError`). Returns the stop (a later start replaces an earlier one).
+ */
+export function shareBreakers(shared: SharedBreakerStore, options: { refreshMs?: number; onError?: (error: unknown, what: 'read' | 'write') => void } = {}): { ready: Promise<void>; stop(): void } {
+  store = shared;
+  report = options.onError ?? (() => undefined);
+  const tick = () => refresh(shared).catch((error: unknown) => report(error, 'read'));
+  const timer = setInterval(tick, options.refreshMs ?? SHARED_BREAKER_REFRESH_MS);
+  timer.unref();
+  return {
+    ready: tick(),
+    stop() {
+      clearInterval(timer);
+      if (store !== shared) return;
+      store = undefined;
+      openUntil.clear();
+    },
+  };
+}
