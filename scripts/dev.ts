@@ -53,7 +53,7 @@ const parametersOut = path.resolve(values.parameters ?? path.join(root, 'client/
 const debounceMs = Number(values.debounce);
 const consoleContract = path.resolve(values['console-contract']!);
 const consoleOut = path.resolve(values['console-generated']!);
-const serial = values.serial!;
+const serial = values.serial;
 
 const say = (line: string) => console.log(`[dev] ${line}`);
 
