@@ -36,7 +36,7 @@ async function measure(serial: boolean): Promise<number[]> {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let output = '';
-  dev.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
+  dev.stdout.on('data', (d: Buffer) => (output += d.toString('utf8')));
   const next = async (pattern: RegExp, from: number): Promise<RegExpExecArray> => {
     for (const deadline = Date.now() + 180_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
       const m = pattern.exec(output.slice(from));

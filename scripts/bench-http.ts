@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { generatedTasks, IMAGE, MANY_TASKS, seedBenchKey } from './bench/fixture.ts';
-import { pinning, root, runLoad, runMain, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
+import { pinning, root, runMain, startGemforge, startPrism, startScript, type Started } from './bench/processes.ts';
 import { render, targets, type Row } from './bench/report.ts';
 import { row, type Case } from './bench/rounds.ts';
 import type { LoadJob } from './bench/types.ts';

@@ -198,7 +198,7 @@ async function providerAt(rev: string, dir: string): Promise<ModerationProvider 
 async function ordinarySubmission(): Promise<boolean> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-moderation-before-'));
   try {
-    const before = await providerAt(values.before!, dir);
+    const before = await providerAt(values.before, dir);
     if (before === undefined) return true;
     const now = embeddedModeration(loadModerationPolicy(path.join(root, 'server/catalog/moderation.yaml')));
     const everyday = readSets().flatMap((s) => s.samples.filter((x) => !x.harmful && x.group === 'everyday').map((x) => x.text));

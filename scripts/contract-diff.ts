@@ -80,7 +80,7 @@ interface Walk extends ContractDiff {
 /** Whether version `x` is at or before `y` (both X.Y.Z). */
 function atOrBefore(x: string, y: string): boolean {
   const [a, b] = [x, y].map((v) => v.split('.').map(Number));
-  for (let i = 0; i < 3; i++) if ((a![i] ?? 0) !== (b![i] ?? 0)) return (a![i] ?? 0) < (b![i] ?? 0);
+  for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) < (b[i] ?? 0);
   return true;
 }
 
@@ -100,10 +100,10 @@ function deref(resolve: Resolve, node: unknown): unknown {
 /** The constraints of one request schema that refuse more than before. */
 function tighterLimits(a: View, b: View, out: string[]): void {
   for (const key of UPPER) {
-    if (typeof b[key] === 'number' && (typeof a[key] !== 'number' || (b[key] as number) < (a[key] as number))) out.push(`${key} ${a[key] ?? '(none)'} → ${b[key]}`);
+    if (typeof b[key] === 'number' && (typeof a[key] !== 'number' || (b[key]) < (a[key]))) out.push(`${key} ${a[key] ?? '(none)'} → ${b[key]}`);
   }
   for (const key of LOWER) {
-    if (typeof b[key] === 'number' && (typeof a[key] !== 'number' || (b[key] as number) > (a[key] as number))) out.push(`${key} ${a[key] ?? '(none)'} → ${b[key]}`);
+    if (typeof b[key] === 'number' && (typeof a[key] !== 'number' || (b[key]) > (a[key]))) out.push(`${key} ${a[key] ?? '(none)'} → ${b[key]}`);
   }
   if (typeof b.pattern === 'string' && b.pattern !== a.pattern) out.push(`pattern ${a.pattern === undefined ? '(none)' : show(a.pattern)} → ${show(b.pattern)}`);
   if (b.const !== undefined && show(b.const) !== show(a.const)) out.push(`const ${show(a.const ?? '(none)')} → ${show(b.const)}`);

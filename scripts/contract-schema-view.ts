@@ -43,7 +43,7 @@ export function resolver(doc: Json) {
   return (node: unknown): unknown => {
     if (!isObject(node) || typeof node.$ref !== 'string' || !node.$ref.startsWith('#/')) return node;
     const { $ref, ...siblings } = node;
-    const found = target($ref as string);
+    const found = target($ref);
     return Object.keys(siblings).length === 0 ? found : { allOf: [found, siblings] };
   };
 }
@@ -131,7 +131,7 @@ export function flatten(schema: unknown, resolve: Resolve, tags: Tags = {}, dept
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || ['allOf', 'oneOf', 'anyOf', 'if', 'then', 'else', 'discriminator', '$ref'].includes(key)) continue;
     if (key.startsWith('x-') && key !== 'x-limits-enforced-since') continue;
-    merge(view, { [key]: key === 'type' ? typeSet(value) : value, conditionals: [] } as View);
+    merge(view, { [key]: key === 'type' ? typeSet(value) : value, conditionals: [] });
   }
   const parts: unknown[] = [...((s.allOf as unknown[]) ?? [])];
   const tag = isObject(s.discriminator) ? (s.discriminator.propertyName as string) : undefined;

@@ -47,13 +47,13 @@ const { values } = parseArgs({
     serial: { type: 'boolean', default: false },
   },
 });
-const contract = path.resolve(values.contract!);
+const contract = path.resolve(values.contract);
 const outputs = (values.generated ?? [path.join(root, 'generated/api.ts'), path.join(root, 'client/generated/api.ts')]).map((f) => path.resolve(f));
 const parametersOut = path.resolve(values.parameters ?? path.join(root, 'client/generated/parameters.ts'));
 const debounceMs = Number(values.debounce);
 const consoleContract = path.resolve(values['console-contract']!);
 const consoleOut = path.resolve(values['console-generated']!);
-const serial = values.serial!;
+const serial = values.serial;
 
 const say = (line: string) => console.log(`[dev] ${line}`);
 

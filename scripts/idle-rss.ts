@@ -113,7 +113,7 @@ async function main(): Promise<number> {
   const mib = (kib: number) => (kib / 1024).toFixed(1);
   for (let run = 1; run <= Number(values.runs); run++) {
     const m = await measureOnce(Number(values['settle-ms']));
-    console.log(`${root} run ${run}: VmRSS ${mib(m.VmRSS!)} MiB, RssAnon ${mib(m.RssAnon!)} MiB, RssFile ${mib(m.RssFile!)} MiB`);
+    console.log(`${root} run ${run}: VmRSS ${mib(m.VmRSS)} MiB, RssAnon ${mib(m.RssAnon)} MiB, RssFile ${mib(m.RssFile)} MiB`);
   }
   return 0;
 }

@@ -24,14 +24,14 @@ function isAddressText(text: string): boolean {
 export function parseAddress(text: string): Address | undefined {
   const trimmed = text.trim();
   if (!isAddressText(trimmed)) return undefined;
-  return ipaddr.process(trimmed) as Address;
+  return ipaddr.process(trimmed);
 }
 
 /** Parses `address/bits` or a bare address (a range of one), or returns undefined. */
 export function parseRange(text: string): Range | undefined {
   const [addressText, bitsText, extra] = text.trim().split('/');
   if (extra !== undefined || addressText === undefined || !isAddressText(addressText)) return undefined;
-  const parsed = ipaddr.parse(addressText) as Address;
+  const parsed = ipaddr.parse(addressText);
   const max = parsed.kind() === 'ipv4' ? 32 : 128;
   const bits = bitsText === undefined ? max : /^\d{1,3}$/.test(bitsText) ? Number(bitsText) : NaN;
   if (!(bits >= 0 && bits <= max)) return undefined;

@@ -20,7 +20,7 @@ export function parseAuthority(value: string): { name: string; port: number | un
   const port = portText === undefined ? undefined : Number(portText);
   if (port !== undefined && (port < 1 || port > 65535)) return undefined;
   if (ipv6 !== undefined) return net.isIPv6(ipv6) ? { name: `[${ipv6.toLowerCase()}]`, port } : undefined;
-  const name = dns!.toLowerCase().replace(/\.$/, '');
+  const name = dns.toLowerCase().replace(/\.$/, '');
   if (name.length > 253) return undefined;
   // A name whose last label is a number is an IPv4 address to a URL parser (WHATWG's
   // "ends in a number"): it must be a valid dotted-quad one (`a.0`, `1.2.3` are not).

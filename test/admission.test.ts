@@ -9,7 +9,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestServer, tempDataDir } from './helpers/server.ts';
-import { newKey, submit } from './helpers/tasks.ts';
+import { submit } from './helpers/tasks.ts';
 import { ManualClock, openTestDb } from './helpers/db.ts';
 import { dbOptionsFor } from './helpers/database.ts';
 import { openDb } from '../server/storage/db.ts';

@@ -204,7 +204,7 @@ describe('assets', () => {
     // The contract's bound writes down what the HTTP server always did (x-limits-enforced-since: 1.0.0).
     const over = await rawRequest(s.url, [`POST ${ASSETS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: image/png\r\nX-Filename: ${'a'.repeat(16_385)}\r\nContent-Length: 1\r\n\r\nx`]);
     assert.equal(over?.status, 413, over?.body);
-    assert.equal(JSON.parse(over!.body).error.code, 'INVALID_REQUEST');
+    assert.equal(JSON.parse(over.body).error.code, 'INVALID_REQUEST');
     const under = await created(await upload(await media.image('png'), 'image/png', { 'x-filename': 'b'.repeat(16_000) }));
     assert.equal(under.filename, 'b'.repeat(255));
   });

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { createGemforgeClient, type GemforgeClient } from '../client/client.ts';
-import { ConflictError, GemforgeError, PaymentRequiredError, ServerError, ValidationError } from '../client/errors.ts';
+import { ConflictError, PaymentRequiredError, ServerError, ValidationError } from '../client/errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN } from '../client/idempotency.ts';
 import type { RetryPolicy } from '../client/retry.ts';
 
@@ -109,7 +109,7 @@ describe('client retries with one identity', () => {
       .catch((e: unknown) => e);
     assert.ok(error instanceof ServerError);
     assert.deepEqual(keysOf(r), ['my-order-42:text']);
-    assert.equal((error as GemforgeError).idempotencyKey, 'my-order-42:text');
+    assert.equal(error.idempotencyKey, 'my-order-42:text');
     await assert.rejects(r.gf.images.create({ model: 'gemforge-image-1', prompt: 'x' }, { idempotencyKey: 'has spaces' }), TypeError);
     assert.equal(r.sent.length, 4, 'an invalid key never reaches the server');
   });

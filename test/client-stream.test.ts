@@ -25,14 +25,16 @@ const chunk = (content: string, extra: Partial<ChatCompletionChunk> = {}): ChatC
 
 /** A local server that answers every POST with these raw SSE bytes, written in pieces, then closes. */
 async function rawSseServer(pieces: string[]): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer(async (req, res) => {
+  const server = http.createServer((req, res) => {
     req.resume();
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    for (const piece of pieces) {
-      res.write(piece);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    res.end();
+    void (async () => {
+      for (const piece of pieces) {
+        res.write(piece);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      res.end();
+    })();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {

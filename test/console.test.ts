@@ -103,7 +103,7 @@ describe('account console API', () => {
     assert.equal((await errorOf(missing)).code, 'CSRF_TOKEN_INVALID');
     const foreign = await consoleCall(s, 'POST', '/keys', { session: { ...session, csrf: other.csrf }, body: { name: 'x', scopes: ['read'] } });
     assert.equal((await errorOf(foreign)).code, 'CSRF_TOKEN_INVALID');
-    assert.equal((await (await consoleCall(s, 'DELETE', '/session', { session, csrf: false })).status), 403);
+    assert.equal((await consoleCall(s, 'DELETE', '/session', { session, csrf: false })).status, 403);
     const account = await (await consoleCall(s, 'GET', '/account', { session })).json();
     assert.equal(account.paidConsent, true);
     assert.deepEqual((await (await consoleCall(s, 'GET', '/keys', { session })).json()).keys, []);

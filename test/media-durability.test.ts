@@ -40,7 +40,7 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 
 async function post(url: string, key: string, idemKey: string, body: unknown) {
   const res = await fetch(`${url}${IMAGE}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': idemKey }, body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as any };
+  return { status: res.status, body: (await res.json()) };
 }
 
 async function getTask(url: string, key: string, id: string): Promise<TaskBody> {

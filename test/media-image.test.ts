@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import sharp from 'sharp';
 import { errorOf, startTestServer, type TestServer } from './helpers/server.ts';
 import { assertSettled, download, newKey, submit, waitForTask } from './helpers/tasks.ts';
-import { image, video } from './helpers/media.ts';
+import { video } from './helpers/media.ts';
 import { OffsetClock } from './helpers/db.ts';
 import { until } from './helpers/poll.ts';
 import { uploadAsset } from './helpers/uploads.ts';
@@ -42,8 +42,8 @@ describe('image generation', () => {
     for (const o of task.outputs) {
       assert.equal(o.status, 'succeeded');
       assert.equal(o.asset?.mimeType, 'image/png');
-      assert.match(o.asset!.url, /^http:\/\/127\.0\.0\.1:\d+\/files\/asset_[0-9a-f]+\?expires=\d+&sig=[0-9a-f]{64}$/);
-      const file = await download(o.asset!.url);
+      assert.match(o.asset.url, /^http:\/\/127\.0\.0\.1:\d+\/files\/asset_[0-9a-f]+\?expires=\d+&sig=[0-9a-f]{64}$/);
+      const file = await download(o.asset.url);
       assert.equal(file.status, 200);
       assert.equal(file.type, 'image/png');
       const meta = await sharp(file.bytes).metadata();
@@ -74,7 +74,7 @@ describe('image generation', () => {
       const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a lighthouse', parameters: { outputFormat: format, resolution: '512' } });
       const task = await waitForTask(s, user.secret, sub.body.task.id);
       assert.equal(task.outputs[0].asset?.mimeType, mime);
-      const file = await download(task.outputs[0].asset!.url);
+      const file = await download(task.outputs[0].asset.url);
       assert.equal((await sharp(file.bytes).metadata()).format, format);
     }
   });

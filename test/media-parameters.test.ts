@@ -82,8 +82,8 @@ describe('media parameters', () => {
     const catalog = loadCatalog(s.config.catalogPath);
     const ctx = { db: s.db, catalog, accountId, scenarios: [], scenariosEnabled: true };
     for (const [name, [one, two]] of Object.entries(imageCases(sources))) {
-      const a = (await prepareImage(ctx, one as never)).request as unknown as Record<string, unknown>;
-      const b = (await prepareImage(ctx, two as never)).request as unknown as Record<string, unknown>;
+      const a = (await prepareImage(ctx, one)).request as unknown as Record<string, unknown>;
+      const b = (await prepareImage(ctx, two)).request as unknown as Record<string, unknown>;
       const changed = Object.keys(a).filter((f) => JSON.stringify(a[f]) !== JSON.stringify(b[f])).sort();
       const named = [...(IMAGE_PARAMETERS[name as keyof typeof IMAGE_PARAMETERS] as { sets: readonly string[] }).sets];
       assert.ok(changed.length > 0, `${name}: changes something`);

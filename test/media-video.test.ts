@@ -42,10 +42,10 @@ async function fetchVideo(task: TaskBody): Promise<{ file: string; probe: AvProb
   const out = task.outputs[0];
   assert.equal(out.status, 'succeeded');
   assert.equal(out.asset?.mimeType, 'video/mp4');
-  const got = await download(out.asset!.url);
+  const got = await download(out.asset.url);
   assert.equal(got.status, 200);
   assert.equal(got.type, 'video/mp4');
-  const file = path.join(dir, `${out.asset!.id}.mp4`);
+  const file = path.join(dir, `${out.asset.id}.mp4`);
   fs.writeFileSync(file, got.bytes);
   return { file, probe: await probeAv(FFPROBE, file), bytes: got.bytes };
 }

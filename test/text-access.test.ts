@@ -71,7 +71,7 @@ describe('access ends during an open text response', () => {
     const { result, id } = await streamThrough(user.secret, () => other.go());
     assert.equal(result.done, false, 'no [DONE] after access ended');
     assert.equal(result.error?.code, 'INVALID_API_KEY');
-    assert.match(result.error!.message, /revoked or expired while this response was open/);
+    assert.match(result.error.message, /revoked or expired while this response was open/);
     assert.equal(result.usage, undefined);
     // The provider work goes on and its measured usage is billed, once, within the reservation.
     const row = await settled(id);

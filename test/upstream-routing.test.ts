@@ -121,9 +121,9 @@ describe('several upstreams per text model', () => {
       ],
     );
     const [primary, secondary] = text.deployments!.map((d) => d.live[0]!);
-    assert.ok((primary!.errors as number) >= 1 && primary!.errors === primary!.calls, JSON.stringify(primary));
-    assert.ok((secondary!.calls as number) > (secondary!.errors as number), JSON.stringify(secondary));
-    assert.ok(['closed', 'open', 'half-open'].includes(secondary!.state as string));
+    assert.ok((primary.errors as number) >= 1 && primary.errors === primary.calls, JSON.stringify(primary));
+    assert.ok((secondary.calls as number) > (secondary.errors as number), JSON.stringify(secondary));
+    assert.ok(['closed', 'open', 'half-open'].includes(secondary.state as string));
     assert.doesNotMatch(JSON.stringify(r.json), /key-(a|b1|b2)-0001/);
   });
 });

@@ -218,16 +218,16 @@ describe('voices', () => {
 
   it('when a field is missing or an extra field is sent, then 422', async () => {
     const [file, duration, rights] = fileParts(speech20, '20');
-    await invalid(await send([file!, rights!]), /duration/);
-    await invalid(await send([duration!, rights!]), /file/);
-    await invalid(await send([file!, duration!, rights!, { name: 'name', value: 'x' }]), /name|additional/i);
+    await invalid(await send([file, rights]), /duration/);
+    await invalid(await send([duration, rights]), /file/);
+    await invalid(await send([file, duration, rights, { name: 'name', value: 'x' }]), /name|additional/i);
   });
 
   it('when file is a text field, a second file is sent, or the file part has another name, then 422', async () => {
     const [file, duration, rights] = fileParts(speech20, '20');
-    await invalid(await send([{ name: 'file', value: 'not a file' }, duration!, rights!]), /file must be an uploaded file part/);
-    await invalid(await send([file!, { ...file!, filename: 'second.wav' }, duration!, rights!]), /one file/);
-    await invalid(await send([{ ...file!, name: 'audio' }, duration!, rights!]), /file|audio/);
+    await invalid(await send([{ name: 'file', value: 'not a file' }, duration, rights]), /file must be an uploaded file part/);
+    await invalid(await send([file, { ...file, filename: 'second.wav' }, duration, rights]), /one file/);
+    await invalid(await send([{ ...file, name: 'audio' }, duration, rights]), /file|audio/);
   });
 
   it('when the file is empty, not audio, or a video, then 422 says what is wrong', async () => {

@@ -171,7 +171,7 @@ function envelope(ctx: Ctx, kind: 'image' | 'video' | 'audio', model: string, pr
 const image: Command = async (ctx) => {
   const prompt = one(ctx, '"prompt"');
   const body = envelope(ctx, 'image', await modelFor(ctx, 'image'), prompt);
-  return runMedia(ctx, (o) => ctx.gf.images.create(body as never, o));
+  return runMedia(ctx, (o) => ctx.gf.images.create(body, o));
 };
 
 const video: Command = async (ctx) => {

@@ -71,9 +71,9 @@ export async function startScript(script: string, env: Record<string, string> = 
   const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
-    child.stdout!.once('data', (chunk: Buffer) => resolve((JSON.parse(chunk.toString().split('\n')[0]) as { port: number }).port));
+    child.stdout.once('data', (chunk: Buffer) => resolve((JSON.parse(chunk.toString().split('\n')[0]) as { port: number }).port));
   });
-  child.stdout!.resume();
+  child.stdout.resume();
   return { child, base: `http://127.0.0.1:${port}`, stop: stopper(child) };
 }
 
@@ -120,7 +120,7 @@ export async function runLoad<T>(job: unknown): Promise<T> {
   const [cmd, args] = pinned(pinning?.load, ['--import', 'tsx', path.join(import.meta.dirname, 'load.ts'), JSON.stringify(job)]);
   const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
-  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   if (code !== 0) throw new Error(`load generator exited with ${code}`);
   return JSON.parse(out.trim().split('\n').pop()!) as T;

@@ -116,7 +116,7 @@ type Values = Record<string, string | boolean | undefined>;
 function parse(args: string[], options: ParseArgsConfig['options']): { values: Values; positionals: string[] } {
   try {
     const { values, positionals } = parseArgs({ args, options, allowPositionals: true, strict: true, allowNegative: true });
-    return { values: values as Values, positionals };
+    return { values, positionals };
   } catch (error) {
     throw new UsageError(flagProblem(error as Error & { code?: string }, Object.keys(options ?? {})));
   }

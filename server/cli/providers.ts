@@ -32,7 +32,7 @@ export function liveOf(exposition: string, source: string): Map<string, Live> {
   for (const line of exposition.split('\n')) {
     const m = SERIES.exec(line);
     if (!m) continue;
-    const [, series, model, deployment, raw] = m as unknown as [string, string, string, string, string];
+    const [, series, model, deployment, raw] = m;
     const key = `${model} ${deployment}`;
     const live = out.get(key) ?? { source };
     const value = Number(raw);

@@ -50,6 +50,14 @@ function problem(error: Problem | string | null): void {
   if (text) box.scrollIntoView({ block: 'nearest' });
 }
 
+/**
+ * An event listener running `handle`, whose failure (the server out of reach)
+ * is shown in the problem box instead of being left an unhandled rejection.
+ */
+function listener<E extends Event>(handle: (event: E) => Promise<unknown>): (event: E) => void {
+  return (event) => void handle(event).catch(() => problem('The server could not be reached: try again.'));
+}
+
 function inviteToken(): string | undefined {
   const match = /^#invite=([A-Za-z0-9_-]+)$/.exec(location.hash);
   return match?.[1];
@@ -209,7 +217,7 @@ function pagedList<N extends Listed>(name: N, item: (row: RowOf<N>) => HTMLEleme
     $(older).hidden = next === null;
     $(empty).hidden = $(list).childElementCount > 0;
   };
-  $(older).addEventListener('click', () => load(true));
+  $(older).addEventListener('click', listener(() => load(true)));
   return load;
 }
 
@@ -344,7 +352,7 @@ function editButton(key: Key): HTMLElement {
     cancel.addEventListener('click', () => box.replaceChildren(open));
     form.append(problemEl, save, cancel);
     const problems = problemBox(form, problemEl);
-    form.addEventListener('submit', async (event) => {
+    form.addEventListener('submit', listener(async (event) => {
       event.preventDefault();
       const checked = checkKeyFields({ name, expires, cap }, problems.show);
       if (!checked) return;
@@ -356,7 +364,7 @@ function editButton(key: Key): HTMLElement {
       say(`Key ${data.name} is saved.`);
       await Promise.all([loadKeys(), loadUsage()]);
       $(`keys`).querySelector<HTMLElement>(`li[data-key-id="${key.id}"] button`)?.focus();
-    });
+    }));
     box.replaceChildren(form);
     name.focus();
   });
@@ -397,12 +405,12 @@ function revokeButton(key: Key): HTMLElement {
     const confirm = button(`Yes, revoke ${key.name} now`, 'danger');
     const cancel = button('Keep it');
     cancel.addEventListener('click', () => box.replaceChildren(ask));
-    confirm.addEventListener('click', async () => {
+    confirm.addEventListener('click', listener(async () => {
       const { error } = await api.DELETE('/keys/{keyId}', { params: { path: { keyId: key.id } } });
       problem(error ?? null);
       if (!error) say(`Key ${key.name} is revoked.`);
       await Promise.all([loadKeys(), loadUsage()]);
-    });
+    }));
     box.replaceChildren(confirm, cancel);
     confirm.focus();
   });
@@ -417,7 +425,7 @@ async function loadKeys(): Promise<void> {
 }
 
 const signInProblem = problemBox($('sign-in-form'), $('sign-in-problem'));
-$('sign-in-form').addEventListener('submit', async (event) => {
+$('sign-in-form').addEventListener('submit', listener(async (event) => {
   event.preventDefault();
   const form = new FormData(event.target as HTMLFormElement);
   const { data, error } = await api.POST('/session', { body: { email: String(form.get('email')), password: String(form.get('password')) } });
@@ -428,10 +436,10 @@ $('sign-in-form').addEventListener('submit', async (event) => {
   $<HTMLInputElement>('sign-in-password').value = '';
   say(`Signed in as ${data.email}.`);
   await signedIn();
-});
+}));
 
 const inviteProblem = problemBox($('invite-form'), $('invite-problem'));
-$('invite-form').addEventListener('submit', async (event) => {
+$('invite-form').addEventListener('submit', listener(async (event) => {
   event.preventDefault();
   const form = new FormData(event.target as HTMLFormElement);
   const password = String(form.get('password'));
@@ -445,10 +453,10 @@ $('invite-form').addEventListener('submit', async (event) => {
   csrfToken = data.csrfToken;
   say(`Welcome, ${data.email}.`);
   await signedIn();
-});
+}));
 
 const createProblem = problemBox($('create-key-form'), $('create-key-problem'));
-$('create-key-form').addEventListener('submit', async (event) => {
+$('create-key-form').addEventListener('submit', listener(async (event) => {
   event.preventDefault();
   const formElement = event.target as HTMLFormElement;
   const fields = { name: $<HTMLInputElement>('key-name'), expires: $<HTMLInputElement>('key-expires'), cap: $<HTMLInputElement>('key-cap') };
@@ -464,9 +472,9 @@ $('create-key-form').addEventListener('submit', async (event) => {
   $('copy-secret').focus();
   say(`Key ${data.key.name} is created.`);
   await Promise.all([loadKeys(), loadUsage()]);
-});
+}));
 
-$('copy-secret').addEventListener('click', async () => {
+$('copy-secret').addEventListener('click', listener(async () => {
   const field = $<HTMLInputElement>('new-secret-value');
   try {
     await navigator.clipboard.writeText(field.value);
@@ -475,7 +483,7 @@ $('copy-secret').addEventListener('click', async () => {
     field.select(); // no clipboard permission (plain http): selected for Ctrl+C
     say('Select and copy the secret with Ctrl+C.');
   }
-});
+}));
 
 $('secret-done').addEventListener('click', () => {
   $<HTMLInputElement>('new-secret-value').value = '';
@@ -492,15 +500,15 @@ async function patchAccount(body: { paidConsent?: boolean; contentPreference?: A
 }
 
 const accountProblem = problemBox($('account-settings'), $('account-problem'));
-$('paid-consent').addEventListener('change', (event) => {
+$('paid-consent').addEventListener('change', listener((event) => {
   const paidConsent = (event.target as HTMLInputElement).checked;
   return patchAccount({ paidConsent }, paidConsent ? 'Paid Gems may now be spent.' : 'Paid Gems will not be spent.');
-});
+}));
 
-$('content-preference').addEventListener('change', (event) => {
+$('content-preference').addEventListener('change', listener((event) => {
   const contentPreference = (event.target as HTMLSelectElement).value as Account['contentPreference'];
   return patchAccount({ contentPreference }, `The content preference is ${contentPreference}.`);
-});
+}));
 
 async function leave(path: '/session' | '/sessions'): Promise<void> {
   const { error } = await api.DELETE(path);
@@ -509,8 +517,8 @@ async function leave(path: '/session' | '/sessions'): Promise<void> {
   say(path === '/sessions' ? 'Signed out everywhere.' : 'Signed out.');
   show('sign-in-view');
 }
-$('sign-out').addEventListener('click', () => leave('/session'));
-$('sign-out-everywhere').addEventListener('click', () => leave('/sessions'));
+$('sign-out').addEventListener('click', listener(() => leave('/session')));
+$('sign-out-everywhere').addEventListener('click', listener(() => leave('/sessions')));
 
 if (inviteToken()) show('invite-view');
 else if (await loadAccount()) await signedIn();

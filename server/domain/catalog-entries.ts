@@ -270,7 +270,7 @@ function tokenRates(p: Fields): TokenRates {
  * and the field. (Discovery lists the file's own capabilities object, untouched.)
  */
 export function parseEntry(kind: Entry['kind'], raw: { capabilities: unknown; pricing: unknown }, where: string): Entry {
-  const top = new Fields(raw as Obj, where);
+  const top = new Fields(raw, where);
   const c = top.sub('capabilities');
   const p = top.sub('pricing');
   if (kind === 'image') return image(c, p);
@@ -281,5 +281,5 @@ export function parseEntry(kind: Entry['kind'], raw: { capabilities: unknown; pr
 
 /** The rates of the analysis model entry. */
 export function parseRates(raw: unknown, where: string): TokenRates {
-  return tokenRates(new Fields({ pricing: raw } as Obj, where).sub('pricing'));
+  return tokenRates(new Fields({ pricing: raw }, where).sub('pricing'));
 }

@@ -251,7 +251,7 @@ export function parseExtraction(text: string): ExtractionBody | undefined {
     const t = ms(timeSeconds);
     if (t < 0 || t > duration || frames.has(t)) continue;
     const frame: Frame = { timeSeconds: t, reason: reason as Frame['reason'] };
-    if (score !== undefined) frame.score = Math.min(1, Math.max(0, score as number));
+    if (score !== undefined) frame.score = Math.min(1, Math.max(0, score));
     frames.set(t, frame);
   }
   const out: ExtractionBody = { analysis: r.analysis, durationSeconds: duration, frames: [...frames.values()].sort((a, b) => a.timeSeconds - b.timeSeconds) };

@@ -68,7 +68,7 @@ export function submissionProvider(providers: MediaProviders, submission: MediaS
     referencePending: (assetIds) => provider?.referencePending?.(submission, assetIds),
     slots: (outputCount) => provider?.slots?.(submission, outputCount) ?? outputCount,
     dispatchOutcome: () => provider?.dispatchOutcome?.(submission) ?? 'known',
-    requestProblem: (request) => provider?.requestProblem?.(submission.model, request as never),
+    requestProblem: (request) => provider?.requestProblem?.(submission.model, request),
     lane: () => (provider?.lane === 'remote' ? 'remote' : 'local'),
   };
 }

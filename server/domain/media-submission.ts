@@ -36,9 +36,9 @@ type Preparer = (ctx: PrepareContext, body: never) => Promise<PreparedMedia>;
 
 /** Each operation's media kind and preparation. */
 const OPERATIONS: Record<MediaOperation, { kind: PreparedMedia['kind']; prepare: Preparer }> = {
-  createImage: { kind: 'image', prepare: prepareImage as Preparer },
-  createVideo: { kind: 'video', prepare: prepareVideo as Preparer },
-  createAudio: { kind: 'audio', prepare: prepareAudio as Preparer },
+  createImage: { kind: 'image', prepare: prepareImage },
+  createVideo: { kind: 'video', prepare: prepareVideo },
+  createAudio: { kind: 'audio', prepare: prepareAudio },
 };
 
 /** What the use case is built with (the route builds it once from AppDeps). */

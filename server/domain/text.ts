@@ -231,7 +231,7 @@ interface Run {
 function start(deps: TextDeps, run: Run): LiveGeneration {
   const queue = new EventQueue<GenerationEvent>();
   const result = pump(deps, run, queue).finally(() => queue.close());
-  deps.inflight?.track(result);
+  void deps.inflight?.track(result); // tracked for shutdown only: the caller awaits `result` itself
   return { id: run.id, created: run.created, model: run.model, events: queue, result };
 }
 

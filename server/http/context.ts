@@ -9,7 +9,6 @@ import { RecordRead } from '../domain/idempotency.ts';
 import type { Db } from '../storage/db.ts';
 
 declare global {
-  // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
       /** Request id (also in `x-request-id`). */

@@ -178,7 +178,7 @@ function handleError(err: unknown, req: Request, res: Response, _next: NextFunct
   if (answer) {
     error = answer;
   } else {
-    const mapped = err && typeof err === 'object' ? fromValidator(err as HttpLikeError, req, resolve) : undefined;
+    const mapped = err && typeof err === 'object' ? fromValidator(err, req, resolve) : undefined;
     if (mapped) {
       error = mapped;
     } else {

@@ -147,7 +147,11 @@ function gaugeOf<L extends string>(registry: client.Registry, name: string, help
     async refresh() {
       const rows = await read();
       gauge.reset();
-      for (const row of rows) gauge.set(Object.fromEntries(labelNames.map((l) => [l, row[l]])) as unknown as Partial<Record<L, string>>, row.count);
+      for (const row of rows) {
+        const labels: Partial<Record<L, string>> = {};
+        for (const l of labelNames) labels[l] = row[l];
+        gauge.set(labels, row.count);
+      }
     },
     drop: () => gauge.reset(),
   };

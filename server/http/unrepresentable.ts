@@ -45,7 +45,7 @@ export function rejectUnrepresentable(req: Request, _res: Response, next: NextFu
   const query = holdsUnrepresentable(req.query);
   if (!query && !holdsUnrepresentable(req.body)) return next();
   // Multipart fields are checked by their own patterns (and a file sent as a text field carries binary).
-  const body = req.is('multipart/form-data') ? undefined : req.body;
+  const body: unknown = req.is('multipart/form-data') ? undefined : req.body;
   const bad = (query ? unrepresentable(req.query, 'query') : undefined) ?? unrepresentable(body, 'body');
   next(bad ? new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${bad.path} ${bad.problem}.`) : undefined);
 }

@@ -235,7 +235,7 @@ export type MediaProviders = { [K in MediaKind]?: MediaProvider<K> } & { byModel
 
 /** The provider that makes a model's outputs: its own when it names one, else its kind's. */
 export function providerOf(providers: MediaProviders, model: string, kind: MediaKind): MediaProvider | undefined {
-  return providers.byModel?.[model] ?? (providers[kind] as MediaProvider | undefined);
+  return providers.byModel?.[model] ?? providers[kind];
 }
 
 /**

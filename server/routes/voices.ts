@@ -32,7 +32,7 @@ interface UploadedFile {
 
 const filesOf = (req: Request): UploadedFile[] => {
   const files = (req as Request & { files?: unknown }).files;
-  return Array.isArray(files) ? (files as UploadedFile[]) : [];
+  return Array.isArray(files) ? files : [];
 };
 
 /**

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
 import { columnsOf, insertRow, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
 import { nullableNumber } from './columns.ts';
+import type { DriverRow } from './driver-row.ts';
 
 export type AccountState = 'active' | 'blocked' | 'unavailable';
 
@@ -47,17 +48,20 @@ export interface ApiKeyRow {
 }
 
 /** SQLite returns booleans as 0/1 and big integers as numbers; normalise both drivers. */
-function toAccount(row: Record<string, unknown>): AccountRow {
+type AccountDriverRow = DriverRow<AccountRow, 'llm_allowance' | 'paid_consent'>;
+type KeyDriverRow = DriverRow<ApiKeyRow, 'scope_read' | 'scope_generate' | 'monthly_cap'>;
+
+function toAccount(row: AccountDriverRow): AccountRow {
   return {
-    ...(row as unknown as AccountRow),
+    ...row,
     llm_allowance: Number(row.llm_allowance),
     paid_consent: Boolean(row.paid_consent),
   };
 }
 
-function toKey(row: Record<string, unknown>): ApiKeyRow {
+function toKey(row: KeyDriverRow): ApiKeyRow {
   return {
-    ...(row as unknown as ApiKeyRow),
+    ...row,
     scope_read: Boolean(row.scope_read),
     scope_generate: Boolean(row.scope_generate),
     monthly_cap: nullableNumber(row.monthly_cap),
@@ -68,7 +72,7 @@ export async function insertAccount(db: Conn, row: AccountRow): Promise<void> {
   await insertRow(db, 'accounts', row);
 }
 
-const accountById = statement.first('account-by-id', (c, id) => c('accounts').where({ id }).first());
+const accountById = statement.first<AccountDriverRow>('account-by-id', (c, id) => c('accounts').where({ id }).first());
 
 export async function findAccount(db: Conn, id: string): Promise<AccountRow | undefined> {
   const row = await query(db, accountById, [id]);
@@ -119,17 +123,17 @@ export async function findKeyWithAccount(db: Conn, secretHash: string): Promise<
     if (column.startsWith('key__')) key[column.slice(5)] = value;
     else account[column] = value;
   }
-  return { key: toKey(key), account: toAccount(account) };
+  return { key: toKey(key as KeyDriverRow), account: toAccount(account as AccountDriverRow) }; // split by prefix: the columns are the tables' own
 }
 
-const keyById = statement.first('key-by-id', (c, id) => c('api_keys').where({ id }).first());
+const keyById = statement.first<KeyDriverRow>('key-by-id', (c, id) => c('api_keys').where({ id }).first());
 
 export async function findKey(db: Conn, id: string): Promise<ApiKeyRow | undefined> {
   const row = await query(db, keyById, [id]);
   return row ? toKey(row) : undefined;
 }
 
-const keysOf = statement.rows('keys-of-account', (c, account) => c('api_keys').where({ account_id: account }).orderBy('created_at'));
+const keysOf = statement.rows<KeyDriverRow>('keys-of-account', (c, account) => c('api_keys').where({ account_id: account }).orderBy('created_at'));
 
 export async function listKeys(db: Conn, accountId: string): Promise<ApiKeyRow[]> {
   const rows = await query(db, keysOf, [accountId]);
@@ -176,7 +180,9 @@ const accountLock = statement.rows('account-lock', (c, id) => c('accounts').wher
 const keyUse = statement.write('key-use', (c, id, at) =>
   c('api_keys')
     .where({ id })
-    .where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', at!))
+    .where((q) => {
+      q.whereNull('last_used_at').orWhere('last_used_at', '<', at);
+    })
     .update({ last_used_at: at }),
 );
 

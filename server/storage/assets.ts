@@ -2,6 +2,7 @@
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 import { insertRow, query, statement, type Conn } from './engine/query.ts';
 import { nullableNumber } from './columns.ts';
+import type { DriverRow } from './driver-row.ts';
 
 export type AssetKind = 'image' | 'video' | 'audio';
 export type AssetState = 'processing' | 'ready' | 'failed';
@@ -29,9 +30,11 @@ export interface AssetRow {
 }
 
 /** SQLite returns booleans as 0/1 and big integers as numbers; normalise both drivers. */
-function toAsset(row: Record<string, unknown>): AssetRow {
+type AssetDriverRow = DriverRow<AssetRow, 'size_bytes' | 'width' | 'height' | 'duration_seconds' | 'has_audio'>;
+
+function toAsset(row: AssetDriverRow): AssetRow {
   return {
-    ...(row as unknown as AssetRow),
+    ...row,
     size_bytes: Number(row.size_bytes),
     width: nullableNumber(row.width),
     height: nullableNumber(row.height),
@@ -44,14 +47,14 @@ export async function insertAsset(db: Conn, row: AssetRow): Promise<void> {
   await insertRow(db, 'assets', row);
 }
 
-const assetById = statement.first('asset-by-id', (c, id) => c('assets').where({ id }).first());
+const assetById = statement.first<AssetDriverRow>('asset-by-id', (c, id) => c('assets').where({ id }).first());
 
 export async function findAsset(db: Conn, id: string): Promise<AssetRow | undefined> {
   const row = await query(db, assetById, [id]);
   return row ? toAsset(row) : undefined;
 }
 
-const assetsOfTask = statement.rows('assets-of-task', (c, task) => c('assets').where({ task_id: task }).orderBy('created_at'));
+const assetsOfTask = statement.rows<AssetDriverRow>('assets-of-task', (c, task) => c('assets').where({ task_id: task }).orderBy('created_at'));
 
 export async function listTaskAssets(db: Conn, taskId: string): Promise<AssetRow[]> {
   const rows = await query(db, assetsOfTask, [taskId]);
@@ -66,7 +69,7 @@ export async function markAssetDeleted(db: Conn, id: string, at: string): Promis
 
 /** A page of the assets an account uploaded, newest first (the console's activity). */
 export async function listUploads(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<AssetRow[]> {
-  const page = statement.rows(pageShape('uploads-page', before, limit), (c, account, ...position) =>
+  const page = statement.rows<AssetDriverRow>(pageShape('uploads-page', before, limit), (c, account, ...position) =>
     newestFirst(c('assets').where({ account_id: account, origin: 'upload' }).select('*'), position, limit),
   );
   const rows = await query(db, page, [accountId, ...pageParams(before)]);

@@ -75,7 +75,7 @@ const rowsLock = statement.rows('account-key-balance-lock', (c, account, key) =>
   c('account_balances as ab')
     .where('ab.account_id', account)
     .forUpdate('ab')
-    .join('key_balances as kb', (j) => j.onVal('kb.key_id', key!))
+    .join('key_balances as kb', (j) => j.onVal('kb.key_id', key))
     .select('ab.account_id'),
 );
 
@@ -91,19 +91,19 @@ async function lockRows(trx: Knex.Transaction, accountId: string, keyId: string 
 function figuresQuery(db: Conn, accountId: Value, keyId: Value, month: Value) {
   const q = db('account_balances as ab')
     .join('accounts as a', 'a.id', 'ab.account_id')
-    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month!))
-    .where('ab.account_id', accountId!)
+    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month))
+    .where('ab.account_id', accountId)
     .select('ab.credited', 'ab.paid_pending', 'ab.paid_posted', 'ab.allowance_pending', 'a.llm_allowance', 'a.paid_consent', 'am.allowance_posted');
   if (!keyId) return q;
   return q
     .join('key_balances as kb', (j) => j.onVal('kb.key_id', keyId))
     .join('api_keys as k', 'k.id', 'kb.key_id')
-    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month!))
+    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month))
     .select('kb.pending', 'k.monthly_cap', 'km.posted');
 }
 
-const figuresOfKey = statement.first('figures:key', (c, a, k, m) => figuresQuery(c, a!, k!, m!).limit(1));
-const figuresOfAccount = statement.first('figures', (c, a, m) => figuresQuery(c, a!, null, m!).limit(1));
+const figuresOfKey = statement.first('figures:key', (c, a, k, m) => figuresQuery(c, a, k, m).limit(1));
+const figuresOfAccount = statement.first('figures', (c, a, m) => figuresQuery(c, a, null, m).limit(1));
 
 /**
  * The figures an admission decides on, under the rows' locks for the rest of the
@@ -144,7 +144,7 @@ const keyMove = (c: Conn, key: Value, p: Value) => c('key_balances').where({ key
 // One name each, whether the move waits (`later`) or is checked (`write`): the same SQL.
 const accountMoveLater = statement.later('account-balance-move', (c, ...v) => accountMove(c, v[0]!, v[1]!, v[2]!, v[3]!, v[4]!));
 const accountMoveNow = statement.write('account-balance-move', accountMoveLater.build);
-const keyMoveLater = statement.later('key-balance-move', (c, key, p) => keyMove(c, key!, p!));
+const keyMoveLater = statement.later('key-balance-move', (c, key, p) => keyMove(c, key, p));
 const keyMoveNow = statement.write('key-balance-move', keyMoveLater.build);
 
 // The month and day rows are upserts whose outcome nobody reads: they wait for the
@@ -264,8 +264,8 @@ export async function lockBalance(trx: Knex.Transaction, accountId: string): Pro
 
 const storedAccountFigures = statement.first('account-figures', (c, account, month) =>
   c('account_balances as ab')
-    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month!))
-    .where('ab.account_id', account!)
+    .leftJoin('account_months as am', (j) => j.on('am.account_id', 'ab.account_id').andOnVal('am.month', month))
+    .where('ab.account_id', account)
     .select('ab.*', 'am.allowance_posted as month_allowance_posted')
     .first(),
 );
@@ -281,8 +281,8 @@ export async function accountBalance(db: Conn, accountId: string, month: string)
 
 const storedKeyFigures = statement.first('key-figures', (c, key, month) =>
   c('key_balances as kb')
-    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month!))
-    .where('kb.key_id', key!)
+    .leftJoin('key_months as km', (j) => j.on('km.key_id', 'kb.key_id').andOnVal('km.month', month))
+    .where('kb.key_id', key)
     .select('kb.pending', 'km.posted')
     .first(),
 );
@@ -354,7 +354,7 @@ export function recomputedAccountDays(db: Conn) {
 }
 
 const daysOfAccount = statement.rows<{ day: string; kind: string; posted: unknown }>('account-days', (c, account, from, to) =>
-  c('account_days').where({ account_id: account }).where('day', '>=', from!).where('day', '<=', to!).select('day', 'kind', 'posted').orderBy('day'),
+  c('account_days').where({ account_id: account }).where('day', '>=', from).where('day', '<=', to).select('day', 'kind', 'posted').orderBy('day'),
 );
 
 /** An account's stored charges per UTC day and kind, from day `from` to `to` (YYYY-MM-DD, both included). */

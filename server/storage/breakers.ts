@@ -15,7 +15,7 @@ export interface OpenBreaker {
 }
 
 const openRows = statement.rows<{ model: string; deployment: string; opened_until: string }>('upstream-breakers-open', (c, now) =>
-  c('upstream_breakers').whereNotNull('opened_until').where('opened_until', '>', now!).select('model', 'deployment', 'opened_until'),
+  c('upstream_breakers').whereNotNull('opened_until').where('opened_until', '>', now).select('model', 'deployment', 'opened_until'),
 );
 const upsert = statement.write('upstream-breaker-write', (c, model, deployment, until, at) =>
   c('upstream_breakers').insert({ model, deployment, opened_until: until, updated_at: at }).onConflict(['model', 'deployment']).merge(['opened_until', 'updated_at']),

@@ -94,8 +94,8 @@ const liveSessions = statement.first<{ n: number | string }>('console-live-sessi
   c('console_sessions')
     .where({ login_id: login })
     .whereNull('revoked_at')
-    .where('expires_at', '>', now!)
-    .where('idle_expires_at', '>', now!)
+    .where('expires_at', '>', now)
+    .where('idle_expires_at', '>', now)
     .count({ n: '*' })
     .first(),
 );
@@ -147,7 +147,7 @@ const attemptRelease = statement.write('console-attempt-release', (c, subject, w
 );
 
 const knownAddress = statement.first<{ login_id: string }>('console-known-address', (c, login, network, since) =>
-  c('console_known_addresses').where({ login_id: login, network }).where('signed_in_at', '>=', since!).first('login_id'),
+  c('console_known_addresses').where({ login_id: login, network }).where('signed_in_at', '>=', since).first('login_id'),
 );
 
 /** Whether the login signed in successfully from `network` at or after `since`. */
@@ -167,7 +167,7 @@ export async function rememberAddress(db: Db, loginId: string, network: string, 
 const inviteConsume = statement.write('console-invite-consume', (c, id, tokenHash, now, passwordHash) =>
   c('console_logins')
     .where({ id, invite_token_hash: tokenHash })
-    .where('invite_expires_at', '>', now!)
+    .where('invite_expires_at', '>', now)
     .update({ password_hash: passwordHash, invite_token_hash: null, invite_expires_at: null, updated_at: now }),
 );
 
@@ -180,9 +180,9 @@ export async function consumeInvite(conn: Conn, loginId: string, tokenHash: stri
   return (await query(conn, inviteConsume, [loginId, tokenHash, now, passwordHash])).changes === 1;
 }
 
-const attemptsPrune = statement.write('console-attempts-prune', (c, before) => c('console_attempts').where('window_started_at', '<', before!).delete());
-const sessionsPrune = statement.write('console-sessions-prune', (c, before) => c('console_sessions').where('expires_at', '<', before!).delete());
-const knownPrune = statement.write('console-known-addresses-prune', (c, before) => c('console_known_addresses').where('signed_in_at', '<', before!).delete());
+const attemptsPrune = statement.write('console-attempts-prune', (c, before) => c('console_attempts').where('window_started_at', '<', before).delete());
+const sessionsPrune = statement.write('console-sessions-prune', (c, before) => c('console_sessions').where('expires_at', '<', before).delete());
+const knownPrune = statement.write('console-known-addresses-prune', (c, before) => c('console_known_addresses').where('signed_in_at', '<', before).delete());
 
 /** Deletes attempt windows that started before `before`, sessions that ended before `before`, and networks last signed in from before `knownBefore`. */
 export async function prune(db: Db, before: string, knownBefore: string): Promise<void> {

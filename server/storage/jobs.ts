@@ -76,8 +76,9 @@ export async function enqueue(db: Conn, taskId: string, accountId: string, nowIs
 const NO_CAP = 2 ** 31 - 1;
 
 /** Whether a queued job may be claimed at `now` (past its backoff), on table alias `t`. */
-const due = (c: Conn, t: string, at: LeaseTime, now: Value) => (w: Knex.QueryBuilder) =>
+const due = (c: Conn, t: string, at: LeaseTime, now: Value) => (w: Knex.QueryBuilder) => {
   w.whereNull(`${t}.retry_at`).orWhere(`${t}.retry_at`, '<=', moment(c, at === DATABASE_CLOCK, now));
+};
 
 /**
  * The account of the lane to serve next: the least recently served (lowest

@@ -19,7 +19,13 @@ export interface PagePosition {
 export function newestFirst<Q extends Knex.QueryBuilder>(query: Q, position: readonly Value[], limit: number): Q {
   query.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(limit);
   const [createdAt, id] = position;
-  if (position.length) query.andWhere((w) => w.where('created_at', '<', createdAt!).orWhere((same) => same.where('created_at', createdAt!).andWhere('id', '<', id!)));
+  if (position.length) {
+    query.andWhere((w) => {
+      w.where('created_at', '<', createdAt).orWhere((same) => {
+        same.where('created_at', createdAt).andWhere('id', '<', id);
+      });
+    });
+  }
   return query;
 }
 

@@ -21,7 +21,7 @@ export async function insertModerationRecord(db: Conn, row: ModerationRecordRow)
 }
 
 const recentRecords = statement.first<{ n: number | string }>('moderation-records-recent-count', (c, account, since) =>
-  c('moderation_records').where({ account_id: account }).whereNull('cleared_at').where('created_at', '>=', since!).count({ n: '*' }).first(),
+  c('moderation_records').where({ account_id: account }).whereNull('cleared_at').where('created_at', '>=', since).count({ n: '*' }).first(),
 );
 
 /** Records of an account not cleared, created at or after `since`. */

@@ -17,7 +17,11 @@ export async function signingKeys(db: Db, since: string): Promise<{ current: Sig
 }
 
 const keysSince = statement.rows<SigningKeyRow>('signing-keys-since', (c, since) =>
-  c('signing_keys').where((q) => q.whereNull('retired_at').orWhere('retired_at', '>', since!)).orderBy('id', 'desc'),
+  c('signing_keys')
+    .where((q) => {
+      q.whereNull('retired_at').orWhere('retired_at', '>', since);
+    })
+    .orderBy('id', 'desc'),
 );
 const liveKeys = statement.rows<SigningKeyRow>('signing-keys-live', (c) => c('signing_keys').whereNull('retired_at').orderBy('id'));
 const currentKey = statement.first<SigningKeyRow>('signing-key-current', (c) => c('signing_keys').whereNull('retired_at').orderBy('id').first());

@@ -169,7 +169,7 @@ export async function expiredOutputs(db: Conn, nowIso: string, limit: number): P
   return query(db, expired(limit), [nowIso]);
 }
 
-const withMoney = statement.rows('tasks-with-money', (c) =>
+const withMoney = statement.rows<TaskRow & { hold: unknown; charged: unknown; released: unknown; rstate: unknown }>('tasks-with-money', (c) =>
   c('tasks as t')
     .join('reservations as r', 'r.id', 't.reservation_id')
     .select('t.*', c.raw('(r.hold_allowance + r.hold_paid) as hold'), 'r.charged', 'r.released', 'r.state as rstate'),
@@ -178,7 +178,7 @@ const withMoney = statement.rows('tasks-with-money', (c) =>
 /** Terminal tasks with their reservation amounts (for ledger verify). */
 export async function tasksWithMoney(db: Conn): Promise<Array<TaskRow & { hold: number; charged: number; released: number; rstate: string }>> {
   const rows = await query(db, withMoney);
-  return rows.map((r) => ({ ...(r as unknown as TaskRow), hold: Number(r.hold), charged: Number(r.charged), released: Number(r.released), rstate: String(r.rstate) }));
+  return rows.map((r) => ({ ...r, hold: Number(r.hold), charged: Number(r.charged), released: Number(r.released), rstate: String(r.rstate) }));
 }
 
 const outputPrices = statement.first<{ total: number | string | null }>('task-output-prices', (c, taskId) => c('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first());

@@ -4,6 +4,7 @@ import { isSqlite } from './db.ts';
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 import { insertRow, query, statement, type Conn, type Value } from './engine/query.ts';
 import { nullableNumber } from './columns.ts';
+import type { DriverRow } from './driver-row.ts';
 
 export interface VoiceRow {
   id: string;
@@ -21,15 +22,17 @@ export interface VoiceRow {
   created_at: string;
 }
 
-function toVoice(row: Record<string, unknown>): VoiceRow {
-  return { ...(row as unknown as VoiceRow), duration_seconds: nullableNumber(row.duration_seconds) };
+type VoiceDriverRow = DriverRow<VoiceRow, 'duration_seconds'>;
+
+function toVoice(row: VoiceDriverRow): VoiceRow {
+  return { ...row, duration_seconds: nullableNumber(row.duration_seconds) };
 }
 
 export async function insertVoice(db: Conn, row: VoiceRow): Promise<void> {
   await insertRow(db, 'voices', row);
 }
 
-const voiceById = statement.first('voice-by-id', (c, id) => c('voices').where({ id }).first());
+const voiceById = statement.first<VoiceDriverRow>('voice-by-id', (c, id) => c('voices').where({ id }).first());
 
 export async function findVoice(db: Conn, id: string): Promise<VoiceRow | undefined> {
   const row = await query(db, voiceById, [id]);
@@ -71,7 +74,11 @@ function filtered(c: Conn, q: VoiceQuery, [account, exact, prefix, ...ids]: Valu
   const voices = c('voices').where({ state: 'ready' });
   if (q.scope === 'mine') voices.where({ account_id: account!, visibility: 'private' });
   else voices.where({ visibility: 'public' });
-  if (q.language) voices.where((w) => w.whereRaw('lower(language) = ?', [exact!]).orWhereRaw('lower(language) like ?', [prefix!]));
+  if (q.language) {
+    voices.where((w) => {
+      w.whereRaw('lower(language) = ?', [exact!]).orWhereRaw('lower(language) like ?', [prefix!]);
+    });
+  }
   if (q.ids) voices.whereIn('id', ids as string[]);
   return voices;
 }
@@ -100,7 +107,7 @@ export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: Voice
   const binary = isSqlite(db) ? '' : ' COLLATE "C"';
   const order = q.scope === 'mine' ? `created_at${binary} DESC, id${binary} DESC` : `name${binary} ASC, id${binary} ASC`;
   // The offset is a parameter (bound, as knex binds it); the page size is the shape.
-  const page = statement.rows(`voices-page:${filterShape(q)}:${q.limit}`, (c, offset, ...v) =>
+  const page = statement.rows<VoiceDriverRow>(`voices-page:${filterShape(q)}:${q.limit}`, (c, offset, ...v) =>
     filtered(c, q, filterArgs(q, v)).orderByRaw(order).offset(c.raw('?', [offset]) as unknown as number).limit(q.limit),
   );
   const rows = await query(db, page, [q.offset, ...params]);
@@ -109,7 +116,7 @@ export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: Voice
 
 /** A page of an account's own voices, newest first (the console's activity). */
 export async function listAccountVoices(db: Conn, accountId: string, before: PagePosition | undefined, limit: number): Promise<VoiceRow[]> {
-  const page = statement.rows(pageShape('account-voices-page', before, limit), (c, account, ...position) =>
+  const page = statement.rows<VoiceDriverRow>(pageShape('account-voices-page', before, limit), (c, account, ...position) =>
     newestFirst(c('voices').where({ account_id: account }).select('*'), position, limit),
   );
   const rows = await query(db, page, [accountId, ...pageParams(before)]);

@@ -98,7 +98,8 @@ function generate(providers: MediaProviders, job: MediaJob, tools: MediaTools): 
  * 10 %), measured from its bytes: recorded in the log, since a remote provider
  * may answer the nearest it offers.
  */
-export function mismatch(request: Record<string, unknown>, asset: { width: number | null; height: number | null; duration_seconds: number | null }): Record<string, unknown> | undefined {
+export function mismatch(job: object, asset: { width: number | null; height: number | null; duration_seconds: number | null }): Record<string, unknown> | undefined {
+  const request = job as Readonly<Record<string, unknown>>; // read by field name: each kind's request has its own fields
   const out: Record<string, unknown> = {};
   if (typeof request.width === 'number' && asset.width !== null && (asset.width !== request.width || asset.height !== request.height)) {
     out.requestedSize = `${request.width}x${request.height}`;
@@ -147,7 +148,7 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
   const copies: Array<() => Promise<void>> = [];
   const tools = toolsFor(ctx, task.id, task.account_id, copies);
   try {
-    await runSlots(ctx, job, task, request as JobRequests[typeof task.kind], scenarios, tools);
+    await runSlots(ctx, job, task, request, scenarios, tools);
   } finally {
     // Temp copies of references kept in object storage: always removed.
     await Promise.all(copies.map((release) => release().catch(() => undefined)));
@@ -191,7 +192,7 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
             await tasks.outputSucceeded(trx, task.id, slot.idx, stored.id);
           },
         });
-        const differs = mismatch(request as unknown as Record<string, unknown>, asset);
+        const differs = mismatch(request, asset);
         if (differs) ctx.logger.warn({ taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs }, 'output differs from the request');
       } catch (error) {
         // A store is down, not the generator: the output is kept for the attempt that stores it.

@@ -8,15 +8,12 @@
  */
 import os from 'node:os';
 import crypto from 'node:crypto';
-import fsp from 'node:fs/promises';
-import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import * as tasks from '../domain/tasks.ts';
 import { sweepTemp } from '../storage/blobs.ts';
 import { expireOutputs } from '../domain/retention.ts';
 import type { Scenario } from '../domain/scenarios.ts';
-import type { Clock } from '../domain/clock.ts';
 import { finishTask } from '../domain/tasks.ts';
 export { leaseTime, retryBackoffMs } from './timing.ts';
 import { LeaseLostError, LeftForRecoveryError, runJob, type JobContext } from './run-job.ts';

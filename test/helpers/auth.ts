@@ -35,7 +35,7 @@ export async function changeElsewhere(dataDir: string, action: 'revoke' | 'block
     env: { ...process.env, ...(await dbEnvFor(dataDir)) },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
-  const lines = readline.createInterface({ input: child.stdout! });
+  const lines = readline.createInterface({ input: child.stdout });
   const next = () => new Promise<string>((resolve, reject) => {
     lines.once('line', resolve);
     child.once('exit', (code) => reject(new Error(`account-change child exited with ${code}`)));
@@ -45,7 +45,7 @@ export async function changeElsewhere(dataDir: string, action: 'revoke' | 'block
   return {
     async go() {
       const done = next();
-      child.stdin!.write('go\n');
+      child.stdin.write('go\n');
       if ((await done) !== 'done') throw new Error('account-change child failed');
       await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(undefined)));
     },

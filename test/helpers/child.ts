@@ -53,7 +53,7 @@ export async function startServerChild(env: Record<string, string> & { DATA_DIR:
       child.kill('SIGKILL');
       reject(new Error(`the server child did not start within ${timeoutMs} ms\n${stderr}`));
     }, timeoutMs);
-    const lines = readline.createInterface({ input: child.stdout! });
+    const lines = readline.createInterface({ input: child.stdout });
     lines.on('line', (line) => {
       let entry: Record<string, unknown>;
       try {

@@ -46,7 +46,7 @@ export function databaseUrlFor(dataDir: string): Promise<string | undefined> {
   if (!url) {
     const name = `${TEST_DB_PREFIX}${process.pid}_${counter++}_${Date.now().toString(36)}`;
     url = maintenance(`CREATE DATABASE "${name}" ${CREATE_OPTIONS}`).then(() => {
-      const u = new URL(TEST_DATABASE_URL!);
+      const u = new URL(TEST_DATABASE_URL);
       u.pathname = `/${name}`;
       return u.toString();
     });

@@ -26,7 +26,7 @@ export function importsOf(file: string): Import[] {
   const found: Import[] = [];
   const pattern = /^(?:import|export)\s+(type\s+)?(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
   for (const m of text.matchAll(pattern)) {
-    const spec = (m[2] ?? m[3])!;
+    const spec = (m[2] ?? m[3]);
     const target = spec.startsWith('.') ? path.relative(SERVER, path.resolve(path.dirname(path.join(SERVER, file)), spec)) : spec;
     found.push({ target, typeOnly: m[1] !== undefined });
   }

@@ -31,7 +31,7 @@ export async function until<T>(what: string, probe: () => Promise<T | NotYet> | 
   const end = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
-    if (value !== undefined && value !== false) return value as T;
+    if (value !== undefined && value !== false) return value;
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }

@@ -71,8 +71,8 @@ function operationsOf(name: ContractName): Operation[] {
   const doc = normalise(JSON.parse(fs.readFileSync(path.join(DIR, `${name}.json`), 'utf8')) as Json) as { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: Json }> }; responses: Record<string, { content?: Record<string, { schema: Json }> }> }>> };
   const plain = ajvFor(false);
   const coercing = ajvFor(true); // multipart fields arrive as text
-  plain.addSchema(doc as never, name);
-  coercing.addSchema(doc as never, name);
+  plain.addSchema(doc, name);
+  coercing.addSchema(doc, name);
   const pointer = (p: string) => `${name}#/paths/${p.replace(/~/g, '~0').replace(/\//g, '~1')}`;
   const ops: Operation[] = [];
   for (const [p, methods] of Object.entries(doc.paths)) {

@@ -91,7 +91,7 @@ describe('parsing a provider answer', () => {
         { timeSeconds: 5, reason: 'representative' },
       ],
     });
-    assert.ok(!('segments' in x!), 'no segments key when the answer had none');
+    assert.ok(!('segments' in x), 'no segments key when the answer had none');
   });
 
   it('when segments overlap, run past the end or come unordered, then they are clamped, ordered and made disjoint', () => {

@@ -15,7 +15,7 @@ import http from 'node:http';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import express from 'express';
-import knex, { type Knex } from 'knex';
+import knex from 'knex';
 import pino from 'pino';
 import SqliteDialect from 'knex/lib/dialects/sqlite3/index.js';
 
@@ -40,7 +40,7 @@ describe('borrowed internals', () => {
   it('when knex is used past its API (server/storage/engine/knex-adapter.ts), then what the adapter relies on is there', async () => {
     const check = tripwire('knex', 'server/storage/engine/knex-adapter.ts');
     check(typeof (SqliteDialect as unknown as { prototype: { queryCompiler?: unknown } }).prototype.queryCompiler === 'function', 'the SQLite dialect class (knex/lib/dialects/sqlite3) with a queryCompiler method');
-    const db = knex({ client: SqliteDialect as unknown as typeof Knex.Client, connection: { filename: ':memory:' }, useNullAsDefault: true });
+    const db = knex({ client: SqliteDialect, connection: { filename: ':memory:' }, useNullAsDefault: true });
     try {
       const builder = db('t').select('a').limit(1);
       const single = (builder as unknown as { _single?: Record<string, unknown> })._single;

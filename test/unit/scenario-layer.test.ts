@@ -86,7 +86,7 @@ function streaming(words: string[], admit?: boolean): TextProvider {
     promptTokenUpperBound: () => 10,
     ...(admit !== undefined && { admit: () => admit }),
     async *generate() {
-      for (const w of words) yield { type: 'delta', content: w } as TextEvent;
+      for (const w of words) yield { type: 'delta', content: w };
       yield { type: 'finish', finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } };
     },
   };

@@ -63,8 +63,8 @@ function collect(value: unknown, path: FieldPath, name: string, out: ModerationT
   const [head, ...rest] = path;
   if (head === '*') {
     if (Array.isArray(value)) value.forEach((item, i) => collect(item, rest, `${name}[${i}]`, out));
-  } else if (isObject(value) && Object.hasOwn(value, head!)) {
-    collect(value[head!], rest, name === '' ? head! : `${name}.${head}`, out);
+  } else if (isObject(value) && Object.hasOwn(value, head)) {
+    collect(value[head], rest, name === '' ? head : `${name}.${head}`, out);
   }
 }
 

@@ -158,14 +158,14 @@ class LetterTrie {
     let node = this.building;
     for (const c of word) {
       let next = node.get(c);
-      if (next === undefined) node.set(c, (next = new Map()));
+      if (next === undefined) node.set(c, (next = new Map<string, PrefixNode>()));
       node = next;
     }
   }
 
   /** Packs the maps into the arrays, in breadth-first order; no word is added after. */
   pack(): void {
-    const order: PrefixNode[] = [this.building ?? new Map()];
+    const order: PrefixNode[] = [this.building ?? new Map<string, PrefixNode>()];
     for (let n = 0; n < order.length; n++) for (const child of order[n]!.values()) order.push(child);
     const ids = new Map(order.map((node, id) => [node, id]));
     this.first = new Int32Array(order.length + 1);

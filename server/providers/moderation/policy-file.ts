@@ -77,7 +77,7 @@ function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent
   if (typeof gap !== 'number' || !Number.isInteger(gap) || gap < 0 || gap > 10) throw new Error(`${where}: gap must be a whole number from 0 to 10`);
   if (i.across !== undefined && typeof i.across !== 'boolean') throw new Error(`${where}: across must be true or false`);
   if (i.thenNot !== undefined && (typeof i.thenNot !== 'string' || !concepts.has(i.thenNot))) throw new Error(`${where}: thenNot must name a concept`);
-  return { seq, all, unless: names('unless'), gap, across: i.across === true, thenNot: i.thenNot as string | undefined };
+  return { seq, all, unless: names('unless'), gap, across: i.across === true, thenNot: i.thenNot };
 }
 
 function parseCategory(raw: unknown, where: string, vocabulary: Vocabulary, concepts: Set<string>): ModerationCategory {

@@ -37,7 +37,7 @@ export interface RemoteMedia {
  */
 export function discoveredCatalog(catalog: Catalog, remote: RemoteMedia): Catalog {
   const models = catalog.publicModels().map((m) => {
-    const capabilities = remote.byModel[m.id]?.capabilities?.(m.id, m.capabilities as Record<string, unknown>);
+    const capabilities = remote.byModel[m.id]?.capabilities?.(m.id, m.capabilities);
     return capabilities ? { ...m, capabilities } : m;
   });
   return { ...catalog, publicModels: () => models };

@@ -99,7 +99,7 @@ export function parseInputMapping(input: unknown, kind: MediaKind, where: string
 
 /** The model's input for a job request: placeholders filled, a lone placeholder keeping its type; null fields left out. */
 export function inputFor(entry: { input: Record<string, unknown> }, request: JobRequests[MediaKind]): Record<string, unknown> {
-  const fields = request as unknown as Record<string, unknown>;
+  const fields: Readonly<Record<string, unknown>> = { ...request }; // read by the names the catalog's mapping gives
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(entry.input)) {
     if (typeof value !== 'string') {

@@ -293,6 +293,6 @@ export const openAiImages: RemoteProviderDescriptor = {
       idempotent: config.imageUpstreamIdempotent,
       ...(typeof caps.maxPromptChars === 'number' && { maxPromptChars: { [model.id]: caps.maxPromptChars } }),
       ...common,
-    }) as MediaProvider;
+    });
   },
 };

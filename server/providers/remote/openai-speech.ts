@@ -127,6 +127,6 @@ export const openAiSpeech: RemoteProviderDescriptor = {
       voices: config.speechUpstreamVoices,
       idempotent: config.speechUpstreamIdempotent,
       ...common,
-    }) as MediaProvider;
+    });
   },
 };

@@ -74,7 +74,7 @@ function checkedLookup(allow: FetchAllow): LookupFunction {
         return void (callback as (e: Error) => void)(refused as Error);
       }
       if (addresses.length === 0) return void (callback as (e: Error) => void)(new AddressRefused(`no address for ${hostname}`));
-      if (options.all) (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, addresses);
+      if (options.all) (callback as (e: null, a: dns.LookupAddress[]) => void)(null, addresses);
       else callback(null, addresses[0]!.address, addresses[0]!.family);
     });
   };

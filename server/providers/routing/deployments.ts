@@ -82,7 +82,7 @@ export function parseDeployments(raw: unknown, keys: Record<string, string>, pro
     if (!Array.isArray(names) || names.some((n) => typeof n !== 'string')) throw new Error(`${at}.keys must be a list of names from UPSTREAM_KEYS`);
     const pool = (names as string[]).map((name) => {
       if (!Object.hasOwn(keys, name)) throw new Error(`${at}: key ${name} is not named in UPSTREAM_KEYS`);
-      return keys[name] as string;
+      return keys[name];
     });
     const entry: DeploymentEntry = { id, provider, keys: pool, weight: whole(d.weight, 1, 1, `${at}.weight`), priority: whole(d.priority, 0, 0, `${at}.priority`), raw: d };
     const url = text(d.url, `${at}.url`);
@@ -113,7 +113,7 @@ export function deploymentsOf<P>(entries: DeploymentEntry[], make: (entry: Deplo
 
 /** The pool's next provider (keys used in turn). */
 export function nextOf<P>(deployment: Deployment<P>): P {
-  const provider = deployment.pool[deployment.turn % deployment.pool.length] as P;
+  const provider = deployment.pool[deployment.turn % deployment.pool.length];
   deployment.turn = (deployment.turn + 1) % deployment.pool.length;
   return provider;
 }
@@ -126,7 +126,7 @@ function weightedShuffle<P>(list: Array<Deployment<P>>, random: () => number): A
     const total = left.reduce((sum, d) => sum + d.weight, 0);
     let draw = random() * total;
     let i = 0;
-    while (i < left.length - 1 && draw >= (left[i] as Deployment<P>).weight) draw -= (left[i++] as Deployment<P>).weight;
+    while (i < left.length - 1 && draw >= left[i].weight) draw -= left[i++].weight;
     out.push(...left.splice(i, 1));
   }
   return out;
@@ -177,7 +177,7 @@ const routed = new Map<string, Array<Deployment<unknown>>>();
 
 /** Registers a model's deployments for /metrics (a later registration of the same model replaces it). */
 export function registerDeployments<P>(model: string, deployments: Array<Deployment<P>>): void {
-  routed.set(model, deployments as Array<Deployment<unknown>>);
+  routed.set(model, deployments);
   // Each breaker joins the state shared between processes (shared.ts), read and written once sharing starts.
   for (const d of deployments) d.breaker.sharing = sharingOf(model, d.id);
 }

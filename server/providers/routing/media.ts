@@ -53,7 +53,7 @@ export class RoutedMediaProvider implements MediaProvider {
 
   /** The preferred deployment's provider: what discovery and voices show. */
   private get primary(): MediaProvider {
-    return tryOrder(this.deployments, () => 0)[0]?.pool[0] ?? (this.deployments[0]!.pool[0] as MediaProvider);
+    return tryOrder(this.deployments, () => 0)[0]?.pool[0] ?? this.deployments[0]!.pool[0];
   }
 
   /** Refused (503 before anything is claimed) when every deployment's breaker is open. */
@@ -69,7 +69,7 @@ export class RoutedMediaProvider implements MediaProvider {
   /** A request any deployment cannot take is refused: the slot may go to any of them. */
   requestProblem(model: string, request: JobRequests[MediaKind]): string | undefined {
     for (const d of this.deployments) {
-      const problem = d.pool[0]?.requestProblem?.(model, request as never);
+      const problem = d.pool[0]?.requestProblem?.(model, request);
       if (problem) return problem;
     }
     return undefined;

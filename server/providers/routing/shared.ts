@@ -70,7 +70,7 @@ export function shareBreakers(shared: SharedBreakerStore, options: { refreshMs?:
   store = shared;
   report = options.onError ?? (() => undefined);
   const tick = () => refresh(shared).catch((error: unknown) => report(error, 'read'));
-  const timer = setInterval(tick, options.refreshMs ?? SHARED_BREAKER_REFRESH_MS);
+  const timer = setInterval(() => void tick(), options.refreshMs ?? SHARED_BREAKER_REFRESH_MS); // tick catches its own failure
   timer.unref();
   return {
     ready: tick(),

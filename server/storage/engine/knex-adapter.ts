@@ -80,8 +80,8 @@ const notHere = (what: string) => () => {
 function kitOf(db: Knex): Kit {
   let kit = kits.get(db);
   if (kit) return kit;
-  const root = db.client as unknown as Record<string, AnyFunction>;
-  const client = Object.create(db.client) as TxClient & Record<string, unknown>;
+  const root = db.client as Record<string, AnyFunction>; // knex types its client `any`
+  const client = Object.create(root) as TxClient & Record<string, unknown>;
   own(client, {
     transacting: true,
     acquireConnection(this: TxClient) {
@@ -91,10 +91,10 @@ function kitOf(db: Knex): Kit {
       return Promise.resolve();
     },
     query(this: TxClient, conn: unknown, ...rest: unknown[]) {
-      return refusal(this, conn) ?? root.query!.call(this, conn as never, ...(rest as never[]));
+      return refusal(this, conn) ?? root.query.call(this, conn as never, ...(rest as never[]));
     },
     stream(this: TxClient, conn: unknown, ...rest: unknown[]) {
-      return refusal(this, conn) ?? root.stream!.call(this, conn as never, ...(rest as never[]));
+      return refusal(this, conn) ?? root.stream.call(this, conn as never, ...(rest as never[]));
     },
   });
   const context = Object.create((db as unknown as { context: object }).context) as Record<string, unknown>;

@@ -101,7 +101,7 @@ function shapeOf(config: unknown, values: unknown): { text: string | undefined; 
 }
 
 /** The last result of a multi-statement query (the COMMIT's), as a single statement would give it. */
-const last = (result: unknown) => (Array.isArray(result) ? result[result.length - 1] : result);
+const last = (result: unknown): unknown => (Array.isArray(result) ? result[result.length - 1] : result);
 
 /** What a query gives back as its callback's result, for a statement not sent (a held BEGIN, a ROLLBACK of nothing). */
 const unsent = (command: string) => ({ command, rows: [], rowCount: null, fields: [] });

@@ -141,10 +141,10 @@ const isTransaction = (conn: Conn): conn is Knex.Transaction => (conn as { isTra
 
 /** Runs `st` with `params` on `conn` (see the table above for where). */
 export async function query<K extends Kind, R>(conn: Conn, st: Statement<K, R>, params: readonly Value[] = []): Promise<Result<K, R>> {
-  if (CHECK_SHAPES) checkShape(conn, st as unknown as Statement, params);
+  if (CHECK_SHAPES) checkShape(conn, st, params);
   try {
     if (databaseFaults.statement) await databaseFaults.statement(st.name, conn);
-    return (await run(conn, st as unknown as Statement, params)) as Result<K, R>;
+    return (await run(conn, st, params)) as Result<K, R>;
   } catch (error) {
     // The database unreachable or refusing work (not a wrong statement): counted by statement for /metrics.
     if (isDatabaseFailure(error)) countStoreError('database', st.name, error);
@@ -152,7 +152,7 @@ export async function query<K extends Kind, R>(conn: Conn, st: Statement<K, R>, 
   }
 }
 
-async function run(conn: Conn, st: Statement, params: readonly Value[]): Promise<unknown> {
+async function run(conn: Conn, st: Statement<Kind, unknown>, params: readonly Value[]): Promise<unknown> {
   switch (st.kind) {
     case 'rows':
       return isTransaction(conn) ? (await execute(conn, st.name, st.build, params)).rows : readRows(conn, st.name, st.build, params);
@@ -160,7 +160,7 @@ async function run(conn: Conn, st: Statement, params: readonly Value[]): Promise
       return (isTransaction(conn) ? (await execute(conn, st.name, st.build, params)).rows : await readRows(conn, st.name, st.build, params))[0];
     case 'byKey':
       if (isTransaction(conn)) return (await execute(conn, `${st.name}:key`, keyed(st), params)).rows;
-      return readByKey(conn, st.name, st.build as unknown as KeyedBuild, st.keyColumn!, String(params[0]));
+      return readByKey(conn, st.name, st.build as KeyedBuild, st.keyColumn!, String(params[0]));
     case 'write':
       return execute(conn, st.name, st.build, params);
     case 'later':
@@ -171,7 +171,7 @@ async function run(conn: Conn, st: Statement, params: readonly Value[]): Promise
 }
 
 /** A byKey statement as a read of its one key (in a transaction; and what the shape check compiles). */
-const keyed = (st: Statement): Build => (c, key) => (st.build(c) as Knex.QueryBuilder).where(st.keyColumn!, key).select({ [KEY_COLUMN]: st.keyColumn! });
+const keyed = (st: Statement<Kind, unknown>): Build => (c, key) => (st.build(c) as Knex.QueryBuilder).where(st.keyColumn!, key).select({ [KEY_COLUMN]: st.keyColumn! });
 
 /**
  * Under the test runner (node --test sets NODE_TEST_CONTEXT) or NODE_ENV=test:
@@ -181,7 +181,7 @@ const keyed = (st: Statement): Build => (c, key) => (st.build(c) as Knex.QueryBu
 const CHECK_SHAPES = process.env.NODE_TEST_CONTEXT !== undefined || process.env.NODE_ENV === 'test';
 const shapes = new Map<string, string>();
 
-function checkShape(conn: Conn, st: Statement, params: readonly Value[]): void {
+function checkShape(conn: Conn, st: Statement<Kind, unknown>, params: readonly Value[]): void {
   if (st.kind === 'dynamic') return;
   // compile() throws when a parameter is not bound as a value.
   const { sql } = compile(conn, st.kind === 'byKey' ? keyed(st) : st.build, params.length);

@@ -170,7 +170,7 @@ export class ReadConnection {
     this.plans.clear();
     const results = await Promise.allSettled(this.lanes.map(({ conn }) => closeConnection(conn)));
     const failed = results.find((r) => r.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    if (failed) throw failed.reason;
   }
 }
 

@@ -154,7 +154,7 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   conn.exec = ((sql: string, callback?: (error: Error | null) => void) => {
     afterDeferred(sql, () => void original.exec(sql, callback), (error) => callback?.(error), () => callback?.(null));
     return conn;
-  }) as typeof conn.exec;
+  });
   const deferring = conn as DeferringConnection;
   deferring.defer = (sql) => void deferred.push(sql);
   deferring.flushDeferred = (callback) => (deferred.length === 0 ? callback(null) : flush(() => callback(null), callback));
@@ -164,7 +164,7 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
     entries.clear();
     void Promise.all(pending).then(() => original.close(callback));
     return conn;
-  }) as typeof conn.close;
+  });
   return deferring;
 }
 
