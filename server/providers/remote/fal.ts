@@ -168,6 +168,6 @@ export const fal: RemoteProviderDescriptor = {
     const kind = model.kind as MediaKind;
     const linked = config.publicBaseUrl !== undefined;
     const entry = parseFalEntry(model.providerEntry, kind, where, model.listedCapabilities, linked);
-    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, readsPerMinute: config.falReadsPerMinute, linked, ...common }) as MediaProvider;
+    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, readsPerMinute: config.falReadsPerMinute, linked, ...common });
   },
 };

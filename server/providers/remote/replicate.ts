@@ -69,7 +69,7 @@ export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string
   if ((model === undefined) === (version === undefined)) throw new Error(`${where}: replicate needs exactly one of model and version`);
   const input = parseInputMapping(r.input, kind, where, 'replicate.input');
   const accepts = parseAccepts(r.accepts, kind, input, listed, where, 'replicate.accepts', linked);
-  return { ...(model !== undefined && { model: model as string }), ...(version !== undefined && { version: version as string }), input, accepts };
+  return { ...(model !== undefined && { model: model }), ...(version !== undefined && { version: version }), input, accepts };
 }
 
 // The tests and docs reach the mapping through this module too.
@@ -191,6 +191,6 @@ export const replicate: RemoteProviderDescriptor = {
     const kind = model.kind as MediaKind;
     const linked = config.publicBaseUrl !== undefined;
     const entry = parseReplicateEntry(model.providerEntry, kind, where, model.listedCapabilities, linked);
-    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, readsPerMinute: config.replicateReadsPerMinute, linked, ...common }) as MediaProvider;
+    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, readsPerMinute: config.replicateReadsPerMinute, linked, ...common });
   },
 };
