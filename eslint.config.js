@@ -16,7 +16,9 @@ import tseslint from 'typescript-eslint';
  * by the config's serialised form, in which a plugin is only its name and
  * version, so an edit here must change the version to re-lint.
  */
-const version = createHash('sha1').update(readFileSync(import.meta.filename)).digest('hex');
+const version = createHash('sha1')
+  .update(readFileSync(import.meta.filename))
+  .digest('hex');
 
 /**
  * no-unnecessary-type-assertion, except on an indexed read (`list[i]!`): with
@@ -29,7 +31,8 @@ const indexedRead = (node) => node?.type === 'TSNonNullExpression' && node.expre
 const unnecessaryAssertion = {
   ...base,
   create(context) {
-    const report = (descriptor) => (indexedRead(descriptor.node) || descriptor.messageId === 'contextuallyInferredTypeArguments' ? undefined : context.report(descriptor));
+    const report = (descriptor) =>
+      indexedRead(descriptor.node) || descriptor.messageId === 'contextuallyInferredTypeArguments' ? undefined : context.report(descriptor);
     return base.create(Object.create(context, { report: { value: report } }));
   },
 };
@@ -43,7 +46,10 @@ const everywhere = {
   '@typescript-eslint/no-misused-promises': 'error',
   '@typescript-eslint/await-thenable': 'error',
   '@typescript-eslint/return-await': ['error', 'in-try-catch'],
-  '@typescript-eslint/no-unused-vars': ['error', { args: 'after-used', argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true }],
+  '@typescript-eslint/no-unused-vars': [
+    'error',
+    { args: 'after-used', argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true },
+  ],
   'local/no-unnecessary-type-assertion': 'error',
 };
 
@@ -56,13 +62,28 @@ const shipped = {
 
 export default tseslint.config(
   {
-    ignores: ['**/node_modules/', 'dist/', 'client/dist/', 'generated/', 'client/generated/', 'test/generated-clients/hey-api.ts', 'test/generated-clients/orval.ts', 'test/fixtures/', 'data/', '.scratch*/', 'test-artifacts/'],
+    ignores: [
+      '**/node_modules/',
+      'dist/',
+      'client/dist/',
+      'generated/',
+      'client/generated/',
+      'test/generated-clients/hey-api.ts',
+      'test/generated-clients/orval.ts',
+      'test/fixtures/',
+      'data/',
+      '.scratch*/',
+      'test-artifacts/',
+    ],
   },
   { linterOptions: { reportUnusedDisableDirectives: 'error' } },
   {
     files: ['**/*.ts'],
     languageOptions: { parser: tseslint.parser, parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
-    plugins: { '@typescript-eslint': tseslint.plugin, local: { meta: { name: 'local', version }, rules: { 'no-unnecessary-type-assertion': unnecessaryAssertion } } },
+    plugins: {
+      '@typescript-eslint': tseslint.plugin,
+      local: { meta: { name: 'local', version }, rules: { 'no-unnecessary-type-assertion': unnecessaryAssertion } },
+    },
     rules: everywhere,
   },
   { files: ['server/**/*.ts', 'client/**/*.ts'], rules: shipped },

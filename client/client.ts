@@ -202,7 +202,10 @@ export function createGemforgeClient(options: GemforgeClientOptions) {
 
     voices: {
       /** GET /api/generate/voices: `mine` (default) or `explore`, 50 per page; `model` keeps only the voices that speech model can speak with. */
-      async list(query: { scope?: 'mine' | 'explore'; page?: number; language?: string; model?: string } = {}, init: { signal?: AbortSignal } = {}): Promise<VoiceList> {
+      async list(
+        query: { scope?: 'mine' | 'explore'; page?: number; language?: string; model?: string } = {},
+        init: { signal?: AbortSignal } = {},
+      ): Promise<VoiceList> {
         return (await exchange(() => raw.GET('/api/generate/voices', { params: { query }, signal: init.signal }))).data;
       },
       /** POST /api/generate/voices: multipart `file`, `duration`, `rightsConfirmed` (no idempotency; never retried). */
@@ -229,7 +232,11 @@ export function createGemforgeClient(options: GemforgeClientOptions) {
         /** POST …/chat/completions without streaming: the JSON completion. */
         create(body: ChatCompletionRequest & { stream?: false }, opts: SpendOptions = {}): Promise<Spent<ChatCompletion>> {
           return spend(opts, async (key) => {
-            const result = await raw.POST('/api/generate/text/v1/chat/completions', { body, params: { header: { 'Idempotency-Key': key } }, signal: opts.signal });
+            const result = await raw.POST('/api/generate/text/v1/chat/completions', {
+              body,
+              params: { header: { 'Idempotency-Key': key } },
+              signal: opts.signal,
+            });
             return result as Result<ChatCompletion>;
           });
         },

@@ -144,8 +144,9 @@ export const ERROR_HINTS: Record<string, string> = {
   INSUFFICIENT_SCOPE: 'The key lacks the scope of this operation (read or generate): use a key with both scopes.',
   ACCOUNT_BLOCKED: 'Account access is blocked: contact support; do not switch keys to get around it.',
   ACCOUNT_UNAVAILABLE: 'Account setup is unfinished: finish it in the account settings.',
-  NETWORK_BLOCKED: "The account does not accept requests from this network address: send from an address its policy allows; another key of the account does not help.",
-  REGION_BLOCKED: "The account does not accept requests from this region: another key of the account does not help.",
+  NETWORK_BLOCKED:
+    'The account does not accept requests from this network address: send from an address its policy allows; another key of the account does not help.',
+  REGION_BLOCKED: 'The account does not accept requests from this region: another key of the account does not help.',
   API_KEY_LIMIT: "The key's monthly Gem cap cannot cover the reservation: lower the cost or raise the cap yourself (never automatically).",
   LLM_QUOTA_EXHAUSTED: 'The account LLM allowance or paid-Gem settings do not allow this: check the allowance or enable paid Gems.',
   INSUFFICIENT_GEMS: 'The account Gem balance cannot cover the reservation: add Gems or lower the cost.',
@@ -159,7 +160,8 @@ export const ERROR_HINTS: Record<string, string> = {
   INVALID_REQUEST: 'A field breaks the contract or a limit: fix the request (see /docs).',
   INVALID_REFERENCE: 'A referenced asset or voice is unknown, not owned, of the wrong kind or unusable: upload it again.',
   MODEL_UNAVAILABLE: 'The model ID is unknown, disabled or does not fit the operation: list models with `gemforge models`.',
-  CONTENT_REJECTED: 'Moderation refused the text of the request (nothing was charged): change what it asks for; rewording or switching keys does not help, and repeated refusals can block the account.',
+  CONTENT_REJECTED:
+    'Moderation refused the text of the request (nothing was charged): change what it asks for; rewording or switching keys does not help, and repeated refusals can block the account.',
   PROVIDER_ERROR: 'An upstream provider failed: keep the same key and replay later; a 5xx never permits a new key.',
   WORKFLOW_UNAVAILABLE: 'This workflow is unavailable: keep the same key and back off; a 5xx never permits a new key.',
   PROVIDER_UNAVAILABLE: 'The provider is unavailable: keep the same key and back off; a 5xx never permits a new key.',

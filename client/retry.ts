@@ -71,7 +71,12 @@ export function delayAt(schedule: number[], n: number): number {
  * the attempts run out. Every error thrown out of here carries `idempotencyKey`
  * and `attempts`.
  */
-export async function withRetries<T>(idempotencyKey: string, policy: RetryPolicy | undefined, signal: AbortSignal | undefined, attempt: () => Promise<T>): Promise<T> {
+export async function withRetries<T>(
+  idempotencyKey: string,
+  policy: RetryPolicy | undefined,
+  signal: AbortSignal | undefined,
+  attempt: () => Promise<T>,
+): Promise<T> {
   const p = { ...DEFAULT_RETRY, ...policy };
   for (let n = 1; ; n++) {
     try {

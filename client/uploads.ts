@@ -12,10 +12,23 @@ import type { Asset, GemforgeClient, Voice } from './client.ts';
 
 /** Extensions of the media the service accepts, and their Content-Type. */
 export const EXTENSION_TYPES: Record<string, string> = {
-  '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.webp': 'image/webp', '.gif': 'image/gif',
-  '.mp4': 'video/mp4', '.webm': 'video/webm', '.mov': 'video/quicktime',
-  '.mp3': 'audio/mpeg', '.wav': 'audio/wav', '.ogg': 'audio/ogg', '.oga': 'audio/ogg', '.opus': 'audio/ogg',
-  '.m4a': 'audio/mp4', '.aac': 'audio/aac', '.flac': 'audio/flac', '.weba': 'audio/webm',
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.webp': 'image/webp',
+  '.gif': 'image/gif',
+  '.mp4': 'video/mp4',
+  '.webm': 'video/webm',
+  '.mov': 'video/quicktime',
+  '.mp3': 'audio/mpeg',
+  '.wav': 'audio/wav',
+  '.ogg': 'audio/ogg',
+  '.oga': 'audio/ogg',
+  '.opus': 'audio/ogg',
+  '.m4a': 'audio/mp4',
+  '.aac': 'audio/aac',
+  '.flac': 'audio/flac',
+  '.weba': 'audio/webm',
 };
 
 const ascii = (b: Uint8Array, from: number, to: number) => String.fromCharCode(...b.subarray(from, to));
@@ -43,7 +56,10 @@ export function sniffContentType(head: Uint8Array): string | undefined {
   return undefined;
 }
 
-const CONTAINERS = [['video/mp4', 'audio/mp4', 'video/quicktime'], ['video/webm', 'audio/webm']];
+const CONTAINERS = [
+  ['video/mp4', 'audio/mp4', 'video/quicktime'],
+  ['video/webm', 'audio/webm'],
+];
 
 /**
  * The bytes decide; the extension refines within one container (an `.m4a` is

@@ -29,7 +29,18 @@ async function measure(serial: boolean): Promise<number[]> {
   fs.copyFileSync(path.join(root, 'openapi/openapi.yaml'), contract);
   fs.mkdirSync(path.join(dir, 'console'));
   fs.copyFileSync(path.join(root, 'openapi/console.yaml'), path.join(dir, 'console', 'console.yaml'));
-  const args = ['--contract', contract, '--generated', path.join(dir, 'api.ts'), '--parameters', path.join(dir, 'parameters.ts'), '--console-contract', path.join(dir, 'console', 'console.yaml'), '--console-generated', path.join(dir, 'console.ts')];
+  const args = [
+    '--contract',
+    contract,
+    '--generated',
+    path.join(dir, 'api.ts'),
+    '--parameters',
+    path.join(dir, 'parameters.ts'),
+    '--console-contract',
+    path.join(dir, 'console', 'console.yaml'),
+    '--console-generated',
+    path.join(dir, 'console.ts'),
+  ];
   const dev = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/dev.ts'), ...args, ...(serial ? ['--serial'] : [])], {
     cwd: root,
     env: { ...process.env, PORT: String(await freePort()), DATA_DIR: path.join(dir, 'data'), LOG_LEVEL: 'warn' },
@@ -49,7 +60,20 @@ async function measure(serial: boolean): Promise<number[]> {
     const seconds: number[] = [];
     for (let i = 0; i < edits; i++) {
       const from = output.length;
-      const operation = [`  /api/generate/bench-dev-${i}:`, '    get:', `      operationId: benchDev${i}`, `      summary: Bench edit ${i}`, '      security:', '        - bearerAuth: [read]', '      responses:', "        '200':", '          description: Never served.', "        '401':", "          $ref: '#/components/responses/Unauthorized'", ''].join('\n');
+      const operation = [
+        `  /api/generate/bench-dev-${i}:`,
+        '    get:',
+        `      operationId: benchDev${i}`,
+        `      summary: Bench edit ${i}`,
+        '      security:',
+        '        - bearerAuth: [read]',
+        '      responses:',
+        "        '200':",
+        '          description: Never served.',
+        "        '401':",
+        "          $ref: '#/components/responses/Unauthorized'",
+        '',
+      ].join('\n');
       fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace(/^paths:\n/m, `paths:\n${operation}`));
       const live = await next(/\[dev\] live: the new server answers (\d+\.\d) s after the change(.*)/, from);
       seconds.push(Number(live[1]));
@@ -68,7 +92,9 @@ runMain(async () => {
   for (const serial of [true, false]) {
     const before = load();
     const seconds = await measure(serial);
-    console.log(`${serial ? 'one after another (--serial)' : 'side by side (default)    '}: ${seconds.map((s) => `${s.toFixed(1)} s`).join(', ')}  (load average ${before} → ${load()}, ${os.cpus().length} cores)`);
+    console.log(
+      `${serial ? 'one after another (--serial)' : 'side by side (default)    '}: ${seconds.map((s) => `${s.toFixed(1)} s`).join(', ')}  (load average ${before} → ${load()}, ${os.cpus().length} cores)`,
+    );
   }
   return 0;
 });

@@ -147,12 +147,34 @@ async function queueJobs(db: Db, owners: Awaited<ReturnType<typeof queueAccounts
       const ids = Array.from({ length: Math.min(500, from + count - start) }, (_, i) => start + i);
       const tasks = ids.map((i) => {
         const o = owners[i % owners.length]!;
-        return { id: `task_bench${i}`, account_id: o.accountId, key_id: o.keyId, kind: 'image', model: 'm', request: '{}', status: 'queued', reservation_id: o.reservationId, created_at: now, updated_at: now };
+        return {
+          id: `task_bench${i}`,
+          account_id: o.accountId,
+          key_id: o.keyId,
+          kind: 'image',
+          model: 'm',
+          request: '{}',
+          status: 'queued',
+          reservation_id: o.reservationId,
+          created_at: now,
+          updated_at: now,
+        };
       });
       for (let i = 0; i < tasks.length; i += 100) {
         const chunk = tasks.slice(i, i + 100);
         await trx('tasks').insert(chunk);
-        await trx('jobs').insert(chunk.map((t) => ({ task_id: t.id, account_id: t.account_id, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: 'local' })));
+        await trx('jobs').insert(
+          chunk.map((t) => ({
+            task_id: t.id,
+            account_id: t.account_id,
+            state: 'queued',
+            attempts: 0,
+            run_at: now,
+            created_at: now,
+            updated_at: now,
+            lane: 'local',
+          })),
+        );
       }
     }
   });
@@ -216,7 +238,11 @@ async function submissionCost(root: string, logFile: string): Promise<Result> {
       ...(pid && { serverPid: pid }),
     });
     const baseline: Case = { name: 'image submission, admission off', connections: 32, expect: [202], job: job(bare.base, secrets[1]!, bare.child.pid) };
-    const measured = await row({ name: 'image submission, admission on', connections: 32, expect: [202], job: job(on.base, secrets[0]!, on.child.pid) }, baseline, OPTIONS);
+    const measured = await row(
+      { name: 'image submission, admission on', connections: 32, expect: [202], job: job(on.base, secrets[0]!, on.child.pid) },
+      baseline,
+      OPTIONS,
+    );
     const cpu = measured.cpuRatio === undefined ? '' : `; server CPU ${measured.cpuUs?.toFixed(0)} µs per submission, off/on ×${measured.cpuRatio.toFixed(2)}`;
     return {
       name: 'image submission: admission on vs off',
@@ -265,7 +291,9 @@ async function main(): Promise<number> {
   }
   const broken = results.filter((r) => r.problem).length;
   const missed = results.filter((r) => r.pass === false).length;
-  console.log(`bench-fairshare: ${broken ? `FAIL (${broken} row(s) not measured)` : missed ? `${missed} target(s) missed${values.strict ? '' : ' (not a failure without --strict)'}` : 'every target holds'}`);
+  console.log(
+    `bench-fairshare: ${broken ? `FAIL (${broken} row(s) not measured)` : missed ? `${missed} target(s) missed${values.strict ? '' : ' (not a failure without --strict)'}` : 'every target holds'}`,
+  );
   return broken || (values.strict && missed) ? 1 : 0;
 }
 

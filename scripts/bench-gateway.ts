@@ -75,7 +75,12 @@ function cases(pair: Pair, proxy: Started, gemforge: Started, secret: string): {
     serverPid: pid,
   });
   return {
-    proxyCase: { name: `proxy ${pair.name}`, connections: pair.connections, expect: [200], job: job(`${proxy.base}/v1/chat/completions`, UPSTREAM_MODEL, {}, proxy.child.pid, false) },
+    proxyCase: {
+      name: `proxy ${pair.name}`,
+      connections: pair.connections,
+      expect: [200],
+      job: job(`${proxy.base}/v1/chat/completions`, UPSTREAM_MODEL, {}, proxy.child.pid, false),
+    },
     gemforgeCase: {
       name: `gemforge ${pair.name}`,
       connections: pair.connections,
@@ -89,7 +94,9 @@ const ms = (x: number) => `${x.toFixed(2)} ms`;
 
 async function main(): Promise<number> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-gateway-'));
-  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load and upstream on core ${pinning.load}` : 'no CPU pinning'}; ${OPTIONS.rounds} rounds per row`);
+  console.log(
+    `Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load and upstream on core ${pinning.load}` : 'no CPU pinning'}; ${OPTIONS.rounds} rounds per row`,
+  );
   const upstream = await startScript('chat-upstream.ts', {}, pinning?.load);
   const proxy = await startScript('pipe-proxy.ts', { UPSTREAM_URL: upstream.base });
   const secret = await seedBenchKey(dataDir);
@@ -137,7 +144,9 @@ async function main(): Promise<number> {
         `${r.name.padEnd(43)}${`${r.rps.toFixed(0)} (${(100 * r.ratio).toFixed(1)} %)`.padEnd(25)}${`${r.p50} / ${r.p99} ms`.padEnd(19)}${(r.addedP50 !== undefined ? ms(r.addedP50) : '').padEnd(12)}${cpu}${r.problem ? `  NOT MEASURED: ${r.problem}` : ''}`,
       );
     }
-    console.log(`gemforge RSS after ${answered} measured completions (and their warm-ups): ${rss.toFixed(0)} MiB; metering: ledger verify ${verified ? 'clean' : 'FAILED'} over ${charges} ledger posts`);
+    console.log(
+      `gemforge RSS after ${answered} measured completions (and their warm-ups): ${rss.toFixed(0)} MiB; metering: ledger verify ${verified ? 'clean' : 'FAILED'} over ${charges} ledger posts`,
+    );
 
     const cpuTimes = rows.filter((r) => r.cpuRatio !== undefined && r.connections === 32).map((r) => 1 / r.cpuRatio!);
     const worstCpu = Math.max(...cpuTimes);

@@ -87,7 +87,16 @@ async function install(entries: number): Promise<Installation> {
   const port = await freePort();
   const child = spawn(process.execPath, [...SERVER_ARGS], {
     cwd: root,
-    env: { ...process.env, ...LIMITS_NEVER_REACHED, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production', WORKER_ENABLED: 'false' },
+    env: {
+      ...process.env,
+      ...LIMITS_NEVER_REACHED,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      NODE_ENV: 'production',
+      WORKER_ENABLED: 'false',
+    },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const base = `http://127.0.0.1:${port}`;

@@ -52,35 +52,66 @@ const OPTIONS = { duration: DURATION, rounds: ROUNDS, warmup: WARMUP, rewarm: RE
 const TEXT = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 };
 const CHAT = '/api/generate/text/v1/chat/completions';
 
-
 function gemforgeCases(base: string, auth: Record<string, string>, taskIds: string[], idemKey: string): Case[] {
   const taskId = taskIds[0]!;
   const get = (path: string, headers = auth) => ({ kind: 'autocannon' as const, url: base + path, method: 'GET', headers });
-  const post = (path: string, body: unknown, extra: Partial<LoadJob> = {}) => ({ kind: 'autocannon' as const, url: base + path, method: 'POST', headers: auth, body: JSON.stringify(body), ...extra });
+  const post = (path: string, body: unknown, extra: Partial<LoadJob> = {}) => ({
+    kind: 'autocannon' as const,
+    url: base + path,
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify(body),
+    ...extra,
+  });
   return [
     { name: 'task GET', connections: 50, expect: [200], job: get(`/api/generate/tasks/${taskId}`) },
     // Concurrent reads of one task share one lookup (storage/engine/reads.ts); here every read in flight is of another task.
-    { name: `task GET ${MANY_TASKS} tasks`, connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), paths: taskIds.map((id) => `/api/generate/tasks/${id}`) } },
+    {
+      name: `task GET ${MANY_TASKS} tasks`,
+      connections: 50,
+      expect: [200],
+      job: { ...get(`/api/generate/tasks/${taskId}`), paths: taskIds.map((id) => `/api/generate/tasks/${id}`) },
+    },
     { name: 'task HEAD', connections: 50, expect: [200], job: { ...get(`/api/generate/tasks/${taskId}`), method: 'HEAD', kind: 'node' } },
     { name: 'models GET', connections: 50, expect: [200], job: get('/api/generate/models') },
     { name: '401 without key', connections: 50, expect: [401], job: get('/api/generate/models', {}) },
     { name: 'voices GET', connections: 50, expect: [200], job: get('/api/generate/voices') },
     { name: 'image new identity', connections: 32, expect: [202], job: post('/api/generate/image', IMAGE, { freshIdempotencyKey: true }) },
-    { name: 'image exact replay', connections: 32, expect: [200], job: post('/api/generate/image', IMAGE, { headers: { ...auth, 'idempotency-key': idemKey } }) },
+    {
+      name: 'image exact replay',
+      connections: 32,
+      expect: [200],
+      job: post('/api/generate/image', IMAGE, { headers: { ...auth, 'idempotency-key': idemKey } }),
+    },
     { name: 'text completion', connections: 32, expect: [200], job: post(CHAT, TEXT, { freshIdempotencyKey: true }) },
-    { name: 'text stream first chunk', connections: 32, expect: [200], job: { ...post(CHAT, { ...TEXT, stream: true }, { freshIdempotencyKey: true }), kind: 'node', firstChunk: true } },
+    {
+      name: 'text stream first chunk',
+      connections: 32,
+      expect: [200],
+      job: { ...post(CHAT, { ...TEXT, stream: true }, { freshIdempotencyKey: true }), kind: 'node', firstChunk: true },
+    },
   ];
 }
 
 const prismCases = (base: string, taskId: string): Case[] => {
   const headers = { authorization: 'Bearer gf_bench' };
   return [
-    { name: 'Prism task GET', connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/api/generate/tasks/${taskId}`, method: 'GET', headers } },
+    {
+      name: 'Prism task GET',
+      connections: 50,
+      expect: [200],
+      job: { kind: 'autocannon', url: `${base}/api/generate/tasks/${taskId}`, method: 'GET', headers },
+    },
     { name: 'Prism models GET', connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/api/generate/models`, method: 'GET', headers } },
   ];
 };
 
-const helloCase = (name: string, base: string): Case => ({ name, connections: 50, expect: [200], job: { kind: 'autocannon', url: `${base}/`, method: 'GET', headers: {} } });
+const helloCase = (name: string, base: string): Case => ({
+  name,
+  connections: 50,
+  expect: [200],
+  job: { kind: 'autocannon', url: `${base}/`, method: 'GET', headers: {} },
+});
 
 /** Runs the cases against a started server (each as one row, see `row`), then stops it. */
 async function against(server: Started, cases: Case[], baseline: Case): Promise<Row[]> {
@@ -96,7 +127,9 @@ async function against(server: Started, cases: Case[], baseline: Case): Promise<
 async function main(): Promise<number> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-http-'));
   const logFile = path.join(dataDir, 'server.log');
-  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${ROUNDS} rounds of ${(DURATION / ROUNDS).toFixed(1)} s (baseline, row) per row, each side warmed up first (${WARMUP} s before a row's first round, ${REWARM} s before the others)`);
+  console.log(
+    `Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, load on core ${pinning.load}` : 'no CPU pinning (taskset or a second core missing)'}; ${ROUNDS} rounds of ${(DURATION / ROUNDS).toFixed(1)} s (baseline, row) per row, each side warmed up first (${WARMUP} s before a row's first round, ${REWARM} s before the others)`,
+  );
   try {
     const secret = await seedBenchKey(dataDir);
     const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
@@ -129,14 +162,29 @@ async function main(): Promise<number> {
     }
     const out = path.join(root, 'bench', 'results.json');
     fs.mkdirSync(path.dirname(out), { recursive: true });
-    const summary = { node: process.version, commit, date: new Date().toISOString(), cpus: os.availableParallelism(), pinning: pinning ?? null, durationSeconds: DURATION, rounds: ROUNDS, warmupSeconds: WARMUP, rewarmSeconds: REWARM, rows, targets: checks };
+    const summary = {
+      node: process.version,
+      commit,
+      date: new Date().toISOString(),
+      cpus: os.availableParallelism(),
+      pinning: pinning ?? null,
+      durationSeconds: DURATION,
+      rounds: ROUNDS,
+      warmupSeconds: WARMUP,
+      rewarmSeconds: REWARM,
+      rows,
+      targets: checks,
+    };
     fs.writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
     console.log(`\nwrote ${path.relative(root, out)}`);
 
     const broken = rows.filter((r) => r.problem);
     const missed = checks.filter((t) => !t.pass);
     if (broken.length) console.log(`bench-http: FAIL (${broken.length} row(s) not measured)`);
-    else console.log(`bench-http: ${missed.length ? `${missed.length} target(s) missed${values.strict ? '' : ' (not a failure without --strict)'}` : 'every target holds'}`);
+    else
+      console.log(
+        `bench-http: ${missed.length ? `${missed.length} target(s) missed${values.strict ? '' : ' (not a failure without --strict)'}` : 'every target holds'}`,
+      );
     return broken.length || (values.strict && missed.length) ? 1 : 0;
   } finally {
     fs.rmSync(dataDir, { recursive: true, force: true });

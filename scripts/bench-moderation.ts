@@ -48,7 +48,9 @@ import { readSets } from './moderation/eval-set.ts';
 /** The last commit before the intent rules (the ordinary-submission row's "before"). */
 const BEFORE_INTENT_RULES = 'ec5ba0c^';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '7' }, before: { type: 'string', default: BEFORE_INTENT_RULES }, only: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '7' }, before: { type: 'string', default: BEFORE_INTENT_RULES }, only: { type: 'string' } },
+});
 const PARTS = new Set((values.only ?? 'shapes,ordinary,server').split(',').map((p) => p.trim()));
 const ROUNDS = Number(values.rounds);
 v8.setFlagsFromString('--expose-gc'); // for the heap-kept row: a collection before and after
@@ -63,7 +65,11 @@ function cpuMs(): number {
   return (usage.user + usage.system) / 1000;
 }
 
-const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
+const median = (xs: number[]) =>
+  quantile(
+    [...xs].sort((a, b) => a - b),
+    0.5,
+  );
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
 
 function inProcess(): boolean {
@@ -89,7 +95,9 @@ function inProcess(): boolean {
     worst = Math.max(worst, long.median);
     // Ten times the text, at most about ten times the work (and never judged on sub-ms noise).
     if (ratio > 15 && long.median > 2) linear = false;
-    console.log(`${shape.padEnd(20)}${`${fmt(short.median)}, ${fmt(short.max)}`.padEnd(28)}${`${fmt(long.median)}, ${fmt(long.max)}`.padEnd(29)}×${ratio.toFixed(1)}`);
+    console.log(
+      `${shape.padEnd(20)}${`${fmt(short.median)}, ${fmt(short.max)}`.padEnd(28)}${`${fmt(long.median)}, ${fmt(long.max)}`.padEnd(29)}×${ratio.toFixed(1)}`,
+    );
   }
   // What reading ever-new hostile texts leaves behind (the policy's caches keep short words only).
   const gc = runInNewContext('gc') as () => void;
@@ -99,7 +107,9 @@ function inProcess(): boolean {
   gc();
   const retainedMib = (process.memoryUsage().heapUsed - before) / 1048576;
   const pass = worst < IN_PROCESS_TARGET_MS && linear && retainedMib < RETAINED_TARGET_MIB;
-  console.log(`worst median at 30,000 characters: ${fmt(worst)} (target < ${IN_PROCESS_TARGET_MS} ms), linear: ${linear ? 'yes' : 'NO'}; heap kept after 300 new 30,000-character texts: ${retainedMib.toFixed(1)} MiB (target < ${RETAINED_TARGET_MIB}): ${pass ? 'PASS' : 'FAIL'}`);
+  console.log(
+    `worst median at 30,000 characters: ${fmt(worst)} (target < ${IN_PROCESS_TARGET_MS} ms), linear: ${linear ? 'yes' : 'NO'}; heap kept after 300 new 30,000-character texts: ${retainedMib.toFixed(1)} MiB (target < ${RETAINED_TARGET_MIB}): ${pass ? 'PASS' : 'FAIL'}`,
+  );
   return pass;
 }
 
@@ -118,7 +128,10 @@ async function atServer(): Promise<boolean> {
   const account = await accounts.createAccount(db, systemClock, { name: 'bench' });
   const { secret } = await accounts.createKey(db, systemClock, 'gf', { accountId: account.id, name: 'bench', scopes: ['read', 'generate'] });
   await db.destroy();
-  const server = await startGemforge({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', NODE_ENV: 'production', MODERATION_BLOCK_THRESHOLD: '1000000' }, path.join(dataDir, 'server.log'));
+  const server = await startGemforge(
+    { DATA_DIR: dataDir, LOG_LEVEL: 'warn', NODE_ENV: 'production', MODERATION_BLOCK_THRESHOLD: '1000000' },
+    path.join(dataDir, 'server.log'),
+  );
   let polling = true;
   const health: number[] = [];
   try {
@@ -182,7 +195,11 @@ async function atServer(): Promise<boolean> {
  */
 async function providerAt(rev: string, dir: string): Promise<ModerationProvider | undefined> {
   try {
-    const archive = execFileSync('git', ['archive', rev, 'server/providers/moderation', 'server/catalog/moderation.yaml'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+    const archive = execFileSync('git', ['archive', rev, 'server/providers/moderation', 'server/catalog/moderation.yaml'], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      maxBuffer: 64 << 20,
+    });
     execFileSync('tar', ['-x', '-C', dir], { input: archive });
   } catch (error) {
     console.log(`ordinary submission: not measured, ${rev} could not be read from git (${(error as Error).message.split('\n')[0]})`);
@@ -225,7 +242,9 @@ async function ordinarySubmission(): Promise<boolean> {
       const [was, is] = [median(times[0]), median(times[1])];
       const met = is <= was;
       pass &&= met;
-      console.log(`ordinary submission, ${name}: ${is.toFixed(1)} µs of CPU to moderate, ${was.toFixed(1)} µs at ${values.before}${values.before === BEFORE_INTENT_RULES ? ' (before the intent rules)' : ''}: ×${(is / was).toFixed(2)} (target ≤ ×1.00): ${met ? 'PASS' : 'FAIL'}`);
+      console.log(
+        `ordinary submission, ${name}: ${is.toFixed(1)} µs of CPU to moderate, ${was.toFixed(1)} µs at ${values.before}${values.before === BEFORE_INTENT_RULES ? ' (before the intent rules)' : ''}: ×${(is / was).toFixed(2)} (target ≤ ×1.00): ${met ? 'PASS' : 'FAIL'}`,
+      );
     }
     return pass;
   } finally {

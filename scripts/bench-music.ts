@@ -31,7 +31,9 @@ for (let run = 0; run < RUNS; run++) {
   if (pcm.samples.length === 0) throw new Error('no samples rendered');
 }
 const best = Math.min(...times);
-console.log(`240 s song, advanced with vocals: ${times.map((t) => `${(t / 1000).toFixed(2)} s`).join(', ')} (best ${(best / 1000).toFixed(2)} s; limit ${LIMIT_MS / 1000} s)`);
+console.log(
+  `240 s song, advanced with vocals: ${times.map((t) => `${(t / 1000).toFixed(2)} s`).join(', ')} (best ${(best / 1000).toFixed(2)} s; limit ${LIMIT_MS / 1000} s)`,
+);
 if (best > LIMIT_MS) {
   console.error(`slower than ${LIMIT_MS / 1000} s`);
   process.exit(1);

@@ -73,7 +73,9 @@ function underThrowAwayCluster(): number {
   const started = fs.existsSync(mark);
   fs.rmSync(path.dirname(mark), { recursive: true, force: true });
   if (started) return run.status ?? 1;
-  console.log(`bench-postgres: skipped: no PostgreSQL server could be started here (scripts/ci-postgres.sh exited ${run.status ?? run.signal}; it needs Debian's postgresql installed, or root to install it)`);
+  console.log(
+    `bench-postgres: skipped: no PostgreSQL server could be started here (scripts/ci-postgres.sh exited ${run.status ?? run.signal}; it needs Debian's postgresql installed, or root to install it)`,
+  );
   return 0;
 }
 
@@ -101,15 +103,18 @@ async function together(name: string, jobs: Array<Case['job'] & { connections: n
     const one = mine.find((r) => r.cpuUs !== undefined);
     return one ? [(one.cpuUs! * one.requests) / mine.reduce((n, r) => n + r.requests, 0)] : [];
   });
-  const measured = judged({ expect: [202] }, {
-    rps: sum((r) => r.rps),
-    p50: Math.max(...results.map((r) => r.p50)),
-    p99: Math.max(...results.map((r) => r.p99)),
-    requests: sum((r) => r.requests),
-    errors: sum((r) => r.errors),
-    statuses,
-    ...(cpus.length > 0 && { cpuUs: Math.round(median(cpus)) }),
-  });
+  const measured = judged(
+    { expect: [202] },
+    {
+      rps: sum((r) => r.rps),
+      p50: Math.max(...results.map((r) => r.p50)),
+      p99: Math.max(...results.map((r) => r.p99)),
+      requests: sum((r) => r.requests),
+      errors: sum((r) => r.errors),
+      statuses,
+      ...(cpus.length > 0 && { cpuUs: Math.round(median(cpus)) }),
+    },
+  );
   console.log(` ${measured.rps.toFixed(0)} req/s, p99 ${measured.p99} ms${measured.problem ? ` (${measured.problem})` : ''}`);
   return measured;
 }
@@ -148,7 +153,9 @@ async function main(): Promise<number> {
   const db = await benchDatabase(maintenance);
   const dirs = [0, 1, 2].map(() => fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-pg-')));
   const logFile = path.join(dirs[0], 'server.log');
-  console.log(`Node ${process.version}; ${os.availableParallelism()} cores; ${pinning ? `API on core ${pinning.server} (the second on core ${pinning.load}), load on core ${pinning.load}` : 'no CPU pinning'}; ${OPTIONS.rounds} rounds of ${(OPTIONS.duration / OPTIONS.rounds).toFixed(1)} s per row`);
+  console.log(
+    `Node ${process.version}; ${os.availableParallelism()} cores; ${pinning ? `API on core ${pinning.server} (the second on core ${pinning.load}), load on core ${pinning.load}` : 'no CPU pinning'}; ${OPTIONS.rounds} rounds of ${(OPTIONS.duration / OPTIONS.rounds).toFixed(1)} s per row`,
+  );
   const started: Started[] = [];
   try {
     const pgSecrets = [];
@@ -156,16 +163,29 @@ async function main(): Promise<number> {
     const pgSecret = pgSecrets[0]!;
     const sqliteSecret = await seedBenchKey(dirs[2]);
     const headers = (secret: string) => ({ authorization: `Bearer ${secret}`, 'content-type': 'application/json' });
-    const env = (dir: string, extra: Record<string, string> = {}) => ({ DATA_DIR: dir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', ...extra });
+    const env = (dir: string, extra: Record<string, string> = {}) => ({
+      DATA_DIR: dir,
+      NODE_ENV: 'production',
+      WORKER_ENABLED: 'false',
+      LOG_LEVEL: 'info',
+      ...extra,
+    });
 
     const bare = await startScript('bare-node.ts');
     started.push(bare);
-    const baseline: Case = { name: 'bare node:http', connections: 50, expect: [200], job: { kind: 'autocannon', url: `${bare.base}/`, method: 'GET', headers: {}, serverPid: bare.child.pid } };
+    const baseline: Case = {
+      name: 'bare node:http',
+      connections: 50,
+      expect: [200],
+      job: { kind: 'autocannon', url: `${bare.base}/`, method: 'GET', headers: {}, serverPid: bare.child.pid },
+    };
     const rows: Row[] = [];
     const pgA = await startGemforge(env(dirs[0], { DATABASE_URL: db.url }), logFile);
     started.push(pgA);
     const auth = headers(pgSecret);
-    rows.push(await row({ name: ONE, connections: CONNECTIONS, expect: [202], job: { ...submission(pgA.base, auth), serverPid: pgA.child.pid } }, baseline, OPTIONS));
+    rows.push(
+      await row({ name: ONE, connections: CONNECTIONS, expect: [202], job: { ...submission(pgA.base, auth), serverPid: pgA.child.pid } }, baseline, OPTIONS),
+    );
     const spread = pgSecrets.map((secret) => ({ ...submission(pgA.base, headers(secret)), connections: CONNECTIONS / 4, serverPid: pgA.child.pid }));
     rows.push(await row({ name: FOUR, connections: CONNECTIONS }, baseline, OPTIONS, (w, s) => together(FOUR, spread, w, s)));
     // The second API process shares the database and the account; its own data dir (nothing else is shared).
@@ -177,14 +197,31 @@ async function main(): Promise<number> {
     await pgA.stop();
     const sqlite = await startGemforge(env(dirs[2]), logFile);
     started.push(sqlite);
-    rows.push(await row({ name: 'sqlite image new identity', connections: CONNECTIONS, expect: [202], job: { ...submission(sqlite.base, headers(sqliteSecret)), serverPid: sqlite.child.pid } }, baseline, OPTIONS));
+    rows.push(
+      await row(
+        {
+          name: 'sqlite image new identity',
+          connections: CONNECTIONS,
+          expect: [202],
+          job: { ...submission(sqlite.base, headers(sqliteSecret)), serverPid: sqlite.child.pid },
+        },
+        baseline,
+        OPTIONS,
+      ),
+    );
 
     const checks = targets(rows);
     console.log(`\n${render(rows, checks)}`);
     const broken = rows.filter((r) => r.problem);
     const missed = checks.filter((t) => !t.pass);
-    if (broken.length) console.log(`bench-postgres: FAIL (${broken.length} row(s) not measured); the API log's last lines:\n${fs.readFileSync(logFile, 'utf8').split('\n').slice(-20).join('\n')}`);
-    else console.log(`bench-postgres: ${missed.length ? `${missed.length} target(s) missed${values.strict ? '' : ' (not a failure without --strict)'}` : 'every target holds'}`);
+    if (broken.length)
+      console.log(
+        `bench-postgres: FAIL (${broken.length} row(s) not measured); the API log's last lines:\n${fs.readFileSync(logFile, 'utf8').split('\n').slice(-20).join('\n')}`,
+      );
+    else
+      console.log(
+        `bench-postgres: ${missed.length ? `${missed.length} target(s) missed${values.strict ? '' : ' (not a failure without --strict)'}` : 'every target holds'}`,
+      );
     return broken.length || (values.strict && missed.length) ? 1 : 0;
   } finally {
     for (const s of started.reverse()) await s.stop();

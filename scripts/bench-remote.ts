@@ -67,7 +67,11 @@ function rssOf(pid: number): { rss: number; peak: number } {
 
 /** The fake upstream: answers after a fixed delay and notes each answer's time by task id. */
 async function startUpstream(): Promise<{ url: string; answeredAt: Map<string, number>; close(): Promise<void> }> {
-  const png = (await sharp({ create: { width: 512, height: 512, channels: 3, background: { r: 30, g: 90, b: 160 } } }).png().toBuffer()).toString('base64');
+  const png = (
+    await sharp({ create: { width: 512, height: 512, channels: 3, background: { r: 30, g: 90, b: 160 } } })
+      .png()
+      .toBuffer()
+  ).toString('base64');
   const answeredAt = new Map<string, number>();
   const server = http.createServer((req, res) => {
     let body = '';
@@ -106,7 +110,11 @@ async function finishedAt(dataDir: string, ids: string[]): Promise<Map<string, n
   const db = await openDb({ dataDir });
   try {
     for (let i = 0; ; i++) {
-      const rows = (await db('tasks').whereIn('id', ids).select('id', 'status', 'finished_at')) as Array<{ id: string; status: string; finished_at: string | null }>;
+      const rows = (await db('tasks').whereIn('id', ids).select('id', 'status', 'finished_at')) as Array<{
+        id: string;
+        status: string;
+        finished_at: string | null;
+      }>;
       const open = rows.filter((r) => !r.finished_at);
       if (open.length === 0) {
         const failed = rows.filter((r) => r.status !== 'succeeded');
@@ -140,7 +148,9 @@ async function hugeAnswerRow(base: string, pid: number, dataDir: string, secret:
   const target = OUTPUT_LIMIT + HUGE_RSS_SLACK;
   const pass = status === 'failed' && growth < target;
   const mib = (n: number) => `${(n / 1024 / 1024).toFixed(0)} MiB`;
-  console.log(`a ${mib(HUGE_ANSWER_BYTES)} upstream answer (output limit ${mib(OUTPUT_LIMIT)}): task ${status}, peak RSS +${mib(growth)} (target < ${mib(target)}) — ${pass ? 'PASS' : 'MISS'}`);
+  console.log(
+    `a ${mib(HUGE_ANSWER_BYTES)} upstream answer (output limit ${mib(OUTPUT_LIMIT)}): task ${status}, peak RSS +${mib(growth)} (target < ${mib(target)}) — ${pass ? 'PASS' : 'MISS'}`,
+  );
   return pass;
 }
 
@@ -149,11 +159,20 @@ async function main(): Promise<number> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-remote-'));
   const secret = await seedBenchKey(dataDir);
   const server = await startGemforge(
-    { DATA_DIR: dataDir, LOG_LEVEL: 'warn', IMAGE_UPSTREAM_URL: upstream.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20', REMOTE_OUTPUT_MAX_BYTES: String(OUTPUT_LIMIT) },
+    {
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      IMAGE_UPSTREAM_URL: upstream.url,
+      IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+      WORKER_POLL_MS: '20',
+      REMOTE_OUTPUT_MAX_BYTES: String(OUTPUT_LIMIT),
+    },
     path.join(dataDir, 'server.log'),
   );
   try {
-    console.log(`remote image tasks: ${TASKS} in flight, upstream answers after ${UPSTREAM_DELAY_MS} ms; Node ${process.version}; ${pinning ? 'server pinned to its own core' : 'no core pinning'}`);
+    console.log(
+      `remote image tasks: ${TASKS} in flight, upstream answers after ${UPSTREAM_DELAY_MS} ms; Node ${process.version}; ${pinning ? 'server pinned to its own core' : 'no core pinning'}`,
+    );
     await finishedAt(dataDir, await submitAll(server.base, secret, 16, 'warmup'));
     const p50s: number[] = [];
     const p99s: number[] = [];
@@ -169,7 +188,11 @@ async function main(): Promise<number> {
         const name = t.name.replace(/[-_ ]?\d+$/, '');
         byName.set(name, (byName.get(name) ?? 0) + t.ticks - (threadsBefore.get(tid)?.ticks ?? 0));
       }
-      const threads = [...byName].filter(([, ticks]) => ticks > 0).sort((a, b) => b[1] - a[1]).map(([n, ticks]) => `${n} ${((ticks * 10) / TASKS).toFixed(1)}`).join(', ');
+      const threads = [...byName]
+        .filter(([, ticks]) => ticks > 0)
+        .sort((a, b) => b[1] - a[1])
+        .map(([n, ticks]) => `${n} ${((ticks * 10) / TASKS).toFixed(1)}`)
+        .join(', ');
       const lags = ids.map((id) => finished.get(id)! - upstream.answeredAt.get(id)!).sort((a, b) => a - b);
       const p50 = quantile(lags, 0.5);
       const p99 = quantile(lags, 0.99);
@@ -177,7 +200,9 @@ async function main(): Promise<number> {
       p50s.push(p50);
       p99s.push(p99);
       cpus.push(cpuPerTask);
-      console.log(`  round ${round}: answer → succeeded p50 ${p50} ms, p99 ${p99} ms, max ${lags.at(-1)} ms; server CPU ${cpuPerTask.toFixed(1)} ms per task (by thread: ${threads})`);
+      console.log(
+        `  round ${round}: answer → succeeded p50 ${p50} ms, p99 ${p99} ms, max ${lags.at(-1)} ms; server CPU ${cpuPerTask.toFixed(1)} ms per task (by thread: ${threads})`,
+      );
     }
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const huge = await hugeAnswerRow(server.base, server.child.pid!, dataDir, secret);

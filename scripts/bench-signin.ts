@@ -51,7 +51,10 @@ const fmt = (ms: number) => ms.toFixed(1).padStart(7);
 
 async function main(): Promise<number> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-signin-'));
-  const server = await startGemforge({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', NODE_ENV: 'production', TRUST_PROXY: 'loopback' }, path.join(dataDir, 'server.log'));
+  const server = await startGemforge(
+    { DATA_DIR: dataDir, LOG_LEVEL: 'warn', NODE_ENV: 'production', TRUST_PROXY: 'loopback' },
+    path.join(dataDir, 'server.log'),
+  );
   try {
     // Warm-up, not measured: the console's API (its validator) is built at its first request.
     await burst(server.base, 0);
@@ -69,7 +72,9 @@ async function main(): Promise<number> {
     idle.sort((a, b) => a - b);
     busy.sort((a, b) => a - b);
     console.log(`/healthz while idle:                        p50 ${fmt(quantile(idle, 0.5))} ms   max ${fmt(idle.at(-1)!)} ms`);
-    console.log(`/healthz under ${SIGNINS} concurrent sign-ins (${ROUNDS}×): p50 ${fmt(quantile(busy, 0.5))} ms   max ${fmt(busy.at(-1)!)} ms   (${busy.length} probes; budget ${BUDGET_MS} ms)`);
+    console.log(
+      `/healthz under ${SIGNINS} concurrent sign-ins (${ROUNDS}×): p50 ${fmt(quantile(busy, 0.5))} ms   max ${fmt(busy.at(-1)!)} ms   (${busy.length} probes; budget ${BUDGET_MS} ms)`,
+    );
     return busy.at(-1)! <= BUDGET_MS ? 0 : 1;
   } finally {
     await server.stop();

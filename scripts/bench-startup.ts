@@ -86,7 +86,14 @@ const node = (args: readonly string[]): [string, string[]] =>
 function post(port: number, subject: Subject, agent: http.Agent | false): Promise<number> {
   return new Promise((resolve) => {
     const req = http.request(
-      { host: '127.0.0.1', port, path: subject.path, method: 'POST', agent, headers: { ...subject.headers, 'idempotency-key': `bench-${crypto.randomUUID()}` } },
+      {
+        host: '127.0.0.1',
+        port,
+        path: subject.path,
+        method: 'POST',
+        agent,
+        headers: { ...subject.headers, 'idempotency-key': `bench-${crypto.randomUUID()}` },
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode ?? 0));
@@ -111,7 +118,11 @@ async function runOnce(subject: Subject, env: Record<string, string>, load: bool
   const port = await freePort();
   const [cmd, args] = subject.command(env);
   const started = performance.now();
-  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env, [subject.portVariable]: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(cmd, args, {
+    cwd: root,
+    env: { ...process.env, ...env, [subject.portVariable]: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   const exited = new Promise((resolve) => child.once('exit', resolve));
   try {
     let status = 0;
@@ -146,7 +157,11 @@ async function runOnce(subject: Subject, env: Record<string, string>, load: bool
   }
 }
 
-const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
+const median = (xs: number[]) =>
+  quantile(
+    [...xs].sort((a, b) => a - b),
+    0.5,
+  );
 const mb = (b: number | undefined) => (b === undefined ? '' : `${(b / MB).toFixed(0)} MB`);
 
 async function main(): Promise<number> {
@@ -154,12 +169,19 @@ async function main(): Promise<number> {
   const built = spawnSync(process.execPath, [path.join(root, 'scripts/build.mjs'), '--if-stale'], { stdio: 'inherit' });
   if (built.status !== 0) return 1;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-startup-'));
-  console.log(`Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, upstream and client on core ${pinning.load}` : 'no CPU pinning'}; ${ROUNDS} rounds; ${REQUESTS} completions at ${CONNECTIONS} connections`);
+  console.log(
+    `Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, upstream and client on core ${pinning.load}` : 'no CPU pinning'}; ${ROUNDS} rounds; ${REQUESTS} completions at ${CONNECTIONS} connections`,
+  );
   const upstream = await startScript('chat-upstream.ts', {}, pinning?.load);
   try {
     const secret = await seedBenchKey(dataDir);
     const body = JSON.stringify({ model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 });
-    const gemforge = { portVariable: 'PORT', path: '/api/generate/text/v1/chat/completions', headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` }, body };
+    const gemforge = {
+      portVariable: 'PORT',
+      path: '/api/generate/text/v1/chat/completions',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
+      body,
+    };
     const gemforgeEnv = {
       ...LIMITS_NEVER_REACHED,
       DATA_DIR: dataDir,
@@ -191,7 +213,11 @@ async function main(): Promise<number> {
       },
       { name: 'gemforge from sources (tsx)', command: () => node(SERVER_ARGS), ...gemforge, load: false, env: gemforgeEnv },
     ];
-    const results: Array<{ name: string; first: number[]; idle: number[]; afterLoad?: number; afterQuiet?: number; failed?: number }> = subjects.map((s) => ({ name: s.name, first: [], idle: [] }));
+    const results: Array<{ name: string; first: number[]; idle: number[]; afterLoad?: number; afterQuiet?: number; failed?: number }> = subjects.map((s) => ({
+      name: s.name,
+      first: [],
+      idle: [],
+    }));
     // Interleaved rounds: a busy spell of the machine falls on every subject alike.
     for (let round = 0; round < ROUNDS; round++) {
       for (const [i, subject] of subjects.entries()) {
@@ -202,14 +228,22 @@ async function main(): Promise<number> {
         if (loadNow) Object.assign(results[i]!, { afterLoad: r.afterLoad, afterQuiet: r.afterQuiet, failed: r.failed });
       }
     }
-    console.log(`\n${'server'.padEnd(44)}${'start → first completion (median, min–max)'.padEnd(46)}${'idle RSS'.padEnd(12)}${`RSS after ${REQUESTS}`.padEnd(18)}then quiet`);
+    console.log(
+      `\n${'server'.padEnd(44)}${'start → first completion (median, min–max)'.padEnd(46)}${'idle RSS'.padEnd(12)}${`RSS after ${REQUESTS}`.padEnd(18)}then quiet`,
+    );
     for (const r of results) {
       const first = `${median(r.first).toFixed(0)} ms (${Math.min(...r.first).toFixed(0)}–${Math.max(...r.first).toFixed(0)})`;
-      console.log(`${r.name.padEnd(44)}${first.padEnd(46)}${mb(median(r.idle)).padEnd(12)}${mb(r.afterLoad).padEnd(18)}${mb(r.afterQuiet)}${r.failed ? `  (${r.failed} not 200)` : ''}`);
+      console.log(
+        `${r.name.padEnd(44)}${first.padEnd(46)}${mb(median(r.idle)).padEnd(12)}${mb(r.afterLoad).padEnd(18)}${mb(r.afterQuiet)}${r.failed ? `  (${r.failed} not 200)` : ''}`,
+      );
     }
     const compiled = results[1]!;
     const checks = [
-      { name: 'first completion ≤ 1 s after process start (compiled, median)', measured: `${median(compiled.first).toFixed(0)} ms`, pass: median(compiled.first) <= 1000 },
+      {
+        name: 'first completion ≤ 1 s after process start (compiled, median)',
+        measured: `${median(compiled.first).toFixed(0)} ms`,
+        pass: median(compiled.first) <= 1000,
+      },
       { name: 'idle RSS ≤ 120 MB (compiled, median)', measured: mb(median(compiled.idle)), pass: median(compiled.idle) <= 120 * MB },
       { name: `RSS after ${REQUESTS} completions ≤ 200 MB (compiled)`, measured: mb(compiled.afterLoad), pass: (compiled.afterLoad ?? Infinity) <= 200 * MB },
     ];

@@ -112,7 +112,9 @@ async function main(): Promise<number> {
     const rise = peak - baseline;
     const totalMib = (UPLOADS * MAX_ASSET_BYTES) / 1024 / 1024;
     console.log(`uploads: ${ok}/${UPLOADS} answered 201 (${totalMib} MiB in ${seconds.toFixed(1)} s, ${(totalMib / seconds).toFixed(0)} MiB/s)`);
-    console.log(`server RSS: baseline ${mib(baseline)} MiB, peak ${mib(peak)} MiB, rise ${mib(rise)} MiB (budget ${BUDGET_MIB} MiB; buffering would add ~${totalMib} MiB)`);
+    console.log(
+      `server RSS: baseline ${mib(baseline)} MiB, peak ${mib(peak)} MiB, rise ${mib(rise)} MiB (budget ${BUDGET_MIB} MiB; buffering would add ~${totalMib} MiB)`,
+    );
     const honest = ok === UPLOADS && rise / 1024 <= BUDGET_MIB;
     console.log(honest ? 'honest uploads: PASS (memory stays flat while streaming)' : 'honest uploads: FAIL');
 
@@ -147,10 +149,18 @@ async function hostileRows(): Promise<HostileRow[]> {
   return [
     { name: 'decompression bomb 16000x16000', bytes: fs.readFileSync(await pngBomb()), type: 'image/png', status: 422, target: { peakMib: 300 } },
     // Decoded for real: the decode gate lets at most 160 MiB of decoding run at once.
-    { name: 'PNG at the pixel limit 8000x5000', bytes: await sharp({ create }).png({ compressionLevel: 9 }).toBuffer(), type: 'image/png', status: 201, target: { riseMib: 200 } },
+    {
+      name: 'PNG at the pixel limit 8000x5000',
+      bytes: await sharp({ create }).png({ compressionLevel: 9 }).toBuffer(),
+      type: 'image/png',
+      status: 201,
+      target: { riseMib: 200 },
+    },
     {
       name: 'progressive JPEG at the pixel limit 8000x5000',
-      bytes: await sharp({ create: { ...create, channels: 3 as const } }).jpeg({ progressive: true }).toBuffer(),
+      bytes: await sharp({ create: { ...create, channels: 3 as const } })
+        .jpeg({ progressive: true })
+        .toBuffer(),
       type: 'image/jpeg',
       status: 201,
       target: { riseMib: 200 },

@@ -7,7 +7,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 const dir = import.meta.dirname;
-const benches = fs.readdirSync(dir).filter((f) => /^bench-.+\.ts$/.test(f)).sort();
+const benches = fs
+  .readdirSync(dir)
+  .filter((f) => /^bench-.+\.ts$/.test(f))
+  .sort();
 let failed = 0;
 for (const file of benches) {
   console.log(`\n== ${file}`);

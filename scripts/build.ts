@@ -136,7 +136,13 @@ export async function buildDist(): Promise<string[]> {
     for (const name of written) fs.renameSync(path.join(staging, name), path.join(OUT, name));
     // Chunks of earlier builds (their names carry a content hash) are no longer imported.
     for (const name of fs.readdirSync(OUT)) if (!written.has(name)) fs.rmSync(path.join(OUT, name), { force: true });
-    const inputs = [...Object.keys(result.metafile.inputs).map((f) => path.resolve(ROOT, f)), ...consoleScript.inputs, import.meta.filename, path.join(ROOT, 'scripts/dist.mjs'), path.join(ROOT, 'scripts/build.mjs')];
+    const inputs = [
+      ...Object.keys(result.metafile.inputs).map((f) => path.resolve(ROOT, f)),
+      ...consoleScript.inputs,
+      import.meta.filename,
+      path.join(ROOT, 'scripts/dist.mjs'),
+      path.join(ROOT, 'scripts/build.mjs'),
+    ];
     return inputs.map((f) => path.relative(ROOT, f).split(path.sep).join('/'));
   } finally {
     fs.rmSync(staging, { recursive: true, force: true });

@@ -23,7 +23,11 @@ const OTHER_CHANGES_SHOWN = 20;
 function latestReleased(): string {
   const dir = path.join(root, 'openapi/released');
   const versions = fs.readdirSync(dir).filter((f) => /^\d+\.\d+\.\d+\.yaml$/.test(f));
-  const key = (f: string) => f.replace(/\.yaml$/, '').split('.').map(Number);
+  const key = (f: string) =>
+    f
+      .replace(/\.yaml$/, '')
+      .split('.')
+      .map(Number);
   versions.sort((a, b) => {
     const [x, y] = [key(a), key(b)];
     return x[0]! - y[0]! || x[1]! - y[1]! || x[2]! - y[2]!;
@@ -65,7 +69,9 @@ function main(): number {
     console.log(`\nbreaking changes, released as a new major version (${before} → ${after})`);
     return 0;
   }
-  console.log(`\nBREAKING: the changes above break clients of ${before}. Undo them, or raise info.version's major (now ${after}) and release the contract as openapi/released/<version>.yaml.`);
+  console.log(
+    `\nBREAKING: the changes above break clients of ${before}. Undo them, or raise info.version's major (now ${after}) and release the contract as openapi/released/<version>.yaml.`,
+  );
   return 1;
 }
 

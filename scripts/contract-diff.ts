@@ -100,12 +100,13 @@ function deref(resolve: Resolve, node: unknown): unknown {
 /** The constraints of one request schema that refuse more than before. */
 function tighterLimits(a: View, b: View, out: string[]): void {
   for (const key of UPPER) {
-    if (typeof b[key] === 'number' && (typeof a[key] !== 'number' || (b[key]) < (a[key]))) out.push(`${key} ${a[key] ?? '(none)'} → ${b[key]}`);
+    if (typeof b[key] === 'number' && (typeof a[key] !== 'number' || b[key] < a[key])) out.push(`${key} ${a[key] ?? '(none)'} → ${b[key]}`);
   }
   for (const key of LOWER) {
-    if (typeof b[key] === 'number' && (typeof a[key] !== 'number' || (b[key]) > (a[key]))) out.push(`${key} ${a[key] ?? '(none)'} → ${b[key]}`);
+    if (typeof b[key] === 'number' && (typeof a[key] !== 'number' || b[key] > a[key])) out.push(`${key} ${a[key] ?? '(none)'} → ${b[key]}`);
   }
-  if (typeof b.pattern === 'string' && b.pattern !== a.pattern) out.push(`pattern ${a.pattern === undefined ? '(none)' : show(a.pattern)} → ${show(b.pattern)}`);
+  if (typeof b.pattern === 'string' && b.pattern !== a.pattern)
+    out.push(`pattern ${a.pattern === undefined ? '(none)' : show(a.pattern)} → ${show(b.pattern)}`);
   if (b.const !== undefined && show(b.const) !== show(a.const)) out.push(`const ${show(a.const ?? '(none)')} → ${show(b.const)}`);
   if (typeof b.multipleOf === 'number' && b.multipleOf !== a.multipleOf) out.push(`multipleOf ${a.multipleOf ?? '(none)'} → ${b.multipleOf}`);
   const [ta, tb] = [types(a), types(b)];
@@ -165,11 +166,16 @@ function requestViews(a: View, b: View | false, loc: Loc, walk: Walk, depth: num
 /** A request body, once per tag value it is told apart by (`operation: speech`, …). */
 function requestBody(ra: unknown, wb: unknown, where: string, walk: Walk): void {
   const named = enter({ where }, ra);
-  for (const tags of tagsOf([[ra, walk.r], [wb, walk.w]])) {
+  for (const tags of tagsOf([
+    [ra, walk.r],
+    [wb, walk.w],
+  ])) {
     const a = flatten(ra, walk.r, tags);
     const b = flatten(wb, walk.w, tags);
     if (a === false) continue;
-    const label = Object.entries(tags).map(([k, v]) => `[${k}=${typeof v === 'string' ? v : show(v)}]`).join('');
+    const label = Object.entries(tags)
+      .map(([k, v]) => `[${k}=${typeof v === 'string' ? v : show(v)}]`)
+      .join('');
     if (b !== false) pin(a, b, tags);
     requestViews(a, b, child(named, label), walk, 0);
   }
@@ -178,7 +184,8 @@ function requestBody(ra: unknown, wb: unknown, where: string, walk: Walk): void 
 /** The tag fields as the one value this view is for (their enums differ between bodies by design). */
 function pin(a: View, b: View, tags: Tags): void {
   for (const [name, value] of Object.entries(tags)) {
-    for (const view of [a, b]) if (isObject(view.properties) && Object.hasOwn(view.properties, name)) view.properties = { ...view.properties, [name]: { const: value } };
+    for (const view of [a, b])
+      if (isObject(view.properties) && Object.hasOwn(view.properties, name)) view.properties = { ...view.properties, [name]: { const: value } };
   }
 }
 
@@ -234,12 +241,17 @@ function operation(itemA: Json, itemB: Json, opA: Json, opB: Json, name: string,
   }
   for (const q of paramsB) {
     if (paramsA.some((p) => p.name.toLowerCase() === q.name.toLowerCase() && p.in === q.in)) continue;
-    note(q.required === true ? walk.breaking : walk.changes, { where: `${name} ${q.in} parameter ${q.name}` }, q.required === true ? 'new and required' : 'added');
+    note(
+      q.required === true ? walk.breaking : walk.changes,
+      { where: `${name} ${q.in} parameter ${q.name}` },
+      q.required === true ? 'new and required' : 'added',
+    );
   }
 
   const bodyA = deref(walk.r, opA.requestBody);
   const bodyB = deref(walk.w, opB.requestBody);
-  if (isObject(bodyB) && bodyB.required === true && !(isObject(bodyA) && bodyA.required === true)) note(walk.breaking, { where: `${name} request body` }, 'now required');
+  if (isObject(bodyB) && bodyB.required === true && !(isObject(bodyA) && bodyA.required === true))
+    note(walk.breaking, { where: `${name} request body` }, 'now required');
   if (isObject(bodyA) && isObject(bodyA.content)) {
     const contentB = isObject(bodyB) && isObject(bodyB.content) ? bodyB.content : {};
     for (const [type, mediaA] of Object.entries(bodyA.content)) {
@@ -296,7 +308,8 @@ export function diffContracts(released: Json, working: Json): ContractDiff {
   for (const [path, itemB] of Object.entries(pathsB)) {
     const itemA = pathsA[path];
     for (const method of METHODS) {
-      if (isObject(itemB) && isObject(itemB[method]) && !(isObject(itemA) && isObject(itemA[method]))) note(walk.changes, { where: `${method.toUpperCase()} ${path}` }, 'operation added');
+      if (isObject(itemB) && isObject(itemB[method]) && !(isObject(itemA) && isObject(itemA[method])))
+        note(walk.changes, { where: `${method.toUpperCase()} ${path}` }, 'operation added');
     }
   }
   const unique = (list: Finding[]) => [...new Map(list.map((f) => [`${f.at}|${line(f)}`, f])).values()];

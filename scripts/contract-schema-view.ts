@@ -31,7 +31,19 @@ export type View = Json & { conditionals: Conditional[] };
 /** Upper bounds: lower is tighter. Lower bounds: higher is tighter. */
 export const UPPER = ['maxLength', 'maximum', 'exclusiveMaximum', 'maxItems', 'maxProperties'];
 export const LOWER = ['minLength', 'minimum', 'exclusiveMinimum', 'minItems', 'minProperties'];
-const IGNORED = new Set(['description', 'summary', 'title', 'example', 'examples', 'default', 'externalDocs', 'deprecated', 'readOnly', 'writeOnly', '$comment']);
+const IGNORED = new Set([
+  'description',
+  'summary',
+  'title',
+  'example',
+  'examples',
+  'default',
+  'externalDocs',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+  '$comment',
+]);
 
 /** Follows a local `$ref` (`#/…`) in `doc`; a `$ref` with siblings becomes the allOf of its target and them. */
 export function resolver(doc: Json) {

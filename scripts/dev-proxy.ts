@@ -20,7 +20,11 @@ export interface DevProxy {
   close(): Promise<void>;
 }
 
-const NOT_RUNNING = new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'npm run dev has no server running (see its output: the contract or the server does not start); retry once it does.');
+const NOT_RUNNING = new ApiError(
+  503,
+  'TEMPORARILY_UNAVAILABLE',
+  'npm run dev has no server running (see its output: the contract or the server does not start); retry once it does.',
+);
 
 function unavailable(res: http.ServerResponse, error: ApiError): void {
   if (res.headersSent) return void res.destroy();
@@ -36,10 +40,13 @@ export async function startDevProxy(host: string, port: number): Promise<DevProx
     const to = target;
     if (to === undefined) return unavailable(res, NOT_RUNNING);
     const forwarded = [req.headers['x-forwarded-for'], req.socket.remoteAddress].filter(Boolean).join(', ');
-    const upstream = http.request({ host: '127.0.0.1', port: to, method: req.method, path: req.url, headers: { ...req.headers, 'x-forwarded-for': forwarded }, agent }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
-      answer.pipe(res);
-    });
+    const upstream = http.request(
+      { host: '127.0.0.1', port: to, method: req.method, path: req.url, headers: { ...req.headers, 'x-forwarded-for': forwarded }, agent },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
+        answer.pipe(res);
+      },
+    );
     upstream.on('error', () => unavailable(res, NOT_RUNNING));
     // A client that goes away mid-request (a closed stream) stops the server's work too.
     res.on('close', () => {

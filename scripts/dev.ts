@@ -262,10 +262,16 @@ async function apply(batch: Batch, since: number): Promise<void> {
     say('linting the contract, generating its types and starting a server on it');
     const took: number[] = [];
     const timed = <T>(i: number, step: Promise<T>): Promise<T> => step.finally(() => (took[i] = (performance.now() - since) / 1000));
-    const steps = serial ? await serialSteps(candidate) : await Promise.all([timed(0, lint(candidate)), timed(1, generate(candidate)), timed(2, launch(candidate))]);
+    const steps = serial
+      ? await serialSteps(candidate)
+      : await Promise.all([timed(0, lint(candidate)), timed(1, generate(candidate)), timed(2, launch(candidate))]);
     const [problem, generated, next] = steps;
     contractBroken = problem !== undefined;
-    const failure = problem ? `the contract does not lint; the last good server keeps running:\n${problem}` : generated?.failed ? `regenerating the types failed; the last good server keeps running:\n${generated.failed}` : undefined;
+    const failure = problem
+      ? `the contract does not lint; the last good server keeps running:\n${problem}`
+      : generated?.failed
+        ? `regenerating the types failed; the last good server keeps running:\n${generated.failed}`
+        : undefined;
     if (failure || !generated || !next) {
       if (next) void stopChild(next.child);
       // A server started on a contract that failed may have failed too: the contract's problem is the one to read.
@@ -278,7 +284,8 @@ async function apply(batch: Batch, since: number): Promise<void> {
     say(`contract linted; regenerated ${[...outputs, parametersOut].map((o) => path.relative(root, o)).join(', ')}`);
     promote(next);
     // Each step's end, counted from the change, shows which one the edit waited for.
-    const ends = took.length === 3 ? ` (lint done at ${took[0]!.toFixed(1)} s, types at ${took[1]!.toFixed(1)} s, the server ready at ${took[2]!.toFixed(1)} s)` : '';
+    const ends =
+      took.length === 3 ? ` (lint done at ${took[0]!.toFixed(1)} s, types at ${took[1]!.toFixed(1)} s, the server ready at ${took[2]!.toFixed(1)} s)` : '';
     return say(`live: the new server answers ${((performance.now() - since) / 1000).toFixed(1)} s after the change${ends}`);
   }
   if (contractBroken) {

@@ -73,6 +73,8 @@ export function staleReason() {
 export function refuseStale(what) {
   const reason = staleReason();
   if (!reason) return;
-  console.error(`gemforge: the compiled ${what} in dist/ is stale (${reason}): run "npm run build" (npm start rebuilds by itself), or "npm run dev" while editing`);
+  console.error(
+    `gemforge: the compiled ${what} in dist/ is stale (${reason}): run "npm run build" (npm start rebuilds by itself), or "npm run dev" while editing`,
+  );
   process.exit(1);
 }

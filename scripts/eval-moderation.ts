@@ -19,16 +19,22 @@ import { openAiCompatibleModeration } from '../server/providers/moderation/opena
 import type { ModerationProvider } from '../server/providers/moderation/types.ts';
 import { readSets, score, TARGETS, UNSEEN_DIR, type Score } from './moderation/eval-set.ts';
 
-const { values } = parseArgs({ options: { set: { type: 'string' }, quiet: { type: 'boolean', default: false }, unseen: { type: 'boolean', default: false }, dir: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { set: { type: 'string' }, quiet: { type: 'boolean', default: false }, unseen: { type: 'boolean', default: false }, dir: { type: 'string' } },
+});
 
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 const visible = (text: string) => JSON.stringify(text); // escapes invisible characters, so a miss can be read
 
 function report(provider: string, s: Score, quiet: boolean): boolean {
   const met = s.recall >= TARGETS.recall && s.falsePositiveRate <= TARGETS.falsePositiveRate;
-  console.log(`\n## ${provider} on ${s.set}: recall ${pct(s.recall)} (target ≥ ${pct(TARGETS.recall)}), false positives ${pct(s.falsePositiveRate)} (target ≤ ${pct(TARGETS.falsePositiveRate)}) — ${met ? 'MET' : 'MISSED'}`);
-  for (const g of s.harmful) console.log(`  harmful ${g.group.padEnd(18)} ${String(g.refused).padStart(4)}/${String(g.total).padEnd(4)} refused  ${pct(g.refused / g.total)}`);
-  for (const g of s.benign) console.log(`  benign  ${g.group.padEnd(18)} ${String(g.refused).padStart(4)}/${String(g.total).padEnd(4)} refused  ${pct(g.refused / g.total)}`);
+  console.log(
+    `\n## ${provider} on ${s.set}: recall ${pct(s.recall)} (target ≥ ${pct(TARGETS.recall)}), false positives ${pct(s.falsePositiveRate)} (target ≤ ${pct(TARGETS.falsePositiveRate)}) — ${met ? 'MET' : 'MISSED'}`,
+  );
+  for (const g of s.harmful)
+    console.log(`  harmful ${g.group.padEnd(18)} ${String(g.refused).padStart(4)}/${String(g.total).padEnd(4)} refused  ${pct(g.refused / g.total)}`);
+  for (const g of s.benign)
+    console.log(`  benign  ${g.group.padEnd(18)} ${String(g.refused).padStart(4)}/${String(g.total).padEnd(4)} refused  ${pct(g.refused / g.total)}`);
   if (!quiet) {
     if (s.misses.length > 0) console.log(`  misses (harmful, let through):`);
     for (const m of s.misses) console.log(`    [${m.group}] ${visible(m.text)}`);
@@ -42,7 +48,11 @@ const config = loadConfig(process.env);
 const policy = loadModerationPolicy(config.moderationPolicyPath);
 const providers: Array<[string, ModerationProvider, number]> = [['embedded', embeddedModeration(policy), 1]];
 if (config.moderationUrl) {
-  providers.push([`upstream ${config.moderationUrl}`, openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel }), 8]);
+  providers.push([
+    `upstream ${config.moderationUrl}`,
+    openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel }),
+    8,
+  ]);
 }
 const setDir = values.dir ?? (values.unseen ? UNSEEN_DIR : undefined);
 const sets = readSets(setDir).filter((s) => !values.set || s.name === values.set);

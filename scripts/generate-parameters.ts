@@ -30,7 +30,13 @@ const KINDS = { image: ['MediaParametersImage'], video: ['MediaParametersVideo']
 const table = Object.fromEntries(
   Object.entries(KINDS).map(([kind, schemas]) => [
     kind,
-    Object.fromEntries(schemas.flatMap((schema) => Object.entries(doc.components.schemas[schema]!.properties as Record<string, Json | false>).flatMap(([name, s]) => (s === false ? [] : [[name, valueType(s)]])))),
+    Object.fromEntries(
+      schemas.flatMap((schema) =>
+        Object.entries(doc.components.schemas[schema]!.properties as Record<string, Json | false>).flatMap(([name, s]) =>
+          s === false ? [] : [[name, valueType(s)]],
+        ),
+      ),
+    ),
   ]),
 );
 const text = `/**

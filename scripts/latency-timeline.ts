@@ -69,7 +69,10 @@ async function main(): Promise<void> {
   const extra = Object.fromEntries(values.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
   try {
     const secret = await seedBenchKey(dataDir);
-    const server = await startGemforge({ DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', ...extra }, path.join(dataDir, 'server.log'));
+    const server = await startGemforge(
+      { DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: 'info', ...extra },
+      path.join(dataDir, 'server.log'),
+    );
     const answers: Answer[] = [];
     const samples: Array<{ at: number; threads: ReturnType<typeof threadCpuTicks> }> = [];
     try {
@@ -86,7 +89,9 @@ async function main(): Promise<void> {
     const sum = (threads: ReturnType<typeof threadCpuTicks>) => [...threads.values()].reduce((total, t) => total + t.ticks, 0);
     const [first, last] = [samples[0]!, samples.at(-1)!];
     const busy = ((sum(last.threads) - sum(first.threads)) * 10) / (last.at - first.at);
-    console.log(`${answers.length} submissions, ${(answers.length / Number(values.seconds)).toFixed(0)}/s; ms: p50 ${q(0.5)}, p90 ${q(0.9)}, p99 ${q(0.99)}, p99.9 ${q(0.999)}, max ${q(1)}; the server used ${busy.toFixed(2)} cores on average`);
+    console.log(
+      `${answers.length} submissions, ${(answers.length / Number(values.seconds)).toFixed(0)}/s; ms: p50 ${q(0.5)}, p90 ${q(0.9)}, p99 ${q(0.99)}, p99.9 ${q(0.999)}, max ${q(1)}; the server used ${busy.toFixed(2)} cores on average`,
+    );
 
     // CPU ms per thread group in each window, from the difference between samples.
     const cpu = new Map<number, Record<string, number>>();
@@ -103,15 +108,27 @@ async function main(): Promise<void> {
       windows.get(w)!.push(latency);
     }
     const bound = quantile(sorted, 0.5) * Number(values.slow);
-    const slow = [...windows].filter(([, l]) => quantile(l.sort((a, b) => a - b), 0.5) > bound).sort((a, b) => a[0] - b[0]);
+    const slow = [...windows]
+      .filter(
+        ([, l]) =>
+          quantile(
+            l.sort((a, b) => a - b),
+            0.5,
+          ) > bound,
+      )
+      .sort((a, b) => a[0] - b[0]);
     let waiting = 0;
-    console.log(`\n${slow.length} of ${windows.size} windows of ${WINDOW_MS} ms with a median over ${bound.toFixed(1)} ms (CPU ms per thread group in the window):`);
+    console.log(
+      `\n${slow.length} of ${windows.size} windows of ${WINDOW_MS} ms with a median over ${bound.toFixed(1)} ms (CPU ms per thread group in the window):`,
+    );
     for (const [w, l] of slow) {
       const used = cpu.get(w);
       const total = used ? GROUPS.reduce((s, g) => s + used[g]!, 0) : NaN;
       if (total < WINDOW_MS / 2) waiting++;
       const detail = used ? GROUPS.map((g) => `${g} ${used[g]}`).join(', ') : 'no sample';
-      console.log(`  ${((w * WINDOW_MS) / 1000).toFixed(1).padStart(5)} s  ${String(l.length).padStart(4)} answers, median ${quantile(l, 0.5).toFixed(0)} ms, max ${quantile(l, 1).toFixed(0)} ms  (${detail})`);
+      console.log(
+        `  ${((w * WINDOW_MS) / 1000).toFixed(1).padStart(5)} s  ${String(l.length).padStart(4)} answers, median ${quantile(l, 0.5).toFixed(0)} ms, max ${quantile(l, 1).toFixed(0)} ms  (${detail})`,
+      );
     }
     console.log(`${waiting} of them with the server using under half a core (waiting rather than working)`);
   } finally {

@@ -46,9 +46,17 @@ function summarize(file: string, top: number): void {
   let total = 0;
   for (const [id, t] of self) {
     const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
-    const short = url.replace(/^file:\/\//, '').replace(/.*node_modules\//, 'nm:').replace(/.*\/perf2\//, '');
+    const short = url
+      .replace(/^file:\/\//, '')
+      .replace(/.*node_modules\//, 'nm:')
+      .replace(/.*\/perf2\//, '');
     fn.set(`${functionName || '(anon)'} ${short}:${lineNumber + 1}`, (fn.get(`${functionName || '(anon)'} ${short}:${lineNumber + 1}`) ?? 0) + t);
-    const pkg = short.startsWith('nm:') ? short.split('/').slice(0, short.startsWith('nm:@') ? 2 : 1).join('/') : short || functionName;
+    const pkg = short.startsWith('nm:')
+      ? short
+          .split('/')
+          .slice(0, short.startsWith('nm:@') ? 2 : 1)
+          .join('/')
+      : short || functionName;
     fileT.set(pkg, (fileT.get(pkg) ?? 0) + t);
     total += t;
   }
@@ -69,13 +77,34 @@ async function main(): Promise<void> {
     const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
     const { taskIds } = await generatedTasks(dataDir, logFile, auth, MANY_TASKS);
     const taskId = taskIds[0]!;
-    const env: Record<string, string> = { DATA_DIR: dataDir, NODE_ENV: 'production', WORKER_ENABLED: 'false', LOG_LEVEL: process.env.PROFILE_LOG_LEVEL ?? 'info', TEXT_STREAM_DELAY_MS: '0' };
+    const env: Record<string, string> = {
+      DATA_DIR: dataDir,
+      NODE_ENV: 'production',
+      WORKER_ENABLED: 'false',
+      LOG_LEVEL: process.env.PROFILE_LOG_LEVEL ?? 'info',
+      TEXT_STREAM_DELAY_MS: '0',
+    };
     if (values.prof) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-interval=250 --cpu-prof-dir=${values.prof}`;
     const server = await startGemforge(env, logFile);
     const amount = Number(values.amount);
-    const cases: Array<{ name: string; method: string; path: string; paths?: string[]; headers: Record<string, string>; body?: string; fresh?: boolean; scale?: number }> = [
+    const cases: Array<{
+      name: string;
+      method: string;
+      path: string;
+      paths?: string[];
+      headers: Record<string, string>;
+      body?: string;
+      fresh?: boolean;
+      scale?: number;
+    }> = [
       { name: 'task GET', method: 'GET', path: `/api/generate/tasks/${taskId}`, headers: auth },
-      { name: 'task GET 64 tasks', method: 'GET', path: `/api/generate/tasks/${taskId}`, paths: taskIds.map((id) => `/api/generate/tasks/${id}`), headers: auth },
+      {
+        name: 'task GET 64 tasks',
+        method: 'GET',
+        path: `/api/generate/tasks/${taskId}`,
+        paths: taskIds.map((id) => `/api/generate/tasks/${id}`),
+        headers: auth,
+      },
       { name: 'models GET', method: 'GET', path: '/api/generate/models', headers: auth },
       { name: '401 without key', method: 'GET', path: '/api/generate/models', headers: {} },
       { name: 'image new identity', method: 'POST', path: '/api/generate/image', headers: auth, body: JSON.stringify(IMAGE), fresh: true, scale: 0.1 },
@@ -92,7 +121,13 @@ async function main(): Promise<void> {
             connections: Number(values.connections),
             amount,
             ...(c.body && { body: c.body }),
-            ...((c.fresh || c.paths) && { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, ...varied({ headers: c.headers, freshIdempotencyKey: c.fresh, paths: c.paths }) }) }] }),
+            ...((c.fresh || c.paths) && {
+              requests: [
+                {
+                  setupRequest: (req: Record<string, unknown>) => ({ ...req, ...varied({ headers: c.headers, freshIdempotencyKey: c.fresh, paths: c.paths }) }),
+                },
+              ],
+            }),
           } as never) as unknown as Promise<{ statusCodeStats: Record<string, { count: number }>; requests: { total: number } }>;
         await run(Math.round(n / 4));
         const before = cpuSeconds(server.child.pid) ?? NaN;

@@ -61,9 +61,7 @@ const STORAGE_AGNOSTIC = new Set([
 
 /** Whether a test file can reach a database at all: it starts a server or opens storage. */
 function reachesDatabase(file: string): boolean {
-  return /helpers\/(server|database|worker|app)|server\/storage|startServer|DATA_DIR|createApp/.test(
-    fs.readFileSync(path.join(ROOT, file), 'utf8'),
-  );
+  return /helpers\/(server|database|worker|app)|server\/storage|startServer|DATA_DIR|createApp/.test(fs.readFileSync(path.join(ROOT, file), 'utf8'));
 }
 
 function storageTestFiles(): string[] {

@@ -281,7 +281,10 @@ function parseDelay(value: string | undefined): number {
 /** `a=b,c=d` → `{a: 'b', c: 'd'}`. */
 function parseMapping(value: string | undefined, name: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const pair of (value ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const pair of (value ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const eq = pair.indexOf('=');
     if (eq <= 0 || eq === pair.length - 1) throw new Error(`${name} must look like "catalog-id=upstream-model,…", got "${pair}"`);
     out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
@@ -337,7 +340,10 @@ const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
 /** `TRUST_PROXY`: addresses, CIDR ranges or proxy-addr's names, checked now so a typo stops the start. */
 function parseTrustProxy(value: string | undefined): string[] {
-  const entries = (value ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+  const entries = (value ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
   for (const entry of entries) {
     if (!PROXY_NAMES.has(entry) && !isAddressOrRange(entry)) {
       throw new Error(`TRUST_PROXY must list IP addresses, CIDR ranges, loopback, linklocal or uniquelocal; got "${entry}"`);
@@ -348,7 +354,10 @@ function parseTrustProxy(value: string | undefined): string[] {
 
 /** `CORS_ORIGINS`: exact origins (scheme, host, optional port; no path), checked now so a typo stops the start. */
 function parseCorsOrigins(value: string | undefined): string[] {
-  const entries = (value ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+  const entries = (value ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
   return entries.map((entry) => {
     let url: URL | undefined;
     try {
@@ -366,7 +375,10 @@ function parseCorsOrigins(value: string | undefined): string[] {
 
 /** `REMOTE_FETCH_ALLOW`: addresses, CIDR ranges or host names (lower-cased), checked now so a typo stops the start. */
 function parseFetchAllow(value: string | undefined): string[] {
-  const entries = (value ?? '').split(',').map((p) => p.trim().toLowerCase()).filter(Boolean);
+  const entries = (value ?? '')
+    .split(',')
+    .map((p) => p.trim().toLowerCase())
+    .filter(Boolean);
   for (const entry of entries) {
     if (!isAddressOrRange(entry) && !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(entry)) {
       throw new Error(`REMOTE_FETCH_ALLOW must list IP addresses, CIDR ranges or host names; got "${entry}"`);
@@ -428,7 +440,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       prefix: env.S3_PREFIX ? `${env.S3_PREFIX.replace(/\/+$/, '')}/` : '',
     },
     signingSecret: env.SIGNING_SECRET ? parseSecret(env.SIGNING_SECRET, 'SIGNING_SECRET') : undefined,
-    signingSecretPrevious: (env.SIGNING_SECRET_PREVIOUS ?? '').split(',').filter((v) => v.trim() !== '').map((v) => parseSecret(v, 'SIGNING_SECRET_PREVIOUS')),
+    signingSecretPrevious: (env.SIGNING_SECRET_PREVIOUS ?? '')
+      .split(',')
+      .filter((v) => v.trim() !== '')
+      .map((v) => parseSecret(v, 'SIGNING_SECRET_PREVIOUS')),
     remoteDeadlineSeconds: parseWhole(env.REMOTE_DEADLINE_SECONDS, 900, 'REMOTE_DEADLINE_SECONDS', 1),
     remoteAttemptTimeoutSeconds: parseWhole(env.REMOTE_ATTEMPT_TIMEOUT_SECONDS, 120, 'REMOTE_ATTEMPT_TIMEOUT_SECONDS', 1),
     remoteOutputMaxBytes: parseWhole(env.REMOTE_OUTPUT_MAX_BYTES, 256 * 1024 * 1024, 'REMOTE_OUTPUT_MAX_BYTES', 1024),
@@ -460,7 +475,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     shutdownReadinessDelaySeconds: parseWhole(env.SHUTDOWN_READINESS_DELAY_SECONDS, 0, 'SHUTDOWN_READINESS_DELAY_SECONDS', 0),
     outputRetentionSeconds: parseWhole(env.OUTPUT_RETENTION_SECONDS, 7 * 24 * 3600, 'OUTPUT_RETENTION_SECONDS', 1),
     publicBaseUrl: parsePublicBaseUrl(env.PUBLIC_BASE_URL),
-    allowedHosts: (env.ALLOWED_HOSTS ?? '').split(',').filter((e) => e.trim() !== '').map(checkAllowedHost),
+    allowedHosts: (env.ALLOWED_HOSTS ?? '')
+      .split(',')
+      .filter((e) => e.trim() !== '')
+      .map(checkAllowedHost),
     moderationPolicyPath: path.resolve(env.MODERATION_POLICY_PATH || path.join(root, 'server/catalog/moderation.yaml')),
     moderationUrl: env.MODERATION_URL || undefined,
     moderationApiKey: env.MODERATION_API_KEY || undefined,

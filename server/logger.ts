@@ -18,7 +18,10 @@ export const ACCESS_LINE = 'request';
 /** How long an access line may wait for others to share its write. */
 export const ACCESS_FLUSH_MS = 200;
 
-export function createLogger(level: string, destination: pino.DestinationStream = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: ACCESS_FLUSH_MS })): Logger {
+export function createLogger(
+  level: string,
+  destination: pino.DestinationStream = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: ACCESS_FLUSH_MS }),
+): Logger {
   return pino(
     {
       level,
@@ -47,9 +50,14 @@ export function createLogger(level: string, destination: pino.DestinationStream 
  * the same bytes at the same moment (now, or right after the write in flight).
  */
 function sendNow(logger: Logger): void {
-  const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as { flush?: (cb?: () => void) => void; destroyed?: boolean; minLength?: number };
+  const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as {
+    flush?: (cb?: () => void) => void;
+    destroyed?: boolean;
+    minLength?: number;
+  };
   if (typeof stream.flush !== 'function') return;
-  if (stream.minLength === undefined) stream.flush(() => undefined); // not sonic-boom: pino's own way
+  if (stream.minLength === undefined)
+    stream.flush(() => undefined); // not sonic-boom: pino's own way
   else if (!stream.destroyed) stream.flush();
 }
 

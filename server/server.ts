@@ -155,7 +155,10 @@ export function startMediaWorker(
     storeRetries: config.workerStoreRetries,
     accountCaps: { local: config.accountLocalConcurrency, remote: config.accountRemoteConcurrency },
     // Source and reference media reach a mapped upstream only as signed links under a public base URL.
-    ...(signer && config.publicBaseUrl && { assetLink: (accountId: string, assetId: string) => assetLink(db, signer, config.publicBaseUrl!, clock.now(), accountId, assetId) }),
+    ...(signer &&
+      config.publicBaseUrl && {
+        assetLink: (accountId: string, assetId: string) => assetLink(db, signer, config.publicBaseUrl!, clock.now(), accountId, assetId),
+      }),
   });
 }
 
@@ -177,7 +180,10 @@ export function shareBreakerState(db: Db, logger: Logger): () => void {
         // Once a minute at most: a database outage is logged by every other path too.
         if (Date.now() < quietUntil) return;
         quietUntil = Date.now() + 60_000;
-        logger.warn({ err, store: 'database' }, `the shared upstream breaker state could not be ${what === 'read' ? 'read' : 'written'}; this process goes by its own breakers meanwhile`);
+        logger.warn(
+          { err, store: 'database' },
+          `the shared upstream breaker state could not be ${what === 'read' ? 'read' : 'written'}; this process goes by its own breakers meanwhile`,
+        );
       },
     },
   );
@@ -188,7 +194,8 @@ export function shareBreakerState(db: Db, logger: Logger): () => void {
 export function guardDataDir(dataDir: string, logger: Logger): void {
   privateDataDir(dataDir);
   const mode = widerThanPrivate(dataDir);
-  if (mode) logger.warn({ dataDir, mode }, `DATA_DIR lets other users in (mode ${mode}): run chmod 700 on it; what gemforge writes in it is private to its user`);
+  if (mode)
+    logger.warn({ dataDir, mode }, `DATA_DIR lets other users in (mode ${mode}): run chmod 700 on it; what gemforge writes in it is private to its user`);
 }
 
 /** How soon after a drain starts idle keep-alive connections are closed (see close()). */
@@ -228,15 +235,36 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const inflight = new InflightWork();
   // Every provider with the scenario layer composed around it (scenario-provider.ts).
   const mediaProviders = mediaProvidersOf(remoteMedia, options.providers);
-  const providers = { text: withTextScenarios(textProviders), analysis: withAnalysisScenarios(createAnalysisProvider(config, (suffix) => tempPath(config.dataDir, suffix))) };
+  const providers = {
+    text: withTextScenarios(textProviders),
+    analysis: withAnalysisScenarios(createAnalysisProvider(config, (suffix) => tempPath(config.dataDir, suffix))),
+  };
   const lifecycle = { draining: false };
   // The process's one count of remote providers' errors: the worker's jobs add to it, /metrics reads it.
   const upstreamErrors = new UpstreamErrorCounts();
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
-  const metrics = config.metricsToken || config.metricsPort !== undefined ? (await import('./http/metrics.ts')).createServerMetrics(db, clock, upstreamErrors.counts) : undefined;
+  const metrics =
+    config.metricsToken || config.metricsPort !== undefined
+      ? (await import('./http/metrics.ts')).createServerMetrics(db, clock, upstreamErrors.counts)
+      : undefined;
   // Its threads start at the first sign-in; close() ends them.
   const passwords = passwordPool(config.consoleHashing);
-  const app = createApp({ config, db, logger, clock, catalog: discoveredCatalog(catalog, remoteMedia), signer, inflight, policies, providers, mediaProviders, lifecycle, metrics, consolePage, passwords });
+  const app = createApp({
+    config,
+    db,
+    logger,
+    clock,
+    catalog: discoveredCatalog(catalog, remoteMedia),
+    signer,
+    inflight,
+    policies,
+    providers,
+    mediaProviders,
+    lifecycle,
+    metrics,
+    consolePage,
+    passwords,
+  });
   const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
   const server = http.createServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
@@ -271,7 +299,9 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     logger.warn({ err: error }, 'could not record the server URL in DATA_DIR: admin console invite needs --base-url');
   }
   // Start-up's garbage and grown young generation go back to the system once requests pause (memory.ts).
-  const stopReducing = reduceMemoryWhenQuiet(server, () => active > 0, { onCollect: (ms) => logger.debug({ ms: Math.round(ms) }, 'memory reduced while quiet') });
+  const stopReducing = reduceMemoryWhenQuiet(server, () => active > 0, {
+    onCollect: (ms) => logger.debug({ ms: Math.round(ms) }, 'memory reduced while quiet'),
+  });
   // Open breakers reach every process on the database (this API's admission, a separate worker's calls).
   const stopSharing = shareBreakerState(db, logger);
   // The worker runs the providers built above (the catalog is read once).

@@ -95,7 +95,10 @@ describe('admin CLI', () => {
     const keys = await text('key', '--help');
     assert.match(keys, /key create[\s\S]*key revoke[\s\S]*key list/);
     assert.doesNotMatch(keys, /account create/);
-    assert.equal((await text('account', 'create', '--help')).trim(), 'usage: gemforge admin <command>\n  account create --name N [--gems G] [--llm-allowance A] [--paid-consent]');
+    assert.equal(
+      (await text('account', 'create', '--help')).trim(),
+      'usage: gemforge admin <command>\n  account create --name N [--gems G] [--llm-allowance A] [--paid-consent]',
+    );
   });
 
   it('when a command or a flag is mistyped, then the message says what is close and what the command takes', async () => {
@@ -135,8 +138,18 @@ describe('admin CLI', () => {
 
   it('when 60 keys are created for one account at once, then exactly 50 are made and the rest refused', async () => {
     const accountId = await s.account();
-    const made = await Promise.all(Array.from({ length: 60 }, () => s.key(accountId).then(() => 1, (e: Error) => (/50 non-revoked keys/.test(e.message) ? 0 : Promise.reject(e)))));
-    assert.equal(made.reduce((a: number, b) => a + b, 0), 50);
+    const made = await Promise.all(
+      Array.from({ length: 60 }, () =>
+        s.key(accountId).then(
+          () => 1,
+          (e: Error) => (/50 non-revoked keys/.test(e.message) ? 0 : Promise.reject(e)),
+        ),
+      ),
+    );
+    assert.equal(
+      made.reduce((a: number, b) => a + b, 0),
+      50,
+    );
     const list = await admin(s.dataDir, 'key', 'list', '--account', accountId);
     assert.equal(list.json.keys.length, 50);
   });
@@ -187,8 +200,22 @@ describe('admin CLI', () => {
 
   it('when an operator sets content preference, networks and regions, then account show lists them and the server applies them', async () => {
     const user = await s.user();
-    const updated = await admin(s.dataDir, 'account', 'update', user.accountId, '--content-preference', 'strict', '--network-deny', '127.0.0.0/8, 2001:DB8::/32',
-      '--network-allow', '::ffff:127.0.0.1/128', '--blocked-regions', 'fr,de-by', '--unknown-region', 'allow');
+    const updated = await admin(
+      s.dataDir,
+      'account',
+      'update',
+      user.accountId,
+      '--content-preference',
+      'strict',
+      '--network-deny',
+      '127.0.0.0/8, 2001:DB8::/32',
+      '--network-allow',
+      '::ffff:127.0.0.1/128',
+      '--blocked-regions',
+      'fr,de-by',
+      '--unknown-region',
+      'allow',
+    );
     assert.equal(updated.code, 0, updated.stderr);
     const show = await admin(s.dataDir, 'account', 'show', user.accountId);
     assert.equal(show.json.contentPreference, 'strict');
@@ -201,7 +228,18 @@ describe('admin CLI', () => {
     const blocked = await errorOf(await models());
     assert.deepEqual([blocked.status, blocked.code], [403, 'NETWORK_BLOCKED']);
 
-    const cleared = await admin(s.dataDir, 'account', 'update', user.accountId, '--network-deny', '', '--blocked-regions', '', '--content-preference', 'standard');
+    const cleared = await admin(
+      s.dataDir,
+      'account',
+      'update',
+      user.accountId,
+      '--network-deny',
+      '',
+      '--blocked-regions',
+      '',
+      '--content-preference',
+      'standard',
+    );
     assert.equal(cleared.code, 0, cleared.stderr);
     assert.deepEqual([cleared.json.network.deny, cleared.json.regions.blocked, cleared.json.contentPreference], [[], [], 'standard']);
     assert.equal(await statusWithin(models, 200, 1000), 200);
@@ -229,7 +267,14 @@ describe('admin CLI', () => {
     assert.equal(before.json.limits.ratesPerSecond.keyMedia, s.config.rates.keyMedia);
     const set = await admin(s.dataDir, 'account', 'update', user.accountId, '--local-concurrency', '1', '--remote-concurrency', '0', '--queued-tasks', '10');
     assert.equal(set.code, 0, set.stderr);
-    assert.deepEqual([set.json.limits.localConcurrency, set.json.limits.remoteConcurrency, set.json.limits.queuedTasks], [{ value: 1, own: true }, { value: 0, own: true }, { value: 10, own: true }]);
+    assert.deepEqual(
+      [set.json.limits.localConcurrency, set.json.limits.remoteConcurrency, set.json.limits.queuedTasks],
+      [
+        { value: 1, own: true },
+        { value: 0, own: true },
+        { value: 10, own: true },
+      ],
+    );
     const reset = await admin(s.dataDir, 'account', 'update', user.accountId, '--local-concurrency', 'default');
     assert.deepEqual(reset.json.limits.localConcurrency, { value: s.config.accountLocalConcurrency, own: false });
     assert.deepEqual(reset.json.limits.queuedTasks, { value: 10, own: true });
@@ -253,7 +298,17 @@ describe('admin CLI', () => {
     const list = await admin(s.dataDir, 'moderation', 'list', '--account', user.accountId);
     assert.equal(list.code, 0, list.stderr);
     assert.equal(list.json.records.length, s.config.moderationBlockThreshold);
-    assert.deepEqual(Object.keys(list.json.records[0]).sort(), ['accountId', 'categories', 'clearedAt', 'createdAt', 'field', 'id', 'keyId', 'operation', 'provider']);
+    assert.deepEqual(Object.keys(list.json.records[0]).sort(), [
+      'accountId',
+      'categories',
+      'clearedAt',
+      'createdAt',
+      'field',
+      'id',
+      'keyId',
+      'operation',
+      'provider',
+    ]);
     assert.deepEqual(list.json.records[0].categories, ['violence']);
 
     const clear = await admin(s.dataDir, 'moderation', 'clear', '--account', user.accountId);
@@ -280,7 +335,17 @@ describe('admin CLI', () => {
   });
   it('when an operator invites a holder and makes a login with a password, then the link and the password sign in, list shows them and signout ends their sessions', async () => {
     const accountId = await s.account();
-    const invited = await admin(s.dataDir, 'console', 'invite', '--account', accountId, '--email', 'Grace@Example.com', '--base-url', 'https://console.example.com/');
+    const invited = await admin(
+      s.dataDir,
+      'console',
+      'invite',
+      '--account',
+      accountId,
+      '--email',
+      'Grace@Example.com',
+      '--base-url',
+      'https://console.example.com/',
+    );
     assert.equal(invited.code, 0, invited.stderr);
     assert.equal(invited.json.email, 'grace@example.com');
     const link = new URL(invited.json.link);
@@ -289,16 +354,29 @@ describe('admin CLI', () => {
     const accepted = await consoleCall(s, 'POST', '/invites/accept', { body: { token, password: 'grace chose this one' } });
     assert.equal(accepted.status, 200);
 
-    const made = await adminWithInput(s.dataDir, 'linus password 42\n', 'console', 'login', '--account', accountId, '--email', 'linus@example.com', '--password-stdin');
+    const made = await adminWithInput(
+      s.dataDir,
+      'linus password 42\n',
+      'console',
+      'login',
+      '--account',
+      accountId,
+      '--email',
+      'linus@example.com',
+      '--password-stdin',
+    );
     assert.equal(made.code, 0, made.stderr);
     await signIn(s, 'linus@example.com', 'linus password 42');
 
     const list = await admin(s.dataDir, 'console', 'list', '--account', accountId);
     assert.equal(list.code, 0, list.stderr);
-    assert.deepEqual(list.json.logins.map((l: { email: string; hasPassword: boolean; liveSessions: number }) => [l.email, l.hasPassword, l.liveSessions]), [
-      ['grace@example.com', true, 1],
-      ['linus@example.com', true, 1],
-    ]);
+    assert.deepEqual(
+      list.json.logins.map((l: { email: string; hasPassword: boolean; liveSessions: number }) => [l.email, l.hasPassword, l.liveSessions]),
+      [
+        ['grace@example.com', true, 1],
+        ['linus@example.com', true, 1],
+      ],
+    );
     assert.ok(!JSON.stringify(list.json).includes('argon2'), 'no hash is shown');
 
     const out = await admin(s.dataDir, 'console', 'signout', '--email', 'linus@example.com');
@@ -344,7 +422,17 @@ describe('admin console invite without --base-url', () => {
     assert.equal(page.status, 200, 'the link opens the console of the running server');
     assert.ok(token);
 
-    const override = await admin(servers.dataDir, 'console', 'invite', '--account', accountId, '--email', 'port@example.com', '--base-url', 'https://console.example.com');
+    const override = await admin(
+      servers.dataDir,
+      'console',
+      'invite',
+      '--account',
+      accountId,
+      '--email',
+      'port@example.com',
+      '--base-url',
+      'https://console.example.com',
+    );
     assert.equal(new URL(override.json.link).origin, 'https://console.example.com', '--base-url still wins');
 
     assert.equal(await child.kill('SIGTERM'), 0);

@@ -91,7 +91,10 @@ describe('admission limits', () => {
       const results = await Promise.all(Array.from({ length: 12 }, (_, i) => takeTokens(i % 2 ? other : t.db, [bucket], now)));
       assert.equal(results.filter((r) => r.length === 0).length, 5);
       const waits = results.filter((r) => r.length > 0).map((r) => r[0]!.waitMs);
-      assert.ok(waits.every((w) => w > 0 && w <= 1000), waits.join(','));
+      assert.ok(
+        waits.every((w) => w > 0 && w <= 1000),
+        waits.join(','),
+      );
       assert.deepEqual(await takeTokens(t.db, [bucket], now + 1000), [], 'a second later one token is back');
     } finally {
       await other.destroy();

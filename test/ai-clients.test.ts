@@ -29,7 +29,10 @@ function recording(failures = 0) {
     bodies.push(typeof init?.body === 'string' ? init.body : '');
     if (failed < failures) {
       failed++;
-      return new Response(JSON.stringify({ error: { code: 'TEMPORARILY_UNAVAILABLE', message: 'injected' } }), { status: 503, headers: { 'content-type': 'application/json' } });
+      return new Response(JSON.stringify({ error: { code: 'TEMPORARILY_UNAVAILABLE', message: 'injected' } }), {
+        status: 503,
+        headers: { 'content-type': 'application/json' },
+      });
     }
     return fetch(input, init);
   };
@@ -48,7 +51,8 @@ describe('AI client libraries against the real server', () => {
   });
   after(() => s.close());
 
-  const reservations = async () => Number(((await s.db('reservations').where({ account_id: accountId }).count({ n: '*' })) as Array<{ n: number | string }>)[0]!.n);
+  const reservations = async () =>
+    Number(((await s.db('reservations').where({ account_id: accountId }).count({ n: '*' })) as Array<{ n: number | string }>)[0]!.n);
 
   it('when the openai SDK completes and streams (with include_usage) through gemforgeFetch, then both work and a retried call keeps its key', async () => {
     const rec = recording(1);
@@ -60,7 +64,12 @@ describe('AI client libraries against the real server', () => {
     assert.equal(rec.keys[0], rec.keys[1], 'the retry kept the key');
     assert.equal((await reservations()) - before, 1, 'one logical call, one reservation');
 
-    const stream = await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Stream it' }], stream: true, stream_options: { include_usage: true } });
+    const stream = await openai.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Stream it' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = '';
     let usage: OpenAI.CompletionUsage | undefined | null;
     for await (const chunk of stream) {
@@ -114,10 +123,14 @@ describe('AI client libraries against the real server', () => {
     let calls = 0;
     const inner: typeof fetch = async () => {
       calls++;
-      return new Response(JSON.stringify({ error: { code: 'PRICE_CHANGED', message: 'over maxGems' } }), { status: 409, headers: { 'content-type': 'application/json', 'x-should-retry': 'false' } });
+      return new Response(JSON.stringify({ error: { code: 'PRICE_CHANGED', message: 'over maxGems' } }), {
+        status: 409,
+        headers: { 'content-type': 'application/json', 'x-should-retry': 'false' },
+      });
     };
     const f = gemforgeFetch({ fetch: inner });
-    const send = () => f(`${baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m","messages":[]}' });
+    const send = () =>
+      f(`${baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m","messages":[]}' });
     const first = await send();
     const again = await send();
     assert.equal(first.status, 409);
@@ -136,7 +149,10 @@ describe('AI client libraries against the real server', () => {
     const f = gemforgeFetch({ fetch: inner });
     await f(`${baseURL}/chat/completions`, { method: 'POST', headers: { 'idempotency-key': 'mine-1' }, body: '{}' });
     assert.equal(seen[0], 'mine-1');
-    await Promise.all([f(`${baseURL}/chat/completions`, { method: 'POST', body: '{"a":1}' }), f(`${baseURL}/chat/completions`, { method: 'POST', body: '{"a":1}' })]);
+    await Promise.all([
+      f(`${baseURL}/chat/completions`, { method: 'POST', body: '{"a":1}' }),
+      f(`${baseURL}/chat/completions`, { method: 'POST', body: '{"a":1}' }),
+    ]);
     assert.notEqual(seen[1], seen[2]);
   });
 });

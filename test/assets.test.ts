@@ -70,7 +70,11 @@ describe('assets', () => {
     });
   }
 
-  for (const [format, mime, codec] of [['mp4', 'video/mp4', 'h264'], ['webm', 'video/webm', 'vp8'], ['mov', 'video/quicktime', 'h264']] as const) {
+  for (const [format, mime, codec] of [
+    ['mp4', 'video/mp4', 'h264'],
+    ['webm', 'video/webm', 'vp8'],
+    ['mov', 'video/quicktime', 'h264'],
+  ] as const) {
     it(`when a ${format} video is uploaded as ${mime}, then duration, codecs and dimensions are probed and stored`, async () => {
       const row = await created(await upload(await media.video(format), mime));
       assert.equal(row.kind, 'video');
@@ -184,7 +188,11 @@ describe('assets', () => {
     assert.equal(result.status, 413);
     assert.equal((JSON.parse(result.body) as { error: { code: string } }).error.code, 'INVALID_REQUEST');
     assert.ok(result.sent < total, 'the server answered before the client finished sending');
-    assert.deepEqual(fs.readdirSync(`${s.dataDir}/tmp`).filter((f) => f !== 'multipart'), before, 'the partial temp file is removed');
+    assert.deepEqual(
+      fs.readdirSync(`${s.dataDir}/tmp`).filter((f) => f !== 'multipart'),
+      before,
+      'the partial temp file is removed',
+    );
     // The server is still healthy.
     assert.equal((await upload(await media.image('png'), 'image/png')).status, 201);
   });
@@ -202,7 +210,9 @@ describe('assets', () => {
 
   it("when X-Filename is over the contract's maxLength (16,384), then it never reaches the API (413, as every header block over 16 KiB); just under it, it is taken and truncated", async () => {
     // The contract's bound writes down what the HTTP server always did (x-limits-enforced-since: 1.0.0).
-    const over = await rawRequest(s.url, [`POST ${ASSETS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: image/png\r\nX-Filename: ${'a'.repeat(16_385)}\r\nContent-Length: 1\r\n\r\nx`]);
+    const over = await rawRequest(s.url, [
+      `POST ${ASSETS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: image/png\r\nX-Filename: ${'a'.repeat(16_385)}\r\nContent-Length: 1\r\n\r\nx`,
+    ]);
     assert.equal(over?.status, 413, over?.body);
     assert.equal(JSON.parse(over.body).error.code, 'INVALID_REQUEST');
     const under = await created(await upload(await media.image('png'), 'image/png', { 'x-filename': 'b'.repeat(16_000) }));
@@ -215,7 +225,10 @@ describe('assets', () => {
     const send = (nameBytes: Buffer) =>
       new Promise<string>((resolve, reject) => {
         const head = Buffer.concat([
-          Buffer.from(`POST ${ASSETS} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\nContent-Type: image/png\r\nContent-Length: ${png.length}\r\nConnection: close\r\nX-Filename: `, 'latin1'),
+          Buffer.from(
+            `POST ${ASSETS} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\nContent-Type: image/png\r\nContent-Length: ${png.length}\r\nConnection: close\r\nX-Filename: `,
+            'latin1',
+          ),
           nameBytes,
           Buffer.from('\r\n\r\n', 'latin1'),
         ]);
@@ -297,6 +310,9 @@ describe('assets', () => {
     assert.equal(out.width, 160);
     assert.ok(out.expires_at);
     assert.ok(fs.existsSync(blobPath(s.dataDir, out.blob_sha256)));
-    assert.deepEqual((await assetStore.listTaskAssets(s.db, 'task_x')).map((a) => a.id), [out.id]);
+    assert.deepEqual(
+      (await assetStore.listTaskAssets(s.db, 'task_x')).map((a) => a.id),
+      [out.id],
+    );
   });
 });

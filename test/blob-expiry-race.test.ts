@@ -24,18 +24,26 @@ const RETENTION_MS = 60_000;
 /** Stores `bytes` as task `taskId`'s output (slot 0), kept for a minute. */
 async function storeOutput(q: { db: Db; dir: string; clock: ManualClock; owner: QueueOwner }, taskId: string, bytes: Buffer) {
   await queueTask(q.db, q.clock, q.owner, taskId);
-  return createOutputAsset(q.db, q.clock, { dataDir: q.dir, ffprobePath: '' }, {
-    accountId: q.owner.accountId,
-    taskId,
-    output: { bytes },
-    mimeType: 'image/png',
-    probe: false,
-    expiresAt: new Date(q.clock.now().getTime() + RETENTION_MS),
-    alongside: (trx, asset) => tasks.updateOutput(trx, taskId, 0, { status: 'succeeded', asset_id: asset.id, error: null }),
-  });
+  return createOutputAsset(
+    q.db,
+    q.clock,
+    { dataDir: q.dir, ffprobePath: '' },
+    {
+      accountId: q.owner.accountId,
+      taskId,
+      output: { bytes },
+      mimeType: 'image/png',
+      probe: false,
+      expiresAt: new Date(q.clock.now().getTime() + RETENTION_MS),
+      alongside: (trx, asset) => tasks.updateOutput(trx, taskId, 0, { status: 'succeeded', asset_id: asset.id, error: null }),
+    },
+  );
 }
 
-const png = () => sharp({ create: { width: 8, height: 8, channels: 3, background: '#336699' } }).png().toBuffer();
+const png = () =>
+  sharp({ create: { width: 8, height: 8, channels: 3, background: '#336699' } })
+    .png()
+    .toBuffer();
 
 describe('expired blobs and new assets of the same bytes', () => {
   it('when a new asset of the same bytes is stored while the sweep is about to delete them, then the new asset keeps its bytes', () =>
@@ -52,11 +60,11 @@ describe('expired blobs and new assets of the same bytes', () => {
       assert.equal(swept, 1);
       const asset = await fresh!;
       assert.equal(asset.blob_sha256, old.blob_sha256);
-      assert.ok(fs.existsSync(blobPath(q.dir, asset.blob_sha256)), 'the new asset\'s bytes are stored');
+      assert.ok(fs.existsSync(blobPath(q.dir, asset.blob_sha256)), "the new asset's bytes are stored");
       assert.equal((await q.db('blob_pins')).length, 0, 'no pin left behind');
     }));
 
-  it('when the sweep runs between a new asset\'s put and its row, then the pinned bytes are kept', () =>
+  it("when the sweep runs between a new asset's put and its row, then the pinned bytes are kept", () =>
     withQueue(async (q) => {
       const bytes = await png();
       const old = await storeOutput(q, 'task_old', bytes);
@@ -76,7 +84,7 @@ describe('expired blobs and new assets of the same bytes', () => {
       assert.equal(deletedDuringPut, false, 'the pin kept the bytes');
     }));
 
-  it('when an expired output\'s bytes are named by nothing else, then the sweep deletes them', () =>
+  it("when an expired output's bytes are named by nothing else, then the sweep deletes them", () =>
     withQueue(async (q) => {
       const old = await storeOutput(q, 'task_alone', await png());
       q.clock.advance(RETENTION_MS + 1);

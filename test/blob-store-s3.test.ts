@@ -25,7 +25,9 @@ const SECRET = 'c'.repeat(64);
 
 /** Files under a directory, recursively (none when it does not exist). */
 function filesUnder(dir: string): string[] {
-  return fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(path.join(dir, e.name)) : [path.join(dir, e.name)])) : [];
+  return fs.existsSync(dir)
+    ? fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(path.join(dir, e.name)) : [path.join(dir, e.name)]))
+    : [];
 }
 
 describe('blob store: S3-compatible object storage', () => {
@@ -43,14 +45,28 @@ describe('blob store: S3-compatible object storage', () => {
   it('when an image is uploaded, edited and downloaded, then every byte goes through the bucket and nothing stays on the server disk', async () => {
     const u = await s.user({ gems: 500 });
     const source = await uploadAsset(s, u.secret, await imageFixture('png', 64, 48), 'image/png');
-    const task = await waitForTask(s, u.secret, (await submit(s, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'make it snow', parameters: { resolution: '512', sourceImage: source } })).body.task.id);
+    const task = await waitForTask(
+      s,
+      u.secret,
+      (
+        await submit(s, u.secret, '/api/generate/image', {
+          model: 'gemforge-image-1',
+          prompt: 'make it snow',
+          parameters: { resolution: '512', sourceImage: source },
+        })
+      ).body.task.id,
+    );
     assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
     const got = await download(task.outputs[0]!.asset!.url);
     assert.equal(got.status, 200);
     assert.equal(got.type, 'image/png');
     assert.equal((await sharp(got.bytes).metadata()).format, 'png');
     assert.deepEqual(filesUnder(path.join(s.dataDir, 'blobs')), [], 'no blob on the server disk');
-    assert.deepEqual(filesUnder(path.join(s.dataDir, 'tmp')).filter((f) => !f.includes('multipart')), [], 'temp copies of the reference were removed');
+    assert.deepEqual(
+      filesUnder(path.join(s.dataDir, 'tmp')).filter((f) => !f.includes('multipart')),
+      [],
+      'temp copies of the reference were removed',
+    );
     assert.ok(s3.keys().length >= 2, `the upload and the output are in the bucket: ${s3.keys().join(', ')}`);
     const head = await fetch(task.outputs[0]!.asset!.url, { method: 'HEAD' });
     assert.equal(head.status, 200);
@@ -59,7 +75,11 @@ describe('blob store: S3-compatible object storage', () => {
 
   it('when a link is tampered with or the object is gone, then the spec answers stay as they are', async () => {
     const u = await s.user({ gems: 100 });
-    const task = await waitForTask(s, u.secret, (await submit(s, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a fox', parameters: { resolution: '512' } })).body.task.id);
+    const task = await waitForTask(
+      s,
+      u.secret,
+      (await submit(s, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a fox', parameters: { resolution: '512' } })).body.task.id,
+    );
     const url = new URL(task.outputs[0]!.asset!.url);
     url.searchParams.set('sig', '0'.repeat(64));
     assert.equal((await fetch(url)).status, 403);
@@ -72,7 +92,12 @@ describe('blob store: S3-compatible object storage', () => {
     try {
       const u = await t.user({ gems: 100 });
       const before = new Set(s3.keys());
-      const task = await waitForTask(t, u.secret, (await submit(t, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a short-lived fox', parameters: { resolution: '512' } })).body.task.id);
+      const task = await waitForTask(
+        t,
+        u.secret,
+        (await submit(t, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a short-lived fox', parameters: { resolution: '512' } })).body
+          .task.id,
+      );
       assert.equal(task.status, 'succeeded');
       const added = s3.keys().filter((k) => !before.has(k));
       assert.equal(added.length, 1, 'the output went to the bucket');
@@ -93,24 +118,41 @@ describe('blob store: S3-compatible object storage', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('when two API processes with their own data directories share the database and the bucket, then each serves the other’s uploads and outputs', { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' }, async () => {
-    const a = await startTestServer({ env: { ...s3.env, SIGNING_SECRET: SECRET, WORKER_POLL_MS: '20' } });
-    const b = await startTestServer({ dataDir: tempDataDir(), env: { ...s3.env, SIGNING_SECRET: SECRET, DATABASE_URL: (await databaseUrlFor(a.dataDir))!, WORKER_ENABLED: 'false' } });
-    try {
-      const u = await a.user({ gems: 500 });
-      // Uploaded through b, used through a, downloaded from both.
-      const source = await uploadAsset(b, u.secret, await imageFixture('png', 64, 48), 'image/png');
-      const task = await waitForTask(a, u.secret, (await submit(a, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'shared', parameters: { resolution: '512', sourceImage: source } })).body.task.id);
-      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
-      const url = new URL(task.outputs[0]!.asset!.url);
-      const fromA = await download(url.toString());
-      const fromB = await download(`${b.url}${url.pathname}${url.search}`);
-      assert.equal(fromA.status, 200);
-      assert.equal(fromB.status, 200);
-      assert.ok(fromA.bytes.equals(fromB.bytes));
-    } finally {
-      await b.close();
-      await a.close();
-    }
-  });
+  it(
+    'when two API processes with their own data directories share the database and the bucket, then each serves the other’s uploads and outputs',
+    { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' },
+    async () => {
+      const a = await startTestServer({ env: { ...s3.env, SIGNING_SECRET: SECRET, WORKER_POLL_MS: '20' } });
+      const b = await startTestServer({
+        dataDir: tempDataDir(),
+        env: { ...s3.env, SIGNING_SECRET: SECRET, DATABASE_URL: (await databaseUrlFor(a.dataDir))!, WORKER_ENABLED: 'false' },
+      });
+      try {
+        const u = await a.user({ gems: 500 });
+        // Uploaded through b, used through a, downloaded from both.
+        const source = await uploadAsset(b, u.secret, await imageFixture('png', 64, 48), 'image/png');
+        const task = await waitForTask(
+          a,
+          u.secret,
+          (
+            await submit(a, u.secret, '/api/generate/image', {
+              model: 'gemforge-image-1',
+              prompt: 'shared',
+              parameters: { resolution: '512', sourceImage: source },
+            })
+          ).body.task.id,
+        );
+        assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+        const url = new URL(task.outputs[0]!.asset!.url);
+        const fromA = await download(url.toString());
+        const fromB = await download(`${b.url}${url.pathname}${url.search}`);
+        assert.equal(fromA.status, 200);
+        assert.equal(fromB.status, 200);
+        assert.ok(fromA.bytes.equals(fromB.bytes));
+      } finally {
+        await b.close();
+        await a.close();
+      }
+    },
+  );
 });

@@ -69,7 +69,11 @@ describe('the compiled server', () => {
   /** `npm start` in the copy until it serves: its stderr, the console script and the processes beside the server. */
   async function npmStart(): Promise<{ stderr: string; consoleJs: string; beside: string[] }> {
     const port = await freePort();
-    const npm = spawn('npm', ['start', '--silent'], { cwd: copy, env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const npm = spawn('npm', ['start', '--silent'], {
+      cwd: copy,
+      env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     npm.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise((resolve) => npm.once('exit', resolve));
@@ -83,7 +87,11 @@ describe('the compiled server', () => {
       const models = await fetch(`${base}/api/generate/models`, { headers: { authorization: 'Basic x' } });
       assert.equal(models.status, 401, 'the contract loaded: the validator answers');
       assert.equal(((await models.json()) as { error: { code: string } }).error.code, 'INVALID_API_KEY');
-      const session = await fetch(`${base}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: EMAIL, password: PASSWORD }) });
+      const session = await fetch(`${base}/console/api/session`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: EMAIL, password: PASSWORD }),
+      });
       assert.equal(session.status, 200, `a sign-in (argon2 on the compiled worker thread): ${await session.text()}`);
       const page = await fetch(`${base}/console/assets/console.js`);
       assert.equal(page.status, 200);

@@ -27,7 +27,13 @@ describe('npx gemforge in the repository', () => {
     // The link script finds the project from its own place, so it is copied; the CLI is the repository's.
     fs.copyFileSync(path.join(ROOT, 'scripts/link-cli.mjs'), path.join(project, 'scripts/link-cli.mjs'));
     fs.symlinkSync(path.join(ROOT, 'scripts/gemforge.mjs'), path.join(project, 'scripts/gemforge.mjs'));
-    env = { PATH: process.env.PATH ?? '', HOME: project, npm_config_cache: path.join(project, '.npm'), npm_config_offline: 'true', npm_config_update_notifier: 'false' };
+    env = {
+      PATH: process.env.PATH ?? '',
+      HOME: project,
+      npm_config_cache: path.join(project, '.npm'),
+      npm_config_offline: 'true',
+      npm_config_update_notifier: 'false',
+    };
     // prepare also builds dist/ (scripts/build.mjs), which needs the whole tree: the copy runs its link step.
     assert.match(ROOT_PACKAGE.scripts.prepare, /node scripts\/link-cli\.mjs/);
     const prepare = await run('node', ['scripts/link-cli.mjs'], { cwd: project, env });

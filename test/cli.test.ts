@@ -55,16 +55,39 @@ describe('gemforge CLI', () => {
   });
 
   it('when --json is given, then stdout is one JSON document with the task, the files and the identity', async () => {
-    const run = await gemforge(['image', 'a blue fox', '--out', path.join(dir, 'json'), '--param', 'resolution=512', '--param', 'outputCount=2', '--json'], env);
+    const run = await gemforge(
+      ['image', 'a blue fox', '--out', path.join(dir, 'json'), '--param', 'resolution=512', '--param', 'outputCount=2', '--json'],
+      env,
+    );
     assert.equal(run.code, 0, run.stderr);
-    const result = JSON.parse(run.stdout) as { task: { status: string; id: string }; files: Array<{ path: string; mimeType: string }>; idempotencyKey: string; created: boolean };
+    const result = JSON.parse(run.stdout) as {
+      task: { status: string; id: string };
+      files: Array<{ path: string; mimeType: string }>;
+      idempotencyKey: string;
+      created: boolean;
+    };
     assert.equal(result.task.status, 'succeeded');
     assert.equal(result.files.length, 2);
     assert.equal(result.created, true);
     for (const f of result.files) assert.equal((await sharp(f.path).metadata()).format, 'png');
 
     // The same --idempotency-key replays the task instead of making new work.
-    const replay = await gemforge(['image', 'a blue fox', '--out', path.join(dir, 'json2'), '--param', 'resolution=512', '--param', 'outputCount=2', '--json', '--idempotency-key', result.idempotencyKey], env);
+    const replay = await gemforge(
+      [
+        'image',
+        'a blue fox',
+        '--out',
+        path.join(dir, 'json2'),
+        '--param',
+        'resolution=512',
+        '--param',
+        'outputCount=2',
+        '--json',
+        '--idempotency-key',
+        result.idempotencyKey,
+      ],
+      env,
+    );
     const again = JSON.parse(replay.stdout) as typeof result;
     assert.equal(again.created, false);
     assert.equal(again.task.id, result.task.id);
@@ -131,7 +154,10 @@ describe('gemforge CLI', () => {
     const image = await gemforge(['upload', await media.image('png', 640, 360), '--type', 'image/png'], env);
     const assetId = image.stdout.trim().split(/\s+/)[0]!;
     assert.match(assetId, /^asset_/, image.stdout);
-    const i2v = await gemforge(['video', 'the camera dollies in', '--model', 'gemforge-video-1', '--param', 'duration=4', '--param', `sourceImage=${assetId}`, '--out', out], env);
+    const i2v = await gemforge(
+      ['video', 'the camera dollies in', '--model', 'gemforge-video-1', '--param', 'duration=4', '--param', `sourceImage=${assetId}`, '--out', out],
+      env,
+    );
     assert.equal(i2v.code, 0, i2v.stderr);
     assert.match(i2v.stderr, /mode: image-to-video \(a sourceImage is given/);
   });
@@ -199,7 +225,10 @@ describe('gemforge CLI', () => {
       assert.equal(help.code, 0);
       for (const command of Object.keys(COMMANDS)) assert.match(help.stdout, new RegExp(`^  ${command} `, 'm'), `${command} is listed`);
     }
-    for (const args of [['image', '--help'], ['help', 'image']]) {
+    for (const args of [
+      ['image', '--help'],
+      ['help', 'image'],
+    ]) {
       const image = await gemforge(args, {});
       assert.equal(image.code, 0);
       assert.match(image.stdout, /^usage: gemforge image "prompt"/);
@@ -227,7 +256,11 @@ describe('gemforge CLI', () => {
     const models = await gemforge(['models'], noServer);
     assert.equal(models.code, 1);
     assert.equal(models.stderr, `error: no server at ${closed} (is it running? set GEMFORGE_BASE_URL)\n`);
-    for (const args of [['image', 'a fox', '--model', 'gemforge-image-1'], ['image', 'a fox'], ['text', 'hi', '--stream']]) {
+    for (const args of [
+      ['image', 'a fox', '--model', 'gemforge-image-1'],
+      ['image', 'a fox'],
+      ['text', 'hi', '--stream'],
+    ]) {
       const spend = await gemforge(args, noServer);
       assert.equal(spend.code, 1);
       assert.match(spend.stderr, /^error: no server at http:\/\/127\.0\.0\.1:\d+ \(is it running\? set GEMFORGE_BASE_URL\)\n/);
@@ -235,7 +268,9 @@ describe('gemforge CLI', () => {
       assert.doesNotMatch(spend.stderr, /retrying/, 'not retried with backoff');
     }
     const json = await gemforge(['image', 'a fox', '--json', '--idempotency-key', 'mine-1'], noServer);
-    assert.deepEqual(JSON.parse(json.stdout), { error: { message: `no server at ${closed} (is it running? set GEMFORGE_BASE_URL)`, idempotencyKey: 'mine-1' } });
+    assert.deepEqual(JSON.parse(json.stdout), {
+      error: { message: `no server at ${closed} (is it running? set GEMFORGE_BASE_URL)`, idempotencyKey: 'mine-1' },
+    });
   });
 
   it('when admin or worker is asked of the API CLI outside the repository, then it says they run with the server', async () => {
@@ -272,7 +307,10 @@ describe('gemforge voices --model (the voices a speech model can use)', () => {
     assert.ok(all.stdout.trim().split('\n').length > 2);
     const usable = await gemforge(['voices', '--scope', 'explore', '--model', 'gemforge-speech-1'], env);
     assert.equal(usable.code, 0, usable.stderr);
-    const ids = usable.stdout.trim().split('\n').map((line) => line.split(/\s+/)[0]);
+    const ids = usable.stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.split(/\s+/)[0]);
     assert.deepEqual(ids.sort(), [AVERY, CARTER].sort());
     assert.match(usable.stderr, /^page 1: 2 of 2 voices gemforge-speech-1 can speak with\n$/);
     const json = await gemforge(['voices', '--scope', 'explore', '-m', 'gemforge-speech-1', '--json'], env);

@@ -36,10 +36,17 @@ const pkg = JSON.parse(fs.readFileSync(path.join(CLIENT_DIR, 'package.json'), 'u
 describe('client package: what it ships', () => {
   it('when the contract is regenerated, then the types the package ships equal it (run "npm run generate" otherwise)', async () => {
     const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'gen-client-')), 'api.ts');
-    const gen = await run(process.execPath, [path.join(ROOT, 'node_modules/openapi-typescript/bin/cli.js'), 'openapi/openapi.yaml', '--default-non-nullable', 'false', '-o', out], { cwd: ROOT });
+    const gen = await run(
+      process.execPath,
+      [path.join(ROOT, 'node_modules/openapi-typescript/bin/cli.js'), 'openapi/openapi.yaml', '--default-non-nullable', 'false', '-o', out],
+      { cwd: ROOT },
+    );
     assert.equal(gen.code, 0, gen.stderr);
     const fresh = fs.readFileSync(out, 'utf8');
-    assert.ok(fresh === fs.readFileSync(path.join(CLIENT_DIR, 'generated/api.ts'), 'utf8'), 'client/generated/api.ts is stale: run "npm run generate" and commit the result');
+    assert.ok(
+      fresh === fs.readFileSync(path.join(CLIENT_DIR, 'generated/api.ts'), 'utf8'),
+      'client/generated/api.ts is stale: run "npm run generate" and commit the result',
+    );
     fs.rmSync(path.dirname(out), { recursive: true, force: true });
   });
 
@@ -81,12 +88,24 @@ describe('client package: installed from the packed file', () => {
 
   it('when the installed package is listed, then it holds the built entries and no repository sources', () => {
     const installed = path.join(app, 'node_modules', pkg.name);
-    for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/node.js', 'dist/node.d.ts', 'dist/cli/bin.js', 'dist/generated/api.d.ts', 'LICENSE', 'README.md']) {
+    for (const file of [
+      'dist/index.js',
+      'dist/index.d.ts',
+      'dist/node.js',
+      'dist/node.d.ts',
+      'dist/cli/bin.js',
+      'dist/generated/api.d.ts',
+      'LICENSE',
+      'README.md',
+    ]) {
       assert.ok(fs.existsSync(path.join(installed, file)), file);
     }
     const everything = fs.readdirSync(installed, { recursive: true }).map(String);
     assert.ok(!everything.some((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')), 'no TypeScript sources');
-    const js = everything.filter((f) => f.endsWith('.js')).map((f) => fs.readFileSync(path.join(installed, f), 'utf8')).join('\n');
+    const js = everything
+      .filter((f) => f.endsWith('.js'))
+      .map((f) => fs.readFileSync(path.join(installed, f), 'utf8'))
+      .join('\n');
     assert.doesNotMatch(js, /server\/|from '\.\.\/\.\.\/|tsx/, 'nothing from the server or the repository');
   });
 

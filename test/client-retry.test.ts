@@ -91,7 +91,10 @@ describe('client retries with one identity', () => {
 
   it('when a 503 carries Retry-After, then the client waits that long when it is longer than its schedule, and never less than its schedule for Retry-After: 0', async () => {
     const answer = (retryAfter: string) => () =>
-      new Response(JSON.stringify({ error: { code: 'TEMPORARILY_UNAVAILABLE', message: 'busy' } }), { status: 503, headers: { 'content-type': 'application/json', 'retry-after': retryAfter } });
+      new Response(JSON.stringify({ error: { code: 'TEMPORARILY_UNAVAILABLE', message: 'busy' } }), {
+        status: 503,
+        headers: { 'content-type': 'application/json', 'retry-after': retryAfter },
+      });
     const long = recorder(s, secret, answer('30'));
     await long.gf.images.create({ model: 'gemforge-image-1', prompt: 'a fox' }).catch(() => undefined);
     assert.equal(long.sent.length, 4);
@@ -115,7 +118,13 @@ describe('client retries with one identity', () => {
   });
 
   it('when a 503 or a lost connection comes first, then the retry with the same key creates the work once', async () => {
-    for (const first of [new Response(JSON.stringify({ error: { code: 'TEMPORARILY_UNAVAILABLE', message: 'busy' } }), { status: 503, headers: { 'content-type': 'application/json' } }), new TypeError('fetch failed')]) {
+    for (const first of [
+      new Response(JSON.stringify({ error: { code: 'TEMPORARILY_UNAVAILABLE', message: 'busy' } }), {
+        status: 503,
+        headers: { 'content-type': 'application/json' },
+      }),
+      new TypeError('fetch failed'),
+    ]) {
       const r = recorder(s, secret, (n) => (n === 1 ? first : undefined));
       const sub = await r.gf.images.create({ model: 'gemforge-image-1', prompt: 'a patient fox', parameters: { resolution: '512' } });
       assert.equal(sub.status, 202);
@@ -126,7 +135,12 @@ describe('client retries with one identity', () => {
   });
 
   it('when references are processing, then the client waits on the references schedule and keeps the key', async () => {
-    const png = await (await import('sharp')).default({ create: { width: 8, height: 8, channels: 3, background: '#f00' } }).png().toBuffer();
+    const png = await (
+      await import('sharp')
+    )
+      .default({ create: { width: 8, height: 8, channels: 3, background: '#f00' } })
+      .png()
+      .toBuffer();
     const asset = await createGemforgeClient({ baseUrl: s.url, apiKey: secret }).assets.upload(png, { contentType: 'image/png' });
     const r = recorder(s, secret);
     const error = await r.gf.images
@@ -148,7 +162,9 @@ describe('client retries with one identity', () => {
 
     const first = await r.gf.images.create({ model: 'gemforge-image-1', prompt: 'a fox', parameters: { resolution: '512' } });
     r.sent.length = 0;
-    const conflict = await r.gf.images.create({ model: 'gemforge-image-1', prompt: 'a different fox' }, { idempotencyKey: first.idempotencyKey }).catch((e: unknown) => e);
+    const conflict = await r.gf.images
+      .create({ model: 'gemforge-image-1', prompt: 'a different fox' }, { idempotencyKey: first.idempotencyKey })
+      .catch((e: unknown) => e);
     assert.ok(conflict instanceof ConflictError && conflict.code === 'IDEMPOTENCY_CONFLICT');
     assert.equal(conflict.idempotencyKey, first.idempotencyKey);
     assert.equal(r.sent.length, 1);
@@ -170,6 +186,9 @@ describe('client retries with one identity', () => {
     await assert.rejects(r.gf.assets.upload(new Uint8Array([0x89, 0x50, 0x4e, 0x47]), { contentType: 'image/png' }), ServerError);
     await assert.rejects(r.gf.voices.create({ file: new Blob([new Uint8Array(10)]), duration: 20, rightsConfirmed: true }), ServerError);
     assert.equal(r.sent.length, 2);
-    assert.ok(r.sent.every((x) => x.key === null), 'no Idempotency-Key on uploads');
+    assert.ok(
+      r.sent.every((x) => x.key === null),
+      'no Idempotency-Key on uploads',
+    );
   });
 });

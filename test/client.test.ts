@@ -86,7 +86,10 @@ describe('client against the real server', () => {
       assert.equal(fs.statSync(file.path).size, file.bytes);
     }
     // The same identity replays the same task: 200, created false, nothing new.
-    const replay = await gf.images.create({ model: 'gemforge-image-1', prompt: 'a red fox', parameters: { outputCount: 2, ratio: '16:9', resolution: '512' } }, { idempotencyKey: sub.idempotencyKey });
+    const replay = await gf.images.create(
+      { model: 'gemforge-image-1', prompt: 'a red fox', parameters: { outputCount: 2, ratio: '16:9', resolution: '512' } },
+      { idempotencyKey: sub.idempotencyKey },
+    );
     assert.equal(replay.status, 200);
     assert.equal(replay.data.created, false);
     assert.equal(replay.data.task.id, task.id);
@@ -118,7 +121,10 @@ describe('client against the real server', () => {
     const jpeg = await uploadAsset(gf, await media.image('jpeg'), { filename: 'Ünïcode name.jpg' });
     assert.equal(jpeg.kind, 'image');
     // Bytes that do not match the declared type are refused by the server, not retried.
-    await assert.rejects(uploadAsset(gf, fs.readFileSync(png), { contentType: 'image/jpeg' }), (e: unknown) => e instanceof ValidationError && e.code === 'INVALID_REQUEST');
+    await assert.rejects(
+      uploadAsset(gf, fs.readFileSync(png), { contentType: 'image/jpeg' }),
+      (e: unknown) => e instanceof ValidationError && e.code === 'INVALID_REQUEST',
+    );
     await assert.rejects(uploadAsset(gf, Buffer.from('plain text, not media')), /Cannot tell the media type/);
   });
 
@@ -155,9 +161,18 @@ describe('client against the real server', () => {
     });
     const account = await s.account({ gems: 100 });
     const readOnly = createGemforgeClient({ baseUrl: s.url, apiKey: (await s.key(account, { scopes: ['read'] })).secret });
-    await assert.rejects(readOnly.images.create({ model: 'gemforge-image-1', prompt: 'x' }), (e: unknown) => e instanceof PermissionError && e.code === 'INSUFFICIENT_SCOPE');
-    await assert.rejects(gf.images.create({ model: 'gemforge-image-404', prompt: 'x' }), (e: unknown) => e instanceof ValidationError && e.status === 422 && e.code === 'MODEL_UNAVAILABLE');
-    await assert.rejects(gf.images.create({ model: 'gemforge-image-1', prompt: 'x', parameters: { provider: 'other' } as never }), (e: unknown) => e instanceof GemforgeError && e.status === 422 && e.code === 'INVALID_REQUEST');
+    await assert.rejects(
+      readOnly.images.create({ model: 'gemforge-image-1', prompt: 'x' }),
+      (e: unknown) => e instanceof PermissionError && e.code === 'INSUFFICIENT_SCOPE',
+    );
+    await assert.rejects(
+      gf.images.create({ model: 'gemforge-image-404', prompt: 'x' }),
+      (e: unknown) => e instanceof ValidationError && e.status === 422 && e.code === 'MODEL_UNAVAILABLE',
+    );
+    await assert.rejects(
+      gf.images.create({ model: 'gemforge-image-1', prompt: 'x', parameters: { provider: 'other' } as never }),
+      (e: unknown) => e instanceof GemforgeError && e.status === 422 && e.code === 'INVALID_REQUEST',
+    );
   });
 
   it('when a video is generated (once the server serves video), then the task succeeds and the MP4 is saved', async (t) => {
@@ -176,7 +191,10 @@ describe('client against the real server', () => {
   it('when speech is generated (once the server serves audio), then the task succeeds and a WAV is saved', async (t) => {
     const { voices } = await gf.voices.list({ scope: 'explore', language: 'en' });
     const sub = await unlessUnavailable(t, 'audio', () =>
-      gf.audio.create({ model: 'gemforge-speech-1', operation: 'speech', prompt: 'Hello from the client test.', parameters: { voiceProfileId: voices[0].id } }, { retry: NO_RETRY }),
+      gf.audio.create(
+        { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Hello from the client test.', parameters: { voiceProfileId: voices[0].id } },
+        { retry: NO_RETRY },
+      ),
     );
     if (!sub) return;
     const task = await gf.tasks.wait(sub.data.task.id, FAST);
@@ -190,7 +208,10 @@ describe('client against the real server', () => {
 
   it('when music is generated (once the server serves audio), then the task succeeds and an audio file is saved', async (t) => {
     const sub = await unlessUnavailable(t, 'audio', () =>
-      gf.audio.create({ model: 'gemforge-music-1', operation: 'music', prompt: 'a calm lullaby', parameters: { duration: '30', instrumental: 'on' } }, { retry: NO_RETRY }),
+      gf.audio.create(
+        { model: 'gemforge-music-1', operation: 'music', prompt: 'a calm lullaby', parameters: { duration: '30', instrumental: 'on' } },
+        { retry: NO_RETRY },
+      ),
     );
     if (!sub) return;
     const task = await gf.tasks.wait(sub.data.task.id, FAST);
@@ -210,7 +231,10 @@ describe('client against the real server', () => {
     assert.equal(result.status, 200);
     assert.equal(typeof result.data.extraction.analysis, 'string');
     for (const f of result.data.extraction.frames) assert.ok(f.timeSeconds >= 0 && f.timeSeconds <= result.data.extraction.durationSeconds);
-    const replay = await gf.extract.video({ model: 'gemforge-video-analysis-1', videoAssetId: asset.id, prompt: 'Describe the scenes.' }, { idempotencyKey: result.idempotencyKey });
+    const replay = await gf.extract.video(
+      { model: 'gemforge-video-analysis-1', videoAssetId: asset.id, prompt: 'Describe the scenes.' },
+      { idempotencyKey: result.idempotencyKey },
+    );
     assert.deepEqual(replay.data, result.data);
   });
 });

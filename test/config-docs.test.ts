@@ -21,7 +21,10 @@ describe('configuration docs', () => {
     const page = read('docs/operations.md');
     const table = page.slice(page.indexOf('## Configuration'), page.indexOf('\n## ', page.indexOf('## Configuration') + 5));
     const documented = new Set([...table.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1]!));
-    const serverFiles = fs.readdirSync(path.join(root, 'server'), { recursive: true }).map(String).filter((f) => f.endsWith('.ts'));
+    const serverFiles = fs
+      .readdirSync(path.join(root, 'server'), { recursive: true })
+      .map(String)
+      .filter((f) => f.endsWith('.ts'));
     const read_ = new Map<string, string>();
     for (const file of serverFiles) for (const name of variablesIn(read(path.join('server', file)))) read_.set(name, file);
     assert.ok(read_.has('DATA_DIR') && read_.has('OPENAPI_PATH') && read_.has('VOICE_CATALOG_PATH'), 'the scan finds config.ts reads');

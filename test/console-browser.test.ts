@@ -89,7 +89,9 @@ describe('the account console in Chromium', { skip: missing }, () => {
 
   /** The gemforge CLI as a user runs it, with this key against this server. */
   const cli = (args: string[], key: string) =>
-    run(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', GEMFORGE_API_KEY: key, GEMFORGE_BASE_URL: s.url, GEMFORGE_POLL_SCHEDULE_MS: '100' } });
+    run(process.execPath, [BIN, ...args], {
+      env: { PATH: process.env.PATH ?? '', GEMFORGE_API_KEY: key, GEMFORGE_BASE_URL: s.url, GEMFORGE_POLL_SCHEDULE_MS: '100' },
+    });
 
   it('when a holder accepts an invite, signs in by keyboard, makes a key, uses it from the CLI, changes consent and revokes it, then each step shows and the API and CLI follow', async () => {
     const accountId = await s.account({ gems: 1000, paidConsent: true });
@@ -146,12 +148,18 @@ describe('the account console in Chromium', { skip: missing }, () => {
     assert.equal(await page.content().then((html) => html.includes(secret)), false, 'the secret is gone from the page');
 
     // The secret makes an image through the gemforge CLI; the key's spend shows after a reload.
-    const made = await cli(['image', IMAGE.prompt, '--model', IMAGE.model, '--param', 'resolution=512', '--out', fs.mkdtempSync(path.join(s.dataDir, 'cli-')), '--json'], secret);
+    const made = await cli(
+      ['image', IMAGE.prompt, '--model', IMAGE.model, '--param', 'resolution=512', '--out', fs.mkdtempSync(path.join(s.dataDir, 'cli-')), '--json'],
+      secret,
+    );
     assert.equal(made.code, 0, made.stderr);
     const { task } = JSON.parse(made.stdout) as { task: { id: string; status: string; chargedGems: number } };
     assert.equal(task.status, 'succeeded');
     await page.reload();
-    await page.locator('#keys li').filter({ hasText: `${task.chargedGems} Gems (charges and holds)` }).waitFor();
+    await page
+      .locator('#keys li')
+      .filter({ hasText: `${task.chargedGems} Gems (charges and holds)` })
+      .waitFor();
     const shown = page.locator(`#tasks li[data-task-id="${task.id}"]`);
     await shown.filter({ hasText: `charged ${task.chargedGems}` }).waitFor();
     const preview = shown.getByRole('img');
@@ -160,7 +168,10 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await shot(page, '04-task-shown');
 
     // A music task's output plays in the page: the player loads its metadata through the signed link.
-    const music = await cli(['music', 'a short calm melody', '--param', 'duration=30', '--out', fs.mkdtempSync(path.join(s.dataDir, 'cli-')), '--json'], secret);
+    const music = await cli(
+      ['music', 'a short calm melody', '--param', 'duration=30', '--out', fs.mkdtempSync(path.join(s.dataDir, 'cli-')), '--json'],
+      secret,
+    );
     assert.equal(music.code, 0, music.stderr);
     const musicTask = (JSON.parse(music.stdout) as { task: { id: string } }).task;
     await page.reload();
@@ -227,13 +238,15 @@ describe('the account console in Chromium', { skip: missing }, () => {
 
       // Refused by the API's validator: said in the console's words, not the validator's.
       await page.route('**/console/api/keys', (route) =>
-        route.request().method() === 'POST' ? route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), monthlyCap: -1 }) }) : route.continue(),
+        route.request().method() === 'POST'
+          ? route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), monthlyCap: -1 }) })
+          : route.continue(),
       );
       await page.getByRole('button', { name: 'Create key' }).click();
       await box.waitFor();
       const said = await box.innerText();
       assert.match(said, /monthly cap is a whole number/);
-      assert.doesNotMatch(said, /body\.|>=/, 'never the validator\'s wording');
+      assert.doesNotMatch(said, /body\.|>=/, "never the validator's wording");
       await inView(page, '#create-key-problem');
       assert.equal(await page.evaluate(() => document.activeElement?.id), 'key-cap');
       await page.unroute('**/console/api/keys');
@@ -252,7 +265,7 @@ describe('the account console in Chromium', { skip: missing }, () => {
     });
   }
 
-  it('when an invite\'s two passwords differ, then the problem shows at the second field, focused, and goes as it is retyped', async () => {
+  it("when an invite's two passwords differ, then the problem shows at the second field, focused, and goes as it is retyped", async () => {
     const accountId = await s.account({ gems: 10 });
     const { token } = await consoleLogins.invite(s.db, clock, { accountId, email: `stale-${process.pid}@example.com` });
     const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
@@ -272,7 +285,7 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await context.close();
   });
 
-  it('when a holder edits a key\'s name, expiry and cap, then the list shows them in local time with the UTC moment on hover, and the API applies the cap', async () => {
+  it("when a holder edits a key's name, expiry and cap, then the list shows them in local time with the UTC moment on hover, and the API applies the cap", async () => {
     const { page, accountId, failures, close } = await holderPage(375);
     const { secret } = await s.key(accountId, { name: 'laptop' });
     await page.reload();
@@ -306,7 +319,8 @@ describe('the account console in Chromium', { skip: missing }, () => {
     const { page, accountId, failures, close } = await holderPage(1280, 5000);
     const { secret } = await s.key(accountId, { name: 'studio' });
     const ids: string[] = [];
-    for (let i = 0; i < 6; i++) ids.push((await submit(s, secret, '/api/generate/image', { ...IMAGE, prompt: `a fox number ${i} ${'in the snow '.repeat(20)}` })).body.task.id);
+    for (let i = 0; i < 6; i++)
+      ids.push((await submit(s, secret, '/api/generate/image', { ...IMAGE, prompt: `a fox number ${i} ${'in the snow '.repeat(20)}` })).body.task.id);
     const last = await waitForTask(s, secret, ids.at(-1)!);
     for (const id of ids) await waitForTask(s, secret, id);
     await page.reload();
@@ -327,7 +341,7 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await full.waitForLoadState();
     assert.equal(full.url(), await item.locator('a.thumb').getAttribute('href'), 'the thumbnail opens its link');
     assert.equal(new URL(full.url()).pathname, new URL(last.outputs[0]!.asset!.url).pathname, 'which is the full output (signed afresh)');
-    assert.ok(await full.evaluate(() => (document.querySelector('img') as HTMLImageElement | null)?.naturalWidth ?? 0) > 96, 'in full size');
+    assert.ok((await full.evaluate(() => (document.querySelector('img') as HTMLImageElement | null)?.naturalWidth ?? 0)) > 96, 'in full size');
     await full.close();
 
     const icon = await page.evaluate(async () => {
@@ -341,7 +355,7 @@ describe('the account console in Chromium', { skip: missing }, () => {
     await close();
   });
 
-  it('when keys spent today, then the usage chart shows 30 days with today\'s Gems by kind on hover and each key\'s spend against its cap', async () => {
+  it("when keys spent today, then the usage chart shows 30 days with today's Gems by kind on hover and each key's spend against its cap", async () => {
     const { page, accountId, failures, close } = await holderPage(375, 5000);
     const capped = await s.key(accountId, { name: 'capped', cap: 500 });
     const open = await s.key(accountId, { name: 'open' });
@@ -352,7 +366,9 @@ describe('the account console in Chromium', { skip: missing }, () => {
     const days = page.locator('#usage-chart g.day');
     assert.equal(await days.count(), 30);
     const today = days.last();
-    const drawn = await today.locator('rect[data-kind]').evaluateAll((rects) => rects.map((r) => [r.getAttribute('data-kind'), Number(r.getAttribute('data-gems'))]));
+    const drawn = await today
+      .locator('rect[data-kind]')
+      .evaluateAll((rects) => rects.map((r) => [r.getAttribute('data-kind'), Number(r.getAttribute('data-gems'))]));
     assert.deepEqual(drawn, [['image', a.chargedGems + b.chargedGems]]);
     assert.match((await today.locator('title').textContent()) ?? '', new RegExp(`${a.chargedGems + b.chargedGems} Gems — image`));
     const meter = page.locator('#usage-keys li').filter({ hasText: 'capped' }).locator('meter');

@@ -34,7 +34,7 @@ describe('console sign-in hardening', () => {
   });
   after(() => s.close());
 
-  it('when 30 wrong passwords for one email arrive at once, then at most the email\'s limit are checked and the rest get 429', async () => {
+  it("when 30 wrong passwords for one email arrive at once, then at most the email's limit are checked and the rest get 429", async () => {
     const { email } = await consoleHolder(s);
     const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => attempt(s, email, `wrong password ${i}`, `198.18.1.${i + 1}`)));
     const counts = statuses(burst);
@@ -43,23 +43,23 @@ describe('console sign-in hardening', () => {
     assert.equal((await errorOf(burst.find((r) => r.status === 429)!)).code, 'TOO_MANY_ATTEMPTS');
   });
 
-  it('when 30 wrong sign-ins from one address arrive at once, then at most the address\'s limit are checked', async () => {
+  it("when 30 wrong sign-ins from one address arrive at once, then at most the address's limit are checked", async () => {
     const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => attempt(s, `guess-${i}@example.com`, 'wrong password', '198.18.2.1')));
     const counts = statuses(burst);
     assert.ok((counts[401] ?? 0) <= ATTEMPT_LIMITS.address, `${counts[401]} passwords checked, limit ${ATTEMPT_LIMITS.address}`);
     assert.equal((counts[401] ?? 0) + (counts[429] ?? 0), 30, JSON.stringify(counts));
   });
 
-  it('when a stranger has used up the email\'s failures, then the holder still signs in from an address they signed in from before, and not from a new one', async () => {
+  it("when a stranger has used up the email's failures, then the holder still signs in from an address they signed in from before, and not from a new one", async () => {
     const { email } = await consoleHolder(s);
     const home = '198.18.3.1';
     await signIn(s, email, PASSWORD, home);
     for (let i = 0; i < ATTEMPT_LIMITS.email * 2; i++) await attempt(s, email, 'wrong password', `198.18.4.${i + 1}`);
-    assert.equal((await attempt(s, email, PASSWORD, '198.18.4.200')).status, 429, 'a network the holder never used: the email\'s limit holds');
-    assert.equal((await attempt(s, email, PASSWORD, home)).status, 200, 'the holder\'s own network: not locked out');
+    assert.equal((await attempt(s, email, PASSWORD, '198.18.4.200')).status, 429, "a network the holder never used: the email's limit holds");
+    assert.equal((await attempt(s, email, PASSWORD, home)).status, 200, "the holder's own network: not locked out");
   });
 
-  it('when others behind the holder\'s address fail as often as the address allows, then the holder still signs in from it', async () => {
+  it("when others behind the holder's address fail as often as the address allows, then the holder still signs in from it", async () => {
     const { email } = await consoleHolder(s);
     const nat = '198.18.5.1';
     await signIn(s, email, PASSWORD, nat);
@@ -68,7 +68,7 @@ describe('console sign-in hardening', () => {
     assert.equal((await attempt(s, email, PASSWORD, nat)).status, 200);
   });
 
-  it('when wrong passwords for a holder come from the holder\'s own address, then that pair has a limit of its own', async () => {
+  it("when wrong passwords for a holder come from the holder's own address, then that pair has a limit of its own", async () => {
     const { email } = await consoleHolder(s);
     const home = '198.18.6.1';
     await signIn(s, email, PASSWORD, home);
@@ -90,7 +90,15 @@ describe('console sign-in hardening', () => {
     let done = 0;
     const signIns = addresses.map((address, i) => attempt(s, `busy-${i}@example.com`, 'wrong password', address).then((r) => (done++, r)));
     // Every attempt reserves its failure before its password is checked: once all twelve are reserved, all twelve are hashing (or waiting for a thread).
-    const reserved = () => s.db('console_attempts').whereIn('subject', addresses.map((a) => `address:${consoleLogins.networkOf(a)}`)).count({ n: '*' }).first();
+    const reserved = () =>
+      s
+        .db('console_attempts')
+        .whereIn(
+          'subject',
+          addresses.map((a) => `address:${consoleLogins.networkOf(a)}`),
+        )
+        .count({ n: '*' })
+        .first();
     await until('every attempt reserved', async () => Number((await reserved())?.n) === addresses.length, 30_000, 5);
     const health = await fetch(`${s.url}/healthz`);
     assert.equal(health.status, 200);
@@ -107,7 +115,7 @@ describe('console sign-in hardening', () => {
     assert.equal(accepted.status, 200);
     for (const old of [a, b]) assert.equal((await errorOf(await consoleCall(s, 'GET', '/account', { session: old }))).code, 'SESSION_EXPIRED');
     const fresh = { cookie: sessionCookieOf(accepted), csrf: (await accepted.json()).csrfToken };
-    assert.equal((await consoleCall(s, 'GET', '/account', { session: fresh })).status, 200, 'the invite\'s own session lives');
+    assert.equal((await consoleCall(s, 'GET', '/account', { session: fresh })).status, 200, "the invite's own session lives");
   });
 
   it('when one invite is accepted by 12 requests at once, then exactly one signs in and the others get 401 INVITE_INVALID', async () => {
@@ -115,7 +123,9 @@ describe('console sign-in hardening', () => {
     const email = `concurrent-${process.pid}@example.com`;
     const { token } = await consoleLogins.invite(s.db, systemClock, { accountId, email });
     const accepts = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => consoleCall(s, 'POST', '/invites/accept', { body: { token, password: `password number ${i}` }, address: `198.18.10.${i + 1}` })),
+      Array.from({ length: 12 }, (_, i) =>
+        consoleCall(s, 'POST', '/invites/accept', { body: { token, password: `password number ${i}` }, address: `198.18.10.${i + 1}` }),
+      ),
     );
     assert.deepEqual(statuses(accepts), { 200: 1, 401: 11 });
     for (const refused of accepts.filter((r) => r.status === 401)) assert.equal((await errorOf(refused)).code, 'INVITE_INVALID');
@@ -124,7 +134,7 @@ describe('console sign-in hardening', () => {
     await signIn(s, email, `password number ${winner}`, '198.18.10.100');
   });
 
-  it('when an invite\'s password is only spaces, then 422 INVALID_REQUEST and the invite still works', async () => {
+  it("when an invite's password is only spaces, then 422 INVALID_REQUEST and the invite still works", async () => {
     const accountId = await s.account();
     const email = `spaces-${process.pid}@example.com`;
     const { token } = await consoleLogins.invite(s.db, systemClock, { accountId, email });
@@ -155,7 +165,8 @@ describe('console password hashing under load', () => {
     assert.match(busy[0]!.headers.get('retry-after') ?? '', /^\d+$/);
     // The refused attempts gave their reservations back: the address has its whole allowance but the checked ones.
     const checked = burst.filter((r) => r.status === 401).length;
-    for (let i = checked; i < ATTEMPT_LIMITS.address; i++) assert.equal((await attempt(s, `later-${i}@example.com`, 'wrong password', '198.18.12.1')).status, 401, `attempt ${i}`);
+    for (let i = checked; i < ATTEMPT_LIMITS.address; i++)
+      assert.equal((await attempt(s, `later-${i}@example.com`, 'wrong password', '198.18.12.1')).status, 401, `attempt ${i}`);
     assert.equal((await attempt(s, email, PASSWORD, '198.18.12.1')).status, 429);
   });
 });

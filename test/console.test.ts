@@ -62,7 +62,8 @@ describe('account console API', () => {
 
   it('when one email fails too often, then even the right password gets 429 until the window ends, known and unknown emails alike', async () => {
     const { email } = await consoleHolder(s);
-    const attempt = (e: string, password: string, i: number) => consoleCall(s, 'POST', '/session', { body: { email: e, password }, address: `198.51.100.${i}` });
+    const attempt = (e: string, password: string, i: number) =>
+      consoleCall(s, 'POST', '/session', { body: { email: e, password }, address: `198.51.100.${i}` });
     for (let i = 0; i < consoleLogins.ATTEMPT_LIMITS.email; i++) {
       assert.equal((await attempt(email, 'wrong password', i)).status, 401);
       assert.equal((await attempt('ghost@example.com', 'wrong password', i)).status, 401);
@@ -70,17 +71,24 @@ describe('account console API', () => {
     const limited = await attempt(email, PASSWORD, 50);
     assert.equal(limited.status, 429);
     assert.equal((await errorOf(limited)).code, 'TOO_MANY_ATTEMPTS');
-    assert.deepEqual(await (await attempt('ghost@example.com', PASSWORD, 51)).json(), await (await attempt(email, PASSWORD, 52)).json(), 'a 429 does not tell which emails exist');
+    assert.deepEqual(
+      await (await attempt('ghost@example.com', PASSWORD, 51)).json(),
+      await (await attempt(email, PASSWORD, 52)).json(),
+      'a 429 does not tell which emails exist',
+    );
     clock.advance(consoleLogins.ATTEMPT_WINDOW_SECONDS * 1000);
     assert.equal((await attempt(email, PASSWORD, 53)).status, 200);
   });
 
-  it('when an email\'s failures arrive all at once, then every one counts toward the limit', async () => {
+  it("when an email's failures arrive all at once, then every one counts toward the limit", async () => {
     const { email } = await consoleHolder(s);
     const wrong = Array.from({ length: consoleLogins.ATTEMPT_LIMITS.email }, (_, i) =>
       consoleCall(s, 'POST', '/session', { body: { email, password: 'wrong password' }, address: `198.51.100.${100 + i}` }),
     );
-    assert.deepEqual((await Promise.all(wrong)).map((r) => r.status), wrong.map(() => 401));
+    assert.deepEqual(
+      (await Promise.all(wrong)).map((r) => r.status),
+      wrong.map(() => 401),
+    );
     assert.equal((await consoleCall(s, 'POST', '/session', { body: { email, password: PASSWORD }, address: '198.51.100.200' })).status, 429);
   });
 
@@ -94,7 +102,7 @@ describe('account console API', () => {
     assert.equal((await consoleCall(s, 'POST', '/session', { body: { email, password: PASSWORD }, address: '203.0.113.8' })).status, 200);
   });
 
-  it('when a state change carries no CSRF token or another session\'s, then 403 CSRF_TOKEN_INVALID and nothing changes', async () => {
+  it("when a state change carries no CSRF token or another session's, then 403 CSRF_TOKEN_INVALID and nothing changes", async () => {
     const { email } = await consoleHolder(s, { paidConsent: true });
     const session = await signIn(s, email);
     const other = await signIn(s, (await consoleHolder(s)).email);
@@ -143,7 +151,10 @@ describe('account console API', () => {
     const session = await signIn(s, (await consoleHolder(s)).email);
     const models = await s.call('GET', '/api/generate/models', { headers: { cookie: session.cookie } });
     assert.equal((await errorOf(models)).code, 'INVALID_API_KEY');
-    const image = await s.call('POST', '/api/generate/image', { body: IMAGE, headers: { cookie: session.cookie, 'x-csrf-token': session.csrf, 'idempotency-key': 'cookie-only' } });
+    const image = await s.call('POST', '/api/generate/image', {
+      body: IMAGE,
+      headers: { cookie: session.cookie, 'x-csrf-token': session.csrf, 'idempotency-key': 'cookie-only' },
+    });
     assert.equal(image.status, 401);
     assert.equal((await errorOf(image)).code, 'INVALID_API_KEY');
   });
@@ -218,7 +229,7 @@ describe('account console API', () => {
     }
   });
 
-  it('when moderation refuses the account\'s requests until it is blocked, then the account shows each refusal\'s reason and the block', async () => {
+  it("when moderation refuses the account's requests until it is blocked, then the account shows each refusal's reason and the block", async () => {
     const { accountId, email } = await consoleHolder(s);
     const session = await signIn(s, email);
     const { secret } = await s.key(accountId);
@@ -233,7 +244,12 @@ describe('account console API', () => {
     assert.equal(account.state, 'blocked');
     assert.ok(account.moderation.blockedAt);
     assert.equal(account.moderation.refusals.length, s.config.moderationBlockThreshold);
-    assert.deepEqual(account.moderation.refusals[0], { operation: account.moderation.refusals[0].operation, field: 'prompt', categories: ['violence'], createdAt: account.moderation.refusals[0].createdAt });
+    assert.deepEqual(account.moderation.refusals[0], {
+      operation: account.moderation.refusals[0].operation,
+      field: 'prompt',
+      categories: ['violence'],
+      createdAt: account.moderation.refusals[0].createdAt,
+    });
   });
 
   it('when an invite is accepted, then the holder is signed in with the new password, and the link works only once and only in time', async () => {
@@ -248,22 +264,29 @@ describe('account console API', () => {
 
     const late = await consoleLogins.invite(s.db, clock, { accountId, email: 'late@example.com' });
     clock.advance((consoleLogins.INVITE_HOURS * 3600 + 1) * 1000);
-    assert.equal((await errorOf(await consoleCall(s, 'POST', '/invites/accept', { body: { token: late.token, password: 'a brand new password' } }))).code, 'INVITE_INVALID');
+    assert.equal(
+      (await errorOf(await consoleCall(s, 'POST', '/invites/accept', { body: { token: late.token, password: 'a brand new password' } }))).code,
+      'INVITE_INVALID',
+    );
     const short = await consoleCall(s, 'POST', '/invites/accept', { body: { token: 'x', password: 'short' } });
     assert.equal((await errorOf(short)).status, 422);
   });
 
-  it('when the account\'s keys made tasks, then the activity pages them newest first with their Gems and signed outputs, and shows no other account\'s', async () => {
+  it("when the account's keys made tasks, then the activity pages them newest first with their Gems and signed outputs, and shows no other account's", async () => {
     const { accountId, email } = await consoleHolder(s);
     const session = await signIn(s, email);
     const { secret } = await s.key(accountId);
     const ids: string[] = [];
-    for (const prompt of ['first fox', 'second fox', 'third fox']) ids.push((await submit(s, secret, '/api/generate/image', { ...IMAGE, prompt })).body.task.id);
+    for (const prompt of ['first fox', 'second fox', 'third fox'])
+      ids.push((await submit(s, secret, '/api/generate/image', { ...IMAGE, prompt })).body.task.id);
     const done = await waitForTask(s, secret, ids[2]!);
     await submit(s, (await s.user()).secret, '/api/generate/image', IMAGE); // another account's
 
     const first = await (await consoleCall(s, 'GET', '/tasks?limit=2', { session })).json();
-    assert.deepEqual(first.tasks.map((t: { id: string }) => t.id), [ids[2], ids[1]]);
+    assert.deepEqual(
+      first.tasks.map((t: { id: string }) => t.id),
+      [ids[2], ids[1]],
+    );
     const newest = first.tasks[0];
     assert.equal(newest.status, 'succeeded');
     assert.equal(newest.chargedGems, done.chargedGems);
@@ -271,7 +294,10 @@ describe('account console API', () => {
     assert.equal(download.status, 200, 'the output URL is signed');
     assert.ok(first.next);
     const second = await (await consoleCall(s, 'GET', `/tasks?limit=2&cursor=${first.next}`, { session })).json();
-    assert.deepEqual(second.tasks.map((t: { id: string }) => t.id), [ids[0]]);
+    assert.deepEqual(
+      second.tasks.map((t: { id: string }) => t.id),
+      [ids[0]],
+    );
     assert.equal(second.next, null);
 
     for (const query of ['?limit=0', '?limit=51', '?cursor=bm90LWEtY3Vyc29y', '?page=2']) {
@@ -279,7 +305,7 @@ describe('account console API', () => {
     }
   });
 
-  it('when the account\'s keys made text requests, then the charges page them newest first with what was held, charged and released', async () => {
+  it("when the account's keys made text requests, then the charges page them newest first with what was held, charged and released", async () => {
     const { accountId, email } = await consoleHolder(s, { gems: 1000 });
     const session = await signIn(s, email);
     const { secret } = await s.key(accountId);
@@ -301,16 +327,23 @@ describe('account console API', () => {
     assert.ok(newest.chargedGems > 0);
     assert.equal(newest.chargedGems + newest.releasedGems, newest.heldGems);
     const second = await (await consoleCall(s, 'GET', `/charges?limit=1&cursor=${first.next}`, { session })).json();
-    assert.deepEqual(second.charges.map((c: { ref: string }) => c.ref), [ids[0]]);
+    assert.deepEqual(
+      second.charges.map((c: { ref: string }) => c.ref),
+      [ids[0]],
+    );
     assert.equal(second.next, null);
   });
 
-  it('when the account uploaded assets and cloned a voice, then the console pages its uploads newest first and lists its own voices, and no other account\'s', async () => {
+  it("when the account uploaded assets and cloned a voice, then the console pages its uploads newest first and lists its own voices, and no other account's", async () => {
     const { accountId, email } = await consoleHolder(s, { gems: 1000 });
     const session = await signIn(s, email);
     const { secret } = await s.key(accountId);
     const uploadAs = async (key: string) => {
-      const res = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'image/png' }, body: fs.readFileSync(await media.image('png')) });
+      const res = await fetch(new URL('/api/generate/assets', s.url), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'image/png' },
+        body: fs.readFileSync(await media.image('png')),
+      });
       assert.equal(res.status, 201, await res.clone().text());
       return ((await res.json()) as { asset: { id: string } }).asset.id;
     };
@@ -332,13 +365,20 @@ describe('account console API', () => {
     const second = await (await consoleCall(s, 'GET', `/uploads?cursor=${first.next}`, { session })).json();
     const listed = [...first.uploads, ...second.uploads].map((u: { id: string }) => u.id);
     // The voice's sample is an upload of the account too; the other account's image is not listed.
-    assert.deepEqual(listed.filter((id: string) => uploaded.includes(id)), [uploaded[1], uploaded[0]], 'newest first');
+    assert.deepEqual(
+      listed.filter((id: string) => uploaded.includes(id)),
+      [uploaded[1], uploaded[0]],
+      'newest first',
+    );
     assert.equal(new Set(listed).size, listed.length, 'no page repeats a row');
     const own = (await s.db('assets').where({ account_id: accountId, origin: 'upload' }).select('id')).map((r: { id: string }) => r.id);
     assert.deepEqual([...listed].sort(), [...own].sort(), "every upload of the account's, and only those");
     assert.equal(second.next, null);
     const voices = await (await consoleCall(s, 'GET', '/voices', { session })).json();
-    assert.deepEqual(voices.voices.map((v: { id: string }) => v.id), [voiceId]);
+    assert.deepEqual(
+      voices.voices.map((v: { id: string }) => v.id),
+      [voiceId],
+    );
     assert.equal(voices.voices[0].state, 'ready');
     assert.ok(voices.voices[0].durationSeconds > 19);
     assert.equal((await consoleCall(s, 'GET', '/uploads?cursor=not-a-cursor', { session })).status, 422);
@@ -367,7 +407,7 @@ describe('account console API', () => {
     }
   });
 
-  it('when a holder changes a key\'s name, expiry and cap, then the key shows them, the cap binds the next request, null clears them, and bad changes are refused', async () => {
+  it("when a holder changes a key's name, expiry and cap, then the key shows them, the cap binds the next request, null clears them, and bad changes are refused", async () => {
     const { email } = await consoleHolder(s, { gems: 1000 });
     const session = await signIn(s, email);
     const created = await (await consoleCall(s, 'POST', '/keys', { session, body: { name: 'laptop', scopes: ['read', 'generate'] } })).json();
@@ -396,10 +436,18 @@ describe('account console API', () => {
     ] as const) {
       assert.equal((await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body }))).status, status, JSON.stringify(body));
     }
-    assert.match((await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body: { expiresAt: new Date(clock.now().getTime() - 1000).toISOString() } }))).message, /future/);
+    assert.match(
+      (await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body: { expiresAt: new Date(clock.now().getTime() - 1000).toISOString() } })))
+        .message,
+      /future/,
+    );
     assert.equal((await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, csrf: false, body: { name: 'x' } }))).code, 'CSRF_TOKEN_INVALID');
     const other = await s.user();
-    assert.equal((await errorOf(await consoleCall(s, 'PATCH', `/keys/${other.keyId}`, { session, body: { name: 'mine now' } }))).code, 'NOT_FOUND', "another account's key");
+    assert.equal(
+      (await errorOf(await consoleCall(s, 'PATCH', `/keys/${other.keyId}`, { session, body: { name: 'mine now' } }))).code,
+      'NOT_FOUND',
+      "another account's key",
+    );
     assert.equal((await consoleCall(s, 'DELETE', `/keys/${keyId}`, { session })).status, 200);
     const revoked = await errorOf(await consoleCall(s, 'PATCH', `/keys/${keyId}`, { session, body: { name: 'back' } }));
     assert.deepEqual([revoked.status, revoked.code], [422, 'INVALID_REQUEST']);
@@ -447,7 +495,9 @@ describe('account console API', () => {
     assert.equal(usage.days[0].day, day(29));
     assert.deepEqual(usage.days.at(-1).gems, { image: today.reduce((sum, t) => sum + t.chargedGems, 0), video: 0, audio: 0, text: textGems, extraction: 0 });
     assert.deepEqual(usage.days.at(-2).gems, { image: yesterday.chargedGems, video: 0, audio: 0, text: 0, extraction: 0 });
-    const spend = Object.fromEntries(usage.keys.map((k: { name: string; spendThisMonth: number; monthlyCap: number | null }) => [k.name, [k.spendThisMonth, k.monthlyCap]]));
+    const spend = Object.fromEntries(
+      usage.keys.map((k: { name: string; spendThisMonth: number; monthlyCap: number | null }) => [k.name, [k.spendThisMonth, k.monthlyCap]]),
+    );
     // Both days may fall in two UTC months: the keys' spend is this month's, as the cap counts it.
     const sameMonth = day(0).slice(0, 7) === day(1).slice(0, 7);
     assert.deepEqual(spend.capped, [today[0]!.chargedGems + (sameMonth ? yesterday.chargedGems : 0), 400]);
@@ -455,7 +505,7 @@ describe('account console API', () => {
     assert.deepEqual((await verifyLedger(s.db, [verifyTasks])).problems, []);
   });
 
-  it('when many tasks of one account settle at once, then the day\'s figure is their exact sum and the ledger verifies', async () => {
+  it("when many tasks of one account settle at once, then the day's figure is their exact sum and the ledger verifies", async () => {
     const { accountId, email } = await consoleHolder(s, { gems: 20_000 });
     const session = await signIn(s, email);
     const keys = await Promise.all([0, 1, 2].map((i) => s.key(accountId, { name: `k${i}` })));
@@ -466,7 +516,10 @@ describe('account console API', () => {
       }),
     );
     const usage = await (await consoleCall(s, 'GET', '/usage', { session })).json();
-    assert.equal(usage.days.at(-1).gems.image, tasks.reduce((sum, t) => sum + t.chargedGems, 0));
+    assert.equal(
+      usage.days.at(-1).gems.image,
+      tasks.reduce((sum, t) => sum + t.chargedGems, 0),
+    );
     assert.deepEqual((await verifyLedger(s.db, [verifyTasks])).problems, []);
   });
 
@@ -481,7 +534,14 @@ describe('account console API', () => {
         headers: { 'idempotency-key': `fill-text-${process.pid}` },
       });
       assert.equal(text.status, 200);
-      const extraction = await ledger.reserve(fresh.db, clock, { accountId, keyId: null, purpose: 'llm', kind: 'extraction', amount: 3, ref: 'ext_000000000001' });
+      const extraction = await ledger.reserve(fresh.db, clock, {
+        accountId,
+        keyId: null,
+        purpose: 'llm',
+        kind: 'extraction',
+        amount: 3,
+        ref: 'ext_000000000001',
+      });
       await ledger.settle(fresh.db, clock, extraction.id, 2);
       const read = async () => ({
         kinds: await fresh.db('reservations').select('id', 'kind').orderBy('id'),

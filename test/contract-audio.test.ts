@@ -24,20 +24,54 @@ function grid(): unknown[] {
   const operations = [undefined, 'speech', 'voice_clone', 'music', 'sing', 5];
   const prompts = [undefined, 'hi', '', 'x'.repeat(2000), 'x'.repeat(2001), 'p'.repeat(5001), 'p'.repeat(30_001)];
   const parameters = [
-    undefined, {}, null, [], { voiceProfileId: V }, { voiceProfileId: '' }, { voiceProfileId: V, speed: 1.1, volume: 0, temperature: 0.7, seed: 4_294_967_295 },
-    { voiceProfileId: V, speed: 2.5 }, { voiceProfileId: V, volume: -7 }, { voiceProfileId: V, temperature: 1.2 }, { voiceProfileId: V, musicMode: 'simple' },
-    { voiceProfileId: V, coverAudio: A }, { voiceProfileId: V, pitch: 2 }, { musicMode: 'simple' }, { musicMode: 'advanced' }, { musicMode: 'pro' }, { style: 'jazz' },
-    { musicMode: 'advanced', style: 'jazz', title: 'T' }, { musicMode: 'simple', title: 'Song' }, { musicMode: 'advanced', title: 't'.repeat(81) },
-    { negativeTags: 'n'.repeat(201) }, { instrumental: 'off', vocalGender: 'f', duration: '120' }, { duration: 30 }, { coverAudio: A }, { speed: 1 }, { seed: 3 },
+    undefined,
+    {},
+    null,
+    [],
+    { voiceProfileId: V },
+    { voiceProfileId: '' },
+    { voiceProfileId: V, speed: 1.1, volume: 0, temperature: 0.7, seed: 4_294_967_295 },
+    { voiceProfileId: V, speed: 2.5 },
+    { voiceProfileId: V, volume: -7 },
+    { voiceProfileId: V, temperature: 1.2 },
+    { voiceProfileId: V, musicMode: 'simple' },
+    { voiceProfileId: V, coverAudio: A },
+    { voiceProfileId: V, pitch: 2 },
+    { musicMode: 'simple' },
+    { musicMode: 'advanced' },
+    { musicMode: 'pro' },
+    { style: 'jazz' },
+    { musicMode: 'advanced', style: 'jazz', title: 'T' },
+    { musicMode: 'simple', title: 'Song' },
+    { musicMode: 'advanced', title: 't'.repeat(81) },
+    { negativeTags: 'n'.repeat(201) },
+    { instrumental: 'off', vocalGender: 'f', duration: '120' },
+    { duration: 30 },
+    { coverAudio: A },
+    { speed: 1 },
+    { seed: 3 },
     { musicMode: 'advanced', voiceProfileId: V },
   ];
-  const extras = [{ referenceAssetIds: [] }, { referenceAssetIds: [A] }, { referenceAssetIds: [A, A] }, { maxGems: 10 }, { maxGems: -1 }, { stream_options: 1 }, { model: '' }];
+  const extras = [
+    { referenceAssetIds: [] },
+    { referenceAssetIds: [A] },
+    { referenceAssetIds: [A, A] },
+    { maxGems: 10 },
+    { maxGems: -1 },
+    { stream_options: 1 },
+    { model: '' },
+  ];
   const bodies: unknown[] = [[], 'x'];
   let i = 0;
   for (const operation of operations) {
     for (const prompt of prompts) {
       for (const p of parameters) {
-        const body = { model: 'gemforge-speech-1', ...(operation !== undefined && { operation }), ...(prompt !== undefined && { prompt }), ...(p !== undefined && { parameters: p }) };
+        const body = {
+          model: 'gemforge-speech-1',
+          ...(operation !== undefined && { operation }),
+          ...(prompt !== undefined && { prompt }),
+          ...(p !== undefined && { parameters: p }),
+        };
         bodies.push(body, { ...body, ...extras[i++ % extras.length] });
       }
     }
@@ -49,7 +83,15 @@ function grid(): unknown[] {
 function app(apiSpec: string): Promise<Server> {
   const a = express();
   a.use(express.json());
-  a.use(OpenApiValidator.middleware({ apiSpec, validateRequests: { allowUnknownQueryParameters: false }, validateResponses: false, validateSecurity: false, validateFormats: true }));
+  a.use(
+    OpenApiValidator.middleware({
+      apiSpec,
+      validateRequests: { allowUnknownQueryParameters: false },
+      validateResponses: false,
+      validateSecurity: false,
+      validateFormats: true,
+    }),
+  );
   a.post('/api/generate/audio', (req, res) => res.json(req.body));
   a.use((err: { status?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => res.status(err.status ?? 500).json({}));
   return new Promise((resolve) => {

@@ -26,7 +26,8 @@ const working = () => YAML.parse(fs.readFileSync(path.join(root, 'openapi/openap
 /** The released contract with the working contract's audio request (a oneOf of speech and music bodies) in place of its own. */
 function withWorkingAudio(doc: Doc): void {
   const now = working().components.schemas;
-  for (const name of ['AudioRequest', 'SpeechRequest', 'MusicRequest', 'MediaParametersSpeech', 'MediaParametersMusic']) doc.components.schemas[name] = now[name];
+  for (const name of ['AudioRequest', 'SpeechRequest', 'MusicRequest', 'MediaParametersSpeech', 'MediaParametersMusic'])
+    doc.components.schemas[name] = now[name];
 }
 
 /** Runs the check of `edit(released copy)` against the released contract. */
@@ -37,11 +38,15 @@ function check(edit: (doc: Doc) => void): { code: number | null; out: string } {
   try {
     const working = path.join(dir, 'openapi.yaml');
     fs.writeFileSync(working, YAML.stringify(doc));
-    const run = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/contract-check.ts'), '--released', releasedFile, '--working', working], {
-      cwd: root,
-      encoding: 'utf8',
-      timeout: 300_000,
-    });
+    const run = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', path.join(root, 'scripts/contract-check.ts'), '--released', releasedFile, '--working', working],
+      {
+        cwd: root,
+        encoding: 'utf8',
+        timeout: 300_000,
+      },
+    );
     return { code: run.status, out: `${run.stdout}${run.stderr}` };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
@@ -65,7 +70,10 @@ describe('contract:check', () => {
     });
     assert.equal(code, 1, out);
     // One line for one change, though the task shows in seven responses.
-    assert.match(out, /Breaking changes \(1\)[^\n]*\n {2}x Task\.releasedGems: removed \(POST \/api\/generate\/image response 200 application\/json body\.task\.releasedGems and 6 more\)\n\n/);
+    assert.match(
+      out,
+      /Breaking changes \(1\)[^\n]*\n {2}x Task\.releasedGems: removed \(POST \/api\/generate\/image response 200 application\/json body\.task\.releasedGems and 6 more\)\n\n/,
+    );
     assert.match(out, /BREAKING: the changes above break clients of 1\.0\.0/);
   });
 
@@ -79,7 +87,10 @@ describe('contract:check', () => {
   it('when an enum is narrowed, then the check fails and names the lost value', () => {
     const { code, out } = check((doc) => (schemas(doc).ChatMessage.properties.role.enum = ['user', 'assistant']));
     assert.equal(code, 1, out);
-    assert.match(out, /x ChatMessage\.role: enum lost "system" \(POST \/api\/generate\/text\/v1\/chat\/completions request application\/json body\.messages\[\]\.role\)/);
+    assert.match(
+      out,
+      /x ChatMessage\.role: enum lost "system" \(POST \/api\/generate\/text\/v1\/chat\/completions request application\/json body\.messages\[\]\.role\)/,
+    );
   });
 
   it('when a request limit is tightened, then the check fails and names the limit before and after', () => {
@@ -110,7 +121,10 @@ describe('contract:check', () => {
       schemas(doc).SpeechRequest.properties.operation.enum = ['speech'];
     });
     assert.equal(code, 1, out);
-    assert.match(out, /x AudioRequest\[operation=speech\]\.prompt: maxLength 2000 → 1000 \(POST \/api\/generate\/audio request application\/json body\[operation=speech\]\.prompt\)/);
+    assert.match(
+      out,
+      /x AudioRequest\[operation=speech\]\.prompt: maxLength 2000 → 1000 \(POST \/api\/generate\/audio request application\/json body\[operation=speech\]\.prompt\)/,
+    );
     assert.match(out, /x AudioRequest\[operation=music\]\.parameters\.title: maxLength 80 → 40/);
     assert.match(out, /x AudioRequest\[operation=voice_clone\]: no longer accepted/);
     assert.doesNotMatch(out, /operation=music\]\.prompt/);
@@ -142,10 +156,23 @@ describe('contract:check', () => {
 
 describe('tightened request limits', () => {
   it('when bounds, patterns, types and enums change, then only what refuses more is reported', () => {
-    const before = { paths: { '/x': { post: { requestBody: { content: { 'application/json': { schema: { $ref: '#/components/schemas/X' } } } } } } }, components: { schemas: { X: {
-      type: 'object',
-      properties: { a: { type: 'string', maxLength: 10 }, b: { type: 'integer', minimum: 1, maximum: 5 }, c: { type: ['string', 'null'] }, d: { enum: ['p', 'q'] }, e: { type: 'array', items: { type: 'string', maxLength: 3 } } },
-    } } } };
+    const before = {
+      paths: { '/x': { post: { requestBody: { content: { 'application/json': { schema: { $ref: '#/components/schemas/X' } } } } } } },
+      components: {
+        schemas: {
+          X: {
+            type: 'object',
+            properties: {
+              a: { type: 'string', maxLength: 10 },
+              b: { type: 'integer', minimum: 1, maximum: 5 },
+              c: { type: ['string', 'null'] },
+              d: { enum: ['p', 'q'] },
+              e: { type: 'array', items: { type: 'string', maxLength: 3 } },
+            },
+          },
+        },
+      },
+    };
     const after = structuredClone(before) as Doc;
     const x = after.components.schemas.X.properties;
     x.a.maxLength = 20; // looser: fine

@@ -43,7 +43,10 @@ function collectExamples(): Array<{ where: string; schema: Json; value: Json; me
 
 /** The JSON of each `data:` frame of an SSE text, and whether it ended with [DONE]. */
 function sseFrames(text: string): { frames: Json[]; done: boolean } {
-  const data = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+  const data = text
+    .split('\n')
+    .filter((l) => l.startsWith('data: '))
+    .map((l) => l.slice(6));
   return { frames: data.filter((d) => d !== '[DONE]').map((d) => JSON.parse(d)), done: data.at(-1) === '[DONE]' };
 }
 
@@ -79,7 +82,9 @@ describe('contract examples', () => {
     const scheme = contract.components.securitySchemes.bearerAuth;
     assert.match(scheme.bearerFormat, /gf_/);
     const declared = Object.keys(scheme['x-scopes']);
-    const used = Object.values(contract.paths as Record<string, Json>).flatMap((item) => METHODS.flatMap((m) => (item[m]?.security ?? []).flatMap((r: Json) => r.bearerAuth ?? [])));
+    const used = Object.values(contract.paths as Record<string, Json>).flatMap((item) =>
+      METHODS.flatMap((m) => (item[m]?.security ?? []).flatMap((r: Json) => r.bearerAuth ?? [])),
+    );
     assert.equal(used.length >= 11, true, 'every operation states its scope');
     for (const scope of used) assert.ok(declared.includes(scope), `scope ${scope} is declared`);
   });
@@ -122,7 +127,12 @@ describe('contract request examples at a real server', () => {
     if (/^asset_/.test(value)) {
       const kind = field === 'coverAudio' ? 'audio' : field === 'videoAssetId' ? 'video' : 'image';
       if (!uploads.has(value)) {
-        const [file, type] = kind === 'audio' ? [await audio('wav'), 'audio/wav'] : kind === 'video' ? [await video('mp4'), 'video/mp4'] : [await image('png', 640, 360), 'image/png'];
+        const [file, type] =
+          kind === 'audio'
+            ? [await audio('wav'), 'audio/wav']
+            : kind === 'video'
+              ? [await video('mp4'), 'video/mp4']
+              : [await image('png', 640, 360), 'image/png'];
         uploads.set(value, await uploadAsset(s, key, file, type));
       }
       return uploads.get(value);
@@ -150,7 +160,11 @@ describe('contract request examples at a real server', () => {
       const op = item[method];
       const media = op?.requestBody?.content?.['application/json'];
       if (!media) continue;
-      const examples: Array<[string, Json]> = media.examples ? Object.entries(media.examples).map(([n, e]: [string, Json]) => [n, e.value]) : media.example ? [['example', media.example]] : [];
+      const examples: Array<[string, Json]> = media.examples
+        ? Object.entries(media.examples).map(([n, e]: [string, Json]) => [n, e.value])
+        : media.example
+          ? [['example', media.example]]
+          : [];
       for (const [name, example] of examples) {
         it(`when the ${op.operationId} example "${name}" is sent, then it gets the documented response`, async () => {
           const body = await materialize(example);

@@ -61,7 +61,15 @@ function requestExamples(): Example[] {
 
 describe('the contract as Prism reads it', async () => {
   const operations = await getHttpOperationsFromSpec(path.join(root, 'openapi/openapi.yaml'));
-  const config: IHttpConfig = { mock: { dynamic: false }, checkSecurity: false, validateRequest: true, validateResponse: false, errors: false, upstreamProxy: undefined, isProxy: false };
+  const config: IHttpConfig = {
+    mock: { dynamic: false },
+    checkSecurity: false,
+    validateRequest: true,
+    validateResponse: false,
+    errors: false,
+    upstreamProxy: undefined,
+    isProxy: false,
+  };
   const prism = createInstance(config, { logger: createLogger('prism', { enabled: false }) });
   const examples = requestExamples();
 
@@ -76,7 +84,12 @@ describe('the contract as Prism reads it', async () => {
   for (const ex of examples) {
     it(`when ${ex.method.toUpperCase()} ${ex.path} example ${ex.name} (${ex.mediaType}) goes through Prism, then it passes request validation`, async () => {
       const result = await prism.request(
-        { method: ex.method as 'post', url: { path: ex.path }, headers: { ...ex.headers, 'content-type': ex.mediaType, authorization: 'Bearer gf_example' }, body: ex.body },
+        {
+          method: ex.method as 'post',
+          url: { path: ex.path },
+          headers: { ...ex.headers, 'content-type': ex.mediaType, authorization: 'Bearer gf_example' },
+          body: ex.body,
+        },
         operations,
       )();
       assert.equal(result._tag, 'Right', JSON.stringify(result));

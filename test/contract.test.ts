@@ -17,11 +17,10 @@ describe('contract', () => {
   /** openapi-typescript on `spec`, compared with the committed `generated`. */
   function assertFresh(spec: string, generated: string): void {
     const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'gen-')), path.basename(generated));
-    execFileSync(
-      process.execPath,
-      [path.join(root, 'node_modules/openapi-typescript/bin/cli.js'), spec, '--default-non-nullable', 'false', '-o', out],
-      { cwd: root, stdio: 'pipe' },
-    );
+    execFileSync(process.execPath, [path.join(root, 'node_modules/openapi-typescript/bin/cli.js'), spec, '--default-non-nullable', 'false', '-o', out], {
+      cwd: root,
+      stdio: 'pipe',
+    });
     const fresh = fs.readFileSync(out, 'utf8');
     const committed = fs.readFileSync(path.join(root, generated), 'utf8');
     assert.ok(fresh === committed, `${generated} is stale: run "npm run generate" and commit the result`);
@@ -31,13 +30,16 @@ describe('contract', () => {
     assertFresh('openapi/openapi.yaml', 'generated/api.ts');
   });
 
-  it('when the generator runs on the console\'s contract, then its output equals the committed generated/console.ts', () => {
+  it("when the generator runs on the console's contract, then its output equals the committed generated/console.ts", () => {
     assertFresh('openapi/console.yaml', 'generated/console.ts');
   });
 
   it('when the parameter generator runs on the contract, then its output equals the committed client/generated/parameters.ts', () => {
     const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'gen-')), 'parameters.ts');
-    execFileSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), 'openapi/openapi.yaml', out], { cwd: root, stdio: 'pipe' });
+    execFileSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/generate-parameters.ts'), 'openapi/openapi.yaml', out], {
+      cwd: root,
+      stdio: 'pipe',
+    });
     const committed = fs.readFileSync(path.join(root, 'client/generated/parameters.ts'), 'utf8');
     assert.ok(fs.readFileSync(out, 'utf8') === committed, 'client/generated/parameters.ts is stale: run "npm run generate" and commit the result');
   });
@@ -51,7 +53,10 @@ describe('contract', () => {
     const ops = paths.flatMap((p) => Object.keys(doc.paths[p]).filter((m) => ['get', 'head', 'post', 'put', 'patch', 'delete'].includes(m)));
     assert.equal(ops.length, 11);
     // Outside the API paths: the outputs' signed URLs, so a gateway or generated client built from the contract can follow them.
-    assert.deepEqual(Object.keys(doc.paths).filter((p) => !p.startsWith('/api/')), ['/files/{assetId}']);
+    assert.deepEqual(
+      Object.keys(doc.paths).filter((p) => !p.startsWith('/api/')),
+      ['/files/{assetId}'],
+    );
     assert.deepEqual(doc.paths['/files/{assetId}'].get.security, []);
     assert.deepEqual(doc.components.schemas.Error.additionalProperties, false);
   });
@@ -93,7 +98,11 @@ describe('contract integer formats', () => {
     try {
       const { secret } = await s.user({ gems: 1000 });
       const submit = (seedValue: number, key: string) =>
-        s.call('POST', '/api/generate/image', { key: secret, headers: { 'idempotency-key': key }, body: { model: 'gemforge-image-1', prompt: 'A lighthouse', parameters: { seed: seedValue, resolution: '512' } } });
+        s.call('POST', '/api/generate/image', {
+          key: secret,
+          headers: { 'idempotency-key': key },
+          body: { model: 'gemforge-image-1', prompt: 'A lighthouse', parameters: { seed: seedValue, resolution: '512' } },
+        });
       assert.equal((await submit(4294967295, `seed-max-${process.pid}`)).status, 202);
       assert.equal((await submit(4294967296, `seed-over-${process.pid}`)).status, 422);
     } finally {

@@ -61,7 +61,9 @@ describe('CORS_ORIGINS over raw HTTP', () => {
     assert.notEqual(res.headers['access-control-allow-credentials'], 'true');
     assert.match(String(res.headers['access-control-allow-methods']), /\bPOST\b/);
     assert.match(String(res.headers['access-control-allow-methods']), /\bGET\b/);
-    const allowed = String(res.headers['access-control-allow-headers']).toLowerCase().split(/\s*,\s*/);
+    const allowed = String(res.headers['access-control-allow-headers'])
+      .toLowerCase()
+      .split(/\s*,\s*/);
     for (const h of ['authorization', 'content-type', 'idempotency-key', 'x-filename']) assert.ok(allowed.includes(h), `${h} is allowed`);
     assert.match(String(res.headers.vary), /\bOrigin\b/i);
   });
@@ -70,7 +72,9 @@ describe('CORS_ORIGINS over raw HTTP', () => {
     const ok = await raw(`${s.url}/api/generate/models`, 'GET', { origin: LISTED, authorization: `Bearer ${secret}` });
     assert.equal(ok.status, 200);
     assert.equal(ok.headers['access-control-allow-origin'], LISTED);
-    const exposed = String(ok.headers['access-control-expose-headers']).toLowerCase().split(/\s*,\s*/);
+    const exposed = String(ok.headers['access-control-expose-headers'])
+      .toLowerCase()
+      .split(/\s*,\s*/);
     for (const h of ['x-request-id', 'retry-after', 'x-should-retry']) assert.ok(exposed.includes(h), `${h} is exposed`);
     assert.match(String(ok.headers.vary), /\bOrigin\b/i);
     const denied = await raw(`${s.url}/api/generate/models`, 'GET', { origin: 'http://localhost:5173' });
@@ -130,14 +134,17 @@ describe('CORS_ORIGINS in Chromium', { skip: missing }, () => {
     const tab = await browser.newPage();
     try {
       await tab.goto(page.origin);
-      return await tab.evaluate(async ({ url, init }) => {
-        try {
-          const res = await fetch(url, init);
-          return { status: res.status, requestId: res.headers.get('x-request-id'), body: await res.text() };
-        } catch (e) {
-          return { blocked: String(e) };
-        }
-      }, { url, init });
+      return await tab.evaluate(
+        async ({ url, init }) => {
+          try {
+            const res = await fetch(url, init);
+            return { status: res.status, requestId: res.headers.get('x-request-id'), body: await res.text() };
+          } catch (e) {
+            return { blocked: String(e) };
+          }
+        },
+        { url, init },
+      );
     } finally {
       await tab.close();
     }

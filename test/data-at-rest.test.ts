@@ -42,7 +42,9 @@ describe('data at rest', () => {
     const { secret } = await seedUserOnDisk(dataDir, 500);
     const auth = { authorization: `Bearer ${secret}` };
 
-    const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3a6' } }).png().toBuffer();
+    const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3a6' } })
+      .png()
+      .toBuffer();
     const uploaded = await fetch(new URL('/api/generate/assets', server.url), { method: 'POST', headers: { ...auth, 'content-type': 'image/png' }, body: png });
     assert.equal(uploaded.status, 201, await uploaded.clone().text());
     const submitted = await fetch(new URL('/api/generate/image', server.url), {
@@ -52,11 +54,15 @@ describe('data at rest', () => {
     });
     assert.equal(submitted.status, 202, await submitted.clone().text());
     const { id } = ((await submitted.json()) as { task: { id: string } }).task;
-    await until('the image task succeeds', async () => {
-      const { task } = (await (await fetch(new URL(`/api/generate/tasks/${id}`, server.url), { headers: auth })).json()) as { task: { status: string } };
-      if (task.status === 'failed') assert.fail(JSON.stringify(task));
-      return task.status === 'succeeded';
-    }, 60_000);
+    await until(
+      'the image task succeeds',
+      async () => {
+        const { task } = (await (await fetch(new URL(`/api/generate/tasks/${id}`, server.url), { headers: auth })).json()) as { task: { status: string } };
+        if (task.status === 'failed') assert.fail(JSON.stringify(task));
+        return task.status === 'succeeded';
+      },
+      60_000,
+    );
 
     const backupDir = path.join(parent, 'backups');
     if (!TEST_DATABASE_URL) {

@@ -19,7 +19,8 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 
 function installed(): boolean {
   const nginx = spawnSync('sh', ['-c', 'command -v nginx || test -x /usr/sbin/nginx']).status === 0;
-  const postgres = fs.existsSync('/usr/lib/postgresql') && fs.readdirSync('/usr/lib/postgresql').some((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/initdb`));
+  const postgres =
+    fs.existsSync('/usr/lib/postgresql') && fs.readdirSync('/usr/lib/postgresql').some((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/initdb`));
   return nginx && postgres;
 }
 
@@ -30,17 +31,30 @@ function skipReason(): string | false {
 }
 
 describe('the multi-instance demo', () => {
-  it('when the demo runs with --check, then its smoke check passes through nginx across both APIs and it stops everything', { skip: skipReason(), timeout: 300_000 }, async () => {
-    const port = await freePort();
-    const demo = spawn('bash', ['scripts/demo-multi.sh', '--check'], { cwd: ROOT, env: { ...process.env, DEMO_PORT: String(port), LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    demo.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    demo.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const code = await new Promise<number | null>((resolve) => demo.once('exit', (c) => resolve(c)));
-    assert.equal(code, 0, out);
-    assert.match(out, /ok {3}both APIs answered/);
-    assert.match(out, /demo check: passed/);
-    const listening = await new Promise<boolean>((resolve) => net.connect(port, '127.0.0.1').once('connect', () => resolve(true)).once('error', () => resolve(false)));
-    assert.equal(listening, false, 'nginx was stopped');
-  });
+  it(
+    'when the demo runs with --check, then its smoke check passes through nginx across both APIs and it stops everything',
+    { skip: skipReason(), timeout: 300_000 },
+    async () => {
+      const port = await freePort();
+      const demo = spawn('bash', ['scripts/demo-multi.sh', '--check'], {
+        cwd: ROOT,
+        env: { ...process.env, DEMO_PORT: String(port), LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      demo.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      demo.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      const code = await new Promise<number | null>((resolve) => demo.once('exit', (c) => resolve(c)));
+      assert.equal(code, 0, out);
+      assert.match(out, /ok {3}both APIs answered/);
+      assert.match(out, /demo check: passed/);
+      const listening = await new Promise<boolean>((resolve) =>
+        net
+          .connect(port, '127.0.0.1')
+          .once('connect', () => resolve(true))
+          .once('error', () => resolve(false)),
+      );
+      assert.equal(listening, false, 'nginx was stopped');
+    },
+  );
 });

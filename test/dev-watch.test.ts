@@ -43,11 +43,29 @@ describe('npm run dev', () => {
     fs.mkdirSync(path.dirname(consoleContract));
     fs.copyFileSync(path.join(root, 'openapi/console.yaml'), consoleContract);
     port = await freePort();
-    dev = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/dev.ts'), '--contract', contract, '--generated', generated, '--parameters', path.join(dir, 'parameters.ts'), '--console-contract', consoleContract, '--console-generated', consoleGenerated], {
-      cwd: root,
-      env: { ...process.env, PORT: String(port), DATA_DIR: path.join(dir, 'data'), LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    dev = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        path.join(root, 'scripts/dev.ts'),
+        '--contract',
+        contract,
+        '--generated',
+        generated,
+        '--parameters',
+        path.join(dir, 'parameters.ts'),
+        '--console-contract',
+        consoleContract,
+        '--console-generated',
+        consoleGenerated,
+      ],
+      {
+        cwd: root,
+        env: { ...process.env, PORT: String(port), DATA_DIR: path.join(dir, 'data'), LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     dev.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
     dev.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')));
     await until('the first server', served, 60_000);
@@ -96,24 +114,41 @@ describe('npm run dev', () => {
   });
 
   it('when the contract changes, then the port answers throughout and /openapi.yaml is always the contract of the server answering', async () => {
-    const operation = ['  /api/generate/watch-check-two:', '    get:', '      operationId: watchCheckTwo', '      summary: SECOND MARKER', '      security:', '        - bearerAuth: [read]', '      responses:', "        '200':", '          description: Never served.', "        '401':", "          $ref: '#/components/responses/Unauthorized'", ''].join('\n');
+    const operation = [
+      '  /api/generate/watch-check-two:',
+      '    get:',
+      '      operationId: watchCheckTwo',
+      '      summary: SECOND MARKER',
+      '      security:',
+      '        - bearerAuth: [read]',
+      '      responses:',
+      "        '200':",
+      '          description: Never served.',
+      "        '401':",
+      "          $ref: '#/components/responses/Unauthorized'",
+      '',
+    ].join('\n');
     fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace(/^paths:\n/m, `paths:\n${operation}`));
     const before = output.length;
     // Each round reads the contract, then calls the new operation: requests go to one server at a
     // time and a switch is for good, so a contract that lists it must come from a server that
     // accepts it (401, not 404 "no such route"). A connection refused or a 503 is a moment of no server.
     let rounds = 0;
-    await until('the new operation served and accepted', async () => {
-      rounds++;
-      const yaml = await fetch(`http://127.0.0.1:${port}/openapi.yaml`);
-      assert.equal(yaml.status, 200, `round ${rounds}: the contract is served`);
-      const listed = (await yaml.text()).includes('SECOND MARKER');
-      const status = (await fetch(`http://127.0.0.1:${port}/api/generate/watch-check-two`)).status;
-      // (Not listed and yet accepted is fine: the switch came between the two requests.)
-      if (listed) assert.equal(status, 401, `round ${rounds}: the served contract lists the operation, so the server answering accepts it`);
-      else assert.ok(status === 404 || status === 401, `round ${rounds}: answered ${status}`);
-      return listed ? true : undefined;
-    }, 60_000);
+    await until(
+      'the new operation served and accepted',
+      async () => {
+        rounds++;
+        const yaml = await fetch(`http://127.0.0.1:${port}/openapi.yaml`);
+        assert.equal(yaml.status, 200, `round ${rounds}: the contract is served`);
+        const listed = (await yaml.text()).includes('SECOND MARKER');
+        const status = (await fetch(`http://127.0.0.1:${port}/api/generate/watch-check-two`)).status;
+        // (Not listed and yet accepted is fine: the switch came between the two requests.)
+        if (listed) assert.equal(status, 401, `round ${rounds}: the served contract lists the operation, so the server answering accepts it`);
+        else assert.ok(status === 404 || status === 401, `round ${rounds}: answered ${status}`);
+        return listed ? true : undefined;
+      },
+      60_000,
+    );
     assert.ok(rounds > 1, 'the edit was read while the old server still answered');
     await until('the figure', () => (/\[dev\] live: the new server answers \d+\.\d s after the change/.test(output.slice(before)) ? true : undefined), 10_000);
   });
@@ -123,7 +158,11 @@ describe('npm run dev', () => {
     fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace(/^openapi: 3\.1\.0$/m, 'openapi: 3.1.0\nnot-a-field: {'));
     await until('the lint failure', () => (output.slice(before).includes('[dev] the contract does not lint') ? true : undefined), 60_000);
     assert.ok(output.length > before);
-    assert.equal((await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status, 401, 'the last good server still answers, on the last good contract');
+    assert.equal(
+      (await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status,
+      401,
+      'the last good server still answers, on the last good contract',
+    );
     assert.match(fs.readFileSync(generated, 'utf8'), /WATCH-MODE MARKER/, 'the types were left as they were');
   });
 
@@ -131,7 +170,11 @@ describe('npm run dev', () => {
     const before = output.length;
     assert.equal(fs.existsSync(consoleGenerated), false);
     fs.writeFileSync(consoleContract, fs.readFileSync(consoleContract, 'utf8').replace(/^( {2}title: ).*$/m, '$1console watch check'));
-    await until('the console types', () => (fs.existsSync(consoleGenerated) && fs.readFileSync(consoleGenerated, 'utf8').includes('"/session"') ? true : undefined), 60_000);
+    await until(
+      'the console types',
+      () => (fs.existsSync(consoleGenerated) && fs.readFileSync(consoleGenerated, 'utf8').includes('"/session"') ? true : undefined),
+      60_000,
+    );
     await until('the note', () => (output.slice(before).includes('[dev] the contract still does not lint') ? true : undefined), 60_000);
     assert.match(output.slice(before), /\[dev\] regenerated .*console\.ts/);
     assert.equal((await fetch(`http://127.0.0.1:${port}/api/generate/watch-check`)).status, 401, 'the last good server still answers');
@@ -175,7 +218,18 @@ describe('npm run dev, as a newcomer runs it', () => {
     fs.mkdirSync(path.dirname(consoleContract));
     fs.copyFileSync(path.join(root, 'openapi/console.yaml'), consoleContract);
     port = await freePort();
-    const args = ['--contract', contract, '--generated', path.join(dir, 'api.ts'), '--parameters', path.join(dir, 'parameters.ts'), '--console-contract', consoleContract, '--console-generated', path.join(dir, 'console.ts')];
+    const args = [
+      '--contract',
+      contract,
+      '--generated',
+      path.join(dir, 'api.ts'),
+      '--parameters',
+      path.join(dir, 'parameters.ts'),
+      '--console-contract',
+      consoleContract,
+      '--console-generated',
+      path.join(dir, 'console.ts'),
+    ];
     npm = spawn('npm', ['run', '--silent', 'dev', '--', ...args], {
       cwd: root,
       env: { ...process.env, PORT: String(port), DATA_DIR: path.join(dir, 'data'), LOG_LEVEL: 'warn' },
@@ -193,20 +247,27 @@ describe('npm run dev, as a newcomer runs it', () => {
       await exited;
     }
     // Whatever the outcome, no server of this suite is left on its port.
-    await until('no server left', async () => {
-      if ((await served()) === undefined) return true;
-      const pid = /"pid":(\d+)/.exec(output)?.[1];
-      if (pid) process.kill(Number(pid), 'SIGKILL');
-      return undefined;
-    }, 15_000).catch(() => undefined);
+    await until(
+      'no server left',
+      async () => {
+        if ((await served()) === undefined) return true;
+        const pid = /"pid":(\d+)/.exec(output)?.[1];
+        if (pid) process.kill(Number(pid), 'SIGKILL');
+        return undefined;
+      },
+      15_000,
+    ).catch(() => undefined);
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it("when the console's contract gets a bad $ref, then the linter's message is printed without a stack trace", async () => {
     const before = output.length;
-    fs.writeFileSync(consoleContract, fs.readFileSync(consoleContract, 'utf8').replace(/\$ref: '#\/components\/responses\/SignedIn'/, "$ref: '#/components/responses/SignedInNope'"));
+    fs.writeFileSync(
+      consoleContract,
+      fs.readFileSync(consoleContract, 'utf8').replace(/\$ref: '#\/components\/responses\/SignedIn'/, "$ref: '#/components/responses/SignedInNope'"),
+    );
     await until('the lint failure', () => (output.slice(before).includes("[dev] the console's contract does not lint") ? true : undefined), 60_000);
-    await until('the whole message', () => (/Validation failed|error/i.test(output.slice(before).split("does not lint")[1] ?? '') ? true : undefined), 10_000);
+    await until('the whole message', () => (/Validation failed|error/i.test(output.slice(before).split('does not lint')[1] ?? '') ? true : undefined), 10_000);
     const said = output.slice(before);
     assert.match(said, /SignedInNope|Can't resolve \$ref/);
     assertNoStack(said);
@@ -215,7 +276,10 @@ describe('npm run dev, as a newcomer runs it', () => {
 
   it('when the contract gets a bad $ref, then the linter says where without a stack trace', async () => {
     const before = output.length;
-    fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace("$ref: '#/components/responses/Unauthorized'", "$ref: '#/components/responses/Unauthorizd'"));
+    fs.writeFileSync(
+      contract,
+      fs.readFileSync(contract, 'utf8').replace("$ref: '#/components/responses/Unauthorized'", "$ref: '#/components/responses/Unauthorizd'"),
+    );
     await until('the lint failure', () => (output.slice(before).includes('[dev] the contract does not lint') ? true : undefined), 60_000);
     await until('the whole message', () => (/Validation failed/.test(output.slice(before)) ? true : undefined), 10_000);
     const said = output.slice(before);

@@ -15,9 +15,13 @@ import { chromium, type BrowserContext, type Page, type Request as PwRequest } f
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { ARGS, CHROMIUM, missing } from './helpers/chromium.ts';
 
-
 /** Opens an operation, switches on "Try it out", optionally replaces the body, runs it and returns the API request and its status. */
-async function tryItOut(page: Page, opId: string, apiPath: string, editBody?: (body: string) => string): Promise<{ request: PwRequest; status: number; shown: string }> {
+async function tryItOut(
+  page: Page,
+  opId: string,
+  apiPath: string,
+  editBody?: (body: string) => string,
+): Promise<{ request: PwRequest; status: number; shown: string }> {
   const op = page.locator(`#operations-${opId}`);
   // "Try it out" becomes "Cancel" (and a "Reset" appears) once switched on.
   const tryOut = op.locator('button.try-out__btn').first();
@@ -33,7 +37,10 @@ async function tryItOut(page: Page, opId: string, apiPath: string, editBody?: (b
   ]);
   await op.locator('.live-responses-table tr.response .response-col_status').first().waitFor({ timeout: 20_000 });
   const shown = (await op.locator('.live-responses-table tr.response .response-col_status').first().textContent()) ?? '';
-  await op.locator('button.btn-clear').click().catch(() => undefined);
+  await op
+    .locator('button.btn-clear')
+    .click()
+    .catch(() => undefined);
   return { request: response.request(), status: response.status(), shown: shown.trim() };
 }
 
@@ -76,10 +83,15 @@ describe('the API reference page in Chromium', { skip: missing }, () => {
 
     const first = await tryItOut(page, 'Media-createImage', '/api/generate/image', (b) => b.replace(/"resolution": "1024"/, '"resolution": "512"'));
     assert.equal(first.status, 202, 'the first image submission is accepted');
-    const second = await tryItOut(page, 'Media-createImage', '/api/generate/image', (b) => b.replace(/"prompt": "[^"]*"/, '"prompt": "A second, different lighthouse"'));
+    const second = await tryItOut(page, 'Media-createImage', '/api/generate/image', (b) =>
+      b.replace(/"prompt": "[^"]*"/, '"prompt": "A second, different lighthouse"'),
+    );
     assert.equal(second.status, 202, 'a second try with another body is a new submission, not 409 IDEMPOTENCY_CONFLICT');
     const keys = [first, second].map((t) => t.request.headers()['idempotency-key']);
-    assert.ok(keys.every((k) => /^docs-[0-9a-f]{24}$/.test(k ?? '')), `fresh keys: ${keys}`);
+    assert.ok(
+      keys.every((k) => /^docs-[0-9a-f]{24}$/.test(k ?? '')),
+      `fresh keys: ${keys}`,
+    );
     assert.notEqual(keys[0], keys[1]);
     assert.equal((await s.db('tasks')).length, 2, 'two tasks were created');
     assert.deepEqual(failures, []);

@@ -9,7 +9,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 const root = path.resolve(import.meta.dirname, '..');
-const pages = ['README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const pages = [
+  'README.md',
+  ...fs
+    .readdirSync(path.join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
 export function slug(heading: string): string {
@@ -54,7 +60,8 @@ describe('docs', () => {
           broken.push(`${page}: ${target} (no file ${resolved})`);
           continue;
         }
-        if (anchor !== undefined && resolved.endsWith('.md') && !anchorsOf(resolved).has(anchor)) broken.push(`${page}: ${target} (no heading #${anchor} in ${resolved})`);
+        if (anchor !== undefined && resolved.endsWith('.md') && !anchorsOf(resolved).has(anchor))
+          broken.push(`${page}: ${target} (no heading #${anchor} in ${resolved})`);
       }
     }
     assert.deepEqual(broken, []);

@@ -57,7 +57,9 @@ async function halfSent(url: string, key: string, idem: string, text: string): P
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   const bytes = Buffer.from(text);
   const half = Math.floor(bytes.length / 2);
-  socket.write(`POST ${IMAGE} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${key}\r\nIdempotency-Key: ${idem}\r\nContent-Type: application/json\r\nContent-Length: ${bytes.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`);
+  socket.write(
+    `POST ${IMAGE} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${key}\r\nIdempotency-Key: ${idem}\r\nContent-Type: application/json\r\nContent-Length: ${bytes.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+  );
   const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
   const end = Date.now() + 10_000;
   while (!received.startsWith(CONTINUE)) {
@@ -86,7 +88,11 @@ describe('a draining API under keep-alive load', () => {
     const auth = { authorization: `Bearer ${user.secret}` };
     try {
       // A task to read later, and three kept-alive connections.
-      const first = await request(agent, `${server.url}${IMAGE}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': 'before-drain' }, body: body('before the drain') });
+      const first = await request(agent, `${server.url}${IMAGE}`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': 'before-drain' },
+        body: body('before the drain'),
+      });
       assert.equal(first.status, 202);
       await Promise.all([1, 2, 3].map(() => request(agent, `${server.url}/healthz`)));
       // Three submissions in flight: headers and half a body sent.
@@ -105,7 +111,13 @@ describe('a draining API under keep-alive load', () => {
       assert.equal(poll.status, 200, 'a task poll is still answered');
       assert.equal(poll.headers.connection, 'close');
       const refused = await Promise.all(
-        [1, 2].map((i) => request(agent, `${server.url}${IMAGE}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': `after-drain-${i}` }, body: body(`after the drain ${i}`) })),
+        [1, 2].map((i) =>
+          request(agent, `${server.url}${IMAGE}`, {
+            method: 'POST',
+            headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': `after-drain-${i}` },
+            body: body(`after the drain ${i}`),
+          }),
+        ),
       );
       for (const answer of refused) {
         assert.equal(answer.status, 503);
@@ -122,7 +134,11 @@ describe('a draining API under keep-alive load', () => {
       try {
         const keys = ((await db('idempotency_records').select('*')) as Array<Record<string, unknown>>).map((row) => JSON.stringify(row));
         assert.equal(keys.filter((k) => k.includes('after-drain')).length, 0, 'a refused submission claims no identity');
-        assert.equal(((await db('tasks').count({ n: '*' })) as Array<{ n: number | string }>)[0]!.n.toString(), '4', 'tasks: the one before and the three in flight, none refused');
+        assert.equal(
+          ((await db('tasks').count({ n: '*' })) as Array<{ n: number | string }>)[0]!.n.toString(),
+          '4',
+          'tasks: the one before and the three in flight, none refused',
+        );
       } finally {
         await db.destroy();
       }

@@ -42,7 +42,11 @@ describe('video analysis across a crash', () => {
     // Kill once the claim is durable: the identity is pending with its reservation.
     const watch = await openDb(await dbOptionsFor(dataDir));
     try {
-      await until('the extraction claimed', async () => (await watch('idempotency_records').where({ idem_key: 'crash-extract-1' }).first())?.state === 'pending', 10_000);
+      await until(
+        'the extraction claimed',
+        async () => (await watch('idempotency_records').where({ idem_key: 'crash-extract-1' }).first())?.state === 'pending',
+        10_000,
+      );
     } finally {
       await watch.destroy();
     }

@@ -43,7 +43,11 @@ const near = (actual: number, expected: number, what: string) =>
 /** The contract's promises about frames and segments. */
 function assertWellFormed(x: Extraction['extraction']): void {
   const times = x.frames.map((f) => f.timeSeconds);
-  assert.deepEqual(times, [...times].sort((a, b) => a - b), 'frames sorted');
+  assert.deepEqual(
+    times,
+    [...times].sort((a, b) => a - b),
+    'frames sorted',
+  );
   assert.equal(new Set(times).size, times.length, 'frame times unique');
   for (const f of x.frames) {
     assert.ok(f.timeSeconds >= 0 && f.timeSeconds <= x.durationSeconds, `frame ${f.timeSeconds} within the duration`);
@@ -131,7 +135,10 @@ describe('video analysis', () => {
 
     it('when the video is detailed in one shot and flat in another, then the detailed shot gets a sharpest frame with a high score', async () => {
       const u = await s.user({ llmAllowance: 1000 });
-      const file = await shotsVideo('bars-flat', [{ source: 'smptebars', seconds: 2 }, { source: 'color=c=yellow', seconds: 2 }]);
+      const file = await shotsVideo('bars-flat', [
+        { source: 'smptebars', seconds: 2 },
+        { source: 'color=c=yellow', seconds: 2 },
+      ]);
       const x = (await analyse(u, await upload(u.secret, file), 'Suggest a thumbnail')).extraction;
       assertWellFormed(x);
       const sharp = x.frames.filter((f) => f.reason === 'sharpest');

@@ -25,7 +25,10 @@ describe('fair share of the media queue', () => {
       const next = [await claim(), await claim()];
       assert.ok(next.includes('task_b0'), `B's job is among the next two claims: ${next.join(', ')}`);
       // Then A's backlog goes on in its own order.
-      assert.deepEqual(next.filter((t) => t !== 'task_b0'), ['task_a1']);
+      assert.deepEqual(
+        next.filter((t) => t !== 'task_b0'),
+        ['task_a1'],
+      );
       assert.equal(await claim(), 'task_a2');
     }));
 

@@ -152,7 +152,11 @@ describe('foundation', () => {
   it('when the body is malformed or too large, then a bad key, a missing scope or an unknown route is still told first', async () => {
     const bad = '{"model": ';
     await expectError(await s.call('POST', '/api/generate/image', { headers: { 'idempotency-key': 'b1' }, body: bad }), 401, 'INVALID_API_KEY');
-    await expectError(await s.call('POST', '/api/generate/image', { key: readKey, headers: { 'idempotency-key': 'b1' }, body: bad }), 403, 'INSUFFICIENT_SCOPE');
+    await expectError(
+      await s.call('POST', '/api/generate/image', { key: readKey, headers: { 'idempotency-key': 'b1' }, body: bad }),
+      403,
+      'INSUFFICIENT_SCOPE',
+    );
     await expectError(await s.call('POST', '/api/generate/nothing', { key: generateKey, body: bad }), 404, 'NOT_FOUND');
     const big = JSON.stringify({ model: 'x', prompt: 'p'.repeat(2_000_000) });
     await expectError(await s.call('POST', '/api/generate/image', { headers: { 'idempotency-key': 'b1' }, body: big }), 401, 'INVALID_API_KEY');
@@ -168,7 +172,11 @@ describe('foundation', () => {
     for (const body of ['null', '"text"', '7']) {
       await expectError(await s.call('POST', '/api/generate/image', { key: generateKey, headers: { 'idempotency-key': 'a3' }, body }), 422, 'INVALID_REQUEST');
     }
-    const gz = await s.call('POST', '/api/generate/image', { key: generateKey, headers: { 'idempotency-key': 'a4', 'content-encoding': 'gzip' }, body: 'not gzip' });
+    const gz = await s.call('POST', '/api/generate/image', {
+      key: generateKey,
+      headers: { 'idempotency-key': 'a4', 'content-encoding': 'gzip' },
+      body: 'not gzip',
+    });
     await expectError(gz, 400, 'INVALID_REQUEST');
   });
 

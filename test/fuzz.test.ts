@@ -53,7 +53,11 @@ function operations(key: string): Record<string, fc.Arbitrary<Req>> {
     fc.oneof(fc.stringMatching(/^task_[a-z0-9]{1,24}$/), nastyString).map((id) => encodeURIComponent(id) || 'x'),
     fc.constantFrom('%', '%E0%A4%A', '%zz', '%00', '..%2F..%2Fetc'), // not valid percent-encoding, or tricks
   );
-  const query = fc.dictionary(fc.constantFrom('scope', 'page', 'language', 'x'), fc.oneof(nastyString, fc.constantFrom('mine', 'explore', '1', '10000', '10001', '1e400', 'Infinity', 'en-US')), { maxKeys: 3 });
+  const query = fc.dictionary(
+    fc.constantFrom('scope', 'page', 'language', 'x'),
+    fc.oneof(nastyString, fc.constantFrom('mine', 'explore', '1', '10000', '10001', '1e400', 'Infinity', 'en-US')),
+    { maxKeys: 3 },
+  );
   const qs = (q: Record<string, string>) => (Object.keys(q).length ? `?${new URLSearchParams(q)}` : '');
   return {
     listModels: fc.record({ auth, q: query }).map(({ auth: a, q }) => ({ method: 'GET', path: `/api/generate/models${qs(q)}`, headers: { authorization: a } })),
@@ -63,11 +67,30 @@ function operations(key: string): Record<string, fc.Arbitrary<Req>> {
     getTask: fc.record({ auth, id: taskId }).map(({ auth: a, id }) => ({ method: 'GET', path: `/api/generate/tasks/${id}`, headers: { authorization: a } })),
     headTask: fc.record({ auth, id: taskId }).map(({ auth: a, id }) => ({ method: 'HEAD', path: `/api/generate/tasks/${id}`, headers: { authorization: a } })),
     createAsset: fc
-      .record({ auth, type: fc.oneof(fc.constantFrom('image/png', 'image/jpeg', 'video/mp4', 'audio/wav', 'audio/x-wav', 'text/plain', 'application/json', 'image/constructor'), headerValue), bytes: fc.uint8Array({ maxLength: 256 }) })
-      .map(({ auth: a, type, bytes }) => ({ method: 'POST', path: '/api/generate/assets', headers: { authorization: a, 'content-type': type }, body: new Blob([new Uint8Array(bytes)]) })),
+      .record({
+        auth,
+        type: fc.oneof(
+          fc.constantFrom('image/png', 'image/jpeg', 'video/mp4', 'audio/wav', 'audio/x-wav', 'text/plain', 'application/json', 'image/constructor'),
+          headerValue,
+        ),
+        bytes: fc.uint8Array({ maxLength: 256 }),
+      })
+      .map(({ auth: a, type, bytes }) => ({
+        method: 'POST',
+        path: '/api/generate/assets',
+        headers: { authorization: a, 'content-type': type },
+        body: new Blob([new Uint8Array(bytes)]),
+      })),
     listVoices: fc.record({ auth, q: query }).map(({ auth: a, q }) => ({ method: 'GET', path: `/api/generate/voices${qs(q)}`, headers: { authorization: a } })),
     createVoice: fc
-      .record({ auth, fields: fc.dictionary(fc.constantFrom('duration', 'rightsConfirmed', 'name', 'file', 'constructor'), fc.oneof(nastyString, fc.constantFrom('20', '15', '300', '300.5', 'true'))), bytes: fc.option(fc.uint8Array({ maxLength: 256 })) })
+      .record({
+        auth,
+        fields: fc.dictionary(
+          fc.constantFrom('duration', 'rightsConfirmed', 'name', 'file', 'constructor'),
+          fc.oneof(nastyString, fc.constantFrom('20', '15', '300', '300.5', 'true')),
+        ),
+        bytes: fc.option(fc.uint8Array({ maxLength: 256 })),
+      })
       .map(({ auth: a, fields, bytes }) => {
         const form = new FormData();
         for (const [k, v] of Object.entries(fields)) form.append(k, v);
@@ -78,7 +101,14 @@ function operations(key: string): Record<string, fc.Arbitrary<Req>> {
     extractVideo: post('/api/generate/extract/video'),
     // The signed download: no key; whatever the link, an invalid one is 403 and a bad path 404.
     downloadFile: fc
-      .record({ id: taskId, q: fc.dictionary(fc.constantFrom('expires', 'sig', 'x'), fc.oneof(nastyString, fc.constantFrom('1736939400', '01736939400', '9'.repeat(13), 'f'.repeat(64), 'F'.repeat(64))), { maxKeys: 3 }) })
+      .record({
+        id: taskId,
+        q: fc.dictionary(
+          fc.constantFrom('expires', 'sig', 'x'),
+          fc.oneof(nastyString, fc.constantFrom('1736939400', '01736939400', '9'.repeat(13), 'f'.repeat(64), 'F'.repeat(64))),
+          { maxKeys: 3 },
+        ),
+      })
       .map(({ id, q }) => ({ method: 'GET', path: `/files/${id}${qs(q)}`, headers: {} })),
   };
 }
@@ -95,7 +125,10 @@ async function assertWithinSpec(req: Req, res: Response): Promise<void> {
   const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
   assert.deepEqual(Object.keys(body), ['error'], `${label}: ${text.slice(0, 200)}`);
   assert.equal(typeof body.error!.message, 'string', label);
-  assert.ok(Object.keys(body.error!).every((k) => k === 'code' || k === 'message'), `${label}: ${text.slice(0, 200)}`);
+  assert.ok(
+    Object.keys(body.error!).every((k) => k === 'code' || k === 'message'),
+    `${label}: ${text.slice(0, 200)}`,
+  );
   if (body.error!.code !== undefined) assert.equal(typeof body.error!.code, 'string', label);
 }
 
@@ -109,7 +142,11 @@ describe('fuzz: every operation, from the contract', () => {
   after(() => s.close());
 
   it("when the contract's operations are listed, then the fuzz covers each of them", () => {
-    const ids = Object.values(contract.paths as Record<string, Json>).flatMap((item) => Object.values(item).map((op: Json) => op?.operationId).filter(Boolean));
+    const ids = Object.values(contract.paths as Record<string, Json>).flatMap((item) =>
+      Object.values(item)
+        .map((op: Json) => op?.operationId)
+        .filter(Boolean),
+    );
     assert.deepEqual(new Set(ids), new Set(Object.keys(operations('k'))));
   });
 

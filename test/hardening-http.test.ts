@@ -97,8 +97,14 @@ describe('hardening: bad input at the HTTP layer', () => {
     ['a NUL in a header value', 'GET /api/generate/models HTTP/1.1\r\nHost: x\r\nX-A: a\u0000b\r\n\r\n'],
     ['a bare CR in a header value', 'GET /api/generate/models HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n'],
     ['an invalid header name', 'GET /api/generate/models HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n'],
-    ['both Content-Length and Transfer-Encoding', 'POST /api/generate/image HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'],
-    ['a bad chunk size', 'POST /api/generate/image HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n'],
+    [
+      'both Content-Length and Transfer-Encoding',
+      'POST /api/generate/image HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    ],
+    [
+      'a bad chunk size',
+      'POST /api/generate/image HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n',
+    ],
     ['a request line that is not HTTP', 'HELLO\r\n\r\n'],
   ];
   for (const [what, raw] of malformed) {
@@ -159,7 +165,10 @@ describe('hardening: requests refused before the app', () => {
         assertEnvelope(res, 400, raw);
         const id = res!.headers['x-request-id'];
         assert.match(id ?? '', /^req_[0-9a-f]{32}$/);
-        assert.ok(lines.some((l) => l.requestId === id && l.status === 400), `a log line carries ${id}`);
+        assert.ok(
+          lines.some((l) => l.requestId === id && l.status === 400),
+          `a log line carries ${id}`,
+        );
       }
     } finally {
       server.closeAllConnections();

@@ -50,7 +50,12 @@ describe('inherited property names as user text', () => {
   it('when speech and music prompts, style and title hold them, then both succeed with real audio', async () => {
     const bodies = [
       { model: 'gemforge-speech-1', operation: 'speech', prompt: ALL, parameters: { voiceProfileId: BROOKE } },
-      { model: 'gemforge-music-1', operation: 'music', prompt: ALL, parameters: { musicMode: 'advanced', style: ALL, title: 'constructor', negativeTags: 'valueOf', duration: '30' } },
+      {
+        model: 'gemforge-music-1',
+        operation: 'music',
+        prompt: ALL,
+        parameters: { musicMode: 'advanced', style: ALL, title: 'constructor', negativeTags: 'valueOf', duration: '30' },
+      },
     ];
     for (const body of bodies) {
       const sub = await submit(s, key, '/api/generate/audio', body);
@@ -81,8 +86,20 @@ describe('inherited property names as user text', () => {
         ['voices', await s.call('GET', `/api/generate/voices?language=${seg}`, { key }), [200, 422]],
         ['docs asset', await fetch(`${s.url}/docs/assets/${seg}`), [404]],
         ['file', await fetch(`${s.url}/files/${seg}`), [403, 404]],
-        ['image model', await s.call('POST', '/api/generate/image', { key, headers: { 'idempotency-key': `pm-${name}-i` }, body: { model: name, prompt: 'x' } }), [422]],
-        ['text model', await s.call('POST', '/api/generate/text/v1/chat/completions', { key, headers: { 'idempotency-key': `pm-${name}-t` }, body: { model: name, messages: [{ role: 'user', content: 'x' }] } }), [422]],
+        [
+          'image model',
+          await s.call('POST', '/api/generate/image', { key, headers: { 'idempotency-key': `pm-${name}-i` }, body: { model: name, prompt: 'x' } }),
+          [422],
+        ],
+        [
+          'text model',
+          await s.call('POST', '/api/generate/text/v1/chat/completions', {
+            key,
+            headers: { 'idempotency-key': `pm-${name}-t` },
+            body: { model: name, messages: [{ role: 'user', content: 'x' }] },
+          }),
+          [422],
+        ],
         ['asset type', await s.call('POST', '/api/generate/assets', { key, headers: { 'content-type': name }, body: 'abc' }), [422]],
       ];
       for (const [what, res, allowed] of checks) {

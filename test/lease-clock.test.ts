@@ -25,7 +25,6 @@ const ahead = skewed(TEN_MINUTES);
 const logger = createLogger('silent');
 const providers = {} as Parameters<typeof recoverExpiredLeases>[0]['providers'];
 
-
 const stateOf = async (db: Db, taskId: string) => (await jobs.findJobByTask(db, taskId))!;
 
 describe('job leases on the database clock', () => {
@@ -42,13 +41,30 @@ describe('job leases on the database clock', () => {
           calls++;
           await gate;
           const file = await tools.tempFile('.png');
-          await fsp.writeFile(file, await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } }).png().toBuffer());
+          await fsp.writeFile(
+            file,
+            await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } })
+              .png()
+              .toBuffer(),
+          );
           return { file, mimeType: 'image/png' };
         },
       };
       // A lease of 1 s, heart-beaten every 333 ms: a loaded machine (the suite runs two files at once) can delay a
       // beat by a few hundred ms, and a lease that then passed would be taken rightly — not what this test is about.
-      const common = { db, logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 1000, pollMs: 20, retryBackoffMs: 0 };
+      const common = {
+        db,
+        logger,
+        providers: { image: provider },
+        dataDir: dir,
+        ffmpegPath: '',
+        ffprobePath: '',
+        outputRetentionSeconds: 60,
+        concurrency: 1,
+        leaseMs: 1000,
+        pollMs: 20,
+        retryBackoffMs: 0,
+      };
       const slow = startWorker({ ...common, clock: behind });
       let fast: ReturnType<typeof startWorker> | undefined;
       try {
@@ -78,10 +94,15 @@ describe('job leases on the database clock', () => {
       assert.equal(claimed?.task_id, 'task_orphan');
       const recover = () => recoverExpiredLeases({ db, clock: behind, logger, providers, leaseMs: 300, retryBackoffMs: 0 });
       const started = Date.now();
-      await until('the expired lease is recovered', async () => {
-        await recover();
-        return (await stateOf(db, 'task_orphan')).state === 'queued' ? true : undefined;
-      }, 5000, 25);
+      await until(
+        'the expired lease is recovered',
+        async () => {
+          await recover();
+          return (await stateOf(db, 'task_orphan')).state === 'queued' ? true : undefined;
+        },
+        5000,
+        25,
+      );
       assert.ok(Date.now() - started >= 250, 'not before the lease passed');
     }));
 
@@ -89,10 +110,15 @@ describe('job leases on the database clock', () => {
     withQueue(async ({ db, clock, owner }) => {
       await queueTask(db, clock, owner, 'task_backoff');
       assert.ok(await jobs.claimNext(db, 'w-dead', leaseTime(behind)));
-      await until('the expired lease is recovered', async () => {
-        await recoverExpiredLeases({ db, clock: ahead, logger, providers, leaseMs: 200, retryBackoffMs: 300 });
-        return (await stateOf(db, 'task_backoff')).state === 'queued' ? true : undefined;
-      }, 5000, 25);
+      await until(
+        'the expired lease is recovered',
+        async () => {
+          await recoverExpiredLeases({ db, clock: ahead, logger, providers, leaseMs: 200, retryBackoffMs: 300 });
+          return (await stateOf(db, 'task_backoff')).state === 'queued' ? true : undefined;
+        },
+        5000,
+        25,
+      );
       assert.equal(await jobs.claimNext(db, 'w-behind', leaseTime(behind)), undefined, 'not during its backoff');
       const job = await until('the job is claimed after its backoff', () => jobs.claimNext(db, 'w-behind', leaseTime(behind)), 5000, 25);
       assert.equal(job.task_id, 'task_backoff');

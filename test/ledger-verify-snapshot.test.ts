@@ -17,7 +17,15 @@ describe('ledger verify under settlements', () => {
       const u = await s.user({ gems: 10_000 });
       const ids: string[] = [];
       for (let i = 0; i < 24; i++) {
-        ids.push((await submit(s, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: `settle ${i}${i % 3 === 0 ? ' [[scenario:fail]]' : ''}`, parameters: { resolution: '512', outputCount: 2 } })).body.task.id);
+        ids.push(
+          (
+            await submit(s, u.secret, '/api/generate/image', {
+              model: 'gemforge-image-1',
+              prompt: `settle ${i}${i % 3 === 0 ? ' [[scenario:fail]]' : ''}`,
+              parameters: { resolution: '512', outputCount: 2 },
+            })
+          ).body.task.id,
+        );
       }
       let runs = 0;
       const settled = Promise.all(ids.map((id) => waitForTask(s, u.secret, id)));

@@ -99,7 +99,13 @@ describe('audio generation', () => {
     const body = speak('Hello there.', { voiceProfileId: SAWYER });
     const first = await submit(s, user.secret, AUDIO, body);
     assert.equal(first.status, 202, JSON.stringify(first.body));
-    const explicit = await submit(s, user.secret, AUDIO, speak('Hello there.', { voiceProfileId: SAWYER, speed: 1, volume: 0, temperature: 0.7 }), first.idemKey);
+    const explicit = await submit(
+      s,
+      user.secret,
+      AUDIO,
+      speak('Hello there.', { voiceProfileId: SAWYER, speed: 1, volume: 0, temperature: 0.7 }),
+      first.idemKey,
+    );
     assert.deepEqual([explicit.status, explicit.body.task.id], [200, first.body.task.id]);
     const other = await submit(s, user.secret, AUDIO, speak('Hello there.', { voiceProfileId: SAWYER, speed: 1.5 }), first.idemKey);
     assert.deepEqual([other.status, other.body.error.code], [409, 'IDEMPOTENCY_CONFLICT']);
@@ -170,7 +176,10 @@ describe('audio generation', () => {
   });
 
   it('when the text has 1,001 or 2,000 characters, then the quote is ceil(chars / 1,000 × 3) and exactly that is charged', async () => {
-    for (const [chars, gems] of [[1001, 4], [2000, 6]] as const) {
+    for (const [chars, gems] of [
+      [1001, 4],
+      [2000, 6],
+    ] as const) {
       const prompt = 'Speak this clearly. '.repeat(200).slice(0, chars - 1) + '.';
       assert.equal(prompt.length, chars);
       const sub = await submit(s, user.secret, AUDIO, speak(prompt, { voiceProfileId: SAWYER, speed: 2 }));
@@ -193,7 +202,10 @@ describe('audio generation', () => {
   // ------------------------------------------------------------ music
 
   it('when 30 s of music is asked for, then a real 30 s WAV with a steady pulse is charged 2 Gems; duration off gives the model’s 30 s', async () => {
-    const m = await generate({ model: MUSIC, operation: 'music', prompt: 'An upbeat synth-pop song about night trains', parameters: { duration: '30' } }, { tempo: true });
+    const m = await generate(
+      { model: MUSIC, operation: 'music', prompt: 'An upbeat synth-pop song about night trains', parameters: { duration: '30' } },
+      { tempo: true },
+    );
     assert.equal(m.codec, 'pcm_s16le');
     assert.ok(Math.abs(m.durationSeconds - 30) <= 0.5, `duration ${m.durationSeconds}`);
     assert.ok(m.rms > -30, `music is loud enough: ${m.rms.toFixed(1)} dBFS`);
@@ -209,7 +221,15 @@ describe('audio generation', () => {
       model: MUSIC,
       operation: 'music',
       prompt: '[Verse]\nLanterns on the water, drifting out of town',
-      parameters: { musicMode: 'advanced', style: 'lo-fi folk, fingerpicked guitar', title: 'Lanterns', instrumental: 'off', vocalGender: 'f', negativeTags: 'heavy drums', duration: '240' },
+      parameters: {
+        musicMode: 'advanced',
+        style: 'lo-fi folk, fingerpicked guitar',
+        title: 'Lanterns',
+        instrumental: 'off',
+        vocalGender: 'f',
+        negativeTags: 'heavy drums',
+        duration: '240',
+      },
     });
     assert.ok(Math.abs(m.durationSeconds - 240) <= 0.5, `duration ${m.durationSeconds}`);
     assert.equal(m.task.chargedGems, 16);
@@ -218,8 +238,14 @@ describe('audio generation', () => {
   it('when a fast and a slow click track are covered, then the covers’ estimated tempi follow them', async () => {
     const fast = await asset(await clickTrack(140), 'audio/wav');
     const slow = await asset(await clickTrack(80), 'audio/wav');
-    const fastCover = await generate({ model: MUSIC, operation: 'music', prompt: 'a cover', parameters: { duration: '30', coverAudio: fast } }, { tempo: true });
-    const slowCover = await generate({ model: MUSIC, operation: 'music', prompt: 'a cover', referenceAssetIds: [slow], parameters: { duration: '30' } }, { tempo: true });
+    const fastCover = await generate(
+      { model: MUSIC, operation: 'music', prompt: 'a cover', parameters: { duration: '30', coverAudio: fast } },
+      { tempo: true },
+    );
+    const slowCover = await generate(
+      { model: MUSIC, operation: 'music', prompt: 'a cover', referenceAssetIds: [slow], parameters: { duration: '30' } },
+      { tempo: true },
+    );
     assert.ok(Math.abs(fastCover.tempo! - 140) < 140 * 0.04, `fast cover at ${fastCover.tempo} BPM`);
     assert.ok(Math.abs(slowCover.tempo! - 80) < 80 * 0.04, `slow cover at ${slowCover.tempo} BPM`);
   });
@@ -232,7 +258,13 @@ describe('audio generation', () => {
     const mine = await asset(await clickTrack(100), 'audio/wav');
     const picture = await asset(await image('png'), 'image/png');
     const v = { voiceProfileId: SAWYER };
-    const music = (parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ model: MUSIC, operation: 'music', prompt: 'a song', parameters, ...extra });
+    const music = (parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+      model: MUSIC,
+      operation: 'music',
+      prompt: 'a song',
+      parameters,
+      ...extra,
+    });
     const cases: Array<[unknown, string, RegExp]> = [
       [{ model: MUSIC, operation: 'speech', prompt: 'hi', parameters: v }, 'MODEL_UNAVAILABLE', /gemforge-speech-1/],
       [{ model: SPEECH, operation: 'music', prompt: 'hi' }, 'MODEL_UNAVAILABLE', /gemforge-music-1/],

@@ -39,8 +39,12 @@ const IMAGE = '/api/generate/image';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
 async function post(url: string, key: string, idemKey: string, body: unknown) {
-  const res = await fetch(`${url}${IMAGE}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': idemKey }, body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) };
+  const res = await fetch(`${url}${IMAGE}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': idemKey },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
 }
 
 async function getTask(url: string, key: string, id: string): Promise<TaskBody> {
@@ -55,7 +59,15 @@ describe('media durability', () => {
     try {
       const user = await s.user({ gems: 1000 });
       const body = { model: 'gemforge-image-1', prompt: 'one of a kind', parameters: { resolution: '512' } };
-      const race = await assertOneIdentityRace(s.db, { url: s.url, path: IMAGE, key: user.secret, idemKey: newKey('race'), body, accountId: user.accountId, n: 120 });
+      const race = await assertOneIdentityRace(s.db, {
+        url: s.url,
+        path: IMAGE,
+        key: user.secret,
+        idemKey: newKey('race'),
+        body,
+        accountId: user.accountId,
+        n: 120,
+      });
       assert.equal(race.statuses[202], 1, 'one submission created the task');
       const ids = new Set(race.bodies.filter((r) => r.status !== 409).map((r) => (r.body as { task: { id: string } }).task.id));
       assert.equal(ids.size, 1, 'every replay shows the same task');
@@ -77,7 +89,18 @@ describe('media durability', () => {
       const { key } = await accounts.createKey(a, systemClock, 'gf', { accountId: acct.id, name: 'k', scopes: ['generate'] });
       for (let i = 0; i < 30; i++) {
         const r = await ledger.reserve(a, systemClock, { accountId: acct.id, keyId: key.id, purpose: 'media', amount: 1 });
-        await a('tasks').insert({ id: `task_q${i}`, account_id: acct.id, key_id: key.id, kind: 'image', model: 'm', request: '{}', status: 'queued', reservation_id: r.id, created_at: now, updated_at: now });
+        await a('tasks').insert({
+          id: `task_q${i}`,
+          account_id: acct.id,
+          key_id: key.id,
+          kind: 'image',
+          model: 'm',
+          request: '{}',
+          status: 'queued',
+          reservation_id: r.id,
+          created_at: now,
+          updated_at: now,
+        });
         await a('jobs').insert({ task_id: `task_q${i}`, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now });
       }
       const claimed: string[] = [];
@@ -104,14 +127,24 @@ describe('media durability', () => {
     let child = await startServerChild(env);
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const r = await post(child.url, user.secret, newKey('crash'), { model: 'gemforge-image-1', prompt: `crash ${i} [[scenario:processing:2]]`, parameters: { resolution: '512' } });
+      const r = await post(child.url, user.secret, newKey('crash'), {
+        model: 'gemforge-image-1',
+        prompt: `crash ${i} [[scenario:processing:2]]`,
+        parameters: { resolution: '512' },
+      });
       assert.equal(r.status, 202);
       ids.push(r.body.task.id);
     }
     const heldKey = newKey('held');
-    const unresumable = await post(child.url, user.secret, heldKey, { model: 'gemforge-image-1', prompt: 'fragile [[scenario:unresumable:30]]', parameters: { resolution: '512' } });
+    const unresumable = await post(child.url, user.secret, heldKey, {
+      model: 'gemforge-image-1',
+      prompt: 'fragile [[scenario:unresumable:30]]',
+      parameters: { resolution: '512' },
+    });
     await until('tasks processing', async () => ((await getTask(child.url, user.secret, ids[0])).status === 'processing' ? true : undefined));
-    await until('the fragile task processing', async () => ((await getTask(child.url, user.secret, unresumable.body.task.id)).status === 'processing' ? true : undefined));
+    await until('the fragile task processing', async () =>
+      (await getTask(child.url, user.secret, unresumable.body.task.id)).status === 'processing' ? true : undefined,
+    );
     await child.kill('SIGKILL');
     assert.ok((await expireLeases(dataDir)) >= 1, 'the killed worker held leases');
 
@@ -135,12 +168,18 @@ describe('media durability', () => {
       }
       const held = await getTask(child.url, user.secret, unresumable.body.task.id);
       assert.equal(held.status, 'processing');
-      const replay = await post(child.url, user.secret, heldKey, { model: 'gemforge-image-1', prompt: 'fragile [[scenario:unresumable:30]]', parameters: { resolution: '512' } });
+      const replay = await post(child.url, user.secret, heldKey, {
+        model: 'gemforge-image-1',
+        prompt: 'fragile [[scenario:unresumable:30]]',
+        parameters: { resolution: '512' },
+      });
       assert.equal(replay.status, 200, 'a replay returns the durable run');
       assert.equal(replay.body.task.id, held.id);
 
       // Async, so the test process keeps its connections alive meanwhile.
-      await promisify(execFile)(process.execPath, [path.join(ROOT, 'scripts/gemforge.mjs'), 'admin', 'task', 'settle', held.id, '--failed'], { env: { ...process.env, ...(await dbEnvFor(dataDir)) } });
+      await promisify(execFile)(process.execPath, [path.join(ROOT, 'scripts/gemforge.mjs'), 'admin', 'task', 'settle', held.id, '--failed'], {
+        env: { ...process.env, ...(await dbEnvFor(dataDir)) },
+      });
       const settled = await getTask(child.url, user.secret, held.id);
       assert.equal(settled.status, 'failed');
       assertSettled(settled);
@@ -188,7 +227,9 @@ describe('media durability', () => {
     let child = await startServerChild(env);
     const body = (prompt: string) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512' } });
     const first = await post(child.url, user.secret, newKey('fair'), body('first in line [[scenario:processing:3]]'));
-    await until('the first task processing', async () => ((await getTask(child.url, user.secret, first.body.task.id)).status === 'processing' ? true : undefined));
+    await until('the first task processing', async () =>
+      (await getTask(child.url, user.secret, first.body.task.id)).status === 'processing' ? true : undefined,
+    );
     const backlog: string[] = [];
     for (let i = 0; i < 4; i++) backlog.push((await post(child.url, user.secret, newKey('fair'), body(`backlog ${i}`))).body.task.id);
     await child.kill('SIGKILL');
@@ -204,9 +245,12 @@ describe('media durability', () => {
     }
     const db = await openDb(await dbOptionsFor(dataDir));
     try {
-      const rows = await db('tasks').whereIn('id', [first.body.task.id, ...backlog]).select('id', 'finished_at');
+      const rows = await db('tasks')
+        .whereIn('id', [first.body.task.id, ...backlog])
+        .select('id', 'finished_at');
       const finished = new Map(rows.map((r: { id: string; finished_at: string }) => [r.id, r.finished_at]));
-      for (const id of backlog) assert.ok(finished.get(first.body.task.id)! < finished.get(id)!, 'the interrupted task kept its place at the head of the queue');
+      for (const id of backlog)
+        assert.ok(finished.get(first.body.task.id)! < finished.get(id)!, 'the interrupted task kept its place at the head of the queue');
       const job = await jobs.findJobByTask(db, first.body.task.id);
       assert.equal(job?.attempts, 2);
       assert.match(job?.last_error ?? '', /interrupted after attempt 1 of 3/);
@@ -222,7 +266,8 @@ describe('job recovery after a crash', () => {
   const logger = createLogger('silent');
   const providers = {} as Parameters<typeof recoverExpiredLeases>[0]['providers'];
   /** The maintenance pass of a worker, with this test's lease and a backoff of `retryBackoffMs`. */
-  const recover = (db: Db, clock: ManualClock, retryBackoffMs: number) => recoverExpiredLeases({ db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs });
+  const recover = (db: Db, clock: ManualClock, retryBackoffMs: number) =>
+    recoverExpiredLeases({ db, clock, logger, providers, leaseMs: LEASE, retryBackoffMs });
 
   it('when a job is re-queued after its worker died, then it keeps its place ahead of newer jobs and waits out its backoff', () =>
     withQueue(async ({ db, clock, owner }) => {
@@ -290,19 +335,40 @@ describe('job recovery after a crash', () => {
         async generate(_job, tools) {
           await db('jobs').where({ task_id: 'task_taken' }).update({ locked_by: 'thief' }); // recovered and claimed elsewhere, between two heartbeats
           const file = await tools.tempFile('.png');
-          await fsp.writeFile(file, await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } }).png().toBuffer());
+          await fsp.writeFile(
+            file,
+            await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } })
+              .png()
+              .toBuffer(),
+          );
           return { file, mimeType: 'image/png' };
         },
       };
       const log = capturedLogger('warn');
-      const worker = startWorker({ db, clock, logger: log.logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 60_000, pollMs: 20, retryBackoffMs: 0 });
+      const worker = startWorker({
+        db,
+        clock,
+        logger: log.logger,
+        providers: { image: provider },
+        dataDir: dir,
+        ffmpegPath: '',
+        ffprobePath: '',
+        outputRetentionSeconds: 60,
+        concurrency: 1,
+        leaseMs: 60_000,
+        pollMs: 20,
+        retryBackoffMs: 0,
+      });
       try {
         await until('the worker discards its result', () => log.lines.some((l) => /is no longer this worker's; its result was discarded/.test(l)), 10_000);
       } finally {
         await worker.stop();
       }
       const outputs = (await db('task_outputs').where({ task_id: 'task_taken' })) as Array<{ status: string; asset_id: string | null }>;
-      assert.ok(outputs.every((o) => o.status !== 'succeeded' && o.asset_id === null), 'no output written for a job that is no longer ours');
+      assert.ok(
+        outputs.every((o) => o.status !== 'succeeded' && o.asset_id === null),
+        'no output written for a job that is no longer ours',
+      );
       assert.equal((await db('assets').where({ task_id: 'task_taken' })).length, 0);
       assert.equal((await jobs.findJobByTask(db, 'task_taken'))!.locked_by, 'thief');
     }));
@@ -321,12 +387,30 @@ describe('job recovery after a crash', () => {
           started();
           await gate;
           const file = await tools.tempFile('.png');
-          await fsp.writeFile(file, await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } }).png().toBuffer());
+          await fsp.writeFile(
+            file,
+            await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } })
+              .png()
+              .toBuffer(),
+          );
           return { file, mimeType: 'image/png' };
         },
       };
       const log = capturedLogger('warn');
-      const worker = startWorker({ db, clock, logger: log.logger, providers: { image: provider }, dataDir: dir, ffmpegPath: '', ffprobePath: '', outputRetentionSeconds: 60, concurrency: 1, leaseMs: 300, pollMs: 20, retryBackoffMs: 0 });
+      const worker = startWorker({
+        db,
+        clock,
+        logger: log.logger,
+        providers: { image: provider },
+        dataDir: dir,
+        ffmpegPath: '',
+        ffprobePath: '',
+        outputRetentionSeconds: 60,
+        concurrency: 1,
+        leaseMs: 300,
+        pollMs: 20,
+        retryBackoffMs: 0,
+      });
       try {
         await running;
         await db('jobs').where({ task_id: 'task_stolen' }).update({ locked_by: 'thief' }); // recovered and claimed elsewhere
@@ -338,7 +422,7 @@ describe('job recovery after a crash', () => {
       }
       const job = (await jobs.findJobByTask(db, 'task_stolen'))!;
       assert.equal(job.state, 'running');
-      assert.equal(job.locked_by, 'thief', 'the job stays the new owner\'s');
+      assert.equal(job.locked_by, 'thief', "the job stays the new owner's");
       const task = (await db('tasks').where({ id: 'task_stolen' }).first()) as { status: string };
       assert.equal(task.status, 'processing', 'the first worker did not settle it');
       const output = (await db('task_outputs').where({ task_id: 'task_stolen' }).first()) as { status: string; asset_id: string | null };
@@ -348,7 +432,10 @@ describe('job recovery after a crash', () => {
     }));
 
   it('when the backoff grows with the attempts, then it doubles and stops at a minute', () => {
-    assert.deepEqual([1, 2, 3, 4].map((a) => retryBackoffMs(a, 1000)), [1000, 2000, 4000, 8000]);
+    assert.deepEqual(
+      [1, 2, 3, 4].map((a) => retryBackoffMs(a, 1000)),
+      [1000, 2000, 4000, 8000],
+    );
     assert.equal(retryBackoffMs(20, 1000), 60_000);
   });
 });

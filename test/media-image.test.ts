@@ -16,7 +16,10 @@ import { verifyTasks } from '../server/domain/tasks.ts';
 
 const IMAGE = '/api/generate/image';
 
-const solid = (r: number, g: number, b: number) => sharp({ create: { width: 64, height: 64, channels: 3, background: { r, g, b } } }).png().toBuffer();
+const solid = (r: number, g: number, b: number) =>
+  sharp({ create: { width: 64, height: 64, channels: 3, background: { r, g, b } } })
+    .png()
+    .toBuffer();
 
 describe('image generation', () => {
   let s: TestServer;
@@ -29,7 +32,11 @@ describe('image generation', () => {
   after(() => s.close());
 
   it('when two 16:9 PNGs are requested, then two real 1024×576 PNGs download through signed URLs and exactly their price is charged', async () => {
-    const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a red fox in the snow', parameters: { outputCount: 2, ratio: '16:9', resolution: '1024' } });
+    const sub = await submit(s, user.secret, IMAGE, {
+      model: 'gemforge-image-1',
+      prompt: 'a red fox in the snow',
+      parameters: { outputCount: 2, ratio: '16:9', resolution: '1024' },
+    });
     assert.equal(sub.status, 202);
     assert.equal(sub.body.created, true);
     assert.equal(sub.body.task.status, 'queued');
@@ -57,7 +64,11 @@ describe('image generation', () => {
   });
 
   it('when the background is transparent, then the PNG has a real alpha channel with transparent pixels', async () => {
-    const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'floating shapes', parameters: { background: 'transparent', ratio: '3:4', resolution: '512' } });
+    const sub = await submit(s, user.secret, IMAGE, {
+      model: 'gemforge-image-1',
+      prompt: 'floating shapes',
+      parameters: { background: 'transparent', ratio: '3:4', resolution: '512' },
+    });
     const task = await waitForTask(s, user.secret, sub.body.task.id);
     const file = await download(task.outputs[0].asset!.url);
     const meta = await sharp(file.bytes).metadata();
@@ -70,8 +81,15 @@ describe('image generation', () => {
   });
 
   it('when JPEG or WebP is asked for, then the bytes are that format', async () => {
-    for (const [format, mime] of [['jpeg', 'image/jpeg'], ['webp', 'image/webp']] as const) {
-      const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a lighthouse', parameters: { outputFormat: format, resolution: '512' } });
+    for (const [format, mime] of [
+      ['jpeg', 'image/jpeg'],
+      ['webp', 'image/webp'],
+    ] as const) {
+      const sub = await submit(s, user.secret, IMAGE, {
+        model: 'gemforge-image-1',
+        prompt: 'a lighthouse',
+        parameters: { outputFormat: format, resolution: '512' },
+      });
       const task = await waitForTask(s, user.secret, sub.body.task.id);
       assert.equal(task.outputs[0].asset?.mimeType, mime);
       const file = await download(task.outputs[0].asset.url);
@@ -83,7 +101,10 @@ describe('image generation', () => {
     const make = async (prompt: string) => {
       const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt, parameters: { seed: 7, resolution: '512' } });
       const task = await waitForTask(s, user.secret, sub.body.task.id);
-      return crypto.createHash('sha256').update((await download(task.outputs[0].asset!.url)).bytes).digest('hex');
+      return crypto
+        .createHash('sha256')
+        .update((await download(task.outputs[0].asset!.url)).bytes)
+        .digest('hex');
     };
     const [a1, a2, b] = [await make('a blue whale'), await make('a blue whale'), await make('a green frog')];
     assert.equal(a1, a2);
@@ -95,7 +116,11 @@ describe('image generation', () => {
     assert.equal(missing.status, 422);
     assert.match(missing.body.error.message, /sourceImage is required/);
     const source = await uploadAsset(s, user.secret, await solid(200, 200, 200), 'image/png');
-    const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-edit-1', prompt: 'make it night', parameters: { sourceImage: source, resolution: '512' } });
+    const sub = await submit(s, user.secret, IMAGE, {
+      model: 'gemforge-image-edit-1',
+      prompt: 'make it night',
+      parameters: { sourceImage: source, resolution: '512' },
+    });
     assert.equal(sub.status, 202, JSON.stringify(sub.body));
     const task = await waitForTask(s, user.secret, sub.body.task.id);
     assert.equal(task.status, 'succeeded');
@@ -104,15 +129,26 @@ describe('image generation', () => {
     assert.equal(meta.width, 512);
     assert.equal(meta.height, 512);
     const stats = await sharp(out.bytes).stats();
-    assert.ok(stats.channels.some((c) => Math.abs(c.mean - 200) > 10), 'the source was visibly transformed');
+    assert.ok(
+      stats.channels.some((c) => Math.abs(c.mean - 200) > 10),
+      'the source was visibly transformed',
+    );
   });
 
   it('when reference images are given, then their colours lead the palette', async () => {
     const green = await uploadAsset(s, user.secret, await solid(20, 200, 40), 'image/png');
-    const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'an abstract composition', referenceAssetIds: [green], parameters: { resolution: '512' } });
+    const sub = await submit(s, user.secret, IMAGE, {
+      model: 'gemforge-image-1',
+      prompt: 'an abstract composition',
+      referenceAssetIds: [green],
+      parameters: { resolution: '512' },
+    });
     const task = await waitForTask(s, user.secret, sub.body.task.id);
     const { channels } = await sharp((await download(task.outputs[0].asset!.url)).bytes).stats();
-    assert.ok(channels[1].mean > channels[0].mean + 40 && channels[1].mean > channels[2].mean + 40, `green dominates: ${channels.map((c) => c.mean.toFixed(0))}`);
+    assert.ok(
+      channels[1].mean > channels[0].mean + 40 && channels[1].mean > channels[2].mean + 40,
+      `green dominates: ${channels.map((c) => c.mean.toFixed(0))}`,
+    );
   });
 
   it('when a parameter breaks the model’s capabilities, then 422 names it and the allowed values', async () => {
@@ -124,7 +160,12 @@ describe('image generation', () => {
       [{ model: 'gemforge-image-1', prompt: 'x', parameters: { resolution: '4096' } }, 422, 'INVALID_REQUEST', /resolution/],
       [{ model: 'gemforge-image-1', prompt: 'x', parameters: { outputCount: 5 } }, 422, 'INVALID_REQUEST', /outputCount/],
       [{ model: 'gemforge-image-edit-1', prompt: 'x', parameters: { outputCount: 3, sourceImage: 'asset_x' } }, 422, 'INVALID_REQUEST', /maximum of 2/],
-      [{ model: 'gemforge-image-edit-1', prompt: 'x', parameters: { negativePrompt: 'blur', sourceImage: 'asset_x' } }, 422, 'INVALID_REQUEST', /negativePrompt is not supported/],
+      [
+        { model: 'gemforge-image-edit-1', prompt: 'x', parameters: { negativePrompt: 'blur', sourceImage: 'asset_x' } },
+        422,
+        'INVALID_REQUEST',
+        /negativePrompt is not supported/,
+      ],
       [{ model: 'gemforge-image-1', prompt: 'x', parameters: { negativePrompt: 'n'.repeat(1001) } }, 422, 'INVALID_REQUEST', /negativePrompt/],
       [{ model: 'gemforge-image-1', prompt: 'x', parameters: { background: 'glass' } }, 422, 'INVALID_REQUEST', /background/],
       [{ model: 'gemforge-image-1', prompt: 'x', parameters: { variant: 'retro' } }, 422, 'INVALID_REQUEST', /variant "retro"/],
@@ -199,7 +240,13 @@ describe('image generation', () => {
     assert.equal(changed.status, 409);
     assert.equal(changed.body.error.code, 'IDEMPOTENCY_CONFLICT');
     assert.equal(changed.headers.get('x-should-retry'), 'false');
-    const otherOp = await submit(s, user.secret, '/api/generate/text/v1/chat/completions', { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'replay me' }] }, first.idemKey);
+    const otherOp = await submit(
+      s,
+      user.secret,
+      '/api/generate/text/v1/chat/completions',
+      { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'replay me' }] },
+      first.idemKey,
+    );
     assert.equal(otherOp.status, 409, JSON.stringify(otherOp.body));
     assert.equal(await ledger.balanceOf(s.db, user.accountId), before, 'replays and conflicts charge nothing');
   });
@@ -251,7 +298,10 @@ describe('signed URL expiry and output retention', () => {
   it('when the URL has expired, then 403 URL_EXPIRED; when the retention passed, then the output shows expired with no asset and the bytes are gone', async () => {
     // A link lives a minute, the output two; the server's clock is moved past each (its sweep runs every 200 ms).
     const clock = new OffsetClock();
-    const s = await startTestServer({ clock, env: { WORKER_POLL_MS: '20', SIGNED_URL_TTL_SECONDS: '60', OUTPUT_RETENTION_SECONDS: '120', WORKER_LEASE_MS: '400' } });
+    const s = await startTestServer({
+      clock,
+      env: { WORKER_POLL_MS: '20', SIGNED_URL_TTL_SECONDS: '60', OUTPUT_RETENTION_SECONDS: '120', WORKER_LEASE_MS: '400' },
+    });
     try {
       const user = await s.user();
       const sub = await submit(s, user.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'short lived', parameters: { resolution: '512' } });
@@ -264,10 +314,14 @@ describe('signed URL expiry and output retention', () => {
       assert.equal((await errorOf(expired)).code, 'URL_EXPIRED');
       assert.equal((await waitForTask(s, user.secret, task.id)).outputs[0].status, 'succeeded', 'within its retention the output stays');
       clock.advance(60_000);
-      const view = await until('the output expired', async () => {
-        const t = await waitForTask(s, user.secret, task.id);
-        return t.outputs[0].status === 'expired' && t;
-      }, 10_000);
+      const view = await until(
+        'the output expired',
+        async () => {
+          const t = await waitForTask(s, user.secret, task.id);
+          return t.outputs[0].status === 'expired' && t;
+        },
+        10_000,
+      );
       assert.equal(view.outputs[0].status, 'expired');
       assert.equal(view.outputs[0].asset, null);
       assert.equal(view.status, 'succeeded', 'the task keeps its status and its money');

@@ -66,7 +66,10 @@ describe('media limits at upload', () => {
   });
 
   it('when an image is one pixel over the side limit or the pixel limit, then 422 names the limit; at the limit it is measured, not refused for size', async () => {
-    for (const [w, h] of [[16_385, 1], [8_000, 5_001]]) {
+    for (const [w, h] of [
+      [16_385, 1],
+      [8_000, 5_001],
+    ]) {
       const e = await errorOf(await upload(media.pngHeaderOnly(w, h), 'image/png'));
       assert.equal(e.status, 422, `${w}×${h}`);
       assert.match(e.message, new RegExp(`${w}×${h} pixels \\(${number(w * h)}\\); the limit is ${number(MAX_IMAGE_PIXELS)} pixels and 16,384 per side`));

@@ -22,10 +22,20 @@ import { prepareAudio } from '../server/domain/media-audio.ts';
 import { loadCatalog } from '../server/domain/catalog.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
-const contract = YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8')) as { components: { schemas: Record<string, { properties: Record<string, unknown> }> } };
+const contract = YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8')) as {
+  components: { schemas: Record<string, { properties: Record<string, unknown> }> };
+};
 /** The parameters a schema takes (a `false` member is one it refuses, by name). */
 const propertiesOf = (...schemas: string[]) =>
-  [...new Set(schemas.flatMap((schema) => Object.entries(contract.components.schemas[schema]!.properties).filter(([, s]) => s !== false).map(([name]) => name)))].sort();
+  [
+    ...new Set(
+      schemas.flatMap((schema) =>
+        Object.entries(contract.components.schemas[schema]!.properties)
+          .filter(([, s]) => s !== false)
+          .map(([name]) => name),
+      ),
+    ),
+  ].sort();
 
 type Body = { model: string; prompt: string; parameters: Record<string, unknown> };
 const BASE: Body = { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk', parameters: { resolution: '512', seed: 7 } };
@@ -40,7 +50,11 @@ function imageCases(sources: { a: string; b: string }): Record<keyof typeof IMAG
     two.parameters[name] = b;
     return [one, two];
   };
-  const edit = (source: string): Body => ({ model: 'gemforge-image-edit-1', prompt: 'the same scene at night', parameters: { resolution: '512', seed: 7, sourceImage: source } });
+  const edit = (source: string): Body => ({
+    model: 'gemforge-image-edit-1',
+    prompt: 'the same scene at night',
+    parameters: { resolution: '512', seed: 7, sourceImage: source },
+  });
   return {
     ratio: vary('ratio', '1:1', '16:9'),
     resolution: vary('resolution', '512', '1024'),
@@ -66,8 +80,12 @@ describe('media parameters', () => {
     ({ secret: key, accountId } = await s.user({ gems: 100_000 }));
     const red = path.join(path.dirname(await media.image('png')), 'source-red.png');
     const blue = path.join(path.dirname(red), 'source-blue.png');
-    await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 220, g: 30, b: 30 } } }).png().toFile(red);
-    await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 30, g: 60, b: 220 } } }).png().toFile(blue);
+    await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 220, g: 30, b: 30 } } })
+      .png()
+      .toFile(red);
+    await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 30, g: 60, b: 220 } } })
+      .png()
+      .toFile(blue);
     sources = { a: await uploadAsset(s, key, red, 'image/png'), b: await uploadAsset(s, key, blue, 'image/png') };
   });
   after(() => s.close());
@@ -84,10 +102,16 @@ describe('media parameters', () => {
     for (const [name, [one, two]] of Object.entries(imageCases(sources))) {
       const a = (await prepareImage(ctx, one)).request as unknown as Record<string, unknown>;
       const b = (await prepareImage(ctx, two)).request as unknown as Record<string, unknown>;
-      const changed = Object.keys(a).filter((f) => JSON.stringify(a[f]) !== JSON.stringify(b[f])).sort();
+      const changed = Object.keys(a)
+        .filter((f) => JSON.stringify(a[f]) !== JSON.stringify(b[f]))
+        .sort();
       const named = [...(IMAGE_PARAMETERS[name as keyof typeof IMAGE_PARAMETERS] as { sets: readonly string[] }).sets];
       assert.ok(changed.length > 0, `${name}: changes something`);
-      assert.deepEqual(changed.filter((f) => !named.includes(f)), [], `${name}: changes only ${named.join(', ')} (changed ${changed.join(', ')})`);
+      assert.deepEqual(
+        changed.filter((f) => !named.includes(f)),
+        [],
+        `${name}: changes only ${named.join(', ')} (changed ${changed.join(', ')})`,
+      );
     }
   });
 
@@ -96,9 +120,23 @@ describe('media parameters', () => {
     const ctx = { db: s.db, catalog, accountId, scenarios: [], scenariosEnabled: true };
     const frame = sources.a;
     const endFrame = sources.b;
-    const video = (parameters: Record<string, unknown>) => ({ model: 'gemforge-video-1', prompt: 'waves on a cliff', parameters: { mode: 'text-to-video', seed: 7, ...parameters } });
-    const speech = (parameters: Record<string, unknown>) => ({ model: 'gemforge-speech-1', operation: 'speech', prompt: 'Hello there.', parameters: { voiceProfileId: 'voice_72f75e56f33b8e9d6d8f4475', seed: 7, ...parameters } });
-    const music = (parameters: Record<string, unknown>) => ({ model: 'gemforge-music-1', operation: 'music', prompt: 'a calm song', parameters: { musicMode: 'advanced', seed: 7, ...parameters } });
+    const video = (parameters: Record<string, unknown>) => ({
+      model: 'gemforge-video-1',
+      prompt: 'waves on a cliff',
+      parameters: { mode: 'text-to-video', seed: 7, ...parameters },
+    });
+    const speech = (parameters: Record<string, unknown>) => ({
+      model: 'gemforge-speech-1',
+      operation: 'speech',
+      prompt: 'Hello there.',
+      parameters: { voiceProfileId: 'voice_72f75e56f33b8e9d6d8f4475', seed: 7, ...parameters },
+    });
+    const music = (parameters: Record<string, unknown>) => ({
+      model: 'gemforge-music-1',
+      operation: 'music',
+      prompt: 'a calm song',
+      parameters: { musicMode: 'advanced', seed: 7, ...parameters },
+    });
     const i2v = { mode: 'image-to-video', sourceImage: frame };
     const cases: Array<[string, 'video' | 'audio', unknown, unknown]> = [
       ['mode', 'video', video({}), video(i2v)],
@@ -127,19 +165,34 @@ describe('media parameters', () => {
       const prepare = kind === 'video' ? prepareVideo : prepareAudio;
       const a = (await prepare(ctx, one as never)).request as unknown as Record<string, unknown>;
       const b = (await prepare(ctx, two as never)).request as unknown as Record<string, unknown>;
-      const changed = Object.keys(a).filter((f) => JSON.stringify(a[f]) !== JSON.stringify(b[f])).sort();
+      const changed = Object.keys(a)
+        .filter((f) => JSON.stringify(a[f]) !== JSON.stringify(b[f]))
+        .sort();
       const table = (kind === 'video' ? VIDEO_PARAMETERS : AUDIO_PARAMETERS) as Record<string, { sets: readonly string[] }>;
       const named = [...table[name]!.sets];
-      assert.ok(changed.some((f) => named.includes(f)), `${kind} ${name}: changes one of ${named.join(', ')} (changed ${changed.join(', ') || 'nothing'})`);
+      assert.ok(
+        changed.some((f) => named.includes(f)),
+        `${kind} ${name}: changes one of ${named.join(', ')} (changed ${changed.join(', ') || 'nothing'})`,
+      );
       // The mode decides which frame inputs apply: switching it may set the source image too.
       const allowed = name === 'mode' ? [...named, 'sourceImage'] : named;
-      assert.deepEqual(changed.filter((f) => !allowed.includes(f)), [], `${kind} ${name}: changes only ${allowed.join(', ')} (changed ${changed.join(', ')})`);
+      assert.deepEqual(
+        changed.filter((f) => !allowed.includes(f)),
+        [],
+        `${kind} ${name}: changes only ${allowed.join(', ')} (changed ${changed.join(', ')})`,
+      );
       covered[kind].add(name);
     }
     // Reference inputs (assets with their own duration rules) are covered by the video tests; every other parameter is here.
     const referenceInputs = ['referenceVideo', 'referenceVideos', 'referenceAudios', 'coverAudio'];
-    assert.deepEqual(Object.keys(VIDEO_PARAMETERS).filter((p) => !covered.video.has(p) && !referenceInputs.includes(p)), []);
-    assert.deepEqual(Object.keys(AUDIO_PARAMETERS).filter((p) => !covered.audio.has(p) && !referenceInputs.includes(p)), []);
+    assert.deepEqual(
+      Object.keys(VIDEO_PARAMETERS).filter((p) => !covered.video.has(p) && !referenceInputs.includes(p)),
+      [],
+    );
+    assert.deepEqual(
+      Object.keys(AUDIO_PARAMETERS).filter((p) => !covered.audio.has(p) && !referenceInputs.includes(p)),
+      [],
+    );
   });
 
   it('when one image parameter changes, then what is generated changes (bytes, size, format or count)', async () => {
@@ -153,7 +206,13 @@ describe('media parameters', () => {
         task.outputs.map(async (o) => {
           const bytes = Buffer.from(await (await fetch(o.asset!.url)).arrayBuffer());
           const meta = await sharp(bytes).metadata();
-          return { sha: crypto.createHash('sha256').update(bytes).digest('hex'), width: meta.width, height: meta.height, format: meta.format, alpha: meta.hasAlpha };
+          return {
+            sha: crypto.createHash('sha256').update(bytes).digest('hex'),
+            width: meta.width,
+            height: meta.height,
+            format: meta.format,
+            alpha: meta.hasAlpha,
+          };
         }),
       );
     };

@@ -14,7 +14,11 @@ import { defaultMediaProviders } from '../server/providers/media.ts';
 import type { MediaProvider } from '../server/providers/media-types.ts';
 
 const IMAGE = '/api/generate/image';
-const body = (prompt: string, parameters: Record<string, unknown> = {}) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512', ...parameters } });
+const body = (prompt: string, parameters: Record<string, unknown> = {}) => ({
+  model: 'gemforge-image-1',
+  prompt,
+  parameters: { resolution: '512', ...parameters },
+});
 
 describe('media scenario triggers', () => {
   let s: TestServer;
@@ -41,7 +45,10 @@ describe('media scenario triggers', () => {
     const sub = await submit(s, user.secret, IMAGE, body('a dog [[scenario:partial]]', { outputCount: 3 }));
     const task = await waitForTask(s, user.secret, sub.body.task.id);
     assert.equal(task.status, 'partial');
-    assert.deepEqual(task.outputs.map((o) => o.status), ['succeeded', 'failed', 'failed']);
+    assert.deepEqual(
+      task.outputs.map((o) => o.status),
+      ['succeeded', 'failed', 'failed'],
+    );
     assert.ok(task.outputs[0].asset);
     assert.equal(task.outputs[1].asset, null);
     assert.equal(task.chargedGems, 2);
@@ -111,11 +118,12 @@ describe('media scenario triggers', () => {
   });
 
   it('when the prompt carries [[scenario:references-processing]] with a reference, then 409 REFERENCES_PROCESSING and nothing is reserved', async () => {
-    const png = Buffer.from(
-      'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
-      'base64',
-    );
-    const up = await fetch(new URL('/api/generate/assets', s.url), { method: 'POST', headers: { authorization: `Bearer ${user.secret}`, 'content-type': 'image/png' }, body: png });
+    const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
+    const up = await fetch(new URL('/api/generate/assets', s.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.secret}`, 'content-type': 'image/png' },
+      body: png,
+    });
     assert.equal(up.status, 201);
     const asset = ((await up.json()) as { asset: { id: string } }).asset.id;
     const before = await ledger.balanceOf(s.db, user.accountId);

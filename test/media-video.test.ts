@@ -28,12 +28,27 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-video-test-'));
 process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
 const ffmpeg = (args: string[]) => runTool(FFMPEG, ['-v', 'error', '-nostdin', '-y', ...args], { timeoutMs: 120_000 });
 
-const solid = (r: number, g: number, b: number, width = 64, height = 48) => sharp({ create: { width, height, channels: 3, background: { r, g, b } } }).png().toBuffer();
+const solid = (r: number, g: number, b: number, width = 64, height = 48) =>
+  sharp({ create: { width, height, channels: 3, background: { r, g, b } } })
+    .png()
+    .toBuffer();
 
 /** A small test-pattern MP4 of `seconds` (reference video fixtures of a chosen length). */
 async function clip(seconds: number): Promise<string> {
   const file = path.join(dir, `clip-${seconds}.mp4`);
-  await ffmpeg(['-f', 'lavfi', '-i', `testsrc=size=160x120:rate=10:duration=${seconds}`, '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', file]);
+  await ffmpeg([
+    '-f',
+    'lavfi',
+    '-i',
+    `testsrc=size=160x120:rate=10:duration=${seconds}`,
+    '-c:v',
+    'libx264',
+    '-preset',
+    'ultrafast',
+    '-pix_fmt',
+    'yuv420p',
+    file,
+  ]);
   return file;
 }
 
@@ -59,7 +74,10 @@ async function frameMean(file: string, n: number): Promise<number[]> {
 }
 
 const near = (actual: number[], expected: number[], tolerance: number) =>
-  assert.ok(actual.every((v, i) => Math.abs(v - expected[i]) <= tolerance), `mean ${actual.map((v) => v.toFixed(1))} is not within ${tolerance} of ${expected}`);
+  assert.ok(
+    actual.every((v, i) => Math.abs(v - expected[i]) <= tolerance),
+    `mean ${actual.map((v) => v.toFixed(1))} is not within ${tolerance} of ${expected}`,
+  );
 
 /** The real bytes are H.264 of the requested size and duration, with an audio track iff asked for. */
 function assertVideo(probe: AvProbe, want: { width: number; height: number; duration: number; audio: boolean }): void {
@@ -95,19 +113,36 @@ describe('video generation', () => {
   };
 
   it('when text-to-video asks for 4 s of 16:9 at 720p without audio, then a real 1280×720 H.264 MP4 of 4 s with no audio track downloads, for 4 Gems a second', async () => {
-    const task = await run({ model: 'gemforge-video-1', prompt: 'a red fox running through snow', parameters: { mode: 'text-to-video', duration: 4, ratio: '16:9', resolution: '720p', audio: false } }, 16);
+    const task = await run(
+      {
+        model: 'gemforge-video-1',
+        prompt: 'a red fox running through snow',
+        parameters: { mode: 'text-to-video', duration: 4, ratio: '16:9', resolution: '720p', audio: false },
+      },
+      16,
+    );
     const { probe } = await fetchVideo(task);
     assertVideo(probe, { width: 1280, height: 720, duration: 4, audio: false });
   });
 
   it('when text-to-video asks for 9:16 at 480p with audio, then a 480×854 MP4 of 2 s with an AAC track downloads, priced with audio per second', async () => {
-    const task = await run({ model: 'gemforge-video-1', prompt: 'rain on a window', parameters: { mode: 'text-to-video', duration: 2, ratio: '9:16', resolution: '480p', audio: true } }, 2 * 2 + 1 * 2);
+    const task = await run(
+      {
+        model: 'gemforge-video-1',
+        prompt: 'rain on a window',
+        parameters: { mode: 'text-to-video', duration: 2, ratio: '9:16', resolution: '480p', audio: true },
+      },
+      2 * 2 + 1 * 2,
+    );
     const { probe } = await fetchVideo(task);
     assertVideo(probe, { width: 480, height: 854, duration: 2, audio: true });
   });
 
   it('when 1:1 at 1080p and the lite model’s defaults are asked for, then 1080×1080 and 854×480 come back at their prices', async () => {
-    const square = await run({ model: 'gemforge-video-1', prompt: 'a spinning top', parameters: { mode: 'text-to-video', duration: 2, ratio: '1:1', resolution: '1080p' } }, 16);
+    const square = await run(
+      { model: 'gemforge-video-1', prompt: 'a spinning top', parameters: { mode: 'text-to-video', duration: 2, ratio: '1:1', resolution: '1080p' } },
+      16,
+    );
     assertVideo((await fetchVideo(square)).probe, { width: 1080, height: 1080, duration: 2, audio: false });
     const lite = await run({ model: 'gemforge-video-lite-1', prompt: 'a paper boat', parameters: { mode: 'text-to-video' } }, 2);
     assertVideo((await fetchVideo(lite)).probe, { width: 854, height: 480, duration: 2, audio: false });
@@ -116,7 +151,10 @@ describe('video generation', () => {
   it('when the prompt and seed repeat, then the video repeats byte for byte; when the prompt changes, then it differs', async () => {
     const make = async (prompt: string) => {
       const task = await run({ model: 'gemforge-video-lite-1', prompt, parameters: { mode: 'text-to-video', seed: 11 } }, 2);
-      return crypto.createHash('sha256').update((await fetchVideo(task)).bytes).digest('hex');
+      return crypto
+        .createHash('sha256')
+        .update((await fetchVideo(task)).bytes)
+        .digest('hex');
     };
     const [a1, a2, b] = [await make('a blue whale'), await make('a blue whale'), await make('a green frog')];
     assert.equal(a1, a2);
@@ -127,7 +165,11 @@ describe('video generation', () => {
     const source = await uploadAsset(s, user.secret, await solid(30, 90, 200), 'image/png');
     const end = await uploadAsset(s, user.secret, await solid(220, 140, 30, 40, 80), 'image/png');
     const task = await run(
-      { model: 'gemforge-video-1', prompt: 'the camera drifts over the sea', parameters: { mode: 'image-to-video', sourceImage: source, endFrame: end, duration: 4, ratio: '16:9', resolution: '720p', audio: true } },
+      {
+        model: 'gemforge-video-1',
+        prompt: 'the camera drifts over the sea',
+        parameters: { mode: 'image-to-video', sourceImage: source, endFrame: end, duration: 4, ratio: '16:9', resolution: '720p', audio: true },
+      },
       4 * 4 + 4,
     );
     const { file, probe } = await fetchVideo(task);
@@ -135,21 +177,32 @@ describe('video generation', () => {
     near(await frameMean(file, 0), [30, 90, 200], 8);
     near(await frameMean(file, 4 * FPS - 1), [220, 140, 30], 8);
     const middle = await frameMean(file, 2 * FPS);
-    assert.ok(middle.some((v, i) => Math.abs(v - [30, 90, 200][i]) > 10), 'the middle has moved away from the source');
+    assert.ok(
+      middle.some((v, i) => Math.abs(v - [30, 90, 200][i]) > 10),
+      'the middle has moved away from the source',
+    );
   });
 
   it('when image-to-video has a source image and a top-level reference image, then the video starts on the source (never the reference) and moves away from it', async () => {
     const source = await uploadAsset(s, user.secret, await solid(240, 240, 240), 'image/png');
     const red = await uploadAsset(s, user.secret, await solid(200, 20, 20), 'image/png');
     const task = await run(
-      { model: 'gemforge-video-1', prompt: 'fog lifting', referenceAssetIds: [red], parameters: { mode: 'image-to-video', sourceImage: source, duration: 2, ratio: '9:16', resolution: '480p' } },
+      {
+        model: 'gemforge-video-1',
+        prompt: 'fog lifting',
+        referenceAssetIds: [red],
+        parameters: { mode: 'image-to-video', sourceImage: source, duration: 2, ratio: '9:16', resolution: '480p' },
+      },
       4,
     );
     const { file, probe } = await fetchVideo(task);
     assertVideo(probe, { width: 480, height: 854, duration: 2, audio: false });
     near(await frameMean(file, 0), [240, 240, 240], 8);
     const last = await frameMean(file, 2 * FPS - 1);
-    assert.ok(last.some((v) => Math.abs(v - 240) > 10), 'motion was blended in over the source');
+    assert.ok(
+      last.some((v) => Math.abs(v - 240) > 10),
+      'motion was blended in over the source',
+    );
   });
 
   it('when a reference image is given, then its colour tints the picture; reference video and audio are used too', async () => {
@@ -184,15 +237,28 @@ describe('video generation', () => {
     const longAud = await uploadAsset(s, user.secret, await tone(31), 'audio/wav');
     const V1 = 'gemforge-video-1';
     const LITE = 'gemforge-video-lite-1';
-    const t2v = (parameters: Record<string, unknown> = {}, extra: Record<string, unknown> = {}, model = V1) => ({ model, prompt: 'x', parameters: { mode: 'text-to-video', ...parameters }, ...extra });
-    const i2v = (parameters: Record<string, unknown> = {}) => ({ model: V1, prompt: 'x', parameters: { mode: 'image-to-video', sourceImage: img, ...parameters } });
+    const t2v = (parameters: Record<string, unknown> = {}, extra: Record<string, unknown> = {}, model = V1) => ({
+      model,
+      prompt: 'x',
+      parameters: { mode: 'text-to-video', ...parameters },
+      ...extra,
+    });
+    const i2v = (parameters: Record<string, unknown> = {}) => ({
+      model: V1,
+      prompt: 'x',
+      parameters: { mode: 'image-to-video', sourceImage: img, ...parameters },
+    });
     const cases: Array<[unknown, string, RegExp]> = [
       [{ model: 'gemforge-image-1', prompt: 'x', parameters: { mode: 'text-to-video' } }, 'MODEL_UNAVAILABLE', /gemforge-image-1.*not a video model/],
       [{ model: 'gemforge-video-9', prompt: 'x', parameters: { mode: 'text-to-video' } }, 'MODEL_UNAVAILABLE', /gemforge-video-9/],
       [{ model: V1, prompt: 'x' }, 'INVALID_REQUEST', /must have required property 'parameters'/],
       [{ model: V1, prompt: 'x', parameters: { duration: 4 } }, 'INVALID_REQUEST', /parameters\.mode must have required property 'mode'/],
       [{ model: V1, prompt: 'x', parameters: { mode: 'video-to-video' } }, 'INVALID_REQUEST', /mode/],
-      [{ model: LITE, prompt: 'x', parameters: { mode: 'image-to-video', sourceImage: img } }, 'INVALID_REQUEST', /parameters\.mode "image-to-video" is not supported by model gemforge-video-lite-1; allowed values: text-to-video\./],
+      [
+        { model: LITE, prompt: 'x', parameters: { mode: 'image-to-video', sourceImage: img } },
+        'INVALID_REQUEST',
+        /parameters\.mode "image-to-video" is not supported by model gemforge-video-lite-1; allowed values: text-to-video\./,
+      ],
       [{ model: V1, prompt: 'x', parameters: { mode: 'image-to-video' } }, 'INVALID_REQUEST', /parameters\.sourceImage is required with mode image-to-video/],
       [t2v({ sourceImage: img }), 'INVALID_REQUEST', /parameters\.sourceImage is only used with mode image-to-video/],
       [t2v({ endFrame: img }, {}, LITE), 'INVALID_REQUEST', /parameters\.endFrame is not supported by model gemforge-video-lite-1/],
@@ -204,27 +270,59 @@ describe('video generation', () => {
       [t2v({ resolution: '1080p' }, {}, LITE), 'INVALID_REQUEST', /parameters\.resolution "1080p".*allowed values: 480p, 720p\./],
       [t2v({ resolution: '4k' }), 'INVALID_REQUEST', /parameters\.resolution "4k".*allowed values: 480p, 720p, 1080p\./],
       [t2v({ audio: true }, {}, LITE), 'INVALID_REQUEST', /parameters\.audio "true" is not supported by model gemforge-video-lite-1; allowed values: false\./],
-      [t2v({ referenceVideos: [vid, vid2] }), 'INVALID_REQUEST', /parameters\.referenceVideos names 2 reference videos; model gemforge-video-1 accepts at most 1\./],
-      [t2v({ referenceVideo: vid, referenceVideos: [vid2] }), 'INVALID_REQUEST', /parameters\.referenceVideo and referenceVideos together names 2 reference videos.*at most 1/],
+      [
+        t2v({ referenceVideos: [vid, vid2] }),
+        'INVALID_REQUEST',
+        /parameters\.referenceVideos names 2 reference videos; model gemforge-video-1 accepts at most 1\./,
+      ],
+      [
+        t2v({ referenceVideo: vid, referenceVideos: [vid2] }),
+        'INVALID_REQUEST',
+        /parameters\.referenceVideo and referenceVideos together names 2 reference videos.*at most 1/,
+      ],
       [t2v({ referenceVideo: vid }, {}, LITE), 'INVALID_REQUEST', /parameters\.referenceVideo is not supported by model gemforge-video-lite-1/],
       [t2v({ referenceAudios: [aud, aud] }), 'INVALID_REQUEST', /parameters\.referenceAudios names 2 reference audios; .*at most 1\./],
       [t2v({ referenceAudios: [aud] }, {}, LITE), 'INVALID_REQUEST', /parameters\.referenceAudios is not supported by model gemforge-video-lite-1/],
-      [t2v({ resolution: '1080p' }, { referenceAssetIds: [img, img] }), 'INVALID_REQUEST', /referenceAssetIds names 2 visual reference images at resolution 1080p; model gemforge-video-1 accepts at most 1\./],
-      [t2v({ resolution: '720p' }, { referenceAssetIds: [img, img, img, img] }), 'INVALID_REQUEST', /referenceAssetIds names 4 .*at resolution 720p.*at most 3/],
+      [
+        t2v({ resolution: '1080p' }, { referenceAssetIds: [img, img] }),
+        'INVALID_REQUEST',
+        /referenceAssetIds names 2 visual reference images at resolution 1080p; model gemforge-video-1 accepts at most 1\./,
+      ],
+      [
+        t2v({ resolution: '720p' }, { referenceAssetIds: [img, img, img, img] }),
+        'INVALID_REQUEST',
+        /referenceAssetIds names 4 .*at resolution 720p.*at most 3/,
+      ],
       [t2v({}, { referenceAssetIds: [img] }, LITE), 'INVALID_REQUEST', /referenceAssetIds is not supported by model gemforge-video-lite-1/],
-      [{ model: V1, prompt: 'p'.repeat(5001), parameters: { mode: 'text-to-video' } }, 'INVALID_REQUEST', /prompt is 5001 characters; model gemforge-video-1 accepts at most 5000/],
+      [
+        { model: V1, prompt: 'p'.repeat(5001), parameters: { mode: 'text-to-video' } },
+        'INVALID_REQUEST',
+        /prompt is 5001 characters; model gemforge-video-1 accepts at most 5000/,
+      ],
       [t2v({ provider: 'other' }), 'INVALID_REQUEST', /provider/],
       [t2v({ negativePrompt: 'blur' }), 'INVALID_REQUEST', /negativePrompt/],
-      [i2v({ sourceImage: theirs }), 'INVALID_REFERENCE', new RegExp(`^parameters\\.sourceImage: Reference asset ${theirs} is not usable: .*owned by this account`)],
+      [
+        i2v({ sourceImage: theirs }),
+        'INVALID_REFERENCE',
+        new RegExp(`^parameters\\.sourceImage: Reference asset ${theirs} is not usable: .*owned by this account`),
+      ],
       [i2v({ sourceImage: vid }), 'INVALID_REFERENCE', new RegExp(`^parameters\\.sourceImage: .*${vid} is a video asset; expected an image`)],
       [i2v({ endFrame: aud }), 'INVALID_REFERENCE', new RegExp(`^parameters\\.endFrame: .*${aud} is an audio asset; expected an image`)],
       [t2v({ referenceVideos: [img] }), 'INVALID_REFERENCE', new RegExp(`^parameters\\.referenceVideos\\[0\\]: .*${img} is an image asset; expected a video`)],
       [t2v({ referenceAudios: [vid] }), 'INVALID_REFERENCE', new RegExp(`^parameters\\.referenceAudios\\[0\\]: .*${vid} is a video asset; expected an audio`)],
       [t2v({}, { referenceAssetIds: [img, vid] }), 'INVALID_REFERENCE', new RegExp(`^referenceAssetIds\\[1\\]: .*${vid} is a video asset; expected an image`)],
       [t2v({ referenceVideo: 'asset_missing' }), 'INVALID_REFERENCE', /^parameters\.referenceVideo: .*asset_missing/],
-      [t2v({ referenceVideo: shortVid }), 'INVALID_REFERENCE', /parameters\.referenceVideo: video asset \S+ is 0\.5 s long; model gemforge-video-1 accepts reference video of 1–10 s\./],
+      [
+        t2v({ referenceVideo: shortVid }),
+        'INVALID_REFERENCE',
+        /parameters\.referenceVideo: video asset \S+ is 0\.5 s long; model gemforge-video-1 accepts reference video of 1–10 s\./,
+      ],
       [t2v({ referenceVideos: [longVid] }), 'INVALID_REFERENCE', /parameters\.referenceVideos\[0\]: video asset \S+ is 12(\.\d+)? s long; .*1–10 s/],
-      [t2v({ referenceAudios: [shortAud] }), 'INVALID_REFERENCE', /parameters\.referenceAudios\[0\]: audio asset \S+ is 0\.5 s long; .*reference audio of 1–30 s/],
+      [
+        t2v({ referenceAudios: [shortAud] }),
+        'INVALID_REFERENCE',
+        /parameters\.referenceAudios\[0\]: audio asset \S+ is 0\.5 s long; .*reference audio of 1–30 s/,
+      ],
       [t2v({ referenceAudios: [longAud] }), 'INVALID_REFERENCE', /parameters\.referenceAudios\[0\]: audio asset \S+ is 31(\.\d+)? s long; .*1–30 s/],
     ];
     const before = await ledger.balanceOf(s.db, user.accountId);
@@ -257,7 +355,15 @@ describe('video generation', () => {
   it('when 100 video submissions with one identity arrive at once, then one task and one reservation exist and the rest replay or answer REQUEST_UNCERTAIN', async () => {
     const racer = await s.user({ gems: 100 });
     const body = { model: 'gemforge-video-lite-1', prompt: 'one of a kind', parameters: { mode: 'text-to-video' } };
-    const race = await assertOneIdentityRace(s.db, { url: s.url, path: VIDEO, key: racer.secret, idemKey: newKey('video-race'), body, accountId: racer.accountId, n: 100 });
+    const race = await assertOneIdentityRace(s.db, {
+      url: s.url,
+      path: VIDEO,
+      key: racer.secret,
+      idemKey: newKey('video-race'),
+      body,
+      accountId: racer.accountId,
+      n: 100,
+    });
     assert.equal(race.statuses[202], 1);
     const ids = new Set(race.bodies.filter((r) => r.status !== 409).map((r) => (r.body as { task: { id: string } }).task.id));
     assert.equal(ids.size, 1);
@@ -267,16 +373,27 @@ describe('video generation', () => {
 
   it('when a video prompt carries [[scenario:fail]] or [[scenario:partial]], then the task fails with nothing charged, or ends partial with its real video charged half the quote', async () => {
     const params = { mode: 'text-to-video', duration: 2, resolution: '720p' }; // 8 Gems
-    const failed = await waitForTask(s, user.secret, (await submit(s, user.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a cat [[scenario:fail]]', parameters: params })).body.task.id);
+    const failed = await waitForTask(
+      s,
+      user.secret,
+      (await submit(s, user.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a cat [[scenario:fail]]', parameters: params })).body.task.id,
+    );
     assert.equal(failed.status, 'failed');
     assert.equal(failed.error?.code, 'GENERATION_FAILED');
     assert.equal(failed.chargedGems, 0);
     assert.equal(failed.releasedGems, 8);
     assertSettled(failed);
 
-    const partial = await waitForTask(s, user.secret, (await submit(s, user.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a dog [[scenario:partial]]', parameters: params })).body.task.id);
+    const partial = await waitForTask(
+      s,
+      user.secret,
+      (await submit(s, user.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a dog [[scenario:partial]]', parameters: params })).body.task.id,
+    );
     assert.equal(partial.status, 'partial');
-    assert.deepEqual(partial.outputs.map((o) => o.status), ['succeeded', 'failed']);
+    assert.deepEqual(
+      partial.outputs.map((o) => o.status),
+      ['succeeded', 'failed'],
+    );
     assert.equal(partial.chargedGems, 4);
     assert.equal(partial.releasedGems, 4);
     assertSettled(partial);

@@ -30,7 +30,11 @@ describe('metrics', () => {
       const u = await s.user({ gems: 100 });
       const r = await submit(s, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a counted fox', parameters: { resolution: '512' } });
       await waitForTask(s, u.secret, r.body.task.id);
-      await submit(s, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a waiting fox [[scenario:processing:30]]', parameters: { resolution: '512' } });
+      await submit(s, u.secret, '/api/generate/image', {
+        model: 'gemforge-image-1',
+        prompt: 'a waiting fox [[scenario:processing:30]]',
+        parameters: { resolution: '512' },
+      });
       const res = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
       assert.equal(res.status, 200);
       assert.match(res.headers.get('content-type') ?? '', /text\/plain/);

@@ -20,7 +20,11 @@ const TOKEN = 'metrics-token-for-moderation-modes';
 const SPANISH = 'un gato negro durmiendo en la ventana de una casa con el sol de la tarde';
 let counter = 0;
 const image = (s: TestServer, key: string, prompt: string) =>
-  s.call('POST', IMAGE, { key, body: { model: 'gemforge-image-1', prompt, parameters: { resolution: '512' } }, headers: { 'idempotency-key': `modes-${process.pid}-${++counter}` } });
+  s.call('POST', IMAGE, {
+    key,
+    body: { model: 'gemforge-image-1', prompt, parameters: { resolution: '512' } },
+    headers: { 'idempotency-key': `modes-${process.pid}-${++counter}` },
+  });
 
 async function strictUser(s: TestServer) {
   const u = await s.user({ gems: 100 });
@@ -67,7 +71,10 @@ describe('MODERATION_MODE=both with the default closed fallback', () => {
     seen.length = 0;
     const e = await refusal(await image(s, u.secret, 'a forbidden fox in the snow'));
     assert.match(e.message, /prompt \(violence\)/);
-    assert.deepEqual(seen.map((r) => r.body.input), [['a forbidden fox in the snow']]);
+    assert.deepEqual(
+      seen.map((r) => r.body.input),
+      [['a forbidden fox in the snow']],
+    );
     const [record] = await listRecords(s.db, { accountId: u.accountId });
     assert.equal(record?.provider, 'openai-compatible');
     const summary = await ledger.accountSummary(s.db, systemClock, u.accountId, []);
@@ -94,7 +101,9 @@ describe('MODERATION_MODE=both with MODERATION_REMOTE_FALLBACK=open', () => {
   const upstream = fakeModeration([]);
   let s: TestServer;
   before(async () => {
-    s = await startTestServer({ env: { MODERATION_MODE: 'both', MODERATION_REMOTE_FALLBACK: 'open', MODERATION_URL: await listenModeration(upstream), METRICS_TOKEN: TOKEN } });
+    s = await startTestServer({
+      env: { MODERATION_MODE: 'both', MODERATION_REMOTE_FALLBACK: 'open', MODERATION_URL: await listenModeration(upstream), METRICS_TOKEN: TOKEN },
+    });
   });
   after(async () => {
     await s.close();
@@ -124,10 +133,17 @@ describe('the embedded policy and text in other languages', () => {
 
   it('when a strict account writes in another language, then 422 CONTENT_REJECTED says the policy cannot judge it, recorded without ever blocking', async () => {
     const u = await strictUser(s);
-    for (const prompt of [SPANISH, 'un chat noir qui dort sur la fenêtre de la maison', 'eine schwarze Katze, die auf dem Fenster schläft und nicht aufwacht']) {
+    for (const prompt of [
+      SPANISH,
+      'un chat noir qui dort sur la fenêtre de la maison',
+      'eine schwarze Katze, die auf dem Fenster schläft und nicht aufwacht',
+    ]) {
       const e = await refusal(await image(s, u.secret, prompt));
       assert.equal(e.code, 'CONTENT_REJECTED');
-      assert.match(e.message, /cannot judge prompt: it reads as (Spanish|French|German), and the policy reads English only; this account's strict content preference refuses/);
+      assert.match(
+        e.message,
+        /cannot judge prompt: it reads as (Spanish|French|German), and the policy reads English only; this account's strict content preference refuses/,
+      );
     }
     for (let i = 0; i < 4; i++) await refusal(await image(s, u.secret, SPANISH));
     // Seven refusals, past the threshold of five, and still not blocked: an English prompt is served.

@@ -57,7 +57,11 @@ describe('outages: the database lost mid-settlement', () => {
     // Closing the reservation is the settlement's own write: the job is already marked finished in the same transaction.
     const fault = breakOnceAt('reservation-close');
 
-    const r = await submit(s, user.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a fox settling up', parameters: { resolution: '512' } });
+    const r = await submit(s, user.secret, '/api/generate/image', {
+      model: 'gemforge-image-1',
+      prompt: 'a fox settling up',
+      parameters: { resolution: '512' },
+    });
     assert.equal(r.status, 202, JSON.stringify(r.body));
     const task = await waitForTask(s, user.secret, r.body.task.id);
 

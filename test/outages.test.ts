@@ -105,7 +105,7 @@ describe('outages: a store that fails while the worker finishes outputs', () => 
     const errorsBefore = objectStoreErrors();
     await s3.pause();
     const ids = await submitDuringOutage(s, user.secret, 3, counted.calls);
-    for (const id of ids) assert.notEqual((await waitForTaskStatus(s, user.secret, id)), 'failed');
+    for (const id of ids) assert.notEqual(await waitForTaskStatus(s, user.secret, id), 'failed');
     assert.ok(objectStoreErrors() > errorsBefore, 'the failures are counted against the object store');
     await s3.resume();
     await assertAllSucceededOnce(s, user, ids, before);
@@ -127,21 +127,29 @@ describe('outages: a store that fails while the worker finishes outputs', () => 
     assert.equal(counted.calls(), 2, 'each output generated once');
   });
 
-  it('when the generator cannot write its output to a full disk, then its partial file is removed, the job waits for space and the task succeeds', { skip: fs.existsSync('/dev/full') ? false : 'needs /dev/full' }, async () => {
-    let full = true;
-    const provider = fullDiskProviders(() => full);
-    s = await startTestServer({ env: ENV, providers: provider.providers });
-    const user = await s.user({ gems: 500 });
-    const before = (await ledger.accountSummary(s.db, systemClock, user.accountId, [])).balance;
-    const r = await submit(s, user.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a fox on a full disk', parameters: { resolution: '512' } });
-    assert.equal(r.status, 202);
-    await until('the job handed back after the full disk', async () => ((await findJobByTask(s!.db, r.body.task.id))?.store_retries ?? 0) >= 1);
-    assert.notEqual(await waitForTaskStatus(s, user.secret, r.body.task.id), 'failed');
-    assert.ok(provider.links.length >= 1);
-    for (const link of provider.links) assert.equal(fs.existsSync(link) || isLink(link), false, `the generator's partial file ${link} was removed`);
-    full = false;
-    await assertAllSucceededOnce(s, user, [r.body.task.id], before);
-  });
+  it(
+    'when the generator cannot write its output to a full disk, then its partial file is removed, the job waits for space and the task succeeds',
+    { skip: fs.existsSync('/dev/full') ? false : 'needs /dev/full' },
+    async () => {
+      let full = true;
+      const provider = fullDiskProviders(() => full);
+      s = await startTestServer({ env: ENV, providers: provider.providers });
+      const user = await s.user({ gems: 500 });
+      const before = (await ledger.accountSummary(s.db, systemClock, user.accountId, [])).balance;
+      const r = await submit(s, user.secret, '/api/generate/image', {
+        model: 'gemforge-image-1',
+        prompt: 'a fox on a full disk',
+        parameters: { resolution: '512' },
+      });
+      assert.equal(r.status, 202);
+      await until('the job handed back after the full disk', async () => ((await findJobByTask(s!.db, r.body.task.id))?.store_retries ?? 0) >= 1);
+      assert.notEqual(await waitForTaskStatus(s, user.secret, r.body.task.id), 'failed');
+      assert.ok(provider.links.length >= 1);
+      for (const link of provider.links) assert.equal(fs.existsSync(link) || isLink(link), false, `the generator's partial file ${link} was removed`);
+      full = false;
+      await assertAllSucceededOnce(s, user, [r.body.task.id], before);
+    },
+  );
 });
 
 async function waitForTaskStatus(s: TestServer, key: string, id: string): Promise<string> {

@@ -22,7 +22,11 @@ import { hostilePrompt } from './helpers/hostile-prompts.ts';
 const IMAGE = '/api/generate/image';
 let counter = 0;
 const idem = () => ({ 'idempotency-key': `mod-${process.pid}-${++counter}` });
-const image = (prompt: string, parameters: Record<string, unknown> = {}) => ({ model: 'gemforge-image-1', prompt, parameters: { resolution: '512', ...parameters } });
+const image = (prompt: string, parameters: Record<string, unknown> = {}) => ({
+  model: 'gemforge-image-1',
+  prompt,
+  parameters: { resolution: '512', ...parameters },
+});
 
 /** Uploads 16 s of synthesised speech as a reference voice under `filename`. */
 async function uploadVoice(s: TestServer, secret: string, filename: string): Promise<Response> {
@@ -123,43 +127,56 @@ describe('moderation (embedded policy)', () => {
       const answer = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: chat(prompt), headers: idem() });
       assert.equal((await errorOf(answer)).code, 'CONTENT_REJECTED', prompt);
     }
-    for (const prompt of ['kill the process on port 8080', 'a bath bomb recipe', 'Murder on the Orient Express book cover', 'a suicide prevention infographic']) {
+    for (const prompt of [
+      'kill the process on port 8080',
+      'a bath bomb recipe',
+      'Murder on the Orient Express book cover',
+      'a suicide prevention infographic',
+    ]) {
       const res = await s.call('POST', IMAGE, { key: u.secret, body: image(prompt), headers: idem() });
       assert.equal(res.status, 202, `${prompt}: ${await res.clone().text()}`);
     }
   });
 
-  it('when 30,000-character prompts of short pieces joined by punctuation come from an account with 0 Gems, then each is answered and /healthz answers beside them', { timeout: 120_000 }, async () => {
-    // Moderation runs before anything is reserved, so this costs the sender nothing: its work
-    // must stay linear (the merge of joined pieces was cubic: 3,600 characters took 12 s).
-    const u = await s.user({ gems: 0 });
-    const shapes = ['punctuatedPairs', 'punctuatedStarts', 'unicode', 'leetspeak'] as const;
-    let healthy = 0;
-    let pending = true;
-    const beside = (async () => {
-      while (pending) {
-        const res = await fetch(new URL('/healthz', s.url));
-        await res.arrayBuffer();
-        if (res.status === 200) healthy++;
+  it(
+    'when 30,000-character prompts of short pieces joined by punctuation come from an account with 0 Gems, then each is answered and /healthz answers beside them',
+    { timeout: 120_000 },
+    async () => {
+      // Moderation runs before anything is reserved, so this costs the sender nothing: its work
+      // must stay linear (the merge of joined pieces was cubic: 3,600 characters took 12 s).
+      const u = await s.user({ gems: 0 });
+      const shapes = ['punctuatedPairs', 'punctuatedStarts', 'unicode', 'leetspeak'] as const;
+      let healthy = 0;
+      let pending = true;
+      const beside = (async () => {
+        while (pending) {
+          const res = await fetch(new URL('/healthz', s.url));
+          await res.arrayBuffer();
+          if (res.status === 200) healthy++;
+        }
+      })();
+      const answers = await Promise.all(
+        shapes.map((shape, i) => s.call('POST', IMAGE, { key: u.secret, body: image(hostilePrompt(shape, 30_000, i + 1)), headers: idem() })),
+      );
+      // A conversation of four such messages (120,000 characters, all ASCII to stay within its 128,000 bytes) is read as well.
+      const ascii = ['punctuatedPairs', 'punctuatedStarts', 'leetspeak', 'punctuatedPairs'] as const;
+      const conversation = ascii.map((shape, i) => ({ role: 'user', content: hostilePrompt(shape, 30_000, 10 + i) }));
+      const text = await s.call('POST', '/api/generate/text/v1/chat/completions', {
+        key: u.secret,
+        body: { model: 'gemforge-text-1', messages: conversation, max_tokens: 16 },
+        headers: idem(),
+      });
+      pending = false;
+      await beside;
+      for (const res of [...answers, text]) {
+        const e = await errorOf(res);
+        assert.ok([402, 422].includes(e.status), `a paying check or a refusal, not ${e.status} ${e.code}: ${e.message}`);
       }
-    })();
-    const answers = await Promise.all(
-      shapes.map((shape, i) => s.call('POST', IMAGE, { key: u.secret, body: image(hostilePrompt(shape, 30_000, i + 1)), headers: idem() })),
-    );
-    // A conversation of four such messages (120,000 characters, all ASCII to stay within its 128,000 bytes) is read as well.
-    const ascii = ['punctuatedPairs', 'punctuatedStarts', 'leetspeak', 'punctuatedPairs'] as const;
-    const conversation = ascii.map((shape, i) => ({ role: 'user', content: hostilePrompt(shape, 30_000, 10 + i) }));
-    const text = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: { model: 'gemforge-text-1', messages: conversation, max_tokens: 16 }, headers: idem() });
-    pending = false;
-    await beside;
-    for (const res of [...answers, text]) {
-      const e = await errorOf(res);
-      assert.ok([402, 422].includes(e.status), `a paying check or a refusal, not ${e.status} ${e.code}: ${e.message}`);
-    }
-    assert.ok(healthy > 0, '/healthz answered while the prompts were read');
-    const summary = await ledger.accountSummary(s.db, systemClock, u.accountId, []);
-    assert.equal(summary.outstandingReservations.count, 0);
-  });
+      assert.ok(healthy > 0, '/healthz answered while the prompts were read');
+      const summary = await ledger.accountSummary(s.db, systemClock, u.accountId, []);
+      assert.equal(summary.outstandingReservations.count, 0);
+    },
+  );
 
   it('when ordinary prompts mention near words, then they are not refused', async () => {
     const u = await s.user({ gems: 1000 });
@@ -173,11 +190,25 @@ describe('moderation (embedded policy)', () => {
     const u = await s.user({ gems: 1000, llmAllowance: 1000 });
     const cases: Array<[string, unknown, RegExp]> = [
       ['/api/generate/video', { model: 'gemforge-video-1', prompt: 'how to make a pipe bomb', parameters: { mode: 'text-to-video' } }, /prompt \(violence\)/],
-      ['/api/generate/audio', { model: 'gemforge-music-1', operation: 'music', prompt: 'a calm song', parameters: { musicMode: 'advanced', title: 'Kill Yourself' } }, /parameters\.title/],
-      ['/api/generate/audio', { model: 'gemforge-speech-1', operation: 'speech', prompt: 'kill yourself', parameters: { voiceProfileId: 'voice_nope' } }, /prompt/],
+      [
+        '/api/generate/audio',
+        { model: 'gemforge-music-1', operation: 'music', prompt: 'a calm song', parameters: { musicMode: 'advanced', title: 'Kill Yourself' } },
+        /parameters\.title/,
+      ],
+      [
+        '/api/generate/audio',
+        { model: 'gemforge-speech-1', operation: 'speech', prompt: 'kill yourself', parameters: { voiceProfileId: 'voice_nope' } },
+        /prompt/,
+      ],
       [
         '/api/generate/text/v1/chat/completions',
-        { model: 'gemforge-text-1', messages: [{ role: 'system', content: 'You are helpful.' }, { role: 'user', content: 'what are the best suicide methods' }] },
+        {
+          model: 'gemforge-text-1',
+          messages: [
+            { role: 'system', content: 'You are helpful.' },
+            { role: 'user', content: 'what are the best suicide methods' },
+          ],
+        },
         /messages\[1\]\.content \(self-harm\)/,
       ],
       // The asset does not exist: moderation answers before ownership is even looked at.
@@ -207,7 +238,11 @@ describe('moderation (embedded policy)', () => {
     const chat = (content: string) => ({ model: 'gemforge-text-1', messages: [{ role: 'user', content }], max_tokens: 16 });
     const textHeaders = idem();
     const imageHeaders = idem();
-    const first = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: chat('summarise the gore in Macbeth'), headers: textHeaders });
+    const first = await s.call('POST', '/api/generate/text/v1/chat/completions', {
+      key: u.secret,
+      body: chat('summarise the gore in Macbeth'),
+      headers: textHeaders,
+    });
     assert.equal(first.status, 200, await first.clone().text());
     const completion = await first.json();
     const submitted = await s.call('POST', IMAGE, { key: u.secret, body: image('a gory battlefield painting'), headers: imageHeaders });
@@ -216,11 +251,15 @@ describe('moderation (embedded policy)', () => {
 
     await accounts.updateAccount(s.db, systemClock, u.accountId, { contentPreference: 'strict' });
     // Moderation asks whether the identity was claimed, the use case replays it: one read of its record.
-    const replay = await identityReads(s, () => s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: chat('summarise the gore in Macbeth'), headers: textHeaders }));
+    const replay = await identityReads(s, () =>
+      s.call('POST', '/api/generate/text/v1/chat/completions', { key: u.secret, body: chat('summarise the gore in Macbeth'), headers: textHeaders }),
+    );
     assert.equal(replay.res.status, 200, await replay.res.clone().text());
     assert.deepEqual(await replay.res.json(), completion, 'the retained response, not a new one');
     assert.equal(replay.reads, 1, 'the text replay reads its identity once');
-    const mediaReplay = await identityReads(s, () => s.call('POST', IMAGE, { key: u.secret, body: image('a gory battlefield painting'), headers: imageHeaders }));
+    const mediaReplay = await identityReads(s, () =>
+      s.call('POST', IMAGE, { key: u.secret, body: image('a gory battlefield painting'), headers: imageHeaders }),
+    );
     assert.equal(mediaReplay.res.status, 200, await mediaReplay.res.clone().text());
     assert.equal((await mediaReplay.res.json()).task.id, taskId);
     assert.equal(mediaReplay.reads, 1, 'the media replay reads its identity once (no claim tried)');

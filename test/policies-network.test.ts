@@ -19,8 +19,12 @@ const MODELS = '/api/generate/models';
 const IMAGE = '/api/generate/image';
 const from = (address: string, extra: Record<string, string> = {}) => ({ 'x-forwarded-for': address, ...extra });
 let counter = 0;
-const submit = (s: TestServer, key: string, address: string, body: unknown = { model: 'gemforge-image-1', prompt: 'a lighthouse', parameters: { resolution: '512' } }) =>
-  s.call('POST', IMAGE, { key, body, headers: from(address, { 'idempotency-key': `net-${++counter}` }) });
+const submit = (
+  s: TestServer,
+  key: string,
+  address: string,
+  body: unknown = { model: 'gemforge-image-1', prompt: 'a lighthouse', parameters: { resolution: '512' } },
+) => s.call('POST', IMAGE, { key, body, headers: from(address, { 'idempotency-key': `net-${++counter}` }) });
 
 async function expectBlocked(res: Response, code: 'NETWORK_BLOCKED' | 'REGION_BLOCKED'): Promise<void> {
   const e = await errorOf(res);
@@ -67,7 +71,8 @@ describe('network blocks and regions behind a trusted proxy', () => {
     for (const ok of ['192.0.2.44', '::ffff:192.0.2.45', '2001:db8:1::abcd']) {
       assert.equal((await s.call('GET', MODELS, { key: u.secret, headers: from(ok) })).status, 200, ok);
     }
-    for (const no of ['192.0.3.1', '2001:db8:2::1', '10.0.0.1']) await expectBlocked(await s.call('GET', MODELS, { key: u.secret, headers: from(no) }), 'NETWORK_BLOCKED');
+    for (const no of ['192.0.3.1', '2001:db8:2::1', '10.0.0.1'])
+      await expectBlocked(await s.call('GET', MODELS, { key: u.secret, headers: from(no) }), 'NETWORK_BLOCKED');
     // A client-supplied X-Forwarded-For chain: the rightmost untrusted address is the client's.
     await expectBlocked(await s.call('GET', MODELS, { key: u.secret, headers: from('192.0.2.44, 10.0.0.1') }), 'NETWORK_BLOCKED');
   });

@@ -19,7 +19,11 @@ describe('moderation through an OpenAI-compatible endpoint', () => {
   let s: TestServer;
   let counter = 0;
   const post = (key: string, messages: Array<{ role: string; content: string }>) =>
-    s.call('POST', '/api/generate/text/v1/chat/completions', { key, body: { model: 'gemforge-text-1', messages, max_tokens: 16 }, headers: { 'idempotency-key': `up-${++counter}` } });
+    s.call('POST', '/api/generate/text/v1/chat/completions', {
+      key,
+      body: { model: 'gemforge-text-1', messages, max_tokens: 16 },
+      headers: { 'idempotency-key': `up-${++counter}` },
+    });
 
   before(async () => {
     const url = await listenModeration(upstream);
@@ -33,11 +37,16 @@ describe('moderation through an OpenAI-compatible endpoint', () => {
   it('when the endpoint flags a message, then 422 CONTENT_REJECTED with the mapped category, nothing reserved, and the request was OpenAI-shaped', async () => {
     const u = await s.user({ gems: 100, llmAllowance: 100 });
     seen.length = 0;
-    const res = await post(u.secret, [{ role: 'user', content: 'hello' }, { role: 'user', content: 'something forbidden' }]);
+    const res = await post(u.secret, [
+      { role: 'user', content: 'hello' },
+      { role: 'user', content: 'something forbidden' },
+    ]);
     const e = await errorOf(res);
     assert.deepEqual([e.status, e.code], [422, 'CONTENT_REJECTED'], e.message);
     assert.match(e.message, /messages\[1\]\.content \(violence\)/);
-    assert.deepEqual(seen, [{ url: '/v1/moderations', authorization: 'Bearer sk-moderation', body: { model: 'omni-test', input: ['hello', 'something forbidden'] } }]);
+    assert.deepEqual(seen, [
+      { url: '/v1/moderations', authorization: 'Bearer sk-moderation', body: { model: 'omni-test', input: ['hello', 'something forbidden'] } },
+    ]);
     const [record] = await listRecords(s.db, { accountId: u.accountId });
     assert.deepEqual([record?.provider, record?.categories], ['openai-compatible', ['violence']]);
     const summary = await ledger.accountSummary(s.db, systemClock, u.accountId, []);

@@ -25,12 +25,16 @@ const GEMS = 1000;
 
 /** The task, once it is terminal or its job is held for an operator. */
 async function outcome(t: TestServer, key: string, id: string): Promise<{ task: TaskBody; held: boolean }> {
-  return until(`task ${id} ends or is held`, async () => {
-    const job = await t.db('jobs').where({ task_id: id }).first();
-    const { task } = (await (await t.call('GET', `/api/generate/tasks/${id}`, { key })).json()) as { task: TaskBody };
-    if (job?.state === 'held') return { task, held: true };
-    return ['succeeded', 'failed', 'partial', 'cancelled'].includes(task.status) && { task, held: false };
-  }, 30_000);
+  return until(
+    `task ${id} ends or is held`,
+    async () => {
+      const job = await t.db('jobs').where({ task_id: id }).first();
+      const { task } = (await (await t.call('GET', `/api/generate/tasks/${id}`, { key })).json()) as { task: TaskBody };
+      if (job?.state === 'held') return { task, held: true };
+      return ['succeeded', 'failed', 'partial', 'cancelled'].includes(task.status) && { task, held: false };
+    },
+    30_000,
+  );
 }
 
 /** Ledger charges (posts) of an account. */
@@ -54,7 +58,12 @@ function calls(rig: Rig, route: string): number {
   return rig.fake.requests.filter((q) => q.method === method && shape.test(q.path)).length;
 }
 
-async function withRig(h: ProviderHarness, env: Record<string, string>, body: (rig: Rig, user: { secret: string; accountId: string }) => Promise<void>, options: { slow?: boolean } = {}): Promise<void> {
+async function withRig(
+  h: ProviderHarness,
+  env: Record<string, string>,
+  body: (rig: Rig, user: { secret: string; accountId: string }) => Promise<void>,
+  options: { slow?: boolean } = {},
+): Promise<void> {
   const rig = await h.start(env, options);
   try {
     const user = await rig.t.user({ gems: GEMS });
@@ -68,7 +77,11 @@ describe('provider conformance: every registered provider has a harness', () => 
   it('when the registry is read, then each descriptor has a harness and a distinct name', () => {
     const names = REMOTE_PROVIDERS.map((d) => d.name);
     assert.equal(new Set(names).size, names.length);
-    assert.deepEqual(names.filter((n) => !HARNESSES.has(n)), [], 'register a harness in test/helpers/provider-harness.ts');
+    assert.deepEqual(
+      names.filter((n) => !HARNESSES.has(n)),
+      [],
+      'register a harness in test/helpers/provider-harness.ts',
+    );
   });
 
   it('when docs/providers.md is read, then its per-provider table has a row for each registered provider', () => {
@@ -155,13 +168,18 @@ for (const descriptor of REMOTE_PROVIDERS) {
       });
 
       it('when the job runs past REMOTE_DEADLINE_SECONDS, then it is cancelled upstream and the output fails, nothing charged', async () => {
-        await withRig(h, { REMOTE_DEADLINE_SECONDS: '1' }, async (rig, u) => {
-          const r = await submit(rig.t, u.secret, h.path, h.request('never finishes'));
-          const task = await waitForTask(rig.t, u.secret, r.body.task.id);
-          assert.equal(task.status, 'failed');
-          assert.equal(h.canceled!(rig.fake), 1, 'not left running unpaid');
-          await assertMoneyKept(rig.t, u.accountId, { task, held: false });
-        }, { slow: true });
+        await withRig(
+          h,
+          { REMOTE_DEADLINE_SECONDS: '1' },
+          async (rig, u) => {
+            const r = await submit(rig.t, u.secret, h.path, h.request('never finishes'));
+            const task = await waitForTask(rig.t, u.secret, r.body.task.id);
+            assert.equal(task.status, 'failed');
+            assert.equal(h.canceled!(rig.fake), 1, 'not left running unpaid');
+            await assertMoneyKept(rig.t, u.accountId, { task, held: false });
+          },
+          { slow: true },
+        );
       });
     }
 
@@ -189,9 +207,12 @@ for (const descriptor of REMOTE_PROVIDERS) {
       });
     }
 
-    it('when the upstream\'s error carries its key and its own words, then neither reaches the client', async () => {
+    it("when the upstream's error carries its key and its own words, then neither reaches the client", async () => {
       await withRig(h, {}, async (rig, u) => {
-        rig.fake.fail(h.create, { status: 403, body: JSON.stringify({ error: { message: `key ${UPSTREAM_KEY} is internal-upstream-words at ${rig.fake.url}` }, detail: UPSTREAM_KEY }) });
+        rig.fake.fail(h.create, {
+          status: 403,
+          body: JSON.stringify({ error: { message: `key ${UPSTREAM_KEY} is internal-upstream-words at ${rig.fake.url}` }, detail: UPSTREAM_KEY }),
+        });
         const r = await submit(rig.t, u.secret, h.path, h.request('leaky refusal'));
         await waitForTask(rig.t, u.secret, r.body.task.id);
         const text = await (await rig.t.call('GET', `/api/generate/tasks/${r.body.task.id}`, { key: u.secret })).text();
@@ -217,24 +238,29 @@ for (const descriptor of REMOTE_PROVIDERS) {
     }
 
     it('when the server stops mid-job and restarts, then the job resumes without a second creating call: delivered once or held, never charged twice', async () => {
-      await withRig(h, { WORKER_LEASE_MS: '1000', WORKER_RETRY_BACKOFF_MS: '0' }, async (rig, u) => {
-        if (!h.async) rig.fake.fail(h.create, { hang: true });
-        const r = await submit(rig.t, u.secret, h.path, h.request('interrupted mid-job'));
-        await until('the creating call reached the upstream', () => calls(rig, h.create) === 1 && (!h.read || calls(rig, h.read) > 0), 20_000);
-        await rig.t.close();
-        await expireLeases(rig.t.dataDir);
-        const t2 = await rig.restart();
-        if (h.read) {
-          const reads = calls(rig, h.read);
-          await until('the resumed job reads the same upstream job', () => calls(rig, h.read!) > reads, 20_000);
-          h.finishAll!(rig.fake);
-        }
-        const result = await outcome(t2, u.secret, r.body.task.id);
-        assert.equal(calls(rig, h.create), 1, 'never created twice');
-        if (h.async) assert.equal(result.task.status, 'succeeded', JSON.stringify(result.task.error));
-        else assert.ok(result.held, 'a synchronous call cut mid-flight is held for an operator');
-        await assertMoneyKept(t2, u.accountId, result);
-      }, { slow: true });
+      await withRig(
+        h,
+        { WORKER_LEASE_MS: '1000', WORKER_RETRY_BACKOFF_MS: '0' },
+        async (rig, u) => {
+          if (!h.async) rig.fake.fail(h.create, { hang: true });
+          const r = await submit(rig.t, u.secret, h.path, h.request('interrupted mid-job'));
+          await until('the creating call reached the upstream', () => calls(rig, h.create) === 1 && (!h.read || calls(rig, h.read) > 0), 20_000);
+          await rig.t.close();
+          await expireLeases(rig.t.dataDir);
+          const t2 = await rig.restart();
+          if (h.read) {
+            const reads = calls(rig, h.read);
+            await until('the resumed job reads the same upstream job', () => calls(rig, h.read!) > reads, 20_000);
+            h.finishAll!(rig.fake);
+          }
+          const result = await outcome(t2, u.secret, r.body.task.id);
+          assert.equal(calls(rig, h.create), 1, 'never created twice');
+          if (h.async) assert.equal(result.task.status, 'succeeded', JSON.stringify(result.task.error));
+          else assert.ok(result.held, 'a synchronous call cut mid-flight is held for an operator');
+          await assertMoneyKept(t2, u.accountId, result);
+        },
+        { slow: true },
+      );
     });
   });
 }

@@ -21,7 +21,15 @@ import { assertSettled, download, newKey, submit, waitForTask, type TaskBody } f
 import { FFPROBE, image as imageFixture } from './helpers/media.ts';
 import { uploadAsset } from './helpers/uploads.ts';
 import { catalogWith, LOOPBACK_FETCH, remoteCatalog, SAWYER, UPSTREAM_KEY } from './helpers/provider-harness.ts';
-import { startFakeFal, startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeOpenAiImages, type FakeReplicate, type FakeUpstream } from './helpers/fake-upstreams.ts';
+import {
+  startFakeFal,
+  startFakeOpenAiImages,
+  startFakeOpenAiSpeech,
+  startFakeReplicate,
+  type FakeOpenAiImages,
+  type FakeReplicate,
+  type FakeUpstream,
+} from './helpers/fake-upstreams.ts';
 import { probeAv } from '../server/media/probe.ts';
 import { openDb } from '../server/storage/db.ts';
 import { dbOptionsFor } from './helpers/database.ts';
@@ -49,10 +57,14 @@ const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
 
 /** The task's job, once it is held for an operator. */
 async function heldJob(s: TestServer, taskId: string): Promise<{ state: string; last_error: string }> {
-  return until('the job held', async () => {
-    const row = await s.db('jobs').where({ task_id: taskId }).first();
-    return row?.state === 'held' && row;
-  }, 20_000);
+  return until(
+    'the job held',
+    async () => {
+      const row = await s.db('jobs').where({ task_id: taskId }).first();
+      return row?.state === 'held' && row;
+    },
+    20_000,
+  );
 }
 
 /** Runs `body` against a fresh Images fake and a server whose models map to it (`models`: IMAGE_UPSTREAM_MODELS). */
@@ -68,10 +80,17 @@ async function withImageUpstream(models: string, env: Record<string, string>, bo
 }
 
 /** Runs `body` against a fresh Replicate fake and a server whose video and music models are its predictions. */
-async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>, catalogOf: (dir: string) => string = remoteCatalog): Promise<void> {
+async function withReplicate(
+  options: Parameters<typeof startFakeReplicate>[0],
+  env: Record<string, string>,
+  body: (fake: FakeReplicate, t: TestServer) => Promise<void>,
+  catalogOf: (dir: string) => string = remoteCatalog,
+): Promise<void> {
   const fake = await startFakeReplicate(options);
   const dir = tempDataDir();
-  const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalogOf(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env } });
+  const t = await startTestServer({
+    env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalogOf(dir), REPLICATE_API_URL: fake.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', ...env },
+  });
   try {
     await body(fake, t);
   } finally {
@@ -82,7 +101,11 @@ async function withReplicate(options: Parameters<typeof startFakeReplicate>[0], 
 }
 
 /** As withReplicate, with the video model mapped by its own `replicate:` block. */
-function withVideoMapping(block: Record<string, unknown>, env: Record<string, string>, body: (fake: FakeReplicate, t: TestServer) => Promise<void>): Promise<void> {
+function withVideoMapping(
+  block: Record<string, unknown>,
+  env: Record<string, string>,
+  body: (fake: FakeReplicate, t: TestServer) => Promise<void>,
+): Promise<void> {
   const mapped = (dir: string) =>
     catalogWith(dir, {
       'gemforge-video-1': (m) => {
@@ -104,10 +127,14 @@ async function balanceOf(s: TestServer, accountId: string): Promise<number> {
 
 /** Polls a task until `check` holds. */
 async function taskUntil(s: TestServer, key: string, id: string, check: (t: TaskBody) => boolean, timeoutMs = 20_000): Promise<TaskBody> {
-  return until(`task ${id}`, async () => {
-    const { task } = (await (await s.call('GET', `/api/generate/tasks/${id}`, { key })).json()) as { task: TaskBody };
-    return check(task) && task;
-  }, timeoutMs);
+  return until(
+    `task ${id}`,
+    async () => {
+      const { task } = (await (await s.call('GET', `/api/generate/tasks/${id}`, { key })).json()) as { task: TaskBody };
+      return check(task) && task;
+    },
+    timeoutMs,
+  );
 }
 
 describe('remote providers: pure pieces', () => {
@@ -119,28 +146,41 @@ describe('remote providers: pure pieces', () => {
     assert.equal(nearestSize(undefined, 640, 360), '640x360');
   });
 
-  it('when the defaults run every remote job as a prediction, then the reads stay within Replicate\'s 3,000 a minute', () => {
+  it("when the defaults run every remote job as a prediction, then the reads stay within Replicate's 3,000 a minute", () => {
     const config = loadConfig({});
-    assert.ok(config.workerRemoteConcurrency * (60_000 / config.replicatePollMs) <= 3000, `${config.workerRemoteConcurrency} jobs every ${config.replicatePollMs} ms`);
+    assert.ok(
+      config.workerRemoteConcurrency * (60_000 / config.replicatePollMs) <= 3000,
+      `${config.workerRemoteConcurrency} jobs every ${config.replicatePollMs} ms`,
+    );
   });
 
   it('when Retry-After is seconds or a date, then it becomes a wait', () => {
     assert.equal(retryAfterMs('2'), 2000);
-    assert.equal(retryAfterMs(new Date(Date.now() + 3000).toUTCString(), Date.now()) ! > 1000, true);
+    assert.equal(retryAfterMs(new Date(Date.now() + 3000).toUTCString(), Date.now())! > 1000, true);
     assert.equal(retryAfterMs('soon'), undefined);
     assert.equal(retryAfterMs(null), undefined);
   });
 
   it('when an output differs from the request in size or by more than a tenth in duration, then the difference is named', () => {
-    assert.deepEqual(mismatch({ width: 1024, height: 576 }, { width: 1536, height: 1024, duration_seconds: null }), { requestedSize: '1024x576', measuredSize: '1536x1024' });
+    assert.deepEqual(mismatch({ width: 1024, height: 576 }, { width: 1536, height: 1024, duration_seconds: null }), {
+      requestedSize: '1024x576',
+      measuredSize: '1536x1024',
+    });
     assert.deepEqual(mismatch({ duration: 4 }, { width: 640, height: 360, duration_seconds: 2 }), { requestedSeconds: 4, measuredSeconds: 2 });
     assert.equal(mismatch({ duration: 4, width: 640, height: 360 }, { width: 640, height: 360, duration_seconds: 4.2 }), undefined);
   });
 
   it('when a replicate entry is mapped, then placeholders keep their types and a broken entry names the problem', () => {
-    const entry = parseReplicateEntry({ model: 'a/b', input: { prompt: 'p: {prompt}', duration: '{duration}', audio: '{audio}', seed: '{seed}', fps: 24 } }, 'video', 'm');
+    const entry = parseReplicateEntry(
+      { model: 'a/b', input: { prompt: 'p: {prompt}', duration: '{duration}', audio: '{audio}', seed: '{seed}', fps: 24 } },
+      'video',
+      'm',
+    );
     assert.deepEqual(inputFor(entry, { prompt: 'hi', duration: 4, audio: true, seed: null } as never), { prompt: 'p: hi', duration: 4, audio: true, fps: 24 });
-    assert.throws(() => parseReplicateEntry({ model: 'a/b', input: { x: '{nope}' } }, 'video', 'catalog model v'), /catalog model v: replicate\.input\.x names \{nope\}/);
+    assert.throws(
+      () => parseReplicateEntry({ model: 'a/b', input: { x: '{nope}' } }, 'video', 'catalog model v'),
+      /catalog model v: replicate\.input\.x names \{nope\}/,
+    );
     assert.throws(() => parseReplicateEntry({ input: {} }, 'video', 'm'), /exactly one of model and version/);
     assert.throws(() => parseReplicateEntry({ model: 'nope', input: {} }, 'video', 'm'), /owner\/name/);
     assert.throws(() => parseReplicateEntry(undefined, 'video', 'm'), /needs a "replicate" mapping/);
@@ -149,13 +189,22 @@ describe('remote providers: pure pieces', () => {
   it('when a model names a provider that is not configured, then the server does not start, naming the model', async () => {
     const dir = tempDataDir();
     const env = { LOG_LEVEL: 'silent', DATA_DIR: dir, PORT: '0' };
-    await assert.rejects(startServer(loadConfig({ ...env, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1' })), /catalog model gemforge-image-1: provider openai-images needs IMAGE_UPSTREAM_URL/);
-    await assert.rejects(startServer(loadConfig({ ...env, IMAGE_UPSTREAM_URL: 'http://127.0.0.1:9', IMAGE_UPSTREAM_MODELS: 'nope=gpt-image-1' })), /IMAGE_UPSTREAM_MODELS names nope, which is not in the catalog/);
+    await assert.rejects(
+      startServer(loadConfig({ ...env, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1' })),
+      /catalog model gemforge-image-1: provider openai-images needs IMAGE_UPSTREAM_URL/,
+    );
+    await assert.rejects(
+      startServer(loadConfig({ ...env, IMAGE_UPSTREAM_URL: 'http://127.0.0.1:9', IMAGE_UPSTREAM_MODELS: 'nope=gpt-image-1' })),
+      /IMAGE_UPSTREAM_MODELS names nope, which is not in the catalog/,
+    );
     const catalog = path.join(dir, 'bad.yaml');
     const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'server/catalog/models.yaml'), 'utf8')) as { models: Array<Record<string, unknown>> };
     doc.models.find((m) => m.id === 'gemforge-video-1')!.provider = 'replicate';
     fs.writeFileSync(catalog, YAML.stringify(doc));
-    await assert.rejects(startServer(loadConfig({ ...env, CATALOG_PATH: catalog })), /catalog model gemforge-video-1: provider replicate needs a "replicate" mapping/);
+    await assert.rejects(
+      startServer(loadConfig({ ...env, CATALOG_PATH: catalog })),
+      /catalog model gemforge-video-1: provider replicate needs a "replicate" mapping/,
+    );
     fs.rmSync(dir, { recursive: true, force: true });
   });
 });
@@ -185,7 +234,11 @@ describe('remote providers: OpenAI-compatible images', () => {
 
   it('when an image model maps to the upstream, then the outputs are the upstream images, stored as ours, one call per output with its idempotency key', async () => {
     const u = await s.user({ gems: 100 });
-    const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk', parameters: { ratio: '16:9', resolution: '1024', outputCount: 2, outputFormat: 'webp', negativePrompt: 'people' } });
+    const r = await submit(s, u.secret, IMAGE, {
+      model: 'gemforge-image-1',
+      prompt: 'a lighthouse at dusk',
+      parameters: { ratio: '16:9', resolution: '1024', outputCount: 2, outputFormat: 'webp', negativePrompt: 'people' },
+    });
     assert.equal(r.status, 202, JSON.stringify(r.body));
     const task = await waitForTask(s, u.secret, r.body.task.id);
     assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
@@ -217,7 +270,9 @@ describe('remote providers: OpenAI-compatible images', () => {
 
   it('when the upstream answers with URLs, then the bytes it serves are downloaded and stored unchanged', async () => {
     const urlFake = await startFakeOpenAiImages({ answer: 'url' });
-    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({
+      env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' },
+    });
     try {
       const u = await t.user({ gems: 100 });
       const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'a red fox', parameters: { resolution: '1024' } });
@@ -250,7 +305,11 @@ describe('remote providers: OpenAI-compatible images', () => {
     const u = await s.user({ gems: 100 });
     const source = await uploadAsset(s, u.secret, await imageFixture('png', 64, 48), 'image/png');
     const before = fake.requests.length;
-    const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-edit-1', prompt: 'make it snow', parameters: { resolution: '512', sourceImage: source } });
+    const r = await submit(s, u.secret, IMAGE, {
+      model: 'gemforge-image-edit-1',
+      prompt: 'make it snow',
+      parameters: { resolution: '512', sourceImage: source },
+    });
     assert.equal(r.status, 422);
     assert.equal(r.body.error.code, 'INVALID_REQUEST');
     assert.match(r.body.error.message, /cannot edit images.*dall-e-3/);
@@ -261,16 +320,29 @@ describe('remote providers: OpenAI-compatible images', () => {
   it('when a task carries scenario markers, then the scenario layer plays them with the remote provider as with the local one', async () => {
     const u = await s.user({ gems: 100 });
     const before = fake.requests.length;
-    const failed = await waitForTask(s, u.secret, (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'no luck [[scenario:fail]]', parameters: { resolution: '512' } })).body.task.id);
+    const failed = await waitForTask(
+      s,
+      u.secret,
+      (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'no luck [[scenario:fail]]', parameters: { resolution: '512' } })).body.task.id,
+    );
     assert.equal(failed.status, 'failed');
     assert.equal(fake.requests.length, before, 'a failing test card never reaches the upstream');
-    const partial = await waitForTask(s, u.secret, (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'half [[scenario:partial]]', parameters: { resolution: '512', outputCount: 2 } })).body.task.id);
+    const partial = await waitForTask(
+      s,
+      u.secret,
+      (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'half [[scenario:partial]]', parameters: { resolution: '512', outputCount: 2 } }))
+        .body.task.id,
+    );
     assert.equal(partial.status, 'partial');
     assertSettled(partial);
     const sent = fake.requests.slice(before);
     assert.equal(sent.length, 1, 'only the first output is asked of the upstream');
     assert.equal((sent[0]!.json as { prompt: string }).prompt, 'half', 'the marker never reaches the upstream');
-    const cancelled = await waitForTask(s, u.secret, (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'stop [[scenario:cancel]]', parameters: { resolution: '512' } })).body.task.id);
+    const cancelled = await waitForTask(
+      s,
+      u.secret,
+      (await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'stop [[scenario:cancel]]', parameters: { resolution: '512' } })).body.task.id,
+    );
     assert.equal(cancelled.status, 'cancelled');
     assert.equal(cancelled.error!.code, 'CANCELLED');
   });
@@ -313,7 +385,11 @@ describe('remote providers: OpenAI-compatible images', () => {
 
   it('when the upstream answers 429 with Retry-After, or 503, then the call is retried and the task succeeds once', async () => {
     const u = await s.user({ gems: 100 });
-    fake.fail('POST /v1/images/generations', { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' }, { status: 503, body: '{}' });
+    fake.fail(
+      'POST /v1/images/generations',
+      { status: 429, headers: { 'retry-after': '1' }, body: '{"error":{"message":"rate limited"}}' },
+      { status: 503, body: '{}' },
+    );
     const started = Date.now();
     const generationsBefore = fake.generations();
     const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'retry me', parameters: { resolution: '512' } });
@@ -364,10 +440,14 @@ describe('remote providers: OpenAI-compatible images', () => {
       const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: `unreadable ${name}`, parameters: { resolution: '512' } });
       assert.equal(r.status, 202);
       const id = r.body.task.id as string;
-      const job = await until('the job held', async () => {
-        const row = await s.db('jobs').where({ task_id: id }).first();
-        return row?.state === 'held' && row;
-      }, 10_000);
+      const job = await until(
+        'the job held',
+        async () => {
+          const row = await s.db('jobs').where({ task_id: id }).first();
+          return row?.state === 'held' && row;
+        },
+        10_000,
+      );
       assert.match(job.last_error, /cannot be known/);
       assert.equal(fake.requests.length - before, 1, 'asked once');
       assert.equal((await taskUntil(s, u.secret, id, () => true)).status, 'processing');
@@ -381,10 +461,14 @@ describe('remote providers: OpenAI-compatible images', () => {
     const r = await submit(s, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'hang forever', parameters: { resolution: '512' } });
     const id = r.body.task.id as string;
     await taskUntil(s, u.secret, id, (t) => t.status === 'processing');
-    const job = await until('the job held', async () => {
-      const row = await s.db('jobs').where({ task_id: id }).first();
-      return row?.state === 'held' && row;
-    }, 10_000);
+    const job = await until(
+      'the job held',
+      async () => {
+        const row = await s.db('jobs').where({ task_id: id }).first();
+        return row?.state === 'held' && row;
+      },
+      10_000,
+    );
     assert.match(job.last_error, /cannot be known/);
     assert.ok(!String(job.last_error).includes(UPSTREAM_KEY));
     const task = await taskUntil(s, u.secret, id, () => true);
@@ -396,14 +480,28 @@ describe('remote providers: OpenAI-compatible images', () => {
 describe('remote providers: their own worker lane', () => {
   it('when many remote jobs wait on a slow upstream, then they are in flight at once and a local job still runs meanwhile', async () => {
     const slow = await startFakeOpenAiImages({ delayMs: 20_000 });
-    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: slow.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_CONCURRENCY: '1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({
+      env: {
+        ...LOOPBACK_FETCH,
+        IMAGE_UPSTREAM_URL: slow.url,
+        IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+        WORKER_CONCURRENCY: '1',
+        WORKER_POLL_MS: '20',
+      },
+    });
     try {
       const u = await t.user({ gems: 1000 });
       const remote: string[] = [];
-      for (let i = 0; i < 12; i++) remote.push((await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: `slow ${i}`, parameters: { resolution: '512' } })).body.task.id);
+      for (let i = 0; i < 12; i++)
+        remote.push((await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: `slow ${i}`, parameters: { resolution: '512' } })).body.task.id);
       await until('12 remote calls in flight', () => slow.requests.filter((q) => q.path === '/v1/images/generations').length >= 12, 15_000);
       // The one local loop is free: a local music job runs while every remote call still waits.
-      const local = await submit(t, u.secret, AUDIO, { model: 'gemforge-music-1', operation: 'music', prompt: 'a short calm tune', parameters: { duration: '30' } });
+      const local = await submit(t, u.secret, AUDIO, {
+        model: 'gemforge-music-1',
+        operation: 'music',
+        prompt: 'a short calm tune',
+        parameters: { duration: '30' },
+      });
       const done = await waitForTask(t, u.secret, local.body.task.id);
       assert.equal(done.status, 'succeeded');
       for (const id of remote) assert.equal((await taskUntil(t, u.secret, id, () => true)).status, 'processing');
@@ -438,11 +536,27 @@ describe('remote providers: OpenAI-compatible speech', () => {
   it('when a speech model maps to the upstream, then the voice, speed and format are carried over and the volume is applied here', async () => {
     const u = await s.user({ gems: 100 });
     const text = 'The quick brown fox jumps over the lazy dog, twice over.';
-    const plain = await waitForTask(s, u.secret, (await submit(s, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: text, parameters: { voiceProfileId: SAWYER, speed: 1.5 } })).body.task.id);
+    const plain = await waitForTask(
+      s,
+      u.secret,
+      (await submit(s, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: text, parameters: { voiceProfileId: SAWYER, speed: 1.5 } }))
+        .body.task.id,
+    );
     assert.equal(plain.status, 'succeeded', JSON.stringify(plain.error));
     const call = fake.requests.at(-1)!.json as Record<string, unknown>;
     assert.deepEqual(call, { model: 'gpt-4o-mini-tts', input: text, voice: 'onyx', speed: 1.5, response_format: 'wav' });
-    const louder = await waitForTask(s, u.secret, (await submit(s, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: text, parameters: { voiceProfileId: SAWYER, speed: 1.5, volume: 6 } })).body.task.id);
+    const louder = await waitForTask(
+      s,
+      u.secret,
+      (
+        await submit(s, u.secret, AUDIO, {
+          model: 'gemforge-speech-1',
+          operation: 'speech',
+          prompt: text,
+          parameters: { voiceProfileId: SAWYER, speed: 1.5, volume: 6 },
+        })
+      ).body.task.id,
+    );
     assert.equal(louder.status, 'succeeded', JSON.stringify(louder.error));
     const a = await download(plain.outputs[0]!.asset!.url);
     const b = await download(louder.outputs[0]!.asset!.url);
@@ -457,7 +571,12 @@ describe('remote providers: OpenAI-compatible speech', () => {
 
   it('when the voice has no upstream voice, then 422 before anything is reserved', async () => {
     const u = await s.user({ gems: 100 });
-    const r = await submit(s, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'hello', parameters: { voiceProfileId: 'voice_72f75e56f33b8e9d6d8f4475' } });
+    const r = await submit(s, u.secret, AUDIO, {
+      model: 'gemforge-speech-1',
+      operation: 'speech',
+      prompt: 'hello',
+      parameters: { voiceProfileId: 'voice_72f75e56f33b8e9d6d8f4475' },
+    });
     assert.equal(r.status, 422);
     assert.match(r.body.error.message, /voice voice_72f75e56f33b8e9d6d8f4475 is not available for this model/);
     assert.equal(await balanceOf(s, u.accountId), 100);
@@ -474,7 +593,15 @@ describe('remote providers: Replicate-shaped predictions', () => {
     music = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: 200, outputs: 'audio' });
     dir = tempDataDir();
     s = await startTestServer({
-      env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '3' },
+      env: {
+        ...LOOPBACK_FETCH,
+        CATALOG_PATH: remoteCatalog(dir),
+        REPLICATE_API_URL: fake.url,
+        REPLICATE_API_TOKEN: UPSTREAM_KEY,
+        REPLICATE_POLL_MS: '50',
+        WORKER_POLL_MS: '20',
+        REMOTE_DEADLINE_SECONDS: '3',
+      },
     });
   });
   after(async () => {
@@ -486,7 +613,11 @@ describe('remote providers: Replicate-shaped predictions', () => {
 
   it('when a video model is a prediction model, then one prediction is created with the mapped input and its video is stored as ours', async () => {
     const u = await s.user({ gems: 1000 });
-    const r = await submit(s, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'waves at night', parameters: { mode: 'text-to-video', duration: 2, ratio: '16:9', resolution: '480p' } });
+    const r = await submit(s, u.secret, VIDEO, {
+      model: 'gemforge-video-1',
+      prompt: 'waves at night',
+      parameters: { mode: 'text-to-video', duration: 2, ratio: '16:9', resolution: '480p' },
+    });
     assert.equal(r.status, 202, JSON.stringify(r.body));
     const task = await waitForTask(s, u.secret, r.body.task.id);
     assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
@@ -508,7 +639,11 @@ describe('remote providers: Replicate-shaped predictions', () => {
 
   it('when a prediction fails under the content policy, then the task fails sanitized and its Gems are released', async () => {
     const u = await s.user({ gems: 1000 });
-    const r = await submit(s, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'content-policy please', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+    const r = await submit(s, u.secret, VIDEO, {
+      model: 'gemforge-video-1',
+      prompt: 'content-policy please',
+      parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' },
+    });
     const task = await waitForTask(s, u.secret, r.body.task.id);
     assert.equal(task.status, 'failed');
     assert.match(task.error!.message, /could not make this output under its content policy/);
@@ -518,10 +653,23 @@ describe('remote providers: Replicate-shaped predictions', () => {
 
   it('when a prediction is still running at the deadline, then it is cancelled upstream and the task fails, nothing charged', async () => {
     const slow = await startFakeReplicate({ processingMs: Infinity });
-    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: slow.url, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20', REMOTE_DEADLINE_SECONDS: '1' } });
+    const t = await startTestServer({
+      env: {
+        ...LOOPBACK_FETCH,
+        CATALOG_PATH: remoteCatalog(dir),
+        REPLICATE_API_URL: slow.url,
+        REPLICATE_POLL_MS: '50',
+        WORKER_POLL_MS: '20',
+        REMOTE_DEADLINE_SECONDS: '1',
+      },
+    });
     try {
       const u = await t.user({ gems: 1000 });
-      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'never ends', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const r = await submit(t, u.secret, VIDEO, {
+        model: 'gemforge-video-1',
+        prompt: 'never ends',
+        parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' },
+      });
       const task = await waitForTask(t, u.secret, r.body.task.id);
       assert.equal(task.status, 'failed');
       assert.match(task.error!.message, /did not finish within 1 s; the prediction was cancelled/);
@@ -534,10 +682,24 @@ describe('remote providers: Replicate-shaped predictions', () => {
   });
 
   it('when a music model is a version-pinned prediction model, then its audio is stored as ours', async () => {
-    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: music.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({
+      env: {
+        ...LOOPBACK_FETCH,
+        CATALOG_PATH: remoteCatalog(dir),
+        REPLICATE_API_URL: music.url,
+        REPLICATE_API_TOKEN: UPSTREAM_KEY,
+        REPLICATE_POLL_MS: '50',
+        WORKER_POLL_MS: '20',
+      },
+    });
     try {
       const u = await t.user({ gems: 1000 });
-      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-music-1', operation: 'music', prompt: 'a calm piano piece', parameters: { duration: '30' } });
+      const r = await submit(t, u.secret, AUDIO, {
+        model: 'gemforge-music-1',
+        operation: 'music',
+        prompt: 'a calm piano piece',
+        parameters: { duration: '30' },
+      });
       assert.equal(r.status, 202, JSON.stringify(r.body));
       const task = await waitForTask(t, u.secret, r.body.task.id);
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
@@ -573,7 +735,11 @@ describe('remote providers: Replicate-shaped predictions', () => {
     const post = await fetch(`${child.url}${VIDEO}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': newKey('crash') },
-      body: JSON.stringify({ model: 'gemforge-video-1', prompt: 'crash mid prediction', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } }),
+      body: JSON.stringify({
+        model: 'gemforge-video-1',
+        prompt: 'crash mid prediction',
+        parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' },
+      }),
     });
     assert.equal(post.status, 202);
     const id = ((await post.json()) as { task: { id: string } }).task.id;
@@ -586,11 +752,15 @@ describe('remote providers: Replicate-shaped predictions', () => {
     try {
       await until('the restarted worker resumes the job (it polls the prediction)', () => polls() > pollsBefore, 15_000);
       slow.finish(slow.predictions()[0]!.id, 'succeeded');
-      const task = await until('the task finished', async () => {
-        const res = await fetch(`${child.url}/api/generate/tasks/${id}`, { headers: { authorization: `Bearer ${secret}` } });
-        const t = ((await res.json()) as { task: TaskBody }).task;
-        return ['succeeded', 'failed', 'partial', 'cancelled'].includes(t.status) && t;
-      }, 20_000);
+      const task = await until(
+        'the task finished',
+        async () => {
+          const res = await fetch(`${child.url}/api/generate/tasks/${id}`, { headers: { authorization: `Bearer ${secret}` } });
+          const t = ((await res.json()) as { task: TaskBody }).task;
+          return ['succeeded', 'failed', 'partial', 'cancelled'].includes(t.status) && t;
+        },
+        20_000,
+      );
       assert.equal(task.status, 'succeeded', JSON.stringify(task));
       assertSettled(task);
       assert.equal(slow.predictions().length, 1, 'exactly one prediction was created upstream');
@@ -647,10 +817,25 @@ describe('remote providers from the CLI', () => {
       assert.equal(sha(png), sha(await served(images, '/files/')));
 
       const wav = await cli(['speech', 'Hello from the upstream voice.', '--model', 'gemforge-speech-1', '--voice', SAWYER, '--out', path.join(dir, 'speech')]);
-      const again = await fetch(`${speech.url}/v1/audio/speech`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(speech.requests.at(-1)!.json) });
+      const again = await fetch(`${speech.url}/v1/audio/speech`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(speech.requests.at(-1)!.json),
+      });
       assert.equal(sha(wav), sha(Buffer.from(await again.arrayBuffer())), 'the upstream audio, unchanged');
 
-      const mp4 = await cli(['video', 'waves on a cliff', '--model', 'gemforge-video-1', '--param', 'duration=2', '--param', 'resolution=480p', '--out', path.join(dir, 'video')]);
+      const mp4 = await cli([
+        'video',
+        'waves on a cliff',
+        '--model',
+        'gemforge-video-1',
+        '--param',
+        'duration=2',
+        '--param',
+        'resolution=480p',
+        '--out',
+        path.join(dir, 'video'),
+      ]);
       assert.equal(sha(mp4), sha(await served(predictions, '/files/')));
     } finally {
       await t.close();
@@ -664,7 +849,9 @@ describe('remote providers from the CLI', () => {
 
 /** A PNG whose header declares `width`×`height` over a 16×16 image's data: refused from its header, never decoded. */
 async function pngDeclaring(width: number, height: number): Promise<Buffer> {
-  const png = await sharp({ create: { width: 16, height: 16, channels: 3, background: { r: 9, g: 9, b: 9 } } }).png().toBuffer();
+  const png = await sharp({ create: { width: 16, height: 16, channels: 3, background: { r: 9, g: 9, b: 9 } } })
+    .png()
+    .toBuffer();
   png.writeUInt32BE(width, 16);
   png.writeUInt32BE(height, 20);
   png.writeUInt32BE(zlib.crc32(png.subarray(12, 29)), 29); // IHDR's CRC over its type and data
@@ -724,18 +911,30 @@ describe('remote providers: bounded answers and fetched addresses', () => {
   }
 
   it('when an image answer carries an endless b64_json, then the read is cut at the output limit (4/3 of it in base64) and the slot fails uncharged', async () => {
-    images.fail('POST /v1/images/generations', { stream: { status: 200, contentType: 'application/json', prefix: '{"created":1,"data":[{"b64_json":"', fill: 'QUFB' } });
+    images.fail('POST /v1/images/generations', {
+      stream: { status: 200, contentType: 'application/json', prefix: '{"created":1,"data":[{"b64_json":"', fill: 'QUFB' },
+    });
     const message = await failsUncharged(IMAGE, { model: 'gemforge-image-1', prompt: 'an endless answer', parameters: { resolution: '512' } });
     assert.match(message, /larger than 3000000 bytes/);
   });
 
   it('when an error body never ends, then its head is read within the attempt and the call is retried, not stuck: the slot fails uncharged', async () => {
     // 503: "not done", so it is sent again (a 500 to a creating call is an unknown outcome, held instead).
-    const endless = { stream: { status: 503, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', intervalMs: 50, chunkBytes: 1024 } } as const;
+    const endless = {
+      stream: { status: 503, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', intervalMs: 50, chunkBytes: 1024 },
+    } as const;
     const own = await startFakeOpenAiImages({ apiKey: UPSTREAM_KEY });
     own.fail('POST /v1/images/generations', ...Array.from({ length: 6 }, () => endless));
     const t = await startTestServer({
-      env: { ...LOOPBACK_FETCH, IMAGE_UPSTREAM_URL: own.url, IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20', REMOTE_ATTEMPT_TIMEOUT_SECONDS: '1', REMOTE_DEADLINE_SECONDS: '4' },
+      env: {
+        ...LOOPBACK_FETCH,
+        IMAGE_UPSTREAM_URL: own.url,
+        IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
+        IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+        WORKER_POLL_MS: '20',
+        REMOTE_ATTEMPT_TIMEOUT_SECONDS: '1',
+        REMOTE_DEADLINE_SECONDS: '4',
+      },
     });
     try {
       const u = await t.user({ gems: 100 });
@@ -753,20 +952,35 @@ describe('remote providers: bounded answers and fetched addresses', () => {
 
   it('when a remote image declares 12000×12000 pixels and needs converting, then it is refused from its header by the upload limits and the slot fails uncharged', async () => {
     images.fail('POST /v1/images/generations', { bytes: await pngDeclaring(12_000, 12_000) });
-    const message = await failsUncharged(IMAGE, { model: 'gemforge-image-1', prompt: 'an image bomb', parameters: { resolution: '512', outputFormat: 'webp' } });
+    const message = await failsUncharged(IMAGE, {
+      model: 'gemforge-image-1',
+      prompt: 'an image bomb',
+      parameters: { resolution: '512', outputFormat: 'webp' },
+    });
     assert.match(message, /over this server's media limits \(The image is 12000×12000 pixels.*limit is 40,000,000 pixels/);
   });
 
   it('when a speech body never ends, then it is cut at the output limit while streamed to disk and the slot fails uncharged', async () => {
     speech.fail('POST /v1/audio/speech', { stream: { status: 200, contentType: 'audio/wav', prefix: 'RIFF', fill: '\0' } });
-    const message = await failsUncharged(AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'an endless voice', parameters: { voiceProfileId: SAWYER } });
+    const message = await failsUncharged(AUDIO, {
+      model: 'gemforge-speech-1',
+      operation: 'speech',
+      prompt: 'an endless voice',
+      parameters: { voiceProfileId: SAWYER },
+    });
     assert.match(message, /larger than 3000000 bytes/);
   });
 
   it('when a prediction read answers an endless body, then the read is cut, the slot fails uncharged and the prediction is cancelled upstream', async () => {
     const before = predictions.predictions().length;
-    predictions.fail('GET /v1/predictions/{id}', { stream: { status: 200, contentType: 'application/json', prefix: '{"id":"x","status":"processing","logs":"', fill: 'log ' } });
-    const message = await failsUncharged(VIDEO, { model: 'gemforge-video-1', prompt: 'an endless poll', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+    predictions.fail('GET /v1/predictions/{id}', {
+      stream: { status: 200, contentType: 'application/json', prefix: '{"id":"x","status":"processing","logs":"', fill: 'log ' },
+    });
+    const message = await failsUncharged(VIDEO, {
+      model: 'gemforge-video-1',
+      prompt: 'an endless poll',
+      parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' },
+    });
     assert.match(message, /malformed answer/);
     const made = predictions.predictions().slice(before);
     assert.equal(made.length, 1);
@@ -794,7 +1008,9 @@ describe('remote providers: bounded answers and fetched addresses', () => {
 
   it('when an allowed output host redirects to an address that is not allowed, then the redirect is not followed and the slot fails uncharged', async () => {
     const urlFake = await startFakeOpenAiImages({ answer: 'url', outputHost: 'localhost' });
-    const t = await startTestServer({ env: { REMOTE_FETCH_ALLOW: 'localhost', IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({
+      env: { REMOTE_FETCH_ALLOW: 'localhost', IMAGE_UPSTREAM_URL: urlFake.url, IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1', WORKER_POLL_MS: '20' },
+    });
     try {
       urlFake.fail('GET /files/{name}', { status: 302, headers: { location: `${urlFake.url}/files/internal.png` }, body: '' });
       const u = await t.user({ gems: 100 });
@@ -803,47 +1019,60 @@ describe('remote providers: bounded answers and fetched addresses', () => {
       assert.equal(task.status, 'failed', JSON.stringify(task));
       assert.match(task.error!.message, /does not fetch: 127\.0\.0\.1 is a loopback address/);
       assertSettled(task);
-      assert.deepEqual(urlFake.requests.filter((q) => q.path.startsWith('/files/')).map((q) => q.path.startsWith('/files/internal')), [false], 'only the allowed host was asked');
+      assert.deepEqual(
+        urlFake.requests.filter((q) => q.path.startsWith('/files/')).map((q) => q.path.startsWith('/files/internal')),
+        [false],
+        'only the allowed host was asked',
+      );
     } finally {
       await t.close();
       await urlFake.close();
     }
   });
 
-  it('when the server gets SIGTERM while a read is stuck on a trickling upstream body, then the read ends and the server stops within the grace period, the job handed back', { timeout: 90_000 }, async () => {
-    const dataDir = tempDataDir();
-    const { secret } = await seedUserOnDisk(dataDir, 100);
-    const child = await startServerChild({
-      ...LOOPBACK_FETCH,
-      DATA_DIR: dataDir,
-      IMAGE_UPSTREAM_URL: images.url,
-      IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
-      IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
-      IMAGE_UPSTREAM_IDEMPOTENT: 'true',
-      WORKER_POLL_MS: '20',
-      REMOTE_ATTEMPT_TIMEOUT_SECONDS: '3600',
-      REMOTE_DEADLINE_SECONDS: '3600',
-      SHUTDOWN_GRACE_SECONDS: '2',
-    });
-    try {
-      const calls = () => images.requests.filter((q) => q.path === '/v1/images/generations').length;
-      const before = calls();
-      images.fail('POST /v1/images/generations', { stream: { status: 500, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', chunkBytes: 1, intervalMs: 500 } });
-      const post = await fetch(`${child.url}${IMAGE}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': newKey('stuck') },
-        body: JSON.stringify({ model: 'gemforge-image-1', prompt: 'a stuck read', parameters: { resolution: '512' } }),
+  it(
+    'when the server gets SIGTERM while a read is stuck on a trickling upstream body, then the read ends and the server stops within the grace period, the job handed back',
+    { timeout: 90_000 },
+    async () => {
+      const dataDir = tempDataDir();
+      const { secret } = await seedUserOnDisk(dataDir, 100);
+      const child = await startServerChild({
+        ...LOOPBACK_FETCH,
+        DATA_DIR: dataDir,
+        IMAGE_UPSTREAM_URL: images.url,
+        IMAGE_UPSTREAM_API_KEY: UPSTREAM_KEY,
+        IMAGE_UPSTREAM_MODELS: 'gemforge-image-1=gpt-image-1',
+        IMAGE_UPSTREAM_IDEMPOTENT: 'true',
+        WORKER_POLL_MS: '20',
+        REMOTE_ATTEMPT_TIMEOUT_SECONDS: '3600',
+        REMOTE_DEADLINE_SECONDS: '3600',
+        SHUTDOWN_GRACE_SECONDS: '2',
       });
-      assert.equal(post.status, 202);
-      await until('the upstream is called', () => calls() > before, 15_000);
-      const how = await child.kill('SIGTERM');
-      assert.equal(how, 0, 'a clean exit');
-      assert.ok(child.logs.some((l) => l.msg === 'job handed back to the queue at stop'), 'the job is handed back for the next start');
-    } finally {
-      await child.kill('SIGKILL');
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    }
-  });
+      try {
+        const calls = () => images.requests.filter((q) => q.path === '/v1/images/generations').length;
+        const before = calls();
+        images.fail('POST /v1/images/generations', {
+          stream: { status: 500, contentType: 'application/json', prefix: '{"error":{"message":"', fill: 'x', chunkBytes: 1, intervalMs: 500 },
+        });
+        const post = await fetch(`${child.url}${IMAGE}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'idempotency-key': newKey('stuck') },
+          body: JSON.stringify({ model: 'gemforge-image-1', prompt: 'a stuck read', parameters: { resolution: '512' } }),
+        });
+        assert.equal(post.status, 202);
+        await until('the upstream is called', () => calls() > before, 15_000);
+        const how = await child.kill('SIGTERM');
+        assert.equal(how, 0, 'a clean exit');
+        assert.ok(
+          child.logs.some((l) => l.msg === 'job handed back to the queue at stop'),
+          'the job is handed back for the next start',
+        );
+      } finally {
+        await child.kill('SIGKILL');
+        fs.rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+  );
 });
 
 describe('remote providers: exactly once when a gateway answers 5xx after the work was done', () => {
@@ -879,11 +1108,23 @@ describe('remote providers: exactly once when a gateway answers 5xx after the wo
 
   it('when the speech upstream makes the audio and a gateway answers 502, then it is not asked again: the task held, nothing charged', async () => {
     const fake = await startFakeOpenAiSpeech({});
-    const t = await startTestServer({ env: { SPEECH_UPSTREAM_URL: fake.url, SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts', SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`, WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({
+      env: {
+        SPEECH_UPSTREAM_URL: fake.url,
+        SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
+        SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`,
+        WORKER_POLL_MS: '20',
+      },
+    });
     try {
       const u = await t.user({ gems: 100 });
       fake.fail('POST /v1/audio/speech', { status: 502, afterWork: true });
-      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Said once, answered 502.', parameters: { voiceProfileId: SAWYER } });
+      const r = await submit(t, u.secret, AUDIO, {
+        model: 'gemforge-speech-1',
+        operation: 'speech',
+        prompt: 'Said once, answered 502.',
+        parameters: { voiceProfileId: SAWYER },
+      });
       await heldJob(t, r.body.task.id);
       assert.equal(fake.requests.filter((q) => q.path === '/v1/audio/speech').length, 1, 'one upstream synthesis for the slot');
       assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
@@ -897,7 +1138,11 @@ describe('remote providers: exactly once when a gateway answers 5xx after the wo
     await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 502, afterWork: true });
-      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'created then lost', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const r = await submit(t, u.secret, VIDEO, {
+        model: 'gemforge-video-1',
+        prompt: 'created then lost',
+        parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' },
+      });
       await heldJob(t, r.body.task.id);
       assert.equal(fake.predictions().length, 1, 'one prediction upstream for the slot');
       assert.equal(await charges(t, u.accountId), 0, 'no Gem charged for an undelivered output');
@@ -908,7 +1153,11 @@ describe('remote providers: exactly once when a gateway answers 5xx after the wo
     await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 502, afterWork: true, echo: true });
-      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'created, answered 502 with its id', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const r = await submit(t, u.secret, VIDEO, {
+        model: 'gemforge-video-1',
+        prompt: 'created, answered 502 with its id',
+        parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' },
+      });
       const task = await waitForTask(t, u.secret, r.body.task.id);
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
       assert.equal(fake.predictions().length, 1);
@@ -921,7 +1170,11 @@ describe('remote providers: exactly once when a gateway answers 5xx after the wo
     await withReplicate({ processingMs: 200 }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       fake.fail('POST /v1/models/{owner}/{name}/predictions', { status: 503 });
-      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'resent once', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' } });
+      const r = await submit(t, u.secret, VIDEO, {
+        model: 'gemforge-video-1',
+        prompt: 'resent once',
+        parameters: { mode: 'text-to-video', duration: 2, resolution: '480p' },
+      });
       const task = await waitForTask(t, u.secret, r.body.task.id);
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
       assert.equal(fake.predictions().length, 1, 'a 503 created nothing; the resend created one');
@@ -963,23 +1216,27 @@ describe('remote providers: prediction reads', () => {
 
   it('when several predictions on one deployment are polled at once, then the reads share one process-wide pace within REPLICATE_READS_PER_MINUTE and every output is delivered', async () => {
     // 120 a minute: 2 a second, a burst of 2; each job alone would poll every 10 ms.
-    await withReplicate({ processingMs: 1500 }, { REPLICATE_POLL_MS: '10', REPLICATE_READS_PER_MINUTE: '120', REMOTE_DEADLINE_SECONDS: '60' }, async (fake, t) => {
-      const u = await t.user({ gems: 1000 });
-      const started = Date.now();
-      const submitted = await Promise.all([
-        submit(t, u.secret, VIDEO, video('paced read one')),
-        submit(t, u.secret, VIDEO, video('paced read two')),
-        submit(t, u.secret, VIDEO, video('paced read three')),
-      ]);
-      const tasks = await Promise.all(submitted.map((r) => waitForTask(t, u.secret, r.body.task.id)));
-      const elapsedMs = Date.now() - started;
-      for (const task of tasks) assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
-      assert.equal(fake.predictions().length, 3);
-      const reads = fake.requests.filter((q) => q.path.startsWith('/v1/predictions/')).length;
-      // An upper bound from the time the run really took: the bucket's burst plus its refill.
-      const allowed = 2 + Math.ceil((elapsedMs / 60_000) * 120) + 1;
-      assert.ok(reads <= allowed, `${reads} reads in ${elapsedMs} ms; the pace allows ${allowed}`);
-    });
+    await withReplicate(
+      { processingMs: 1500 },
+      { REPLICATE_POLL_MS: '10', REPLICATE_READS_PER_MINUTE: '120', REMOTE_DEADLINE_SECONDS: '60' },
+      async (fake, t) => {
+        const u = await t.user({ gems: 1000 });
+        const started = Date.now();
+        const submitted = await Promise.all([
+          submit(t, u.secret, VIDEO, video('paced read one')),
+          submit(t, u.secret, VIDEO, video('paced read two')),
+          submit(t, u.secret, VIDEO, video('paced read three')),
+        ]);
+        const tasks = await Promise.all(submitted.map((r) => waitForTask(t, u.secret, r.body.task.id)));
+        const elapsedMs = Date.now() - started;
+        for (const task of tasks) assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+        assert.equal(fake.predictions().length, 3);
+        const reads = fake.requests.filter((q) => q.path.startsWith('/v1/predictions/')).length;
+        // An upper bound from the time the run really took: the bucket's burst plus its refill.
+        const allowed = 2 + Math.ceil((elapsedMs / 60_000) * 120) + 1;
+        assert.ok(reads <= allowed, `${reads} reads in ${elapsedMs} ms; the pace allows ${allowed}`);
+      },
+    );
   });
 
   it('when a slot is given up after its prediction was created (a refused read), then the prediction is cancelled upstream, nothing charged', async () => {
@@ -1015,33 +1272,54 @@ describe('remote providers: prediction reads', () => {
 
   it('when PUBLIC_BASE_URL is set and the mapping carries {sourceImage}, then image-to-video goes upstream with a signed link to the asset, which serves its bytes', async () => {
     const base = 'https://gemforge.example';
-    await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}', duration: '{duration}' } }, { PUBLIC_BASE_URL: base }, async (fake, t) => {
-      const u = await t.user({ gems: 1000 });
-      const png = await imageFixture('png', 64, 48);
-      const source = await uploadAsset(t, u.secret, png, 'image/png');
-      const caps = (await (await t.call('GET', '/api/generate/models', { key: u.secret })).json()) as { models: Array<{ id: string; capabilities: Record<string, unknown> }> };
-      assert.ok((caps.models.find((m) => m.id === 'gemforge-video-1')!.capabilities.modes as string[]).includes('image-to-video'), 'listed: the source image is carried');
-      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
-      assert.equal(r.status, 202, JSON.stringify(r.body));
-      const task = await waitForTask(t, u.secret, r.body.task.id);
-      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
-      const input = fake.predictions()[0]!.input as Record<string, unknown>;
-      assert.match(String(input.image), new RegExp(`^${base}/files/${source}\\?expires=\\d+&sig=[0-9a-f]{64}$`));
-      const served = await fetch(String(input.image).replace(base, t.url));
-      assert.equal(served.status, 200);
-      const meta = await sharp(Buffer.from(await served.arrayBuffer())).metadata();
-      assert.deepEqual([served.headers.get('content-type'), meta.width, meta.height], ['image/png', 64, 48], 'the link serves the asset');
-      const withEnd = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'from here to there', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source, endFrame: source } });
-      assert.equal(withEnd.status, 422, 'a field the mapping does not carry is refused, never dropped');
-      assert.match(withEnd.body.error.message, /not given endFrame/);
-    });
+    await withVideoMapping(
+      { model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}', duration: '{duration}' } },
+      { PUBLIC_BASE_URL: base },
+      async (fake, t) => {
+        const u = await t.user({ gems: 1000 });
+        const png = await imageFixture('png', 64, 48);
+        const source = await uploadAsset(t, u.secret, png, 'image/png');
+        const caps = (await (await t.call('GET', '/api/generate/models', { key: u.secret })).json()) as {
+          models: Array<{ id: string; capabilities: Record<string, unknown> }>;
+        };
+        assert.ok(
+          (caps.models.find((m) => m.id === 'gemforge-video-1')!.capabilities.modes as string[]).includes('image-to-video'),
+          'listed: the source image is carried',
+        );
+        const r = await submit(t, u.secret, VIDEO, {
+          model: 'gemforge-video-1',
+          prompt: 'animate this',
+          parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source },
+        });
+        assert.equal(r.status, 202, JSON.stringify(r.body));
+        const task = await waitForTask(t, u.secret, r.body.task.id);
+        assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+        const input = fake.predictions()[0]!.input as Record<string, unknown>;
+        assert.match(String(input.image), new RegExp(`^${base}/files/${source}\\?expires=\\d+&sig=[0-9a-f]{64}$`));
+        const served = await fetch(String(input.image).replace(base, t.url));
+        assert.equal(served.status, 200);
+        const meta = await sharp(Buffer.from(await served.arrayBuffer())).metadata();
+        assert.deepEqual([served.headers.get('content-type'), meta.width, meta.height], ['image/png', 64, 48], 'the link serves the asset');
+        const withEnd = await submit(t, u.secret, VIDEO, {
+          model: 'gemforge-video-1',
+          prompt: 'from here to there',
+          parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source, endFrame: source },
+        });
+        assert.equal(withEnd.status, 422, 'a field the mapping does not carry is refused, never dropped');
+        assert.match(withEnd.body.error.message, /not given endFrame/);
+      },
+    );
   });
 
   it('when PUBLIC_BASE_URL is unset, then even a mapping that carries {sourceImage} refuses image-to-video with 422 before anything is reserved', async () => {
     await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', image: '{sourceImage}' } }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
-      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      const r = await submit(t, u.secret, VIDEO, {
+        model: 'gemforge-video-1',
+        prompt: 'animate this',
+        parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source },
+      });
       assert.equal(r.status, 422, JSON.stringify(r.body));
       assert.match(r.body.error.message, /without PUBLIC_BASE_URL/);
       assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
@@ -1053,7 +1331,11 @@ describe('remote providers: prediction reads', () => {
     await withReplicate({ processingMs: 100 }, {}, async (fake, t) => {
       const u = await t.user({ gems: 1000 });
       const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
-      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      const r = await submit(t, u.secret, VIDEO, {
+        model: 'gemforge-video-1',
+        prompt: 'animate this',
+        parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source },
+      });
       assert.equal(r.status, 422, JSON.stringify(r.body));
       assert.equal(r.body.error.code, 'INVALID_REQUEST');
       assert.match(r.body.error.message, /sourceImage/);
@@ -1063,25 +1345,41 @@ describe('remote providers: prediction reads', () => {
   });
 });
 
-describe('remote providers: the upstreams\' dialects', () => {
+describe("remote providers: the upstreams' dialects", () => {
   it('when a dall-e-2 model edits an image, then the source is sent as `image`, the one field dall-e-2 takes', async () => {
     await withImageUpstream('gemforge-image-1=dall-e-2', {}, async (fake, t) => {
       const u = await t.user({ gems: 100 });
       const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 64), 'image/png');
-      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'make it snow', parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
+      const r = await submit(t, u.secret, IMAGE, {
+        model: 'gemforge-image-1',
+        prompt: 'make it snow',
+        parameters: { ratio: '1:1', resolution: '512', sourceImage: source },
+      });
       const task = await waitForTask(t, u.secret, r.body.task.id);
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
       const edit = fake.requests.find((q) => q.path === '/v1/images/edits')!;
-      assert.deepEqual(edit.form!.files.map((f) => f.name), ['image']);
-      const two = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'merge', referenceAssetIds: [source], parameters: { ratio: '1:1', resolution: '512', sourceImage: source } });
+      assert.deepEqual(
+        edit.form!.files.map((f) => f.name),
+        ['image'],
+      );
+      const two = await submit(t, u.secret, IMAGE, {
+        model: 'gemforge-image-1',
+        prompt: 'merge',
+        referenceAssetIds: [source],
+        parameters: { ratio: '1:1', resolution: '512', sourceImage: source },
+      });
       assert.equal(two.status, 422, 'dall-e-2 edits one image');
     });
   });
 
-  it('when the style and negative prompt written into the prompt pass the upstream model\'s limit, then 422 at submission, not an upstream 400 after a 202', async () => {
+  it("when the style and negative prompt written into the prompt pass the upstream model's limit, then 422 at submission, not an upstream 400 after a 202", async () => {
     await withImageUpstream('gemforge-image-1=dall-e-3', {}, async (fake, t) => {
       const u = await t.user({ gems: 100 });
-      const r = await submit(t, u.secret, IMAGE, { model: 'gemforge-image-1', prompt: 'x'.repeat(3990), parameters: { resolution: '1024', negativePrompt: 'people and cars', style: 'watercolor' } });
+      const r = await submit(t, u.secret, IMAGE, {
+        model: 'gemforge-image-1',
+        prompt: 'x'.repeat(3990),
+        parameters: { resolution: '1024', negativePrompt: 'people and cars', style: 'watercolor' },
+      });
       assert.equal(r.status, 422, JSON.stringify(r.body));
       assert.match(r.body.error.message, /prompt with its style and negative prompt/);
       assert.equal(await balanceOf(t, u.accountId), 100, 'nothing reserved');
@@ -1105,10 +1403,23 @@ describe('remote providers: the upstreams\' dialects', () => {
     const fake = await startFakeOpenAiSpeech({});
     const dir = tempDataDir();
     const catalog = catalogWith(dir, { 'gemforge-speech-1': (m) => ((m.capabilities as Record<string, unknown>).outputFormat = 'audio/aac') });
-    const t = await startTestServer({ env: { CATALOG_PATH: catalog, SPEECH_UPSTREAM_URL: fake.url, SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts', SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`, WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({
+      env: {
+        CATALOG_PATH: catalog,
+        SPEECH_UPSTREAM_URL: fake.url,
+        SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
+        SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`,
+        WORKER_POLL_MS: '20',
+      },
+    });
     try {
       const u = await t.user({ gems: 100 });
-      const r = await submit(t, u.secret, AUDIO, { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Louder, in AAC please.', parameters: { voiceProfileId: SAWYER, volume: 6 } });
+      const r = await submit(t, u.secret, AUDIO, {
+        model: 'gemforge-speech-1',
+        operation: 'speech',
+        prompt: 'Louder, in AAC please.',
+        parameters: { voiceProfileId: SAWYER, volume: 6 },
+      });
       assert.equal(r.status, 202, JSON.stringify(r.body));
       const task = await waitForTask(t, u.secret, r.body.task.id);
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
@@ -1125,36 +1436,64 @@ describe('remote providers: the upstreams\' dialects', () => {
 describe('remote providers: discovery shows what the upstream can do', () => {
   /** The discovery entry of `id`. */
   async function listed(t: TestServer, key: string, id: string): Promise<Record<string, unknown>> {
-    const { models } = (await (await t.call('GET', '/api/generate/models', { key })).json()) as { models: Array<{ id: string; capabilities: Record<string, unknown> }> };
+    const { models } = (await (await t.call('GET', '/api/generate/models', { key })).json()) as {
+      models: Array<{ id: string; capabilities: Record<string, unknown> }>;
+    };
     return models.find((m) => m.id === id)!.capabilities;
   }
 
-  it('when a prediction model\'s mapping lists the ratios and durations its upstream takes, then discovery lists only those and no source media, and another ratio is refused at submission before anything is reserved', async () => {
-    await withVideoMapping({ model: 'acme/video-gen', input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }, accepts: { ratio: ['16:9', '9:16', '21:9'], duration: [2, 4, 5] } }, {}, async (fake, t) => {
-      const u = await t.user({ gems: 1000 });
-      const caps = await listed(t, u.secret, 'gemforge-video-1');
-      assert.deepEqual(caps.aspectRatios, ['16:9', '9:16'], 'what both the catalog and the upstream take');
-      assert.deepEqual(caps.durations, [2, 4]);
-      assert.deepEqual(caps.modes, ['text-to-video'], 'a mapped model is given no source image');
-      assert.deepEqual([caps.maxReferenceImages, caps.maxReferenceVideos, caps.endFrame], [0, 0, false]);
-      const square = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a square video', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '1:1' } });
-      assert.equal(square.status, 422, JSON.stringify(square.body));
-      assert.match(square.body.error.message, /parameters\.ratio "1:1" is not available for this model \(its upstream takes 16:9, 9:16, 21:9\)/);
-      assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
-      assert.equal(fake.predictions().length, 0, 'nothing sent upstream');
-      const wide = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a wide video', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '9:16' } });
-      assert.equal(wide.status, 202, JSON.stringify(wide.body));
-      assert.equal((await waitForTask(t, u.secret, wide.body.task.id)).status, 'succeeded');
-      assert.deepEqual(fake.predictions()[0]!.input, { prompt: 'a wide video', aspect_ratio: '9:16', duration: 2 });
-    });
+  it("when a prediction model's mapping lists the ratios and durations its upstream takes, then discovery lists only those and no source media, and another ratio is refused at submission before anything is reserved", async () => {
+    await withVideoMapping(
+      {
+        model: 'acme/video-gen',
+        input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' },
+        accepts: { ratio: ['16:9', '9:16', '21:9'], duration: [2, 4, 5] },
+      },
+      {},
+      async (fake, t) => {
+        const u = await t.user({ gems: 1000 });
+        const caps = await listed(t, u.secret, 'gemforge-video-1');
+        assert.deepEqual(caps.aspectRatios, ['16:9', '9:16'], 'what both the catalog and the upstream take');
+        assert.deepEqual(caps.durations, [2, 4]);
+        assert.deepEqual(caps.modes, ['text-to-video'], 'a mapped model is given no source image');
+        assert.deepEqual([caps.maxReferenceImages, caps.maxReferenceVideos, caps.endFrame], [0, 0, false]);
+        const square = await submit(t, u.secret, VIDEO, {
+          model: 'gemforge-video-1',
+          prompt: 'a square video',
+          parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '1:1' },
+        });
+        assert.equal(square.status, 422, JSON.stringify(square.body));
+        assert.match(square.body.error.message, /parameters\.ratio "1:1" is not available for this model \(its upstream takes 16:9, 9:16, 21:9\)/);
+        assert.equal(await ledger.balanceOf(t.db, u.accountId), 1000, 'nothing reserved');
+        assert.equal(fake.predictions().length, 0, 'nothing sent upstream');
+        const wide = await submit(t, u.secret, VIDEO, {
+          model: 'gemforge-video-1',
+          prompt: 'a wide video',
+          parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '9:16' },
+        });
+        assert.equal(wide.status, 202, JSON.stringify(wide.body));
+        assert.equal((await waitForTask(t, u.secret, wide.body.task.id)).status, 'succeeded');
+        assert.deepEqual(fake.predictions()[0]!.input, { prompt: 'a wide video', aspect_ratio: '9:16', duration: 2 });
+      },
+    );
   });
 
-  it('when a mapping\'s table of what its upstream takes does not fit the catalog, then the start is refused naming the mismatch', () => {
+  it("when a mapping's table of what its upstream takes does not fit the catalog, then the start is refused naming the mismatch", () => {
     const listedVideo = { aspectRatios: ['16:9', '9:16', '1:1'], defaultRatio: '16:9', durations: [2, 4, 6, 8], defaultDuration: 4 };
-    const entry = (accepts: unknown, input: Record<string, unknown> = { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }) => ({ model: 'acme/video-gen', input, accepts });
-    assert.throws(() => parseReplicateEntry(entry({ ratio: ['4:5'] }), 'video', 'm', listedVideo), /m: replicate\.accepts\.ratio \(4:5\) shares no value with the catalog's aspectRatios \(16:9, 9:16, 1:1\)/);
+    const entry = (accepts: unknown, input: Record<string, unknown> = { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' }) => ({
+      model: 'acme/video-gen',
+      input,
+      accepts,
+    });
+    assert.throws(
+      () => parseReplicateEntry(entry({ ratio: ['4:5'] }), 'video', 'm', listedVideo),
+      /m: replicate\.accepts\.ratio \(4:5\) shares no value with the catalog's aspectRatios \(16:9, 9:16, 1:1\)/,
+    );
     assert.throws(() => parseReplicateEntry(entry({ ratio: ['9:16'] }), 'video', 'm', listedVideo), /does not take the catalog's defaultRatio 16:9/);
-    assert.throws(() => parseReplicateEntry(entry({ resolution: ['720p'] }), 'video', 'm', listedVideo), /replicate\.accepts\.resolution names a field the mapping's input does not carry/);
+    assert.throws(
+      () => parseReplicateEntry(entry({ resolution: ['720p'] }), 'video', 'm', listedVideo),
+      /replicate\.accepts\.resolution names a field the mapping's input does not carry/,
+    );
     assert.throws(() => parseReplicateEntry(entry({ seed: [1] }), 'video', 'm', listedVideo), /not a field whose values discovery lists/);
     assert.throws(() => parseReplicateEntry(entry({ ratio: [] }), 'video', 'm', listedVideo), /non-empty list/);
     assert.throws(() => parseReplicateEntry(entry(undefined, { prompt: '{prompt}' }), 'image', 'm', { sourceImage: 'required' }), /sourceImage as required/);
@@ -1225,10 +1564,16 @@ describe('remote providers: fal queue video', () => {
         m.fal = { model: 'fal-ai/wan-t2v', input: { prompt: '{prompt}', aspect_ratio: '{ratio}', duration: '{duration}' } };
       },
     });
-    const t = await startTestServer({ env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, FAL_QUEUE_URL: fake.url, FAL_KEY: UPSTREAM_KEY, FAL_POLL_MS: '50', WORKER_POLL_MS: '20' } });
+    const t = await startTestServer({
+      env: { ...LOOPBACK_FETCH, CATALOG_PATH: catalog, FAL_QUEUE_URL: fake.url, FAL_KEY: UPSTREAM_KEY, FAL_POLL_MS: '50', WORKER_POLL_MS: '20' },
+    });
     try {
       const u = await t.user({ gems: 1000 });
-      const r = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'a queued clip', parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '16:9' } });
+      const r = await submit(t, u.secret, VIDEO, {
+        model: 'gemforge-video-1',
+        prompt: 'a queued clip',
+        parameters: { mode: 'text-to-video', duration: 2, resolution: '480p', ratio: '16:9' },
+      });
       const task = await waitForTask(t, u.secret, r.body.task.id);
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
       assert.equal((await download(task.outputs[0]!.asset!.url)).type, 'video/mp4');
@@ -1236,7 +1581,11 @@ describe('remote providers: fal queue video', () => {
       assert.deepEqual(fake.submitted()[0]!.input, { prompt: 'a queued clip', aspect_ratio: '16:9', duration: 2 });
       assert.equal(fake.requests[0]!.headers.authorization, `Key ${UPSTREAM_KEY}`);
       const source = await uploadAsset(t, u.secret, await imageFixture('png', 64, 48), 'image/png');
-      const i2v = await submit(t, u.secret, VIDEO, { model: 'gemforge-video-1', prompt: 'animate this', parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source } });
+      const i2v = await submit(t, u.secret, VIDEO, {
+        model: 'gemforge-video-1',
+        prompt: 'animate this',
+        parameters: { mode: 'image-to-video', duration: 2, resolution: '480p', sourceImage: source },
+      });
       assert.equal(i2v.status, 422);
       assert.match(i2v.body.error.message, /sourceImage/);
       assert.equal(fake.submitted().length, 1, 'nothing sent upstream');

@@ -40,7 +40,10 @@ describe('runtime', () => {
       const db = await new Promise<sqlite3.Database>((resolve, reject) => {
         const d = new sqlite3.Database(path.join(dir, 'x.sqlite'), (e) => (e ? reject(e) : resolve(d)));
       });
-      const get = (sql: string) => new Promise<Record<string, unknown>>((resolve, reject) => db.get(sql, (e: Error | null, row: Record<string, unknown>) => (e ? reject(e) : resolve(row))));
+      const get = (sql: string) =>
+        new Promise<Record<string, unknown>>((resolve, reject) =>
+          db.get(sql, (e: Error | null, row: Record<string, unknown>) => (e ? reject(e) : resolve(row))),
+        );
       assert.equal((await get('PRAGMA journal_mode = WAL')).journal_mode, 'wal');
       assert.match(String((await get('SELECT sqlite_version() AS v')).v), /^3\.\d+/);
       assert.equal((await get('SELECT 6 * 7 AS n')).n, 42);
@@ -51,7 +54,9 @@ describe('runtime', () => {
   });
 
   it('when sharp is loaded under this Node, then it encodes a PNG and reads it back', async () => {
-    const png = await sharp({ create: { width: 3, height: 2, channels: 3, background: { r: 255, g: 0, b: 0 } } }).png().toBuffer();
+    const png = await sharp({ create: { width: 3, height: 2, channels: 3, background: { r: 255, g: 0, b: 0 } } })
+      .png()
+      .toBuffer();
     assert.deepEqual([...png.subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
     const { data, info } = await sharp(png).raw().toBuffer({ resolveWithObject: true });
     assert.equal(info.width, 3);
@@ -59,14 +64,14 @@ describe('runtime', () => {
     assert.deepEqual([...data.subarray(0, 3)], [255, 0, 0]);
   });
 
-  it('when npm start (the compiled server) or the multi-instance demo starts the server, then its Node gets the server\'s V8 flags', () => {
+  it("when npm start (the compiled server) or the multi-instance demo starts the server, then its Node gets the server's V8 flags", () => {
     const flags = SERVER_NODE_FLAGS.join(' ');
     assert.equal(pkg.scripts.start, `node scripts/build.mjs --if-stale && exec node ${flags} dist/server.mjs`);
     const demo = fs.readFileSync(path.join(root, 'scripts/demo-multi.sh'), 'utf8');
     assert.match(demo, new RegExp(`"\\$NODE" ${flags} --import tsx server/main\\.ts`));
   });
 
-  it('when Node runs with the server\'s V8 flags, then the young generation stays within two 32 MiB semi-spaces', () => {
+  it("when Node runs with the server's V8 flags, then the young generation stays within two 32 MiB semi-spaces", () => {
     // Allocates ~200 MB of short-lived objects with a survivor set, which grows the young generation to its limit.
     const code = `let keep = []; for (let i = 0; i < 3e6; i++) { keep.push({ i }); if (keep.length > 1e6) keep = []; }
       const space = require('node:v8').getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');

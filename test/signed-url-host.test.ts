@@ -123,7 +123,10 @@ describe('response validation of signed URLs', () => {
       const { secret } = await s.user();
       const made = await submit(s, secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk' });
       assert.equal(made.status, 202, 'no output yet, so no URL');
-      await until('the task to succeed', async () => ((await s.db('tasks').where({ id: made.body.task.id }).first()) as { status: string }).status === 'succeeded');
+      await until(
+        'the task to succeed',
+        async () => ((await s.db('tasks').where({ id: made.body.task.id }).first()) as { status: string }).status === 'succeeded',
+      );
       const res = await s.call('GET', `/api/generate/tasks/${made.body.task.id}`, { key: secret });
       const text = await res.text();
       assert.equal(res.status, 503, text);
@@ -146,12 +149,15 @@ describe('URI authorities', () => {
   it('when any string is the Host, then the base URL parses as a URL whose host is that allowed name or the listen address', () => {
     const base = baseUrlFor({ host: '0.0.0.0', publicBaseUrl: undefined, allowedHosts: ['*'] });
     fc.assert(
-      fc.property(fc.oneof(fc.string(), fc.stringMatching(/^[a-z0-9.:[\]@"%-]{0,30}$/), fc.stringMatching(/^[a-z0-9]{1,3}(\.[a-z0-9x]{1,4}){0,4}(:[0-9]{1,5})?$/)), (host) => {
-        const url = new URL(`${base(fakeRequest(host))}/files/x`);
-        const parsed = parseAuthority(host);
-        if (parsed) assert.equal(url.hostname, parsed.name);
-        else assert.equal(url.host, '10.1.2.3:8080');
-      }),
+      fc.property(
+        fc.oneof(fc.string(), fc.stringMatching(/^[a-z0-9.:[\]@"%-]{0,30}$/), fc.stringMatching(/^[a-z0-9]{1,3}(\.[a-z0-9x]{1,4}){0,4}(:[0-9]{1,5})?$/)),
+        (host) => {
+          const url = new URL(`${base(fakeRequest(host))}/files/x`);
+          const parsed = parseAuthority(host);
+          if (parsed) assert.equal(url.hostname, parsed.name);
+          else assert.equal(url.host, '10.1.2.3:8080');
+        },
+      ),
       { numRuns: 20_000 },
     );
   });

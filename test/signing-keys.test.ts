@@ -56,7 +56,11 @@ describe('URL-signing keys', () => {
     const rotated = createSigner({ current: parseSecret(SECRET_B, 'S'), previous: [parseSecret(SECRET_A, 'S')] }, 60);
     const stranger = createSigner(parseSecret('c'.repeat(64), 'S'), 60);
     const query = (url: string) => new URL(url).searchParams;
-    for (const [signer, expected] of [[oldSigner, 'ok'], [rotated, 'ok'], [stranger, 'invalid']] as const) {
+    for (const [signer, expected] of [
+      [oldSigner, 'ok'],
+      [rotated, 'ok'],
+      [stranger, 'invalid'],
+    ] as const) {
       const q = query(signer.sign('http://h', 'asset_1', now));
       assert.equal(rotated.verify('asset_1', q.get('expires')!, q.get('sig')!, now), expected);
     }
@@ -132,10 +136,15 @@ describe('URL-signing keys', () => {
       assert.equal(rows.length, 2);
       assert.ok(rows[0].retired_at && !rows[1].retired_at);
       assert.ok(!signedWith(rows[1].secret, oldUrl));
-      const newUrl = await until('the server signs with the rotated key', async () => {
-        const url = await outputUrl(s);
-        return signedWith(rows[1].secret, url) && url;
-      }, 15_000, 250);
+      const newUrl = await until(
+        'the server signs with the rotated key',
+        async () => {
+          const url = await outputUrl(s);
+          return signedWith(rows[1].secret, url) && url;
+        },
+        15_000,
+        250,
+      );
       assert.equal(await statusOf(newUrl), 200);
       assert.equal(await statusOf(oldUrl), 200, 'a link signed before the rotation still opens');
     } finally {
@@ -143,29 +152,43 @@ describe('URL-signing keys', () => {
     }
   });
 
-  it('when two instances with their own data directories share one Postgres database, then each accepts the other’s links, before and after a rotation', { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' }, async () => {
-    const a = await startTestServer();
-    const shared = (await databaseUrlFor(a.dataDir))!;
-    // b has no worker: every output is made by a's, so its bytes are on a's disk.
-    const b = await startTestServer({ dataDir: tempDataDir(), env: { DATABASE_URL: shared, WORKER_ENABLED: 'false' } });
-    try {
-      // The signature holds on b (not 403); the bytes are still on a's disk until blobs leave DATA_DIR (an S3 store): 404.
-      const url = await outputUrl(a);
-      assert.equal(await statusOf(at(url, b.url)), 404);
-      const { rotateSigningKey } = await import('../server/storage/signing-keys.ts');
-      await rotateSigningKey(a.db, new Date().toISOString());
-      const current = (await a.db('signing_keys').whereNull('retired_at').first()) as { secret: string };
-      // Each instance re-reads the keys on its own timer (every 5 s): a signs with the new key, then b verifies it.
-      const rotated = await until('a signs with the new key', async () => {
-        const fresh = await outputUrl(a);
-        return signedWith(current.secret, fresh) && fresh;
-      }, 15_000, 250);
-      await until('b verifies links signed with the new key (404: its bytes are on a\'s disk; not 403)', async () => (await statusOf(at(rotated, b.url))) === 404, 15_000, 250);
-      assert.equal(await statusOf(at(url, b.url)), 404, 'and still the old ones');
-      assert.equal(await statusOf(url), 200);
-    } finally {
-      await b.close();
-      await a.close();
-    }
-  });
+  it(
+    'when two instances with their own data directories share one Postgres database, then each accepts the other’s links, before and after a rotation',
+    { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' },
+    async () => {
+      const a = await startTestServer();
+      const shared = (await databaseUrlFor(a.dataDir))!;
+      // b has no worker: every output is made by a's, so its bytes are on a's disk.
+      const b = await startTestServer({ dataDir: tempDataDir(), env: { DATABASE_URL: shared, WORKER_ENABLED: 'false' } });
+      try {
+        // The signature holds on b (not 403); the bytes are still on a's disk until blobs leave DATA_DIR (an S3 store): 404.
+        const url = await outputUrl(a);
+        assert.equal(await statusOf(at(url, b.url)), 404);
+        const { rotateSigningKey } = await import('../server/storage/signing-keys.ts');
+        await rotateSigningKey(a.db, new Date().toISOString());
+        const current = (await a.db('signing_keys').whereNull('retired_at').first()) as { secret: string };
+        // Each instance re-reads the keys on its own timer (every 5 s): a signs with the new key, then b verifies it.
+        const rotated = await until(
+          'a signs with the new key',
+          async () => {
+            const fresh = await outputUrl(a);
+            return signedWith(current.secret, fresh) && fresh;
+          },
+          15_000,
+          250,
+        );
+        await until(
+          "b verifies links signed with the new key (404: its bytes are on a's disk; not 403)",
+          async () => (await statusOf(at(rotated, b.url))) === 404,
+          15_000,
+          250,
+        );
+        assert.equal(await statusOf(at(url, b.url)), 404, 'and still the old ones');
+        assert.equal(await statusOf(url), 200);
+      } finally {
+        await b.close();
+        await a.close();
+      }
+    },
+  );
 });

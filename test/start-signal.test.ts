@@ -27,7 +27,11 @@ describe('npm start and SIGTERM', () => {
   it('when SIGTERM is sent to the npm start process, then the server drains and stops listening', async () => {
     const dir = tempDataDir();
     const port = await freePort();
-    const npm = spawn('npm', ['start', '--silent'], { cwd: ROOT, env: { ...process.env, DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const npm = spawn('npm', ['start', '--silent'], {
+      cwd: ROOT,
+      env: { ...process.env, DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let log = '';
     npm.stdout.on('data', (d: Buffer) => (log += d.toString()));
     const exited = new Promise<number | NodeJS.Signals | null>((resolve) => npm.once('exit', (code, signal) => resolve(signal ?? code)));

@@ -25,7 +25,11 @@ describe('statements per request', () => {
     // A task generated to the end by one server; then the one counted, without a polling worker.
     const generating = await startTestServer({ dataDir });
     user = await generating.user();
-    const sub = await submit(generating, user.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'a lighthouse', parameters: { outputCount: 2, resolution: '512' } });
+    const sub = await submit(generating, user.secret, '/api/generate/image', {
+      model: 'gemforge-image-1',
+      prompt: 'a lighthouse',
+      parameters: { outputCount: 2, resolution: '512' },
+    });
     assert.equal(sub.status, 202);
     const task = await waitForTask(generating, user.secret, sub.body.task.id);
     assert.equal(task.outputs.filter((o) => o.asset).length, 2);
@@ -65,7 +69,10 @@ describe('statements per request', () => {
       const read = await count(method, `/api/generate/tasks/${taskId}`, user.secret);
       assert.equal(read.status, 200);
       assert.equal(taskReads(read.statements).length, 1, read.statements.join('\n'));
-      assert.ok(keyReads(read.statements).every((q) => /accounts/.test(q)), 'the key comes with its account');
+      assert.ok(
+        keyReads(read.statements).every((q) => /accounts/.test(q)),
+        'the key comes with its account',
+      );
       assert.equal(read.statements.length, 1 + keyReads(read.statements).length, read.statements.join('\n'));
       assert.ok(keyReads(read.statements).length <= 1);
     }
@@ -82,7 +89,13 @@ describe('statements per request', () => {
     assert.equal(res.status, 202);
     assert.equal(answer.task.status, 'queued');
     assert.ok(answer.task.quotedGems > 0);
-    assert.deepEqual(answer.task.outputs.map((o) => [o.status, o.asset]), [['pending', null], ['pending', null]]);
+    assert.deepEqual(
+      answer.task.outputs.map((o) => [o.status, o.asset]),
+      [
+        ['pending', null],
+        ['pending', null],
+      ],
+    );
     const traced = statements.filter((q) => !/api_keys/.test(q)); // the key may have been read (cache expiry)
     // SQLite traces the statements a trigger runs as comments, inside the statement that fired it (no round trip of
     // their own): the job's insert makes its account's turn row (migration 017), one insert.
@@ -135,15 +148,24 @@ describe('statements per request', () => {
       };
     }
     try {
-      const res = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: rich.secret, body, headers: { 'idempotency-key': 'statements-chat-batched' } });
+      const res = await s.call('POST', '/api/generate/text/v1/chat/completions', {
+        key: rich.secret,
+        body,
+        headers: { 'idempotency-key': 'statements-chat-batched' },
+      });
       assert.equal(res.status, 200);
       await res.arrayBuffer();
       await settle();
     } finally {
       Object.assign(proto, originals);
     }
-    assert.ok(prepared.some((q) => /^update .reservations./i.test(q)), prepared.join('\n')); // the close of the hold, checked at once
-    const figures = prepared.filter((q) => /^update .(account_balances|key_balances).|^insert into .(ledger_entries|account_months|account_days|key_months)./i.test(q));
+    assert.ok(
+      prepared.some((q) => /^update .reservations./i.test(q)),
+      prepared.join('\n'),
+    ); // the close of the hold, checked at once
+    const figures = prepared.filter((q) =>
+      /^update .(account_balances|key_balances).|^insert into .(ledger_entries|account_months|account_days|key_months)./i.test(q),
+    );
     assert.deepEqual(figures, [], prepared.join('\n'));
   });
 

@@ -101,7 +101,12 @@ describe('access ends during an open text response', () => {
     const user = await s.user({ llmAllowance: 100 });
     const pending = post(user.secret, false);
     // The completion is admitted once its reservation exists; revoke then.
-    const row = await until('the completion admitted', async () => (await s.db('reservations').where({ account_id: user.accountId }).first()) as ReservationRow | undefined, 10_000, 20);
+    const row = await until(
+      'the completion admitted',
+      async () => (await s.db('reservations').where({ account_id: user.accountId }).first()) as ReservationRow | undefined,
+      10_000,
+      20,
+    );
     await accounts.revokeKey(s.db, clock, user.keyId);
     const e = await errorOf(await pending);
     assert.equal(e.status, 401);

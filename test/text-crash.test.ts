@@ -98,7 +98,10 @@ describe('text generation across a graceful shutdown', () => {
     const check = await openDb(await dbOptionsFor(dataDir));
     try {
       const records = await check('idempotency_records').whereIn('idem_key', ['drain-listening', 'drain-abandoned']).select('idem_key', 'state');
-      assert.deepEqual(records.map((r: { state: string }) => r.state), ['completed', 'completed']);
+      assert.deepEqual(
+        records.map((r: { state: string }) => r.state),
+        ['completed', 'completed'],
+      );
       assert.equal((await check('reservations').where({ state: 'held' })).length, 0, 'both reservations settled');
       assert.deepEqual((await verifyLedger(check)).problems, []);
     } finally {

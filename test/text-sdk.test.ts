@@ -21,10 +21,7 @@ describe('text generation through the openai SDK', () => {
   after(() => s.close());
 
   it('when the SDK creates a completion, then it parses a chat.completion with usage', async () => {
-    const c = await client.chat.completions.create(
-      { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Hello SDK' }], max_tokens: 200 },
-      idem(),
-    );
+    const c = await client.chat.completions.create({ model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Hello SDK' }], max_tokens: 200 }, idem());
     assert.equal(c.object, 'chat.completion');
     assert.match(c.choices[0].message.content ?? '', /Hello SDK/);
     assert.equal(c.choices[0].finish_reason, 'stop');

@@ -49,7 +49,8 @@ const chunk = (delta: Record<string, unknown>, finish: string | null = null, ext
   frame({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'fake-llama', choices: [{ index: 0, delta, finish_reason: finish }], ...extra });
 
 /** The last frame of a stream asked with `stream_options.include_usage`: no choices, the usage. */
-const usageChunk = (usage: Record<string, unknown>) => frame({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'fake-llama', choices: [], usage });
+const usageChunk = (usage: Record<string, unknown>) =>
+  frame({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'fake-llama', choices: [], usage });
 
 /** A JSON answer, held to the document's shape for its status (an error is its ErrorResponse). */
 function answer(res: http.ServerResponse, status: number, json: Record<string, unknown>, headers: Record<string, string> = {}): void {
@@ -94,7 +95,10 @@ function fakeUpstream(seen: Seen[]): http.Server {
       // guide says so in prose; the document cannot): refused as the API refuses it, and recorded.
       const refused = /^(o1|o3|o4|gpt-5)/.test(String(body.model)) && (['max_tokens', 'temperature', 'top_p'] as const).find((f) => body[f] !== undefined);
       if (refused) {
-        const message = refused === 'max_tokens' ? "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead." : `Unsupported parameter: '${refused}' is not supported with this model.`;
+        const message =
+          refused === 'max_tokens'
+            ? "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+            : `Unsupported parameter: '${refused}' is not supported with this model.`;
         violations.push(`request: ${message}`);
         answer(res, 400, apiError(message, 'invalid_request_error', refused, 'unsupported_parameter'));
         return;
@@ -103,7 +107,12 @@ function fakeUpstream(seen: Seen[]): http.Server {
       const once = mode === 'once-429' && !throttled.has(body.messages.at(-1)!.content) && throttled.add(body.messages.at(-1)!.content);
       if (['400', '429', '500', '502', '503'].includes(mode) || once) {
         const status = once ? 429 : Number(mode);
-        answer(res, status, apiError(`fake ${status}`, status === 429 ? 'rate_limit_exceeded' : status === 400 ? 'invalid_request_error' : 'server_error'), status === 429 ? { 'retry-after': '3' } : {});
+        answer(
+          res,
+          status,
+          apiError(`fake ${status}`, status === 429 ? 'rate_limit_exceeded' : status === 400 ? 'invalid_request_error' : 'server_error'),
+          status === 429 ? { 'retry-after': '3' } : {},
+        );
         return;
       }
       if (mode === 'huge-json') {
@@ -118,7 +127,10 @@ function fakeUpstream(seen: Seen[]): http.Server {
         // (an error mid-stream is not in the document, but upstreams send one; the adapter must survive it).
         const usage = { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 };
         if (mode === 'huge-event') res.write(chunk({ content: 'y'.repeat(2 * 1024 * 1024) }, 'stop', { usage }));
-        else res.write(`data: ${JSON.stringify(apiError(`Incorrect API key provided: ${req.headers.authorization}; key ${req.headers.authorization?.slice(7)}`, 'invalid_request_error'))}\n\n`);
+        else
+          res.write(
+            `data: ${JSON.stringify(apiError(`Incorrect API key provided: ${req.headers.authorization}; key ${req.headers.authorization?.slice(7)}`, 'invalid_request_error'))}\n\n`,
+          );
         res.end('data: [DONE]\n\n');
         return;
       }
@@ -141,7 +153,15 @@ function fakeUpstream(seen: Seen[]): http.Server {
       if (mode === 'reasoning') {
         // As OpenAI bills a reasoning model: the hidden reasoning counted inside completion_tokens, broken out in its details.
         const details = { reasoning_tokens: 200, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 };
-        res.write(usageChunk({ prompt_tokens: 11, completion_tokens: 203, total_tokens: 214, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: details }));
+        res.write(
+          usageChunk({
+            prompt_tokens: 11,
+            completion_tokens: 203,
+            total_tokens: 214,
+            prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+            completion_tokens_details: details,
+          }),
+        );
       }
       if (mode === 'huge-usage') res.write(usageChunk({ prompt_tokens: 5_000_000, completion_tokens: 5_000_000, total_tokens: 10_000_000 }));
       if (mode === 'late-end') {
@@ -386,7 +406,15 @@ describe('text generation through a reasoning model upstream', () => {
 
   it('when a text model mapped to o3-mini is streamed with a JSON response format, then it completes within the published contract and the reservation settles on the billed usage', async () => {
     const u = await s.user({ llmAllowance: 1000 });
-    const body = { model: 'gemforge-text-1', messages: [{ role: 'system', content: 'Answer in JSON.' }, { role: 'user', content: 'mode:reasoning think' }], stream: true, response_format: { type: 'json_object' } };
+    const body = {
+      model: 'gemforge-text-1',
+      messages: [
+        { role: 'system', content: 'Answer in JSON.' },
+        { role: 'user', content: 'mode:reasoning think' },
+      ],
+      stream: true,
+      response_format: { type: 'json_object' },
+    };
     const r = await readStream(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': newKey() } }));
     assert.equal(r.done, true);
     assert.equal(r.content, 'Hello from upstream');
@@ -417,11 +445,21 @@ describe('text generation with an unreachable upstream', () => {
     const e = await errorOf(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': k } }));
     assert.deepEqual([e.status, e.code], [503, 'PROVIDER_UNAVAILABLE']);
     const rows = (await s.db('reservations').where({ account_id: u.accountId })) as ReservationRow[];
-    assert.deepEqual(rows.map((r) => [r.state, r.charged]), [['released', 0]]);
+    assert.deepEqual(
+      rows.map((r) => [r.state, r.charged]),
+      [['released', 0]],
+    );
     const again = await errorOf(await s.call('POST', PATH, { key: u.secret, body, headers: { 'idempotency-key': k } }));
     assert.deepEqual([again.status, again.code], [503, 'PROVIDER_UNAVAILABLE']);
     const after = (await s.db('reservations').where({ account_id: u.accountId })) as ReservationRow[];
-    assert.deepEqual(after.map((r) => [r.state, r.charged]), [['released', 0], ['released', 0]], 'tried again, nothing charged');
+    assert.deepEqual(
+      after.map((r) => [r.state, r.charged]),
+      [
+        ['released', 0],
+        ['released', 0],
+      ],
+      'tried again, nothing charged',
+    );
   });
 });
 
@@ -432,7 +470,12 @@ describe('text upstream errors in the logs', () => {
     const dataDir = tempDataDir();
     const secret = await generateKeyOnDisk(dataDir, 1000);
     const upstreamKey = 'sk-child-secret-0123456789abcdef';
-    const child = await startServerChild({ DATA_DIR: dataDir, TEXT_UPSTREAM_URL: `${base}/v1`, TEXT_UPSTREAM_API_KEY: upstreamKey, TEXT_UPSTREAM_MODELS: 'gemforge-text-1=fake-llama' });
+    const child = await startServerChild({
+      DATA_DIR: dataDir,
+      TEXT_UPSTREAM_URL: `${base}/v1`,
+      TEXT_UPSTREAM_API_KEY: upstreamKey,
+      TEXT_UPSTREAM_MODELS: 'gemforge-text-1=fake-llama',
+    });
     try {
       const res = await fetch(`${child.url}${PATH}`, {
         method: 'POST',

@@ -431,7 +431,10 @@ describe('text generation', () => {
       assert.equal(rows.length, 2);
       assert.ok(rows.every((r) => r.state === 'held'));
       const records = await s.db('idempotency_records').where({ account_id: u.accountId });
-      assert.deepEqual(records.map((r: { state: string }) => r.state), ['uncertain', 'uncertain']);
+      assert.deepEqual(
+        records.map((r: { state: string }) => r.state),
+        ['uncertain', 'uncertain'],
+      );
     });
 
     it('when the last user message has [[scenario:provider-unavailable]], then 503 PROVIDER_UNAVAILABLE before anything is claimed', async () => {

@@ -81,15 +81,29 @@ describe('several upstreams per media model, with the worker apart', () => {
 
     // The API never called an upstream: what it shows is the worker's state, read from the database.
     const views = deploymentViews().filter((v) => v.model === 'gemforge-image-1');
-    assert.deepEqual(views.map((v) => [v.deployment, v.state, v.stats.calls]), [['primary', 'open', 0], ['secondary', 'open', 0]]);
+    assert.deepEqual(
+      views.map((v) => [v.deployment, v.state, v.stats.calls]),
+      [
+        ['primary', 'open', 0],
+        ['secondary', 'open', 0],
+      ],
+    );
     const metrics = await (await s.call('GET', '/metrics', { key: env.METRICS_TOKEN })).text();
     assert.match(metrics, /gemforge_upstream_breaker_state\{model="gemforge-image-1",deployment="primary",provider="openai-images"\} 1/);
     assert.match(metrics, /gemforge_upstream_breaker_open_until_seconds\{model="gemforge-image-1",deployment="secondary",provider="openai-images"\} [1-9]/);
 
     const r = await adminWithEnv(s.dataDir, env, 'providers');
     assert.equal(r.code, 0, r.stderr);
-    const model = (r.json as Array<{ model: string; deployments?: Array<{ id: string; shared: { state: string; openUntil?: string } }> }>).find((m) => m.model === 'gemforge-image-1')!;
-    assert.deepEqual(model.deployments!.map((d) => [d.id, d.shared.state]), [['primary', 'open'], ['secondary', 'open']]);
+    const model = (r.json as Array<{ model: string; deployments?: Array<{ id: string; shared: { state: string; openUntil?: string } }> }>).find(
+      (m) => m.model === 'gemforge-image-1',
+    )!;
+    assert.deepEqual(
+      model.deployments!.map((d) => [d.id, d.shared.state]),
+      [
+        ['primary', 'open'],
+        ['secondary', 'open'],
+      ],
+    );
     assert.ok(Date.parse(model.deployments![0]!.shared.openUntil!) > Date.now());
   });
 });

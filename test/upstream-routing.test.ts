@@ -37,7 +37,14 @@ async function fakeChat(name: string): Promise<{ url: string; seen: string[]; st
       }
       res.writeHead(200, { 'content-type': 'application/json' });
       const usage = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
-      res.end(JSON.stringify({ id: 'c1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: `from ${name}` }, finish_reason: 'stop' }], usage }));
+      res.end(
+        JSON.stringify({
+          id: 'c1',
+          object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content: `from ${name}` }, finish_reason: 'stop' }],
+          usage,
+        }),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -62,7 +69,13 @@ describe('several upstreams per text model', () => {
       { id: 'primary', provider: 'openai-chat', url: await refusingUrl(), model: 'model-a', key: 'a', priority: 1 },
       { id: 'secondary', provider: 'openai-chat', url: healthy.url, model: 'model-b', keys: ['b1', 'b2'] },
     ]);
-    env = { CATALOG_PATH: catalog, UPSTREAM_KEYS: 'a=key-a-0001,b1=key-b1-0001,b2=key-b2-0001', BREAKER_FAILURES: '2', BREAKER_COOLDOWN_SECONDS: '1', METRICS_TOKEN: 'metrics-token-1234567890' };
+    env = {
+      CATALOG_PATH: catalog,
+      UPSTREAM_KEYS: 'a=key-a-0001,b1=key-b1-0001,b2=key-b2-0001',
+      BREAKER_FAILURES: '2',
+      BREAKER_COOLDOWN_SECONDS: '1',
+      METRICS_TOKEN: 'metrics-token-1234567890',
+    };
     s = await startTestServer({ env });
     key = (await s.user({ llmAllowance: 10_000 })).secret;
   });
@@ -82,7 +95,12 @@ describe('several upstreams per text model', () => {
       const body = (await res.json()) as { choices: Array<{ message: { content: string } }> };
       assert.equal(body.choices[0]!.message.content, 'from b');
     }
-    assert.deepEqual(healthy.seen.slice(0, 4), ['model-b Bearer key-b1-0001', 'model-b Bearer key-b2-0001', 'model-b Bearer key-b1-0001', 'model-b Bearer key-b2-0001']);
+    assert.deepEqual(healthy.seen.slice(0, 4), [
+      'model-b Bearer key-b1-0001',
+      'model-b Bearer key-b2-0001',
+      'model-b Bearer key-b1-0001',
+      'model-b Bearer key-b2-0001',
+    ]);
   });
 
   it('when every upstream is down, then a submission is answered 503 PROVIDER_UNAVAILABLE with Retry-After and the same identity is served once one is back', async () => {
@@ -112,7 +130,9 @@ describe('several upstreams per text model', () => {
   it('when an operator asks, then gemforge admin providers lists the deployments with what the server reports of each (never a key)', async () => {
     const r = await adminWithEnv(s.dataDir, env, 'providers', '--metrics', `${s.url}/metrics`);
     assert.equal(r.code, 0, r.stderr);
-    const text = (r.json as Array<{ model: string; deployments?: Array<Record<string, unknown> & { live: Array<Record<string, unknown>> }> }>).find((m) => m.model === 'gemforge-text-1')!;
+    const text = (r.json as Array<{ model: string; deployments?: Array<Record<string, unknown> & { live: Array<Record<string, unknown>> }> }>).find(
+      (m) => m.model === 'gemforge-text-1',
+    )!;
     assert.deepEqual(
       text.deployments!.map((d) => [d.id, d.provider, d.upstreamModel, d.priority, d.weight, d.keys]),
       [
@@ -177,7 +197,10 @@ describe('several upstreams per media model', () => {
     assert.equal(calls.length, 1);
     assert.equal(calls[0]!.headers.authorization, 'Bearer key-images-b-0001');
     const records = (await s.db('remote_calls').where({ task_id: r.body.task.id })) as Array<{ provider: string }>;
-    assert.deepEqual(records.map((row) => row.provider), ['openai-images@secondary#0']);
+    assert.deepEqual(
+      records.map((row) => row.provider),
+      ['openai-images@secondary#0'],
+    );
   });
 
   it('when every upstream is down, then a submission is answered 503 PROVIDER_UNAVAILABLE with Retry-After before anything is claimed, and the same identity is taken once one is back', async () => {
@@ -200,7 +223,11 @@ describe('several upstreams per media model', () => {
     assert.ok(retryAfter >= 1 && retryAfter <= 8, String(retryAfter));
     fake.recover(GENERATIONS);
     // Once both cooldowns pass, each breaker lets one probe through: the identity is admitted and its slot served.
-    await until('both breakers half-open', () => deploymentViews().filter((v) => v.model === 'gemforge-image-1').every((v) => v.state === 'half-open'));
+    await until('both breakers half-open', () =>
+      deploymentViews()
+        .filter((v) => v.model === 'gemforge-image-1')
+        .every((v) => v.state === 'half-open'),
+    );
     const taken = await until('the identity is taken again', async () => {
       const r = await submit(s, key, '/api/generate/image', image('in the storm'), refused.idemKey);
       return r.status === 202 && r;

@@ -55,7 +55,11 @@ describe('voices', () => {
 
   async function send(parts: Part[], k = key): Promise<Response> {
     const { body, contentType } = multipart(parts);
-    return fetch(new URL(VOICES, s.url), { method: 'POST', headers: { authorization: `Bearer ${k}`, 'content-type': contentType }, body: body as Uint8Array<ArrayBuffer> });
+    return fetch(new URL(VOICES, s.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${k}`, 'content-type': contentType },
+      body: body as Uint8Array<ArrayBuffer>,
+    });
   }
 
   const fileParts = (file: Buffer | string, duration: string, filename = 'narration.wav'): Part[] => [
@@ -80,7 +84,16 @@ describe('voices', () => {
     assert.match(e.message, pattern);
   }
 
-  async function list(query: string, k = key): Promise<{ voices: Array<{ id: string; name: string; language: string | null; visibility: string }>; page: number; perPage: number; total: number; hasMore: boolean }> {
+  async function list(
+    query: string,
+    k = key,
+  ): Promise<{
+    voices: Array<{ id: string; name: string; language: string | null; visibility: string }>;
+    page: number;
+    perPage: number;
+    total: number;
+    hasMore: boolean;
+  }> {
     const res = await fetch(new URL(`${VOICES}${query}`, s.url), { headers: { authorization: `Bearer ${k}` } });
     const text = await res.text();
     assert.equal(res.status, 200, text);
@@ -106,7 +119,11 @@ describe('voices', () => {
       assert.equal(typeof v.language, 'string');
     }
     const names = p1.voices.map((v) => v.name);
-    assert.deepEqual(names, [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), 'stable order by name');
+    assert.deepEqual(
+      names,
+      [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
+      'stable order by name',
+    );
     const p3 = await list('?scope=explore&page=3');
     assert.deepEqual([p3.voices.length, p3.total, p3.hasMore], [0, catalogSize, false]);
     assert.deepEqual((await list('?scope=explore&page=2')).voices, p2.voices, 'the same page twice is the same');
@@ -158,7 +175,10 @@ describe('voices', () => {
     assert.ok(!Number.isNaN(Date.parse(voice.createdAt)));
 
     const mine = await list('', owner.secret);
-    assert.deepEqual(mine.voices.map((v) => v.id), [voice.id]);
+    assert.deepEqual(
+      mine.voices.map((v) => v.id),
+      [voice.id],
+    );
     assert.deepEqual([mine.total, mine.hasMore], [1, false]);
     const explore = [...(await list('?scope=explore&page=1')).voices, ...(await list('?scope=explore&page=2')).voices];
     assert.ok(!explore.some((v) => v.id === voice.id), 'never in explore');
@@ -264,7 +284,13 @@ describe('voices', () => {
     const { body, contentType } = multipart(fileParts(await media.speech(20), '20').reverse());
     const { port } = new URL(s.url);
     await new Promise<void>((resolve) => {
-      const req = http.request({ host: '127.0.0.1', port, path: VOICES, method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': contentType, 'content-length': body.length } });
+      const req = http.request({
+        host: '127.0.0.1',
+        port,
+        path: VOICES,
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': contentType, 'content-length': body.length },
+      });
       req.on('error', () => resolve());
       req.on('close', () => resolve());
       req.write(body.subarray(0, Math.floor(body.length / 2)), () => setTimeout(() => req.destroy(), 200));
@@ -302,13 +328,20 @@ describe('voices with a remote OpenAI-compatible transcription provider', () => 
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        seen.push({ url: req.url ?? '', auth: req.headers.authorization, contentType: req.headers['content-type'] ?? '', body: Buffer.concat(chunks).toString('latin1') });
+        seen.push({
+          url: req.url ?? '',
+          auth: req.headers.authorization,
+          contentType: req.headers['content-type'] ?? '',
+          body: Buffer.concat(chunks).toString('latin1'),
+        });
         res.writeHead(reply.status, { 'content-type': 'application/json' }).end(reply.body);
       });
     });
     await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
     const { port } = fake.address() as AddressInfo;
-    s = await startTestServer({ env: { TRANSCRIPTION_URL: `http://127.0.0.1:${port}/v1`, TRANSCRIPTION_API_KEY: 'sk-test', TRANSCRIPTION_MODEL: 'whisper-test' } });
+    s = await startTestServer({
+      env: { TRANSCRIPTION_URL: `http://127.0.0.1:${port}/v1`, TRANSCRIPTION_API_KEY: 'sk-test', TRANSCRIPTION_MODEL: 'whisper-test' },
+    });
     ({ secret: key } = await s.user());
   });
   after(async () => {

@@ -12,10 +12,14 @@ import { assertSettled, submit, waitForTask } from './helpers/tasks.ts';
 import { until } from './helpers/poll.ts';
 
 async function processing(s: TestServer, key: string, id: string): Promise<void> {
-  await until('the task to start', async () => {
-    const res = await s.call('GET', `/api/generate/tasks/${id}`, { key });
-    return ((await res.json()) as { task: { status: string } }).task.status === 'processing';
-  }, 15_000);
+  await until(
+    'the task to start',
+    async () => {
+      const res = await s.call('GET', `/api/generate/tasks/${id}`, { key });
+      return ((await res.json()) as { task: { status: string } }).task.status === 'processing';
+    },
+    15_000,
+  );
 }
 
 describe('a stopping worker', () => {
@@ -24,7 +28,11 @@ describe('a stopping worker', () => {
     const env = { WORKER_POLL_MS: '20', WORKER_LEASE_MS: '60000' };
     const first = await startTestServer({ dataDir: dir, env });
     const u = await first.user({ gems: 100 });
-    const r = await submit(first, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'slow fox [[scenario:processing:30]]', parameters: { resolution: '512' } });
+    const r = await submit(first, u.secret, '/api/generate/image', {
+      model: 'gemforge-image-1',
+      prompt: 'slow fox [[scenario:processing:30]]',
+      parameters: { resolution: '512' },
+    });
     const id = r.body.task.id as string;
     await processing(first, u.secret, id);
     // The job takes 30 s: a stop that waited for it would leave it done, not queued (asserted below).
@@ -49,7 +57,11 @@ describe('a stopping worker', () => {
     const dir = tempDataDir();
     const s = await startTestServer({ dataDir: dir, env: { WORKER_POLL_MS: '20', WORKER_LEASE_MS: '60000' } });
     const u = await s.user({ gems: 100 });
-    const r = await submit(s, u.secret, '/api/generate/image', { model: 'gemforge-image-1', prompt: 'fragile [[scenario:unresumable:30]]', parameters: { resolution: '512' } });
+    const r = await submit(s, u.secret, '/api/generate/image', {
+      model: 'gemforge-image-1',
+      prompt: 'fragile [[scenario:unresumable:30]]',
+      parameters: { resolution: '512' },
+    });
     const id = r.body.task.id as string;
     await processing(s, u.secret, id);
     await s.close();

@@ -40,7 +40,9 @@ function one(ctx: Ctx, what: string): string {
 /** Retries print a line, so a person sees why the command waits and that the key stays the same. */
 const retryNotice = (ctx: Ctx): RetryPolicy => ({
   onRetry: ({ delayMs, error }) =>
-    ctx.io.stderr.write(`${error.code ?? `HTTP ${error.status ?? 'no answer'}`}: retrying in ${(delayMs / 1000).toFixed(1)} s with the same Idempotency-Key ${error.idempotencyKey}\n`),
+    ctx.io.stderr.write(
+      `${error.code ?? `HTTP ${error.status ?? 'no answer'}`}: retrying in ${(delayMs / 1000).toFixed(1)} s with the same Idempotency-Key ${error.idempotencyKey}\n`,
+    ),
 });
 
 /** --model, or the first model of the kind from discovery that is not marked unavailable. */
@@ -54,9 +56,11 @@ async function modelFor(ctx: Ctx, kind: Model['kind'], fits: (m: Model) => boole
 
 const models: Command = async (ctx) => {
   const list = await ctx.gf.models.list();
-  if (ctx.json) return printJson(ctx.io, list), 0;
+  if (ctx.json) return (printJson(ctx.io, list), 0);
   for (const m of list.models) {
-    const flags = [m.available === false ? 'unavailable' : m.available ? 'available' : '', m.baseGems !== undefined ? `from ${gems(m.baseGems)}` : ''].filter(Boolean).join(', ');
+    const flags = [m.available === false ? 'unavailable' : m.available ? 'available' : '', m.baseGems !== undefined ? `from ${gems(m.baseGems)}` : '']
+      .filter(Boolean)
+      .join(', ');
     ctx.io.stdout.write(`${m.id.padEnd(28)} ${m.kind.padEnd(6)} ${m.name}${flags ? ` (${flags})` : ''}\n`);
   }
   return 0;
@@ -65,7 +69,7 @@ const models: Command = async (ctx) => {
 const upload: Command = async (ctx) => {
   const file = one(ctx, 'FILE');
   const asset = await uploadAsset(ctx.gf, file, { contentType: ctx.values.type, filename: ctx.values.filename });
-  if (ctx.json) return printJson(ctx.io, { asset }), 0;
+  if (ctx.json) return (printJson(ctx.io, { asset }), 0);
   ctx.io.stdout.write(`${asset.id}\n`);
   ctx.io.stderr.write(`uploaded ${path.basename(file)} as ${asset.kind} asset ${asset.id} (${asset.state})\n`);
   return 0;
@@ -78,16 +82,17 @@ const voices: Command = async (ctx) => {
     if (!ctx.values.duration) throw new UsageError('--duration S (the recording length in seconds, 15–300) is required');
     if (!ctx.values['rights-confirmed']) throw new UsageError("--rights-confirmed is required: pass it only after the speaker's permission is confirmed");
     const voice = await uploadVoice(ctx.gf, file, { duration: ctx.values.duration, rightsConfirmed: true });
-    if (ctx.json) return printJson(ctx.io, { voice }), 0;
+    if (ctx.json) return (printJson(ctx.io, { voice }), 0);
     ctx.io.stdout.write(`${voice.id}\n`);
     ctx.io.stderr.write(`private draft voice "${voice.name}"; use it with: gemforge speech "…" --voice ${voice.id} --clone\n`);
     return 0;
   }
-  if (ctx.args.length) throw new UsageError('usage: gemforge voices [--scope mine|explore] [--page N] [--language L] [--model M]  |  gemforge voices add FILE …');
+  if (ctx.args.length)
+    throw new UsageError('usage: gemforge voices [--scope mine|explore] [--page N] [--language L] [--model M]  |  gemforge voices add FILE …');
   const scope = ctx.values.scope;
   if (scope !== undefined && scope !== 'mine' && scope !== 'explore') throw new UsageError('--scope is mine or explore');
   const list = await ctx.gf.voices.list({ scope, page: int('page', ctx.values.page), language: ctx.values.language, model: ctx.values.model });
-  if (ctx.json) return printJson(ctx.io, list), 0;
+  if (ctx.json) return (printJson(ctx.io, list), 0);
   for (const v of list.voices) ctx.io.stdout.write(`${v.id.padEnd(28)} ${(v.language ?? '-').padEnd(6)} ${v.name}\n`);
   const usable = ctx.values.model ? ` ${ctx.values.model} can speak with` : '';
   ctx.io.stderr.write(`page ${list.page}: ${list.voices.length} of ${list.total} voices${usable}${list.hasMore ? `; next: --page ${list.page + 1}` : ''}\n`);
@@ -98,9 +103,11 @@ const voices: Command = async (ctx) => {
 async function runMedia(ctx: Ctx, submit: (opts: { idempotencyKey?: string; retry: RetryPolicy }) => Promise<Spent<Submission>>): Promise<number> {
   const sub = await submit({ idempotencyKey: ctx.idempotencyKey, retry: retryNotice(ctx) });
   const { task } = sub.data;
-  ctx.io.stderr.write(`task ${task.id} ${sub.data.created ? 'created' : 'replayed'} (${gems(task.quotedGems)} quoted; Idempotency-Key ${sub.idempotencyKey})\n`);
+  ctx.io.stderr.write(
+    `task ${task.id} ${sub.data.created ? 'created' : 'replayed'} (${gems(task.quotedGems)} quoted; Idempotency-Key ${sub.idempotencyKey})\n`,
+  );
   if (ctx.values['no-wait']) {
-    if (ctx.json) return printJson(ctx.io, { ...sub.data, idempotencyKey: sub.idempotencyKey }), 0;
+    if (ctx.json) return (printJson(ctx.io, { ...sub.data, idempotencyKey: sub.idempotencyKey }), 0);
     ctx.io.stdout.write(`${task.id}\n`);
     return 0;
   }
@@ -222,12 +229,12 @@ const text: Command = async (ctx) => {
     const done = await stream.finalCompletion(ctx.json ? undefined : (delta) => ctx.io.stdout.write(delta));
     if (ctx.json) printJson(ctx.io, { ...done, idempotencyKey: stream.idempotencyKey });
     else ctx.io.stdout.write('\n');
-    return noteCut(ctx, done.finish_reason), 0;
+    return (noteCut(ctx, done.finish_reason), 0);
   }
   const { data, idempotencyKey } = await ctx.gf.chat.completions.create(body, opts);
-  if (ctx.json) return printJson(ctx.io, { ...data, idempotencyKey }), 0;
+  if (ctx.json) return (printJson(ctx.io, { ...data, idempotencyKey }), 0);
   ctx.io.stdout.write(`${data.choices[0]?.message.content ?? ''}\n`);
-  return noteCut(ctx, data.choices[0]?.finish_reason), 0;
+  return (noteCut(ctx, data.choices[0]?.finish_reason), 0);
 };
 
 /** An answer cut by max_tokens ends mid-thought: say so (on stderr, so stdout stays the answer). */
@@ -246,7 +253,7 @@ const extract: Command = async (ctx) => {
     ...(ctx.values['max-gems'] !== undefined ? { maxGems: int('max-gems', ctx.values['max-gems']) } : {}),
   };
   const { data, idempotencyKey } = await ctx.gf.extract.video(body, { idempotencyKey: ctx.idempotencyKey, retry: retryNotice(ctx) });
-  if (ctx.json) return printJson(ctx.io, { ...data, idempotencyKey }), 0;
+  if (ctx.json) return (printJson(ctx.io, { ...data, idempotencyKey }), 0);
   const e = data.extraction;
   ctx.io.stdout.write(`${e.analysis}\n`);
   for (const f of e.frames) ctx.io.stdout.write(`frame ${f.timeSeconds}s ${f.reason}${f.score !== undefined ? ` (${f.score})` : ''}\n`);
@@ -259,8 +266,10 @@ const task: Command = async (ctx) => {
   if (ctx.values.wait) return waitAndSave(ctx, id);
   const snapshot = await ctx.gf.tasks.get(id);
   if (ctx.values.out && isTerminal(snapshot.status)) return finish(ctx, snapshot, ctx.values.out, {});
-  if (ctx.json) return printJson(ctx.io, { task: snapshot }), 0;
-  ctx.io.stdout.write(`${snapshot.id} ${snapshot.status} (${snapshot.kind}, ${snapshot.model}): quoted ${snapshot.quotedGems}, charged ${snapshot.chargedGems}, released ${snapshot.releasedGems} Gems\n`);
+  if (ctx.json) return (printJson(ctx.io, { task: snapshot }), 0);
+  ctx.io.stdout.write(
+    `${snapshot.id} ${snapshot.status} (${snapshot.kind}, ${snapshot.model}): quoted ${snapshot.quotedGems}, charged ${snapshot.chargedGems}, released ${snapshot.releasedGems} Gems\n`,
+  );
   for (const o of snapshot.outputs) ctx.io.stdout.write(`  output ${o.index}: ${o.status}${o.asset ? ` ${o.asset.mimeType} ${o.asset.url}` : ''}\n`);
   if (snapshot.error) ctx.io.stdout.write(`  error: ${snapshot.error.code}: ${snapshot.error.message}\n`);
   if (!isTerminal(snapshot.status)) ctx.io.stderr.write(`not finished; wait for it with: gemforge task ${id} --wait --out DIR\n`);

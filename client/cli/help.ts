@@ -73,7 +73,12 @@ export const HELP: Record<string, CommandHelp> = {
   speech: {
     usage: ['speech "text" --voice VOICE_ID [--clone] [--model M] [--param k=v …] [--out DIR]'],
     summary: 'speak a text with a voice, wait and save the audio',
-    options: [['--voice VOICE_ID', 'the voice (list them with gemforge voices)'], ['--clone', 'speak with your own reference voice (voice_clone)'], ...MEDIA, JSON_FLAG],
+    options: [
+      ['--voice VOICE_ID', 'the voice (list them with gemforge voices)'],
+      ['--clone', 'speak with your own reference voice (voice_clone)'],
+      ...MEDIA,
+      JSON_FLAG,
+    ],
     example: 'gemforge speech "Hello there" --voice VOICE_ID --out out',
   },
   music: {
@@ -106,7 +111,12 @@ export const HELP: Record<string, CommandHelp> = {
   task: {
     usage: ['task ID [--wait] [--out DIR]'],
     summary: 'show a task; --wait waits for it and saves its outputs',
-    options: [['--wait', 'wait until the task ends, then save its outputs'], ['--out DIR, -o DIR', 'where outputs are saved'], ['--timeout S', 'bound the wait (default 900 s)'], JSON_FLAG],
+    options: [
+      ['--wait', 'wait until the task ends, then save its outputs'],
+      ['--out DIR, -o DIR', 'where outputs are saved'],
+      ['--timeout S', 'bound the wait (default 900 s)'],
+      JSON_FLAG,
+    ],
     example: 'gemforge task task_… --wait --out out',
   },
 };

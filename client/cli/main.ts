@@ -66,18 +66,20 @@ function badFlags(argv: string[], error: Error & { code?: string }): string {
 
 /** `gemforge help`, `gemforge help <command>`, `gemforge <command> --help`, `gemforge --version`; undefined when none applies. */
 function helpOrVersion(io: CliIo, command: string | undefined, args: string[], values: CliValues): number | undefined {
-  if (values.version) return io.stdout.write(`${packageVersion()}\n`), 0;
+  if (values.version) return (io.stdout.write(`${packageVersion()}\n`), 0);
   const topic = command === 'help' ? args[0] : values.help ? command : undefined;
-  if (topic && Object.hasOwn(HELP, topic)) return io.stdout.write(commandHelp(topic)), 0;
-  if (command === 'help' || values.help) return io.stdout.write(usage()), topic ? 2 : 0;
-  if (!command) return io.stderr.write(usage()), 2;
+  if (topic && Object.hasOwn(HELP, topic)) return (io.stdout.write(commandHelp(topic)), 0);
+  if (command === 'help' || values.help) return (io.stdout.write(usage()), topic ? 2 : 0);
+  if (!command) return (io.stderr.write(usage()), 2);
   return undefined;
 }
 
 /** An unknown command: the closest ones, then the overview. */
 function unknownCommand(io: CliIo, command: string): number {
   if (command === 'admin' || command === 'worker') {
-    io.stderr.write(`gemforge: "${command}" runs with the server (it opens the server's database): run "npx gemforge ${command} …" in the gemforge server's folder.\n`);
+    io.stderr.write(
+      `gemforge: "${command}" runs with the server (it opens the server's database): run "npx gemforge ${command} …" in the gemforge server's folder.\n`,
+    );
     return 2;
   }
   const close = suggest(command, [...Object.keys(COMMANDS), 'help']);
@@ -106,7 +108,9 @@ export async function runCli(argv: string[], io: CliIo = defaultIo()): Promise<n
     io.stderr.write('gemforge: set GEMFORGE_API_KEY to a personal API key (make one with `gemforge admin key create`).\n');
     return 2;
   }
-  const schedule = io.env.GEMFORGE_POLL_SCHEDULE_MS?.split(',').map(Number).filter((n) => Number.isFinite(n) && n >= 0);
+  const schedule = io.env.GEMFORGE_POLL_SCHEDULE_MS?.split(',')
+    .map(Number)
+    .filter((n) => Number.isFinite(n) && n >= 0);
   const ctx: Ctx = {
     gf: createGemforgeClient({ baseUrl, apiKey }),
     io,

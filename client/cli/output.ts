@@ -27,11 +27,22 @@ export function printError(io: CliIo, error: unknown, json: boolean, baseUrl: st
   const where = error.status ? ` (HTTP ${error.status})` : '';
   io.stderr.write(`error: ${code}${where}: ${error.message}\nhint: ${error.hint}\n`);
   const keep = error.idempotencyKey && (retryReason(error) || error.code === 'STREAM_INCOMPLETE' || error.name === 'StreamError');
-  if (keep) io.stderr.write(`idempotency key: ${error.idempotencyKey} (tried ${error.attempts}×). To check again later, rerun the same command with --idempotency-key ${error.idempotencyKey}\n`);
+  if (keep)
+    io.stderr.write(
+      `idempotency key: ${error.idempotencyKey} (tried ${error.attempts}×). To check again later, rerun the same command with --idempotency-key ${error.idempotencyKey}\n`,
+    );
   if (error.requestId) io.stderr.write(`request id: ${error.requestId}\n`);
   if (json) {
     printJson(io, {
-      error: { status: error.status, code: error.code, message: error.message, hint: error.hint, requestId: error.requestId, idempotencyKey: error.idempotencyKey, attempts: error.attempts },
+      error: {
+        status: error.status,
+        code: error.code,
+        message: error.message,
+        hint: error.hint,
+        requestId: error.requestId,
+        idempotencyKey: error.idempotencyKey,
+        attempts: error.attempts,
+      },
     });
   }
   return 1;

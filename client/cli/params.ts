@@ -40,7 +40,10 @@ export function parseParams(kind: Kind, pairs: string[] = []): Record<string, un
       if (value !== 'true' && value !== 'false') throw new UsageError(`--param ${name} must be true or false`);
       out[name] = value === 'true';
     } else if (type === 'list') {
-      out[name] = value.split(',').map((s) => s.trim()).filter(Boolean);
+      out[name] = value
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
     } else {
       out[name] = value;
     }

@@ -29,14 +29,21 @@ export interface LabelledSet {
 export function readSet(file: string): LabelledSet {
   const doc = YAML.parse(fs.readFileSync(file, 'utf8')) as { harmful?: Record<string, string[]>; benign?: Record<string, string[]> };
   const samples: Sample[] = [];
-  for (const [harmful, groups] of [[true, doc.harmful], [false, doc.benign]] as const) {
+  for (const [harmful, groups] of [
+    [true, doc.harmful],
+    [false, doc.benign],
+  ] as const) {
     for (const [group, texts] of Object.entries(groups ?? {})) for (const text of texts ?? []) samples.push({ text: String(text), harmful, group });
   }
   return { name: path.basename(file, '.yaml'), samples };
 }
 
 export function readSets(dir = SETS_DIR): LabelledSet[] {
-  return fs.readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort().map((f) => readSet(path.join(dir, f)));
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()
+    .map((f) => readSet(path.join(dir, f)));
 }
 
 export interface GroupScore {

@@ -161,14 +161,19 @@ function capSetting(value: string | undefined, flag: string): number | null | un
 /** `--network-allow 192.0.2.0/24,2001:db8::/32` → a list; `''` → [] (clears); absent → undefined. */
 function list(value: string | boolean | undefined): string[] | undefined {
   if (typeof value !== 'string') return undefined;
-  return value.split(',').map((v) => v.trim()).filter(Boolean);
+  return value
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
 }
 
 /** All of stdin, without the final line break (`--password-stdin`). */
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }
 
 /**
@@ -258,7 +263,9 @@ const commands: Record<string, Handler> = {
       expires: { type: 'string' },
     });
     if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-    const scopes = required(values.scopes as string | undefined, '--scopes').split(',').map((s) => s.trim());
+    const scopes = required(values.scopes as string | undefined, '--scopes')
+      .split(',')
+      .map((s) => s.trim());
     for (const s of scopes) if (s !== 'read' && s !== 'generate') throw new UsageError(`unknown scope "${s}" (use read, generate)`);
     let expiresAt: Date | undefined;
     if (values.expires !== undefined) {
@@ -294,9 +301,18 @@ const commands: Record<string, Handler> = {
     if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
     const url = consoleUrl(values['base-url']);
     const accountId = required(values.account as string | undefined, '--account');
-    const { login, token, expiresAt } = await consoleLogins.invite(db, systemClock, { accountId, email: required(values.email as string | undefined, '--email') });
+    const { login, token, expiresAt } = await consoleLogins.invite(db, systemClock, {
+      accountId,
+      email: required(values.email as string | undefined, '--email'),
+    });
     return {
-      output: { accountId, email: login.email, link: `${url}#invite=${token}`, expiresAt, note: 'The link is shown once and works once; send it to the account holder.' },
+      output: {
+        accountId,
+        email: login.email,
+        link: `${url}#invite=${token}`,
+        expiresAt,
+        note: 'The link is shown once and works once; send it to the account holder.',
+      },
     };
   },
 
@@ -307,7 +323,14 @@ const commands: Record<string, Handler> = {
     const accountId = required(values.account as string | undefined, '--account');
     const email = required(values.email as string | undefined, '--email');
     const login = await consoleLogins.setPassword(db, systemClock, { accountId, email, password: await readStdin() });
-    return { output: { accountId, email: login.email, console: consoleUrl(undefined), note: 'Sign in at the console with this email and password; earlier sessions of this login ended.' } };
+    return {
+      output: {
+        accountId,
+        email: login.email,
+        console: consoleUrl(undefined),
+        note: 'Sign in at the console with this email and password; earlier sessions of this login ended.',
+      },
+    };
   },
 
   async 'console list'(db, args) {
@@ -339,7 +362,13 @@ const commands: Record<string, Handler> = {
     fs.mkdirSync(path.dirname(target), { recursive: true });
     // One consistent copy, taken online: VACUUM INTO reads a snapshot while the server goes on writing (WAL).
     await copySqliteTo(db, target);
-    return { output: { file: target, bytes: fs.statSync(target).size, note: 'restore: stop the server, put this file at DATA_DIR/gemforge.sqlite, with the blob store beside it' } };
+    return {
+      output: {
+        file: target,
+        bytes: fs.statSync(target).size,
+        note: 'restore: stop the server, put this file at DATA_DIR/gemforge.sqlite, with the blob store beside it',
+      },
+    };
   },
 
   async 'signing rotate'(db, args) {

@@ -24,7 +24,8 @@ interface Live {
 }
 
 const STATES = ['closed', 'open', 'half-open'] as const;
-const SERIES = /^gemforge_upstream_(breaker_state|deployment_calls_total|deployment_errors_total|deployment_seconds_total)\{model="([^"]*)",deployment="([^"]*)",provider="[^"]*"\} (\S+)$/;
+const SERIES =
+  /^gemforge_upstream_(breaker_state|deployment_calls_total|deployment_errors_total|deployment_seconds_total)\{model="([^"]*)",deployment="([^"]*)",provider="[^"]*"\} (\S+)$/;
 
 /** The deployments' series of one exposition, by "model deployment". */
 export function liveOf(exposition: string, source: string): Map<string, Live> {

@@ -217,7 +217,10 @@ function pagedList<N extends Listed>(name: N, item: (row: RowOf<N>) => HTMLEleme
     $(older).hidden = next === null;
     $(empty).hidden = $(list).childElementCount > 0;
   };
-  $(older).addEventListener('click', listener(() => load(true)));
+  $(older).addEventListener(
+    'click',
+    listener(() => load(true)),
+  );
   return load;
 }
 
@@ -352,19 +355,22 @@ function editButton(key: Key): HTMLElement {
     cancel.addEventListener('click', () => box.replaceChildren(open));
     form.append(problemEl, save, cancel);
     const problems = problemBox(form, problemEl);
-    form.addEventListener('submit', listener(async (event) => {
-      event.preventDefault();
-      const checked = checkKeyFields({ name, expires, cap }, problems.show);
-      if (!checked) return;
-      const { data, error } = await api.PATCH('/keys/{keyId}', {
-        params: { path: { keyId: key.id } },
-        body: { name: checked.name, expiresAt: checked.expiresAt ?? null, monthlyCap: checked.monthlyCap ?? null },
-      });
-      if (!data) return problems.api(error ?? null, { name, expiresAt: expires, monthlyCap: cap });
-      say(`Key ${data.name} is saved.`);
-      await Promise.all([loadKeys(), loadUsage()]);
-      $(`keys`).querySelector<HTMLElement>(`li[data-key-id="${key.id}"] button`)?.focus();
-    }));
+    form.addEventListener(
+      'submit',
+      listener(async (event) => {
+        event.preventDefault();
+        const checked = checkKeyFields({ name, expires, cap }, problems.show);
+        if (!checked) return;
+        const { data, error } = await api.PATCH('/keys/{keyId}', {
+          params: { path: { keyId: key.id } },
+          body: { name: checked.name, expiresAt: checked.expiresAt ?? null, monthlyCap: checked.monthlyCap ?? null },
+        });
+        if (!data) return problems.api(error ?? null, { name, expiresAt: expires, monthlyCap: cap });
+        say(`Key ${data.name} is saved.`);
+        await Promise.all([loadKeys(), loadUsage()]);
+        $(`keys`).querySelector<HTMLElement>(`li[data-key-id="${key.id}"] button`)?.focus();
+      }),
+    );
     box.replaceChildren(form);
     name.focus();
   });
@@ -405,12 +411,15 @@ function revokeButton(key: Key): HTMLElement {
     const confirm = button(`Yes, revoke ${key.name} now`, 'danger');
     const cancel = button('Keep it');
     cancel.addEventListener('click', () => box.replaceChildren(ask));
-    confirm.addEventListener('click', listener(async () => {
-      const { error } = await api.DELETE('/keys/{keyId}', { params: { path: { keyId: key.id } } });
-      problem(error ?? null);
-      if (!error) say(`Key ${key.name} is revoked.`);
-      await Promise.all([loadKeys(), loadUsage()]);
-    }));
+    confirm.addEventListener(
+      'click',
+      listener(async () => {
+        const { error } = await api.DELETE('/keys/{keyId}', { params: { path: { keyId: key.id } } });
+        problem(error ?? null);
+        if (!error) say(`Key ${key.name} is revoked.`);
+        await Promise.all([loadKeys(), loadUsage()]);
+      }),
+    );
     box.replaceChildren(confirm, cancel);
     confirm.focus();
   });
@@ -425,65 +434,77 @@ async function loadKeys(): Promise<void> {
 }
 
 const signInProblem = problemBox($('sign-in-form'), $('sign-in-problem'));
-$('sign-in-form').addEventListener('submit', listener(async (event) => {
-  event.preventDefault();
-  const form = new FormData(event.target as HTMLFormElement);
-  const { data, error } = await api.POST('/session', { body: { email: String(form.get('email')), password: String(form.get('password')) } });
-  if (!data) return signInProblem.api(error ?? null, { email: $('sign-in-email'), password: $('sign-in-password') });
-  signInProblem.clear();
-  problem(null);
-  csrfToken = data.csrfToken;
-  $<HTMLInputElement>('sign-in-password').value = '';
-  say(`Signed in as ${data.email}.`);
-  await signedIn();
-}));
+$('sign-in-form').addEventListener(
+  'submit',
+  listener(async (event) => {
+    event.preventDefault();
+    const form = new FormData(event.target as HTMLFormElement);
+    const { data, error } = await api.POST('/session', { body: { email: String(form.get('email')), password: String(form.get('password')) } });
+    if (!data) return signInProblem.api(error ?? null, { email: $('sign-in-email'), password: $('sign-in-password') });
+    signInProblem.clear();
+    problem(null);
+    csrfToken = data.csrfToken;
+    $<HTMLInputElement>('sign-in-password').value = '';
+    say(`Signed in as ${data.email}.`);
+    await signedIn();
+  }),
+);
 
 const inviteProblem = problemBox($('invite-form'), $('invite-problem'));
-$('invite-form').addEventListener('submit', listener(async (event) => {
-  event.preventDefault();
-  const form = new FormData(event.target as HTMLFormElement);
-  const password = String(form.get('password'));
-  if (Array.from(password).length < 12) return inviteProblem.show('Choose a password of 12 characters or more.', $('invite-password'));
-  if (!/\S/.test(password)) return inviteProblem.show('The password must not be only spaces.', $('invite-password'));
-  if (password !== String(form.get('confirm'))) return inviteProblem.show('The two passwords differ: type the same password twice.', $('invite-confirm'));
-  const { data, error } = await api.POST('/invites/accept', { body: { token: inviteToken() ?? '', password } });
-  if (!data) return inviteProblem.api(error ?? null, { password: $('invite-password') });
-  inviteProblem.clear();
-  history.replaceState(null, '', location.pathname); // the token is spent: out of the address bar
-  csrfToken = data.csrfToken;
-  say(`Welcome, ${data.email}.`);
-  await signedIn();
-}));
+$('invite-form').addEventListener(
+  'submit',
+  listener(async (event) => {
+    event.preventDefault();
+    const form = new FormData(event.target as HTMLFormElement);
+    const password = String(form.get('password'));
+    if (Array.from(password).length < 12) return inviteProblem.show('Choose a password of 12 characters or more.', $('invite-password'));
+    if (!/\S/.test(password)) return inviteProblem.show('The password must not be only spaces.', $('invite-password'));
+    if (password !== String(form.get('confirm'))) return inviteProblem.show('The two passwords differ: type the same password twice.', $('invite-confirm'));
+    const { data, error } = await api.POST('/invites/accept', { body: { token: inviteToken() ?? '', password } });
+    if (!data) return inviteProblem.api(error ?? null, { password: $('invite-password') });
+    inviteProblem.clear();
+    history.replaceState(null, '', location.pathname); // the token is spent: out of the address bar
+    csrfToken = data.csrfToken;
+    say(`Welcome, ${data.email}.`);
+    await signedIn();
+  }),
+);
 
 const createProblem = problemBox($('create-key-form'), $('create-key-problem'));
-$('create-key-form').addEventListener('submit', listener(async (event) => {
-  event.preventDefault();
-  const formElement = event.target as HTMLFormElement;
-  const fields = { name: $<HTMLInputElement>('key-name'), expires: $<HTMLInputElement>('key-expires'), cap: $<HTMLInputElement>('key-cap') };
-  const checked = checkKeyFields(fields, createProblem.show);
-  if (!checked) return;
-  const scopes = new FormData(formElement).getAll('scope').map(String) as Key['scopes'];
-  if (scopes.length === 0) return createProblem.show('Choose at least one scope.', formElement.querySelector<HTMLElement>('input[name=scope]'));
-  const { data, error } = await api.POST('/keys', { body: { ...checked, scopes } });
-  if (!data) return createProblem.api(error ?? null, { name: fields.name, expiresAt: fields.expires, monthlyCap: fields.cap });
-  formElement.reset();
-  $('new-secret').hidden = false;
-  $<HTMLInputElement>('new-secret-value').value = data.secret;
-  $('copy-secret').focus();
-  say(`Key ${data.key.name} is created.`);
-  await Promise.all([loadKeys(), loadUsage()]);
-}));
+$('create-key-form').addEventListener(
+  'submit',
+  listener(async (event) => {
+    event.preventDefault();
+    const formElement = event.target as HTMLFormElement;
+    const fields = { name: $<HTMLInputElement>('key-name'), expires: $<HTMLInputElement>('key-expires'), cap: $<HTMLInputElement>('key-cap') };
+    const checked = checkKeyFields(fields, createProblem.show);
+    if (!checked) return;
+    const scopes = new FormData(formElement).getAll('scope').map(String) as Key['scopes'];
+    if (scopes.length === 0) return createProblem.show('Choose at least one scope.', formElement.querySelector<HTMLElement>('input[name=scope]'));
+    const { data, error } = await api.POST('/keys', { body: { ...checked, scopes } });
+    if (!data) return createProblem.api(error ?? null, { name: fields.name, expiresAt: fields.expires, monthlyCap: fields.cap });
+    formElement.reset();
+    $('new-secret').hidden = false;
+    $<HTMLInputElement>('new-secret-value').value = data.secret;
+    $('copy-secret').focus();
+    say(`Key ${data.key.name} is created.`);
+    await Promise.all([loadKeys(), loadUsage()]);
+  }),
+);
 
-$('copy-secret').addEventListener('click', listener(async () => {
-  const field = $<HTMLInputElement>('new-secret-value');
-  try {
-    await navigator.clipboard.writeText(field.value);
-    say('The secret is copied.');
-  } catch {
-    field.select(); // no clipboard permission (plain http): selected for Ctrl+C
-    say('Select and copy the secret with Ctrl+C.');
-  }
-}));
+$('copy-secret').addEventListener(
+  'click',
+  listener(async () => {
+    const field = $<HTMLInputElement>('new-secret-value');
+    try {
+      await navigator.clipboard.writeText(field.value);
+      say('The secret is copied.');
+    } catch {
+      field.select(); // no clipboard permission (plain http): selected for Ctrl+C
+      say('Select and copy the secret with Ctrl+C.');
+    }
+  }),
+);
 
 $('secret-done').addEventListener('click', () => {
   $<HTMLInputElement>('new-secret-value').value = '';
@@ -500,15 +521,21 @@ async function patchAccount(body: { paidConsent?: boolean; contentPreference?: A
 }
 
 const accountProblem = problemBox($('account-settings'), $('account-problem'));
-$('paid-consent').addEventListener('change', listener((event) => {
-  const paidConsent = (event.target as HTMLInputElement).checked;
-  return patchAccount({ paidConsent }, paidConsent ? 'Paid Gems may now be spent.' : 'Paid Gems will not be spent.');
-}));
+$('paid-consent').addEventListener(
+  'change',
+  listener((event) => {
+    const paidConsent = (event.target as HTMLInputElement).checked;
+    return patchAccount({ paidConsent }, paidConsent ? 'Paid Gems may now be spent.' : 'Paid Gems will not be spent.');
+  }),
+);
 
-$('content-preference').addEventListener('change', listener((event) => {
-  const contentPreference = (event.target as HTMLSelectElement).value as Account['contentPreference'];
-  return patchAccount({ contentPreference }, `The content preference is ${contentPreference}.`);
-}));
+$('content-preference').addEventListener(
+  'change',
+  listener((event) => {
+    const contentPreference = (event.target as HTMLSelectElement).value as Account['contentPreference'];
+    return patchAccount({ contentPreference }, `The content preference is ${contentPreference}.`);
+  }),
+);
 
 async function leave(path: '/session' | '/sessions'): Promise<void> {
   const { error } = await api.DELETE(path);
@@ -517,8 +544,14 @@ async function leave(path: '/session' | '/sessions'): Promise<void> {
   say(path === '/sessions' ? 'Signed out everywhere.' : 'Signed out.');
   show('sign-in-view');
 }
-$('sign-out').addEventListener('click', listener(() => leave('/session')));
-$('sign-out-everywhere').addEventListener('click', listener(() => leave('/sessions')));
+$('sign-out').addEventListener(
+  'click',
+  listener(() => leave('/session')),
+);
+$('sign-out-everywhere').addEventListener(
+  'click',
+  listener(() => leave('/sessions')),
+);
 
 if (inviteToken()) show('invite-view');
 else if (await loadAccount()) await signedIn();

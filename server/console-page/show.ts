@@ -14,7 +14,10 @@ export function when(iso: string): HTMLTimeElement {
   const at = new Date(iso);
   time.dateTime = iso;
   time.textContent = local.format(at);
-  time.title = `${at.toISOString().replace('T', ' ').replace(/\.\d+Z$/, '')} UTC`;
+  time.title = `${at
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, '')} UTC`;
   return time;
 }
 

@@ -58,7 +58,10 @@ export function dailyChart(days: Usage['days']): SVGSVGElement {
     }
     chart.append(bar);
     const last = i === days.length - 1; // today's label ends at the edge instead of running past it
-    if ((days.length - 1 - i) % 7 === 0) chart.append(svg('text', { x: last ? WIDTH - 2 : i * slot + slot / 2, y: HEIGHT - 6, class: 'tick', 'text-anchor': last ? 'end' : 'middle' }, label(d.day)));
+    if ((days.length - 1 - i) % 7 === 0)
+      chart.append(
+        svg('text', { x: last ? WIDTH - 2 : i * slot + slot / 2, y: HEIGHT - 6, class: 'tick', 'text-anchor': last ? 'end' : 'middle' }, label(d.day)),
+      );
   });
   return chart;
 }

@@ -17,7 +17,12 @@ import { decodeCursor, pageOf } from './paging.ts';
 export async function accountOverview(db: Db, clock: Clock, id: string) {
   const account = await requireAccount(db, id);
   const keys = await listKeys(db, id);
-  const summary = await accountSummary(db, clock, id, keys.map((k) => k.id));
+  const summary = await accountSummary(
+    db,
+    clock,
+    id,
+    keys.map((k) => k.id),
+  );
   return {
     account,
     summary,
@@ -77,7 +82,14 @@ export async function listUploadedAssets(db: Db, accountId: string, page: Page) 
 /** A page of the account's own voices, newest first. */
 export async function listOwnVoices(db: Db, accountId: string, page: Page) {
   const { rows, next } = pageOf(await listAccountVoices(db, accountId, decodeCursor(page.cursor), page.limit + 1), page.limit);
-  const voices = rows.map((v) => ({ id: v.id, name: v.name, language: v.language, state: v.state, durationSeconds: v.duration_seconds, createdAt: v.created_at }));
+  const voices = rows.map((v) => ({
+    id: v.id,
+    name: v.name,
+    language: v.language,
+    state: v.state,
+    durationSeconds: v.duration_seconds,
+    createdAt: v.created_at,
+  }));
   return { voices, next };
 }
 

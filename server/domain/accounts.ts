@@ -100,12 +100,7 @@ export interface NewKey {
 }
 
 /** Creates a key and returns its secret, which is never stored or shown again. */
-export async function createKey(
-  db: Db,
-  clock: Clock,
-  prefix: string,
-  input: NewKey,
-): Promise<{ key: ApiKeyRow; secret: string }> {
+export async function createKey(db: Db, clock: Clock, prefix: string, input: NewKey): Promise<{ key: ApiKeyRow; secret: string }> {
   checkName(input.name, 'a key');
   if (input.scopes.length === 0) throw invalidInput('a key needs at least one scope (read, generate)');
   if (input.expiresAt && input.expiresAt.getTime() <= clock.now().getTime()) {

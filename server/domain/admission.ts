@@ -33,9 +33,13 @@ export const admissionRefusals = new Map<string, number>();
 function refused(limit: string, kind: AdmissionKind, message: string, waitSeconds: number): DomainError {
   const key = `${limit} ${kind}`;
   admissionRefusals.set(key, (admissionRefusals.get(key) ?? 0) + 1);
-  return new DomainError('TEMPORARILY_UNAVAILABLE', `${message}; nothing was claimed or reserved. Send the same request (same Idempotency-Key) again after Retry-After seconds.`, {
-    retryAfterSeconds: Math.max(1, Math.ceil(waitSeconds)),
-  });
+  return new DomainError(
+    'TEMPORARILY_UNAVAILABLE',
+    `${message}; nothing was claimed or reserved. Send the same request (same Idempotency-Key) again after Retry-After seconds.`,
+    {
+      retryAfterSeconds: Math.max(1, Math.ceil(waitSeconds)),
+    },
+  );
 }
 
 /** The buckets a submission of `kind` by `principal` takes a token from. */
@@ -71,7 +75,12 @@ export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, princ
   const first = over.reduce((a, b) => (b.waitMs > a.waitMs ? b : a));
   const bucket = buckets.find((b) => b.id === first.id)!;
   const whose = first.id.startsWith('key:') ? 'This API key' : 'This account';
-  throw refused(first.id.startsWith('key:') ? 'key-rate' : 'account-rate', kind, `${whose} is over its ${kind} request rate (${bucket.rate} per second)`, first.waitMs / 1000);
+  throw refused(
+    first.id.startsWith('key:') ? 'key-rate' : 'account-rate',
+    kind,
+    `${whose} is over its ${kind} request rate (${bucket.rate} per second)`,
+    first.waitMs / 1000,
+  );
 }
 
 /** The caps of fair share (config.ts): jobs of one account running at once per lane. */
@@ -87,13 +96,23 @@ const setting = (own: number | null | undefined, fallback: number) => ({ value: 
  * An account's fair-share caps and admission limits, and how much of them it
  * uses now: `gemforge admin account show`.
  */
-export async function limitsOf(db: Db, limits: AdmissionLimits & ConcurrencyDefaults, account: { id: string; local_concurrency?: number | null; remote_concurrency?: number | null; queued_tasks?: number | null }) {
+export async function limitsOf(
+  db: Db,
+  limits: AdmissionLimits & ConcurrencyDefaults,
+  account: { id: string; local_concurrency?: number | null; remote_concurrency?: number | null; queued_tasks?: number | null },
+) {
   const { rates } = limits;
   return {
     localConcurrency: setting(account.local_concurrency, limits.accountLocalConcurrency),
     remoteConcurrency: setting(account.remote_concurrency, limits.accountRemoteConcurrency),
     queuedTasks: setting(account.queued_tasks, limits.accountQueuedTasks),
-    ratesPerSecond: { keyMedia: rates.keyMedia, keyText: rates.keyText, accountMedia: rates.accountMedia, accountText: rates.accountText, burstSeconds: rates.burstSeconds },
+    ratesPerSecond: {
+      keyMedia: rates.keyMedia,
+      keyText: rates.keyText,
+      accountMedia: rates.accountMedia,
+      accountText: rates.accountText,
+      burstSeconds: rates.burstSeconds,
+    },
     now: { queued: await jobs.queuedOf(db, account.id), running: await jobs.runningOf(db, account.id) },
   };
 }

@@ -8,7 +8,17 @@ import type { Readable } from 'node:stream';
 import type { Db, Tx } from '../storage/db.ts';
 import * as store from '../storage/assets.ts';
 import type { AssetKind, AssetRow } from '../storage/assets.ts';
-import { BlobTooLargeError, blobStoreName, commitTemp, localBlob, openBlob, receiveToTemp, stageBlob, type StagedBlob, type TempBlob } from '../storage/blobs.ts';
+import {
+  BlobTooLargeError,
+  blobStoreName,
+  commitTemp,
+  localBlob,
+  openBlob,
+  receiveToTemp,
+  stageBlob,
+  type StagedBlob,
+  type TempBlob,
+} from '../storage/blobs.ts';
 import { isDatabaseFailure, isDiskFailure, storeFailed, StoreUnavailableError } from '../storage/outages.ts';
 import { storeReferenced } from '../storage/blob-pins.ts';
 import { DomainError, invalidRequest } from './errors.ts';
@@ -169,7 +179,13 @@ export async function uploadAsset(db: Db, clock: Clock, tools: MediaTools, input
       deleted_at: null,
       created_at: clock.now().toISOString(),
     };
-    await storeReferenced(db, temp.sha256, clock.now(), () => commitTemp(tools.dataDir, temp), (trx) => store.insertAsset(trx, row));
+    await storeReferenced(
+      db,
+      temp.sha256,
+      clock.now(),
+      () => commitTemp(tools.dataDir, temp),
+      (trx) => store.insertAsset(trx, row),
+    );
     return row;
   } finally {
     await fsp.rm(temp.path, { force: true });
@@ -312,7 +328,12 @@ export async function assetLink(db: Db, signer: UrlSigner, baseUrl: string, now:
  * in object storage (`release` removes it when the job is done); undefined when
  * the asset is not the account's any more, was deleted, or its bytes are gone.
  */
-export async function referenceFile(db: Db, dataDir: string, accountId: string, assetId: string): Promise<{ path: string; release: () => Promise<void> } | undefined> {
+export async function referenceFile(
+  db: Db,
+  dataDir: string,
+  accountId: string,
+  assetId: string,
+): Promise<{ path: string; release: () => Promise<void> } | undefined> {
   const asset = await store.findAsset(db, assetId);
   if (!asset || asset.account_id !== accountId || asset.deleted_at) return undefined;
   return localBlob(dataDir, asset.blob_sha256);

@@ -229,7 +229,11 @@ function audio(c: Fields, p: Fields): Entry {
     c.check(operations.length === 1, 'operations', "['music'] (music is served by a model of its own)");
     const limits = c.sub('maxPromptChars');
     const durations = c.strings('durations');
-    c.check(durations.every((d) => d === 'off' || Number(d) > 0), 'durations', "a list of 'off' or seconds");
+    c.check(
+      durations.every((d) => d === 'off' || Number(d) > 0),
+      'durations',
+      "a list of 'off' or seconds",
+    );
     return {
       kind: 'audio',
       audio: 'music',

@@ -66,7 +66,16 @@ export function loadCatalog(file: string, providers?: readonly string[]): Catalo
   if (!Array.isArray(doc?.models)) throw new Error(`${file}: "models" must be a list`);
   const seen = new Set<string>();
   const models = doc.models.map((raw, i) => {
-    const m = raw as { id: string; name: string; kind: ModelKind; available?: boolean; baseGems?: number; capabilities: unknown; pricing: unknown; provider?: unknown } & Record<string, unknown>;
+    const m = raw as {
+      id: string;
+      name: string;
+      kind: ModelKind;
+      available?: boolean;
+      baseGems?: number;
+      capabilities: unknown;
+      pricing: unknown;
+      provider?: unknown;
+    } & Record<string, unknown>;
     const where = `${file}: models[${i}]`;
     if (typeof m?.id !== 'string' || !/^[A-Za-z0-9._:-]{1,150}$/.test(m.id)) throw new Error(`${where}: bad id`);
     if (seen.has(m.id)) throw new Error(`${where}: duplicate id ${m.id}`);
@@ -78,7 +87,8 @@ export function loadCatalog(file: string, providers?: readonly string[]): Catalo
     const entry = parseEntry(m.kind, m, `${where} (${m.id})`);
     const model: CatalogModel = { ...entry, id: m.id, name: m.name, listedCapabilities: m.capabilities as Record<string, unknown> };
     if (m.provider !== undefined) {
-      if (typeof m.provider !== 'string' || (providers && !providers.includes(m.provider))) throw new Error(`${where}: provider must be one of ${(providers ?? ['local']).join(', ')}`);
+      if (typeof m.provider !== 'string' || (providers && !providers.includes(m.provider)))
+        throw new Error(`${where}: provider must be one of ${(providers ?? ['local']).join(', ')}`);
       model.provider = m.provider;
       if (Object.hasOwn(m, m.provider) && m.provider !== 'local') model.providerEntry = m[m.provider];
     }

@@ -105,13 +105,26 @@ async function loginFor(db: Db, clock: Clock, accountId: string, email: string):
     return existing;
   }
   const now = clock.now().toISOString();
-  const row: LoginRow = { id: newId('login'), account_id: accountId, email: normal, password_hash: null, invite_token_hash: null, invite_expires_at: null, created_at: now, updated_at: now };
+  const row: LoginRow = {
+    id: newId('login'),
+    account_id: accountId,
+    email: normal,
+    password_hash: null,
+    invite_token_hash: null,
+    invite_expires_at: null,
+    created_at: now,
+    updated_at: now,
+  };
   await store.insertLogin(db, row);
   return row;
 }
 
 /** A one-time invite for `email` (made or replaced); returns the token, shown once. */
-export async function invite(db: Db, clock: Clock, input: { accountId: string; email: string }): Promise<{ login: LoginRow; token: string; expiresAt: string }> {
+export async function invite(
+  db: Db,
+  clock: Clock,
+  input: { accountId: string; email: string },
+): Promise<{ login: LoginRow; token: string; expiresAt: string }> {
   const login = await loginFor(db, clock, input.accountId, input.email);
   const token = randomToken();
   const expiresAt = later(clock, INVITE_HOURS * 3600);

@@ -114,7 +114,13 @@ async function admissible(deps: ExtractDeps, principal: Principal, request: Requ
  * Analyses a video or replays a completed identity. Every failure is thrown as
  * DomainError (the first response of an ANALYSIS_FAILED identity included).
  */
-export async function extractVideo(deps: ExtractDeps, principal: Principal, idemKey: string, body: ExtractionRequest, recorded?: idem.RecordRead): Promise<Extraction> {
+export async function extractVideo(
+  deps: ExtractDeps,
+  principal: Principal,
+  idemKey: string,
+  body: ExtractionRequest,
+  recorded?: idem.RecordRead,
+): Promise<Extraction> {
   // Defaults applied, so an absent prompt and '' are the same identity.
   const request = { ...body, prompt: body.prompt ?? '' };
   const identity = spend.identityOf(principal, idemKey, OPERATION, request);
@@ -172,7 +178,8 @@ async function analyse(
   const charge = result.usage ? measuredCharge(rates, result.usage, amount) : amount;
   log.info({ usage: result.usage ?? null, charge, reserved: amount, parsed: Boolean(parsed) }, 'analysis finished');
   if (!parsed) {
-    const error = new DomainError('ANALYSIS_FAILED',
+    const error = new DomainError(
+      'ANALYSIS_FAILED',
       `The analysis result could not be parsed; its measured usage (${charge} Gem${charge === 1 ? '' : 's'}) is billed. Replays of this Idempotency-Key return this answer again with no new charge; a new analysis needs a new key.`,
     );
     await settle(deps, run, charge, { failure: error }, log);
@@ -262,7 +269,11 @@ export function parseExtraction(text: string): ExtractionBody | undefined {
     if (!s || typeof s !== 'object') return undefined;
     const { startSeconds, endSeconds, description } = s as Record<string, unknown>;
     if (!isNum(startSeconds) || !isNum(endSeconds) || typeof description !== 'string') return undefined;
-    segments.push({ startSeconds: ms(Math.min(duration, Math.max(0, startSeconds))), endSeconds: ms(Math.min(duration, Math.max(0, endSeconds))), description });
+    segments.push({
+      startSeconds: ms(Math.min(duration, Math.max(0, startSeconds))),
+      endSeconds: ms(Math.min(duration, Math.max(0, endSeconds))),
+      description,
+    });
   }
   segments.sort((a, b) => a.startSeconds - b.startSeconds || a.endSeconds - b.endSeconds);
   const ordered: Segment[] = [];

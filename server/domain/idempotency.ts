@@ -53,19 +53,19 @@ export function fingerprint(body: unknown): string {
 }
 
 const conflict = () =>
-  new DomainError('IDEMPOTENCY_CONFLICT',
-    'This Idempotency-Key was already used with a different request body or operation. Use a new key for a new request.',
-  );
+  new DomainError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key was already used with a different request body or operation. Use a new key for a new request.');
 /**
  * 409 REQUEST_UNCERTAIN, the one place it is built: the request with this
  * identity is still pending, or its outcome is unknown and its reservation held.
  */
 export const requestUncertain = () =>
-  new DomainError('REQUEST_UNCERTAIN',
+  new DomainError(
+    'REQUEST_UNCERTAIN',
     'The outcome of the request with this Idempotency-Key is not known yet (still running, or unknown with its reservation held). Keep the same key and body and check again later with backoff; it will not be dispatched again.',
   );
 const failed = () =>
-  new DomainError('REQUEST_FAILED',
+  new DomainError(
+    'REQUEST_FAILED',
     'The original request with this Idempotency-Key definitively failed and nothing was charged. A new attempt needs a new Idempotency-Key.',
   );
 
@@ -294,7 +294,9 @@ export async function operatorRelease(
     if (row.reservation_id) {
       const reservation = await findReservation(trx, row.reservation_id);
       if (reservation?.state === 'settled') {
-        throw new Error(`identity ${idemKey}: its reservation ${reservation.id} was already charged ${reservation.charged} Gems, so it cannot be released as "nothing happened"`);
+        throw new Error(
+          `identity ${idemKey}: its reservation ${reservation.id} was already charged ${reservation.charged} Gems, so it cannot be released as "nothing happened"`,
+        );
       }
       if (reservation?.state === 'held') releasedGems = (await releaseTx(trx, clock, reservation.id)).released;
     }

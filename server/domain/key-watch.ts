@@ -35,10 +35,7 @@ export interface KeyWatcher {
 /** What ends the response: the refusal, said as something that happened while it was open. */
 function endedWith(refusal: DomainError): DomainError {
   const what = refusal.code === 'INVALID_API_KEY' ? 'The API key was revoked or expired' : refusal.message.replace(/\.$/, '');
-  return new DomainError(
-    refusal.code,
-    `${what} while this response was open, so it ends here. The generation is not cancelled; its measured usage is billed.`,
-  );
+  return new DomainError(refusal.code, `${what} while this response was open, so it ends here. The generation is not cancelled; its measured usage is billed.`);
 }
 
 export function keyWatcher(db: Db, clock: Clock, options: { intervalMs?: number; ttlMs?: number } = {}): KeyWatcher {

@@ -73,7 +73,8 @@ export async function reserve(db: Db, clock: Clock, req: ReserveRequest): Promis
 export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
   assertWhole(req.amount, 'amount');
   if (req.maxGems !== undefined && req.amount > req.maxGems) {
-    throw new DomainError('PRICE_CHANGED',
+    throw new DomainError(
+      'PRICE_CHANGED',
       `This request costs up to ${gems(req.amount)}, above its maxGems ceiling of ${req.maxGems}. Reduce the cost or raise maxGems to at least ${req.amount}.`,
     );
   }
@@ -93,7 +94,8 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
     }
     const spent = figures.keySpent;
     if (spent + req.amount > cap) {
-      throw new DomainError('API_KEY_LIMIT',
+      throw new DomainError(
+        'API_KEY_LIMIT',
         `This API key's monthly cap of ${gems(cap)} cannot cover this request: ${gems(spent)} are already charged this UTC month or held, and this request needs ${gems(req.amount)} (${gems(cap - spent)} left). The cap is not raised automatically.`,
       );
     }
@@ -103,9 +105,7 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
   let holdPaid = 0;
   if (req.purpose === 'media') {
     if (balance < req.amount) {
-      throw new DomainError('INSUFFICIENT_GEMS',
-        `The account's Gem balance of ${gems(balance)} cannot cover this request, which needs ${gems(req.amount)}.`,
-      );
+      throw new DomainError('INSUFFICIENT_GEMS', `The account's Gem balance of ${gems(balance)} cannot cover this request, which needs ${gems(req.amount)}.`);
     }
     holdPaid = req.amount;
   } else {
@@ -113,12 +113,14 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
     holdAllowance = Math.min(left, req.amount);
     holdPaid = req.amount - holdAllowance;
     if (holdPaid > 0 && !figures.paidConsent) {
-      throw new DomainError('LLM_QUOTA_EXHAUSTED',
+      throw new DomainError(
+        'LLM_QUOTA_EXHAUSTED',
         `The account's monthly LLM allowance has ${gems(left)} left and this request needs up to ${gems(req.amount)}; paid Gems are not used because the account has not consented to paid LLM usage.`,
       );
     }
     if (holdPaid > balance) {
-      throw new DomainError('LLM_QUOTA_EXHAUSTED',
+      throw new DomainError(
+        'LLM_QUOTA_EXHAUSTED',
         `This request needs up to ${gems(req.amount)}: the monthly LLM allowance has ${gems(left)} left and the Gem balance of ${gems(balance)} cannot cover the remaining ${gems(holdPaid)}.`,
       );
     }

@@ -10,23 +10,13 @@ import { DomainError, invalidRequest } from './errors.ts';
 import { findVoice } from '../storage/voices.ts';
 import type { SpeechJobRequest, SpeechVoice } from '../providers/media-types.ts';
 import type { Catalog, CatalogModel, ModelOf } from './catalog.ts';
-import {
-  checkPromptLength,
-  checkReferences,
-  oneOf,
-  providerPrompt,
-  requireModel,
-  slotsFor,
-  type PrepareContext,
-  type PreparedMedia,
-} from './media-request.ts';
+import { checkPromptLength, checkReferences, oneOf, providerPrompt, requireModel, slotsFor, type PrepareContext, type PreparedMedia } from './media-request.ts';
 
 type AudioRequest = components['schemas']['AudioRequest'];
 type SpeechRequest = components['schemas']['SpeechRequest'];
 type MusicRequest = components['schemas']['MusicRequest'];
 type AudioParameters = components['schemas']['MediaParametersSpeech'] | components['schemas']['MediaParametersMusic'];
 type Operation = AudioRequest['operation'];
-
 
 const SPEECH_PARAMETERS = ['voiceProfileId', 'speed', 'volume', 'temperature'] as const;
 const MUSIC_PARAMETERS = ['musicMode', 'instrumental', 'style', 'title', 'negativeTags', 'vocalGender', 'duration', 'coverAudio'] as const;
@@ -75,7 +65,6 @@ export function musicPrice(seconds: number, pricing: { perThirtySeconds: number 
 export async function prepareAudio(ctx: PrepareContext, body: AudioRequest): Promise<PreparedMedia> {
   return body.operation === 'music' ? prepareMusic(ctx, body) : prepareSpeech(ctx, body, body.operation);
 }
-
 
 async function requireVoice(ctx: PrepareContext, id: string, operation: Operation): Promise<SpeechVoice> {
   const row = await findVoice(ctx.db, id);
@@ -127,7 +116,8 @@ async function prepareMusic(ctx: PrepareContext, body: MusicRequest): Promise<Pr
   rejectForeign(p, SPEECH_PARAMETERS, 'music');
   const musicMode = oneOf('musicMode', p.musicMode ?? 'simple', caps.modes, id);
   if (musicMode === 'simple') {
-    if (p.style !== undefined) throw invalidRequest('parameters.style belongs to advanced mode; set parameters.musicMode to "advanced" or describe the style in prompt.');
+    if (p.style !== undefined)
+      throw invalidRequest('parameters.style belongs to advanced mode; set parameters.musicMode to "advanced" or describe the style in prompt.');
     if (p.title !== undefined) throw invalidRequest('parameters.title belongs to advanced mode; set parameters.musicMode to "advanced".');
   }
   checkPromptLength(body.prompt, caps.maxPromptChars[musicMode], id, `prompt (${musicMode} mode)`);

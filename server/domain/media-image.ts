@@ -15,7 +15,6 @@ import {
 
 type ImageRequest = components['schemas']['ImageRequest'];
 
-
 /** Width and height for a ratio `a:b` whose long edge is `resolution` pixels. */
 export function imageDimensions(ratio: string, resolution: string): { width: number; height: number } {
   const [a, b] = ratio.split(':').map(Number);

@@ -10,7 +10,9 @@
 import type { components } from '../../generated/api.ts';
 import type { ImageJobRequest, MusicJobRequest, SpeechJobRequest, VideoJobRequest } from '../providers/media-types.ts';
 
-type Params<S extends 'MediaParametersImage' | 'MediaParametersVideo' | 'MediaParametersSpeech' | 'MediaParametersMusic'> = keyof NonNullable<components['schemas'][S]>;
+type Params<S extends 'MediaParametersImage' | 'MediaParametersVideo' | 'MediaParametersSpeech' | 'MediaParametersMusic'> = keyof NonNullable<
+  components['schemas'][S]
+>;
 
 /** Where a parameter goes: the job request field(s) it sets, or why none. */
 export type ParameterUse<Field extends string> = { sets: readonly Field[] } | { checkedOnly: string };

@@ -83,7 +83,10 @@ export function requireModel<K extends ModelKind>(catalog: Catalog, id: string, 
   const found = catalog.find(id);
   const model = found?.kind === kind ? (found as ModelOf<K>) : undefined;
   if (!model || (check && !check(model))) {
-    throw new DomainError('MODEL_UNAVAILABLE', `Model "${id}" is not ${kind === 'image' ? 'an' : 'a'} ${kind} model of this service; list models with GET /api/generate/models.`);
+    throw new DomainError(
+      'MODEL_UNAVAILABLE',
+      `Model "${id}" is not ${kind === 'image' ? 'an' : 'a'} ${kind} model of this service; list models with GET /api/generate/models.`,
+    );
   }
   if (model.available === false) {
     throw new DomainError('MODEL_UNAVAILABLE', `Model "${id}" is not available right now.`);

@@ -24,7 +24,6 @@ import type { VideoCapabilities, VideoPricing } from './catalog-entries.ts';
 type VideoRequest = components['schemas']['VideoRequest'];
 type VideoParameters = components['schemas']['MediaParametersVideo'];
 
-
 /** Frames per second of every generated video. */
 export const VIDEO_FPS = 24;
 
@@ -93,11 +92,17 @@ async function checkNamedReferences(ctx: PrepareContext, refs: NamedReference[],
     const seconds = row.duration_seconds;
     if (seconds === null || seconds < min || seconds > max) {
       const length = seconds === null ? 'of unknown length' : `${seconds} s long`;
-      throw new DomainError('INVALID_REFERENCE', `${ref.name}: ${ref.kind} asset ${ref.id} is ${length}; model ${modelId} accepts reference ${ref.kind} of ${min}–${max} s.`);
+      throw new DomainError(
+        'INVALID_REFERENCE',
+        `${ref.name}: ${ref.kind} asset ${ref.id} is ${length}; model ${modelId} accepts reference ${ref.kind} of ${min}–${max} s.`,
+      );
     }
   }
   // The shared check once more: whether the model's provider can use them yet.
-  await checkReferences(ctx, refs.map((r) => ({ id: r.id, kinds: [r.kind] })));
+  await checkReferences(
+    ctx,
+    refs.map((r) => ({ id: r.id, kinds: [r.kind] })),
+  );
 }
 
 /**
@@ -113,7 +118,12 @@ async function checkVideoReferences(
   resolution: string,
   id: string,
 ): Promise<{ referenceVideos: string[]; referenceAudios: string[]; referenceImages: string[] }> {
-  const videoName = p.referenceVideo && p.referenceVideos?.length ? 'parameters.referenceVideo and referenceVideos together' : p.referenceVideo ? 'parameters.referenceVideo' : 'parameters.referenceVideos';
+  const videoName =
+    p.referenceVideo && p.referenceVideos?.length
+      ? 'parameters.referenceVideo and referenceVideos together'
+      : p.referenceVideo
+        ? 'parameters.referenceVideo'
+        : 'parameters.referenceVideos';
   const videos: ReferenceGroup = {
     name: videoName,
     ids: [...(p.referenceVideo ? [p.referenceVideo] : []), ...(p.referenceVideos ?? [])],
@@ -121,7 +131,13 @@ async function checkVideoReferences(
     max: caps.maxReferenceVideos,
     durations: caps.referenceDurations?.video,
   };
-  const audios: ReferenceGroup = { name: 'parameters.referenceAudios', ids: p.referenceAudios ?? [], kind: 'audio', max: caps.maxReferenceAudios, durations: caps.referenceDurations?.audio };
+  const audios: ReferenceGroup = {
+    name: 'parameters.referenceAudios',
+    ids: p.referenceAudios ?? [],
+    kind: 'audio',
+    max: caps.maxReferenceAudios,
+    durations: caps.referenceDurations?.audio,
+  };
   const images: ReferenceGroup = {
     name: 'referenceAssetIds',
     ids: referenceAssetIds,
@@ -158,7 +174,9 @@ export async function prepareVideo(ctx: PrepareContext, body: VideoRequest): Pro
   const mode = oneOf('mode', p.mode, caps.modes, id);
   if (mode === 'image-to-video' && !p.sourceImage) throw invalidRequest(`parameters.sourceImage is required with mode image-to-video: it is the first frame.`);
   if (mode === 'text-to-video' && p.sourceImage) {
-    throw invalidRequest('parameters.sourceImage is only used with mode image-to-video; text-to-video starts from the prompt (top-level referenceAssetIds are visual references).');
+    throw invalidRequest(
+      'parameters.sourceImage is only used with mode image-to-video; text-to-video starts from the prompt (top-level referenceAssetIds are visual references).',
+    );
   }
   if (p.endFrame && !caps.endFrame) throw unsupported('endFrame', id);
   const duration = Number(oneOf('duration', p.duration ?? caps.defaultDuration, caps.durations, id));

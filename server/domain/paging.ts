@@ -15,6 +15,7 @@ export function pageOf<R extends { id: string; created_at: string }>(rows: R[], 
 export function decodeCursor(cursor: string | undefined): PagePosition | undefined {
   if (cursor === undefined) return undefined;
   const [createdAt, id] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  if (!createdAt || !id || Number.isNaN(Date.parse(createdAt))) throw new DomainError('INVALID_REQUEST', 'The cursor is not one this server gave; start from the first page.');
+  if (!createdAt || !id || Number.isNaN(Date.parse(createdAt)))
+    throw new DomainError('INVALID_REQUEST', 'The cursor is not one this server gave; start from the first page.');
   return { createdAt, id };
 }

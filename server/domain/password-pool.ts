@@ -54,7 +54,9 @@ const RETRY_AFTER_SECONDS = 1;
 const workerModule = new URL('./password-worker.ts', import.meta.url).href;
 
 const busyRefusal = () =>
-  new DomainError('TEMPORARILY_UNAVAILABLE', 'Too many sign-ins are being checked right now; try again in a moment.', { retryAfterSeconds: RETRY_AFTER_SECONDS });
+  new DomainError('TEMPORARILY_UNAVAILABLE', 'Too many sign-ins are being checked right now; try again in a moment.', {
+    retryAfterSeconds: RETRY_AFTER_SECONDS,
+  });
 
 interface Job {
   message: PasswordJob;

@@ -30,7 +30,10 @@ const sharedFailures = new Map<string, number>();
 
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([work, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('the object store did not answer in time')), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    work,
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('the object store did not answer in time')), ms))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 /**

@@ -73,5 +73,8 @@ export function findScenario(scenarios: readonly Scenario[], name: string): Scen
 /** `text` without its markers (what a provider sees), when scenarios are enabled. */
 export function stripScenarios(text: string, enabled: boolean): string {
   if (!enabled) return text;
-  return text.replace(MARKER, '').replace(/[ \t]{2,}/g, ' ').trim();
+  return text
+    .replace(MARKER, '')
+    .replace(/[ \t]{2,}/g, ' ')
+    .trim();
 }

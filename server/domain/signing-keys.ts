@@ -26,9 +26,17 @@ export async function databaseKeyRing(db: Db, clock: Clock, ttlSeconds: number):
   return { current: Buffer.from(current.secret, 'hex'), previous: previous.map((k) => Buffer.from(k.secret, 'hex')) };
 }
 
-export async function startSigner(config: Pick<Config, 'signingSecret' | 'signingSecretPrevious' | 'signedUrlTtlSeconds' | 'dataDir'>, db: Db, clock: Clock, logger: Logger): Promise<RunningSigner> {
+export async function startSigner(
+  config: Pick<Config, 'signingSecret' | 'signingSecretPrevious' | 'signedUrlTtlSeconds' | 'dataDir'>,
+  db: Db,
+  clock: Clock,
+  logger: Logger,
+): Promise<RunningSigner> {
   if (config.signingSecret) {
-    return { signer: createSigner({ current: config.signingSecret, previous: config.signingSecretPrevious }, config.signedUrlTtlSeconds), stop: () => undefined };
+    return {
+      signer: createSigner({ current: config.signingSecret, previous: config.signingSecretPrevious }, config.signedUrlTtlSeconds),
+      stop: () => undefined,
+    };
   }
   await ensureSigningKey(db, clock.now().toISOString(), legacySecret(config.dataDir));
   const signer = createSigner(await databaseKeyRing(db, clock, config.signedUrlTtlSeconds), config.signedUrlTtlSeconds);

@@ -50,7 +50,8 @@ export interface TokenCount {
 /** Whole Gems for a cost; rates can be fractional, so float noise (1.0000000002) never adds a Gem. */
 const ceilGems = (x: number) => Math.max(0, Math.ceil(x - 1e-9));
 
-const tokenCost = (rates: TokenRates, t: TokenCount) => ceilGems((t.inputTokens * rates.inputPerThousandTokens + t.outputTokens * rates.outputPerThousandTokens) / 1000);
+const tokenCost = (rates: TokenRates, t: TokenCount) =>
+  ceilGems((t.inputTokens * rates.inputPerThousandTokens + t.outputTokens * rates.outputPerThousandTokens) / 1000);
 
 /** The reservation for token work: the cost of the upper bounds, at least 1 Gem. */
 export function tokenQuote(rates: TokenRates, bounds: TokenCount): number {
@@ -81,7 +82,8 @@ export function providerUnavailable(provider: string, when: 'before-claim' | 'fo
 
 /** 502 PROVIDER_ERROR after a release: the provider rejected the request. Final: a retry of the identity only answers REQUEST_FAILED. */
 export function providerRejected(provider: string, detail?: string): DomainError {
-  return new DomainError('PROVIDER_ERROR',
+  return new DomainError(
+    'PROVIDER_ERROR',
     `${detail ?? `The ${provider} rejected the request.`} Nothing was charged. This identity is closed: a replay answers REQUEST_FAILED.`,
     { final: true },
   );
@@ -134,7 +136,12 @@ export interface Submission {
  * refuses it nothing was kept, and the story runs again the long way, which
  * says which rule refused.
  */
-export async function inSubmission<T>(db: Db, clock: Clock, identity: idem.Identity, story: (submission: Submission) => Promise<T>): Promise<idem.SubmitResult<T>> {
+export async function inSubmission<T>(
+  db: Db,
+  clock: Clock,
+  identity: idem.Identity,
+  story: (submission: Submission) => Promise<T>,
+): Promise<idem.SubmitResult<T>> {
   const attempt = async (atCommit: boolean): Promise<idem.SubmitResult<T>> => ({
     created: true,
     value: await inTransaction(db, (trx) => story(steps(trx, clock, identity, atCommit))),

@@ -30,7 +30,14 @@ function present({ task, reservation, outputs }: TaskSnapshot, clock: Clock, sig
       return {
         index: o.idx,
         status: o.status,
-        asset: asset ? { id: asset.id, kind: asset.kind as NonNullable<TaskView['outputs'][number]['asset']>['kind'], mimeType: asset.mime_type, url: signer.sign(baseUrl, asset.id, now) } : null,
+        asset: asset
+          ? {
+              id: asset.id,
+              kind: asset.kind as NonNullable<TaskView['outputs'][number]['asset']>['kind'],
+              mimeType: asset.mime_type,
+              url: signer.sign(baseUrl, asset.id, now),
+            }
+          : null,
       };
     }),
     kind: task.kind,

@@ -42,7 +42,11 @@ export interface SubmitInput {
  * The speech controls' defaults as the contract states them (spec: speed 1, volume 0,
  * temperature 0.7). The validator writes them into a speech body that leaves them out.
  */
-const SPEECH_DEFAULTS: ReadonlyArray<readonly [string, number]> = [['speed', 1], ['volume', 0], ['temperature', 0.7]];
+const SPEECH_DEFAULTS: ReadonlyArray<readonly [string, number]> = [
+  ['speed', 1],
+  ['volume', 0],
+  ['temperature', 0.7],
+];
 
 /**
  * What a media identity fingerprints: the body with the spec's defaults applied: `parameters`
@@ -106,7 +110,14 @@ async function replayOf(db: Db, record: idem.IdempotencyRow): Promise<Submitted>
 }
 
 /** Inserts the queued task, its pending outputs and its job; returns the task and its snapshot as written. */
-async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared: PreparedMedia, reservation: ReservationRow, id: string): Promise<{ task: TaskRow; snapshot: TaskSnapshot }> {
+async function createTask(
+  trx: Tx,
+  clock: Clock,
+  principal: Principal,
+  prepared: PreparedMedia,
+  reservation: ReservationRow,
+  id: string,
+): Promise<{ task: TaskRow; snapshot: TaskSnapshot }> {
   const now = clock.now().toISOString();
   const task: TaskRow = {
     id,
@@ -218,9 +229,14 @@ export async function operatorSettle(db: Db, clock: Clock, taskId: string, outco
     const task = await store.findTask(trx, taskId);
     if (!task) throw new Error(`no task with id ${taskId}`);
     if (TERMINAL.has(task.status)) throw new Error(`task ${taskId} is already ${task.status}`);
-    const done = await finishTask(trx, clock, taskId, outcome === 'failed'
-      ? { status: 'failed', error: { code: 'GENERATION_FAILED', message: 'The generation failed; nothing was charged.' } }
-      : { status: 'succeeded', charge: await store.sumOutputPrices(trx, taskId) });
+    const done = await finishTask(
+      trx,
+      clock,
+      taskId,
+      outcome === 'failed'
+        ? { status: 'failed', error: { code: 'GENERATION_FAILED', message: 'The generation failed; nothing was charged.' } }
+        : { status: 'succeeded', charge: await store.sumOutputPrices(trx, taskId) },
+    );
     if (!done) throw new Error(`task ${taskId} could not be settled`);
     const job = await jobs.findJobByTask(trx, taskId);
     if (job) await jobs.setState(trx, job.id, 'done', clock.now().toISOString(), `settled by operator: ${outcome}`);

@@ -73,10 +73,7 @@ export function measuredCharge(rates: TextRates, usage: Usage, reserved: number)
 }
 
 /** One step of a live generation, in order: deltas, then `end` (settled) or `error`. */
-export type GenerationEvent =
-  | { type: 'delta'; content: string }
-  | { type: 'end'; completion: ChatCompletion }
-  | { type: 'error'; error: DomainError };
+export type GenerationEvent = { type: 'delta'; content: string } | { type: 'end'; completion: ChatCompletion } | { type: 'error'; error: DomainError };
 
 export interface LiveGeneration {
   id: string;
@@ -135,7 +132,9 @@ function providerMessages(messages: ChatMessage[], scenariosEnabled: boolean): {
   let last = -1;
   for (let i = messages.length - 1; i >= 0 && last < 0; i--) if (messages[i].role === 'user') last = i;
   const lastUser = last >= 0 ? messages[last].content : '';
-  const out = messages.map((m, i) => (i === last ? { role: m.role, content: stripScenarios(m.content, scenariosEnabled) } : { role: m.role, content: m.content }));
+  const out = messages.map((m, i) =>
+    i === last ? { role: m.role, content: stripScenarios(m.content, scenariosEnabled) } : { role: m.role, content: m.content },
+  );
   return { messages: out, lastUser };
 }
 
@@ -302,7 +301,8 @@ async function fail(deps: TextDeps, run: Run, error: unknown, deltas: number, te
       // charge) instead of leaving the client uncertain.
       const usage = (error as ProviderError).usage ?? measure(run.messages, text);
       const charge = measuredCharge(run.rates, usage, run.claim.reserved);
-      const failed = new DomainError('PROVIDER_ERROR',
+      const failed = new DomainError(
+        'PROVIDER_ERROR',
         `The text provider failed part-way through this completion; the usage measured so far is billed (${charge} Gem${charge === 1 ? '' : 's'}). ` +
           'This outcome is final: replays of this Idempotency-Key return it again with no new inference or charge; to try again, send a new request with a new Idempotency-Key.',
         { final: true },

@@ -186,7 +186,14 @@ function decodeFilename(name: string): string {
 /** The voice name: the file name without its extension, or a dated default. */
 export function voiceName(originalname: string | undefined, now: Date): string {
   // Control characters (a NUL cannot even be stored in Postgres) are no part of a name.
-  const base = path.basename(decodeFilename(originalname ?? '').replace(/[\u0000-\u001f\u007f]/g, '').replace(BIDI_CONTROLS, '')).replace(/\.[^.]*$/, '').trim();
+  const base = path
+    .basename(
+      decodeFilename(originalname ?? '')
+        .replace(/[\u0000-\u001f\u007f]/g, '')
+        .replace(BIDI_CONTROLS, ''),
+    )
+    .replace(/\.[^.]*$/, '')
+    .trim();
   if (base) return Array.from(base).slice(0, 200).join('');
   return `Voice ${now.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
 }

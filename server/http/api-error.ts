@@ -42,8 +42,6 @@ export class ApiError extends Refusal {
 
   /** The spec's Error envelope. */
   toEnvelope(): { error: { code?: string; message: string } } {
-    return this.code === undefined
-      ? { error: { message: this.message } }
-      : { error: { code: this.code, message: this.message } };
+    return this.code === undefined ? { error: { message: this.message } } : { error: { code: this.code, message: this.message } };
   }
 }

@@ -83,7 +83,10 @@ export function answerClientErrors(server: http.Server, logger?: Logger): void {
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const requestId = newRequestId();
     res.setHeader('x-request-id', requestId);
-    logger?.info({ requestId, status: 400, method: req.method, expect: String(req.headers.expect).slice(0, 100) }, 'request refused before the app: unsupported Expect');
+    logger?.info(
+      { requestId, status: 400, method: req.method, expect: String(req.headers.expect).slice(0, 100) },
+      'request refused before the app: unsupported Expect',
+    );
     answerWith(res, { status: 400, message: `Unsupported Expect header "${String(req.headers.expect).slice(0, 100)}"; only 100-continue is supported.` });
   });
 }
@@ -92,7 +95,12 @@ export function answerClientErrors(server: http.Server, logger?: Logger): void {
 function answerWith(res: http.ServerResponse, { status, message }: { status: 400 | 413; message: string }, cause?: Error): void {
   const body = envelope(message);
   const requestId = res.getHeader('x-request-id') ?? newRequestId();
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId, connection: 'close' });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    'x-request-id': requestId,
+    connection: 'close',
+  });
   // Then the request itself fails with the cause, so whoever reads its body (multer
   // writing an upload to a temp file) stops and cleans up, as on a dropped connection.
   res.end(body, () => (cause ? res.req.destroy(cause) : res.socket?.destroy()));

@@ -47,7 +47,7 @@ export function requireSession({ db, clock, config }: Pick<AppDeps, 'db' | 'cloc
     if (!token) throw new ApiError(401, 'SESSION_EXPIRED', 'Sign in first: this request carries no console session.');
     const session = await resumeSession(db, clock, config.consoleSession, token);
     if (!SAFE_METHODS.has(req.method) && !sameToken(req.get('x-csrf-token') ?? '', session.csrf_token)) {
-      throw new ApiError(403, 'CSRF_TOKEN_INVALID', 'This change needs the session\'s CSRF token in the X-CSRF-Token header; reload the page and try again.');
+      throw new ApiError(403, 'CSRF_TOKEN_INVALID', "This change needs the session's CSRF token in the X-CSRF-Token header; reload the page and try again.");
     }
     req.consoleSession = session;
     next();

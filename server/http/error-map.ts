@@ -63,8 +63,7 @@ const HTTP = {
 } as const satisfies Record<DomainCode, HttpAnswer>;
 
 /** What an unexpected failure answers: no detail of it leaves the server. */
-export const unavailable = () =>
-  new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'The service is temporarily unavailable; retry later with the same identity.');
+export const unavailable = () => new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'The service is temporarily unavailable; retry later with the same identity.');
 
 /** The HTTP answer to a domain error: its status, envelope code and message, `final` and `Retry-After` carried over. */
 export function apiErrorOf(error: DomainError): ApiError {

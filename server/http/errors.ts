@@ -25,7 +25,6 @@ import { describeKnownIssue, rebaseTagged, refResolver, type RefResolver, type V
 import { unsupportedUploadType } from '../domain/assets.ts';
 import { ASSETS_PATH } from './upload-paths.ts';
 
-
 interface HttpLikeError {
   status?: number;
   statusCode?: number;
@@ -39,7 +38,10 @@ interface HttpLikeError {
 function describeIssue(issue: ValidatorIssue, req: Request, resolve: RefResolver): string {
   const known = describeKnownIssue(issue, { bodySchema: bodySchemaOf(req), body: req.body, parameters: operationOf(req)?.parameters, resolve });
   if (known) return known;
-  const where = (issue.path ?? '').replace(/^\.?\/?/, '').replaceAll('/', '.').replace(/^headers\./, 'header ');
+  const where = (issue.path ?? '')
+    .replace(/^\.?\/?/, '')
+    .replaceAll('/', '.')
+    .replace(/^headers\./, 'header ');
   // A `false` schema in the contract: a field the operation (or mode) does not take.
   const message = issue.message === 'boolean schema is false' ? 'is not accepted by this operation or mode' : (issue.message ?? 'is invalid');
   return where ? `${where} ${message}` : message;
@@ -134,9 +136,16 @@ function fromValidator(err: HttpLikeError, req: Request, resolve: RefResolver): 
     const modelIssue = issues.find((i) => /^\/?body\/model$/.test(i.path?.replace(/^\./, '') ?? '') && /constant/.test(i.message ?? ''));
     if (modelIssue) {
       const allowed = constModelOf(req);
-      return new ApiError(422, 'MODEL_UNAVAILABLE', allowed ? `This operation is served only by model ${allowed}.` : 'This model does not serve this operation.');
+      return new ApiError(
+        422,
+        'MODEL_UNAVAILABLE',
+        allowed ? `This operation is served only by model ${allowed}.` : 'This model does not serve this operation.',
+      );
     }
-    const detail = reportable(issues).slice(0, 5).map((issue) => describeIssue(issue, req, resolve)).join('; ');
+    const detail = reportable(issues)
+      .slice(0, 5)
+      .map((issue) => describeIssue(issue, req, resolve))
+      .join('; ');
     return new ApiError(422, 'INVALID_REQUEST', `Invalid request: ${detail}.`);
   }
   return undefined;

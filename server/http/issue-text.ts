@@ -183,7 +183,10 @@ export interface IssueContext {
 /** The issue as a sentence, or undefined to let the caller say it its way. */
 export function describeKnownIssue(issue: ValidatorIssue, context: IssueContext): string | undefined {
   const { bodySchema, body, resolve } = context;
-  const segments = (issue.path ?? '').replace(/^\.?\/?/, '').split('/').filter(Boolean);
+  const segments = (issue.path ?? '')
+    .replace(/^\.?\/?/, '')
+    .split('/')
+    .filter(Boolean);
   const [where, ...rest] = segments;
   const message = issue.message ?? '';
   if (where === 'body' && rest.length > 0 && /must NOT have (additional|unevaluated) propert/.test(message)) {

@@ -25,7 +25,6 @@ import { workerJobCounts } from '../worker/counts.ts';
 const processRegistry = new client.Registry();
 client.collectDefaultMetrics({ register: processRegistry, prefix: 'gemforge_' });
 
-
 export interface ServerMetrics {
   /** Counts one answered request. */
   observe(req: Request, status: number, seconds: number): void;
@@ -45,7 +44,13 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 
 /** A counter whose values are read at each scrape: `read` gives each series' labels and value. */
-function collectedCounter(registry: client.Registry, name: string, help: string, labelNames: readonly string[], read: () => Iterable<[Record<string, string>, number]>): void {
+function collectedCounter(
+  registry: client.Registry,
+  name: string,
+  help: string,
+  labelNames: readonly string[],
+  read: () => Iterable<[Record<string, string>, number]>,
+): void {
   new client.Counter({
     name,
     help,
@@ -73,7 +78,14 @@ function countsOf(registry: client.Registry, name: string, help: string, labelNa
 
 /** Failures of the database and the blob store (object store or local disk), by store and operation. */
 function storeMetrics(registry: client.Registry): void {
-  countsOf(registry, 'gemforge_store_errors_total', 'Errors of the database and the blob store (object store, local disk), by store and operation', ['store', 'operation'], storeErrorCounts, '\t');
+  countsOf(
+    registry,
+    'gemforge_store_errors_total',
+    'Errors of the database and the blob store (object store, local disk), by store and operation',
+    ['store', 'operation'],
+    storeErrorCounts,
+    '\t',
+  );
 }
 
 /** The metrics of `gemforge worker` on its own listener (WORKER_METRICS_PORT): its jobs, store errors, the process. */
@@ -113,14 +125,29 @@ function deploymentMetrics(registry: client.Registry): void {
   const counter = (name: string, help: string, read: (v: DeploymentView) => number) =>
     collectedCounter(registry, name, help, labelNames, () => deploymentViews().map((v): [Record<string, string>, number] => [labels(v), read(v)]));
   counter('gemforge_upstream_deployment_calls_total', 'Attempts sent to each upstream deployment', (v) => v.stats.calls);
-  counter('gemforge_upstream_deployment_errors_total', 'Attempts an upstream deployment did not serve (refused connection, throttled, credentials refused, 5xx, timeout)', (v) => v.stats.errors);
-  counter('gemforge_upstream_deployment_seconds_total', 'Time spent in attempts to each upstream deployment (to its first answer); with the calls, the mean latency', (v) => v.stats.latencySeconds);
+  counter(
+    'gemforge_upstream_deployment_errors_total',
+    'Attempts an upstream deployment did not serve (refused connection, throttled, credentials refused, 5xx, timeout)',
+    (v) => v.stats.errors,
+  );
+  counter(
+    'gemforge_upstream_deployment_seconds_total',
+    'Time spent in attempts to each upstream deployment (to its first answer); with the calls, the mean latency',
+    (v) => v.stats.latencySeconds,
+  );
 }
 
 export function createWorkerMetrics(): Pick<ServerMetrics, 'text' | 'contentType'> {
   const registry = new client.Registry();
   deploymentMetrics(registry);
-  countsOf(registry, 'gemforge_worker_jobs_total', 'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)', ['event'], workerJobCounts, '\t');
+  countsOf(
+    registry,
+    'gemforge_worker_jobs_total',
+    'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)',
+    ['event'],
+    workerJobCounts,
+    '\t',
+  );
   storeMetrics(registry);
   return { text: () => client.Registry.merge([processRegistry, registry]).metrics(), contentType: registry.contentType };
 }
@@ -141,7 +168,13 @@ interface DatabaseGauge {
 }
 
 /** A gauge with one value per row read, labelled by the row's fields named `labelNames`. */
-function gaugeOf<L extends string>(registry: client.Registry, name: string, help: string, labelNames: L[], read: () => Promise<Array<Record<L, string> & { count: number }>>): DatabaseGauge {
+function gaugeOf<L extends string>(
+  registry: client.Registry,
+  name: string,
+  help: string,
+  labelNames: L[],
+  read: () => Promise<Array<Record<L, string> & { count: number }>>,
+): DatabaseGauge {
   const gauge = new client.Gauge({ name, help, labelNames, registers: [registry] });
   return {
     async refresh() {
@@ -170,7 +203,12 @@ function valueOf(registry: client.Registry, name: string, help: string, read: ()
 
 export function createServerMetrics(db: Db, clock: Clock, upstreamErrorCounts: ReadonlyMap<string, number> = new Map()): ServerMetrics {
   const registry = new client.Registry();
-  const requests = new client.Counter({ name: 'gemforge_http_requests_total', help: 'Answered requests, by operation and status', labelNames: ['operation', 'status'] as const, registers: [registry] });
+  const requests = new client.Counter({
+    name: 'gemforge_http_requests_total',
+    help: 'Answered requests, by operation and status',
+    labelNames: ['operation', 'status'] as const,
+    registers: [registry],
+  });
   const latency = new client.Histogram({
     name: 'gemforge_http_request_duration_seconds',
     help: 'Time to answer, by operation',
@@ -178,7 +216,13 @@ export function createServerMetrics(db: Db, clock: Clock, upstreamErrorCounts: R
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
-  countsOf(registry, 'gemforge_upstream_errors_total', 'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)', ['provider', 'kind'], upstreamErrorCounts);
+  countsOf(
+    registry,
+    'gemforge_upstream_errors_total',
+    'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
+    ['provider', 'kind'],
+    upstreamErrorCounts,
+  );
   countsOf(
     registry,
     'gemforge_moderation_remote_fallbacks_total',
@@ -187,18 +231,35 @@ export function createServerMetrics(db: Db, clock: Clock, upstreamErrorCounts: R
     remoteFallbacks,
   );
   deploymentMetrics(registry);
-  countsOf(registry, 'gemforge_admission_refusals_total', 'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)', ['limit', 'kind'], admissionRefusals);
+  countsOf(
+    registry,
+    'gemforge_admission_refusals_total',
+    'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)',
+    ['limit', 'kind'],
+    admissionRefusals,
+  );
   storeMetrics(registry);
   // Read from the database before each exposition, each on its own: a database that is down
   // (or one slow query) drops those series and counts the failure, the rest is served.
   const collectors: Record<string, DatabaseGauge> = {
     tasks: gaugeOf(registry, 'gemforge_tasks', 'Media tasks by status', ['status'], () => taskCounts(db)),
     jobs: gaugeOf(registry, 'gemforge_jobs', 'Worker jobs by lane and state (queued, running, held)', ['lane', 'state'], () => jobCounts(db)),
-    accounts_waiting: gaugeOf(registry, 'gemforge_queue_accounts_waiting', 'Accounts with media jobs queued, by lane: the workers take turns between them', ['lane'], () => accountsWaiting(db)),
-    oldest_queued_job: valueOf(registry, 'gemforge_oldest_queued_job_age_seconds', 'Age of the oldest job waiting in the queue (0 when none waits)', async () => {
-      const at = await oldestQueuedRunAt(db);
-      return at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0;
-    }),
+    accounts_waiting: gaugeOf(
+      registry,
+      'gemforge_queue_accounts_waiting',
+      'Accounts with media jobs queued, by lane: the workers take turns between them',
+      ['lane'],
+      () => accountsWaiting(db),
+    ),
+    oldest_queued_job: valueOf(
+      registry,
+      'gemforge_oldest_queued_job_age_seconds',
+      'Age of the oldest job waiting in the queue (0 when none waits)',
+      async () => {
+        const at = await oldestQueuedRunAt(db);
+        return at ? Math.max(0, (clock.now().getTime() - Date.parse(at)) / 1000) : 0;
+      },
+    ),
     reserved_gems: valueOf(registry, 'gemforge_reserved_gems', 'Gems held in open reservations (allowance and paid)', () => reservedGems(db)),
   };
   const failures = new client.Counter({

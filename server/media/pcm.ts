@@ -13,16 +13,32 @@ export interface Pcm {
  * (default 16 kHz), at most `maxSeconds` of it, and returns it as floats in [-1, 1].
  * Rejects (ToolError) when ffmpeg cannot decode the file.
  */
-export async function decodePcm(
-  ffmpegPath: string,
-  file: string,
-  options: { sampleRate?: number; maxSeconds?: number } = {},
-): Promise<Pcm> {
+export async function decodePcm(ffmpegPath: string, file: string, options: { sampleRate?: number; maxSeconds?: number } = {}): Promise<Pcm> {
   const sampleRate = options.sampleRate ?? 16_000;
   const maxSeconds = options.maxSeconds ?? 600;
   const raw = await runTool(
     ffmpegPath,
-    ['-v', 'error', '-nostdin', '-i', file, '-map', '0:a:0', '-vn', '-ac', '1', '-ar', String(sampleRate), '-t', String(maxSeconds), '-f', 's16le', '-acodec', 'pcm_s16le', 'pipe:1'],
+    [
+      '-v',
+      'error',
+      '-nostdin',
+      '-i',
+      file,
+      '-map',
+      '0:a:0',
+      '-vn',
+      '-ac',
+      '1',
+      '-ar',
+      String(sampleRate),
+      '-t',
+      String(maxSeconds),
+      '-f',
+      's16le',
+      '-acodec',
+      'pcm_s16le',
+      'pipe:1',
+    ],
     { timeoutMs: 120_000, maxStdoutBytes: Math.ceil(maxSeconds * sampleRate * 2) + 65_536 },
   );
   const count = Math.floor(raw.length / 2);

@@ -6,15 +6,7 @@
 import fsp from 'node:fs/promises';
 import { sharp } from './sharp.ts';
 import { runTool } from './run.ts';
-import {
-  checkDimensions,
-  Gate,
-  MAX_MEDIA_SECONDS,
-  MAX_MEDIA_STREAMS,
-  MAX_WHOLE_FRAME_BYTES,
-  MediaLimitError,
-  SHARP_INPUT,
-} from './limits.ts';
+import { checkDimensions, Gate, MAX_MEDIA_SECONDS, MAX_MEDIA_STREAMS, MAX_WHOLE_FRAME_BYTES, MediaLimitError, SHARP_INPUT } from './limits.ts';
 
 export interface AvProbe {
   /** ffprobe's demuxer name list, e.g. `mov,mp4,m4a,3gp,3g2,mj2`. */
@@ -56,11 +48,10 @@ const probes = new Gate(4);
  */
 export async function probeAv(ffprobePath: string, file: string): Promise<AvProbe> {
   const stdout = await probes.run(1, () =>
-    runTool(
-      ffprobePath,
-      ['-v', 'error', '-probesize', '10M', '-analyzeduration', '10M', '-print_format', 'json', '-show_format', '-show_streams', file],
-      { timeoutMs: 30_000, maxStdoutBytes: 4 * 1024 * 1024 },
-    ),
+    runTool(ffprobePath, ['-v', 'error', '-probesize', '10M', '-analyzeduration', '10M', '-print_format', 'json', '-show_format', '-show_streams', file], {
+      timeoutMs: 30_000,
+      maxStdoutBytes: 4 * 1024 * 1024,
+    }),
   );
   const parsed = JSON.parse(stdout.toString('utf8')) as FfprobeOutput;
   const streams = parsed.streams ?? [];
@@ -110,7 +101,9 @@ const SAMPLE_BYTES: Record<string, number> = { uchar: 1, char: 1, ushort: 2, sho
  */
 export async function probeImage(file: string | Buffer): Promise<ImageProbe> {
   // The header only (no pixel is decoded), read without libvips' own limit so the refusal can name ours.
-  const meta = await sharp(file, { limitInputPixels: false }).metadata().catch(() => undefined);
+  const meta = await sharp(file, { limitInputPixels: false })
+    .metadata()
+    .catch(() => undefined);
   if (!meta?.format || !meta.width || !meta.height) throw new Error('no image dimensions');
   // A multi-page image's height is the first page's unless `pages` was asked for.
   const { width, height } = meta;
@@ -126,7 +119,10 @@ export async function probeImage(file: string | Buffer): Promise<ImageProbe> {
   await decodes.run(decodeCost, () =>
     // The default (Lanczos) downscale reads every line; a nearest-neighbour one can stop
     // early and miss a truncated tail.
-    sharp(file, { ...SHARP_INPUT, animated: false }).resize(8, 8, { fit: 'fill' }).raw().toBuffer(),
+    sharp(file, { ...SHARP_INPUT, animated: false })
+      .resize(8, 8, { fit: 'fill' })
+      .raw()
+      .toBuffer(),
   );
   return { format: meta.format, width, height, decodeCost };
 }
@@ -154,7 +150,7 @@ export async function checkWavLength(file: string): Promise<void> {
     const head = Buffer.alloc(Math.min(size, 64 * 1024));
     await handle.read(head, 0, head.length, 0);
     if (head.length < 12 || head.toString('latin1', 0, 4) !== 'RIFF' || head.toString('latin1', 8, 12) !== 'WAVE') return;
-    for (let at = 12; at + 8 <= head.length; ) {
+    for (let at = 12; at + 8 <= head.length;) {
       const id = head.toString('latin1', at, at + 4);
       const length = head.readUInt32LE(at + 4);
       if (id === 'data') {

@@ -2,7 +2,10 @@
 import { spawn } from 'node:child_process';
 
 export class ToolError extends Error {
-  constructor(message: string, readonly stderr: string) {
+  constructor(
+    message: string,
+    readonly stderr: string,
+  ) {
     super(message);
     this.name = 'ToolError';
   }

@@ -39,17 +39,19 @@ const TYPES: SupportedType[] = [
 export const SUPPORTED_MIMES = TYPES.map((t) => t.mime);
 
 /** Accepted aliases, mapped to the canonical type stored with the asset. */
-const ALIASES = new Map<string, string>(Object.entries({
-  'audio/x-wav': 'audio/wav',
-  'audio/wave': 'audio/wav',
-  'audio/vnd.wave': 'audio/wav',
-  'audio/mp3': 'audio/mpeg',
-  'audio/x-m4a': 'audio/mp4',
-  'audio/m4a': 'audio/mp4',
-  'audio/x-flac': 'audio/flac',
-  'audio/aacp': 'audio/aac',
-  'image/jpg': 'image/jpeg',
-}));
+const ALIASES = new Map<string, string>(
+  Object.entries({
+    'audio/x-wav': 'audio/wav',
+    'audio/wave': 'audio/wav',
+    'audio/vnd.wave': 'audio/wav',
+    'audio/mp3': 'audio/mpeg',
+    'audio/x-m4a': 'audio/mp4',
+    'audio/m4a': 'audio/mp4',
+    'audio/x-flac': 'audio/flac',
+    'audio/aacp': 'audio/aac',
+    'image/jpg': 'image/jpeg',
+  }),
+);
 
 /** The supported type for a Content-Type header value (parameters ignored), or undefined. */
 export function supportedType(contentType: string | undefined): SupportedType | undefined {

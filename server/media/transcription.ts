@@ -84,12 +84,7 @@ const EXTENSIONS: Record<string, string> = {
 };
 
 /** A provider speaking the OpenAI `POST /v1/audio/transcriptions` protocol (multipart file + model). */
-export function openAiCompatibleTranscriber(options: {
-  url: string;
-  apiKey?: string | undefined;
-  model: string;
-  timeoutMs?: number;
-}): TranscriptionProvider {
+export function openAiCompatibleTranscriber(options: { url: string; apiKey?: string | undefined; model: string; timeoutMs?: number }): TranscriptionProvider {
   const endpoint = transcriptionEndpoint(options.url);
   return {
     name: 'openai-compatible',

@@ -15,5 +15,9 @@ export function rng(seed: number): () => number {
 
 /** A 32-bit seed from any inputs. */
 export function seedOf(...parts: Array<string | number | null | undefined>): number {
-  return crypto.createHash('sha256').update(parts.map((p) => String(p ?? '')).join('\u0000')).digest().readUInt32LE(0);
+  return crypto
+    .createHash('sha256')
+    .update(parts.map((p) => String(p ?? '')).join('\u0000'))
+    .digest()
+    .readUInt32LE(0);
 }

@@ -14,11 +14,20 @@ const SHAPES: ReadonlyArray<[RegExp, string]> = [
 ];
 
 /** The upstream keys of a configuration, for `scrubSecrets`. */
-export function upstreamSecrets(config: Partial<Pick<Config, 'textUpstreamApiKey' | 'imageUpstreamApiKey' | 'speechUpstreamApiKey' | 'replicateApiToken' | 'moderationApiKey' | 'upstreamKeys'>>): string[] {
+export function upstreamSecrets(
+  config: Partial<
+    Pick<Config, 'textUpstreamApiKey' | 'imageUpstreamApiKey' | 'speechUpstreamApiKey' | 'replicateApiToken' | 'moderationApiKey' | 'upstreamKeys'>
+  >,
+): string[] {
   const named = Object.values(config.upstreamKeys ?? {});
-  return [config.textUpstreamApiKey, config.imageUpstreamApiKey, config.speechUpstreamApiKey, config.replicateApiToken, config.moderationApiKey, ...named].filter(
-    (k): k is string => typeof k === 'string' && k.length > 0,
-  );
+  return [
+    config.textUpstreamApiKey,
+    config.imageUpstreamApiKey,
+    config.speechUpstreamApiKey,
+    config.replicateApiToken,
+    config.moderationApiKey,
+    ...named,
+  ].filter((k): k is string => typeof k === 'string' && k.length > 0);
 }
 
 /** `text` with every given secret (of 4 characters or more) and every credential-shaped token replaced by `[redacted]`. */

@@ -66,12 +66,17 @@ export function assetsRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock'
     }
     let asset;
     try {
-      asset = await uploadAsset(db, clock, { dataDir: config.dataDir, ffprobePath: config.ffprobePath }, {
-        accountId: principal.account.id,
-        contentType: req.get('content-type'),
-        filename: headerText(req.get('x-filename')),
-        body: req,
-      });
+      asset = await uploadAsset(
+        db,
+        clock,
+        { dataDir: config.dataDir, ffprobePath: config.ffprobePath },
+        {
+          accountId: principal.account.id,
+          contentType: req.get('content-type'),
+          filename: headerText(req.get('x-filename')),
+          body: req,
+        },
+      );
     } catch (error) {
       if (error instanceof DomainError && error.code === 'UPLOAD_TOO_LARGE') closeAfterResponse(req, res);
       throw error;

@@ -23,7 +23,13 @@ function policy(publicBaseUrl: string | undefined): string {
 }
 
 function send(res: Response, csp: string, type: string, body: string, cache = 'no-store'): void {
-  res.set({ 'content-security-policy': csp, 'x-frame-options': 'DENY', 'referrer-policy': 'no-referrer', 'x-content-type-options': 'nosniff', 'cache-control': cache });
+  res.set({
+    'content-security-policy': csp,
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+    'cache-control': cache,
+  });
   res.status(200).type(type).send(body);
 }
 

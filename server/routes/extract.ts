@@ -23,7 +23,13 @@ export function extractRouter(deps: AppDeps): Router {
   };
   const router = Router();
   router.post(EXTRACT_PATH, async (req, res) => {
-    const extraction = await extractVideo(extract, principalOf(req), req.get('idempotency-key') ?? '', req.body as ExtractionRequest, identityRecordOf(req, deps.db));
+    const extraction = await extractVideo(
+      extract,
+      principalOf(req),
+      req.get('idempotency-key') ?? '',
+      req.body as ExtractionRequest,
+      identityRecordOf(req, deps.db),
+    );
     res.status(200).json(extraction);
   });
   return router;

@@ -9,8 +9,16 @@ import { ApiError } from '../http/api-error.ts';
 import { openStoredAsset } from '../domain/assets.ts';
 
 const EXTENSIONS: Record<string, string> = {
-  'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif',
-  'video/mp4': 'mp4', 'video/webm': 'webm', 'audio/mpeg': 'mp3', 'audio/wav': 'wav', 'audio/ogg': 'ogg', 'audio/mp4': 'm4a',
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'image/gif': 'gif',
+  'video/mp4': 'mp4',
+  'video/webm': 'webm',
+  'audio/mpeg': 'mp3',
+  'audio/wav': 'wav',
+  'audio/ogg': 'ogg',
+  'audio/mp4': 'm4a',
 };
 
 export function filesRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>): Router {
@@ -30,7 +38,7 @@ export function filesRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 
     res.setHeader('cache-control', 'private, max-age=60');
     // The stored type is what the bytes were checked to be: a browser must not guess another.
     res.setHeader('x-content-type-options', 'nosniff');
-    res.setHeader('content-disposition', `inline; filename="${asset.id}.${(Object.hasOwn(EXTENSIONS, asset.mime_type) ? EXTENSIONS[asset.mime_type] : 'bin')}"`);
+    res.setHeader('content-disposition', `inline; filename="${asset.id}.${Object.hasOwn(EXTENSIONS, asset.mime_type) ? EXTENSIONS[asset.mime_type] : 'bin'}"`);
     if (req.method === 'HEAD') {
       stream.destroy();
       res.status(200).end();

@@ -50,7 +50,10 @@ export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecyc
       check('database', () => databaseAnswers(deps.db), deps.logger),
       check(
         'storage',
-        () => blobStoreWritable(deps.dataDir, (err, consecutive) => deps.logger.warn({ err, check: 'storage', consecutive }, 'readiness: the object store check failed; still ready until it fails again')),
+        () =>
+          blobStoreWritable(deps.dataDir, (err, consecutive) =>
+            deps.logger.warn({ err, check: 'storage', consecutive }, 'readiness: the object store check failed; still ready until it fails again'),
+          ),
         deps.logger,
       ),
     ]);
@@ -82,6 +85,13 @@ export function whileDraining(lifecycle: Lifecycle) {
     if (!lifecycle.draining) return next();
     res.setHeader('connection', 'close');
     if (req.method === 'GET' || req.method === 'HEAD') return next();
-    next(new ApiError(503, 'TEMPORARILY_UNAVAILABLE', 'This instance is shutting down and takes no new work; send the same request (same Idempotency-Key) again.', { retryAfterSeconds: DRAIN_RETRY_AFTER_SECONDS }));
+    next(
+      new ApiError(
+        503,
+        'TEMPORARILY_UNAVAILABLE',
+        'This instance is shutting down and takes no new work; send the same request (same Idempotency-Key) again.',
+        { retryAfterSeconds: DRAIN_RETRY_AFTER_SECONDS },
+      ),
+    );
   };
 }

@@ -64,7 +64,10 @@ export function voiceUploadErrors(err: unknown, req: Request, _res: Response, ne
     return next(invalidRequest(`Only the fields file, duration and rightsConfirmed are allowed (${message}).`));
   }
   // busboy's words for a multipart body that is cut off or malformed.
-  if (/multipart|boundary|Unexpected end of (form|file)|Malformed part header|Part terminated early/i.test(message) && (e.status === undefined || e.status === 400 || e.status === 500)) {
+  if (
+    /multipart|boundary|Unexpected end of (form|file)|Malformed part header|Part terminated early/i.test(message) &&
+    (e.status === undefined || e.status === 400 || e.status === 500)
+  ) {
     return next(invalidRequest('The body must be multipart/form-data with the fields file, duration and rightsConfirmed.'));
   }
   next(err);

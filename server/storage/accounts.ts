@@ -82,10 +82,16 @@ export async function findAccount(db: Conn, id: string): Promise<AccountRow | un
 export async function updateAccount(
   db: Conn,
   id: string,
-  patch: Partial<Pick<AccountRow, 'state' | 'llm_allowance' | 'paid_consent' | 'name' | 'local_concurrency' | 'remote_concurrency' | 'queued_tasks'> & AccountPolicyColumns> & { updated_at: string },
+  patch: Partial<
+    Pick<AccountRow, 'state' | 'llm_allowance' | 'paid_consent' | 'name' | 'local_concurrency' | 'remote_concurrency' | 'queued_tasks'> & AccountPolicyColumns
+  > & { updated_at: string },
 ): Promise<void> {
   const columns = columnsOf(patch);
-  await query(db, statement.write(`account-update:${columns}`, (c, i, ...v) => c('accounts').where({ id: i }).update(rowOf(columns, v))), [id, ...rowParams(columns, patch)]);
+  await query(
+    db,
+    statement.write(`account-update:${columns}`, (c, i, ...v) => c('accounts').where({ id: i }).update(rowOf(columns, v))),
+    [id, ...rowParams(columns, patch)],
+  );
 }
 
 const accountIds = statement.rows<{ id: string }>('account-ids', (c) => c('accounts').select('id').orderBy('created_at'));
@@ -101,12 +107,26 @@ export async function insertKey(db: Conn, row: ApiKeyRow): Promise<void> {
 
 /** Every api_keys column, as `k.<column> as key__<column>` (beside the account's own `a.*`). */
 const KEY_COLUMNS: ReadonlyArray<keyof ApiKeyRow> = [
-  'id', 'account_id', 'name', 'secret_hash', 'secret_hint', 'scope_read', 'scope_generate', 'monthly_cap', 'expires_at', 'revoked_at', 'created_at',
+  'id',
+  'account_id',
+  'name',
+  'secret_hash',
+  'secret_hint',
+  'scope_read',
+  'scope_generate',
+  'monthly_cap',
+  'expires_at',
+  'revoked_at',
+  'created_at',
 ];
 const KEY_SELECT = KEY_COLUMNS.map((c) => `k.${c} as key__${c}`);
 
 const keyWithAccount = statement.first('key-with-account', (c, secretHash) =>
-  c('api_keys as k').join('accounts as a', 'a.id', 'k.account_id').where('k.secret_hash', secretHash).select('a.*', ...KEY_SELECT).limit(1),
+  c('api_keys as k')
+    .join('accounts as a', 'a.id', 'k.account_id')
+    .where('k.secret_hash', secretHash)
+    .select('a.*', ...KEY_SELECT)
+    .limit(1),
 );
 
 /**

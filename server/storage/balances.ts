@@ -61,7 +61,9 @@ export interface Movement {
 
 const num = (v: unknown): number => Number(v ?? 0);
 
-const accountRowCreate = statement.write('account-balance-create', (c, account) => c('account_balances').insert({ account_id: account }).onConflict('account_id').ignore());
+const accountRowCreate = statement.write('account-balance-create', (c, account) =>
+  c('account_balances').insert({ account_id: account }).onConflict('account_id').ignore(),
+);
 const keyRowCreate = statement.write('key-balance-create', (c, key) => c('key_balances').insert({ key_id: key }).onConflict('key_id').ignore());
 
 /** Creates the balance rows of an account and key that have none yet (their first movement). */
@@ -70,7 +72,9 @@ async function ensureRows(db: Conn, accountId: string, keyId: string | null): Pr
   if (keyId) await query(db, keyRowCreate, [keyId]);
 }
 
-const accountRowLock = statement.rows('account-balance-lock', (c, account) => c('account_balances as ab').where('ab.account_id', account).forUpdate('ab').select('ab.account_id'));
+const accountRowLock = statement.rows('account-balance-lock', (c, account) =>
+  c('account_balances as ab').where('ab.account_id', account).forUpdate('ab').select('ab.account_id'),
+);
 const rowsLock = statement.rows('account-key-balance-lock', (c, account, key) =>
   c('account_balances as ab')
     .where('ab.account_id', account)
@@ -139,8 +143,16 @@ const plus = (db: Conn, column: string, value: Value) => db.raw('?? + ?', [colum
 const accountMove = (c: Conn, account: Value, cr: Value, pp: Value, po: Value, ap: Value) =>
   c('account_balances')
     .where({ account_id: account })
-    .update({ credited: plus(c, 'credited', cr), paid_pending: plus(c, 'paid_pending', pp), paid_posted: plus(c, 'paid_posted', po), allowance_pending: plus(c, 'allowance_pending', ap) });
-const keyMove = (c: Conn, key: Value, p: Value) => c('key_balances').where({ key_id: key }).update({ pending: plus(c, 'pending', p) });
+    .update({
+      credited: plus(c, 'credited', cr),
+      paid_pending: plus(c, 'paid_pending', pp),
+      paid_posted: plus(c, 'paid_posted', po),
+      allowance_pending: plus(c, 'allowance_pending', ap),
+    });
+const keyMove = (c: Conn, key: Value, p: Value) =>
+  c('key_balances')
+    .where({ key_id: key })
+    .update({ pending: plus(c, 'pending', p) });
 // One name each, whether the move waits (`later`) or is checked (`write`): the same SQL.
 const accountMoveLater = statement.later('account-balance-move', (c, ...v) => accountMove(c, v[0]!, v[1]!, v[2]!, v[3]!, v[4]!));
 const accountMoveNow = statement.write('account-balance-move', accountMoveLater.build);
@@ -224,21 +236,29 @@ export const isHoldRefused = (error: unknown): boolean => (error as { code?: str
 // account's paid balance covers it; the key has no cap, or a cap above 0 that its month's spend plus
 // this hold stays within. The key's statement runs after the account's (its own snapshot, under the
 // account row's lock), so the month row it reads is current.
-const accountGuard = statement.later('account-guarded-hold', (c, account, paid) =>
-  c.raw(
-    `WITH held AS (UPDATE account_balances SET paid_pending = paid_pending + ? WHERE account_id = ? AND credited - paid_pending - paid_posted >= ? RETURNING 1)
+const accountGuard = statement.later(
+  'account-guarded-hold',
+  (c, account, paid) =>
+    c.raw(
+      `WITH held AS (UPDATE account_balances SET paid_pending = paid_pending + ? WHERE account_id = ? AND credited - paid_pending - paid_posted >= ? RETURNING 1)
      SELECT gemforge_guard(count(*) = 1, 'account balance') FROM held`,
-    [paid, account, paid],
-  ), { last: true }); // last before the COMMIT: the account's row is locked from its statement to the end of the batch
-const keyGuard = statement.later('key-guarded-hold', (c, key, month, paid) =>
-  c.raw(
-    `WITH held AS (UPDATE key_balances AS kb SET pending = kb.pending + ?
+      [paid, account, paid],
+    ),
+  { last: true },
+); // last before the COMMIT: the account's row is locked from its statement to the end of the batch
+const keyGuard = statement.later(
+  'key-guarded-hold',
+  (c, key, month, paid) =>
+    c.raw(
+      `WITH held AS (UPDATE key_balances AS kb SET pending = kb.pending + ?
        FROM api_keys AS k LEFT JOIN key_months AS km ON km.key_id = k.id AND km.month = ?
        WHERE kb.key_id = ? AND k.id = kb.key_id AND (k.monthly_cap IS NULL OR (k.monthly_cap > 0 AND kb.pending + COALESCE(km.posted, 0) + ? <= k.monthly_cap))
        RETURNING 1)
      SELECT gemforge_guard(count(*) = 1, 'key cap') FROM held`,
-    [paid, month, key, paid],
-  ), { last: true });
+      [paid, month, key, paid],
+    ),
+  { last: true },
+);
 
 /**
  * Postgres: holds `paid` Gems by conditional moves that wait for the COMMIT
@@ -366,7 +386,10 @@ export async function accountDays(db: Conn, accountId: string, from: string, to:
 async function insertSelect(db: Conn, table: string, columns: string[], select: Knex.QueryBuilder): Promise<void> {
   const { sql, bindings } = select.toSQL();
   const into = db.raw(`INSERT INTO ?? (${columns.map(() => '??').join(', ')}) `, [table, ...columns]).toQuery();
-  await query(db, statement.dynamic(`figures-fill:${table}`, (c) => c.raw(into + sql, bindings)));
+  await query(
+    db,
+    statement.dynamic(`figures-fill:${table}`, (c) => c.raw(into + sql, bindings)),
+  );
 }
 
 /**
@@ -375,7 +398,11 @@ async function insertSelect(db: Conn, table: string, columns: string[], select: 
  * key gets a balance row.
  */
 export async function fillBalances(db: Conn): Promise<void> {
-  for (const table of ['account_days', 'key_months', 'key_balances', 'account_months', 'account_balances']) await query(db, statement.write(`figures-clear:${table}`, (c) => c(table).delete()));
+  for (const table of ['account_days', 'key_months', 'key_balances', 'account_months', 'account_balances'])
+    await query(
+      db,
+      statement.write(`figures-clear:${table}`, (c) => c(table).delete()),
+    );
   const acc = recomputedAccounts(db).as('f');
   await insertSelect(
     db,
@@ -391,7 +418,9 @@ export async function fillBalances(db: Conn): Promise<void> {
     db,
     'key_balances',
     ['key_id', 'pending'],
-    db('api_keys as k').leftJoin(keys, 'f.key_id', 'k.id').select('k.id', db.raw('COALESCE(??, 0)', ['f.pending'])),
+    db('api_keys as k')
+      .leftJoin(keys, 'f.key_id', 'k.id')
+      .select('k.id', db.raw('COALESCE(??, 0)', ['f.pending'])),
   );
   await insertSelect(db, 'key_months', ['key_id', 'month', 'posted'], recomputedKeyMonths(db));
   await insertSelect(db, 'account_days', ['account_id', 'day', 'kind', 'posted'], recomputedAccountDays(db));
@@ -420,7 +449,10 @@ export async function figureTables(db: Conn): Promise<FigureTable[]> {
   // One after another: in a transaction they share one connection, which runs one query at a time anyway.
   const tables: FigureTable[] = [];
   for (const [table, keys, figures, recomputed] of specs) {
-    const stored = await query(db, statement.rows(`figures-stored:${table}`, (c) => c(table).select('*')));
+    const stored = await query(
+      db,
+      statement.rows(`figures-stored:${table}`, (c) => c(table).select('*')),
+    );
     const fromLedger = await query(db, statement.rows(`figures-recomputed:${table}`, recomputed));
     tables.push({ table, keys, figures, stored, recomputed: fromLedger });
   }

@@ -27,7 +27,9 @@ export const STALE_PIN_MS = 6 * 3600 * 1000;
 const BLOB_LOCK_CLASS = 0x626c6f62;
 
 const hashLock = statement.rows('blob-hash-lock', (c, sha256) => c.raw('select pg_advisory_xact_lock(?::int, hashtext(?))', [BLOB_LOCK_CLASS, sha256]));
-const stalePinsDrop = statement.write('blob-stale-pins-drop', (c, sha256, before) => c('blob_pins').where({ sha256 }).where('created_at', '<', before).delete());
+const stalePinsDrop = statement.write('blob-stale-pins-drop', (c, sha256, before) =>
+  c('blob_pins').where({ sha256 }).where('created_at', '<', before).delete(),
+);
 const pinInsert = statement.write('blob-pin-insert', (c, token, sha256, at) => c('blob_pins').insert({ token, sha256, created_at: at }));
 const pinDrop = statement.write('blob-pin-drop', (c, token) => c('blob_pins').where({ token }).delete());
 const liveAsset = statement.first('blob-live-asset', (c, sha256) => c('assets').where({ blob_sha256: sha256 }).whereNull('deleted_at').first('id'));

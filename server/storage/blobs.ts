@@ -99,7 +99,13 @@ const keptDir = (dataDir: string) => path.join(tmpDir(dataDir), 'kept');
 const keptPrefix = (taskId: string, idx: number) => `${taskId.replace(/[^A-Za-z0-9_-]/g, '_')}.${idx}.`;
 
 /** Keeps an output for a later attempt (a file is moved, bytes are written); its path, or undefined when it could not be kept. */
-export async function keepOutput(dataDir: string, taskId: string, idx: number, output: { file: string } | { bytes: Buffer }, mimeType: string): Promise<string | undefined> {
+export async function keepOutput(
+  dataDir: string,
+  taskId: string,
+  idx: number,
+  output: { file: string } | { bytes: Buffer },
+  mimeType: string,
+): Promise<string | undefined> {
   const target = path.join(keptDir(dataDir), keptPrefix(taskId, idx) + Buffer.from(mimeType).toString('base64url'));
   try {
     await fsp.mkdir(keptDir(dataDir), { recursive: true });
@@ -138,11 +144,7 @@ export function blobPath(dataDir: string, sha256: string): string {
  * with BlobTooLargeError as soon as more than `maxBytes` arrived (the temp file
  * is removed and `source` is no longer read). Memory use is one chunk at a time.
  */
-export async function receiveToTemp(
-  dataDir: string,
-  source: Readable,
-  options: { maxBytes: number; headBytes?: number },
-): Promise<TempBlob> {
+export async function receiveToTemp(dataDir: string, source: Readable, options: { maxBytes: number; headBytes?: number }): Promise<TempBlob> {
   const file = await tempPath(dataDir);
   const out = fs.createWriteStream(file, { flags: 'wx' });
   const hash = crypto.createHash('sha256');
@@ -213,11 +215,7 @@ export async function commitTemp(dataDir: string, temp: TempBlob): Promise<strin
 }
 
 /** Stores a stream; see receiveToTemp for the size limit. */
-export async function putBlobFromStream(
-  dataDir: string,
-  source: Readable,
-  options: { maxBytes?: number } = {},
-): Promise<{ sha256: string; size: number }> {
+export async function putBlobFromStream(dataDir: string, source: Readable, options: { maxBytes?: number } = {}): Promise<{ sha256: string; size: number }> {
   const temp = await receiveToTemp(dataDir, source, { maxBytes: options.maxBytes ?? Number.MAX_SAFE_INTEGER });
   await commitTemp(dataDir, temp);
   return { sha256: temp.sha256, size: temp.size };

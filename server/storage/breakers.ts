@@ -18,7 +18,10 @@ const openRows = statement.rows<{ model: string; deployment: string; opened_unti
   c('upstream_breakers').whereNotNull('opened_until').where('opened_until', '>', now).select('model', 'deployment', 'opened_until'),
 );
 const upsert = statement.write('upstream-breaker-write', (c, model, deployment, until, at) =>
-  c('upstream_breakers').insert({ model, deployment, opened_until: until, updated_at: at }).onConflict(['model', 'deployment']).merge(['opened_until', 'updated_at']),
+  c('upstream_breakers')
+    .insert({ model, deployment, opened_until: until, updated_at: at })
+    .onConflict(['model', 'deployment'])
+    .merge(['opened_until', 'updated_at']),
 );
 
 /** The deployments whose breaker some process holds open at `now`. */

@@ -53,11 +53,17 @@ export async function findLoginByInvite(db: Db, tokenHash: string): Promise<Logi
 
 export async function updateLogin(db: Db, id: string, patch: Partial<Omit<LoginRow, 'id' | 'account_id' | 'created_at'>>): Promise<void> {
   const columns = columnsOf(patch);
-  await query(db, statement.write(`console-login-update:${columns}`, (c, i, ...v) => c('console_logins').where({ id: i }).update(rowOf(columns, v))), [id, ...rowParams(columns, patch)]);
+  await query(
+    db,
+    statement.write(`console-login-update:${columns}`, (c, i, ...v) => c('console_logins').where({ id: i }).update(rowOf(columns, v))),
+    [id, ...rowParams(columns, patch)],
+  );
 }
 
 const logins = statement.rows<LoginRow>('console-logins', (c) => c('console_logins').orderBy('created_at'));
-const loginsOf = statement.rows<LoginRow>('console-logins-of-account', (c, account) => c('console_logins').orderBy('created_at').where({ account_id: account }));
+const loginsOf = statement.rows<LoginRow>('console-logins-of-account', (c, account) =>
+  c('console_logins').orderBy('created_at').where({ account_id: account }),
+);
 
 export async function listLogins(db: Db, accountId?: string): Promise<LoginRow[]> {
   return accountId === undefined ? query(db, logins) : query(db, loginsOf, [accountId]);
@@ -73,13 +79,17 @@ export async function findSession(db: Db, id: string): Promise<SessionRow | unde
   return query(db, sessionById, [id]);
 }
 
-const sessionTouch = statement.write('console-session-touch', (c, id, seen, idle) => c('console_sessions').where({ id }).update({ last_seen_at: seen, idle_expires_at: idle }));
+const sessionTouch = statement.write('console-session-touch', (c, id, seen, idle) =>
+  c('console_sessions').where({ id }).update({ last_seen_at: seen, idle_expires_at: idle }),
+);
 
 export async function touchSession(db: Db, id: string, lastSeenAt: string, idleExpiresAt: string): Promise<void> {
   await query(db, sessionTouch, [id, lastSeenAt, idleExpiresAt]);
 }
 
-const sessionRevoke = statement.write('console-session-revoke', (c, id, at) => c('console_sessions').where({ id }).whereNull('revoked_at').update({ revoked_at: at }));
+const sessionRevoke = statement.write('console-session-revoke', (c, id, at) =>
+  c('console_sessions').where({ id }).whereNull('revoked_at').update({ revoked_at: at }),
+);
 const loginSessionsRevoke = statement.write('console-login-sessions-revoke', (c, login, at) =>
   c('console_sessions').where({ login_id: login }).whereNull('revoked_at').update({ revoked_at: at }),
 );

@@ -64,7 +64,9 @@ export const sqliteFile = (dataDir: string) => path.join(dataDir, 'gemforge.sqli
  */
 export async function openDb(options: DbOptions): Promise<Db> {
   privateDataDir(options.dataDir);
-  const db = options.databaseUrl ? openPostgres(options.databaseUrl, options.log) : openSqlite(options.dataDir, options.sqliteSynchronous ?? 'NORMAL', options.log);
+  const db = options.databaseUrl
+    ? openPostgres(options.databaseUrl, options.log)
+    : openSqlite(options.dataDir, options.sqliteSynchronous ?? 'NORMAL', options.log);
   try {
     await migrate(db, options.dataDir);
     if (isSqlite(db)) {
@@ -271,8 +273,7 @@ function openSqlite(dataDir: string, synchronous: SqliteSynchronous, log: DbLog 
           if (i === pragmas.length) {
             connections.splice(0, connections.length, conn);
             done(null, cacheStatements(conn));
-          }
-          else conn.run(pragmas[i], (e) => (e ? done(e, conn) : next(i + 1)));
+          } else conn.run(pragmas[i], (e) => (e ? done(e, conn) : next(i + 1)));
         };
         next(0);
       },

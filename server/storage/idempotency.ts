@@ -25,7 +25,18 @@ export async function findRecord(db: Conn, keyId: string, idemKey: string): Prom
 }
 
 const RECORD_COLUMNS = [
-  'key_id', 'idem_key', 'account_id', 'operation', 'fingerprint', 'state', 'ref', 'reservation_id', 'response_status', 'response_body', 'created_at', 'updated_at',
+  'key_id',
+  'idem_key',
+  'account_id',
+  'operation',
+  'fingerprint',
+  'state',
+  'ref',
+  'reservation_id',
+  'response_status',
+  'response_body',
+  'created_at',
+  'updated_at',
 ] as const satisfies ReadonlyArray<keyof IdempotencyRow>;
 
 const recordInsert = statement.write('idempotency-insert', (c, ...v) => c('idempotency_records').insert(rowOf(RECORD_COLUMNS, v)));
@@ -44,20 +55,27 @@ export async function transitionRecord(
 ): Promise<boolean> {
   const columns = columnsOf(patch);
   const transition = statement.write(`idempotency-transition:${from.length}:${columns.join(',')}`, (c, k, i, ...v) =>
-    c('idempotency_records').where({ key_id: k, idem_key: i }).whereIn('state', v.slice(0, from.length)).update(rowOf(columns, v, from.length)),
+    c('idempotency_records')
+      .where({ key_id: k, idem_key: i })
+      .whereIn('state', v.slice(0, from.length))
+      .update(rowOf(columns, v, from.length)),
   );
   const { changes } = await query(db, transition, [keyId, idemKey, ...from, ...rowParams(columns, patch)]);
   return changes === 1;
 }
 
 export async function recordsInState(db: Conn, states: RecordState[]): Promise<IdempotencyRow[]> {
-  const inStates = statement.rows<IdempotencyRow>(`idempotency-records-in-state:${states.length}`, (c, ...s) => c('idempotency_records').whereIn('state', s).select('*'));
+  const inStates = statement.rows<IdempotencyRow>(`idempotency-records-in-state:${states.length}`, (c, ...s) =>
+    c('idempotency_records').whereIn('state', s).select('*'),
+  );
   return query(db, inStates, states);
 }
 
 /** Deletes a record still in one of `from` (an identity that did nothing, left free); false when it was not. */
 export async function deleteRecord(db: Conn, keyId: string, idemKey: string, from: RecordState[]): Promise<boolean> {
-  const remove = statement.write(`idempotency-delete:${from.length}`, (c, k, i, ...v) => c('idempotency_records').where({ key_id: k, idem_key: i }).whereIn('state', v).delete());
+  const remove = statement.write(`idempotency-delete:${from.length}`, (c, k, i, ...v) =>
+    c('idempotency_records').where({ key_id: k, idem_key: i }).whereIn('state', v).delete(),
+  );
   const { changes } = await query(db, remove, [keyId, idemKey, ...from]);
   return changes === 1;
 }

@@ -92,8 +92,15 @@ const turnPick = (lane: Lane, at: LeaseTime) =>
   statement.first<{ account_id: string }>(`turn-pick:${lane}:${clockShape(at)}`, (c, l, now, defaultCap) => {
     const running = c('jobs as r').count('*').whereRaw('r.account_id = t.account_id').whereRaw('r.lane = t.lane').where('r.state', 'running');
     // The account's own cap (0: none), else the configured one.
-    const cap = c('accounts as a').select(c.raw(`case when a.${lane}_concurrency = 0 then ${NO_CAP} else a.${lane}_concurrency end`)).whereRaw('a.id = t.account_id');
-    const dueJob = c('jobs as q').select(c.raw('1')).whereRaw('q.account_id = t.account_id').whereRaw('q.lane = t.lane').where('q.state', 'queued').where(due(c, 'q', at, now));
+    const cap = c('accounts as a')
+      .select(c.raw(`case when a.${lane}_concurrency = 0 then ${NO_CAP} else a.${lane}_concurrency end`))
+      .whereRaw('a.id = t.account_id');
+    const dueJob = c('jobs as q')
+      .select(c.raw('1'))
+      .whereRaw('q.account_id = t.account_id')
+      .whereRaw('q.lane = t.lane')
+      .where('q.state', 'queued')
+      .where(due(c, 'q', at, now));
     const q = c('queue_turns as t')
       .where('t.lane', l)
       .whereRaw('(?) < coalesce((?), ?)', [running, cap, defaultCap])
@@ -118,7 +125,9 @@ const jobPick = (at: LeaseTime) =>
 const jobClaim = (at: LeaseTime) =>
   statement.write(`job-claim:${clockShape(at)}`, (c, id, worker, now) => {
     const t = moment(c, at === DATABASE_CLOCK, now);
-    return c('jobs').where({ id, state: 'queued' }).update({ state: 'running', locked_at: t, locked_by: worker, updated_at: t, attempts: c.raw('attempts + 1') });
+    return c('jobs')
+      .where({ id, state: 'queued' })
+      .update({ state: 'running', locked_at: t, locked_by: worker, updated_at: t, attempts: c.raw('attempts + 1') });
   });
 const jobById = statement.first<JobRow>('job-by-id', (c, id) => c('jobs').where({ id }).first());
 /** An account's turn ends with its last queued job of the lane (the claim's trigger counted it down): its row goes (a new job makes it again). */
@@ -146,7 +155,13 @@ const capOf = (n: number) => (n > 0 ? n : NO_CAP);
  * orders (it is the submitting API's clock at enqueue, never a future time); a
  * re-queued job waits for its `retry_at`.
  */
-export async function claimNext(db: Db, workerId: string, now: LeaseTime, lane: Lane = 'local', caps: AccountCaps = { local: 0, remote: 0 }): Promise<JobRow | undefined> {
+export async function claimNext(
+  db: Db,
+  workerId: string,
+  now: LeaseTime,
+  lane: Lane = 'local',
+  caps: AccountCaps = { local: 0, remote: 0 },
+): Promise<JobRow | undefined> {
   return inTransaction(db, async (trx) => {
     const at = stamp(trx, now);
     const turn = await query(trx, turnPick(lane, now), [lane, at, capOf(caps[lane])]);
@@ -161,7 +176,9 @@ export async function claimNext(db: Db, workerId: string, now: LeaseTime, lane: 
 
 const jobHeartbeat = (at: LeaseTime) =>
   statement.write(`job-heartbeat:${clockShape(at)}`, (c, id, worker, now) =>
-    c('jobs').where({ id, locked_by: worker, state: 'running' }).update({ locked_at: moment(c, at === DATABASE_CLOCK, now) }),
+    c('jobs')
+      .where({ id, locked_by: worker, state: 'running' })
+      .update({ locked_at: moment(c, at === DATABASE_CLOCK, now) }),
   );
 
 /** Renews the lease; false when the job is no longer this worker's. */
@@ -195,7 +212,15 @@ export async function finish(db: Conn, jobId: number, workerId: string, nowIso: 
 const jobHandBack = statement.write('job-hand-back', (c, id, worker, now) =>
   c('jobs')
     .where({ id, state: 'running', locked_by: worker })
-    .update({ state: 'queued', locked_at: null, locked_by: null, retry_at: null, updated_at: now, attempts: c.raw('attempts - 1'), last_error: 'handed back: its worker stopped' }),
+    .update({
+      state: 'queued',
+      locked_at: null,
+      locked_by: null,
+      retry_at: null,
+      updated_at: now,
+      attempts: c.raw('attempts - 1'),
+      last_error: 'handed back: its worker stopped',
+    }),
 );
 
 /**
@@ -207,7 +232,9 @@ export async function handBack(db: Conn, jobId: number, workerId: string, nowIso
   return (await query(db, jobHandBack, [jobId, workerId, nowIso])).changes === 1;
 }
 
-const jobSetState = statement.write('job-set-state', (c, id, state, now) => c('jobs').where({ id }).update({ state, locked_at: null, locked_by: null, updated_at: now }));
+const jobSetState = statement.write('job-set-state', (c, id, state, now) =>
+  c('jobs').where({ id }).update({ state, locked_at: null, locked_by: null, updated_at: now }),
+);
 const jobSetStateWithError = statement.write('job-set-state:error', (c, id, state, now, error) =>
   c('jobs').where({ id }).update({ state, locked_at: null, locked_by: null, updated_at: now, last_error: error }),
 );
@@ -219,7 +246,10 @@ export async function setState(db: Conn, jobId: number, state: JobState, nowIso:
 
 const jobsExpired = (at: LeaseTime) =>
   statement.rows<JobRow>(`jobs-expired-leases:${clockShape(at)}`, (c, before) =>
-    c('jobs').where({ state: 'running' }).where('locked_at', '<', moment(c, at === DATABASE_CLOCK, before)).select('*'),
+    c('jobs')
+      .where({ state: 'running' })
+      .where('locked_at', '<', moment(c, at === DATABASE_CLOCK, before))
+      .select('*'),
   );
 
 /** Running jobs whose lease of `leaseMs` expired at `now` (their worker died or hung). */
@@ -240,7 +270,14 @@ const jobLeaveExpired = (at: LeaseTime, retry: boolean) =>
     return c('jobs')
       .where({ id, state: 'running' })
       .where('locked_at', '<', moment(c, clock, expiredBefore))
-      .update({ state, ...(retry && { retry_at: moment(c, clock, retryAt) }), last_error: error, locked_at: null, locked_by: null, updated_at: moment(c, clock, now) });
+      .update({
+        state,
+        ...(retry && { retry_at: moment(c, clock, retryAt) }),
+        last_error: error,
+        locked_at: null,
+        locked_by: null,
+        updated_at: moment(c, clock, now),
+      });
   });
 
 /** Moves a running job whose lease is (still) expired at `now` out of `running`; false when someone else took it meanwhile. */
@@ -305,7 +342,14 @@ const jobRetryStore = (at: LeaseTime) =>
  * the generation): queued in its old place after `backoffMs`, without spending
  * one of its attempts, one more store retry counted. False when it is no longer ours.
  */
-export async function retryAfterStoreFailure(db: Conn, jobId: number, workerId: string, now: LeaseTime, backoffMs: number, lastError: string): Promise<boolean> {
+export async function retryAfterStoreFailure(
+  db: Conn,
+  jobId: number,
+  workerId: string,
+  now: LeaseTime,
+  backoffMs: number,
+  lastError: string,
+): Promise<boolean> {
   return (await query(db, jobRetryStore(now), [jobId, workerId, stamp(db, now), stamp(db, now, backoffMs), lastError.slice(0, 2000)])).changes === 1;
 }
 

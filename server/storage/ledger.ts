@@ -49,9 +49,24 @@ function toEntry(row: EntryRow): EntryRow {
 }
 
 /** Appends one entry or several (one statement). */
-const ENTRY_COLUMNS = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'] as const satisfies ReadonlyArray<keyof EntryRow>;
+const ENTRY_COLUMNS = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'] as const satisfies ReadonlyArray<
+  keyof EntryRow
+>;
 const RESERVATION_COLUMNS = [
-  'id', 'account_id', 'key_id', 'purpose', 'kind', 'ref', 'hold_allowance', 'hold_paid', 'state', 'charged', 'released', 'month', 'created_at', 'settled_at',
+  'id',
+  'account_id',
+  'key_id',
+  'purpose',
+  'kind',
+  'ref',
+  'hold_allowance',
+  'hold_paid',
+  'state',
+  'charged',
+  'released',
+  'month',
+  'created_at',
+  'settled_at',
 ] as const satisfies ReadonlyArray<keyof ReservationRow>;
 
 const entryInsert = statement.later('ledger-entry-insert', (c, ...v) => c('ledger_entries').insert(rowOf(ENTRY_COLUMNS, v)));
@@ -67,12 +82,20 @@ export async function insertEntry(db: Conn, entry: EntryRow | EntryRow[]): Promi
   const entries = Array.isArray(entry) ? entry : [entry];
   if (entries.some((e) => e.id !== undefined)) {
     // Rows with their ids (tools, tests): built at each call, as their columns vary.
-    await query(db, statement.dynamic('ledger-entries-insert', (c) => c('ledger_entries').insert(entry)));
+    await query(
+      db,
+      statement.dynamic('ledger-entries-insert', (c) => c('ledger_entries').insert(entry)),
+    );
     return;
   }
   if (entries.length === 0) return;
   if (entries.length === 1) await query(db, entryInsert, rowParams(ENTRY_COLUMNS, entries[0]!));
-  else await query(db, entriesInsert(entries.length), entries.flatMap((e) => rowParams(ENTRY_COLUMNS, e)));
+  else
+    await query(
+      db,
+      entriesInsert(entries.length),
+      entries.flatMap((e) => rowParams(ENTRY_COLUMNS, e)),
+    );
 }
 
 const reservationInsert = statement.later('reservation-insert', (c, ...v) => c('reservations').insert(rowOf(RESERVATION_COLUMNS, v)));
@@ -103,10 +126,7 @@ const reservationClose = statement.write('reservation-close', (c, id, state, cha
 );
 
 /** Gems still held by open reservations, split by pool. */
-export async function outstanding(
-  db: Conn,
-  filter: { account_id?: string; key_id?: string },
-): Promise<{ allowance: number; paid: number; count: number }> {
+export async function outstanding(db: Conn, filter: { account_id?: string; key_id?: string }): Promise<{ allowance: number; paid: number; count: number }> {
   const columns = columnsOf(filter);
   const held = statement.first<{ allowance: unknown; paid: unknown; count: unknown }>(`reservations-outstanding:${columns}`, (c, ...v) =>
     c('reservations')
@@ -131,7 +151,13 @@ export async function allEntries(db: Conn): Promise<EntryRow[]> {
 }
 
 /** An account's reservations of one purpose, newest first, after `before` when given. */
-export async function listReservations(db: Db, accountId: string, purpose: Purpose, before: PagePosition | undefined, limit: number): Promise<ReservationRow[]> {
+export async function listReservations(
+  db: Db,
+  accountId: string,
+  purpose: Purpose,
+  before: PagePosition | undefined,
+  limit: number,
+): Promise<ReservationRow[]> {
   const page = statement.rows<ReservationRow>(pageShape('reservations-page', before, limit), (c, account, p, ...position) =>
     newestFirst(c('reservations').where({ account_id: account, purpose: p }).select('*'), position, limit),
   );

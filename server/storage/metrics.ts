@@ -2,12 +2,18 @@
 import type { Db } from './db.ts';
 import { query, statement } from './engine/query.ts';
 
-const tasksByStatus = statement.rows<{ status: string; n: number | string }>('metrics-tasks-by-status', (c) => c('tasks').select('status').count({ n: '*' }).groupBy('status'));
+const tasksByStatus = statement.rows<{ status: string; n: number | string }>('metrics-tasks-by-status', (c) =>
+  c('tasks').select('status').count({ n: '*' }).groupBy('status'),
+);
 const jobsByLane = statement.rows<{ lane: string; state: string; n: number | string }>('metrics-jobs-by-lane', (c) =>
   c('jobs').whereIn('state', ['queued', 'running', 'held']).select('lane', 'state').count({ n: '*' }).groupBy('lane', 'state'),
 );
-const oldestQueued = statement.first<{ at: string | null }>('metrics-oldest-queued-job', (c) => c('jobs').where({ state: 'queued' }).min({ at: 'run_at' }).first());
-const accountsWaiting_ = statement.rows<{ lane: string; n: number | string }>('metrics-accounts-waiting', (c) => c('queue_turns').select('lane').count({ n: '*' }).groupBy('lane'));
+const oldestQueued = statement.first<{ at: string | null }>('metrics-oldest-queued-job', (c) =>
+  c('jobs').where({ state: 'queued' }).min({ at: 'run_at' }).first(),
+);
+const accountsWaiting_ = statement.rows<{ lane: string; n: number | string }>('metrics-accounts-waiting', (c) =>
+  c('queue_turns').select('lane').count({ n: '*' }).groupBy('lane'),
+);
 const reserved = statement.first<{ a: number | string | null; p: number | string | null }>('metrics-reserved-gems', (c) =>
   c('reservations').where({ state: 'held' }).sum({ a: 'hold_allowance', p: 'hold_paid' }).first(),
 );

@@ -17,7 +17,12 @@ export interface PagePosition {
  * previous page's last (createdAt, id) — a statement's parameters (`pageParams`).
  */
 export function newestFirst<Q extends Knex.QueryBuilder>(query: Q, position: readonly Value[], limit: number): Q {
-  query.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(limit);
+  query
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .limit(limit);
   const [createdAt, id] = position;
   if (position.length) {
     query.andWhere((w) => {

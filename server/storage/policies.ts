@@ -33,12 +33,20 @@ export async function countRecentRecords(db: Conn, accountId: string, since: str
 /** Newest first; only records not cleared unless `all`. */
 export async function listModerationRecords(db: Conn, q: { accountId?: string | undefined; all: boolean; limit: number }): Promise<ModerationRecordRow[]> {
   const ofAccount = q.accountId !== undefined;
-  const records = statement.rows<ModerationRecordRow>(`moderation-records:${q.limit}:${ofAccount ? 'account' : 'any'}:${q.all ? 'all' : 'open'}`, (c, account) => {
-    let found = c('moderation_records').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(q.limit);
-    if (ofAccount) found = found.where({ account_id: account! });
-    if (!q.all) found = found.whereNull('cleared_at');
-    return found;
-  });
+  const records = statement.rows<ModerationRecordRow>(
+    `moderation-records:${q.limit}:${ofAccount ? 'account' : 'any'}:${q.all ? 'all' : 'open'}`,
+    (c, account) => {
+      let found = c('moderation_records')
+        .orderBy([
+          { column: 'created_at', order: 'desc' },
+          { column: 'id', order: 'desc' },
+        ])
+        .limit(q.limit);
+      if (ofAccount) found = found.where({ account_id: account! });
+      if (!q.all) found = found.whereNull('cleared_at');
+      return found;
+    },
+  );
   return query(db, records, ofAccount ? [q.accountId!] : []);
 }
 

@@ -53,10 +53,13 @@ export async function takeTokens(db: Conn, buckets: readonly Bucket[], nowMs: nu
   const given = new Set((await query(db, take(buckets.length), params)).rows.map((r) => r.id));
   const refused = buckets.filter((b) => !given.has(b.id));
   if (refused.length === 0) return [];
-  const rows = await query(db, read(refused.length), refused.map((b) => b.id));
+  const rows = await query(
+    db,
+    read(refused.length),
+    refused.map((b) => b.id),
+  );
   return rows.map((r) => {
     const tokens = Math.min(Number(r.burst), Number(r.tokens) + (Math.max(0, nowMs - Number(r.at_ms)) * Number(r.rate)) / 1000);
     return { id: r.id, waitMs: Math.max(0, ((1 - tokens) / Number(r.rate)) * 1000) };
   });
 }
-

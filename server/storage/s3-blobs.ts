@@ -61,7 +61,12 @@ export function s3BlobStore(options: S3Options): RemoteBlobStore {
     },
     async putFile(sha256, file, size) {
       // A streamed multipart upload (5 MiB parts, 4 at a time): the file is never whole in memory.
-      const upload = new Upload({ client, params: { Bucket, Key: key(sha256), Body: fs.createReadStream(file), ContentLength: size }, queueSize: 4, partSize: 5 * 1024 * 1024 });
+      const upload = new Upload({
+        client,
+        params: { Bucket, Key: key(sha256), Body: fs.createReadStream(file), ContentLength: size },
+        queueSize: 4,
+        partSize: 5 * 1024 * 1024,
+      });
       await upload.done();
     },
     async putBuffer(sha256, bytes) {

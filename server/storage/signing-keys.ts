@@ -25,7 +25,9 @@ const keysSince = statement.rows<SigningKeyRow>('signing-keys-since', (c, since)
 );
 const liveKeys = statement.rows<SigningKeyRow>('signing-keys-live', (c) => c('signing_keys').whereNull('retired_at').orderBy('id'));
 const currentKey = statement.first<SigningKeyRow>('signing-key-current', (c) => c('signing_keys').whereNull('retired_at').orderBy('id').first());
-const keyCreate = statement.write<{ id: number }>('signing-key-create', (c, secret, now) => c('signing_keys').insert({ secret, created_at: now, retired_at: null }).returning('id'));
+const keyCreate = statement.write<{ id: number }>('signing-key-create', (c, secret, now) =>
+  c('signing_keys').insert({ secret, created_at: now, retired_at: null }).returning('id'),
+);
 const keysRetire = statement.write('signing-keys-retire', (c, now) => c('signing_keys').whereNull('retired_at').update({ retired_at: now }));
 
 /**
@@ -41,7 +43,9 @@ export async function ensureSigningKey(db: Db, nowIso: string, seed: string | un
     await query(trx, keyCreate, [seed ?? crypto.randomBytes(32).toString('hex'), nowIso]);
   });
   const extra = (await query(db, liveKeys)).slice(1).map((r) => r.id);
-  const retire = statement.write(`signing-keys-retire-extra:${extra.length}`, (c, now, ...ids) => c('signing_keys').whereIn('id', ids).whereNull('retired_at').update({ retired_at: now }));
+  const retire = statement.write(`signing-keys-retire-extra:${extra.length}`, (c, now, ...ids) =>
+    c('signing_keys').whereIn('id', ids).whereNull('retired_at').update({ retired_at: now }),
+  );
   if (extra.length) await query(db, retire, [nowIso, ...extra]);
 }
 

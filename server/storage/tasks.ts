@@ -32,19 +32,37 @@ export interface OutputRow {
 }
 
 const TASK_COLUMNS = [
-  'id', 'account_id', 'key_id', 'kind', 'model', 'request', 'status', 'reservation_id', 'error_code', 'error_message', 'created_at', 'updated_at', 'finished_at',
+  'id',
+  'account_id',
+  'key_id',
+  'kind',
+  'model',
+  'request',
+  'status',
+  'reservation_id',
+  'error_code',
+  'error_message',
+  'created_at',
+  'updated_at',
+  'finished_at',
 ] as const satisfies ReadonlyArray<keyof TaskRow>;
 const OUTPUT_COLUMNS = ['task_id', 'idx', 'status', 'price', 'asset_id', 'error'] as const satisfies ReadonlyArray<keyof OutputRow>;
 
 const taskInsert = statement.later('task-insert', (c, ...v) => c('tasks').insert(rowOf(TASK_COLUMNS, v)));
 /** The outputs of a task in one INSERT: one statement per number of outputs. */
 const outputsInsert = (count: number) =>
-  statement.later(`task-outputs-insert:${count}`, (c, ...v) => c('task_outputs').insert(Array.from({ length: count }, (_, i) => rowOf(OUTPUT_COLUMNS, v, i * OUTPUT_COLUMNS.length))));
+  statement.later(`task-outputs-insert:${count}`, (c, ...v) =>
+    c('task_outputs').insert(Array.from({ length: count }, (_, i) => rowOf(OUTPUT_COLUMNS, v, i * OUTPUT_COLUMNS.length))),
+  );
 
 export async function insertTask(db: Conn, task: TaskRow, outputs: OutputRow[]): Promise<void> {
   await query(db, taskInsert, rowParams(TASK_COLUMNS, task));
   if (!outputs.length) return;
-  await query(db, outputsInsert(outputs.length), outputs.flatMap((o) => rowParams(OUTPUT_COLUMNS, o)));
+  await query(
+    db,
+    outputsInsert(outputs.length),
+    outputs.flatMap((o) => rowParams(OUTPUT_COLUMNS, o)),
+  );
 }
 
 const taskById = statement.first<TaskRow>('task-by-id', (c, id) => c('tasks').where({ id }).first());
@@ -76,9 +94,17 @@ const taskSnapshot = statement.byKey('task-snapshot', 't.id', (c) =>
     .orderBy('o.idx')
     .select(
       ...SNAPSHOT_COLUMNS.map((c) => `t.${c}`),
-      'r.id as r_id', 'r.hold_allowance as r_hold_allowance', 'r.hold_paid as r_hold_paid', 'r.charged as r_charged', 'r.released as r_released',
-      'o.idx as o_idx', 'o.status as o_status',
-      'a.id as a_id', 'a.kind as a_kind', 'a.mime_type as a_mime_type', 'a.deleted_at as a_deleted_at',
+      'r.id as r_id',
+      'r.hold_allowance as r_hold_allowance',
+      'r.hold_paid as r_hold_paid',
+      'r.charged as r_charged',
+      'r.released as r_released',
+      'o.idx as o_idx',
+      'o.status as o_status',
+      'a.id as a_id',
+      'a.kind as a_kind',
+      'a.mime_type as a_mime_type',
+      'a.deleted_at as a_deleted_at',
     ),
 );
 
@@ -102,7 +128,10 @@ export async function findTaskSnapshot(db: Conn, id: string): Promise<TaskSnapsh
       .map((r) => ({
         idx: Number(r.o_idx),
         status: r.o_status as OutputStatus,
-        asset: r.a_id === null ? undefined : { id: String(r.a_id), kind: String(r.a_kind), mime_type: String(r.a_mime_type), deleted_at: (r.a_deleted_at as string | null) ?? null },
+        asset:
+          r.a_id === null
+            ? undefined
+            : { id: String(r.a_id), kind: String(r.a_kind), mime_type: String(r.a_mime_type), deleted_at: (r.a_deleted_at as string | null) ?? null },
       })),
   };
 }
@@ -124,7 +153,11 @@ export async function findOutputs(db: Conn, taskId: string): Promise<OutputRow[]
 
 export async function updateTask(db: Conn, id: string, patch: Partial<TaskRow>): Promise<void> {
   const columns = columnsOf(patch);
-  await query(db, statement.write(`task-update:${columns}`, (c, i, ...v) => c('tasks').where({ id: i }).update(rowOf(columns, v))), [id, ...rowParams(columns, patch)]);
+  await query(
+    db,
+    statement.write(`task-update:${columns}`, (c, i, ...v) => c('tasks').where({ id: i }).update(rowOf(columns, v))),
+    [id, ...rowParams(columns, patch)],
+  );
 }
 
 /** Moves a task from one of `from` to a new status; false when it was elsewhere. */
@@ -132,7 +165,10 @@ export async function transitionTask(db: Conn, id: string, from: TaskStatus[], p
   const columns = columnsOf(patch);
   const n = from.length;
   const transition = statement.write(`task-transition:${n}:${columns}`, (c, i, ...v) =>
-    c('tasks').where({ id: i }).whereIn('status', v.slice(0, n)).update(rowOf(columns, v, n)),
+    c('tasks')
+      .where({ id: i })
+      .whereIn('status', v.slice(0, n))
+      .update(rowOf(columns, v, n)),
   );
   return (await query(db, transition, [id, ...from, ...rowParams(columns, patch)])).changes === 1;
 }
@@ -181,7 +217,9 @@ export async function tasksWithMoney(db: Conn): Promise<Array<TaskRow & { hold: 
   return rows.map((r) => ({ ...r, hold: Number(r.hold), charged: Number(r.charged), released: Number(r.released), rstate: String(r.rstate) }));
 }
 
-const outputPrices = statement.first<{ total: number | string | null }>('task-output-prices', (c, taskId) => c('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first());
+const outputPrices = statement.first<{ total: number | string | null }>('task-output-prices', (c, taskId) =>
+  c('task_outputs').where({ task_id: taskId }).sum({ total: 'price' }).first(),
+);
 
 export async function sumOutputPrices(db: Conn, taskId: string): Promise<number> {
   const row = await query(db, outputPrices, [taskId]);

@@ -47,10 +47,18 @@ export async function syncCatalogVoices(db: Conn, rows: VoiceRow[]): Promise<voi
   // Batches of rows and a list of ids the catalog's size decides: built at each call (a start-up sync).
   for (let i = 0; i < rows.length; i += 100) {
     const batch = rows.slice(i, i + 100);
-    await query(db, statement.dynamic('catalog-voices-upsert', (c) => c('voices').insert(batch).onConflict('id').merge(['name', 'language', 'visibility', 'state', 'traits'])));
+    await query(
+      db,
+      statement.dynamic('catalog-voices-upsert', (c) =>
+        c('voices').insert(batch).onConflict('id').merge(['name', 'language', 'visibility', 'state', 'traits']),
+      ),
+    );
   }
   const listed = rows.map((r) => r.id);
-  await query(db, statement.dynamic('catalog-voices-retire', (c) => c('voices').where({ source: 'catalog' }).whereNotIn('id', listed).update({ state: 'retired' })));
+  await query(
+    db,
+    statement.dynamic('catalog-voices-retire', (c) => c('voices').where({ source: 'catalog' }).whereNotIn('id', listed).update({ state: 'retired' })),
+  );
 }
 
 export interface VoiceQuery {
@@ -100,7 +108,9 @@ function filterArgs(q: VoiceQuery, v: Value[]): Value[] {
 /** One page of voices in a stable order, and how many match in all. */
 export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: VoiceRow[]; total: number }> {
   const params = filterParams(q);
-  const counted = statement.first<{ n: number | string }>(`voices-count:${filterShape(q)}`, (c, ...v) => filtered(c, q, filterArgs(q, v)).count({ n: '*' }).first());
+  const counted = statement.first<{ n: number | string }>(`voices-count:${filterShape(q)}`, (c, ...v) =>
+    filtered(c, q, filterArgs(q, v)).count({ n: '*' }).first(),
+  );
   const count = await query(db, counted, params);
   // Code-point order, as SQLite compares: a Postgres database's own collation
   // (en_US and the like) would page the same voices in another order.
@@ -108,7 +118,10 @@ export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: Voice
   const order = q.scope === 'mine' ? `created_at${binary} DESC, id${binary} DESC` : `name${binary} ASC, id${binary} ASC`;
   // The offset is a parameter (bound, as knex binds it); the page size is the shape.
   const page = statement.rows<VoiceDriverRow>(`voices-page:${filterShape(q)}:${q.limit}`, (c, offset, ...v) =>
-    filtered(c, q, filterArgs(q, v)).orderByRaw(order).offset(c.raw('?', [offset]) as unknown as number).limit(q.limit),
+    filtered(c, q, filterArgs(q, v))
+      .orderByRaw(order)
+      .offset(c.raw('?', [offset]) as unknown as number)
+      .limit(q.limit),
   );
   const rows = await query(db, page, [q.offset, ...params]);
   return { rows: rows.map(toVoice), total: Number(count?.n ?? 0) };

@@ -22,7 +22,18 @@ import type { MediaProviders } from '../providers/media.ts';
 import * as remote from '../storage/remote-calls.ts';
 import { leaseTime, retryBackoffMs } from './timing.ts';
 import { countJob } from './counts.ts';
-import { MediaCancelledError, MediaGenerationError, MediaHoldError, providerOf, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaTools, type UpstreamErrorCounter } from '../providers/media-types.ts';
+import {
+  MediaCancelledError,
+  MediaGenerationError,
+  MediaHoldError,
+  providerOf,
+  type GeneratedOutput,
+  type JobRequests,
+  type MediaJob,
+  type MediaKind,
+  type MediaTools,
+  type UpstreamErrorCounter,
+} from '../providers/media-types.ts';
 
 export interface JobContext {
   db: Db;
@@ -98,7 +109,10 @@ function generate(providers: MediaProviders, job: MediaJob, tools: MediaTools): 
  * 10 %), measured from its bytes: recorded in the log, since a remote provider
  * may answer the nearest it offers.
  */
-export function mismatch(job: object, asset: { width: number | null; height: number | null; duration_seconds: number | null }): Record<string, unknown> | undefined {
+export function mismatch(
+  job: object,
+  asset: { width: number | null; height: number | null; duration_seconds: number | null },
+): Record<string, unknown> | undefined {
   const request = job as Readonly<Record<string, unknown>>; // read by field name: each kind's request has its own fields
   const out: Record<string, unknown> = {};
   if (typeof request.width === 'number' && asset.width !== null && (asset.width !== request.width || asset.height !== request.height)) {
@@ -124,7 +138,10 @@ async function settle(ctx: JobContext, job: JobRow, finish: Finish): Promise<voi
 /** A store failed and handing the job back failed too (the database is down): the lease's expiry recovers the job. */
 export class LeftForRecoveryError extends Error {
   constructor(job: JobRow, cause: unknown) {
-    super(`job ${job.id} (task ${job.task_id}) could not be handed back after a store failed (${(cause as Error)?.message ?? String(cause)}); it will be recovered when its lease expires`, { cause });
+    super(
+      `job ${job.id} (task ${job.task_id}) could not be handed back after a store failed (${(cause as Error)?.message ?? String(cause)}); it will be recovered when its lease expires`,
+      { cause },
+    );
     this.name = 'LeftForRecoveryError';
   }
 }
@@ -156,14 +173,30 @@ export async function runJob(ctx: JobContext, job: JobRow): Promise<void> {
 }
 
 /** Makes each unfinished output slot, then settles the task (charged for what succeeded). */
-async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, request: JobRequests[MediaKind], scenarios: Scenario[], tools: MediaTools): Promise<void> {
+async function runSlots(
+  ctx: JobContext,
+  job: JobRow,
+  task: tasks.TaskRow,
+  request: JobRequests[MediaKind],
+  scenarios: Scenario[],
+  tools: MediaTools,
+): Promise<void> {
   const { db, clock } = ctx;
   const slots = await tasks.outputsOf(db, task.id);
   for (const slot of slots) {
     if (slot.status === 'succeeded') continue; // stored by an earlier run
     if (ctx.stopping()) return;
     try {
-      const mediaJob: MediaJob = { taskId: task.id, accountId: task.account_id, model: task.model, kind: task.kind, request, index: slot.idx, slots: slots.length, scenarios };
+      const mediaJob: MediaJob = {
+        taskId: task.id,
+        accountId: task.account_id,
+        model: task.model,
+        kind: task.kind,
+        request,
+        index: slot.idx,
+        slots: slots.length,
+        scenarios,
+      };
       // An output an earlier attempt made but could not store is stored now, not made (or bought) again.
       const kept = await keptOutput(ctx.dataDir, task.id, slot.idx);
       const out: GeneratedOutput =
@@ -180,23 +213,33 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
       const expiresAt = new Date(clock.now().getTime() + ctx.outputRetentionSeconds * 1000);
       let keeping = false;
       try {
-        const asset = await createOutputAsset(db, clock, { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath }, {
-          accountId: task.account_id,
-          taskId: task.id,
-          output: out,
-          mimeType: out.mimeType,
-          expiresAt,
-          alongside: async (trx, stored) => {
-            // Written only while the job is still this worker's: a recovered job's new owner makes the slot.
-            if (!(await jobs.stillOurs(trx, job.id, job.locked_by ?? ''))) throw new LeaseLostError(job);
-            await tasks.outputSucceeded(trx, task.id, slot.idx, stored.id);
+        const asset = await createOutputAsset(
+          db,
+          clock,
+          { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath },
+          {
+            accountId: task.account_id,
+            taskId: task.id,
+            output: out,
+            mimeType: out.mimeType,
+            expiresAt,
+            alongside: async (trx, stored) => {
+              // Written only while the job is still this worker's: a recovered job's new owner makes the slot.
+              if (!(await jobs.stillOurs(trx, job.id, job.locked_by ?? ''))) throw new LeaseLostError(job);
+              await tasks.outputSucceeded(trx, task.id, slot.idx, stored.id);
+            },
           },
-        });
+        );
         const differs = mismatch(request, asset);
-        if (differs) ctx.logger.warn({ taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs }, 'output differs from the request');
+        if (differs)
+          ctx.logger.warn(
+            { taskId: task.id, slot: slot.idx, provider: providerOf(ctx.providers, task.model, task.kind)?.name, ...differs },
+            'output differs from the request',
+          );
       } catch (error) {
         // A store is down, not the generator: the output is kept for the attempt that stores it.
-        if (error instanceof StoreUnavailableError && storeRetriesLeft(ctx, job)) keeping = (await keepOutput(ctx.dataDir, task.id, slot.idx, out, out.mimeType)) !== undefined;
+        if (error instanceof StoreUnavailableError && storeRetriesLeft(ctx, job))
+          keeping = (await keepOutput(ctx.dataDir, task.id, slot.idx, out, out.mimeType)) !== undefined;
         throw error;
       } finally {
         if ('file' in out && !keeping) await fsp.rm(out.file, { force: true });
@@ -223,7 +266,10 @@ async function runSlots(ctx: JobContext, job: JobRow, task: tasks.TaskRow, reque
       }
       if (error instanceof StoreUnavailableError) {
         // Out of store retries (WORKER_STORE_RETRIES): the slot fails, named for the store, not the generator.
-        ctx.logger.error({ err: error.cause, store: error.store, operation: error.operation, taskId: task.id, slot: slot.idx, storeRetries: job.store_retries }, `output could not be stored: the ${error.store} failed on every retry; the slot fails`);
+        ctx.logger.error(
+          { err: error.cause, store: error.store, operation: error.operation, taskId: task.id, slot: slot.idx, storeRetries: job.store_retries },
+          `output could not be stored: the ${error.store} failed on every retry; the slot fails`,
+        );
         await tasks.outputFailed(db, task.id, slot.idx, `The output could not be stored (the ${error.store} was unavailable); it was not charged.`);
         continue;
       }
@@ -267,7 +313,15 @@ function storeRetriesLeft(ctx: JobContext, job: JobRow): boolean {
  */
 async function retryLater(ctx: JobContext, job: JobRow, error: StoreUnavailableError): Promise<void> {
   const backoffMs = retryBackoffMs(job.store_retries + 1, ctx.retryBackoffMs ?? 1000);
-  const log = { err: error.cause, store: error.store, operation: error.operation, taskId: job.task_id, jobId: job.id, storeRetries: job.store_retries + 1, backoffMs };
+  const log = {
+    err: error.cause,
+    store: error.store,
+    operation: error.operation,
+    taskId: job.task_id,
+    jobId: job.id,
+    storeRetries: job.store_retries + 1,
+    backoffMs,
+  };
   let handed: boolean;
   try {
     handed = await jobs.retryAfterStoreFailure(ctx.db, job.id, job.locked_by ?? '', leaseTime(ctx.clock), backoffMs, error.message);

@@ -39,7 +39,6 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-
 export function startWorker(options: WorkerOptions): RunningWorker {
   // At most 40 + 1 + 7 + 1 + 6 characters: jobs.locked_by holds 64 (Postgres enforces it).
   const id = `${os.hostname().slice(0, 40)}:${process.pid}:${crypto.randomBytes(3).toString('hex')}`;
@@ -59,18 +58,21 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     let lost = false;
     const abort = new AbortController();
     jobAborts.add(abort);
-    const beat = setInterval(() => {
-      jobs
-        .heartbeat(db, job.id, id, leaseTime(clock))
-        .then((ours) => {
-          if (!ours && !lost) {
-            lost = true;
-            abort.abort(new DOMException('lease lost', 'AbortError'));
-            log.warn({ jobId: job.id, taskId: job.task_id }, 'lease lost; stopping the work on this job');
-          }
-        })
-        .catch((err: unknown) => log.warn({ err }, 'heartbeat failed'));
-    }, Math.max(50, Math.floor(options.leaseMs / 3)));
+    const beat = setInterval(
+      () => {
+        jobs
+          .heartbeat(db, job.id, id, leaseTime(clock))
+          .then((ours) => {
+            if (!ours && !lost) {
+              lost = true;
+              abort.abort(new DOMException('lease lost', 'AbortError'));
+              log.warn({ jobId: job.id, taskId: job.task_id }, 'lease lost; stopping the work on this job');
+            }
+          })
+          .catch((err: unknown) => log.warn({ err }, 'heartbeat failed'));
+      },
+      Math.max(50, Math.floor(options.leaseMs / 3)),
+    );
     try {
       await runJob({ ...ctx, stopping: () => stopping || lost, signal: abort.signal }, job);
       countJob('finished');
@@ -96,7 +98,8 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     const policy = resumePolicyOf(options.providers, await tasks.taskOf(db, job.task_id));
     const now = clock.now().toISOString();
     if (policy === 'never') {
-      if (await jobs.hold(db, job.id, id, now, 'interrupted by a worker stop; the provider cannot resume it safely')) log.warn({ jobId: job.id, taskId: job.task_id }, 'job held for an operator at stop');
+      if (await jobs.hold(db, job.id, id, now, 'interrupted by a worker stop; the provider cannot resume it safely'))
+        log.warn({ jobId: job.id, taskId: job.task_id }, 'job held for an operator at stop');
     } else if (await jobs.handBack(db, job.id, id, now)) {
       countJob('handed back');
       log.info({ jobId: job.id, taskId: job.task_id }, 'job handed back to the queue at stop');
@@ -188,7 +191,9 @@ function resumePolicyOf(providers: MediaProviders, task: tasks.TaskRow | undefin
  * killed its worker each time: it fails, and its task settles through the one
  * settlement path (succeeded outputs charged, the rest released).
  */
-export async function recoverExpiredLeases(options: Pick<WorkerOptions, 'db' | 'clock' | 'logger' | 'leaseMs' | 'providers' | 'retryBackoffMs'>): Promise<void> {
+export async function recoverExpiredLeases(
+  options: Pick<WorkerOptions, 'db' | 'clock' | 'logger' | 'leaseMs' | 'providers' | 'retryBackoffMs'>,
+): Promise<void> {
   const { db, clock, leaseMs } = options;
   const at = leaseTime(clock);
   for (const job of await jobs.expiredLeases(db, at, leaseMs)) {

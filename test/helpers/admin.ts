@@ -6,7 +6,12 @@ import { dbEnvFor } from './database.ts';
 const bin = path.resolve(import.meta.dirname, '../../scripts/gemforge.mjs');
 
 /** Runs `gemforge admin …` without blocking the test process (the server keeps answering meanwhile); `stdin` is written to its input. */
-async function run(dataDir: string, args: string[], stdin?: string, extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+async function run(
+  dataDir: string,
+  args: string[],
+  stdin?: string,
+  extra: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const env = { ...process.env, ...extra, ...(await dbEnvFor(dataDir)) };
   return new Promise((resolve) => {
     const child = execFile(process.execPath, [bin, 'admin', ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => {

@@ -36,10 +36,11 @@ export async function changeElsewhere(dataDir: string, action: 'revoke' | 'block
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const lines = readline.createInterface({ input: child.stdout });
-  const next = () => new Promise<string>((resolve, reject) => {
-    lines.once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`account-change child exited with ${code}`)));
-  });
+  const next = () =>
+    new Promise<string>((resolve, reject) => {
+      lines.once('line', resolve);
+      child.once('exit', (code) => reject(new Error(`account-change child exited with ${code}`)));
+    });
   const ready = await next();
   if (ready !== 'ready') throw new Error(`account-change child said ${ready}`);
   return {

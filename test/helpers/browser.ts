@@ -21,13 +21,30 @@ export async function bundleForBrowser(contents: string, dir: string): Promise<{
     metafile: true,
   });
   const inputs = Object.keys(result.metafile.inputs);
-  assert.ok(inputs.every((i) => !i.startsWith('node:')), inputs.join(', '));
+  assert.ok(
+    inputs.every((i) => !i.startsWith('node:')),
+    inputs.join(', '),
+  );
   return { code: result.outputFiles[0].text, inputs };
 }
 
 export function browserContext(extra: Record<string, unknown> = {}): vm.Context {
   return vm.createContext({
-    crypto: globalThis.crypto, fetch, Request, Response, Headers, FormData, Blob, ReadableStream, TextDecoder, TextEncoder,
-    AbortController, URL, URLSearchParams, setTimeout, clearTimeout, ...extra,
+    crypto: globalThis.crypto,
+    fetch,
+    Request,
+    Response,
+    Headers,
+    FormData,
+    Blob,
+    ReadableStream,
+    TextDecoder,
+    TextEncoder,
+    AbortController,
+    URL,
+    URLSearchParams,
+    setTimeout,
+    clearTimeout,
+    ...extra,
   });
 }

@@ -39,7 +39,10 @@ export function schemaValidator(contract: Json): (schema: Json) => ValidateFunct
 export function resolveRef(contract: Json, node: Json): Json {
   let out = node;
   while (out && typeof out.$ref === 'string' && out.$ref.startsWith('#/')) {
-    out = out.$ref.slice(2).split('/').reduce((o: Json, k: string) => o?.[k.replaceAll('~1', '/').replaceAll('~0', '~')], contract);
+    out = out.$ref
+      .slice(2)
+      .split('/')
+      .reduce((o: Json, k: string) => o?.[k.replaceAll('~1', '/').replaceAll('~0', '~')], contract);
   }
   return out;
 }

@@ -170,7 +170,9 @@ const ffmpeg = (args: string[]) =>
 
 function imageBytes(format: ImageFormat, width: number, height: number): Promise<Buffer> {
   return memo(`image ${format} ${width}x${height}`, () =>
-    sharp({ create: { width, height, channels: 4, background: { r: 200, g: 80, b: 40, alpha: 1 } } }).toFormat(format).toBuffer(),
+    sharp({ create: { width, height, channels: 4, background: { r: 200, g: 80, b: 40, alpha: 1 } } })
+      .toFormat(format)
+      .toBuffer(),
   );
 }
 
@@ -452,7 +454,14 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
     if (!found?.params) return { status: 404, json: provider.error(404, `Invalid URL (${request.method} ${request.path})`) };
     const documented = found.route.documented !== false;
     // What the real API refuses is refused here, and fails the test (close() throws).
-    const violation = documented ? requestViolation(provider.contract, request.method, request.path, request.form ? formObject(request.form) : request.body.length > 0 ? request.json : undefined) : undefined;
+    const violation = documented
+      ? requestViolation(
+          provider.contract,
+          request.method,
+          request.path,
+          request.form ? formObject(request.form) : request.body.length > 0 ? request.json : undefined,
+        )
+      : undefined;
     if (violation) {
       violations.push(`request: ${violation}`);
       return { status: 400, json: provider.error(400, violation) };
@@ -466,7 +475,10 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
         if (!(error instanceof Refusal)) throw error;
         reply = error.reply;
       }
-      const wrong = documented && 'json' in reply ? responseViolation(provider.contract, request.method, request.path, reply.status, reply.json, provider.errorSchema) : undefined;
+      const wrong =
+        documented && 'json' in reply
+          ? responseViolation(provider.contract, request.method, request.path, reply.status, reply.json, provider.errorSchema)
+          : undefined;
       if (wrong) violations.push(`the fake's answer: ${wrong}`);
       return reply;
     };
@@ -493,7 +505,8 @@ async function serve(provider: Provider, options: { apiKey?: string; delayMs?: n
   const server = http.createServer((req, res) => {
     answer(req).then(
       (reply) => (reply === 'reset' ? req.socket.destroy() : reply && send(res, reply)),
-      (error: unknown) => send(res, error instanceof Refusal ? error.reply : { status: 500, json: provider.error(500, `The fake upstream failed: ${String(error)}`) }),
+      (error: unknown) =>
+        send(res, error instanceof Refusal ? error.reply : { status: 500, json: provider.error(500, `The fake upstream failed: ${String(error)}`) }),
     );
   });
   server.on('connection', (socket) => {
@@ -598,16 +611,32 @@ function imageJob(input: Record<string, unknown>, answerUrl: boolean): ImageJob 
   if (typeof prompt !== 'string' || prompt === '') throw openAiRefusal(400, "Missing required parameter: 'prompt'.", 'prompt');
   const limits = IMAGE_MODELS.find(([prefix]) => model.startsWith(prefix))?.[1];
   if (!limits) throw openAiRefusal(404, `The model '${model}' does not exist or you do not have access to it.`, null, 'model_not_found');
-  if (prompt.length > limits.maxPrompt) throw openAiRefusal(400, `Invalid 'prompt': string too long. Expected a string with maximum length ${limits.maxPrompt}, but got a string with length ${prompt.length} instead.`, 'prompt', 'string_above_max_length');
+  if (prompt.length > limits.maxPrompt)
+    throw openAiRefusal(
+      400,
+      `Invalid 'prompt': string too long. Expected a string with maximum length ${limits.maxPrompt}, but got a string with length ${prompt.length} instead.`,
+      'prompt',
+      'string_above_max_length',
+    );
   if (input.size !== undefined && input.size !== 'auto' && !limits.sizes.includes(String(input.size))) {
-    throw openAiRefusal(400, `Invalid value: '${String(input.size)}'. Supported values are: ${limits.sizes.map((x) => `'${x}'`).join(', ')}.`, 'size', 'invalid_value');
+    throw openAiRefusal(
+      400,
+      `Invalid value: '${String(input.size)}'. Supported values are: ${limits.sizes.map((x) => `'${x}'`).join(', ')}.`,
+      'size',
+      'invalid_value',
+    );
   }
   const n = input.n === undefined ? 1 : Number(input.n);
   if (!Number.isInteger(n) || n < 1 || n > 10) throw openAiRefusal(400, `Invalid 'n': expected an integer between 1 and 10, got ${String(input.n)}.`, 'n');
   const size = parseSize(input.size);
   if (!size) throw openAiRefusal(400, `Invalid value for 'size': '${String(input.size)}'.`, 'size');
   const type = IMAGE_TYPES.get(String(input.output_format ?? 'png'));
-  if (!type) throw openAiRefusal(400, `Invalid value for 'output_format': '${String(input.output_format)}'. Supported values are: 'png', 'jpeg', and 'webp'.`, 'output_format');
+  if (!type)
+    throw openAiRefusal(
+      400,
+      `Invalid value for 'output_format': '${String(input.output_format)}'. Supported values are: 'png', 'jpeg', and 'webp'.`,
+      'output_format',
+    );
   if (prompt.includes('content-policy')) {
     throw openAiRefusal(400, 'Your request was rejected as a result of our safety system.', null, 'content_policy_violation');
   }
@@ -654,7 +683,10 @@ export async function startFakeOpenAiImages(
     if (!reply) {
       reply = make();
       answers.set(id, reply);
-      reply.then((r) => r.status < 300 || answers.delete(id), () => answers.delete(id));
+      reply.then(
+        (r) => r.status < 300 || answers.delete(id),
+        () => answers.delete(id),
+      );
     }
     return reply;
   }
@@ -664,7 +696,15 @@ export async function startFakeOpenAiImages(
       route: 'POST /v1/images/generations',
       auth: true,
       handle: (call) =>
-        once(call, 'generations', async () => generate(imageJob(jsonObject(call, (m) => openAiRefusal(400, m)), options.answer === 'url'), call)),
+        once(call, 'generations', async () =>
+          generate(
+            imageJob(
+              jsonObject(call, (m) => openAiRefusal(400, m)),
+              options.answer === 'url',
+            ),
+            call,
+          ),
+        ),
     },
     {
       route: 'POST /v1/images/edits',
@@ -717,7 +757,8 @@ export async function startFakeOpenAiSpeech(options: { apiKey?: string; delayMs?
       const type = AUDIO_TYPES.get(String(body.response_format ?? 'mp3'));
       if (!type) throw openAiRefusal(400, `Invalid value for 'response_format': '${String(body.response_format)}'.`, 'response_format');
       const speed = body.speed ?? 1;
-      if (typeof speed !== 'number' || !(speed >= 0.25 && speed <= 4)) throw openAiRefusal(400, "Invalid 'speed': expected a number between 0.25 and 4.0.", 'speed');
+      if (typeof speed !== 'number' || !(speed >= 0.25 && speed <= 4))
+        throw openAiRefusal(400, "Invalid 'speed': expected a number between 0.25 and 4.0.", 'speed');
       const seconds = Math.max(1, Math.round(input.length / 15 / speed));
       const bytes = spoil(await audioBytes(type.format, seconds), call.media);
       syntheses++;
@@ -758,7 +799,12 @@ function replicateBody(status: number, detail: string): unknown {
 }
 
 function invalid(field: string, description: string): Refusal {
-  const json = { title: 'Input validation failed', detail: `- ${field}: ${description}`, status: 422, invalid_fields: [{ type: 'required', field, description }] };
+  const json = {
+    title: 'Input validation failed',
+    detail: `- ${field}: ${description}`,
+    status: 422,
+    invalid_fields: [{ type: 'required', field, description }],
+  };
   return new Refusal({ status: 422, json });
 }
 
@@ -993,7 +1039,16 @@ export async function startFakeFal(options: { apiKey?: string; processingMs?: nu
         const q = found(call);
         const status = statusOf(q);
         const logs = status === 'IN_QUEUE' ? {} : { logs: null };
-        return { status: 200, json: { status, ...urls(q, call.base), ...(status === 'IN_QUEUE' && { queue_position: 0 }), ...logs, ...(status === 'COMPLETED' && { metrics: { inference_time: (q.completedAt! - q.createdAt) / 1000 } }) } };
+        return {
+          status: 200,
+          json: {
+            status,
+            ...urls(q, call.base),
+            ...(status === 'IN_QUEUE' && { queue_position: 0 }),
+            ...logs,
+            ...(status === 'COMPLETED' && { metrics: { inference_time: (q.completedAt! - q.createdAt) / 1000 } }),
+          },
+        };
       },
     },
     {
@@ -1005,7 +1060,15 @@ export async function startFakeFal(options: { apiKey?: string; processingMs?: nu
         if (q.canceled) throw detail(400, 'Request was cancelled');
         const url = `${call.base}/files/${q.id}.${OUTPUT_EXT[kind]}`;
         if (kind === 'video') return { status: 200, json: { video: { url, content_type: 'video/mp4', file_name: `${q.id}.mp4` } } };
-        return { status: 200, json: { images: [{ url, width: 512, height: 512, content_type: 'image/png' }], seed: 7, has_nsfw_concepts: [false], prompt: String(q.input.prompt ?? '') } };
+        return {
+          status: 200,
+          json: {
+            images: [{ url, width: 512, height: 512, content_type: 'image/png' }],
+            seed: 7,
+            has_nsfw_concepts: [false],
+            prompt: String(q.input.prompt ?? ''),
+          },
+        };
       },
     },
     {

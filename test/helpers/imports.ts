@@ -10,7 +10,9 @@ export const SERVER = path.resolve(import.meta.dirname, '../../server');
 
 /** Every .ts file under `dir` (relative to server/; '' for all of it), declarations left out. */
 export function sources(dir: string): string[] {
-  return (fs.readdirSync(path.join(SERVER, dir), { recursive: true }) as string[]).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')).map((f) => path.join(dir, f));
+  return (fs.readdirSync(path.join(SERVER, dir), { recursive: true }) as string[])
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
+    .map((f) => path.join(dir, f));
 }
 
 export interface Import {
@@ -26,7 +28,7 @@ export function importsOf(file: string): Import[] {
   const found: Import[] = [];
   const pattern = /^(?:import|export)\s+(type\s+)?(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
   for (const m of text.matchAll(pattern)) {
-    const spec = (m[2] ?? m[3]);
+    const spec = m[2] ?? m[3];
     const target = spec.startsWith('.') ? path.relative(SERVER, path.resolve(path.dirname(path.join(SERVER, file)), spec)) : spec;
     found.push({ target, typeOnly: m[1] !== undefined });
   }
@@ -35,5 +37,7 @@ export function importsOf(file: string): Import[] {
 
 /** The modules `file` imports at run time (type-only imports left out). */
 export function runtimeImports(file: string): string[] {
-  return importsOf(file).filter((i) => !i.typeOnly).map((i) => i.target);
+  return importsOf(file)
+    .filter((i) => !i.typeOnly)
+    .map((i) => i.target);
 }

@@ -31,7 +31,21 @@ export async function queueTask(db: Db, clock: Clock, owner: QueueOwner, id: str
   const r = await ledger.reserve(db, clock, { accountId: owner.accountId, keyId: owner.keyId, purpose: 'media', amount: 1 });
   await tasks.insertTask(
     db,
-    { id, account_id: owner.accountId, key_id: owner.keyId, kind: 'image', model: 'm', request: '{}', status: 'queued', reservation_id: r.id, error_code: null, error_message: null, created_at: now, updated_at: now, finished_at: null },
+    {
+      id,
+      account_id: owner.accountId,
+      key_id: owner.keyId,
+      kind: 'image',
+      model: 'm',
+      request: '{}',
+      status: 'queued',
+      reservation_id: r.id,
+      error_code: null,
+      error_message: null,
+      created_at: now,
+      updated_at: now,
+      finished_at: null,
+    },
     [{ task_id: id, idx: 0, status: 'pending', price: 1, asset_id: null, error: null }],
   );
   await jobs.enqueue(db, id, owner.accountId, now);

@@ -29,7 +29,9 @@ export function image(format: ImageFormat, width = 64, height = 48): Promise<str
       raw[i * 3 + 1] = (i * 3) % 256;
       raw[i * 3 + 2] = 128;
     }
-    await sharp(raw, { raw: { width, height, channels: 3 } }).toFormat(format).toFile(file);
+    await sharp(raw, { raw: { width, height, channels: 3 } })
+      .toFormat(format)
+      .toFile(file);
   });
 }
 
@@ -44,9 +46,16 @@ export function video(format: VideoFormat, options: { audio?: boolean } = {}): P
         ? ['-c:v', 'libvpx', '-b:v', '200k', ...(audio ? ['-c:a', 'libopus'] : [])]
         : ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', ...(audio ? ['-c:a', 'aac'] : [])];
     await ffmpeg([
-      '-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=10:duration=1',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=size=160x120:rate=10:duration=1',
       ...(audio ? ['-f', 'lavfi', '-i', 'sine=frequency=440:duration=1'] : []),
-      ...codecs, '-shortest', '-f', format, file,
+      ...codecs,
+      '-shortest',
+      '-f',
+      format,
+      file,
     ]);
   });
 }

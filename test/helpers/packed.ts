@@ -61,7 +61,14 @@ export async function installPacked(tarball: string, dir: string): Promise<strin
   const app = path.join(dir, 'app');
   fs.mkdirSync(app, { recursive: true });
   fs.copyFileSync(tarball, path.join(app, path.basename(tarball)));
-  const pkg = JSON.parse(fs.readFileSync(path.join(CLIENT_DIR, 'package.json'), 'utf8')) as { name: string; version: string; license: string; dependencies: Record<string, string>; bin: Record<string, string>; engines: Record<string, string> };
+  const pkg = JSON.parse(fs.readFileSync(path.join(CLIENT_DIR, 'package.json'), 'utf8')) as {
+    name: string;
+    version: string;
+    license: string;
+    dependencies: Record<string, string>;
+    bin: Record<string, string>;
+    engines: Record<string, string>;
+  };
   const spec = `file:${path.basename(tarball)}`;
   const manifest = { name: 'app', version: '1.0.0', private: true, type: 'module', dependencies: { [pkg.name]: spec } };
   const integrity = `sha512-${crypto.createHash('sha512').update(fs.readFileSync(tarball)).digest('base64')}`;
@@ -72,7 +79,15 @@ export async function installPacked(tarball: string, dir: string): Promise<strin
     requires: true,
     packages: {
       '': { name: 'app', version: '1.0.0', dependencies: { [pkg.name]: spec } },
-      [`node_modules/${pkg.name}`]: { version: pkg.version, resolved: spec, integrity, license: pkg.license, dependencies: pkg.dependencies, bin: pkg.bin, engines: pkg.engines },
+      [`node_modules/${pkg.name}`]: {
+        version: pkg.version,
+        resolved: spec,
+        integrity,
+        license: pkg.license,
+        dependencies: pkg.dependencies,
+        bin: pkg.bin,
+        engines: pkg.engines,
+      },
       ...closure(Object.keys(pkg.dependencies)),
     },
   };

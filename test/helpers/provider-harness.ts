@@ -10,7 +10,17 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { dropDatabaseFor } from './database.ts';
 import { startTestServer, tempDataDir, type TestServer } from './server.ts';
-import { startFakeFal, startFakeOpenAiImages, startFakeOpenAiSpeech, startFakeReplicate, type FakeFal, type FakeOpenAiImages, type FakeOpenAiSpeech, type FakeReplicate, type FakeUpstream } from './fake-upstreams.ts';
+import {
+  startFakeFal,
+  startFakeOpenAiImages,
+  startFakeOpenAiSpeech,
+  startFakeReplicate,
+  type FakeFal,
+  type FakeOpenAiImages,
+  type FakeOpenAiSpeech,
+  type FakeReplicate,
+  type FakeUpstream,
+} from './fake-upstreams.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 /** The fakes serve outputs from loopback: allowed, as an operator allows a private upstream. */
@@ -32,11 +42,17 @@ export function remoteCatalog(dir: string): string {
   return catalogWith(dir, {
     'gemforge-video-1': (m) => {
       m.provider = 'replicate';
-      m.replicate = { model: 'acme/video-gen', input: { prompt: '{prompt}', duration: '{duration}', aspect_ratio: '{ratio}', fps: 24, note: 'made for {mode}' } };
+      m.replicate = {
+        model: 'acme/video-gen',
+        input: { prompt: '{prompt}', duration: '{duration}', aspect_ratio: '{ratio}', fps: 24, note: 'made for {mode}' },
+      };
     },
     'gemforge-music-1': (m) => {
       m.provider = 'replicate';
-      m.replicate = { version: '80f189984e5ca70287d13342f6daa0db45cba3c131c4e46dc81360f3a4c4f690', input: { prompt: '{prompt}', duration: '{durationSeconds}' } };
+      m.replicate = {
+        version: '80f189984e5ca70287d13342f6daa0db45cba3c131c4e46dc81360f3a4c4f690',
+        input: { prompt: '{prompt}', duration: '{durationSeconds}' },
+      };
     },
   });
 }
@@ -120,7 +136,13 @@ const speech: ProviderHarness<FakeOpenAiSpeech> = {
   async: false,
   async start(env = {}) {
     const fake = await startFakeOpenAiSpeech({ apiKey: UPSTREAM_KEY });
-    return rigOf(fake, { SPEECH_UPSTREAM_URL: fake.url, SPEECH_UPSTREAM_API_KEY: UPSTREAM_KEY, SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts', SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`, ...env });
+    return rigOf(fake, {
+      SPEECH_UPSTREAM_URL: fake.url,
+      SPEECH_UPSTREAM_API_KEY: UPSTREAM_KEY,
+      SPEECH_UPSTREAM_MODELS: 'gemforge-speech-1=gpt-4o-mini-tts',
+      SPEECH_UPSTREAM_VOICES: `${SAWYER}=onyx`,
+      ...env,
+    });
   },
   create: 'POST /v1/audio/speech',
   media: 'POST /v1/audio/speech',
@@ -135,8 +157,10 @@ const replicate: ProviderHarness<FakeReplicate> = {
   async start(env = {}, options = {}) {
     const fake = await startFakeReplicate({ apiKey: UPSTREAM_KEY, processingMs: options.slow ? Infinity : 200 });
     const dir = tempDataDir();
-    return rigOf(fake, { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', ...env }, () =>
-      fs.rmSync(dir, { recursive: true, force: true }),
+    return rigOf(
+      fake,
+      { ...LOOPBACK_FETCH, CATALOG_PATH: remoteCatalog(dir), REPLICATE_API_URL: fake.url, REPLICATE_API_TOKEN: UPSTREAM_KEY, REPLICATE_POLL_MS: '50', ...env },
+      () => fs.rmSync(dir, { recursive: true, force: true }),
     );
   },
   create: 'POST /v1/models/{owner}/{name}/predictions',
@@ -166,7 +190,9 @@ const fal: ProviderHarness<FakeFal> = {
   async start(env = {}, options = {}) {
     const fake = await startFakeFal({ apiKey: UPSTREAM_KEY, processingMs: options.slow ? Infinity : 200 });
     const dir = tempDataDir();
-    return rigOf(fake, { ...LOOPBACK_FETCH, CATALOG_PATH: falCatalog(dir), FAL_QUEUE_URL: fake.url, FAL_KEY: UPSTREAM_KEY, FAL_POLL_MS: '50', ...env }, () => fs.rmSync(dir, { recursive: true, force: true }));
+    return rigOf(fake, { ...LOOPBACK_FETCH, CATALOG_PATH: falCatalog(dir), FAL_QUEUE_URL: fake.url, FAL_KEY: UPSTREAM_KEY, FAL_POLL_MS: '50', ...env }, () =>
+      fs.rmSync(dir, { recursive: true, force: true }),
+    );
   },
   create: 'POST /{owner}/{alias}/{path}',
   read: 'GET /{owner}/{alias}/requests/{id}/status',

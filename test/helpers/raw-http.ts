@@ -30,7 +30,11 @@ export function parseRaw(raw: string): RawResponse | undefined {
  * written, `pauseMs` apart) and resolves with what came back once the server
  * closes the connection or `timeoutMs` passes.
  */
-export async function rawRequest(url: string, chunks: Array<string | Buffer>, options: { pauseMs?: number; timeoutMs?: number } = {}): Promise<RawResponse | undefined> {
+export async function rawRequest(
+  url: string,
+  chunks: Array<string | Buffer>,
+  options: { pauseMs?: number; timeoutMs?: number } = {},
+): Promise<RawResponse | undefined> {
   const { hostname, port } = new URL(url);
   const socket = net.connect(Number(port), hostname);
   let received = '';

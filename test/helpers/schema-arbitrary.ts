@@ -9,7 +9,24 @@ import { resolveRef, type Json } from './contract-schemas.ts';
 import { PROTOTYPE_NAMES } from './prototype-names.ts';
 
 /** Strings that have broken servers before. */
-const NASTY_STRINGS = [...PROTOTYPE_NAMES, '', ' ', 'null', 'NaN', 'Infinity', '1e400', '-0', '0x10', '../../etc/passwd', '%00', '\u0000', '\u202e', '😀', 'a'.repeat(300), '[[scenario:fail]]'];
+const NASTY_STRINGS = [
+  ...PROTOTYPE_NAMES,
+  '',
+  ' ',
+  'null',
+  'NaN',
+  'Infinity',
+  '1e400',
+  '-0',
+  '0x10',
+  '../../etc/passwd',
+  '%00',
+  '\u0000',
+  '\u202e',
+  '😀',
+  'a'.repeat(300),
+  '[[scenario:fail]]',
+];
 const NASTY_NUMBERS = [0, -0, -1, 1, 0.5, 1e-9, 2 ** 31, 2 ** 53 + 1, -(2 ** 53), 1e21, Number.MAX_VALUE];
 
 export const nastyString = fc.oneof(fc.constantFrom(...NASTY_STRINGS), fc.string({ maxLength: 40 }), fc.string({ unit: 'grapheme', maxLength: 20 }));
@@ -36,13 +53,23 @@ export function fromSchema(contract: Json, raw: Json, depth = 0): fc.Arbitrary<J
   const alternatives = schema.oneOf ?? schema.anyOf;
   if (Array.isArray(alternatives)) return fc.oneof(...alternatives.map((s: Json) => fromSchema(contract, s, depth + 1)));
   if (Array.isArray(schema.allOf) && !schema.type && !schema.properties) return fromSchema(contract, schema.allOf[0], depth + 1);
-  const type = Array.isArray(schema.type) ? schema.type : schema.type ? [schema.type] : schema.properties ? ['object'] : ['string', 'number', 'boolean', 'null'];
+  const type = Array.isArray(schema.type)
+    ? schema.type
+    : schema.type
+      ? [schema.type]
+      : schema.properties
+        ? ['object']
+        : ['string', 'number', 'boolean', 'null'];
   return fc.oneof(
     ...type.map((t: string): fc.Arbitrary<Json> => {
       switch (t) {
         case 'object': {
           const props = (schema.properties ?? {}) as Record<string, Json>;
-          const entries = Object.fromEntries(Object.entries(props).filter(([, s]) => s !== false).map(([k, s]) => [k, fromSchema(contract, s, depth + 1)]));
+          const entries = Object.fromEntries(
+            Object.entries(props)
+              .filter(([, s]) => s !== false)
+              .map(([k, s]) => [k, fromSchema(contract, s, depth + 1)]),
+          );
           return fc.record(entries, { requiredKeys: (schema.required ?? []).filter((k: string) => k in entries) });
         }
         case 'array':

@@ -38,7 +38,10 @@ function normalise(node: Json, parentKey?: string): Json {
     if (typeof out.type === 'string') out.type = [out.type, 'null'];
     else if (!out.type) return { anyOf: [out, { type: 'null' }] };
   }
-  if (Array.isArray(out.oneOf) && out.oneOf.some((b) => typeof b === 'object' && b !== null && !Array.isArray(b) && Array.isArray(b.enum) && b.enum.includes('hidden'))) {
+  if (
+    Array.isArray(out.oneOf) &&
+    out.oneOf.some((b) => typeof b === 'object' && b !== null && !Array.isArray(b) && Array.isArray(b.enum) && b.enum.includes('hidden'))
+  ) {
     out.anyOf = out.oneOf;
     delete out.oneOf;
   }
@@ -68,7 +71,12 @@ const loaded = new Map<ContractName, Operation[]>();
 function operationsOf(name: ContractName): Operation[] {
   const cached = loaded.get(name);
   if (cached) return cached;
-  const doc = normalise(JSON.parse(fs.readFileSync(path.join(DIR, `${name}.json`), 'utf8')) as Json) as { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: Json }> }; responses: Record<string, { content?: Record<string, { schema: Json }> }> }>> };
+  const doc = normalise(JSON.parse(fs.readFileSync(path.join(DIR, `${name}.json`), 'utf8')) as Json) as {
+    paths: Record<
+      string,
+      Record<string, { requestBody?: { content: Record<string, { schema: Json }> }; responses: Record<string, { content?: Record<string, { schema: Json }> }> }>
+    >;
+  };
   const plain = ajvFor(false);
   const coercing = ajvFor(true); // multipart fields arrive as text
   plain.addSchema(doc, name);
@@ -80,10 +88,18 @@ function operationsOf(name: ContractName): Operation[] {
       const template = new RegExp(`^${p.replace(/\{[^}]+\}/g, '[^/]+')}$`);
       const content = op.requestBody?.content ?? {};
       const type = Object.keys(content)[0];
-      const request = type ? { type, validate: (type.startsWith('multipart/') ? coercing : plain).compile({ $ref: `${pointer(p)}/${method}/requestBody/content/${type.replace(/\//g, '~1')}/schema` }) } : undefined;
+      const request = type
+        ? {
+            type,
+            validate: (type.startsWith('multipart/') ? coercing : plain).compile({
+              $ref: `${pointer(p)}/${method}/requestBody/content/${type.replace(/\//g, '~1')}/schema`,
+            }),
+          }
+        : undefined;
       const responses = new Map<string, ValidateFunction>();
       for (const [status, response] of Object.entries(op.responses)) {
-        if (response.content?.['application/json']) responses.set(status, plain.compile({ $ref: `${pointer(p)}/${method}/responses/${status}/content/application~1json/schema` }));
+        if (response.content?.['application/json'])
+          responses.set(status, plain.compile({ $ref: `${pointer(p)}/${method}/responses/${status}/content/application~1json/schema` }));
       }
       ops.push({ method: method.toUpperCase(), template, ...(request && { request }), responses });
     }
@@ -99,7 +115,9 @@ function operation(name: ContractName, method: string, urlPath: string): Operati
 }
 
 function explain(validate: ValidateFunction): string {
-  return (validate.errors ?? []).map((e) => `${e.instancePath || '(body)'} ${e.message}${e.params && 'allowedValues' in e.params ? ` (${String(e.params.allowedValues)})` : ''}`).join('; ');
+  return (validate.errors ?? [])
+    .map((e) => `${e.instancePath || '(body)'} ${e.message}${e.params && 'allowedValues' in e.params ? ` (${String(e.params.allowedValues)})` : ''}`)
+    .join('; ');
 }
 
 /** A multipart body as the object its schema describes: fields as given, files by name (`image[]` → image, a list). */
@@ -128,7 +146,14 @@ export function requestViolation(name: ContractName, method: string, urlPath: st
 }
 
 /** Why the document does not describe this JSON answer (a documented operation's answer), or undefined. */
-export function responseViolation(name: ContractName, method: string, urlPath: string, status: number, json: unknown, errorSchema?: (status: number) => string | undefined): string | undefined {
+export function responseViolation(
+  name: ContractName,
+  method: string,
+  urlPath: string,
+  status: number,
+  json: unknown,
+  errorSchema?: (status: number) => string | undefined,
+): string | undefined {
   const op = operation(name, method, urlPath);
   if (!op) return undefined;
   const schema = status >= 400 ? errorSchema?.(status) : undefined;

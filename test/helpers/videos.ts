@@ -40,17 +40,25 @@ export function shotsVideo(name: string, shots: Shot[], options: { audio?: boole
   const fps = options.fps ?? 25;
   const total = shots.reduce((n, s) => n + s.seconds, 0);
   return memo(`${name}.mp4`, async (file) => {
-    const inputs = shots.flatMap((s) => ['-f', 'lavfi', '-i', `${s.source}${s.source.includes('=') ? ':' : '='}size=${size}:rate=${fps}:duration=${s.seconds}`]);
+    const inputs = shots.flatMap((s) => [
+      '-f',
+      'lavfi',
+      '-i',
+      `${s.source}${s.source.includes('=') ? ':' : '='}size=${size}:rate=${fps}:duration=${s.seconds}`,
+    ]);
     const concat = `${shots.map((_, i) => `[${i}:v]`).join('')}concat=n=${shots.length}:v=1:a=0[v]`;
     const audio = options.audio ? ['-f', 'lavfi', '-i', `sine=frequency=440:duration=${total}`] : [];
     await ffmpeg([
       ...inputs,
       ...audio,
-      '-filter_complex', concat,
-      '-map', '[v]',
+      '-filter_complex',
+      concat,
+      '-map',
+      '[v]',
       ...(options.audio ? ['-map', `${shots.length}:a`, '-c:a', 'aac'] : []),
       ...H264,
-      '-t', String(total),
+      '-t',
+      String(total),
       file,
     ]);
   });
@@ -71,8 +79,19 @@ export function longTinyVideo(seconds: number): Promise<string> {
 export function bigVideo(): Promise<string> {
   return memo('big.mp4', async (file) => {
     await ffmpeg([
-      '-f', 'lavfi', '-i', 'color=c=gray:size=320x240:rate=25:duration=8,noise=alls=100:allf=t+u:all_seed=42',
-      '-c:v', 'libx264', '-preset', 'ultrafast', '-qp', '0', '-pix_fmt', 'yuv420p', file,
+      '-f',
+      'lavfi',
+      '-i',
+      'color=c=gray:size=320x240:rate=25:duration=8,noise=alls=100:allf=t+u:all_seed=42',
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-qp',
+      '0',
+      '-pix_fmt',
+      'yuv420p',
+      file,
     ]);
   });
 }

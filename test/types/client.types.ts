@@ -15,7 +15,13 @@ export function clientTypeTests(gf: GemforgeClient): void {
   void gf.videos.create({ model: 'gemforge-video-1', prompt: 'waves', parameters: { mode: 'image-to-video', sourceImage: 'ast_1', duration: 4, audio: true } });
   void gf.audio.create({ model: 'gemforge-speech-1', operation: 'speech', prompt: 'hello', parameters: { voiceProfileId: 'voice_1', speed: 1.1 } });
   void gf.chat.completions.create({ model: 'gemforge-text-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 }, { idempotencyKey: 'k-1' });
-  void gf.chat.completions.stream({ model: 'gemforge-text-1', messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'hi' }] });
+  void gf.chat.completions.stream({
+    model: 'gemforge-text-1',
+    messages: [
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'hi' },
+    ],
+  });
   void gf.extract.video({ model: 'gemforge-video-analysis-1', videoAssetId: 'ast_v', prompt: 'scenes' });
   void gf.voices.list({ scope: 'explore', page: 2, language: 'en' });
   void gf.raw.GET('/api/generate/tasks/{id}', { params: { path: { id: 'task_1' } } });

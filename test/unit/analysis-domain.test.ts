@@ -23,7 +23,12 @@ import { makeAccountWithKey, openTestDb, type TestDb } from '../helpers/db.ts';
 
 const catalog = loadCatalog(path.join(import.meta.dirname, '../../server/catalog/models.yaml'));
 const MODEL = 'gemforge-video-analysis-1' as const;
-const GOOD = JSON.stringify({ analysis: 'ok', durationSeconds: 6, frames: [{ timeSeconds: 0, reason: 'scene_start', score: 1 }], segments: [{ startSeconds: 0, endSeconds: 6, description: 'all' }] });
+const GOOD = JSON.stringify({
+  analysis: 'ok',
+  durationSeconds: 6,
+  frames: [{ timeSeconds: 0, reason: 'scene_start', score: 1 }],
+  segments: [{ startSeconds: 0, endSeconds: 6, description: 'all' }],
+});
 
 class Stub implements AnalysisProvider {
   readonly name = 'stub';

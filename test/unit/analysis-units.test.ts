@@ -199,7 +199,10 @@ describe('local analyzer measurements', () => {
     const strongest = keptCuts(many, 60);
     assert.equal(strongest.length, MAX_SCENES - 1);
     assert.ok(strongest.every((c) => c.score === 0.9));
-    assert.deepEqual(strongest.map((c) => c.timeSeconds), [...strongest.map((c) => c.timeSeconds)].sort((a, b) => a - b));
+    assert.deepEqual(
+      strongest.map((c) => c.timeSeconds),
+      [...strongest.map((c) => c.timeSeconds)].sort((a, b) => a - b),
+    );
   });
 
   it('when scenes are built from samples, then suggested frames are unique, in order and inside their scenes', () => {
@@ -213,7 +216,10 @@ describe('local analyzer measurements', () => {
     assert.equal(scenes[1].pick?.reason, 'sharpest');
     const suggested = suggestedFrames(scenes);
     const times = suggested.map((f) => f.timeSeconds);
-    assert.deepEqual(times, [...new Set(times)].sort((a, b) => a - b));
+    assert.deepEqual(
+      times,
+      [...new Set(times)].sort((a, b) => a - b),
+    );
     assert.deepEqual(
       suggested.filter((f) => f.reason === 'scene_start'),
       [

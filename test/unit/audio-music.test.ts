@@ -63,7 +63,13 @@ describe('music generator', () => {
 
   it('when prices are computed, then speech is max(minimum, ceil(chars/1000 × rate)) and music ceil(s/30) × rate', () => {
     const speech = { perThousandChars: 3, minimum: 1 };
-    assert.deepEqual([1, 333, 334, 1000, 1001, 2000].map((c) => speechPrice(c, speech)), [1, 1, 2, 3, 4, 6]);
-    assert.deepEqual([30, 60, 120, 180, 240].map((s) => musicPrice(s, { perThirtySeconds: 2 })), [2, 4, 8, 12, 16]);
+    assert.deepEqual(
+      [1, 333, 334, 1000, 1001, 2000].map((c) => speechPrice(c, speech)),
+      [1, 1, 2, 3, 4, 6],
+    );
+    assert.deepEqual(
+      [30, 60, 120, 180, 240].map((s) => musicPrice(s, { perThirtySeconds: 2 })),
+      [2, 4, 8, 12, 16],
+    );
   });
 });

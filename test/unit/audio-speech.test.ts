@@ -18,17 +18,27 @@ describe('speech voice mapping', () => {
   it('when the target pitch rises, then eSpeak’s pitch setting rises, within 0–99', () => {
     for (const register of ['male', 'female'] as const) {
       const settings = [60, 90, 120, 180, 250, 400].map((hz) => pitchSetting(register, hz));
-      assert.deepEqual([...settings].sort((a, b) => a - b), settings);
+      assert.deepEqual(
+        [...settings].sort((a, b) => a - b),
+        settings,
+      );
       assert.ok(settings.every((p) => p >= 0 && p <= 99));
     }
     assert.equal(pitchSetting('male', 100.6), 50);
   });
 
   it('when a voice is uploaded, then its measured pitch decides register and pitch; a catalog voice uses its traits', () => {
-    const upload = (medianPitchHz: number) => voiceSettings({ id: 'v', source: 'upload', language: 'en', traits: { medianPitchHz, syllablesPerSecond: 4.3 }, blobSha256: 'x' });
+    const upload = (medianPitchHz: number) =>
+      voiceSettings({ id: 'v', source: 'upload', language: 'en', traits: { medianPitchHz, syllablesPerSecond: 4.3 }, blobSha256: 'x' });
     assert.deepEqual([upload(95).register, upload(95).pitchHz, upload(95).rate], ['male', 95, 1]);
     assert.equal(upload(210).register, 'female');
-    const catalog = voiceSettings({ id: 'v', source: 'catalog', language: 'en-GB', traits: { gender: 'female', pitchHz: 211, rate: 1.04, volumeDb: -1 }, blobSha256: null });
+    const catalog = voiceSettings({
+      id: 'v',
+      source: 'catalog',
+      language: 'en-GB',
+      traits: { gender: 'female', pitchHz: 211, rate: 1.04, volumeDb: -1 },
+      blobSha256: null,
+    });
     assert.deepEqual(catalog, { language: 'en-gb', register: 'female', pitchHz: 211, rate: 1.04, volumeDb: -1 });
   });
 

@@ -155,7 +155,10 @@ describe('running balances', () => {
       await cycle(fresh); // its key's first movement creates the key's balance row
       for (let i = 0; i < 60; i++) await cycle(busy);
       const long = await cycle(busy);
-      assert.ok(long.every((n) => n > 0), `statements counted: ${long.join(', ')}`);
+      assert.ok(
+        long.every((n) => n > 0),
+        `statements counted: ${long.join(', ')}`,
+      );
       assert.deepEqual(long, await cycle(fresh));
     } finally {
       await t.close();
@@ -166,9 +169,11 @@ describe('running balances', () => {
 async function snapshot(db: Db) {
   const out: Record<string, unknown[]> = {};
   for (const table of ['account_balances', 'account_months', 'key_balances', 'key_months']) {
-    out[table] = (await db(table).select('*')).map((row: Record<string, unknown>) =>
-      Object.fromEntries(Object.entries(row).map(([k, v]) => [k, typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v])),
-    ).sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+    out[table] = (await db(table).select('*'))
+      .map((row: Record<string, unknown>) =>
+        Object.fromEntries(Object.entries(row).map(([k, v]) => [k, typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v])),
+      )
+      .sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
   }
   return out;
 }

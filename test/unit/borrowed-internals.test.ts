@@ -39,7 +39,10 @@ describe('borrowed internals', () => {
 
   it('when knex is used past its API (server/storage/engine/knex-adapter.ts), then what the adapter relies on is there', async () => {
     const check = tripwire('knex', 'server/storage/engine/knex-adapter.ts');
-    check(typeof (SqliteDialect as unknown as { prototype: { queryCompiler?: unknown } }).prototype.queryCompiler === 'function', 'the SQLite dialect class (knex/lib/dialects/sqlite3) with a queryCompiler method');
+    check(
+      typeof (SqliteDialect as unknown as { prototype: { queryCompiler?: unknown } }).prototype.queryCompiler === 'function',
+      'the SQLite dialect class (knex/lib/dialects/sqlite3) with a queryCompiler method',
+    );
     const db = knex({ client: SqliteDialect, connection: { filename: ':memory:' }, useNullAsDefault: true });
     try {
       const builder = db('t').select('a').limit(1);
@@ -50,9 +53,15 @@ describe('borrowed internals', () => {
       const returning = db('t').insert({ a: 1 }).returning('a').toSQL() as unknown as { returning?: unknown };
       check(select.method === 'select' && insert.method === 'insert' && returning.returning !== undefined, "toSQL()'s method and returning (statementKind)");
       const context = (db as unknown as { context?: { client?: unknown; queryBuilder?: unknown } }).context;
-      check(context && context.client === db.client && typeof context.queryBuilder === 'function', "the knex instance's context with its client and queryBuilder (leanTransaction's transaction function)");
+      check(
+        context && context.client === db.client && typeof context.queryBuilder === 'function',
+        "the knex instance's context with its client and queryBuilder (leanTransaction's transaction function)",
+      );
       const client = db.client as unknown as Record<string, unknown>;
-      check(['query', 'stream', 'acquireConnection', 'releaseConnection'].every((m) => typeof client[m] === 'function'), "the client's query, stream, acquireConnection and releaseConnection (leanTransaction's client)");
+      check(
+        ['query', 'stream', 'acquireConnection', 'releaseConnection'].every((m) => typeof client[m] === 'function'),
+        "the client's query, stream, acquireConnection and releaseConnection (leanTransaction's client)",
+      );
       const source = fs.readFileSync(path.join(ROOT, 'node_modules/knex/lib/client.js'), 'utf8');
       check(source.includes('__knex__disposed'), 'the pool giving up a connection marked __knex__disposed (leanTransaction after a failed ROLLBACK)');
     } finally {
@@ -75,20 +84,34 @@ describe('borrowed internals', () => {
     const logger = pino({ base: { pid: 1 } }, pino.destination({ dest: process.platform === 'win32' ? 'NUL' : '/dev/null', sync: true }));
     const internals = logger as unknown as Record<symbol, unknown>;
     check(typeof (internals[streamSym] as { flush?: unknown }).flush === 'function', "the logger's destination under streamSym, with flush");
-    check(typeof internals[timeSym] === 'function' && /^,"time":\d+$/.test((internals[timeSym] as () => string)()), 'the time function under timeSym giving `,"time":<ms>`');
+    check(
+      typeof internals[timeSym] === 'function' && /^,"time":\d+$/.test((internals[timeSym] as () => string)()),
+      'the time function under timeSym giving `,"time":<ms>`',
+    );
     check(internals[chindingsSym] === ',"pid":1', 'the bindings under chindingsSym as a JSON fragment');
   });
 
   it('when express-openapi-validator is sped up (server/http/validator-routes.ts), then the dist files and exports it patches are there', () => {
     const check = tripwire('express-openapi-validator', 'server/http/validator-routes.ts');
     const fromValidator = createRequire(createRequire(import.meta.url).resolve('express-openapi-validator'));
-    const mutator = (fromValidator('./middlewares/parsers/req.parameter.mutator.js') as { RequestParameterMutator?: { prototype?: { modifyRequest?: unknown } } }).RequestParameterMutator;
-    check(typeof mutator?.prototype?.modifyRequest === 'function', 'dist/middlewares/parsers/req.parameter.mutator.js exporting RequestParameterMutator with modifyRequest');
+    const mutator = (
+      fromValidator('./middlewares/parsers/req.parameter.mutator.js') as { RequestParameterMutator?: { prototype?: { modifyRequest?: unknown } } }
+    ).RequestParameterMutator;
+    check(
+      typeof mutator?.prototype?.modifyRequest === 'function',
+      'dist/middlewares/parsers/req.parameter.mutator.js exporting RequestParameterMutator with modifyRequest',
+    );
     const mutatorSource = fs.readFileSync(fromValidator.resolve('./middlewares/parsers/req.parameter.mutator.js'), 'utf8');
     check(mutatorSource.includes('this._apiDocs'), "the mutator's _apiDocs");
-    check(typeof (fromValidator('path-to-regexp') as { pathToRegexp?: unknown }).pathToRegexp === 'function', 'its own path-to-regexp with a pathToRegexp export');
+    check(
+      typeof (fromValidator('path-to-regexp') as { pathToRegexp?: unknown }).pathToRegexp === 'function',
+      'its own path-to-regexp with a pathToRegexp export',
+    );
     const metadata = fs.readFileSync(fromValidator.resolve('./middlewares/openapi.metadata.js'), 'utf8');
-    check(/\(0, path_to_regexp_1\.pathToRegexp\)\(/.test(metadata), 'openapi.metadata.js calling pathToRegexp through the module object at call time (what the memoizing wrapper replaces)');
+    check(
+      /\(0, path_to_regexp_1\.pathToRegexp\)\(/.test(metadata),
+      'openapi.metadata.js calling pathToRegexp through the module object at call time (what the memoizing wrapper replaces)',
+    );
   });
 
   it("when a broken request body is answered (server/http/client-error.ts), then Node's socket names the response it is writing as _httpMessage", async () => {

@@ -48,13 +48,28 @@ describe('typed catalog', () => {
   });
 
   it('when a capability has the wrong type or a default is not listed, then the load fails naming it', () => {
-    assert.throws(() => loadChanged((doc) => (model(doc, 'gemforge-video-1').capabilities.durations = '4')), /\(gemforge-video-1\)\.capabilities\.durations must be a list of numbers/);
-    assert.throws(() => loadChanged((doc) => (model(doc, 'gemforge-video-1').capabilities.defaultRatio = '4:3')), /\(gemforge-video-1\)\.capabilities\.defaultRatio must be one of the listed values/);
-    assert.throws(() => loadChanged((doc) => delete model(doc, 'gemforge-speech-1').capabilities.speed), /\(gemforge-speech-1\)\.capabilities\.speed must be an object/);
+    assert.throws(
+      () => loadChanged((doc) => (model(doc, 'gemforge-video-1').capabilities.durations = '4')),
+      /\(gemforge-video-1\)\.capabilities\.durations must be a list of numbers/,
+    );
+    assert.throws(
+      () => loadChanged((doc) => (model(doc, 'gemforge-video-1').capabilities.defaultRatio = '4:3')),
+      /\(gemforge-video-1\)\.capabilities\.defaultRatio must be one of the listed values/,
+    );
+    assert.throws(
+      () => loadChanged((doc) => delete model(doc, 'gemforge-speech-1').capabilities.speed),
+      /\(gemforge-speech-1\)\.capabilities\.speed must be an object/,
+    );
   });
 
   it('when a token rate is missing or negative, then the load fails naming the text or analysis entry', () => {
-    assert.throws(() => loadChanged((doc) => (model(doc, 'gemforge-text-1').pricing.inputPerThousandTokens = -1)), /\(gemforge-text-1\)\.pricing\.inputPerThousandTokens must be a number ≥ 0/);
-    assert.throws(() => loadChanged((doc) => delete doc.analysis.pricing.outputPerThousandTokens), /analysis\.pricing\.outputPerThousandTokens must be a number/);
+    assert.throws(
+      () => loadChanged((doc) => (model(doc, 'gemforge-text-1').pricing.inputPerThousandTokens = -1)),
+      /\(gemforge-text-1\)\.pricing\.inputPerThousandTokens must be a number ≥ 0/,
+    );
+    assert.throws(
+      () => loadChanged((doc) => delete doc.analysis.pricing.outputPerThousandTokens),
+      /analysis\.pricing\.outputPerThousandTokens must be a number/,
+    );
   });
 });

@@ -9,8 +9,19 @@ import fc from 'fast-check';
 import { delayAt, jittered, retryReason, withRetries } from '../../client/retry.ts';
 import { assertIdempotencyKey, IDEMPOTENCY_KEY_PATTERN, newIdempotencyKey } from '../../client/idempotency.ts';
 import {
-  AuthenticationError, ConflictError, ConnectionError, errorFromResponse, GemforgeError, PaymentRequiredError,
-  PayloadTooLargeError, PermissionError, ServerError, ValidationError, BadRequestError, NotFoundError, hintFor,
+  AuthenticationError,
+  ConflictError,
+  ConnectionError,
+  errorFromResponse,
+  GemforgeError,
+  PaymentRequiredError,
+  PayloadTooLargeError,
+  PermissionError,
+  ServerError,
+  ValidationError,
+  BadRequestError,
+  NotFoundError,
+  hintFor,
 } from '../../client/errors.ts';
 import { waitForTask, TaskWaitTimeout, type Task } from '../../client/tasks.ts';
 import { sseData } from '../../client/chat.ts';
@@ -30,13 +41,37 @@ describe('client units', () => {
     assert.equal(retryReason(err(409, 'REFERENCES_PROCESSING')), 'references');
     assert.equal(retryReason(new ConnectionError({ message: 'reset' })), 'network');
     // Node's fetch nests the socket error: TypeError → Error or AggregateError (one per address) with the code.
-    const refusedOne = new ConnectionError({ message: 'fetch failed', cause: new TypeError('fetch failed', { cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) }) });
-    const refusedAll = new ConnectionError({ message: 'fetch failed', cause: new TypeError('fetch failed', { cause: Object.assign(new AggregateError([Object.assign(new Error('::1'), { code: 'ECONNREFUSED' })]), { code: 'ECONNREFUSED' }) }) });
-    const reset = new ConnectionError({ message: 'fetch failed', cause: new TypeError('fetch failed', { cause: Object.assign(new Error('reset'), { code: 'ECONNRESET' }) }) });
+    const refusedOne = new ConnectionError({
+      message: 'fetch failed',
+      cause: new TypeError('fetch failed', { cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) }),
+    });
+    const refusedAll = new ConnectionError({
+      message: 'fetch failed',
+      cause: new TypeError('fetch failed', {
+        cause: Object.assign(new AggregateError([Object.assign(new Error('::1'), { code: 'ECONNREFUSED' })]), { code: 'ECONNREFUSED' }),
+      }),
+    });
+    const reset = new ConnectionError({
+      message: 'fetch failed',
+      cause: new TypeError('fetch failed', { cause: Object.assign(new Error('reset'), { code: 'ECONNRESET' }) }),
+    });
     assert.deepEqual([refusedOne.refused, refusedAll.refused, reset.refused], [true, true, false]);
     assert.equal(retryReason(refusedOne), undefined, 'a refused connection sent nothing: not retried');
     assert.equal(retryReason(reset), 'network');
-    for (const [status, code] of [[409, 'IDEMPOTENCY_CONFLICT'], [409, 'REQUEST_FAILED'], [409, 'PRICE_CHANGED'], [409, 'ANALYSIS_FAILED'], [402, 'API_KEY_LIMIT'], [402, 'LLM_QUOTA_EXHAUSTED'], [422, 'INVALID_REQUEST'], [400, undefined], [401, 'INVALID_API_KEY'], [403, 'INSUFFICIENT_SCOPE'], [404, 'NOT_FOUND'], [413, 'INVALID_REQUEST']] as const) {
+    for (const [status, code] of [
+      [409, 'IDEMPOTENCY_CONFLICT'],
+      [409, 'REQUEST_FAILED'],
+      [409, 'PRICE_CHANGED'],
+      [409, 'ANALYSIS_FAILED'],
+      [402, 'API_KEY_LIMIT'],
+      [402, 'LLM_QUOTA_EXHAUSTED'],
+      [422, 'INVALID_REQUEST'],
+      [400, undefined],
+      [401, 'INVALID_API_KEY'],
+      [403, 'INSUFFICIENT_SCOPE'],
+      [404, 'NOT_FOUND'],
+      [413, 'INVALID_REQUEST'],
+    ] as const) {
       assert.equal(retryReason(err(status, code)), undefined, `${status} ${code}`);
     }
     assert.equal(retryReason(err(409, 'REQUEST_UNCERTAIN', { 'x-should-retry': 'false' })), undefined, 'x-should-retry: false wins');
@@ -44,7 +79,18 @@ describe('client units', () => {
   });
 
   it('when a response is an error, then the class follows the status family and code, message and request id are kept', () => {
-    const cases: Array<[number, typeof GemforgeError]> = [[400, BadRequestError], [401, AuthenticationError], [402, PaymentRequiredError], [403, PermissionError], [404, NotFoundError], [409, ConflictError], [413, PayloadTooLargeError], [422, ValidationError], [502, ServerError], [503, ServerError]];
+    const cases: Array<[number, typeof GemforgeError]> = [
+      [400, BadRequestError],
+      [401, AuthenticationError],
+      [402, PaymentRequiredError],
+      [403, PermissionError],
+      [404, NotFoundError],
+      [409, ConflictError],
+      [413, PayloadTooLargeError],
+      [422, ValidationError],
+      [502, ServerError],
+      [503, ServerError],
+    ];
     for (const [status, Class] of cases) {
       const e = errorFromResponse(res(status, { 'x-request-id': 'req-1' }), { error: { code: 'C', message: 'msg' } }, 'k');
       assert.ok(e instanceof Class && e instanceof GemforgeError, String(status));
@@ -69,20 +115,38 @@ describe('client units', () => {
     assert.equal(error.idempotencyKey, 'the-key');
     assert.equal(error.attempts, 4);
     let n = 0;
-    assert.equal(await withRetries('k', { sleep: async () => {} }, undefined, async () => (++n < 3 ? Promise.reject(err(409, 'REQUEST_UNCERTAIN')) : 'ok')), 'ok');
+    assert.equal(
+      await withRetries('k', { sleep: async () => {} }, undefined, async () => (++n < 3 ? Promise.reject(err(409, 'REQUEST_UNCERTAIN')) : 'ok')),
+      'ok',
+    );
     const aborted = new AbortController();
     aborted.abort();
     let once = 0;
-    await assert.rejects(withRetries('k', {}, aborted.signal, async () => { once++; throw err(503); }));
+    await assert.rejects(
+      withRetries('k', {}, aborted.signal, async () => {
+        once++;
+        throw err(503);
+      }),
+    );
     assert.equal(once, 1, 'an aborted operation is not retried');
   });
 
   it('when delays are jittered, then they stay within ± the fraction and the schedule repeats its last step', () => {
-    fc.assert(fc.property(fc.integer({ min: 0, max: 60_000 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 0.999, noNaN: true }), (base, jitter, r) => {
-      const d = jittered(base, jitter, () => r);
-      return d >= Math.floor(base * (1 - jitter)) && d <= Math.ceil(base * (1 + jitter));
-    }));
-    assert.deepEqual([0, 1, 2, 3, 4, 9].map((i) => delayAt([2000, 4000, 8000, 15000], i)), [2000, 4000, 8000, 15000, 15000, 15000]);
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 60_000 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.double({ min: 0, max: 0.999, noNaN: true }),
+        (base, jitter, r) => {
+          const d = jittered(base, jitter, () => r);
+          return d >= Math.floor(base * (1 - jitter)) && d <= Math.ceil(base * (1 + jitter));
+        },
+      ),
+    );
+    assert.deepEqual(
+      [0, 1, 2, 3, 4, 9].map((i) => delayAt([2000, 4000, 8000, 15000], i)),
+      [2000, 4000, 8000, 15000, 15000, 15000],
+    );
   });
 
   it('when identities are made, then each is new and matches the contract pattern; bad ones are refused', () => {
@@ -100,12 +164,27 @@ describe('client units', () => {
     const task = (status: Task['status']) => ({ id: 't1', status }) as Task;
     const statuses: Task['status'][] = ['queued', 'processing', 'processing', 'processing', 'processing', 'succeeded'];
     let reads = 0;
-    const done = await waitForTask(async () => task(statuses[reads++]), 't1', { jitter: 0, now: () => now, sleep: async (ms) => { slept.push(ms); now += ms; } });
+    const done = await waitForTask(async () => task(statuses[reads++]), 't1', {
+      jitter: 0,
+      now: () => now,
+      sleep: async (ms) => {
+        slept.push(ms);
+        now += ms;
+      },
+    });
     assert.equal(done.status, 'succeeded');
     assert.deepEqual(slept, [2000, 4000, 8000, 15000, 15000]);
     now = 0;
     slept.length = 0;
-    const timeout = await waitForTask(async () => task('processing'), 't1', { jitter: 0, maxWaitMs: 20_000, now: () => now, sleep: async (ms) => { slept.push(ms); now += ms; } }).catch((e: unknown) => e);
+    const timeout = await waitForTask(async () => task('processing'), 't1', {
+      jitter: 0,
+      maxWaitMs: 20_000,
+      now: () => now,
+      sleep: async (ms) => {
+        slept.push(ms);
+        now += ms;
+      },
+    }).catch((e: unknown) => e);
     assert.ok(timeout instanceof TaskWaitTimeout);
     assert.equal(timeout.taskId, 't1');
     assert.deepEqual(slept, [2000, 4000, 8000, 6000], 'the last sleep is cut to the bound');
@@ -113,7 +192,10 @@ describe('client units', () => {
     let flaky = 0;
     const after503 = await waitForTask(async () => (flaky++ === 0 ? Promise.reject(err(503)) : task('succeeded')), 't1', { sleep: async () => {} });
     assert.equal(after503.status, 'succeeded');
-    await assert.rejects(waitForTask(async () => Promise.reject(err(404, 'NOT_FOUND')), 't1', { sleep: async () => {} }), NotFoundError);
+    await assert.rejects(
+      waitForTask(async () => Promise.reject(err(404, 'NOT_FOUND')), 't1', { sleep: async () => {} }),
+      NotFoundError,
+    );
   });
 
   it('when SSE bytes arrive in arbitrary pieces, then the events are the same', async () => {
@@ -162,7 +244,13 @@ describe('client units', () => {
   });
 
   it('when --param pairs are parsed, then contract types decide numbers, booleans and lists; := passes JSON', () => {
-    assert.deepEqual(parseParams('image', ['resolution=1024', 'outputCount=2', 'magicPrompt=true', 'ratio=16:9', 'negativePrompt=a=b']), { resolution: '1024', outputCount: 2, magicPrompt: true, ratio: '16:9', negativePrompt: 'a=b' });
+    assert.deepEqual(parseParams('image', ['resolution=1024', 'outputCount=2', 'magicPrompt=true', 'ratio=16:9', 'negativePrompt=a=b']), {
+      resolution: '1024',
+      outputCount: 2,
+      magicPrompt: true,
+      ratio: '16:9',
+      negativePrompt: 'a=b',
+    });
     assert.deepEqual(parseParams('video', ['duration=4', 'audio=false', 'referenceVideos=a, b']), { duration: 4, audio: false, referenceVideos: ['a', 'b'] });
     assert.deepEqual(parseParams('audio', ['duration=30', 'speed=1.5', 'x:={"y":[1]}']), { duration: '30', speed: 1.5, x: { y: [1] } });
     for (const bad of ['nope', 'outputCount=two', 'magicPrompt=yes', 'x:={']) assert.throws(() => parseParams('image', [bad]), UsageError);

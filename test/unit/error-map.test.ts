@@ -44,7 +44,7 @@ const SPEC: Partial<Record<DomainCode, number>> = {
 const ALLOWED = new Set([400, 401, 402, 403, 404, 409, 413, 422, 429, 502, 503]);
 
 describe('the error mapping', () => {
-  it('when any domain code is mapped, then it has an allowed status and a code, the message is the domain\'s or its sentence, and the envelope is {code, message}', () => {
+  it("when any domain code is mapped, then it has an allowed status and a code, the message is the domain's or its sentence, and the envelope is {code, message}", () => {
     for (const code of DOMAIN_CODES) {
       const answer = apiErrorOf(new DomainError(code, 'the message'));
       assert.ok(ALLOWED.has(answer.status), `${code} → ${answer.status}`);
@@ -54,7 +54,7 @@ describe('the error mapping', () => {
     }
   });
 
-  it('when a spec code is mapped, then its status is the spec\'s and its code and message pass through unchanged', () => {
+  it("when a spec code is mapped, then its status is the spec's and its code and message pass through unchanged", () => {
     for (const [code, status] of Object.entries(SPEC) as [DomainCode, number][]) {
       const answer = apiErrorOf(new DomainError(code, `Message of ${code}.`));
       assert.equal(answer.status, status, code);
@@ -63,7 +63,7 @@ describe('the error mapping', () => {
     }
   });
 
-  it('when the domain\'s own codes are mapped, then they leave as the API says them: 413 INVALID_REQUEST, an admin phrase as a 422 sentence, the key limit as 409 KEY_LIMIT_REACHED', () => {
+  it("when the domain's own codes are mapped, then they leave as the API says them: 413 INVALID_REQUEST, an admin phrase as a 422 sentence, the key limit as 409 KEY_LIMIT_REACHED", () => {
     assert.deepEqual(apiErrorOf(new DomainError('UPLOAD_TOO_LARGE', 'The upload is larger than 5 bytes.')).toEnvelope(), {
       error: { code: 'INVALID_REQUEST', message: 'The upload is larger than 5 bytes.' },
     });
@@ -116,11 +116,18 @@ describe('the error mapping', () => {
         thrown = error;
       }
       const replay = answerOf(thrown);
-      assert.deepEqual([replay?.status, replay?.code, replay?.message, replay?.shouldNotRetry], [502, 'PROVIDER_ERROR', 'The text provider failed part-way.', true], String(status));
+      assert.deepEqual(
+        [replay?.status, replay?.code, replay?.message, replay?.shouldNotRetry],
+        [502, 'PROVIDER_ERROR', 'The text provider failed part-way.', true],
+        String(status),
+      );
     }
     assert.deepEqual(savedResponse(row(200, '{"ok":true}')), { ok: true });
     const stray = JSON.stringify({ error: { code: 'SOMETHING_NEW', message: 'x' } });
-    assert.throws(() => savedResponse(row(null, stray)), (e: unknown) => !answerOf(e) && /unknown to this version/.test(String(e)));
+    assert.throws(
+      () => savedResponse(row(null, stray)),
+      (e: unknown) => !answerOf(e) && /unknown to this version/.test(String(e)),
+    );
   });
 
   it('when the admin CLI maps a failure, then a refused input exits 2 with its phrase, any other failure exits 1 with "failed:"', () => {

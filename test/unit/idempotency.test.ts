@@ -23,7 +23,12 @@ function identity(keyId: string, accountId: string, idemKey: string, body: unkno
  * A submission as text and extraction make one: the replay lookup, then the
  * transaction that claims the identity with `outcome` and runs `run`'s steps.
  */
-async function submit<T>(db: TestDb['db'], id: idem.Identity, outcome: idem.ClaimOutcome, run: (s: spend.Submission) => Promise<T>): Promise<idem.SubmitResult<T>> {
+async function submit<T>(
+  db: TestDb['db'],
+  id: idem.Identity,
+  outcome: idem.ClaimOutcome,
+  run: (s: spend.Submission) => Promise<T>,
+): Promise<idem.SubmitResult<T>> {
   const existing = await idem.lookup(db, id);
   if (existing) return { created: false, record: existing };
   return spend.inSubmission(db, clock, id, async (s) => {

@@ -14,7 +14,18 @@ type Graph = Map<string, string[]>;
 function serverGraph(): Graph {
   const files = sources('');
   const known = new Set(files);
-  return new Map(files.map((f) => [f, [...new Set(importsOf(f).map((i) => i.target).filter((t) => known.has(t)))]]));
+  return new Map(
+    files.map((f) => [
+      f,
+      [
+        ...new Set(
+          importsOf(f)
+            .map((i) => i.target)
+            .filter((t) => known.has(t)),
+        ),
+      ],
+    ]),
+  );
 }
 
 /** The strongly connected parts of more than one file (or a file importing itself) (Tarjan). */
@@ -96,6 +107,10 @@ describe('import cycles', () => {
       ['z.ts', ['x.ts']],
       ['self.ts', ['self.ts']],
     ]);
-    assert.deepEqual(circles(graph), ['app.ts → routes/a.ts → app.ts', 'self.ts → self.ts', 'x.ts → y.ts → z.ts → x.ts (a tangle of 3 files: x.ts, y.ts, z.ts)']);
+    assert.deepEqual(circles(graph), [
+      'app.ts → routes/a.ts → app.ts',
+      'self.ts → self.ts',
+      'x.ts → y.ts → z.ts → x.ts (a tangle of 3 files: x.ts, y.ts, z.ts)',
+    ]);
   });
 });

@@ -16,12 +16,20 @@ import { importsOf, runtimeImports, SERVER, sources } from '../helpers/imports.t
 
 /** The imports of files under `dir` that `allowed` refuses, as "file → import". */
 function violations(dir: string, allowed: (imported: string, file: string) => boolean): string[] {
-  return sources(dir).flatMap((file) => runtimeImports(file).filter((i) => !allowed(i, file)).map((i) => `${file} → ${i}`));
+  return sources(dir).flatMap((file) =>
+    runtimeImports(file)
+      .filter((i) => !allowed(i, file))
+      .map((i) => `${file} → ${i}`),
+  );
 }
 
 /** Like `violations`, type-only imports included, for `files` (relative to server/). */
 function anyViolations(files: string[], allowed: (imported: string) => boolean): string[] {
-  return files.flatMap((file) => importsOf(file).filter((i) => !allowed(i.target)).map((i) => `${file} → ${i.target}`));
+  return files.flatMap((file) =>
+    importsOf(file)
+      .filter((i) => !allowed(i.target))
+      .map((i) => `${file} → ${i.target}`),
+  );
 }
 
 /** The composition root and the entry points: imported by nothing below them. */
@@ -29,41 +37,68 @@ const ROOT_FILES = /^(app|server|main)\.ts$|^cli\//;
 
 describe('layers', () => {
   it('when the routes are read, then none imports storage (they go through the domain)', () => {
-    assert.deepEqual(violations('routes', (i) => !i.startsWith('storage/')), []);
+    assert.deepEqual(
+      violations('routes', (i) => !i.startsWith('storage/')),
+      [],
+    );
   });
 
   it('when the worker is read, then it changes tasks and assets only through the domain: of storage it uses transactions, the job queue, remote-call records and temp files', () => {
     const own = new Set(['storage/db.ts', 'storage/jobs.ts', 'storage/remote-calls.ts', 'storage/blobs.ts']);
-    assert.deepEqual(violations('worker', (i) => !i.startsWith('storage/') || own.has(i)), []);
+    assert.deepEqual(
+      violations('worker', (i) => !i.startsWith('storage/') || own.has(i)),
+      [],
+    );
   });
 
   it('when storage is read, then it imports nothing from the layers above it', () => {
-    assert.deepEqual(violations('storage', (i) => !/^(domain|routes|http|worker|providers|cli)\//.test(i)), []);
+    assert.deepEqual(
+      violations('storage', (i) => !/^(domain|routes|http|worker|providers|cli)\//.test(i)),
+      [],
+    );
   });
 
   it('when the domain is read, then it imports nothing from routes, http or the worker', () => {
-    assert.deepEqual(violations('domain', (i) => !/^(routes|http|worker)\//.test(i)), []);
+    assert.deepEqual(
+      violations('domain', (i) => !/^(routes|http|worker)\//.test(i)),
+      [],
+    );
   });
 
   it('when the domain is read, then nothing of HTTP is in it, not even a type: no http/ or routes/ module (so no ApiError and no status), no express or node:http; its refusals are domain errors (domain/errors.ts) that http/error-map.ts maps', () => {
     const http = /^(http|routes)\/|^(express|node:https?|https?)$/;
-    assert.deepEqual(anyViolations(sources('domain'), (i) => !http.test(i)), []);
-    assert.ok(importsOf('http/error-map.ts').some((i) => i.target === 'domain/errors.ts'), 'the mapping reads the domain errors, not the other way round');
+    assert.deepEqual(
+      anyViolations(sources('domain'), (i) => !http.test(i)),
+      [],
+    );
+    assert.ok(
+      importsOf('http/error-map.ts').some((i) => i.target === 'domain/errors.ts'),
+      'the mapping reads the domain errors, not the other way round',
+    );
     // And no error is built with a status, whatever its class is called or wherever it lives.
     const withStatus = sources('domain').filter((file) => /new \w*Error\(\s*[1-5]\d\d\b/.test(fs.readFileSync(path.join(SERVER, file), 'utf8')));
     assert.deepEqual(withStatus, []);
   });
 
   it('when http/ is read, then it imports no router, no entry point and not the wiring (routers are passed in by app.ts), not even for a type', () => {
-    assert.deepEqual(anyViolations(sources('http'), (i) => !i.startsWith('routes/') && !ROOT_FILES.test(i)), []);
+    assert.deepEqual(
+      anyViolations(sources('http'), (i) => !i.startsWith('routes/') && !ROOT_FILES.test(i)),
+      [],
+    );
   });
 
   it('when a provider is read, then it imports no storage, domain, http, routes or worker code: files come through the tools it is given (types of the domain are allowed)', () => {
-    assert.deepEqual(violations('providers', (i) => !/^(storage|domain|http|routes|worker|cli)\//.test(i) && !ROOT_FILES.test(i) && i !== 'deps.ts'), []);
+    assert.deepEqual(
+      violations('providers', (i) => !/^(storage|domain|http|routes|worker|cli)\//.test(i) && !ROOT_FILES.test(i) && i !== 'deps.ts'),
+      [],
+    );
   });
 
   it('when config.ts is read, then it imports nothing of the floors above it (domain, http, routes, storage, providers, worker), not even for a type', () => {
-    assert.deepEqual(anyViolations(['config.ts'], (i) => !/^(domain|http|routes|storage|providers|worker|cli)\//.test(i) && !ROOT_FILES.test(i) && i !== 'deps.ts'), []);
+    assert.deepEqual(
+      anyViolations(['config.ts'], (i) => !/^(domain|http|routes|storage|providers|worker|cli)\//.test(i) && !ROOT_FILES.test(i) && i !== 'deps.ts'),
+      [],
+    );
   });
 
   it('when a migration is read, then it imports no live code (a migration is frozen at its version)', () => {
@@ -79,7 +114,10 @@ describe('layers', () => {
     assert.ok(runtimeImports('worker/worker.ts').includes('storage/jobs.ts'), 'the worker imports the queue');
     assert.ok(runtimeImports('domain/tasks.ts').includes('storage/tasks.ts'), 'the domain imports storage');
     assert.ok(!runtimeImports('http/context.ts').includes('storage/db.ts'), 'a type-only import does not count');
-    assert.ok(importsOf('http/context.ts').some((i) => i.target === 'storage/db.ts' && i.typeOnly), 'but it is read, for the rules that count it');
+    assert.ok(
+      importsOf('http/context.ts').some((i) => i.target === 'storage/db.ts' && i.typeOnly),
+      'but it is read, for the rules that count it',
+    );
     assert.ok(runtimeImports('server.ts').includes('storage/s3-blobs.ts'), 'an import() is read');
   });
 });

@@ -42,7 +42,9 @@ describe('transactions of inTransaction', () => {
         await trx('parents').insert({ n: 1, t: 'one' });
         await trx.insert({ n: 2, t: 'two' }).into('parents');
         await trx.raw('INSERT INTO parents (n, t) VALUES (?, ?)', [3, 'three']);
-        await trx('parents').where({ n: 3 }).update({ t: trx.raw('upper(t)') });
+        await trx('parents')
+          .where({ n: 3 })
+          .update({ t: trx.raw('upper(t)') });
         seenOutside = await other('parents').select('t');
         const count = await trx('parents').count({ c: '*' }).first();
         const selected = await trx.select('t').from('parents').where('n', '<', 3).orderBy('n');
@@ -53,7 +55,10 @@ describe('transactions of inTransaction', () => {
       assert.deepEqual(inside, { count: 3, selected: ['one', 'two'], now: true });
       assert.deepEqual(seenOutside, []);
       assert.deepEqual(await names(), ['one', 'two', 'THREE']);
-      assert.deepEqual((await other('parents').orderBy('n')).map((r: { t: string }) => r.t), ['one', 'two', 'THREE']);
+      assert.deepEqual(
+        (await other('parents').orderBy('n')).map((r: { t: string }) => r.t),
+        ['one', 'two', 'THREE'],
+      );
     } finally {
       await other.destroy();
     }
@@ -95,14 +100,25 @@ describe('transactions of inTransaction', () => {
       await trx('parents').insert({ n: 1, t: 'one' });
     });
     assert.equal(kept!.isCompleted(), true);
-    await assert.rejects(kept!('parents').insert({ n: 2, t: 'late' }).then(() => undefined), /Transaction query already complete/);
-    await assert.rejects(execute(kept!, 'tx-test-late', (c, n, t) => c('parents').insert({ n, t }), [3, 'late']), /already complete/);
+    await assert.rejects(
+      kept!('parents')
+        .insert({ n: 2, t: 'late' })
+        .then(() => undefined),
+      /Transaction query already complete/,
+    );
+    await assert.rejects(
+      execute(kept!, 'tx-test-late', (c, n, t) => c('parents').insert({ n, t }), [3, 'late']),
+      /already complete/,
+    );
     assert.deepEqual(await names(), ['one']);
   });
 
   it('when a transaction asks for a nested transaction or to end itself, then it gets a clear error and the outer transaction rolls back', async () => {
     await clear();
-    for (const misuse of [(trx: never) => (trx as { transaction: (f: () => Promise<void>) => Promise<void> }).transaction(async () => undefined), (trx: never) => (trx as { commit: () => Promise<void> }).commit()]) {
+    for (const misuse of [
+      (trx: never) => (trx as { transaction: (f: () => Promise<void>) => Promise<void> }).transaction(async () => undefined),
+      (trx: never) => (trx as { commit: () => Promise<void> }).commit(),
+    ]) {
       const failed = await inTransaction(db, async (trx) => {
         await trx('parents').insert({ n: 1, t: 'one' });
         await misuse(trx as never);
@@ -112,20 +128,27 @@ describe('transactions of inTransaction', () => {
     assert.deepEqual(await names(), []);
   });
 
-  it('when many transactions are started at once on SQLite, then they run one at a time in the order they were started, each seeing the one before', { skip: onPostgres ? 'SQLite only (one writer; Postgres runs them side by side)' : false }, async () => {
-    await clear();
-    await db('parents').insert({ n: 0, t: '0' });
-    const order: number[] = [];
-    await Promise.all(
-      Array.from({ length: 40 }, (_, i) =>
-        inTransaction(db, async (trx) => {
-          const last = (await trx('parents').max({ m: 'n' }).first()) as { m: number };
-          order.push(i);
-          await trx('parents').insert({ n: last.m + 1, t: String(i) });
-        }),
-      ),
-    );
-    assert.deepEqual(order, Array.from({ length: 40 }, (_, i) => i));
-    assert.equal((await db('parents').count({ c: '*' }).first())?.c, 41);
-  });
+  it(
+    'when many transactions are started at once on SQLite, then they run one at a time in the order they were started, each seeing the one before',
+    { skip: onPostgres ? 'SQLite only (one writer; Postgres runs them side by side)' : false },
+    async () => {
+      await clear();
+      await db('parents').insert({ n: 0, t: '0' });
+      const order: number[] = [];
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          inTransaction(db, async (trx) => {
+            const last = (await trx('parents').max({ m: 'n' }).first()) as { m: number };
+            order.push(i);
+            await trx('parents').insert({ n: last.m + 1, t: String(i) });
+          }),
+        ),
+      );
+      assert.deepEqual(
+        order,
+        Array.from({ length: 40 }, (_, i) => i),
+      );
+      assert.equal((await db('parents').count({ c: '*' }).first())?.c, 41);
+    },
+  );
 });

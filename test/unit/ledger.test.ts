@@ -60,7 +60,12 @@ describe('ledger rules', () => {
   it('when the quote is above maxGems, then 409 PRICE_CHANGED names both and nothing is reserved', async () => {
     const { accountId, keyId } = await makeAccountWithKey(t.db, clock);
     await ledger.credit(t.db, clock, accountId, 100, 'grant');
-    await rejects(ledger.reserve(t.db, clock, { accountId, keyId, purpose: 'media', amount: 12, maxGems: 11 }), 409, 'PRICE_CHANGED', /12 Gems.*maxGems ceiling of 11/);
+    await rejects(
+      ledger.reserve(t.db, clock, { accountId, keyId, purpose: 'media', amount: 12, maxGems: 11 }),
+      409,
+      'PRICE_CHANGED',
+      /12 Gems.*maxGems ceiling of 11/,
+    );
     assert.equal(await ledger.balanceOf(t.db, accountId), 100);
   });
 
@@ -85,7 +90,12 @@ describe('ledger rules', () => {
     await ledger.settle(t.db, c, settledOld.id, 20); // charged in October: does not count in November
     c.set('2026-11-01T00:00:01Z');
     // November: 0 charged + 30 held from October → 20 left.
-    await rejects(ledger.reserve(t.db, c, { accountId, keyId, purpose: 'media', amount: 21 }), 402, 'API_KEY_LIMIT', /30 Gems are already charged this UTC month or held.*needs 21 Gems/);
+    await rejects(
+      ledger.reserve(t.db, c, { accountId, keyId, purpose: 'media', amount: 21 }),
+      402,
+      'API_KEY_LIMIT',
+      /30 Gems are already charged this UTC month or held.*needs 21 Gems/,
+    );
     const ok = await ledger.reserve(t.db, c, { accountId, keyId, purpose: 'media', amount: 20 });
     // Settling the October hold in November posts its charge in November.
     await ledger.settle(t.db, c, old.id, 10);
@@ -141,7 +151,13 @@ type Op =
   | { kind: 'credit'; who: number; amount: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ kind: fc.constant('reserve' as const), who: fc.nat(3), purpose: fc.constantFrom('media' as const, 'llm' as const), amount: fc.nat(60), maxGems: fc.option(fc.nat(60), { nil: undefined }) }),
+  fc.record({
+    kind: fc.constant('reserve' as const),
+    who: fc.nat(3),
+    purpose: fc.constantFrom('media' as const, 'llm' as const),
+    amount: fc.nat(60),
+    maxGems: fc.option(fc.nat(60), { nil: undefined }),
+  }),
   fc.record({ kind: fc.constant('settle' as const), pick: fc.nat(), fraction: fc.double({ min: 0, max: 1.5, noNaN: true }) }),
   fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }),
   fc.record({ kind: fc.constant('month' as const) }),
@@ -175,7 +191,13 @@ describe('ledger invariants (property)', () => {
             try {
               if (op.kind === 'reserve') {
                 const w = who[op.who];
-                const r = await ledger.reserve(t.db, clock, { accountId: w.accountId, keyId: w.keyId, purpose: op.purpose, amount: op.amount, maxGems: op.maxGems });
+                const r = await ledger.reserve(t.db, clock, {
+                  accountId: w.accountId,
+                  keyId: w.keyId,
+                  purpose: op.purpose,
+                  amount: op.amount,
+                  maxGems: op.maxGems,
+                });
                 assert.ok(op.maxGems === undefined || op.amount <= op.maxGems, 'never above maxGems');
                 assert.notEqual(w.cap, 0, 'cap 0 never reserves');
                 held.push(r.id);
@@ -239,7 +261,11 @@ describe('ledger invariants (property)', () => {
           },
         );
       const results = await Promise.all(Array.from({ length: 40 }, (_, i) => attempt(i % 2 ? other : t.db)));
-      assert.equal(results.reduce((a: number, b) => a + b, 0), 14, '14 × 7 = 98 ≤ 100');
+      assert.equal(
+        results.reduce((a: number, b) => a + b, 0),
+        14,
+        '14 × 7 = 98 ≤ 100',
+      );
       assert.equal(await ledger.balanceOf(t.db, accountId), 2);
       assert.equal((await verifyLedger(t.db)).ok, true);
     } finally {
@@ -266,7 +292,11 @@ describe('ledger invariants (property)', () => {
           ...held.map((r) => ledger.settle(t.db, clock, r.id, 2).then(() => 0)),
           ...Array.from({ length: 12 }, () => ledger.reserve(t.db, clock, { accountId, keyId, purpose: 'llm', amount: 1 }).then(() => 1, refused)),
         ]);
-        assert.equal(results.reduce((a: number, b) => a + b, 0), 0, `round ${round}: a reservation passed the full cap`);
+        assert.equal(
+          results.reduce((a: number, b) => a + b, 0),
+          0,
+          `round ${round}: a reservation passed the full cap`,
+        );
         const summary = await ledger.accountSummary(t.db, clock, accountId, [keyId]);
         assert.equal(summary.keySpendThisMonth[keyId], 12);
         assert.equal(summary.llmAllowanceUsed, 12);
@@ -303,7 +333,12 @@ describe('holds decided as the transaction commits (Postgres; SQLite decides the
       const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 10 });
       await ledger.credit(t.db, clock, accountId, 20, 'grant');
       await submit(t.db, accountId, keyId, 6);
-      await rejects(submit(t.db, accountId, keyId, 5), 402, 'API_KEY_LIMIT', /6 Gems are already charged this UTC month or held, and this request needs 5 Gems \(4 Gems left\)/);
+      await rejects(
+        submit(t.db, accountId, keyId, 5),
+        402,
+        'API_KEY_LIMIT',
+        /6 Gems are already charged this UTC month or held, and this request needs 5 Gems \(4 Gems left\)/,
+      );
       const other = await makeAccountWithKey(t.db, clock);
       await ledger.credit(t.db, clock, other.accountId, 3, 'grant');
       await rejects(submit(t.db, other.accountId, other.keyId, 4), 402, 'INSUFFICIENT_GEMS', /balance of 3 Gems cannot cover this request, which needs 4 Gems/);
@@ -317,27 +352,31 @@ describe('holds decided as the transaction commits (Postgres; SQLite decides the
     }
   });
 
-  it('when a hold passes on Postgres, then its transaction sends the BEGIN, the claim and the COMMIT (the writes and the hold wait for it: no lock or read of the balance rows before)', { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' }, async () => {
-    const t = await openTestDb();
-    try {
-      const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 100 });
-      await ledger.credit(t.db, clock, accountId, 100, 'grant');
-      await submit(t.db, accountId, keyId, 1); // creates the key's balance row the long way
-      const sent: string[] = [];
-      const stop = onStatement(t.db, (sql) => sent.push(sql));
-      await submit(t.db, accountId, keyId, 2);
-      stop();
-      assert.equal(sent.length, 3, sent.join('\n'));
-      assert.match(sent[0], /^BEGIN/);
-      assert.match(sent[1], /^insert into "idempotency_records"/);
-      assert.match(sent[2], /^COMMIT/);
-      assert.equal(await ledger.balanceOf(t.db, accountId), 97);
-      assert.equal((await ledger.accountSummary(t.db, clock, accountId, [keyId])).keySpendThisMonth[keyId], 3);
-      assert.equal((await verifyLedger(t.db)).ok, true);
-    } finally {
-      await t.close();
-    }
-  });
+  it(
+    'when a hold passes on Postgres, then its transaction sends the BEGIN, the claim and the COMMIT (the writes and the hold wait for it: no lock or read of the balance rows before)',
+    { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' },
+    async () => {
+      const t = await openTestDb();
+      try {
+        const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 100 });
+        await ledger.credit(t.db, clock, accountId, 100, 'grant');
+        await submit(t.db, accountId, keyId, 1); // creates the key's balance row the long way
+        const sent: string[] = [];
+        const stop = onStatement(t.db, (sql) => sent.push(sql));
+        await submit(t.db, accountId, keyId, 2);
+        stop();
+        assert.equal(sent.length, 3, sent.join('\n'));
+        assert.match(sent[0], /^BEGIN/);
+        assert.match(sent[1], /^insert into "idempotency_records"/);
+        assert.match(sent[2], /^COMMIT/);
+        assert.equal(await ledger.balanceOf(t.db, accountId), 97);
+        assert.equal((await ledger.accountSummary(t.db, clock, accountId, [keyId])).keySpendThisMonth[keyId], 3);
+        assert.equal((await verifyLedger(t.db)).ok, true);
+      } finally {
+        await t.close();
+      }
+    },
+  );
 
   it('when holds of one account race from two processes while settlements commit, then neither the balance nor the key cap is ever passed', async () => {
     const t = await openTestDb();
@@ -352,7 +391,11 @@ describe('holds decided as the transaction commits (Postgres; SQLite decides the
           ledger.settle(other, clock, first.id, 7).then(() => 0), // held → charged this month: the key's spend stays 7
           ...Array.from({ length: 20 }, (_, i) => counted(submit(i % 2 ? other : t.db, accountId, keyId, 7))),
         ]);
-        assert.equal(results.reduce((a: number, b) => a + b, 0), 6, `round ${round}: 7 holds of 7 fit the cap of 50`);
+        assert.equal(
+          results.reduce((a: number, b) => a + b, 0),
+          6,
+          `round ${round}: 7 holds of 7 fit the cap of 50`,
+        );
         const summary = await ledger.accountSummary(t.db, clock, accountId, [keyId]);
         assert.equal(summary.keySpendThisMonth[keyId], 49);
         assert.equal(await ledger.balanceOf(t.db, accountId), 51);

@@ -83,8 +83,18 @@ describe('access lines', () => {
     logger.flush();
     await new Promise((r) => setTimeout(r, 20));
     const parsed = lines.map((l) => JSON.parse(l) as { requestId?: string; msg: string; path?: string });
-    assert.deepEqual(parsed.filter((l) => l.msg === 'handler line').map((l) => l.requestId), ['req_logs', 'req_logs']);
-    assert.deepEqual(parsed.filter((l) => l.msg === ACCESS_LINE).map((l) => [l.path, l.requestId]), [['/logs', 'req_logs'], ['/quiet', 'req_quiet'], ['/logs', 'req_logs']]);
+    assert.deepEqual(
+      parsed.filter((l) => l.msg === 'handler line').map((l) => l.requestId),
+      ['req_logs', 'req_logs'],
+    );
+    assert.deepEqual(
+      parsed.filter((l) => l.msg === ACCESS_LINE).map((l) => [l.path, l.requestId]),
+      [
+        ['/logs', 'req_logs'],
+        ['/quiet', 'req_quiet'],
+        ['/logs', 'req_logs'],
+      ],
+    );
   });
 });
 
@@ -103,9 +113,18 @@ describe('other lines', () => {
       assert.ok(destination.listenerCount('drain') <= 1, `${destination.listenerCount('drain')} drain listeners`);
       const text = () => fs.readFileSync(file, 'utf8');
       await until('the periodic flush to write the burst', () => text().split('\n').length > 40, 10 * ACCESS_FLUSH_MS, 20); // 40 whole lines
-      const lines = text().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i: number; msg: string });
-      assert.deepEqual(lines.map((l) => l.i), Array.from({ length: 40 }, (_, i) => i));
-      assert.deepEqual(warnings.map((w) => w.name), []);
+      const lines = text()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { i: number; msg: string });
+      assert.deepEqual(
+        lines.map((l) => l.i),
+        Array.from({ length: 40 }, (_, i) => i),
+      );
+      assert.deepEqual(
+        warnings.map((w) => w.name),
+        [],
+      );
       destination.destroy();
     } finally {
       process.off('warning', onWarning);

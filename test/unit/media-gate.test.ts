@@ -25,7 +25,10 @@ describe('decode gate', () => {
           ),
         );
         assert.ok(peak <= capacity, `peak ${peak} over capacity ${capacity}`);
-        assert.deepEqual(started, costs.map((_, i) => i));
+        assert.deepEqual(
+          started,
+          costs.map((_, i) => i),
+        );
       }),
       { numRuns: 200 },
     );
@@ -33,7 +36,10 @@ describe('decode gate', () => {
 
   it('when a holder fails, then its units are freed for the next one', async () => {
     const gate = new Gate(1);
-    await assert.rejects(gate.run(1, () => Promise.reject(new Error('decode failed'))), /decode failed/);
+    await assert.rejects(
+      gate.run(1, () => Promise.reject(new Error('decode failed'))),
+      /decode failed/,
+    );
     assert.equal(await gate.run(1, () => Promise.resolve('next')), 'next');
   });
 });

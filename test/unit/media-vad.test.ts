@@ -25,7 +25,11 @@ async function pulsingTone(): Promise<string> {
 }
 
 describe('voice-activity check', () => {
-  for (const [pitch, speed] of [[50, 150], [20, 120], [80, 180]] as const) {
+  for (const [pitch, speed] of [
+    [50, 150],
+    [20, 120],
+    [80, 180],
+  ] as const) {
     it(`when synthesised speech (pitch ${pitch}, ${speed} wpm) is analysed, then it is speech with a plausible pitch and syllable rate`, async () => {
       const a = await analyze(await media.speech(16, { pitch, speed }));
       assert.equal(a.speech, true, a.reason);

@@ -27,7 +27,11 @@ describe('missing key short cut', () => {
     const contract = YAML.parse(fs.readFileSync(CONTRACT, 'utf8')) as { paths: Record<string, unknown> };
     for (const p of Object.keys(contract.paths)) {
       const express = p.replace(/\{([^}]+)\}/g, ':$1');
-      assert.equal(contractPathRegExp(p).source, pathToRegexp(express, { sensitive: false }) /* the validator also passes `strict`, which path-to-regexp 8 ignores */.regexp.source, p);
+      assert.equal(
+        contractPathRegExp(p).source,
+        pathToRegexp(express, { sensitive: false }) /* the validator also passes `strict`, which path-to-regexp 8 ignores */.regexp.source,
+        p,
+      );
       assert.equal(contractPathRegExp(p).flags, 'i');
     }
   });
@@ -43,7 +47,12 @@ describe('missing key short cut', () => {
   });
 
   it('when a documented operation comes without an Authorization header, then it is 401 INVALID_API_KEY', () => {
-    for (const [method, url] of [['GET', '/api/generate/models'], ['GET', '/API/generate/models/?x=1'], ['HEAD', '/api/generate/tasks/abc'], ['POST', '/api/generate/image']]) {
+    for (const [method, url] of [
+      ['GET', '/api/generate/models'],
+      ['GET', '/API/generate/models/?x=1'],
+      ['HEAD', '/api/generate/tasks/abc'],
+      ['POST', '/api/generate/image'],
+    ]) {
       const error = answerOf(run(method, url));
       assert.ok(error, `${method} ${url}`);
       assert.equal(error.status, 401);

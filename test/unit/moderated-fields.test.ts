@@ -11,7 +11,8 @@ import { moderatedFields, textsFrom } from '../../server/domain/policy/moderated
 
 const root = path.resolve(import.meta.dirname, '../..');
 const contract = () => YAML.parse(fs.readFileSync(path.join(root, 'openapi/openapi.yaml'), 'utf8')) as Record<string, any>;
-const asNames = (table: Map<string, readonly (readonly string[])[]>) => Object.fromEntries([...table].map(([op, paths]) => [op, paths.map((p) => p.join('.'))]));
+const asNames = (table: Map<string, readonly (readonly string[])[]>) =>
+  Object.fromEntries([...table].map(([op, paths]) => [op, paths.map((p) => p.join('.'))]));
 
 describe('moderated fields from the contract', () => {
   it('when the contract is read, then the moderated fields are the user texts of each operation (as they were when kept by hand)', () => {
@@ -26,10 +27,20 @@ describe('moderated fields from the contract', () => {
 
   it('when a body is read, then each non-empty moderated string is named as moderation records it', () => {
     const texts = textsFrom(contract());
-    assert.deepEqual(texts('createChatCompletion', { model: 'm', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: '' }, { role: 'user', content: 'hi' }] }), [
-      { field: 'messages[0].content', text: 'Be brief.' },
-      { field: 'messages[2].content', text: 'hi' },
-    ]);
+    assert.deepEqual(
+      texts('createChatCompletion', {
+        model: 'm',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: '' },
+          { role: 'user', content: 'hi' },
+        ],
+      }),
+      [
+        { field: 'messages[0].content', text: 'Be brief.' },
+        { field: 'messages[2].content', text: 'hi' },
+      ],
+    );
     assert.deepEqual(texts('createImage', { model: 'm', prompt: 'a fox', parameters: { negativePrompt: 'blur', ratio: '1:1' } }), [
       { field: 'prompt', text: 'a fox' },
       { field: 'parameters.negativePrompt', text: 'blur' },

@@ -13,7 +13,18 @@ import path from 'node:path';
 import fc from 'fast-check';
 import wordListPath from 'word-list';
 import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
-import { bodyPieces, fold, foldChar, foldEach, inDictionary, porterStem, squeeze, stemOf, trimChunk, withoutCodePoints } from '../../server/providers/moderation/normalize.ts';
+import {
+  bodyPieces,
+  fold,
+  foldChar,
+  foldEach,
+  inDictionary,
+  porterStem,
+  squeeze,
+  stemOf,
+  trimChunk,
+  withoutCodePoints,
+} from '../../server/providers/moderation/normalize.ts';
 import { INVISIBLE_LETTERS } from '../../server/providers/moderation/look-alikes.ts';
 
 const policy = loadModerationPolicy(path.join(import.meta.dirname, '../../server/catalog/moderation.yaml'));
@@ -71,7 +82,33 @@ describe('moderation reading shortcuts', () => {
 
   it('when a chunk is trimmed and cut into pieces by code point, then the pieces are those of the expressions', () => {
     // Letters, digits, leetspeak symbols, apostrophes, punctuation, look-alikes, marks, astral letters and lone surrogates.
-    const unit = fc.constantFrom('a', 'Z', '7', '$', '@', '|', '!', '€', '+', "'", '-', '.', '—', '_', 'é', 'ｋ', '\u0301', 'ß', '\ud835\udc1a', '\ud83d\ude00', '\ud835', '\udc1a', '\u200b', '٣', 'ж');
+    const unit = fc.constantFrom(
+      'a',
+      'Z',
+      '7',
+      '$',
+      '@',
+      '|',
+      '!',
+      '€',
+      '+',
+      "'",
+      '-',
+      '.',
+      '—',
+      '_',
+      'é',
+      'ｋ',
+      '\u0301',
+      'ß',
+      '\ud835\udc1a',
+      '\ud83d\ude00',
+      '\ud835',
+      '\udc1a',
+      '\u200b',
+      '٣',
+      'ж',
+    );
     fc.assert(
       fc.property(fc.string({ unit, maxLength: 24 }), (chunk) => {
         const body = chunk.replace(/^[^\p{L}\p{N}$@|!€+]+|[^\p{L}\p{N}']+$/gu, '');
@@ -87,7 +124,11 @@ describe('moderation reading shortcuts', () => {
     const endsOwn = (w: string) => w.length > 3 && /[abfhjkopqvwxz]$/.test(w);
     const moved = dictionary.filter((w) => endsOwn(w) && stemOf(w) !== porterStem(w));
     assert.deepEqual(moved.slice(0, 10), []);
-    const word = fc.oneof(fc.constantFrom(...known), fc.stringMatching(/^[a-zA-Z]{1,9}$/), fc.string({ unit: fc.constantFrom('y', 'e', 's', 'i', 'z', 'Y', 'ı', 'é', 'ss', 'ing', 'ed', 'at', 'iz', 'bl') }));
+    const word = fc.oneof(
+      fc.constantFrom(...known),
+      fc.stringMatching(/^[a-zA-Z]{1,9}$/),
+      fc.string({ unit: fc.constantFrom('y', 'e', 's', 'i', 'z', 'Y', 'ı', 'é', 'ss', 'ing', 'ed', 'at', 'iz', 'bl') }),
+    );
     fc.assert(
       fc.property(word, fc.constantFrom(...'abfhjkopqvwxz'), (base, last) => {
         const w = base + last;
@@ -101,13 +142,56 @@ describe('moderation reading shortcuts', () => {
     /** fold as it was written with expressions: what the walks by code point must give. */
     const byExpressions = (text: string) => {
       if (/^[\t\n\r\x20-\x7e]*$/.test(text)) return text.toLowerCase().replace(/`/g, "'");
-      const lower = text.normalize('NFKC').toLowerCase().replace(/\p{Cf}+/gu, '').replace(INVISIBLE_LETTERS, '');
+      const lower = text
+        .normalize('NFKC')
+        .toLowerCase()
+        .replace(/\p{Cf}+/gu, '')
+        .replace(INVISIBLE_LETTERS, '');
       const out = lower.replace(/[^\x00-\x5f\x61-\x7f]/gu, foldChar);
-      return /^[\x00-\x7f]*$/.test(out) ? out : out.normalize('NFD').replace(/\p{M}+/gu, '').normalize('NFC');
+      return /^[\x00-\x7f]*$/.test(out)
+        ? out
+        : out
+            .normalize('NFD')
+            .replace(/\p{M}+/gu, '')
+            .normalize('NFC');
     };
     // Invisible characters and fillers, marks, look-alikes, full-width letters, ligatures, Hangul, astral letters, tags and lone surrogates.
     const unit = fc.oneof(
-      fc.constantFrom('a', 'K', '`', ' ', '-', '\u200b', '\u00ad', '\ufeff', '\u3164', '\uffa0', '\u115f', '\u2800', '\u0301', '\u0308', 'é', 'ß', 'ŀ', 'ｋ', 'ﬁ', '—', 'у', 'Ꮶ', 'İ', 'Σ', '\u1100', '\u1161', '\u11a8', '가', '\ud835\udc1a', '\udb40\udc01', '\ud835', '\udc1a', '\udb40'),
+      fc.constantFrom(
+        'a',
+        'K',
+        '`',
+        ' ',
+        '-',
+        '\u200b',
+        '\u00ad',
+        '\ufeff',
+        '\u3164',
+        '\uffa0',
+        '\u115f',
+        '\u2800',
+        '\u0301',
+        '\u0308',
+        'é',
+        'ß',
+        'ŀ',
+        'ｋ',
+        'ﬁ',
+        '—',
+        'у',
+        'Ꮶ',
+        'İ',
+        'Σ',
+        '\u1100',
+        '\u1161',
+        '\u11a8',
+        '가',
+        '\ud835\udc1a',
+        '\udb40\udc01',
+        '\ud835',
+        '\udc1a',
+        '\udb40',
+      ),
       fc.integer({ min: 0x80, max: 0x2fff }).map((c) => String.fromCharCode(c)),
     );
     fc.assert(

@@ -51,23 +51,44 @@ describe('one way to query', () => {
   const modules = storage.filter((f) => !f.startsWith(ENGINE) && f !== WIRING);
 
   it('when a storage module is not the engine, then it imports nothing of the engine but query.ts', () => {
-    assert.ok(modules.some((f) => f.endsWith('tasks.ts')), 'the scan finds the storage modules');
-    assert.deepEqual(modules.flatMap((f) => offending(f, BEHIND_QUERY)), [], 'go through server/storage/engine/query.ts');
+    assert.ok(
+      modules.some((f) => f.endsWith('tasks.ts')),
+      'the scan finds the storage modules',
+    );
+    assert.deepEqual(
+      modules.flatMap((f) => offending(f, BEHIND_QUERY)),
+      [],
+      'go through server/storage/engine/query.ts',
+    );
   });
 
   it('when the engine is read, then it imports no storage module outside its folder (the table modules stand on it, not under it)', () => {
     assert.ok(engine.some((f) => f.endsWith('compiled.ts')) && engine.some((f) => f.endsWith('query.ts')), 'the scan finds the engine');
-    assert.deepEqual(engine.flatMap((f) => offending(f, OUT_OF_ENGINE)), []);
+    assert.deepEqual(
+      engine.flatMap((f) => offending(f, OUT_OF_ENGINE)),
+      [],
+    );
   });
 
   it('when a storage module runs a statement, then it runs it through query(), never by awaiting a knex builder', () => {
-    assert.deepEqual(modules.flatMap((f) => offending(f, AWAITED_BUILDER)), [], 'declare a statement (statement.rows/first/write/…) and run it with query()');
+    assert.deepEqual(
+      modules.flatMap((f) => offending(f, AWAITED_BUILDER)),
+      [],
+      'declare a statement (statement.rows/first/write/…) and run it with query()',
+    );
   });
 
   it('when code outside server/storage talks to the database, then it calls a storage function: no knex import, no query built there', () => {
     const outside = sources(SERVER).filter((f) => !f.startsWith(path.join('server', 'storage') + path.sep));
-    assert.ok(outside.some((f) => f.endsWith('metrics.ts')), 'the scan finds the server outside storage');
-    assert.deepEqual(outside.flatMap((f) => offending(f, KNEX_USE)), [], 'move the statement into a module of server/storage');
+    assert.ok(
+      outside.some((f) => f.endsWith('metrics.ts')),
+      'the scan finds the server outside storage',
+    );
+    assert.deepEqual(
+      outside.flatMap((f) => offending(f, KNEX_USE)),
+      [],
+      'move the statement into a module of server/storage',
+    );
   });
 
   it('when the patterns meet what they must catch, then they catch it (the tripwire itself works)', () => {
@@ -77,7 +98,7 @@ describe('one way to query', () => {
     assert.doesNotMatch("import { countStoreError } from '../outages.ts';", OUT_OF_ENGINE);
     assert.match("  const row = await db('tasks').where({ id }).first();", AWAITED_BUILDER);
     assert.match("  await trx.raw('select 1');", AWAITED_BUILDER);
-    assert.doesNotMatch("  const row = await query(db, taskById, [id]);", AWAITED_BUILDER);
+    assert.doesNotMatch('  const row = await query(db, taskById, [id]);', AWAITED_BUILDER);
     assert.match("import knex, { type Knex } from 'knex';", KNEX_USE);
     assert.match("  for (const row of await db('tasks').select('status'))", KNEX_USE);
     assert.match("  await db.raw('select 1');", KNEX_USE);

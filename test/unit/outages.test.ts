@@ -26,7 +26,13 @@ describe('outages: store failures', () => {
     ]) {
       assert.equal(isDatabaseFailure(error), true, String(error));
     }
-    for (const error of [coded('23505', 'duplicate key'), coded('42P01', 'relation does not exist'), coded('SQLITE_CONSTRAINT'), new Error('not a sha256'), undefined]) {
+    for (const error of [
+      coded('23505', 'duplicate key'),
+      coded('42P01', 'relation does not exist'),
+      coded('SQLITE_CONSTRAINT'),
+      new Error('not a sha256'),
+      undefined,
+    ]) {
       assert.equal(isDatabaseFailure(error), false, String(error));
     }
   });

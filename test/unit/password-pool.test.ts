@@ -30,7 +30,10 @@ describe('password pool', () => {
     const pool = passwordPool({ threads: 1, queue: 1 });
     try {
       const jobs = await Promise.allSettled(Array.from({ length: 4 }, (_, i) => pool.hash(`password ${i}`)));
-      assert.deepEqual(jobs.map((j) => j.status), ['fulfilled', 'fulfilled', 'rejected', 'rejected']);
+      assert.deepEqual(
+        jobs.map((j) => j.status),
+        ['fulfilled', 'fulfilled', 'rejected', 'rejected'],
+      );
       const refusal = answerOf((jobs[2] as PromiseRejectedResult).reason);
       assert.ok(refusal);
       assert.equal(refusal.status, 503);

@@ -59,7 +59,10 @@ describe('Postgres writes that wait (pg-deferred.ts)', () => {
     await ask(conn, 'select 1', [1]);
     await conn.deferPrepared('gemforge_9', 'insert into r values ($1)', ['1']);
     await ask(conn, 'ROLLBACK;');
-    assert.deepEqual(sent.filter((s) => !s.startsWith('PREPARE')), ['BEGIN', 'select 1', 'ROLLBACK;']);
+    assert.deepEqual(
+      sent.filter((s) => !s.startsWith('PREPARE')),
+      ['BEGIN', 'select 1', 'ROLLBACK;'],
+    );
   });
 
   it('when the batch with the COMMIT fails, then the COMMIT fails with its error and the connection is rolled back before anyone uses it again', async () => {
@@ -75,7 +78,10 @@ describe('Postgres writes that wait (pg-deferred.ts)', () => {
     await ask(conn, 'BEGIN;');
     await conn.deferPrepared('gemforge_6', 'insert into r values ($1)', ['1']);
     await ask(conn, 'select * from r where id = $1', [1]);
-    assert.deepEqual(sent.filter((s) => !s.startsWith('PREPARE')), ['BEGIN;\nEXECUTE gemforge_6(1)', 'select * from r where id = $1']);
+    assert.deepEqual(
+      sent.filter((s) => !s.startsWith('PREPARE')),
+      ['BEGIN;\nEXECUTE gemforge_6(1)', 'select * from r where id = $1'],
+    );
   });
 
   it('when values are written in as literals, then text is quoted (backslashes in an E string), whole numbers are digits, and what has no literal is refused', () => {

@@ -111,7 +111,11 @@ describe('moderation normalisation and the embedded policy', () => {
     assert.throws(() => loadConfig({ MODERATION_MODE: 'second' }), /MODERATION_MODE must be embedded, remote or both/);
     assert.throws(() => loadConfig({ MODERATION_URL: 'http://h:1', MODERATION_REMOTE_FALLBACK: 'ajar' }), /MODERATION_REMOTE_FALLBACK must be closed or open/);
     assert.deepEqual(
-      [loadConfig({}).moderationMode, loadConfig({ MODERATION_URL: 'http://h:1' }).moderationMode, loadConfig({ MODERATION_URL: 'http://h:1' }).moderationRemoteFallback],
+      [
+        loadConfig({}).moderationMode,
+        loadConfig({ MODERATION_URL: 'http://h:1' }).moderationMode,
+        loadConfig({ MODERATION_URL: 'http://h:1' }).moderationRemoteFallback,
+      ],
       ['embedded', 'remote', 'closed'],
     );
   });
@@ -213,7 +217,15 @@ describe('moderation normalisation and the embedded policy', () => {
       [{ concepts: { x: [] }, categories: [{ id: 'a', strictness: 'strict', terms: ['x'] }] }, /concepts\.x must list at least one phrase/],
       [{ categories: [{ id: 'a', strictness: 'strict', terms: ['...'] }] }, /term "..." has no letters or digits/],
       [{ categories: [{ id: 'a', strictness: 'strict', patterns: ['(unclosed'] }] }, /not a valid regular expression/],
-      [{ categories: [{ id: 'a', strictness: 'strict', terms: ['x'] }, { id: 'a', strictness: 'strict', terms: ['y'] }] }, /duplicate id a/],
+      [
+        {
+          categories: [
+            { id: 'a', strictness: 'strict', terms: ['x'] },
+            { id: 'a', strictness: 'strict', terms: ['y'] },
+          ],
+        },
+        /duplicate id a/,
+      ],
     ];
     for (const [doc, message] of cases) assert.throws(() => parseModerationPolicy(doc, 'test'), message);
   });

@@ -18,7 +18,6 @@ import { outputFileName } from '../../client/downloads.ts';
 import { PROTOTYPE_NAMES } from '../helpers/prototype-names.ts';
 import { voiceName } from '../../server/domain/voices.ts';
 
-
 /** Words: inherited property names in any case, colour words and anything else. */
 const word = fc.oneof(
   fc.constantFrom(...PROTOTYPE_NAMES).chain((w) => fc.constantFrom(w, w.toUpperCase(), w[0]!.toUpperCase() + w.slice(1))),
@@ -35,7 +34,10 @@ describe('user text naming inherited properties', () => {
         const palette = promptPalette(p, rng(seed));
         assert.equal(palette.length, 5);
         for (const c of palette) for (const v of c) assert.ok(Number.isInteger(v) && v >= 0 && v <= 255, `${p}: ${c}`);
-        assert.ok(palette.some((c) => c.some((v) => v > 16)), `${p}: not all black`);
+        assert.ok(
+          palette.some((c) => c.some((v) => v > 16)),
+          `${p}: not all black`,
+        );
       }),
       { seed: SEED, numRuns: 500 },
     );
@@ -68,7 +70,18 @@ describe('user text naming inherited properties', () => {
     fc.assert(
       fc.property(prompt, prompt, (p, style) => {
         const plan = planMusic(
-          { prompt: p, musicMode: 'advanced', instrumental: 'off', style, title: style.slice(0, 80), negativeTags: null, vocalGender: 'auto', durationSeconds: 30, coverAudio: null, seed: 1 },
+          {
+            prompt: p,
+            musicMode: 'advanced',
+            instrumental: 'off',
+            style,
+            title: style.slice(0, 80),
+            negativeTags: null,
+            vocalGender: 'auto',
+            durationSeconds: 30,
+            coverAudio: null,
+            seed: 1,
+          },
           null,
         );
         assert.ok(Number.isFinite(plan.bpm) && plan.bpm > 0, `bpm ${plan.bpm}`);

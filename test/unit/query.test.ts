@@ -14,10 +14,15 @@ describe('query()', () => {
   let t: TestDb;
   before(async () => {
     t = await openTestDb();
-    await query(t.db, statement.dynamic('query-test-table', (c) => c.schema.createTable('query_test', (table) => {
-      table.integer('n').primary();
-      table.text('t');
-    })));
+    await query(
+      t.db,
+      statement.dynamic('query-test-table', (c) =>
+        c.schema.createTable('query_test', (table) => {
+          table.integer('n').primary();
+          table.text('t');
+        }),
+      ),
+    );
   });
   after(() => t.close());
 
@@ -37,10 +42,21 @@ describe('query()', () => {
       assert.equal((await query(trx, rename, [3, 'drei'])).changes, 1);
       assert.equal((await query(trx, rename, [99, 'none'])).changes, 0);
       assert.deepEqual(await query(trx, one, [3]), { n: 3, t: 'drei' }, 'a transaction reads its own writes');
-      assert.deepEqual((await query(trx, byText, ['two'])).map((r) => r.n), [2, 4]);
+      assert.deepEqual(
+        (await query(trx, byText, ['two'])).map((r) => r.n),
+        [2, 4],
+      );
     });
     assert.equal((await query(t.db, rename, [1, 'eins'])).changes, 1);
-    assert.deepEqual((await query(t.db, all)).map((r) => [r.n, r.t]), [[1, 'eins'], [2, 'two'], [3, 'drei'], [4, 'two']]);
+    assert.deepEqual(
+      (await query(t.db, all)).map((r) => [r.n, r.t]),
+      [
+        [1, 'eins'],
+        [2, 'two'],
+        [3, 'drei'],
+        [4, 'two'],
+      ],
+    );
     assert.deepEqual(await query(t.db, one, [2]), { n: 2, t: 'two' });
     assert.equal(await query(t.db, one, [99]), undefined);
     const [a, b] = await Promise.all([query(t.db, byText, ['two']), query(t.db, byText, ['eins'])]);

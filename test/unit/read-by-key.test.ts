@@ -47,7 +47,11 @@ describe('reads by key', () => {
     const reads = await Promise.all(['a', 'b', 'a', 'nobody'].map((key) => readByKey(t.db, 'parts-by-owner', parts, 'owner', key)));
     await settle();
     assert.deepEqual(reads.map(ns), [[1, 2], [5], [1, 2], []]);
-    assert.deepEqual(reads[1]?.map((r) => r[KEY_COLUMN]), ['b'], 'every row carries its key');
+    assert.deepEqual(
+      reads[1]?.map((r) => r[KEY_COLUMN]),
+      ['b'],
+      'every row carries its key',
+    );
     assert.equal(seen.length, isSqlite(t.db) ? 1 : 4, seen.join('\n'));
   });
 
@@ -78,7 +82,10 @@ describe('reads by key', () => {
       readByKey(t.db, 'parts-broken', broken, 'owner', 'b'),
       readByKey(t.db, 'parts-by-owner', parts, 'owner', 'b'),
     ]);
-    assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected', 'fulfilled']);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['rejected', 'rejected', 'fulfilled'],
+    );
     for (const r of results.slice(0, 2)) assert.match(String((r as PromiseRejectedResult).reason), /no_such_column/);
   });
 
@@ -88,6 +95,9 @@ describe('reads by key', () => {
       return readByKey(trx, 'parts-by-owner', parts, 'owner', 'c');
     });
     assert.deepEqual(ns(inside), [7]);
-    assert.deepEqual(inside.map((r) => r[KEY_COLUMN]), ['c']);
+    assert.deepEqual(
+      inside.map((r) => r[KEY_COLUMN]),
+      ['c'],
+    );
   });
 });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readLimiter, TokenBucket } from '../../server/providers/remote/read-limit.ts';
 
 describe('read limiter', () => {
-  it('when reads come faster than the rate, then past one second\'s burst each waits its turn in arrival order', () => {
+  it("when reads come faster than the rate, then past one second's burst each waits its turn in arrival order", () => {
     let now = 0;
     const bucket = new TokenBucket(120, () => now); // 2 a second, a burst of 2
     assert.deepEqual([bucket.reserve(), bucket.reserve()], [0, 0], 'the burst');
@@ -16,7 +16,7 @@ describe('read limiter', () => {
     assert.equal(bucket.reserve(), 500);
   });
 
-  it('when the upstream was left alone for long, then no more than one second\'s worth is saved up', () => {
+  it("when the upstream was left alone for long, then no more than one second's worth is saved up", () => {
     let now = 0;
     const bucket = new TokenBucket(3000, () => now);
     now = 10 * 60_000;
@@ -43,7 +43,7 @@ describe('read limiter', () => {
     assert.notEqual(readLimiter('fal', 'https://api.replicate.com', 'r8_a', 2900), a);
   });
 
-  it('when a waiting read\'s job is stopped, then the wait ends at once', async () => {
+  it("when a waiting read's job is stopped, then the wait ends at once", async () => {
     const bucket = new TokenBucket(1);
     await bucket.take();
     const controller = new AbortController();

@@ -30,7 +30,23 @@ async function events(chunks: string[], max?: number): Promise<string[]> {
 
 describe('remote output addresses', () => {
   it('when an address is loopback, private, link-local, CGNAT, unique-local, mapped or reserved, then it is refused; a public one is fetched', () => {
-    for (const refused of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '100.100.100.200', '0.0.0.0', '::1', 'fc00::1', 'fd00:ec2::254', 'fe80::1', '::ffff:127.0.0.1', '64:ff9b::7f00:1', '224.0.0.1']) {
+    for (const refused of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '100.100.100.200',
+      '0.0.0.0',
+      '::1',
+      'fc00::1',
+      'fd00:ec2::254',
+      'fe80::1',
+      '::ffff:127.0.0.1',
+      '64:ff9b::7f00:1',
+      '224.0.0.1',
+    ]) {
       assert.equal(allowed(refused), false, refused);
     }
     for (const ok of ['93.184.216.34', '8.8.8.8', '2606:4700:4700::1111']) assert.equal(allowed(ok), true, ok);
@@ -42,7 +58,10 @@ describe('remote output addresses', () => {
     assert.equal(allowed('127.0.0.1', ['127.0.0.0/8', 'media.internal']), true);
     assert.deepEqual([...fetchAllowOf(['media.internal']).hosts], ['media.internal']);
     assert.deepEqual(loadConfig({ REMOTE_FETCH_ALLOW: ' 10.0.5.0/24, Media.Internal ' }).remoteFetchAllow, ['10.0.5.0/24', 'media.internal']);
-    assert.throws(() => loadConfig({ REMOTE_FETCH_ALLOW: 'http://x/' }), /REMOTE_FETCH_ALLOW must list IP addresses, CIDR ranges or host names; got "http:\/\/x\/"/);
+    assert.throws(
+      () => loadConfig({ REMOTE_FETCH_ALLOW: 'http://x/' }),
+      /REMOTE_FETCH_ALLOW must list IP addresses, CIDR ranges or host names; got "http:\/\/x\/"/,
+    );
   });
 });
 
@@ -100,7 +119,10 @@ describe('a base64 image answer', () => {
       }
       const url = await readBase64Field(answerOf('{"data":[{"url":"https://example.com/a.png"}]}', 5), 'b64_json', path.join(dir, 'url'), 10_000, 'x');
       assert.deepEqual(url, { answer: { data: [{ url: 'https://example.com/a.png' }] }, bytes: 0 });
-      await assert.rejects(readBase64Field(answerOf(`{"data":[{"b64_json":"${b64}"}]}`, 64), 'b64_json', path.join(dir, 'big'), 2999, 'The image provider'), /larger than 2999 bytes/);
+      await assert.rejects(
+        readBase64Field(answerOf(`{"data":[{"b64_json":"${b64}"}]}`, 64), 'b64_json', path.join(dir, 'big'), 2999, 'The image provider'),
+        /larger than 2999 bytes/,
+      );
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -38,7 +38,9 @@ describe('routers entered by prefix', () => {
       return router;
     };
     const paths = ['/api/things/7', '/API/Things/8', '/api/things/9/', '/docs', '/DOCS/', '/api/other', '/doc', '/x'];
-    const plain = express().use(make()).use((_req, res) => void res.status(404).send('none'));
+    const plain = express()
+      .use(make())
+      .use((_req, res) => void res.status(404).send('none'));
     type Handle = (req: express.Request, res: express.Response, next: express.NextFunction) => void;
     const watched = make() as Router & { handle: Handle };
     const handle = watched.handle.bind(watched);

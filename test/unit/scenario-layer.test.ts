@@ -92,7 +92,12 @@ function streaming(words: string[], admit?: boolean): TextProvider {
   };
 }
 
-const textRequest = (content: string): TextGenerationRequest => ({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10, scenarios: cards(content) });
+const textRequest = (content: string): TextGenerationRequest => ({
+  model: 'm',
+  messages: [{ role: 'user', content: 'hi' }],
+  max_tokens: 10,
+  scenarios: cards(content),
+});
 
 /** The events of a stream, and the error it ended with. */
 async function drain(events: AsyncIterable<TextEvent>): Promise<{ events: TextEvent[]; error?: ProviderError }> {
@@ -124,10 +129,17 @@ describe('scenario layer: text', () => {
   it('when the request carries [[scenario:stream-error:2]], then two deltas pass and the stream fails with the usage measured so far', async () => {
     const request = textRequest('[[scenario:stream-error:2]]');
     const { events, error } = await drain(withTextScenario(streaming(words)).generate(request));
-    assert.deepEqual(events.map((e) => (e.type === 'delta' ? e.content : e.type)), ['one ', 'two ']);
+    assert.deepEqual(
+      events.map((e) => (e.type === 'delta' ? e.content : e.type)),
+      ['one ', 'two '],
+    );
     assert.ok(error instanceof ProviderError);
     assert.equal(error.failure, 'failed');
-    assert.deepEqual(error.usage, { prompt_tokens: chatPromptTokens(request.messages), completion_tokens: countTokens('one two '), total_tokens: chatPromptTokens(request.messages) + countTokens('one two ') });
+    assert.deepEqual(error.usage, {
+      prompt_tokens: chatPromptTokens(request.messages),
+      completion_tokens: countTokens('one two '),
+      total_tokens: chatPromptTokens(request.messages) + countTokens('one two '),
+    });
   });
 
   it('when the request carries [[scenario:uncertain]], then four deltas pass and the outcome is unknown', async () => {
@@ -178,7 +190,10 @@ describe('scenario layer: analysis', () => {
 
   it('when the request carries [[scenario:uncertain]], then the analysis fails with an unknown outcome and never reaches the provider', async () => {
     const inner = analyzer();
-    await assert.rejects(withAnalysisScenarios(inner).analyze(analysisRequest('[[scenario:uncertain]]')), (e: unknown) => e instanceof AnalysisError && e.failure === 'uncertain');
+    await assert.rejects(
+      withAnalysisScenarios(inner).analyze(analysisRequest('[[scenario:uncertain]]')),
+      (e: unknown) => e instanceof AnalysisError && e.failure === 'uncertain',
+    );
     assert.equal(inner.calls, 0);
   });
 

@@ -87,7 +87,12 @@ describe('prepared statements on the writing connection', () => {
     await exec(holder, 'CREATE TABLE IF NOT EXISTS v (n INTEGER)');
     // knex's shape of a transaction: BEGIN (deferred), a read, then the write.
     const attempt = async (n: number) => {
-      for (const [method, sql, bindings] of [['all', 'BEGIN;', []], ['all', 'select count(*) as c from v', []], ['run', 'insert into v (n) values (?)', [n]], ['all', 'COMMIT;', []]] as const) {
+      for (const [method, sql, bindings] of [
+        ['all', 'BEGIN;', []],
+        ['all', 'select count(*) as c from v', []],
+        ['run', 'insert into v (n) values (?)', [n]],
+        ['all', 'COMMIT;', []],
+      ] as const) {
         const result = await call(conn, method, sql, [...bindings]);
         if (result.error) {
           await call(conn, 'all', 'ROLLBACK', []);
@@ -110,7 +115,10 @@ describe('prepared statements on the writing connection', () => {
   it('when more distinct statements run than are kept, then the oldest are finalized and every one still answers', async () => {
     const conn = cacheStatements(await open(path.join(dir, 'many.sqlite')));
     const answers = await Promise.all(Array.from({ length: 600 }, (_, i) => call(conn, 'all', `select ${i} as n where ? = ?`, [i % 7, i % 7])));
-    assert.deepEqual(answers.map((a) => (a.rows as Array<{ n: number }>)[0].n), Array.from({ length: 600 }, (_, i) => i));
+    assert.deepEqual(
+      answers.map((a) => (a.rows as Array<{ n: number }>)[0].n),
+      Array.from({ length: 600 }, (_, i) => i),
+    );
     assert.equal((await call(conn, 'all', 'select 5 as n where ? = ?', [1, 1])).error, null);
     await close(conn);
   });
@@ -181,13 +189,17 @@ describe('prepared statements on the writing connection', () => {
     await exec(conn, 'CREATE TABLE l (id INTEGER PRIMARY KEY, t TEXT, i INTEGER, x)');
     let id = 0;
     await fc.assert(
-      fc.asyncProperty(fc.oneof(fc.string({ unit: 'binary' }), fc.constantFrom("it's", '"', '?', '\u0000a\u0000', '')), fc.oneof(fc.maxSafeInteger(), fc.constant(null)), async (text, whole) => {
-        const [a, b] = [++id, ++id];
-        await call(conn, 'run', 'INSERT INTO l (id, t, i, x) VALUES (?, ?, ?, ?)', [a, text, whole, text]);
-        conn.defer(`INSERT INTO l (id, t, i, x) VALUES (${b}, ${sqliteLiteral(text)}, ${sqliteLiteral(whole)}, ${sqliteLiteral(text)})`);
-        const rows = (await call(conn, 'all', 'select t, i, x, typeof(t) tt, typeof(x) tx from l where id in (?, ?) order by id', [a, b])).rows as unknown[];
-        assert.deepEqual(rows[1], rows[0]);
-      }),
+      fc.asyncProperty(
+        fc.oneof(fc.string({ unit: 'binary' }), fc.constantFrom("it's", '"', '?', '\u0000a\u0000', '')),
+        fc.oneof(fc.maxSafeInteger(), fc.constant(null)),
+        async (text, whole) => {
+          const [a, b] = [++id, ++id];
+          await call(conn, 'run', 'INSERT INTO l (id, t, i, x) VALUES (?, ?, ?, ?)', [a, text, whole, text]);
+          conn.defer(`INSERT INTO l (id, t, i, x) VALUES (${b}, ${sqliteLiteral(text)}, ${sqliteLiteral(whole)}, ${sqliteLiteral(text)})`);
+          const rows = (await call(conn, 'all', 'select t, i, x, typeof(t) tt, typeof(x) tx from l where id in (?, ?) order by id', [a, b])).rows as unknown[];
+          assert.deepEqual(rows[1], rows[0]);
+        },
+      ),
       { numRuns: 300 },
     );
     assert.equal(sqliteLiteral(0.5), undefined, 'a fraction is not written in');

@@ -47,7 +47,10 @@ describe('storage', () => {
       const options = await dbOptionsFor(dir);
       const opened = await Promise.allSettled([openDb(options), openDb(options), openDb(options)]);
       for (const o of opened) if (o.status === 'fulfilled') await o.value.destroy();
-      assert.deepEqual(opened.map((o) => (o.status === 'rejected' ? String(o.reason) : 'ok')), ['ok', 'ok', 'ok']);
+      assert.deepEqual(
+        opened.map((o) => (o.status === 'rejected' ? String(o.reason) : 'ok')),
+        ['ok', 'ok', 'ok'],
+      );
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
       await dropDatabaseFor(dir);
@@ -120,7 +123,10 @@ describe('storage', () => {
     const count = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) AS n FROM c';
     const finished: string[] = [];
     const read = async (reader: ReadConnection, upTo: number, name: string) => {
-      const rows = await reader.all(reader.plan('count', () => ({ sql: count, bindings: [0] })), [upTo]);
+      const rows = await reader.all(
+        reader.plan('count', () => ({ sql: count, bindings: [0] })),
+        [upTo],
+      );
       finished.push(name);
       return rows[0]?.n;
     };
@@ -162,7 +168,10 @@ describe('storage', () => {
       assert.match(String(failed), /UNIQUE constraint failed|duplicate key/);
       assert.deepEqual(await db('pairs').orderBy('n'), [{ n: 1, t: 'one' }]);
       await inTransaction(db, (trx) => executeLater(trx, 'put-pair', put, [3, 'three']));
-      assert.deepEqual((await db('pairs').orderBy('n')).map((r: { n: number }) => r.n), [1, 3]);
+      assert.deepEqual(
+        (await db('pairs').orderBy('n')).map((r: { n: number }) => r.n),
+        [1, 3],
+      );
     } finally {
       await db.destroy();
       fs.rmSync(dir, { recursive: true, force: true });

@@ -76,7 +76,10 @@ describe('tokens', () => {
         const tokens = encodeText(text);
         const deltas = [...tokenDeltas(tokens)];
         assert.equal(deltas.map((d) => d.text).join(''), decodeTokens(tokens));
-        assert.equal(deltas.reduce((n, d) => n + d.tokens, 0), tokens.length);
+        assert.equal(
+          deltas.reduce((n, d) => n + d.tokens, 0),
+          tokens.length,
+        );
       }),
     );
     // A real U+FFFD before a character split across tokens (once found by fast-check).
@@ -88,9 +91,12 @@ describe('tokens', () => {
 
   it('when bounding a prompt, then the byte bound is at least the exact count', () => {
     fc.assert(
-      fc.property(fc.array(fc.record({ role: fc.constantFrom('system', 'user', 'assistant'), content: fc.string({ maxLength: 200 }) }), { minLength: 1, maxLength: 5 }), (messages) => {
-        return chatPromptTokenUpperBound(messages) >= chatPromptTokens(messages);
-      }),
+      fc.property(
+        fc.array(fc.record({ role: fc.constantFrom('system', 'user', 'assistant'), content: fc.string({ maxLength: 200 }) }), { minLength: 1, maxLength: 5 }),
+        (messages) => {
+          return chatPromptTokenUpperBound(messages) >= chatPromptTokens(messages);
+        },
+      ),
     );
     assert.equal(countTokens(''), 0);
   });
@@ -114,7 +120,11 @@ describe('local stand-in provider', () => {
     const finish = events.at(-1);
     assert.ok(finish?.type === 'finish');
     assert.equal(finish.finish_reason, 'stop');
-    assert.deepEqual(finish.usage, { prompt_tokens: chatPromptTokens(messages), completion_tokens: countTokens(text), total_tokens: chatPromptTokens(messages) + countTokens(text) });
+    assert.deepEqual(finish.usage, {
+      prompt_tokens: chatPromptTokens(messages),
+      completion_tokens: countTokens(text),
+      total_tokens: chatPromptTokens(messages) + countTokens(text),
+    });
   });
 
   it('when max_tokens is short, then it stops at that many tokens with length', async () => {

@@ -43,7 +43,11 @@ describe('circuit breaker', () => {
     let heldElsewhere = 0;
     const told: Array<number | null> = [];
     const b = new Breaker({ failures: 1, cooldownMs: 1000, now: () => now });
-    b.sharing = { openForMs: () => heldElsewhere, openUntil: () => (heldElsewhere > 0 ? now + heldElsewhere : undefined), changed: (until) => told.push(until) };
+    b.sharing = {
+      openForMs: () => heldElsewhere,
+      openUntil: () => (heldElsewhere > 0 ? now + heldElsewhere : undefined),
+      changed: (until) => told.push(until),
+    };
     b.success(0.1);
     assert.deepEqual(told, [], 'a closed breaker that stays closed writes nothing');
     heldElsewhere = 3000;
@@ -62,20 +66,38 @@ describe('circuit breaker', () => {
   });
 });
 
-const stub = (id: string, priority: number, weight: number, breaker = new Breaker({ failures: 1, cooldownMs: 60_000 })): Deployment<string> => ({ id, provider: 'p', priority, weight, breaker, pool: [id], turn: 0 });
+const stub = (id: string, priority: number, weight: number, breaker = new Breaker({ failures: 1, cooldownMs: 60_000 })): Deployment<string> => ({
+  id,
+  provider: 'p',
+  priority,
+  weight,
+  breaker,
+  pool: [id],
+  turn: 0,
+});
 
 describe('deployment order', () => {
   it('when deployments have priorities and weights, then the highest priority comes first, drawn by weight, and open ones are left out', () => {
     const list = [stub('low', 0, 1), stub('a', 2, 1), stub('b', 2, 3)];
-    assert.deepEqual(tryOrder(list, () => 0).map((d) => d.id), ['a', 'b', 'low']);
-    assert.deepEqual(tryOrder(list, () => 0.5).map((d) => d.id), ['b', 'a', 'low'], 'a draw in the second quarter lands on b (weight 3 of 4)');
+    assert.deepEqual(
+      tryOrder(list, () => 0).map((d) => d.id),
+      ['a', 'b', 'low'],
+    );
+    assert.deepEqual(
+      tryOrder(list, () => 0.5).map((d) => d.id),
+      ['b', 'a', 'low'],
+      'a draw in the second quarter lands on b (weight 3 of 4)',
+    );
     let draws = 0;
     const counts = { a: 0, b: 0 };
     for (let i = 0; i < 400; i++) counts[tryOrder(list, () => (draws++ % 100) / 100)[0]!.id as 'a' | 'b']++;
     assert.deepEqual(counts, { a: 100, b: 300 });
     list[1]!.breaker.failure(0);
     list[2]!.breaker.failure(0);
-    assert.deepEqual(tryOrder(list).map((d) => d.id), ['low']);
+    assert.deepEqual(
+      tryOrder(list).map((d) => d.id),
+      ['low'],
+    );
     assert.equal(anyAvailable(list), true);
     list[0]!.breaker.failure(0);
     assert.equal(anyAvailable(list), false);
@@ -88,7 +110,13 @@ describe('deployment order', () => {
     assert.throws(check([{ provider: 'nope' }]), /deployments\[0\]\.provider must be one of openai-images/);
     assert.throws(check([{ provider: 'openai-images', key: 'b' }]), /key b is not named in UPSTREAM_KEYS/);
     assert.throws(check([{ provider: 'openai-images', weight: 0 }]), /weight must be a whole number of at least 1/);
-    assert.throws(check([{ id: 'x', provider: 'openai-images' }, { id: 'x', provider: 'openai-images' }]), /duplicate id x/);
+    assert.throws(
+      check([
+        { id: 'x', provider: 'openai-images' },
+        { id: 'x', provider: 'openai-images' },
+      ]),
+      /duplicate id x/,
+    );
     assert.deepEqual(
       check([{ provider: 'openai-images', key: 'a', model: 'gpt-image-1' }])()!.map(({ raw: _raw, ...e }) => e),
       [{ id: 'openai-images-1', provider: 'openai-images', keys: ['sk-a'], weight: 1, priority: 0, model: 'gpt-image-1' }],
@@ -138,7 +166,11 @@ function routed(first: MediaProvider, second: MediaProvider) {
     { id: 'one', provider: 'p', keys: [], weight: 1, priority: 1, raw: {} },
     { id: 'two', provider: 'p', keys: [], weight: 1, priority: 0, raw: {} },
   ];
-  const deployments = deploymentsOf(entries, (e) => (e.id === 'one' ? first : second), () => new Breaker({ failures: 1, cooldownMs: 60_000 }));
+  const deployments = deploymentsOf(
+    entries,
+    (e) => (e.id === 'one' ? first : second),
+    () => new Breaker({ failures: 1, cooldownMs: 60_000 }),
+  );
   return { provider: new RoutedMediaProvider(deployments), deployments };
 }
 

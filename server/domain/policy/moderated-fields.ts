@@ -45,7 +45,8 @@ export function moderatedFields(doc: Json): Map<string, FieldPath[]> {
       const op = item[method];
       if (!isObject(op) || typeof op.operationId !== 'string') continue;
       const body = resolve(doc, op.requestBody);
-      const schema = isObject(body) && isObject(body.content) && isObject(body.content['application/json']) ? body.content['application/json'].schema : undefined;
+      const schema =
+        isObject(body) && isObject(body.content) && isObject(body.content['application/json']) ? body.content['application/json'].schema : undefined;
       const found = new Map<string, FieldPath>();
       pathsIn(doc, schema, [], found);
       if (found.size > 0) table.set(op.operationId, [...found.values()]);

@@ -113,7 +113,8 @@ export async function screen(
     const preference = principal.account.content_preference as ContentPreference;
     await recordUnjudged(deps, principal, operation, verdict.provider, unjudged);
     if (preference === 'strict') {
-      throw new DomainError('CONTENT_REJECTED',
+      throw new DomainError(
+        'CONTENT_REJECTED',
         `The content policy cannot judge ${unjudged.field}: it reads as ${LANGUAGE_NAMES[unjudged.language] ?? unjudged.language}, and the policy reads English only; ` +
           "this account's strict content preference refuses text it cannot judge. Nothing was reserved or charged.",
       );
@@ -122,7 +123,8 @@ export async function screen(
   if (!flag || (await claimed())) return;
   const blocked = await recordRefusal(deps, principal, operation, verdict.provider, flag);
   if (blocked) invalidatePrincipals(); // the next request of any key of this account meets the block at once
-  throw new DomainError('CONTENT_REJECTED',
+  throw new DomainError(
+    'CONTENT_REJECTED',
     `The content policy refuses ${flag.field} (${flag.categories.join(', ')}). Nothing was reserved or charged.` +
       (blocked ? ' Repeated refusals have blocked this account.' : ''),
   );

@@ -49,9 +49,7 @@ export function sampleSize(width: number | null, height: number | null): { width
   const w = width && width > 0 ? width : 16;
   const h = height && height > 0 ? height : 9;
   const even = (n: number) => Math.max(8, Math.round(n / 2) * 2);
-  return w >= h
-    ? { width: SAMPLE_LONG_SIDE, height: even((SAMPLE_LONG_SIDE * h) / w) }
-    : { width: even((SAMPLE_LONG_SIDE * w) / h), height: SAMPLE_LONG_SIDE };
+  return w >= h ? { width: SAMPLE_LONG_SIDE, height: even((SAMPLE_LONG_SIDE * h) / w) } : { width: even((SAMPLE_LONG_SIDE * w) / h), height: SAMPLE_LONG_SIDE };
 }
 
 /** Parses `metadata=print` output: `frame:N pts:P pts_time:T` then `lavfi.scene_score=S`. */
@@ -106,7 +104,28 @@ export async function decodeVideo(file: string, options: DecodeOptions): Promise
     try {
       const log = await runTool(
         options.ffmpegPath,
-        ['-v', 'error', '-nostdin', '-y', '-t', '130', '-i', file, '-filter_complex', graph, '-map', '[s]', '-f', 'null', '-', '-map', '[r]', '-f', 'rawvideo', options.tempFile],
+        [
+          '-v',
+          'error',
+          '-nostdin',
+          '-y',
+          '-t',
+          '130',
+          '-i',
+          file,
+          '-filter_complex',
+          graph,
+          '-map',
+          '[s]',
+          '-f',
+          'null',
+          '-',
+          '-map',
+          '[r]',
+          '-f',
+          'rawvideo',
+          options.tempFile,
+        ],
         { timeoutMs: options.timeoutMs ?? 180_000, maxStdoutBytes: 4 * 1024 * 1024 },
       );
       const raw = await fsp.readFile(options.tempFile);

@@ -28,7 +28,8 @@ export const INSTRUCTION_TOKENS = 64;
 /** The usage the local analyzer reports for one analysis (see the module comment). */
 export function localUsage(sampledFrames: number, durationSeconds: number, hasAudio: boolean, prompt: string, output: string): AnalysisUsage {
   return {
-    inputTokens: sampledFrames * FRAME_TOKENS + (hasAudio ? Math.ceil(durationSeconds) * AUDIO_TOKENS_PER_SECOND : 0) + INSTRUCTION_TOKENS + countTokens(prompt),
+    inputTokens:
+      sampledFrames * FRAME_TOKENS + (hasAudio ? Math.ceil(durationSeconds) * AUDIO_TOKENS_PER_SECOND : 0) + INSTRUCTION_TOKENS + countTokens(prompt),
     outputTokens: countTokens(output),
   };
 }
@@ -66,7 +67,16 @@ export function measureAll(video: AnalysisVideo, decoded: Decoded): Measured {
   const motion = pairs ? scenes.reduce((sum, s) => sum + s.motion * s.motionPairs, 0) / pairs : 0;
   const length = scenes.reduce((n, s) => n + (s.endSeconds - s.startSeconds), 0);
   const light = length ? scenes.reduce((sum, s) => sum + s.brightness * (s.endSeconds - s.startSeconds), 0) / length : 0;
-  return { video, scenes, colours, motion, brightness: light, audio: decoded.audio, sampledFrames: decoded.samples.frames.length, frames: suggestedFrames(scenes) };
+  return {
+    video,
+    scenes,
+    colours,
+    motion,
+    brightness: light,
+    audio: decoded.audio,
+    sampledFrames: decoded.samples.frames.length,
+    frames: suggestedFrames(scenes),
+  };
 }
 
 function audioPhrase(m: Measured): string {
@@ -88,7 +98,11 @@ function summary(m: Measured): string {
   const lines = [
     `Measured without a model (local analyzer): ${resolution}, ${sec(video.durationSeconds)}, ${audioPhrase(m)}.`,
     `${plural(m.scenes.length, 'scene')}${cuts.length ? ` (cuts at ${cuts.join(', ')})` : ' (no cuts)'}: ` +
-      m.scenes.map((s, i) => `${i + 1}) ${sec(s.startSeconds)}–${sec(s.endSeconds)} ${s.colours[0] && s.colours[0].share >= 0.4 ? s.colours[0].name : 'mixed colours'}`).join('; ') +
+      m.scenes
+        .map(
+          (s, i) => `${i + 1}) ${sec(s.startSeconds)}–${sec(s.endSeconds)} ${s.colours[0] && s.colours[0].share >= 0.4 ? s.colours[0].name : 'mixed colours'}`,
+        )
+        .join('; ') +
       '.',
     `Motion: ${motionLevel(m.motion)} (mean frame difference ${pct1(m.motion)}). Brightness: ${brightnessWord(m.brightness)} (${pct(m.brightness)}).`,
     `Dominant colours: ${colourPhrase(m.colours)}.`,
@@ -104,10 +118,15 @@ export function answerPrompt(prompt: string, m: Measured): string {
   const has = (re: RegExp) => re.test(p);
   if (has(/scene|cut|shot|segment|transition/)) {
     const cuts = m.scenes.slice(1).map((s) => sec(s.startSeconds));
-    answers.push(`There ${m.scenes.length === 1 ? 'is 1 scene' : `are ${m.scenes.length} scenes`}${cuts.length ? `, with cuts at ${cuts.join(', ')}` : ' and no cut'}.`);
+    answers.push(
+      `There ${m.scenes.length === 1 ? 'is 1 scene' : `are ${m.scenes.length} scenes`}${cuts.length ? `, with cuts at ${cuts.join(', ')}` : ' and no cut'}.`,
+    );
   }
   if (has(/audio|sound|music|noise|loud|quiet|silen|voice|speech|speak/)) {
-    answers.push(`The video has ${audioPhrase(m)}.` + (m.audio && m.video.hasAudio && has(/speech|speak|voice|music|say/) ? ' Whether it is speech or music cannot be told without a model.' : ''));
+    answers.push(
+      `The video has ${audioPhrase(m)}.` +
+        (m.audio && m.video.hasAudio && has(/speech|speak|voice|music|say/) ? ' Whether it is speech or music cannot be told without a model.' : ''),
+    );
   }
   if (has(/colou?r/)) answers.push(`The dominant colours are ${colourPhrase(m.colours)}.`);
   if (has(/motion|move|moving|movement|static|still|action|camera/)) {

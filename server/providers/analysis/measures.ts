@@ -53,20 +53,7 @@ export function brightness(gray: Float32Array): number {
   return sum / gray.length / 255;
 }
 
-export type ColourName =
-  | 'black'
-  | 'white'
-  | 'grey'
-  | 'red'
-  | 'orange'
-  | 'yellow'
-  | 'green'
-  | 'cyan'
-  | 'blue'
-  | 'purple'
-  | 'magenta'
-  | 'pink'
-  | 'brown';
+export type ColourName = 'black' | 'white' | 'grey' | 'red' | 'orange' | 'yellow' | 'green' | 'cyan' | 'blue' | 'purple' | 'magenta' | 'pink' | 'brown';
 
 /** A plain colour word for one pixel, from its hue, saturation and value. */
 export function colourName(r: number, g: number, b: number): ColourName {

@@ -3,16 +3,7 @@
  * suggested frames (pure, no I/O): the local analyzer's core.
  */
 import type { Cut, SampledFrames } from './decode.ts';
-import {
-  brightness,
-  colourCounts,
-  dominantColours,
-  frameDifference,
-  laplacianVariance,
-  luma,
-  sharpnessScore,
-  type ColourName,
-} from './measures.ts';
+import { brightness, colourCounts, dominantColours, frameDifference, laplacianVariance, luma, sharpnessScore, type ColourName } from './measures.ts';
 
 /** Cuts closer than this to the previous boundary or to the end are merged into their neighbour. */
 export const MIN_SCENE_SECONDS = 0.4;

@@ -32,7 +32,8 @@ export const localAudioProvider: MediaProvider<'audio'> = {
   resume: 'rerun',
   async generate(job, tools): Promise<GeneratedOutput> {
     const request = job.request;
-    if (request.mimeType !== 'audio/wav') throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `The local audio generator writes audio/wav, not ${request.mimeType}.`);
+    if (request.mimeType !== 'audio/wav')
+      throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `The local audio generator writes audio/wav, not ${request.mimeType}.`);
     const pcm = request.operation === 'music' ? await music(request, job, tools) : await renderSpeech(request, tools);
     const file = await tools.tempFile('.wav');
     await fs.writeFile(file, encodeWav(pcm));

@@ -51,8 +51,20 @@ const TIMBRES: Array<[RegExp, Timbre]> = [
   [/\b(bell\w*|chime\w*|music box|celesta|lullaby)\b/, 'bell'],
 ];
 const PROGRESSIONS = {
-  major: [[0, 4, 5, 3], [5, 3, 0, 4], [0, 5, 3, 4], [0, 3, 4, 3], [3, 0, 4, 5]],
-  minor: [[0, 5, 2, 6], [0, 3, 4, 0], [0, 6, 5, 6], [0, 3, 6, 2], [5, 6, 0, 0]],
+  major: [
+    [0, 4, 5, 3],
+    [5, 3, 0, 4],
+    [0, 5, 3, 4],
+    [0, 3, 4, 3],
+    [3, 0, 4, 5],
+  ],
+  minor: [
+    [0, 5, 2, 6],
+    [0, 3, 4, 0],
+    [0, 6, 5, 6],
+    [0, 3, 6, 2],
+    [5, 6, 0, 0],
+  ],
 };
 const SCALES = { major: [0, 2, 4, 5, 7, 9, 11], minor: [0, 2, 3, 5, 7, 8, 10] };
 
@@ -86,10 +98,20 @@ export function planMusic(req: MusicRequest, cover: CoverTraits | null): MusicPl
   const wanted = TIMBRES.filter(([re]) => re.test(text) && !re.test(negative)).map(([, t]) => t);
   const allowed = (['piano', 'pluck', 'organ', 'saw', 'bell'] as Timbre[]).filter((t) => !TIMBRES.find(([, x]) => x === t)![0].test(negative));
   const lead = wanted[0] ?? allowed[Math.floor(random() * allowed.length)] ?? 'piano';
-  const drums = /\bdrums?\b|percussion|beat/.test(negative) && !/heavy|loud/.test(negative) ? 'none' : /heavy|loud/.test(negative) || (slow && !fast) ? 'soft' : 'full';
+  const drums =
+    /\bdrums?\b|percussion|beat/.test(negative) && !/heavy|loud/.test(negative) ? 'none' : /heavy|loud/.test(negative) || (slow && !fast) ? 'soft' : 'full';
   let vocal: MusicPlan['vocal'] = null;
   if (req.instrumental === 'off' && !/\bvocals?\b|\bvoice\b|singing/.test(negative)) {
-    const gender = req.vocalGender === 'auto' ? (/\b(female|woman|girl|she|her)\b/.test(text) ? 'f' : /\b(male|man|boy|he|his)\b/.test(text) ? 'm' : random() < 0.5 ? 'f' : 'm') : req.vocalGender;
+    const gender =
+      req.vocalGender === 'auto'
+        ? /\b(female|woman|girl|she|her)\b/.test(text)
+          ? 'f'
+          : /\b(male|man|boy|he|his)\b/.test(text)
+            ? 'm'
+            : random() < 0.5
+              ? 'f'
+              : 'm'
+        : req.vocalGender;
     // MIDI note of the bottom of the register: about A2 (110 Hz) for m, A3 (220 Hz) for f.
     vocal = { low: gender === 'f' ? 57 : 45, syllables: syllables(req.musicMode === 'advanced' ? req.prompt : `${req.title ?? ''} ${req.prompt}`) };
   }
@@ -241,10 +263,14 @@ export function renderMusic(plan: MusicPlan, seconds: number, seed: number): Mon
   const random = rng(seed);
   const cache = new NoteCache(out);
   const tone = (start: number, secs: number, hz: number, gain: number, partials: number[], decay: number, attack: number) =>
-    cache.mix(start, secs, `t|${secs}|${hz}|${gain}|${partials.join(',')}|${decay}|${attack}`, (buf) => addTone(buf, 0, secs, hz, gain, partials, decay, attack));
+    cache.mix(start, secs, `t|${secs}|${hz}|${gain}|${partials.join(',')}|${decay}|${attack}`, (buf) =>
+      addTone(buf, 0, secs, hz, gain, partials, decay, attack),
+    );
   // A few takes of each drum hit, so the kit does not sound like one sample looped.
   const hit = (start: number, secs: number, gain: number, bright: boolean, toneHz = 0) =>
-    cache.mix(start, secs, `n|${secs}|${gain}|${bright}|${toneHz}|${Math.floor(random() * 4)}`, (buf) => addNoiseHit(buf, 0, secs, gain, bright, random, toneHz));
+    cache.mix(start, secs, `n|${secs}|${gain}|${bright}|${toneHz}|${Math.floor(random() * 4)}`, (buf) =>
+      addNoiseHit(buf, 0, secs, gain, bright, random, toneHz),
+    );
   const kick = (start: number, gain: number) => cache.mix(start, 0.25, `k|${gain}`, (buf) => addKick(buf, 0, gain));
   const sung = (start: number, secs: number, hz: number, vowel: Vowel, gain: number) =>
     cache.mix(start, secs, `s|${secs}|${hz}|${vowel}|${gain}`, (buf) => addSung(buf, 0, secs, hz, vowel, gain));
@@ -255,7 +281,9 @@ export function renderMusic(plan: MusicPlan, seconds: number, seed: number): Mon
   const lead = VOICES[plan.lead];
   const bars = Math.ceil(seconds / bar);
   // A two-bar motif (scale steps from the chord root, null = rest), varied every other phrase.
-  const motif = Array.from({ length: 16 }, (_, i) => (i % 4 === 0 ? [0, 2, 4][Math.floor(random() * 3)]! : random() < 0.3 ? null : Math.floor(random() * 7) - 1));
+  const motif = Array.from({ length: 16 }, (_, i) =>
+    i % 4 === 0 ? [0, 2, 4][Math.floor(random() * 3)]! : random() < 0.3 ? null : Math.floor(random() * 7) - 1,
+  );
   let syllable = 0;
   for (let b = 0; b < bars; b++) {
     const t0 = b * bar;

@@ -36,11 +36,15 @@ export interface VoiceSettings {
 
 /** Languages this eSpeak NG build speaks (its `--voices` list). */
 const ESPEAK_LANGUAGES = new Set(
-  ('af am an ar as az ba be bg bn bs ca cmn cs cv cy da de el en-029 en-gb en-gb-scotland en-gb-x-rp en-us eo es es-419 et eu fa fi ' +
+  (
+    'af am an ar as az ba be bg bn bs ca cmn cs cv cy da de el en-029 en-gb en-gb-scotland en-gb-x-rp en-us eo es es-419 et eu fa fi ' +
     'fr-be fr-ch fr-fr ga gd gn gu hak haw he hi hr ht hu hy ia id is it ja ka kk kl kn ko ku ky la lb lt lv mi mk ml mr ms mt my nb ne ' +
-    'nl om or pa pl pt pt-br qu ro ru sd si sk sl sq sr sv sw ta te th tk tn tr tt ug uk ur uz vi yue').split(' '),
+    'nl om or pa pl pt pt-br qu ro ru sd si sk sl sq sr sv sw ta te th tk tn tr tt ug uk ur uz vi yue'
+  ).split(' '),
 );
-const LANGUAGE_ALIASES = new Map(Object.entries({ en: 'en-us', 'en-au': 'en-gb', 'es-mx': 'es-419', fr: 'fr-fr', 'fr-ca': 'fr-fr', zh: 'cmn', 'zh-cn': 'cmn', no: 'nb' }));
+const LANGUAGE_ALIASES = new Map(
+  Object.entries({ en: 'en-us', 'en-au': 'en-gb', 'es-mx': 'es-419', fr: 'fr-fr', 'fr-ca': 'fr-fr', zh: 'cmn', 'zh-cn': 'cmn', no: 'nb' }),
+);
 
 /** The eSpeak language for a BCP 47 tag: exact, alias, primary subtag, else American English. */
 export function espeakLanguage(tag: string | null): string {
@@ -95,7 +99,13 @@ export function voiceSettings(voice: SpeechVoice, measuredPitchHz: number | null
   const t = voice.traits;
   if (voice.source === 'catalog') {
     const register = t.gender === 'female' ? 'female' : 'male';
-    return { language: espeakLanguage(voice.language), register, pitchHz: num(t.pitchHz, register === 'female' ? 200 : 115), rate: num(t.rate, 1), volumeDb: num(t.volumeDb, 0) };
+    return {
+      language: espeakLanguage(voice.language),
+      register,
+      pitchHz: num(t.pitchHz, register === 'female' ? 200 : 115),
+      rate: num(t.rate, 1),
+      volumeDb: num(t.volumeDb, 0),
+    };
   }
   const pitchHz = clamp(num(t.medianPitchHz, measuredPitchHz ?? 120), 70, 330);
   const rate = clamp(num(t.syllablesPerSecond, ESPEAK_SYLLABLES_PER_SECOND) / ESPEAK_SYLLABLES_PER_SECOND, 0.75, 1.3);
@@ -152,7 +162,11 @@ export function prosodyMarkup(text: string, temperature: number, seed: number, p
 async function referencePitch(voice: SpeechVoice, tools: MediaTools): Promise<number | null> {
   if (voice.source !== 'upload' || typeof voice.traits.medianPitchHz === 'number' || !voice.blobSha256) return null;
   const local = await tools.blobFile(voice.blobSha256).catch(() => undefined);
-  const pcm = local ? await decodePcm(tools.ffmpegPath, local.path, { sampleRate: 8000, maxSeconds: 60 }).catch(() => undefined).finally(() => local.release()) : undefined;
+  const pcm = local
+    ? await decodePcm(tools.ffmpegPath, local.path, { sampleRate: 8000, maxSeconds: 60 })
+        .catch(() => undefined)
+        .finally(() => local.release())
+    : undefined;
   if (!pcm) throw new MediaGenerationError('INVALID_REFERENCE', 'The reference recording of this voice could not be read.');
   return medianPitchHz(pcm);
 }
@@ -163,7 +177,8 @@ export async function renderSpeech(req: SpeechRequest, tools: MediaTools): Promi
   const wpm = Math.round(clamp(175 * settings.rate * req.speed, 80, 450));
   const seed = seedOf(req.text, req.voice.id, req.temperature, req.seed);
   const voiceName = `${settings.language}${PITCH_CURVES[settings.register].variant}`;
-  const run = (p: number, factor: number) => espeak(['-m', '-v', voiceName, '-s', String(wpm), '-p', String(p)], prosodyMarkup(req.text, req.temperature, seed, factor));
+  const run = (p: number, factor: number) =>
+    espeak(['-m', '-v', voiceName, '-s', String(wpm), '-p', String(p)], prosodyMarkup(req.text, req.temperature, seed, factor));
 
   let p = pitchSetting(settings.register, settings.pitchHz);
   let factor = 1;
@@ -187,7 +202,13 @@ export async function renderSpeech(req: SpeechRequest, tools: MediaTools): Promi
 /** The pitch (Hz) the calibration curve expects at `-p`. */
 function pitchHzAt(register: VoiceSettings['register'], p: number): number {
   const curve = PITCH_CURVES[register].hz;
-  const i = Math.min(curve.length - 2, Math.max(0, CURVE_P.findIndex((x, k) => p >= x && p <= CURVE_P[k + 1]!)));
+  const i = Math.min(
+    curve.length - 2,
+    Math.max(
+      0,
+      CURVE_P.findIndex((x, k) => p >= x && p <= CURVE_P[k + 1]!),
+    ),
+  );
   const t = (p - CURVE_P[i]!) / (CURVE_P[i + 1]! - CURVE_P[i]!);
   return Math.exp(Math.log(curve[i]!) + t * (Math.log(curve[i + 1]!) - Math.log(curve[i]!)));
 }

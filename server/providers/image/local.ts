@@ -17,13 +17,38 @@ type ImageRequest = ImageJobRequest;
 
 type Rgb = [number, number, number];
 
-
 // A Map, not a plain object: `constructor in {}` is true, and prompts are user text.
-const COLOUR_WORDS = new Map<string, number>(Object.entries({
-  red: 0, crimson: 350, pink: 330, magenta: 300, purple: 275, violet: 265, indigo: 240, blue: 215, navy: 225,
-  cyan: 185, teal: 175, turquoise: 170, green: 120, forest: 130, lime: 90, olive: 70, yellow: 55, gold: 45,
-  orange: 28, amber: 38, brown: 25, sunset: 20, fire: 10, ocean: 200, sky: 205, grass: 110, leaf: 115,
-}));
+const COLOUR_WORDS = new Map<string, number>(
+  Object.entries({
+    red: 0,
+    crimson: 350,
+    pink: 330,
+    magenta: 300,
+    purple: 275,
+    violet: 265,
+    indigo: 240,
+    blue: 215,
+    navy: 225,
+    cyan: 185,
+    teal: 175,
+    turquoise: 170,
+    green: 120,
+    forest: 130,
+    lime: 90,
+    olive: 70,
+    yellow: 55,
+    gold: 45,
+    orange: 28,
+    amber: 38,
+    brown: 25,
+    sunset: 20,
+    fire: 10,
+    ocean: 200,
+    sky: 205,
+    grass: 110,
+    leaf: 115,
+  }),
+);
 
 function hslToRgb(h: number, s: number, l: number): Rgb {
   const c = (1 - Math.abs(2 * l - 1)) * s;
@@ -123,7 +148,10 @@ async function render(req: ImageRequest, job: MediaJob<'image'>, tools: MediaToo
   if (req.variant === 'vivid') buffer = await sharp(buffer).modulate({ saturation: 1.5 }).png().toBuffer();
   if (req.variant === 'muted') buffer = await sharp(buffer).modulate({ saturation: 0.5 }).png().toBuffer();
   if (req.style === 'pixel') {
-    const small = await sharp(buffer).resize(Math.max(1, Math.round(req.width / 16)), Math.max(1, Math.round(req.height / 16)), { kernel: 'nearest' }).png().toBuffer();
+    const small = await sharp(buffer)
+      .resize(Math.max(1, Math.round(req.width / 16)), Math.max(1, Math.round(req.height / 16)), { kernel: 'nearest' })
+      .png()
+      .toBuffer();
     buffer = await sharp(small).resize(req.width, req.height, { kernel: 'nearest' }).png().toBuffer();
   } else if (req.style === 'watercolor') {
     buffer = await sharp(buffer).blur(4).png().toBuffer();

@@ -10,9 +10,12 @@
 
 /** Look-alike → its second reading (lower and upper case). */
 const SECOND_READINGS = new Map<string, string>([
-  ['у', 'u'], ['У', 'U'], // CYRILLIC SMALL/CAPITAL LETTER U: "y" to the confusables table
-  ['ү', 'u'], ['Ү', 'U'], // CYRILLIC SMALL/CAPITAL LETTER STRAIGHT U
-  ['ŀ', 'l'], ['Ŀ', 'L'], // LATIN SMALL/CAPITAL LETTER L WITH MIDDLE DOT
+  ['у', 'u'],
+  ['У', 'U'], // CYRILLIC SMALL/CAPITAL LETTER U: "y" to the confusables table
+  ['ү', 'u'],
+  ['Ү', 'U'], // CYRILLIC SMALL/CAPITAL LETTER STRAIGHT U
+  ['ŀ', 'l'],
+  ['Ŀ', 'L'], // LATIN SMALL/CAPITAL LETTER L WITH MIDDLE DOT
 ]);
 
 const HAS_SECOND_READING = new RegExp(`[${[...SECOND_READINGS.keys()].join('')}]`, 'u');

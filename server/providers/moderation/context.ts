@@ -28,7 +28,33 @@ export const THING = 'thing';
 const PROTECTIVE_SUFFIXES = new Set(['proof', 'resist', 'safe']);
 
 /** Words that stand between an object and what is said of it ("won't", "is", "keeps"). */
-const AUXILIARIES = new Set(['wont', 'will', 'not', 'doesnt', 'dont', 'didnt', 'cant', 'wouldnt', 'isnt', 'is', 'was', 'has', 'keep', 'just', 'still', 'alreadi', 'seem', 'look', 'gone', 'went', 'got', 'are', 'were', 'be', 'been']);
+const AUXILIARIES = new Set([
+  'wont',
+  'will',
+  'not',
+  'doesnt',
+  'dont',
+  'didnt',
+  'cant',
+  'wouldnt',
+  'isnt',
+  'is',
+  'was',
+  'has',
+  'keep',
+  'just',
+  'still',
+  'alreadi',
+  'seem',
+  'look',
+  'gone',
+  'went',
+  'got',
+  'are',
+  'were',
+  'be',
+  'been',
+]);
 
 /** Prepositions of place after an object ("in my office"), and the most words such a phrase has. */
 const PLACES = new Set(['in', 'on', 'at', 'by', 'near', 'behind', 'outsid', 'insid']);

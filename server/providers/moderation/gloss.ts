@@ -145,7 +145,7 @@ function readClause(clause: string[], tables: readonly Table[], placed: Table, o
   const first = out.length;
   let hits = 0;
   let lastGlossed = -1;
-  for (let i = 0; i < words.length; ) {
+  for (let i = 0; i < words.length;) {
     const word = words[i]!;
     let read: string | undefined = parted?.at === i ? parted.gloss : undefined;
     let length = 1;
@@ -192,7 +192,12 @@ function readClause(clause: string[], tables: readonly Table[], placed: Table, o
 const OBJECT_STARTS = new Set(['my', 'your', 'their', 'the', 'a', 'someone', 'people', 'it', 'them']);
 
 /** German and Dutch "and" and "or". */
-const CONJUNCTIONS = new Map([['und', 'and'], ['oder', 'or'], ['en', 'and'], ['of', 'or']]);
+const CONJUNCTIONS = new Map([
+  ['und', 'and'],
+  ['oder', 'or'],
+  ['en', 'and'],
+  ['of', 'or'],
+]);
 
 /** Words, and the punctuation that ends a clause (where a verb-final language ends its verbs). */
 const WORDS_AND_CLAUSES = /[\p{L}\p{N}]+|[.,;:!?¿¡()"]/gu;

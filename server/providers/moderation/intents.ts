@@ -37,11 +37,85 @@ export const MASK = '#mask';
 export const START = 'start';
 
 /** Words that never count towards a gap: articles, determiners and possessive determiners. */
-const FREE = new Set(['a', 'an', 'the', 'my', 'your', 'his', 'her', 'their', 'our', 'its', 'this', 'that', 'these', 'those', 'some', 'any', 'own', 'everi', 'each', 'one', 'all', 'mani', 'sever', 'few']);
+const FREE = new Set([
+  'a',
+  'an',
+  'the',
+  'my',
+  'your',
+  'his',
+  'her',
+  'their',
+  'our',
+  'its',
+  'this',
+  'that',
+  'these',
+  'those',
+  'some',
+  'any',
+  'own',
+  'everi',
+  'each',
+  'one',
+  'all',
+  'mani',
+  'sever',
+  'few',
+]);
 /** Quantities: "of" after them does not part a verb from its object ("a bunch of people"). */
-const QUANTITIES = new Set(['lot', 'lots', 'bunch', 'coupl', 'group', 'crowd', 'dozen', 'hundr', 'thousand', 'room', 'class', 'famili', 'gang', 'pack', 'bu', 'busload', 'full']);
+const QUANTITIES = new Set([
+  'lot',
+  'lots',
+  'bunch',
+  'coupl',
+  'group',
+  'crowd',
+  'dozen',
+  'hundr',
+  'thousand',
+  'room',
+  'class',
+  'famili',
+  'gang',
+  'pack',
+  'bu',
+  'busload',
+  'full',
+]);
 /** Prepositions: between a verb and a person they say the person is not what the verb acts on ("a photo of my wife"). */
-const PREPOSITIONS = new Set(['of', 'for', 'with', 'at', 'in', 'on', 'from', 'about', 'into', 'onto', 'to', 'by', 'like', 'than', 'through', 'over', 'under', 'across', 'after', 'before', 'dure', 'without', 'against', 'behind', 'near', 'toward', 'towards', 'via', 'per', 'as']);
+const PREPOSITIONS = new Set([
+  'of',
+  'for',
+  'with',
+  'at',
+  'in',
+  'on',
+  'from',
+  'about',
+  'into',
+  'onto',
+  'to',
+  'by',
+  'like',
+  'than',
+  'through',
+  'over',
+  'under',
+  'across',
+  'after',
+  'before',
+  'dure',
+  'without',
+  'against',
+  'behind',
+  'near',
+  'toward',
+  'towards',
+  'via',
+  'per',
+  'as',
+]);
 /** Words within an intent's reach of each other. */
 const WINDOW = 24;
 
@@ -147,7 +221,15 @@ function occursAt(found: Map<string, Occurrence[]>, concept: string, at: number)
 const NONE: Occurrence[] = [];
 
 /** Adds to `spans` where the intent's `seq` concepts from `k` on follow `previous` in order and close together. */
-function step(tokens: Token[], found: Map<string, Occurrence[]>, intent: Intent, k: number, first: Occurrence, previous: Occurrence, spans: Occurrence[]): void {
+function step(
+  tokens: Token[],
+  found: Map<string, Occurrence[]>,
+  intent: Intent,
+  k: number,
+  first: Occurrence,
+  previous: Occurrence,
+  spans: Occurrence[],
+): void {
   if (k === intent.seq.length) {
     if (intent.thenNot && occursAt(found, intent.thenNot, nextWord(tokens, previous.end))) return;
     spans.push({ start: first.start, end: previous.end });

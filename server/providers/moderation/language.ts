@@ -51,7 +51,31 @@ const STOP_WORDS: Record<string, string> = {
 };
 
 /** Words several of these languages share with English or with each other beyond use: they count for nobody. */
-const AMBIGUOUS = new Set(['a', 'o', 'e', 'y', 'i', 'in', 'die', 'was', 'also', 'an', 'so', 'am', 'war', 'me', 'no', 'son', 'come', 'per', 'van', 'foto', 'photo', 'en', 'is']);
+const AMBIGUOUS = new Set([
+  'a',
+  'o',
+  'e',
+  'y',
+  'i',
+  'in',
+  'die',
+  'was',
+  'also',
+  'an',
+  'so',
+  'am',
+  'war',
+  'me',
+  'no',
+  'son',
+  'come',
+  'per',
+  'van',
+  'foto',
+  'photo',
+  'en',
+  'is',
+]);
 
 const plain = (word: string) => word.normalize('NFD').replace(/\p{M}+/gu, '');
 
@@ -128,7 +152,11 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
         lower = withoutFormat(lower.normalize('NFKC'));
         if (otherScript(lower)) {
           // Its opening is enough to tell, and bounds the cost of folding a long text twice.
-          const words = new Set(fold(text.slice(0, 2_000)).split(/[^\p{L}]+/u).filter(Boolean));
+          const words = new Set(
+            fold(text.slice(0, 2_000))
+              .split(/[^\p{L}]+/u)
+              .filter(Boolean),
+          );
           let english = 0;
           for (const w of words) if (w.length >= 2 && isEnglish(w)) english++;
           return english * 2 >= words.size ? undefined : 'und';
@@ -150,11 +178,12 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
       let start = -1;
       let ascii = true;
       let node: WordNode | undefined;
-      for (let at = 0; at < lower.length; ) {
+      for (let at = 0; at < lower.length;) {
         const code = lower.charCodeAt(at);
         let size = 1;
         let letter: boolean;
-        if (code < 0x80) letter = (code | 0x20) >= 97 && (code | 0x20) <= 122; // NFKC can make a capital ("ℌ")
+        if (code < 0x80)
+          letter = (code | 0x20) >= 97 && (code | 0x20) <= 122; // NFKC can make a capital ("ℌ")
         else {
           const point = lower.codePointAt(at)!;
           size = point > 0xffff ? 2 : 1;

@@ -20,16 +20,39 @@ import { properNames } from './names.ts';
 
 /** Letters that lower-casing and NFD leave whole but a reader sees as plain Latin (before the confusables table, which reads ß as B). */
 const FOLD = new Map<string, string>([
-  ['ß', 'ss'], ['æ', 'ae'], ['œ', 'oe'], ['ø', 'o'], ['đ', 'd'], ['ł', 'l'], ['ı', 'i'], ['þ', 'th'],
-  ['’', "'"], ['‘', "'"], ['ʼ', "'"], ['`', "'"],
+  ['ß', 'ss'],
+  ['æ', 'ae'],
+  ['œ', 'oe'],
+  ['ø', 'o'],
+  ['đ', 'd'],
+  ['ł', 'l'],
+  ['ı', 'i'],
+  ['þ', 'th'],
+  ['’', "'"],
+  ['‘', "'"],
+  ['ʼ', "'"],
+  ['`', "'"],
 ]);
 
 const confusables = resolveConfusablesTransformer();
 
 /** Leetspeak: each character's readings, the likelier first; the vocabulary picks among them. */
 const LEET = new Map<string, string[]>([
-  ['0', ['o']], ['1', ['i', 'l']], ['3', ['e']], ['4', ['a']], ['5', ['s']], ['6', ['g', 'b']], ['7', ['t']], ['8', ['b']], ['9', ['g']],
-  ['@', ['a']], ['$', ['s']], ['!', ['i', 'l']], ['|', ['l', 'i']], ['+', ['t']], ['€', ['e']],
+  ['0', ['o']],
+  ['1', ['i', 'l']],
+  ['3', ['e']],
+  ['4', ['a']],
+  ['5', ['s']],
+  ['6', ['g', 'b']],
+  ['7', ['t']],
+  ['8', ['b']],
+  ['9', ['g']],
+  ['@', ['a']],
+  ['$', ['s']],
+  ['!', ['i', 'l']],
+  ['|', ['l', 'i']],
+  ['+', ['t']],
+  ['€', ['e']],
 ]);
 
 /** A character of LEET (each a single UTF-16 unit). */
@@ -316,7 +339,7 @@ export function isLetter(code: number): boolean {
 export function withoutCodePoints(text: string, dropped: { has(code: number): boolean }): string {
   let out = '';
   let copied = 0;
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     if (text.charCodeAt(at) < 0x80) {
       at++;
       continue;
@@ -339,7 +362,7 @@ const foldedUnits = new Map<number, string | null>();
 export function foldEach(text: string): string {
   let out = '';
   let copied = 0;
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     const unit = text.charCodeAt(at);
     if (unit < 0x80 && unit !== 0x60) {
       at++;
@@ -605,7 +628,12 @@ export class Vocabulary {
     if (deletable > 0) {
       let tail = 0;
       const ends = this.deletionEnds;
-      for (let node = ends.child(0, word.charCodeAt(word.length - 1)); node >= 0 && tail < word.length; node = ends.child(node, word.charCodeAt(word.length - 1 - tail))) tail++;
+      for (
+        let node = ends.child(0, word.charCodeAt(word.length - 1));
+        node >= 0 && tail < word.length;
+        node = ends.child(node, word.charCodeAt(word.length - 1 - tail))
+      )
+        tail++;
       from = Math.max(0, word.length - 1 - tail);
       to = Math.min(deletable - 1, lead);
     }
@@ -706,7 +734,10 @@ export class Vocabulary {
     // A chunk longer than a few words is not one leetspeak word: its likeliest reading, without
     // trying 64 readings of the whole chunk (which made a long punctuated chunk cost 64 passes).
     if (chars.length > 4 * this.longest) return options.map((o) => o[0]!).join('');
-    const ambiguous = options.map((o, i) => (o.length > 1 ? i : -1)).filter((i) => i >= 0).slice(0, 6);
+    const ambiguous = options
+      .map((o, i) => (o.length > 1 ? i : -1))
+      .filter((i) => i >= 0)
+      .slice(0, 6);
     const likeliest = options.map((o) => o[0]!);
     for (let mask = 0; mask < 1 << ambiguous.length; mask++) {
       const reading = likeliest.slice();
@@ -733,7 +764,10 @@ function markMinorAges(text: string): string {
   if (!/\d/.test(text)) return text; // both readings need a digit
   const young = (all: string, n: string) => (Number(n) < 18 ? ' minorage ' : all);
   return text
-    .replace(/\b(?:i am|im|i'm|you are|youre|you're|she is|shes|she's|he is|hes|he's|aged?|turned)\s+(\d{1,2})\b(?!\s*(?:%|am|pm|th|st|nd|rd|minutes?|hours?|days?|weeks?|months?|years|kg|lbs?|cm|inch))/gu, young)
+    .replace(
+      /\b(?:i am|im|i'm|you are|youre|you're|she is|shes|she's|he is|hes|he's|aged?|turned)\s+(\d{1,2})\b(?!\s*(?:%|am|pm|th|st|nd|rd|minutes?|hours?|days?|weeks?|months?|years|kg|lbs?|cm|inch))/gu,
+      young,
+    )
     .replace(/\b(\d{1,2})\s*-?\s*(?:y[o0]|y\/[o0]|yrs?|years?)\b(?:\s*-?\s*old)?/gu, young);
 }
 
@@ -815,7 +849,7 @@ export function trimChunk(chunk: string): string {
 /** The runs of piece characters of a body (`body.split(/[^\p{L}\p{N}$@|!€+]+/u)` without its empty ends), in order. */
 export function* bodyPieces(body: string): Generator<string> {
   let start = -1;
-  for (let at = 0; at < body.length; ) {
+  for (let at = 0; at < body.length;) {
     const code = body.codePointAt(at)!;
     const next = at + (code > 0xffff ? 2 : 1);
     if (pieceCharacter(code)) {
@@ -844,7 +878,13 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
       possessive = true;
     }
   }
-  if (SPELT_WITH_SYMBOLS.test(body)) body = body.replace(/'/g, '').replace(/\|</g, 'k').replace(/\|-\|/g, 'h').replace(/\/\\/g, 'a').replace(/\\\/\\\//g, 'w');
+  if (SPELT_WITH_SYMBOLS.test(body))
+    body = body
+      .replace(/'/g, '')
+      .replace(/\|</g, 'k')
+      .replace(/\|-\|/g, 'h')
+      .replace(/\/\\/g, 'a')
+      .replace(/\\\/\\\//g, 'w');
   // Only a part holding a digit or a symbol can read as other letters (and split at a symbol).
   const parts: string[] = [];
   for (const p of bodyPieces(body)) {
@@ -858,7 +898,7 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
   // spans no longer than a known word can be one, so each start tries a bounded number of
   // spans and the chunk costs time linear in its length ("xq-xq-xq-…" was cubic).
   const merged: string[] = [];
-  for (let i = 0; i < parts.length; ) {
+  for (let i = 0; i < parts.length;) {
     let j = vocabulary.mergeEnd(parts, i);
     let joined = j === i + 1 ? parts[i]! : parts.slice(i, j).join('');
     while (j > i + 1 && !vocabulary.knows(joined)) joined = joined.slice(0, joined.length - parts[--j]!.length);
@@ -910,7 +950,10 @@ function capitalIs(text: string, vocabulary: Vocabulary): string {
 }
 
 /** Digits standing alone that read as a letter next to leetspeak ("m4k3 4 b0mb", "1 w4nt"). */
-const LONE_LETTERS = new Map([['4', 'a'], ['1', 'i']]);
+const LONE_LETTERS = new Map([
+  ['4', 'a'],
+  ['1', 'i'],
+]);
 
 /** Whether a chunk is a word written with digits for letters ("w4nt", "t34ch3r"), not a number or a name ("mp4"). */
 function leetWord(chunk: string, vocabulary: Vocabulary): boolean {
@@ -922,7 +965,9 @@ function leetWord(chunk: string, vocabulary: Vocabulary): boolean {
 
 /** The whitespace-separated chunks of a text, a lone 4 or 1 read as "a" or "i" beside a leetspeak word. */
 function chunksOf(text: string, vocabulary: Vocabulary): string[] {
-  const chunks = markMinorAges(fold(capitalIs(text, vocabulary))).split(/\s+/u).filter(Boolean);
+  const chunks = markMinorAges(fold(capitalIs(text, vocabulary)))
+    .split(/\s+/u)
+    .filter(Boolean);
   for (let i = 0; i < chunks.length; i++) {
     const letter = chunks[i]!.length === 1 ? LONE_LETTERS.get(chunks[i]!) : undefined;
     if (letter === undefined) continue;

@@ -35,7 +35,9 @@ interface UpstreamResult {
 /** The upstream categories a result marks true (and `flagged` alone when it names none). */
 function flaggedNames(result: UpstreamResult): string[] {
   const categories = result.categories && typeof result.categories === 'object' ? (result.categories as Record<string, unknown>) : {};
-  const names = Object.entries(categories).filter(([, v]) => v === true).map(([k]) => k);
+  const names = Object.entries(categories)
+    .filter(([, v]) => v === true)
+    .map(([k]) => k);
   return names.length === 0 && result.flagged === true ? ['flagged'] : names;
 }
 
@@ -80,7 +82,11 @@ export function openAiCompatibleModeration(policy: ModerationPolicy, options: Op
     async moderate({ texts, preference }) {
       const moderated = texts.filter((t) => t.text.trim() !== '');
       if (moderated.length === 0) return { provider: 'openai-compatible', flagged: undefined };
-      const results = await post(endpoint, options, moderated.map((t) => t.text));
+      const results = await post(
+        endpoint,
+        options,
+        moderated.map((t) => t.text),
+      );
       for (const [i, result] of results.entries()) {
         const categories = decide(policy, flaggedNames(result), preference);
         if (categories.length > 0) return { provider: 'openai-compatible', flagged: { field: moderated[i]!.field, categories } };

@@ -47,7 +47,10 @@ function stringList(value: unknown, where: string): string[] {
 
 /** The words of a phrase as written, for the vocabulary. */
 function rawWords(phrase: string): string[] {
-  return fold(phrase).replace(/'/g, '').split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+  return fold(phrase)
+    .replace(/'/g, '')
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter(Boolean);
 }
 
 function stemsOf(phrase: string, vocabulary: Vocabulary, where: string): string[] {
@@ -116,7 +119,8 @@ export function parseModerationPolicy(doc: unknown, source: string): ModerationP
   const list = d.categories;
   if (!Array.isArray(list) || list.length === 0) throw new Error(`${source}: "categories" must be a non-empty list`);
   const rawConcepts = d.concepts ?? {};
-  if (typeof rawConcepts !== 'object' || rawConcepts === null || Array.isArray(rawConcepts)) throw new Error(`${source}: "concepts" must map names to lists of phrases`);
+  if (typeof rawConcepts !== 'object' || rawConcepts === null || Array.isArray(rawConcepts))
+    throw new Error(`${source}: "concepts" must map names to lists of phrases`);
   const concepts = Object.entries(rawConcepts as Record<string, unknown>).map(([name, phrases]) => {
     if (!ID.test(name)) throw new Error(`${source}: concepts: name "${name}" must be lower-case letters, digits and dashes`);
     const listed = stringList(phrases, `${source}: concepts.${name}`);
@@ -127,7 +131,9 @@ export function parseModerationPolicy(doc: unknown, source: string): ModerationP
 
   // The vocabulary holds every word the policy writes, so that rewritten text is read towards them.
   const words = new Set<string>();
-  const terms = list.flatMap((c) => ((c as { terms?: unknown })?.terms instanceof Array ? ((c as { terms: unknown[] }).terms.filter((t) => typeof t === 'string') as string[]) : []));
+  const terms = list.flatMap((c) =>
+    (c as { terms?: unknown })?.terms instanceof Array ? ((c as { terms: unknown[] }).terms.filter((t) => typeof t === 'string') as string[]) : [],
+  );
   for (const phrase of [...concepts.flatMap((c) => c.phrases), ...masks, ...terms]) for (const w of rawWords(phrase)) words.add(w);
   const vocabulary = new Vocabulary(words);
 

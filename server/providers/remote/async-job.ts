@@ -84,7 +84,6 @@ async function cancelQuietly<T>(id: string, tools: MediaTools, up: AsyncUpstream
   }
 }
 
-
 /**
  * Runs the slot's job to its end and returns its final state (and id): a
  * resumed slot reads the job recorded before, never creates a second one; a
@@ -94,7 +93,10 @@ export async function runAsyncJob<T>(job: MediaJob, tools: MediaTools, up: Async
   const earlier = await tools.remoteCalls.find(job.index);
   let id: string;
   if (earlier?.upstreamId) id = earlier.upstreamId;
-  else if (earlier) throw new MediaHoldError(`a ${up.noun} was requested for this output before the job was interrupted and its id never came back; whether it runs (and charges) cannot be known`);
+  else if (earlier)
+    throw new MediaHoldError(
+      `a ${up.noun} was requested for this output before the job was interrupted and its id never came back; whether it runs (and charges) cannot be known`,
+    );
   else id = await createOnce(job, tools, up);
 
   const deadline = Date.now() + up.deadlineMs;
@@ -130,7 +132,13 @@ export function readPacing(pollMs: number, attemptTimeoutMs: number, deadline: n
  * decoded, any other downloaded from a public or allowed address; an answer
  * without one fails the slot, nothing charged.
  */
-export function outputOf(answer: unknown, kind: MediaKind, tools: MediaTools, slot: number, options: { who: string; maxBytes: number; deadlineMs: number; allow: FetchAllow }): Promise<GeneratedOutput> {
+export function outputOf(
+  answer: unknown,
+  kind: MediaKind,
+  tools: MediaTools,
+  slot: number,
+  options: { who: string; maxBytes: number; deadlineMs: number; allow: FetchAllow },
+): Promise<GeneratedOutput> {
   const url = outputUrl(answer, kind);
   if (url === undefined) {
     tools.warn({ slot }, 'upstream job ended without an output URL');

@@ -38,7 +38,11 @@ function base64JsonLimit(maxOutputBytes: number): number {
  */
 function base64Decoder(write: (bytes: Buffer) => Promise<void>) {
   let carry = '';
-  const clean = (text: string) => text.replace(/\\\//g, '/').replace(/\\[nrt]/g, '').replace(/[^A-Za-z0-9+/=]/g, '');
+  const clean = (text: string) =>
+    text
+      .replace(/\\\//g, '/')
+      .replace(/\\[nrt]/g, '')
+      .replace(/[^A-Za-z0-9+/=]/g, '');
   return {
     async push(piece: Buffer): Promise<void> {
       let text = carry + piece.toString('latin1');
@@ -65,7 +69,13 @@ function base64Decoder(write: (bytes: Buffer) => Promise<void>) {
  * answer (undefined when it is not JSON) and the bytes written (0: no such
  * field, e.g. a `url` answer). Throws BodyTooLarge past either limit.
  */
-export async function readBase64Field(response: Response, field: string, file: string, maxBytes: number, who: string): Promise<{ answer: unknown; bytes: number }> {
+export async function readBase64Field(
+  response: Response,
+  field: string,
+  file: string,
+  maxBytes: number,
+  who: string,
+): Promise<{ answer: unknown; bytes: number }> {
   const declared = Number(response.headers.get('content-length') ?? NaN);
   if (Number.isFinite(declared) && declared > base64JsonLimit(maxBytes)) {
     await response.body?.cancel().catch(() => undefined);

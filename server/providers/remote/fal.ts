@@ -22,7 +22,15 @@
  *       prompt: '{prompt}'
  *       seed: '{seed}'
  */
-import { MediaGenerationError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
+import {
+  MediaGenerationError,
+  type GeneratedOutput,
+  type JobRequests,
+  type MediaJob,
+  type MediaKind,
+  type MediaProvider,
+  type MediaTools,
+} from '../media-types.ts';
 import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpstream } from './async-job.ts';
 import { readJsonBounded } from './body.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
@@ -59,7 +67,8 @@ export interface FalOptions {
 export function parseFalEntry(raw: unknown, kind: MediaKind, where: string, listed: Record<string, unknown> = {}, linked = false): FalEntry {
   const r = raw as Record<string, unknown> | null;
   if (typeof r !== 'object' || r === null) throw new Error(`${where}: provider fal needs a "fal" mapping (model and input)`);
-  if (typeof r.model !== 'string' || !/^[\w.-]+\/[\w.-]+(\/[\w.-]+)*$/.test(r.model)) throw new Error(`${where}: fal.model must look like owner/alias or owner/alias/path`);
+  if (typeof r.model !== 'string' || !/^[\w.-]+\/[\w.-]+(\/[\w.-]+)*$/.test(r.model))
+    throw new Error(`${where}: fal.model must look like owner/alias or owner/alias/path`);
   const input = parseInputMapping(r.input, kind, where, 'fal.input');
   return { model: r.model, input, accepts: parseAccepts(r.accepts, kind, input, listed, where, 'fal.accepts', linked) };
 }
@@ -97,7 +106,13 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
     return acceptedCapabilities(this.kind, listed, this.entry.accepts, this.media);
   }
 
-  private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
+  private call(
+    path: string,
+    init: RequestInit,
+    tools: MediaTools,
+    replayable: boolean,
+    pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {},
+  ): Promise<Response> {
     const headers = { 'content-type': 'application/json', ...(this.options.key && { authorization: `Key ${this.options.key}` }) };
     return callUpstream((signal) => pacedFetch(this.reads, replayable, `${this.base}${path}`, { ...init, headers }, signal), {
       who: this.who,
@@ -149,7 +164,12 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
     if (state.error !== undefined && state.error !== null) throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, state.error));
     // The result of a request that failed upstream answers its error status: a refusal, released.
     const result = await this.json(await this.call(`/${this.app}/requests/${encodeURIComponent(id)}`, { method: 'GET' }, tools, true), tools, job.index);
-    return outputOf(result, this.kind, tools, job.index, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
+    return outputOf(result, this.kind, tools, job.index, {
+      who: this.who,
+      maxBytes: this.options.maxOutputBytes,
+      deadlineMs: this.options.attemptTimeoutMs * 3,
+      allow: this.options.fetchAllow,
+    });
   }
 }
 
@@ -168,6 +188,13 @@ export const fal: RemoteProviderDescriptor = {
     const kind = model.kind as MediaKind;
     const linked = config.publicBaseUrl !== undefined;
     const entry = parseFalEntry(model.providerEntry, kind, where, model.listedCapabilities, linked);
-    return new FalProvider(kind, entry, { url: config.falQueueUrl, key: config.falKey, pollMs: config.falPollMs, readsPerMinute: config.falReadsPerMinute, linked, ...common });
+    return new FalProvider(kind, entry, {
+      url: config.falQueueUrl,
+      key: config.falKey,
+      pollMs: config.falPollMs,
+      readsPerMinute: config.falReadsPerMinute,
+      linked,
+      ...common,
+    });
   },
 };

@@ -118,7 +118,6 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-
 /** The least time left for which an attempt is still started. */
 const MIN_ATTEMPT_MS = 100;
 
@@ -229,7 +228,14 @@ export interface PostOnceOptions {
  * honours the `Idempotency-Key: gemforge-<task>-<slot>` sent with every call),
  * and the slot is recorded as `calling` before the request leaves.
  */
-export async function postOnce(job: MediaJob, tools: MediaTools, endpoint: string, body: BodyInit, headers: Record<string, string>, options: PostOnceOptions): Promise<Response> {
+export async function postOnce(
+  job: MediaJob,
+  tools: MediaTools,
+  endpoint: string,
+  body: BodyInit,
+  headers: Record<string, string>,
+  options: PostOnceOptions,
+): Promise<Response> {
   if ((await tools.remoteCalls.find(job.index)) && !options.idempotent) {
     throw new MediaHoldError(`${options.who} was asked for this output before the job was interrupted; whether it made (and charged) it cannot be known`);
   }

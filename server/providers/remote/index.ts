@@ -59,7 +59,8 @@ const PLURAL: Record<MediaKind, string> = { image: 'images', video: 'videos', au
 
 /** Whether the provider can make the model's kind; throws naming `where` when not. */
 function checkModel(descriptor: RemoteProviderDescriptor, model: CatalogModel, where: string): void {
-  if (!descriptor.kinds.includes(model.kind as MediaKind)) throw new Error(`${where}: provider ${descriptor.name} makes ${descriptor.kinds.map((k) => PLURAL[k]).join(', ')}, not ${model.kind}`);
+  if (!descriptor.kinds.includes(model.kind as MediaKind))
+    throw new Error(`${where}: provider ${descriptor.name} makes ${descriptor.kinds.map((k) => PLURAL[k]).join(', ')}, not ${model.kind}`);
   const refused = descriptor.accepts?.(model);
   if (refused) throw new Error(`${where}: provider ${descriptor.name} ${refused}`);
 }

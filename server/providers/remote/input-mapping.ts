@@ -14,9 +14,38 @@ import { MediaGenerationError, type JobRequests, type MediaJob, type MediaKind, 
 
 /** The fields a placeholder may name, per kind (the job request's own fields). */
 export const REQUEST_FIELDS: Record<MediaKind, readonly string[]> = {
-  image: ['prompt', 'negativePrompt', 'ratio', 'resolution', 'width', 'height', 'outputCount', 'background', 'variant', 'style', 'outputFormat', 'magicPrompt', 'seed'],
+  image: [
+    'prompt',
+    'negativePrompt',
+    'ratio',
+    'resolution',
+    'width',
+    'height',
+    'outputCount',
+    'background',
+    'variant',
+    'style',
+    'outputFormat',
+    'magicPrompt',
+    'seed',
+  ],
   video: ['prompt', 'mode', 'duration', 'ratio', 'resolution', 'width', 'height', 'fps', 'audio', 'seed'],
-  audio: ['prompt', 'text', 'operation', 'musicMode', 'instrumental', 'style', 'title', 'negativeTags', 'vocalGender', 'durationSeconds', 'speed', 'volume', 'temperature', 'seed'],
+  audio: [
+    'prompt',
+    'text',
+    'operation',
+    'musicMode',
+    'instrumental',
+    'style',
+    'title',
+    'negativeTags',
+    'vocalGender',
+    'durationSeconds',
+    'speed',
+    'volume',
+    'temperature',
+    'seed',
+  ],
 };
 
 /**
@@ -44,10 +73,16 @@ function givenMedia(request: JobRequests[MediaKind]): string[] {
  * URL. Sending the request without it would run (and charge) another
  * generation than the one asked, such as text-to-video for image-to-video.
  */
-export function mappedRequestProblem(request: JobRequests[MediaKind], what: string, carried: ReadonlySet<string> = new Set(), linked = false): string | undefined {
+export function mappedRequestProblem(
+  request: JobRequests[MediaKind],
+  what: string,
+  carried: ReadonlySet<string> = new Set(),
+  linked = false,
+): string | undefined {
   const missing = givenMedia(request).filter((f) => !linked || !carried.has(f));
   if (missing.length === 0) return undefined;
-  if (!linked) return `this model is given text and settings only (its upstream is ${what} that cannot receive this server's assets without PUBLIC_BASE_URL): leave out sourceImage, endFrame and referenceAssetIds.`;
+  if (!linked)
+    return `this model is given text and settings only (its upstream is ${what} that cannot receive this server's assets without PUBLIC_BASE_URL): leave out sourceImage, endFrame and referenceAssetIds.`;
   return `this model's upstream (${what}) is not given ${missing.join(', ')}: leave ${missing.length === 1 ? 'it' : 'them'} out.`;
 }
 
@@ -69,7 +104,11 @@ export async function withAssetLinks<R extends JobRequests[MediaKind]>(request: 
   const out = { ...request } as unknown as Record<string, unknown>;
   const link = async (id: string) => {
     const url = await tools.assetLink?.(id);
-    if (!url) throw new MediaGenerationError('INVALID_REFERENCE', `Reference ${id} could not be handed to the upstream (it is gone, or this worker has no PUBLIC_BASE_URL); nothing was charged.`);
+    if (!url)
+      throw new MediaGenerationError(
+        'INVALID_REFERENCE',
+        `Reference ${id} could not be handed to the upstream (it is gone, or this worker has no PUBLIC_BASE_URL); nothing was charged.`,
+      );
     return url;
   };
   for (const field of given) {
@@ -88,7 +127,8 @@ export function parseInputMapping(input: unknown, kind: MediaKind, where: string
     if (typeof value === 'string') {
       for (const m of value.matchAll(PLACEHOLDER)) {
         const known = [...REQUEST_FIELDS[kind], ...MEDIA_FIELDS[kind]];
-        if (!known.includes(m[1]!)) throw new Error(`${where}: ${block}.${name} names {${m[1]}}, which a ${kind} request does not have (known: ${known.join(', ')})`);
+        if (!known.includes(m[1]!))
+          throw new Error(`${where}: ${block}.${name} names {${m[1]}}, which a ${kind} request does not have (known: ${known.join(', ')})`);
       }
     } else if (!['number', 'boolean'].includes(typeof value) && value !== null) {
       throw new Error(`${where}: ${block}.${name} must be a string, number, boolean or null`);

@@ -52,12 +52,23 @@ function listedValues(listed: Record<string, unknown>, key: string): string[] | 
  * listing; throws a message naming `where` on a mismatch. Also refuses a
  * catalog model that requires source media, which a mapped model never gets.
  */
-export function parseAccepts(raw: unknown, kind: MediaKind, input: Record<string, unknown>, listed: Record<string, unknown>, where: string, block: string, linked = false): Accepts {
+export function parseAccepts(
+  raw: unknown,
+  kind: MediaKind,
+  input: Record<string, unknown>,
+  listed: Record<string, unknown>,
+  where: string,
+  block: string,
+  linked = false,
+): Accepts {
   if (listed.sourceImage === 'required' && !(linked && carriedFields(input).has('sourceImage'))) {
-    throw new Error(`${where}: the catalog lists sourceImage as required, but ${block.split('.')[0]} models are given one only with PUBLIC_BASE_URL set and a {sourceImage} placeholder`);
+    throw new Error(
+      `${where}: the catalog lists sourceImage as required, but ${block.split('.')[0]} models are given one only with PUBLIC_BASE_URL set and a {sourceImage} placeholder`,
+    );
   }
   if (raw === undefined) return {};
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new Error(`${where}: ${block} must map request fields to the values the upstream model accepts`);
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new Error(`${where}: ${block} must map request fields to the values the upstream model accepts`);
   const table = LISTED[kind] ?? {};
   const fields = carriedFields(input);
   const accepts: Accepts = {};
@@ -65,13 +76,16 @@ export function parseAccepts(raw: unknown, kind: MediaKind, input: Record<string
     const where_ = `${where}: ${block}.${field}`;
     if (!table[field]) throw new Error(`${where_} is not a field whose values discovery lists for ${kind} (known: ${Object.keys(table).join(', ') || 'none'})`);
     if (!fields.has(field)) throw new Error(`${where_} names a field the mapping's input does not carry (no {${field}} placeholder)`);
-    if (!Array.isArray(values) || values.length === 0 || !values.every((v) => ['string', 'number', 'boolean'].includes(typeof v))) throw new Error(`${where_} must be a non-empty list of values`);
+    if (!Array.isArray(values) || values.length === 0 || !values.every((v) => ['string', 'number', 'boolean'].includes(typeof v)))
+      throw new Error(`${where_} must be a non-empty list of values`);
     const taken = values.map(String);
     const { list, default: defaultKey } = table[field];
     const catalog = listedValues(listed, list);
-    if (catalog && !catalog.some((v) => taken.includes(v))) throw new Error(`${where_} (${taken.join(', ')}) shares no value with the catalog's ${list} (${catalog.join(', ')})`);
+    if (catalog && !catalog.some((v) => taken.includes(v)))
+      throw new Error(`${where_} (${taken.join(', ')}) shares no value with the catalog's ${list} (${catalog.join(', ')})`);
     const fallback = defaultKey === undefined ? undefined : listed[defaultKey];
-    if (fallback !== undefined && !taken.includes(String(fallback))) throw new Error(`${where_} (${taken.join(', ')}) does not take the catalog's ${defaultKey} ${String(fallback)}`);
+    if (fallback !== undefined && !taken.includes(String(fallback)))
+      throw new Error(`${where_} (${taken.join(', ')}) does not take the catalog's ${defaultKey} ${String(fallback)}`);
     accepts[field] = taken;
   }
   return accepts;
@@ -82,7 +96,12 @@ export function parseAccepts(raw: unknown, kind: MediaKind, input: Record<string
  * only the source and reference media it is given (`media`: the media fields
  * its mapping carries as links, empty without PUBLIC_BASE_URL).
  */
-export function acceptedCapabilities(kind: MediaKind, listed: Record<string, unknown>, accepts: Accepts, media: ReadonlySet<string> = new Set()): Record<string, unknown> {
+export function acceptedCapabilities(
+  kind: MediaKind,
+  listed: Record<string, unknown>,
+  accepts: Accepts,
+  media: ReadonlySet<string> = new Set(),
+): Record<string, unknown> {
   const out: Record<string, unknown> = { ...listed };
   for (const [field, taken] of Object.entries(accepts)) {
     const key = LISTED[kind]?.[field]?.list;
@@ -95,10 +114,20 @@ export function acceptedCapabilities(kind: MediaKind, listed: Record<string, unk
     if ('referenceImages' in out && !given('referenceImages')) out.referenceImages = { max: 0 };
   }
   if (kind === 'video') {
-    const inputs = new Set(['text', ...(given('sourceImage') || given('referenceImages') ? ['image'] : []), ...(given('referenceVideos') ? ['video'] : []), ...(given('referenceAudios') ? ['audio'] : [])]);
+    const inputs = new Set([
+      'text',
+      ...(given('sourceImage') || given('referenceImages') ? ['image'] : []),
+      ...(given('referenceVideos') ? ['video'] : []),
+      ...(given('referenceAudios') ? ['audio'] : []),
+    ]);
     if (Array.isArray(out.inputs)) out.inputs = out.inputs.filter((i) => inputs.has(String(i)));
     if (Array.isArray(out.modes) && !given('sourceImage')) out.modes = out.modes.filter((m) => m === 'text-to-video');
-    for (const [key, field] of [['maxReferenceImages', 'referenceImages'], ['maxReferenceVideos', 'referenceVideos'], ['maxReferenceAudios', 'referenceAudios']] as const) if (key in out && !given(field)) out[key] = 0;
+    for (const [key, field] of [
+      ['maxReferenceImages', 'referenceImages'],
+      ['maxReferenceVideos', 'referenceVideos'],
+      ['maxReferenceAudios', 'referenceAudios'],
+    ] as const)
+      if (key in out && !given(field)) out[key] = 0;
     if (typeof out.maxReferenceImagesByResolution === 'object' && out.maxReferenceImagesByResolution !== null && !given('referenceImages')) {
       out.maxReferenceImagesByResolution = Object.fromEntries(Object.keys(out.maxReferenceImagesByResolution).map((r) => [r, 0]));
     }

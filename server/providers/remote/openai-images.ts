@@ -16,7 +16,15 @@
  */
 import fsp from 'node:fs/promises';
 import { sharp } from '../../media/sharp.ts';
-import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type ImageJobRequest, type MediaJob, type MediaProvider, type MediaTools } from '../media-types.ts';
+import {
+  MediaGenerationError,
+  MediaHoldError,
+  type GeneratedOutput,
+  type ImageJobRequest,
+  type MediaJob,
+  type MediaProvider,
+  type MediaTools,
+} from '../media-types.ts';
 import { SHARP_INPUT } from '../../media/limits.ts';
 import { decodeGated } from '../../media/probe.ts';
 import { readBase64Field } from './body.ts';
@@ -93,9 +101,27 @@ function upstreamModel(name: string): UpstreamImageModel {
     };
   }
   if (name === 'dall-e-2') {
-    return { sizes: ['256x256', '512x512', '1024x1024'], maxPromptChars: 1000, editField: 'image', maxEditImages: 1, background: false, outputFormat: false, edits: true, quality: () => undefined };
+    return {
+      sizes: ['256x256', '512x512', '1024x1024'],
+      maxPromptChars: 1000,
+      editField: 'image',
+      maxEditImages: 1,
+      background: false,
+      outputFormat: false,
+      edits: true,
+      quality: () => undefined,
+    };
   }
-  return { sizes: undefined, maxPromptChars: undefined, editField: 'image[]', maxEditImages: 16, background: true, outputFormat: true, edits: true, quality: () => undefined };
+  return {
+    sizes: undefined,
+    maxPromptChars: undefined,
+    editField: 'image[]',
+    maxEditImages: 16,
+    background: true,
+    outputFormat: true,
+    edits: true,
+    quality: () => undefined,
+  };
 }
 
 /** The allowed size nearest the requested shape (then the requested long edge). */
@@ -121,13 +147,16 @@ export function imageRequestProblem(
   catalogMaxPromptChars = Number.POSITIVE_INFINITY,
 ): string | undefined {
   const m = upstreamModel(upstream);
-  if (request.background === 'transparent' && !m.background) return `parameters.background "transparent" is not available for this model (its upstream ${upstream} has no transparency).`;
+  if (request.background === 'transparent' && !m.background)
+    return `parameters.background "transparent" is not available for this model (its upstream ${upstream} has no transparency).`;
   const images = (request.sourceImage ? 1 : 0) + request.referenceImages.length;
   if (images > 0 && !m.edits) return `this model cannot edit images (its upstream ${upstream} has no edits): leave out sourceImage and referenceAssetIds.`;
-  if (images > m.maxEditImages) return `this model edits at most ${m.maxEditImages} image${m.maxEditImages === 1 ? '' : 's'} at once (its upstream ${upstream}): send fewer of sourceImage and referenceAssetIds.`;
+  if (images > m.maxEditImages)
+    return `this model edits at most ${m.maxEditImages} image${m.maxEditImages === 1 ? '' : 's'} at once (its upstream ${upstream}): send fewer of sourceImage and referenceAssetIds.`;
   const limit = Math.min(catalogMaxPromptChars, m.maxPromptChars ?? Number.POSITIVE_INFINITY);
   const sent = promptOf(request).length;
-  if (sent > limit) return `the prompt with its style and negative prompt written in is ${sent} characters, above this model's ${limit}: shorten the prompt, style or negativePrompt.`;
+  if (sent > limit)
+    return `the prompt with its style and negative prompt written in is ${sent} characters, above this model's ${limit}: shorten the prompt, style or negativePrompt.`;
   return undefined;
 }
 
@@ -169,7 +198,8 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
       delete out.referenceImages; // the one image an edit takes is the source
     }
     if (!m.background && Array.isArray(out.background)) out.background = out.background.filter((b) => b !== 'transparent');
-    if (m.maxPromptChars !== undefined) out.maxPromptChars = Math.min(typeof listed.maxPromptChars === 'number' ? listed.maxPromptChars : Number.POSITIVE_INFINITY, m.maxPromptChars);
+    if (m.maxPromptChars !== undefined)
+      out.maxPromptChars = Math.min(typeof listed.maxPromptChars === 'number' ? listed.maxPromptChars : Number.POSITIVE_INFINITY, m.maxPromptChars);
     if (m.sizes && Array.isArray(listed.ratios)) {
       out.upstreamSizes = Object.fromEntries(
         (listed.ratios as string[]).map((ratio) => {
@@ -194,7 +224,10 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
     const m = upstreamModel(upstream);
     const size = nearestSize(m.sizes, request.width, request.height);
     if (size !== `${request.width}x${request.height}`) {
-      tools.warn({ slot: job.index, requested: `${request.width}x${request.height}`, upstreamSize: size }, 'image size mapped to the nearest the upstream model offers');
+      tools.warn(
+        { slot: job.index, requested: `${request.width}x${request.height}`, upstreamSize: size },
+        'image size mapped to the nearest the upstream model offers',
+      );
     }
     const fields: Record<string, string> = { model: upstream, prompt: promptOf(request), n: '1', size };
     const quality = m.quality(request.resolution);
@@ -213,7 +246,11 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
       for (const id of [request.sourceImage, ...request.referenceImages].filter((x): x is string => Boolean(x))) {
         const bytes = await fsp.readFile(await tools.assetFile(id));
         const meta = await sharp(bytes).metadata();
-        form.append(m.editField, new Blob([new Uint8Array(bytes)], { type: `image/${meta.format === 'jpeg' ? 'jpeg' : meta.format ?? 'png'}` }), `${id}.${meta.format ?? 'png'}`);
+        form.append(
+          m.editField,
+          new Blob([new Uint8Array(bytes)], { type: `image/${meta.format === 'jpeg' ? 'jpeg' : (meta.format ?? 'png')}` }),
+          `${id}.${meta.format ?? 'png'}`,
+        );
       }
       body = form;
     } else {
@@ -221,17 +258,29 @@ export class OpenAiImagesProvider implements MediaProvider<'image'> {
       body = JSON.stringify({ ...fields, n: 1 });
     }
     const endpoint = `${this.base}/v1/images/${edit ? 'edits' : 'generations'}`;
-    const response = await postOnce(job, tools, endpoint, body, headers, { provider: this.name, who: 'The image provider', notDone: openAiImages.failures.notDone, ...this.options });
+    const response = await postOnce(job, tools, endpoint, body, headers, {
+      provider: this.name,
+      who: 'The image provider',
+      notDone: openAiImages.failures.notDone,
+      ...this.options,
+    });
     const requestId = response.headers.get('x-request-id') ?? undefined;
     // The base64 image is decoded into a temp file while it arrives, never held whole (nor as text) in memory.
     const file = await tools.tempFile('.remote');
     let output: FileOutput | undefined;
     try {
-      const { answer, bytes } = await readBase64Field(response, 'b64_json', file, this.options.maxOutputBytes, 'The image provider').catch(mediaErrorOr({ answer: undefined, bytes: 0 }));
+      const { answer, bytes } = await readBase64Field(response, 'b64_json', file, this.options.maxOutputBytes, 'The image provider').catch(
+        mediaErrorOr({ answer: undefined, bytes: 0 }),
+      );
       const item = Array.isArray((answer as ImagesAnswer | undefined)?.data) ? (answer as ImagesAnswer).data![0] : undefined;
       if (bytes > 0) output = await checkOutputFile(file, 'image', tools, 'The image provider');
       else if (typeof item?.url === 'string') {
-        output = await downloadOutput(item.url, 'image', tools, { who: 'The image provider', maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs, allow: this.options.fetchAllow });
+        output = await downloadOutput(item.url, 'image', tools, {
+          who: 'The image provider',
+          maxBytes: this.options.maxOutputBytes,
+          deadlineMs: this.options.attemptTimeoutMs,
+          allow: this.options.fetchAllow,
+        });
       }
     } finally {
       if (output?.file !== file) await fsp.rm(file, { force: true });
@@ -284,7 +333,8 @@ export const openAiImages: RemoteProviderDescriptor = {
   }),
   create(model, { config, common, where }) {
     if (!config.imageUpstreamUrl) throw new Error(`${where}: provider openai-images needs IMAGE_UPSTREAM_URL`);
-    if (!config.imageUpstreamModels[model.id]) throw new Error(`${where}: provider openai-images needs its upstream model in IMAGE_UPSTREAM_MODELS (${model.id}=…)`);
+    if (!config.imageUpstreamModels[model.id])
+      throw new Error(`${where}: provider openai-images needs its upstream model in IMAGE_UPSTREAM_MODELS (${model.id}=…)`);
     const caps = model.listedCapabilities as { maxPromptChars?: unknown };
     return new OpenAiImagesProvider({
       url: config.imageUpstreamUrl,

@@ -9,7 +9,15 @@
  */
 import fsp from 'node:fs/promises';
 import { runTool } from '../../media/run.ts';
-import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type MediaJob, type MediaProvider, type MediaTools, type SpeechJobRequest } from '../media-types.ts';
+import {
+  MediaGenerationError,
+  MediaHoldError,
+  type GeneratedOutput,
+  type MediaJob,
+  type MediaProvider,
+  type MediaTools,
+  type SpeechJobRequest,
+} from '../media-types.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { baseOf, postOnce } from './http.ts';
 import { storeOutputBody } from './output.ts';
@@ -30,8 +38,12 @@ export interface OpenAiSpeechOptions {
 const FORMATS: Record<string, string> = { 'audio/wav': 'wav', 'audio/mpeg': 'mp3', 'audio/flac': 'flac', 'audio/aac': 'aac' };
 
 /** What the upstream cannot do for this request (refused at submission, before anything is reserved). */
-export function speechRequestProblem(voices: Record<string, string>, request: Pick<SpeechJobRequest, 'operation' | 'voice' | 'speed' | 'mimeType'>): string | undefined {
-  if (request.operation !== 'speech' || request.voice.source !== 'catalog') return 'this model speaks only with catalog voices (voice_clone and uploaded voices are not available).';
+export function speechRequestProblem(
+  voices: Record<string, string>,
+  request: Pick<SpeechJobRequest, 'operation' | 'voice' | 'speed' | 'mimeType'>,
+): string | undefined {
+  if (request.operation !== 'speech' || request.voice.source !== 'catalog')
+    return 'this model speaks only with catalog voices (voice_clone and uploaded voices are not available).';
   if (!voices[request.voice.id]) return `voice ${request.voice.id} is not available for this model.`;
   if (request.speed < 0.25 || request.speed > 4) return 'parameters.speed must be between 0.25 and 4 for this model.';
   if (!FORMATS[request.mimeType]) return `this model cannot write ${request.mimeType}.`;
@@ -58,18 +70,35 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
   async generate(job: MediaJob<'audio'>, tools: MediaTools): Promise<GeneratedOutput> {
     const request = job.request;
     const upstream = this.options.models[job.model];
-    if (!upstream || request.operation === 'music') throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No upstream speech model is configured for ${job.model}.`);
+    if (!upstream || request.operation === 'music')
+      throw new MediaGenerationError('WORKFLOW_UNAVAILABLE', `No upstream speech model is configured for ${job.model}.`);
     const problem = speechRequestProblem(this.options.voices, request);
     if (problem) throw new MediaGenerationError('GENERATION_FAILED', `This output could not be made: ${problem}`);
-    const body = JSON.stringify({ model: upstream, input: request.text, voice: this.options.voices[request.voice.id], speed: request.speed, response_format: FORMATS[request.mimeType] });
-    const response = await postOnce(job, tools, `${this.base}/v1/audio/speech`, body, { 'content-type': 'application/json' }, { provider: this.name, who: 'The speech provider', notDone: openAiSpeech.failures.notDone, ...this.options });
+    const body = JSON.stringify({
+      model: upstream,
+      input: request.text,
+      voice: this.options.voices[request.voice.id],
+      speed: request.speed,
+      response_format: FORMATS[request.mimeType],
+    });
+    const response = await postOnce(
+      job,
+      tools,
+      `${this.base}/v1/audio/speech`,
+      body,
+      { 'content-type': 'application/json' },
+      { provider: this.name, who: 'The speech provider', notDone: openAiSpeech.failures.notDone, ...this.options },
+    );
     // A 2xx that is not audio at all (a JSON or HTML body) is no answer to read: the speech may have been
     // made and billed behind it, so the outcome is unknown and held. Bytes declared as audio that turn
     // out spoiled are a delivered, failed output (released).
     const type = (response.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (/^(application\/(json|problem\+json|xml)|text\/)/.test(type)) {
       await response.body?.cancel().catch(() => undefined);
-      tools.warn({ slot: job.index, contentType: type, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'speech provider answered without audio');
+      tools.warn(
+        { slot: job.index, contentType: type, upstreamRequestId: response.headers.get('x-request-id') ?? undefined },
+        'speech provider answered without audio',
+      );
       throw new MediaHoldError(say.unreadable('The speech provider', `a ${type} answer instead of audio`));
     }
     // Streamed to a temp file within the limit, held to the media limits before ffmpeg touches it.
@@ -77,8 +106,14 @@ export class OpenAiSpeechProvider implements MediaProvider<'audio'> {
     const output = { file, mimeType };
     if (output.mimeType !== request.mimeType) {
       await fsp.rm(output.file, { force: true });
-      tools.warn({ slot: job.index, asked: request.mimeType, got: output.mimeType, upstreamRequestId: response.headers.get('x-request-id') ?? undefined }, 'speech provider answered another format');
-      throw new MediaGenerationError('GENERATION_FAILED', `The speech provider returned ${output.mimeType} instead of ${request.mimeType}; nothing was charged for it.`);
+      tools.warn(
+        { slot: job.index, asked: request.mimeType, got: output.mimeType, upstreamRequestId: response.headers.get('x-request-id') ?? undefined },
+        'speech provider answered another format',
+      );
+      throw new MediaGenerationError(
+        'GENERATION_FAILED',
+        `The speech provider returned ${output.mimeType} instead of ${request.mimeType}; nothing was charged for it.`,
+      );
     }
     return request.volume === 0 ? output : this.withGain(output, request.volume, tools);
   }
@@ -107,7 +142,8 @@ export const openAiSpeech: RemoteProviderDescriptor = {
   failures: { notDone: NOT_PROCESSED, unknown: 'key', reads: 'resent' },
   mappings: (config) => [['SPEECH_UPSTREAM_MODELS', config.speechUpstreamModels]],
   claims: (model, config) => Object.hasOwn(config.speechUpstreamModels, model.id),
-  accepts: (model) => (model.kind === 'audio' && model.audio === 'speech' ? undefined : `makes speech, not ${model.kind === 'audio' ? model.audio : model.kind}`),
+  accepts: (model) =>
+    model.kind === 'audio' && model.audio === 'speech' ? undefined : `makes speech, not ${model.kind === 'audio' ? model.audio : model.kind}`,
   deployment: (model, config, d) => ({
     model,
     config: {
@@ -119,7 +155,8 @@ export const openAiSpeech: RemoteProviderDescriptor = {
   }),
   create(model, { config, common, where }) {
     if (!config.speechUpstreamUrl) throw new Error(`${where}: provider openai-speech needs SPEECH_UPSTREAM_URL`);
-    if (!config.speechUpstreamModels[model.id]) throw new Error(`${where}: provider openai-speech needs its upstream model in SPEECH_UPSTREAM_MODELS (${model.id}=…)`);
+    if (!config.speechUpstreamModels[model.id])
+      throw new Error(`${where}: provider openai-speech needs its upstream model in SPEECH_UPSTREAM_MODELS (${model.id}=…)`);
     return new OpenAiSpeechProvider({
       url: config.speechUpstreamUrl,
       apiKey: config.speechUpstreamApiKey,

@@ -61,7 +61,11 @@ export async function checkOutputMedia(source: string | Buffer, kind: MediaKind,
     await probeAv(tools.ffprobePath, source);
     return undefined;
   } catch (error) {
-    if (error instanceof MediaLimitError) throw new MediaGenerationError('GENERATION_FAILED', `${who} returned an output over this server's media limits (${error.message}); nothing was charged for it.`);
+    if (error instanceof MediaLimitError)
+      throw new MediaGenerationError(
+        'GENERATION_FAILED',
+        `${who} returned an output over this server's media limits (${error.message}); nothing was charged for it.`,
+      );
     throw new MediaGenerationError('GENERATION_FAILED', `${who} returned ${ARTICLE[kind]} that could not be decoded; nothing was charged for it.`);
   }
 }
@@ -160,7 +164,10 @@ export async function downloadOutput(url: string, kind: MediaKind, tools: MediaT
   } catch (error) {
     if (refused && !tools.stopping()) {
       tools.warn({ reason: refused.reason }, 'output address refused');
-      throw new MediaGenerationError('GENERATION_FAILED', `${options.who} returned an output address this server does not fetch: ${refused.reason}; nothing was charged for it.`);
+      throw new MediaGenerationError(
+        'GENERATION_FAILED',
+        `${options.who} returned an output address this server does not fetch: ${refused.reason}; nothing was charged for it.`,
+      );
     }
     throw error;
   }
@@ -172,7 +179,12 @@ export async function dataUrlOutput(url: string, kind: MediaKind, tools: MediaTo
   const comma = url.indexOf(',');
   // Base64 is 4 characters per 3 bytes: a longer text cannot fit the limit, and is not decoded.
   if (comma < 0 || (url.length - comma - 1) * 0.75 > maxBytes + 3) {
-    throw new MediaGenerationError('GENERATION_FAILED', comma < 0 ? `${who} returned a malformed data URL; nothing was charged for it.` : `${who} returned an output larger than ${maxBytes} bytes; nothing was charged for it.`);
+    throw new MediaGenerationError(
+      'GENERATION_FAILED',
+      comma < 0
+        ? `${who} returned a malformed data URL; nothing was charged for it.`
+        : `${who} returned an output larger than ${maxBytes} bytes; nothing was charged for it.`,
+    );
   }
   const meta = url.slice(5, comma);
   const text = url.slice(comma + 1);

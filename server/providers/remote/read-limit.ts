@@ -68,7 +68,10 @@ const buckets = new Map<string, TokenBucket>();
  * model) use them. The key is kept only as a digest.
  */
 export function readLimiter(provider: string, base: string, key: string | undefined, perMinute: number): TokenBucket {
-  const id = `${provider} ${base} ${crypto.createHash('sha256').update(key ?? '').digest('hex')} ${perMinute}`;
+  const id = `${provider} ${base} ${crypto
+    .createHash('sha256')
+    .update(key ?? '')
+    .digest('hex')} ${perMinute}`;
   let bucket = buckets.get(id);
   if (!bucket) {
     bucket = new TokenBucket(perMinute);

@@ -23,7 +23,15 @@
  *       fps: 24                   literals pass as they are
  * checked at start: an unknown field stops the start naming the model.
  */
-import { MediaGenerationError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools } from '../media-types.ts';
+import {
+  MediaGenerationError,
+  type GeneratedOutput,
+  type JobRequests,
+  type MediaJob,
+  type MediaKind,
+  type MediaProvider,
+  type MediaTools,
+} from '../media-types.ts';
 import { readJsonBounded } from './body.ts';
 import { JOB_ANSWER_MAX_BYTES, outputOf, readPacing, runAsyncJob, type AsyncUpstream } from './async-job.ts';
 import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
@@ -64,8 +72,10 @@ export function parseReplicateEntry(raw: unknown, kind: MediaKind, where: string
   if (typeof r !== 'object' || r === null) throw new Error(`${where}: provider replicate needs a "replicate" mapping (model or version, and input)`);
   const model = r.model;
   const version = r.version;
-  if (model !== undefined && (typeof model !== 'string' || !/^[\w.-]+\/[\w.-]+$/.test(model))) throw new Error(`${where}: replicate.model must look like owner/name`);
-  if (version !== undefined && (typeof version !== 'string' || !/^[\w.:/-]{1,200}$/.test(version))) throw new Error(`${where}: replicate.version must be a version id`);
+  if (model !== undefined && (typeof model !== 'string' || !/^[\w.-]+\/[\w.-]+$/.test(model)))
+    throw new Error(`${where}: replicate.model must look like owner/name`);
+  if (version !== undefined && (typeof version !== 'string' || !/^[\w.:/-]{1,200}$/.test(version)))
+    throw new Error(`${where}: replicate.version must be a version id`);
   if ((model === undefined) === (version === undefined)) throw new Error(`${where}: replicate needs exactly one of model and version`);
   const input = parseInputMapping(r.input, kind, where, 'replicate.input');
   const accepts = parseAccepts(r.accepts, kind, input, listed, where, 'replicate.accepts', linked);
@@ -119,7 +129,13 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     return { 'content-type': 'application/json', ...(this.options.token && { authorization: `Bearer ${this.options.token}` }) };
   }
 
-  private call(path: string, init: RequestInit, tools: MediaTools, replayable: boolean, pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {}): Promise<Response> {
+  private call(
+    path: string,
+    init: RequestInit,
+    tools: MediaTools,
+    replayable: boolean,
+    pacing: { deadlineMs?: number; attempts?: number; backoffMs?: number; maxBackoffMs?: number } = {},
+  ): Promise<Response> {
     return callUpstream((signal) => pacedFetch(this.reads, replayable, `${this.base}${path}`, { ...init, headers: this.headers() }, signal), {
       who: this.who,
       provider: this.name,
@@ -147,7 +163,9 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
   /** The slot's prediction as an asynchronous job (async-job.ts): create, read, cancel. */
   private upstream(job: MediaJob<K>, tools: MediaTools): AsyncUpstream<Prediction> {
     const input = inputFor(this.entry, job.request);
-    const [path, body] = this.entry.model ? [`/v1/models/${this.entry.model}/predictions`, { input }] : ['/v1/predictions', { version: this.entry.version, input }];
+    const [path, body] = this.entry.model
+      ? [`/v1/models/${this.entry.model}/predictions`, { input }]
+      : ['/v1/predictions', { version: this.entry.version, input }];
     const at = (id: string) => `/v1/predictions/${encodeURIComponent(id)}`;
     return {
       who: this.who,
@@ -171,7 +189,12 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     if (prediction.status === 'failed') throw new MediaGenerationError('GENERATION_FAILED', say.failed(this.who, prediction.error));
     if (prediction.status === 'canceled') throw new MediaGenerationError('GENERATION_FAILED', say.canceled(this.who));
     if (prediction.status === 'aborted') throw new MediaGenerationError('GENERATION_FAILED', say.aborted(this.who));
-    return outputOf(prediction.output, this.kind, tools, job.index, { who: this.who, maxBytes: this.options.maxOutputBytes, deadlineMs: this.options.attemptTimeoutMs * 3, allow: this.options.fetchAllow });
+    return outputOf(prediction.output, this.kind, tools, job.index, {
+      who: this.who,
+      maxBytes: this.options.maxOutputBytes,
+      deadlineMs: this.options.attemptTimeoutMs * 3,
+      allow: this.options.fetchAllow,
+    });
   }
 }
 
@@ -191,6 +214,13 @@ export const replicate: RemoteProviderDescriptor = {
     const kind = model.kind as MediaKind;
     const linked = config.publicBaseUrl !== undefined;
     const entry = parseReplicateEntry(model.providerEntry, kind, where, model.listedCapabilities, linked);
-    return new ReplicateProvider(kind, entry, { url: config.replicateApiUrl, token: config.replicateApiToken, pollMs: config.replicatePollMs, readsPerMinute: config.replicateReadsPerMinute, linked, ...common });
+    return new ReplicateProvider(kind, entry, {
+      url: config.replicateApiUrl,
+      token: config.replicateApiToken,
+      pollMs: config.replicatePollMs,
+      readsPerMinute: config.replicateReadsPerMinute,
+      linked,
+      ...common,
+    });
   },
 };

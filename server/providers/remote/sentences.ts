@@ -25,12 +25,15 @@ export const say = {
   },
   unavailable: (who: string, reason: string) => `${who} was unavailable (${reason}); nothing was charged.`,
   /** An asynchronous job that ended failed (`error`: the upstream's text, only classified). */
-  failed: (who: string, error: unknown) => `${who} could not make this output${isContentPolicy(error) ? ' under its content policy' : ''}; nothing was charged for it.`,
+  failed: (who: string, error: unknown) =>
+    `${who} could not make this output${isContentPolicy(error) ? ' under its content policy' : ''}; nothing was charged for it.`,
   canceled: (who: string) => `${who} cancelled this output; nothing was charged for it.`,
   aborted: (who: string) => `${who} aborted this output before it started; nothing was charged for it.`,
   noOutput: (who: string) => `${who} returned no output; nothing was charged for it.`,
   malformed: (who: string) => `${who} returned a malformed answer; nothing was charged for this output.`,
   /** Held, not failed: a 2xx to a creating call that carries no readable output may follow work done (and billed) upstream. */
-  unreadable: (who: string, what: string) => `${who} answered a creating call with ${what}; the work may have been done (and charged) upstream, so its outcome cannot be known`,
-  tooSlow: (who: string, deadlineMs: number, job: string) => `${who} did not finish within ${Math.round(deadlineMs / 1000)} s; the ${job} was cancelled and nothing was charged.`,
+  unreadable: (who: string, what: string) =>
+    `${who} answered a creating call with ${what}; the work may have been done (and charged) upstream, so its outcome cannot be known`,
+  tooSlow: (who: string, deadlineMs: number, job: string) =>
+    `${who} did not finish within ${Math.round(deadlineMs / 1000)} s; the ${job} was cancelled and nothing was charged.`,
 };

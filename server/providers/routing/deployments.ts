@@ -48,7 +48,8 @@ const ID = /^[A-Za-z0-9._-]{1,40}$/;
 
 function whole(value: unknown, fallback: number, min: number, what: string): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > 1_000_000) throw new Error(`${what} must be a whole number of at least ${min}`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > 1_000_000)
+    throw new Error(`${what} must be a whole number of at least ${min}`);
   return value;
 }
 
@@ -84,7 +85,14 @@ export function parseDeployments(raw: unknown, keys: Record<string, string>, pro
       if (!Object.hasOwn(keys, name)) throw new Error(`${at}: key ${name} is not named in UPSTREAM_KEYS`);
       return keys[name];
     });
-    const entry: DeploymentEntry = { id, provider, keys: pool, weight: whole(d.weight, 1, 1, `${at}.weight`), priority: whole(d.priority, 0, 0, `${at}.priority`), raw: d };
+    const entry: DeploymentEntry = {
+      id,
+      provider,
+      keys: pool,
+      weight: whole(d.weight, 1, 1, `${at}.weight`),
+      priority: whole(d.priority, 0, 0, `${at}.priority`),
+      raw: d,
+    };
     const url = text(d.url, `${at}.url`);
     if (url !== undefined) entry.url = url;
     const model = text(d.model, `${at}.model`);
@@ -99,7 +107,11 @@ export function breakerOf(config: Pick<Config, 'breakerFailures' | 'breakerCoold
 }
 
 /** Builds a model's deployments: `make(entry, key)` is one provider for one key of its pool (undefined: the configured key). */
-export function deploymentsOf<P>(entries: DeploymentEntry[], make: (entry: DeploymentEntry, key: string | undefined) => P, breaker: () => Breaker): Array<Deployment<P>> {
+export function deploymentsOf<P>(
+  entries: DeploymentEntry[],
+  make: (entry: DeploymentEntry, key: string | undefined) => P,
+  breaker: () => Breaker,
+): Array<Deployment<P>> {
   return entries.map((e) => ({
     id: e.id,
     provider: e.provider,

@@ -16,10 +16,30 @@
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../../config.ts';
 import type { Catalog, CatalogModel } from '../../domain/catalog.ts';
-import { MediaGenerationError, MediaHoldError, type GeneratedOutput, type JobRequests, type MediaJob, type MediaKind, type MediaProvider, type MediaTools, type RemoteCalls } from '../media-types.ts';
+import {
+  MediaGenerationError,
+  MediaHoldError,
+  type GeneratedOutput,
+  type JobRequests,
+  type MediaJob,
+  type MediaKind,
+  type MediaProvider,
+  type MediaTools,
+  type RemoteCalls,
+} from '../media-types.ts';
 import type { CommonRemoteOptions, RemoteProviderDescriptor } from '../remote/descriptor.ts';
 import { UpstreamNotDone, UpstreamRefusal } from '../remote/http.ts';
-import { anyAvailable, breakerOf, retryAfterSecondsOf, deploymentsOf, nextOf, parseDeployments, registerDeployments, tryOrder, type Deployment } from './deployments.ts';
+import {
+  anyAvailable,
+  breakerOf,
+  retryAfterSecondsOf,
+  deploymentsOf,
+  nextOf,
+  parseDeployments,
+  registerDeployments,
+  tryOrder,
+  type Deployment,
+} from './deployments.ts';
 
 /** Whether a slot's failed attempt certainly did nothing upstream (so the next deployment may be asked). */
 export function slotNotStarted(error: unknown): boolean {
@@ -37,7 +57,10 @@ const seconds = (since: number) => (performance.now() - since) / 1000;
 const recordName = (provider: string, deployment: string, key: number) => `${provider}@${deployment}#${key}`;
 
 /** The deployment and key a slot's record names, if this model still has them. */
-function recorded(deployments: Array<Deployment<MediaProvider>>, name: string | undefined): { deployment: Deployment<MediaProvider>; provider: MediaProvider } | undefined {
+function recorded(
+  deployments: Array<Deployment<MediaProvider>>,
+  name: string | undefined,
+): { deployment: Deployment<MediaProvider>; provider: MediaProvider } | undefined {
   const match = /@([A-Za-z0-9._-]+)#(\d+)$/.exec(name ?? '');
   const deployment = match && deployments.find((d) => d.id === match[1]);
   const provider = deployment?.pool[Number(match![2])];
@@ -89,7 +112,10 @@ export class RoutedMediaProvider implements MediaProvider {
       // Asked before an interruption: only the deployment recorded may read (or hold) it.
       const asked = recorded(this.deployments, earlier.provider);
       // Held rather than failed: the upstream asked may have made (and charged) it.
-      if (!asked) throw new MediaHoldError('the upstream asked for this output before the job was interrupted is no longer configured; whether it made (and charged) it cannot be known');
+      if (!asked)
+        throw new MediaHoldError(
+          'the upstream asked for this output before the job was interrupted is no longer configured; whether it made (and charged) it cannot be known',
+        );
       return this.attempt(asked.deployment, asked.provider, job, tools, tools.remoteCalls);
     }
     let last: unknown;
@@ -109,7 +135,13 @@ export class RoutedMediaProvider implements MediaProvider {
   }
 
   /** One deployment's attempt at the slot, counted by its breaker. */
-  private async attempt(deployment: Deployment<MediaProvider>, provider: MediaProvider, job: MediaJob, tools: MediaTools, remoteCalls: RemoteCalls): Promise<GeneratedOutput> {
+  private async attempt(
+    deployment: Deployment<MediaProvider>,
+    provider: MediaProvider,
+    job: MediaJob,
+    tools: MediaTools,
+    remoteCalls: RemoteCalls,
+  ): Promise<GeneratedOutput> {
     const started = performance.now();
     try {
       const output = await provider.generate(job, { ...tools, remoteCalls });
@@ -154,7 +186,12 @@ export function routedMediaProvider(
 ): RoutedMediaProvider | undefined {
   const { config, where } = context;
   const usable = providers.filter((d) => d.deployment);
-  const entries = parseDeployments(model.deploymentsEntry, config.upstreamKeys, usable.map((d) => d.name), where);
+  const entries = parseDeployments(
+    model.deploymentsEntry,
+    config.upstreamKeys,
+    usable.map((d) => d.name),
+    where,
+  );
   if (!entries) return undefined;
   const deployments = deploymentsOf(
     entries,

@@ -66,7 +66,10 @@ async function refresh(from: SharedBreakerStore): Promise<void> {
  * every `refreshMs`. A read that fails keeps the last state (logged through
  * `onError`). Returns the stop (a later start replaces an earlier one).
  */
-export function shareBreakers(shared: SharedBreakerStore, options: { refreshMs?: number; onError?: (error: unknown, what: 'read' | 'write') => void } = {}): { ready: Promise<void>; stop(): void } {
+export function shareBreakers(
+  shared: SharedBreakerStore,
+  options: { refreshMs?: number; onError?: (error: unknown, what: 'read' | 'write') => void } = {},
+): { ready: Promise<void>; stop(): void } {
   store = shared;
   report = options.onError ?? (() => undefined);
   const tick = () => refresh(shared).catch((error: unknown) => report(error, 'read'));

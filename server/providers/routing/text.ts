@@ -17,7 +17,17 @@ import { chatPromptTokenUpperBound } from '../../tokens.ts';
 import { upstreamSecrets } from '../redact.ts';
 import { UpstreamTextProvider } from '../text/upstream.ts';
 import { ProviderError, type ChatMessage, type TextEvent, type TextGenerationRequest, type TextProvider } from '../text/types.ts';
-import { anyAvailable, breakerOf, deploymentsOf, nextOf, parseDeployments, registerDeployments, retryAfterSecondsOf, tryOrder, type Deployment } from './deployments.ts';
+import {
+  anyAvailable,
+  breakerOf,
+  deploymentsOf,
+  nextOf,
+  parseDeployments,
+  registerDeployments,
+  retryAfterSecondsOf,
+  tryOrder,
+  type Deployment,
+} from './deployments.ts';
 
 /** The text providers a deployment may name. */
 export const TEXT_DEPLOYMENT_PROVIDERS: readonly string[] = ['openai-chat'];
@@ -97,7 +107,10 @@ export class RoutedTextProvider implements TextProvider {
     }
     if (last) throw last;
     // Every breaker turned open between the admission and now: nothing was sent.
-    throw new ProviderError('refused', `Every upstream of ${this.model} is unavailable.`, { unavailable: true, retryAfterSeconds: retryAfterSecondsOf(this.deployments) });
+    throw new ProviderError('refused', `Every upstream of ${this.model} is unavailable.`, {
+      unavailable: true,
+      retryAfterSeconds: retryAfterSecondsOf(this.deployments),
+    });
   }
 }
 

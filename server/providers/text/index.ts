@@ -14,10 +14,7 @@ import type { TextProvider, TextProviders } from './types.ts';
 
 export * from './types.ts';
 
-export function createTextProviders(
-  config: Config,
-  catalog?: Catalog,
-): TextProviders {
+export function createTextProviders(config: Config, catalog?: Catalog): TextProviders {
   const local = new LocalTextProvider({ delayMs: config.textStreamDelayMs });
   const upstream = config.textUpstreamUrl
     ? new UpstreamTextProvider({ url: config.textUpstreamUrl, apiKey: config.textUpstreamApiKey, secrets: upstreamSecrets(config) })

@@ -18,7 +18,11 @@ function lastUserMessage(messages: ChatMessage[]): string {
 }
 
 function systemInstructions(messages: ChatMessage[]): string | null {
-  const text = messages.filter((m) => m.role === 'system').map((m) => m.content.trim()).filter(Boolean).join('\n');
+  const text = messages
+    .filter((m) => m.role === 'system')
+    .map((m) => m.content.trim())
+    .filter(Boolean)
+    .join('\n');
   return text ? text : null;
 }
 

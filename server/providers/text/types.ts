@@ -29,9 +29,7 @@ export interface TextGenerationRequest {
 }
 
 /** What a provider yields: text deltas, then exactly one finish (with usage when the provider reports it). */
-export type TextEvent =
-  | { type: 'delta'; content: string }
-  | { type: 'finish'; finish_reason: FinishReason; usage?: Usage | undefined };
+export type TextEvent = { type: 'delta'; content: string } | { type: 'finish'; finish_reason: FinishReason; usage?: Usage | undefined };
 
 export interface TextProvider {
   readonly name: string;
@@ -75,7 +73,11 @@ export class ProviderError extends Error {
   /** The upstream's HTTP status, when it answered one (a credentials refusal is 401 or 403). */
   readonly status: number | undefined;
 
-  constructor(failure: ProviderFailure, message: string, options: { unavailable?: boolean; usage?: Usage; retryAfterSeconds?: number; status?: number; cause?: unknown } = {}) {
+  constructor(
+    failure: ProviderFailure,
+    message: string,
+    options: { unavailable?: boolean; usage?: Usage; retryAfterSeconds?: number; status?: number; cause?: unknown } = {},
+  ) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';
     this.failure = failure;

@@ -74,7 +74,13 @@ export const REASONING_MODELS = /^(?:[\w.-]+\/)?(?:o1|o3|o4|gpt-5)(?:$|[-.:])/;
 
 /** The request body for an upstream model, in its dialect. */
 export function upstreamBody(request: TextGenerationRequest): Record<string, unknown> {
-  const common = { model: request.model, messages: request.messages, response_format: request.response_format, stream: true, stream_options: { include_usage: true } };
+  const common = {
+    model: request.model,
+    messages: request.messages,
+    response_format: request.response_format,
+    stream: true,
+    stream_options: { include_usage: true },
+  };
   if (REASONING_MODELS.test(request.model)) return { ...common, max_completion_tokens: request.max_tokens };
   return { ...common, max_tokens: request.max_tokens, temperature: request.temperature, top_p: request.top_p };
 }
@@ -164,7 +170,12 @@ export class UpstreamTextProvider implements TextProvider {
     res.finish();
     if ([408, 429, 500, 503].includes(res.status)) {
       const retryAfterSeconds = retryAfterSecondsOf(headerOf(res, 'retry-after'));
-      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, { unavailable: true, retryAfterSeconds, status: res.status, cause: detail });
+      throw new ProviderError('refused', `The upstream text provider is unavailable (HTTP ${res.status}).`, {
+        unavailable: true,
+        retryAfterSeconds,
+        status: res.status,
+        cause: detail,
+      });
     }
     if (res.status >= 400 && res.status < 500) {
       throw new ProviderError('refused', `The upstream text provider rejected the request (HTTP ${res.status}).`, { status: res.status, cause: detail });

@@ -57,7 +57,13 @@ function motionSource(random: () => number, w: number, h: number, fps: number, f
       return `cellauto=${size}:rule=${RULES[Math.floor(random() * RULES.length)]}:ratio=${num(0.2 + random() * 0.6)}:seed=${seed}:scroll=1`;
     case 'mandelbrot': {
       // Points on the set's boundary keep a zoom interesting all the way in.
-      const spots: Array<[number, number]> = [[-0.743643887037151, 0.13182590420533], [-0.7453, 0.1127], [-1.25066, 0.02012], [-0.16, 1.0405], [0.3245, 0.04855]];
+      const spots: Array<[number, number]> = [
+        [-0.743643887037151, 0.13182590420533],
+        [-0.7453, 0.1127],
+        [-1.25066, 0.02012],
+        [-0.16, 1.0405],
+        [0.3245, 0.04855],
+      ];
       const [x, y] = spots[Math.floor(random() * spots.length)];
       return `mandelbrot=${size}:maxiter=64:start_x=${x}:start_y=${y}:start_scale=${num(2 + random())}:end_scale=${num(0.05 + random() * 0.2)}:end_pts=${Math.max(1, frames)}`;
     }
@@ -137,7 +143,9 @@ export function ffmpegArgs(req: LocalVideoRequest, inputs: VideoInputs, output: 
     // The first frame is the source image; the camera zooms in while the motion fades in over it.
     const src = input('-loop', '1', '-framerate', String(fps), '-i', inputs.sourceImage);
     graph.push(`[${src}:v]${cover},format=yuv420p,zoompan=z='1+0.12*on/${frames}':x='iw/2-iw/zoom/2':y='ih/2-ih/zoom/2':d=1:s=${W}x${H}:fps=${fps}[src]`);
-    graph.push(`[${layer}]format=rgba,colorchannelmixer=aa=0.55,fade=t=in:s=0:n=${Math.max(1, Math.round(frames / 2))}:alpha=1,scale=${W}:${H}:flags=bilinear,format=yuva420p[fx]`);
+    graph.push(
+      `[${layer}]format=rgba,colorchannelmixer=aa=0.55,fade=t=in:s=0:n=${Math.max(1, Math.round(frames / 2))}:alpha=1,scale=${W}:${H}:flags=bilinear,format=yuva420p[fx]`,
+    );
     graph.push(`[src][fx]overlay=format=yuv420:shortest=1[v0]`);
   } else {
     graph.push(`[${layer}]scale=${W}:${H}:flags=bilinear,setsar=1,format=yuv420p[v0]`);
@@ -170,8 +178,27 @@ export function ffmpegArgs(req: LocalVideoRequest, inputs: VideoInputs, output: 
   else args.push('-an');
   args.push(
     // A fixed encoder thread count keeps the bytes the same on machines with more cores.
-    '-c:v', 'libx264', '-preset', 'ultrafast', '-crf', '26', '-threads', '2', '-pix_fmt', 'yuv420p', '-r', String(fps),
-    '-map_metadata', '-1', '-fflags', '+bitexact', '-movflags', '+faststart', '-f', 'mp4', output,
+    '-c:v',
+    'libx264',
+    '-preset',
+    'ultrafast',
+    '-crf',
+    '26',
+    '-threads',
+    '2',
+    '-pix_fmt',
+    'yuv420p',
+    '-r',
+    String(fps),
+    '-map_metadata',
+    '-1',
+    '-fflags',
+    '+bitexact',
+    '-movflags',
+    '+faststart',
+    '-f',
+    'mp4',
+    output,
   );
   return args;
 }

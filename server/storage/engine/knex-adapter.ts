@@ -74,7 +74,9 @@ function refusal(client: TxClient, conn: unknown): Promise<never> | undefined {
   return undefined;
 }
 const notHere = (what: string) => () => {
-  throw new Error(`${what} is not available on a transaction of inTransaction (nested transactions are not used; commit or roll back by returning or throwing)`);
+  throw new Error(
+    `${what} is not available on a transaction of inTransaction (nested transactions are not used; commit or roll back by returning or throwing)`,
+  );
 };
 
 function kitOf(db: Knex): Kit {
@@ -98,7 +100,12 @@ function kitOf(db: Knex): Kit {
     },
   });
   const context = Object.create((db as unknown as { context: object }).context) as Record<string, unknown>;
-  own(context, Object.fromEntries(['transaction', '_transaction', 'transactionProvider', 'withUserParams', 'destroy', 'initialize'].map((name) => [name, notHere(`knex's ${name}()`)])));
+  own(
+    context,
+    Object.fromEntries(
+      ['transaction', '_transaction', 'transactionProvider', 'withUserParams', 'destroy', 'initialize'].map((name) => [name, notHere(`knex's ${name}()`)]),
+    ),
+  );
   const transactor = Object.create(db) as Record<string, unknown>;
   own(transactor, {
     isTransaction: true,

@@ -137,7 +137,9 @@ export function deferringPg<C extends PgClient>(conn: C): C & DeferringPg {
   out.runPrepared = async (name, text, args) => {
     await prepare(name, text);
     const batch = [...take(), executing(name, args)].join(';\n');
-    return new Promise((resolve, reject) => query(batch, (error: Error | null, result: unknown) => (error ? reject(error) : resolve(last(result) as PgResult))));
+    return new Promise((resolve, reject) =>
+      query(batch, (error: Error | null, result: unknown) => (error ? reject(error) : resolve(last(result) as PgResult))),
+    );
   };
   out.query = function deferredQuery(config: unknown, values?: unknown, callback?: unknown): unknown {
     const cb = (typeof values === 'function' ? values : callback) as Callback | undefined;

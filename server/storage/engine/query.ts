@@ -117,16 +117,29 @@ export const statement = {
   /** A write whose outcome is read: rows changed, RETURNING rows. */
   write: <R = Row>(name: string, build: Build): Statement<'write', R> => ({ name, kind: 'write', build }),
   /** A write whose outcome nobody reads: in a transaction it may wait for the next statement. */
-  later: (name: string, build: Build, options: { last?: boolean } = {}): Statement<'later', never> => ({ name, kind: 'later', build, last: options.last ?? false }),
+  later: (name: string, build: Build, options: { last?: boolean } = {}): Statement<'later', never> => ({
+    name,
+    kind: 'later',
+    build,
+    last: options.last ?? false,
+  }),
   /** A statement built and run through knex at every call (nothing compiled once). */
-  dynamic: <R = Row>(name: string, build: (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw | Knex.SchemaBuilder): Statement<'dynamic', R> => ({ name, kind: 'dynamic', build: build as Build }),
+  dynamic: <R = Row>(name: string, build: (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw | Knex.SchemaBuilder): Statement<'dynamic', R> => ({
+    name,
+    kind: 'dynamic',
+    build: build as Build,
+  }),
 };
 
 /** INSERTs `row` into `table`: the columns it sets (those it leaves out keep their defaults), one statement per set of columns. */
 export async function insertRow(conn: Conn, table: string, row: object): Promise<void> {
   const values = row as Record<string, unknown>;
   const columns = columnsOf(values);
-  await query(conn, statement.write(`${table}-insert:${columns}`, (c, ...v) => c(table).insert(rowOf(columns, v))), rowParams(columns, values));
+  await query(
+    conn,
+    statement.write(`${table}-insert:${columns}`, (c, ...v) => c(table).insert(rowOf(columns, v))),
+    rowParams(columns, values),
+  );
 }
 
 /**
@@ -171,7 +184,10 @@ async function run(conn: Conn, st: Statement<Kind, unknown>, params: readonly Va
 }
 
 /** A byKey statement as a read of its one key (in a transaction; and what the shape check compiles). */
-const keyed = (st: Statement<Kind, unknown>): Build => (c, key) => (st.build(c) as Knex.QueryBuilder).where(st.keyColumn!, key).select({ [KEY_COLUMN]: st.keyColumn! });
+const keyed =
+  (st: Statement<Kind, unknown>): Build =>
+  (c, key) =>
+    (st.build(c) as Knex.QueryBuilder).where(st.keyColumn!, key).select({ [KEY_COLUMN]: st.keyColumn! });
 
 /**
  * Under the test runner (node --test sets NODE_TEST_CONTEXT) or NODE_ENV=test:

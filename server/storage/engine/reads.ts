@@ -211,9 +211,21 @@ export const KEY_COLUMN = 'read_key';
  */
 export async function readByKey(conn: Conn, name: string, build: (c: Conn) => Knex.QueryBuilder, keyColumn: string, key: string): Promise<Row[]> {
   const reader = readers.get(conn);
-  if (!reader) return asResult(await build(conn).where(keyColumn, key).select({ [KEY_COLUMN]: keyColumn })).rows;
+  if (!reader)
+    return asResult(
+      await build(conn)
+        .where(keyColumn, key)
+        .select({ [KEY_COLUMN]: keyColumn }),
+    ).rows;
   const plan = reader.plan(name, () =>
-    compile(conn, (c, keys) => build(c).whereRaw('?? in (select value from json_each(?))', [keyColumn, keys]).select({ [KEY_COLUMN]: keyColumn }), 1),
+    compile(
+      conn,
+      (c, keys) =>
+        build(c)
+          .whereRaw('?? in (select value from json_each(?))', [keyColumn, keys])
+          .select({ [KEY_COLUMN]: keyColumn }),
+      1,
+    ),
   );
   return reader.byKey(plan, key);
 }

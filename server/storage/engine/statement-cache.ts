@@ -116,7 +116,10 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
       let [oldest, evicted] = [sql, entry];
       for (const [key, candidate] of entries) if (candidate.used < evicted.used) [oldest, evicted] = [key, candidate];
       entries.delete(oldest);
-      void evicted.ready.then((s) => s.finalize(), () => undefined); // finalize runs after its queued calls
+      void evicted.ready.then(
+        (s) => s.finalize(),
+        () => undefined,
+      ); // finalize runs after its queued calls
     }
     return entry;
   };
@@ -127,7 +130,12 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
         const cb = (typeof params === 'function' ? params : callback) as Callback;
         // What node-sqlite3 answers for a COMMIT: no rows, no row changed.
         const committed = () => (method === 'all' ? cb.call(undefined as never, null, []) : cb.call({ lastID: 0, changes: 0 } as never, null));
-        afterDeferred(sql, () => void cached(method, sql, params, callback), (error) => cb.call(undefined as never, error), committed);
+        afterDeferred(
+          sql,
+          () => void cached(method, sql, params, callback),
+          (error) => cb.call(undefined as never, error),
+          committed,
+        );
         return conn;
       }
       return cached(method, sql, params, callback);
@@ -151,20 +159,30 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
 
   conn.all = call('all') as typeof conn.all;
   conn.run = call('run') as typeof conn.run;
-  conn.exec = ((sql: string, callback?: (error: Error | null) => void) => {
-    afterDeferred(sql, () => void original.exec(sql, callback), (error) => callback?.(error), () => callback?.(null));
+  conn.exec = (sql: string, callback?: (error: Error | null) => void) => {
+    afterDeferred(
+      sql,
+      () => void original.exec(sql, callback),
+      (error) => callback?.(error),
+      () => callback?.(null),
+    );
     return conn;
-  });
+  };
   const deferring = conn as DeferringConnection;
   deferring.defer = (sql) => void deferred.push(sql);
   deferring.flushDeferred = (callback) => (deferred.length === 0 ? callback(null) : flush(() => callback(null), callback));
-  conn.close = ((callback?: (error: Error | null) => void) => {
+  conn.close = (callback?: (error: Error | null) => void) => {
     deferred = [];
-    const pending = [...entries.values()].map((e) => e.ready.then((s) => new Promise<void>((resolve) => s.finalize(() => resolve())), () => undefined));
+    const pending = [...entries.values()].map((e) =>
+      e.ready.then(
+        (s) => new Promise<void>((resolve) => s.finalize(() => resolve())),
+        () => undefined,
+      ),
+    );
     entries.clear();
     void Promise.all(pending).then(() => original.close(callback));
     return conn;
-  });
+  };
   return deferring;
 }
 

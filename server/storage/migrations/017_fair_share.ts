@@ -36,7 +36,9 @@ export async function up(db: Knex): Promise<void> {
     t.primary(['lane', 'account_id']);
     t.index(['lane', 'turn', 'account_id'], 'queue_turns_order');
   });
-  await db.raw(`INSERT INTO queue_turns (lane, account_id, turn, queued) SELECT lane, account_id, 0, COUNT(*) FROM jobs WHERE state = 'queued' AND account_id IS NOT NULL GROUP BY lane, account_id`);
+  await db.raw(
+    `INSERT INTO queue_turns (lane, account_id, turn, queued) SELECT lane, account_id, 0, COUNT(*) FROM jobs WHERE state = 'queued' AND account_id IS NOT NULL GROUP BY lane, account_id`,
+  );
   await db.schema.alterTable('accounts', (t) => {
     t.integer('local_concurrency');
     t.integer('remote_concurrency');
@@ -61,7 +63,9 @@ export async function up(db: Knex): Promise<void> {
     END`);
     const account = `COALESCE(NEW.account_id, (SELECT account_id FROM tasks WHERE id = NEW.task_id))`;
     await db.raw(`CREATE TRIGGER jobs_queued_insert AFTER INSERT ON jobs WHEN NEW.state = 'queued' BEGIN ${enter(account)} END`);
-    await db.raw(`CREATE TRIGGER jobs_queued_enter AFTER UPDATE OF state ON jobs WHEN NEW.state = 'queued' AND OLD.state <> 'queued' BEGIN ${enter('NEW.account_id')} END`);
+    await db.raw(
+      `CREATE TRIGGER jobs_queued_enter AFTER UPDATE OF state ON jobs WHEN NEW.state = 'queued' AND OLD.state <> 'queued' BEGIN ${enter('NEW.account_id')} END`,
+    );
     await db.raw(`CREATE TRIGGER jobs_queued_leave AFTER UPDATE OF state ON jobs WHEN OLD.state = 'queued' AND NEW.state <> 'queued' BEGIN ${leave} END`);
     await db.raw(`CREATE TRIGGER jobs_queued_delete AFTER DELETE ON jobs WHEN OLD.state = 'queued' BEGIN ${leave} END`);
     return;

@@ -59,6 +59,11 @@ export const migrationSource: Knex.MigrationSource<string> = {
   async getMigration(name) {
     const found = migrations.find(([n]) => n === name);
     if (!found) throw new Error(`unknown migration ${name}`);
-    return { up: found[1].up, down: async () => { throw new Error('migrations are forward-only'); } };
+    return {
+      up: found[1].up,
+      down: async () => {
+        throw new Error('migrations are forward-only');
+      },
+    };
   },
 };
