@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { withOperation } from '../test/helpers/contract-edit.ts';
 import { freePort, root, runMain } from './bench/processes.ts';
 
 const { values } = parseArgs({ options: { edits: { type: 'string', default: '3' } } });
@@ -60,21 +61,12 @@ async function measure(serial: boolean): Promise<number[]> {
     const seconds: number[] = [];
     for (let i = 0; i < edits; i++) {
       const from = output.length;
-      const operation = [
-        `  /api/generate/bench-dev-${i}:`,
-        '    get:',
-        `      operationId: benchDev${i}`,
-        `      summary: Bench edit ${i}`,
-        '      security:',
-        '        - bearerAuth: [read]',
-        '      responses:',
-        "        '200':",
-        '          description: Never served.',
-        "        '401':",
-        "          $ref: '#/components/responses/Unauthorized'",
-        '',
-      ].join('\n');
-      fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace(/^paths:\n/m, `paths:\n${operation}`));
+      const edited = withOperation(fs.readFileSync(contract, 'utf8'), {
+        path: `/api/generate/bench-dev-${i}`,
+        operationId: `benchDev${i}`,
+        summary: `Bench edit ${i}`,
+      });
+      fs.writeFileSync(contract, edited);
       const live = await next(/\[dev\] live: the new server answers (\d+\.\d) s after the change(.*)/, from);
       seconds.push(Number(live[1]));
       if (live[2]) console.log(`  edit ${i + 1}: ${live[1]} s${live[2]}`);

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { freePort } from './helpers/ports.ts';
 import { until } from './helpers/poll.ts';
+import { withOperation } from './helpers/contract-edit.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 
@@ -91,21 +92,10 @@ describe('npm run dev', () => {
     };
     assert.equal(await status(), 404);
     const text = fs.readFileSync(contract, 'utf8');
-    const operation = [
-      '  /api/generate/watch-check:',
-      '    get:',
-      '      operationId: watchCheck',
-      '      summary: WATCH-MODE MARKER',
-      '      security:',
-      '        - bearerAuth: [read]',
-      '      responses:',
-      "        '200':",
-      '          description: Never served.',
-      "        '401':",
-      "          $ref: '#/components/responses/Unauthorized'",
-      '',
-    ].join('\n');
-    const edited = text.replace(/^paths:\n/m, `paths:\n${operation}`).replace(/^( {2}title: ).*$/m, '$1gemforge watch-mode check');
+    const edited = withOperation(text, { path: '/api/generate/watch-check', operationId: 'watchCheck', summary: 'WATCH-MODE MARKER' }).replace(
+      /^( {2}title: ).*$/m,
+      '$1gemforge watch-mode check',
+    );
     assert.notEqual(edited, text);
     fs.writeFileSync(contract, edited);
     await until('the restarted server on the new contract', async () => ((await status()) === 401 ? true : undefined), 60_000);
@@ -114,21 +104,10 @@ describe('npm run dev', () => {
   });
 
   it('when the contract changes, then the port answers throughout and /openapi.yaml is always the contract of the server answering', async () => {
-    const operation = [
-      '  /api/generate/watch-check-two:',
-      '    get:',
-      '      operationId: watchCheckTwo',
-      '      summary: SECOND MARKER',
-      '      security:',
-      '        - bearerAuth: [read]',
-      '      responses:',
-      "        '200':",
-      '          description: Never served.',
-      "        '401':",
-      "          $ref: '#/components/responses/Unauthorized'",
-      '',
-    ].join('\n');
-    fs.writeFileSync(contract, fs.readFileSync(contract, 'utf8').replace(/^paths:\n/m, `paths:\n${operation}`));
+    fs.writeFileSync(
+      contract,
+      withOperation(fs.readFileSync(contract, 'utf8'), { path: '/api/generate/watch-check-two', operationId: 'watchCheckTwo', summary: 'SECOND MARKER' }),
+    );
     const before = output.length;
     // Each round reads the contract, then calls the new operation: requests go to one server at a
     // time and a switch is for good, so a contract that lists it must come from a server that
