@@ -25,6 +25,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { build, type Plugin } from 'esbuild';
 import { bundleConsoleScript } from '../server/console-page/build.ts';
 import { PARSED_YAML_DIR, parseYaml, parsedYamlName } from '../server/yaml-file.ts';
+import { checkContractAtBuild } from '../server/http/validator-routes.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const OUT = path.join(ROOT, 'dist/app');
@@ -74,7 +75,7 @@ const BANNER = [
 ].join('\n');
 
 /** The YAML files of the tree (the contracts, the catalogs) parsed into dist/yaml, named by their text's hash (server/yaml-file.ts). */
-function parseYamlFiles(): void {
+async function parseYamlFiles(): Promise<void> {
   const files = [
     ...fs.readdirSync(path.join(ROOT, 'openapi')).map((f) => path.join(ROOT, 'openapi', f)),
     ...(fs.readdirSync(path.join(ROOT, 'server'), { recursive: true }) as string[]).map((f) => path.join(ROOT, 'server', f)),
@@ -94,12 +95,16 @@ function parseYamlFiles(): void {
     const tmp = path.join(PARSED_YAML_DIR, `.${process.pid}.tmp`);
     fs.writeFileSync(tmp, json);
     fs.renameSync(tmp, path.join(PARSED_YAML_DIR, parsedYamlName(text)));
+    // A contract is also checked against the OpenAPI schema here, so the server need not compile that schema at each start.
+    if (path.dirname(file) === path.join(ROOT, 'openapi') && typeof (doc as { openapi?: unknown })?.openapi === 'string') {
+      await checkContractAtBuild(text, doc as { openapi: string });
+    }
   }
 }
 
 /** Builds dist/app; returns every file read (paths relative to the root) for dist/build.json. */
 export async function buildDist(): Promise<string[]> {
-  parseYamlFiles();
+  await parseYamlFiles();
   const consoleScript = await bundleConsoleScript();
   const threads = threadModules();
   const names = threads.map((f) => path.basename(f, '.ts'));
