@@ -26,6 +26,7 @@ import { build, type Plugin } from 'esbuild';
 import { bundleConsoleScript } from '../server/console-page/build.ts';
 import { PARSED_YAML_DIR, parseYaml, parsedYamlName } from '../server/yaml-file.ts';
 import { checkContractAtBuild } from '../server/http/validator-routes.ts';
+import { writeBuiltDictionary } from '../server/providers/moderation/dictionary.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const OUT = path.join(ROOT, 'dist/app');
@@ -105,6 +106,8 @@ async function parseYamlFiles(): Promise<void> {
 /** Builds dist/app; returns every file read (paths relative to the root) for dist/build.json. */
 export async function buildDist(): Promise<string[]> {
   await parseYamlFiles();
+  // The moderation's English dictionary as the server holds it, so a start reads it instead of building it.
+  writeBuiltDictionary();
   const consoleScript = await bundleConsoleScript();
   const threads = threadModules();
   const names = threads.map((f) => path.basename(f, '.ts'));
