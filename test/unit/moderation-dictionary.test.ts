@@ -27,12 +27,14 @@ describe('the moderation dictionary', () => {
     assert.equal(inDictionary('murdr'), false);
   });
 
-  it('when the copy was made from another word list, or its index is cut short, then it is not used', () => {
+  it('when the copy was made from another word list or by other code, or its index is cut short, then it is not used', () => {
     writeBuiltDictionary(dir);
     const source = path.join(dir, 'source.json');
     const note = JSON.parse(fs.readFileSync(source, 'utf8')) as { mtimeMs: number };
     fs.writeFileSync(source, JSON.stringify({ ...note, mtimeMs: note.mtimeMs + 1 }));
     assert.equal(fromBuild(dir), undefined, 'another word list');
+    fs.writeFileSync(source, JSON.stringify({ ...note, code: 'made by another version of dictionary.ts' }));
+    assert.equal(fromBuild(dir), undefined, 'another version of the code');
     writeBuiltDictionary(dir);
     fs.truncateSync(path.join(dir, 'index.bin'), 1024);
     assert.equal(fromBuild(dir), undefined, 'a cut index');

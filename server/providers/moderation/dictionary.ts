@@ -9,10 +9,12 @@
  * Building it (splitting, sorting and joining 2.8 MB of words, hashing each
  * into the filter) took a few hundred milliseconds of every start. The build
  * (scripts/build.ts) writes it to dist/dictionary once: the sorted text, the
- * starts and the filter as they are held, and the word list's size and time it
- * was made from; a start whose word list still matches reads those (a few
- * milliseconds), any other (no build, another word list) builds it as before.
+ * starts and the filter as they are held, and the word list's size and time and
+ * this file's text it was made from; a start that still matches reads those (a
+ * few milliseconds), any other (no build, another word list, this code changed)
+ * builds it as before.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import wordListPath from 'word-list';
@@ -73,22 +75,31 @@ export function fromWordList(): Dictionary {
   return { text, starts, filter };
 }
 
-/** What the word list is now, to match the build's copy against. */
-function wordListStamp(): { size: number; mtimeMs: number } {
+/**
+ * What the copy is made from, to match the build's copy against: the word list's size and time,
+ * and this file's own text (the tests and `npm run dev` run the sources, so a copy made by an
+ * older version of this code must not be read by a newer one).
+ */
+function sourceStamp(): { size: number; mtimeMs: number; code: string } {
   const st = fs.statSync(wordListPath);
-  return { size: st.size, mtimeMs: st.mtimeMs };
+  const code = crypto
+    .createHash('sha1')
+    .update(fs.readFileSync(import.meta.filename))
+    .digest('hex');
+  return { size: st.size, mtimeMs: st.mtimeMs, code };
 }
 
-/** The build's copy, when it was made from the word list as it is now (same size and time); else undefined. */
+/** The build's copy, when it was made from the word list as it is now (same size and time) by this code; else undefined. */
 export function fromBuild(dir: string): Dictionary | undefined {
-  let source: { size?: unknown; mtimeMs?: unknown; words?: unknown; filterBits?: unknown };
+  let source: { size?: unknown; mtimeMs?: unknown; code?: unknown; words?: unknown; filterBits?: unknown };
   try {
     source = JSON.parse(fs.readFileSync(path.join(dir, SOURCE), 'utf8')) as typeof source;
   } catch {
     return undefined;
   }
-  const now = wordListStamp();
-  if (source.size !== now.size || source.mtimeMs !== now.mtimeMs || source.filterBits !== FILTER_BITS || typeof source.words !== 'number') return undefined;
+  const now = sourceStamp();
+  if (source.size !== now.size || source.mtimeMs !== now.mtimeMs || source.code !== now.code) return undefined;
+  if (source.filterBits !== FILTER_BITS || typeof source.words !== 'number') return undefined;
   try {
     const text = fs.readFileSync(path.join(dir, TEXT), 'utf8');
     const index = fs.readFileSync(path.join(dir, INDEX));
@@ -103,7 +114,7 @@ export function fromBuild(dir: string): Dictionary | undefined {
 
 /** For the build: writes the dictionary as it is held into `dir` (each file whole, then renamed). */
 export function writeBuiltDictionary(dir = BUILT_DICTIONARY_DIR): void {
-  const stamp = wordListStamp();
+  const stamp = sourceStamp();
   const { text, starts, filter } = fromWordList();
   fs.mkdirSync(dir, { recursive: true });
   const index = new Int32Array(starts.length + filter.length);
