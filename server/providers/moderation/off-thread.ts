@@ -1,0 +1,55 @@
+/**
+ * Long texts judged off the event loop. The embedded policy reads a text in
+ * time linear in its length, but a 30,000-character hostile prompt still costs
+ * a few tens of ms of CPU, and a conversation up to 128,000 characters more:
+ * on the server's main thread every other request (`/healthz` included) would
+ * wait that long behind it. Texts whose characters together reach `minChars`
+ * go to a pool of worker threads (threads.ts: at most `threads` at once, `queue`
+ * more waiting, then 503 TEMPORARILY_UNAVAILABLE with Retry-After); shorter ones,
+ * the everyday case, are judged in process, where a round trip to a thread
+ * would cost more than the judgment.
+ *
+ * Each worker loads the policy file the server loaded and judges with the same
+ * entry point (`embeddedProvider`, index.ts), so both give the same decisions
+ * (test/unit/moderation-off-thread.test.ts holds them to it). The threads start at
+ * the first long text, not with the server (each holds the policy and the
+ * dictionary, some tens of MB), and end with it.
+ */
+import { threadPool, type PoolSettings, type ThreadPool } from '../../threads.ts';
+import { ModerationUnavailableError, type ModerationInput, type ModerationProvider, type ModerationVerdict } from './types.ts';
+
+/** Where the policy comes from and how the threads run (config: MODERATION_THREADS, MODERATION_THREAD_QUEUE, MODERATION_THREAD_MIN_CHARS). */
+export interface OffThreadSettings extends PoolSettings {
+  /** The policy file the workers load (the one the server loaded). */
+  policyPath: string;
+  /** Texts of at least this many characters together are judged on a thread; 0: all of them. */
+  minChars: number;
+}
+
+/** What a moderation worker is started with. */
+export interface ModerationWorkerData {
+  policyPath: string;
+}
+
+const workerModule = new URL('./moderation-worker.ts', import.meta.url).href;
+
+/** A provider whose long texts `inProcess`'s twin judges on a worker thread; `close` ends the threads, `threads` counts them. */
+export function offThread(inProcess: ModerationProvider, settings: OffThreadSettings): ModerationProvider & Omit<ThreadPool<never, never>, 'run'> {
+  const pool = threadPool<ModerationInput, ModerationVerdict>(workerModule, settings, {
+    busy: () => new ModerationUnavailableError('every moderation thread is busy and their queue is full', 'busy'),
+    // A thread that failed or died on a text: nothing was decided; the caller may retry.
+    failed: (reason) => new ModerationUnavailableError(`the moderation thread failed: ${reason}`, 'busy'),
+    inline: (input) => inProcess.moderate(input),
+    workerData: { policyPath: settings.policyPath } satisfies ModerationWorkerData,
+  });
+  return {
+    name: inProcess.name,
+    moderate(input) {
+      let chars = 0;
+      for (const { text } of input.texts) chars += text.length;
+      return chars < settings.minChars ? inProcess.moderate(input) : pool.run(input);
+    },
+    close: () => pool.close(),
+    threads: () => pool.threads(),
+  };
+}
