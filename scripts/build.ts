@@ -38,7 +38,7 @@ export function threadModules(): string[] {
       if (entry.isDirectory()) walk(file);
       else if (entry.name.endsWith('.ts')) {
         const text = fs.readFileSync(file, 'utf8');
-        if (!text.includes('typescriptWorker(') && !text.includes('threadPool(')) continue;
+        if (!/\b(?:typescriptWorker|threadPool)[<(]/.test(text)) continue;
         for (const m of text.matchAll(/new URL\('\.\/([\w-]+\.ts)', import\.meta\.url\)/g)) found.push(path.join(dir, m[1]!));
       }
     }
