@@ -12,7 +12,11 @@
  */
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { parentPort, Worker } from 'node:worker_threads';
+import { parentPort, Worker, type WorkerOptions } from 'node:worker_threads';
+import { QUIET_MS, type Collect } from './memory.ts';
+
+/** What a worker is started with. */
+export type ThreadOptions = Pick<WorkerOptions, 'workerData'>;
 
 /** True in the compiled server (esbuild `define`); undeclared when running from the sources. */
 declare const __GEMFORGE_COMPILED__: boolean | undefined;
@@ -25,17 +29,17 @@ function tsxApi(): string | undefined {
   }
 }
 
-/** The worker module at `moduleUrl` (a file: URL of its TypeScript source) on a thread, or undefined; `workerData` as node:worker_threads passes it. */
-export function typescriptWorker(moduleUrl: string, workerData?: unknown): Worker | undefined {
+/** The worker module at `moduleUrl` (a file: URL of its TypeScript source) on a thread, or undefined; `options` as node:worker_threads takes them. */
+export function typescriptWorker(moduleUrl: string, options: ThreadOptions = {}): Worker | undefined {
   if (typeof __GEMFORGE_COMPILED__ === 'boolean') {
     // In the bundle import.meta.dirname still names server/ (scripts/build.ts keeps source paths).
     const name = path.basename(fileURLToPath(moduleUrl), '.ts');
-    return new Worker(pathToFileURL(path.join(import.meta.dirname, '../dist/app', `${name}.mjs`)), { workerData });
+    return new Worker(pathToFileURL(path.join(import.meta.dirname, '../dist/app', `${name}.mjs`)), options);
   }
   const api = tsxApi();
   if (!api) return undefined;
   const bootstrap = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(moduleUrl)}); })`;
-  return new Worker(bootstrap, { eval: true, workerData });
+  return new Worker(bootstrap, { ...options, eval: true });
 }
 
 /** How many threads a pool runs and how many jobs wait for one before it refuses. */
@@ -71,21 +75,26 @@ interface Pending<Job, Value> {
  *
  * Workers start when first needed (an idle server holds none) and are unref'd while idle: a
  * pool never keeps a process alive (the admin CLI, a test), and `close` ends them with the
- * server. A worker that dies fails its job and is replaced at the next job. Where no worker
- * can start (no tsx), `inline` does the job on the calling thread.
+ * server; with `idleMs`, a worker that has had no job for that long ends too. A worker that dies
+ * fails its job and is replaced at the next job. Where no worker can start (no tsx), `inline`
+ * does the job on the calling thread.
  */
 export function threadPool<Job, Value>(
   moduleUrl: string,
   settings: PoolSettings,
-  options: { busy: () => Error; inline: (job: Job) => Promise<Value>; workerData?: unknown; failed?: (reason: string) => Error },
+  options: { busy: () => Error; inline: (job: Job) => Promise<Value>; failed?: (reason: string) => Error; thread?: ThreadOptions; idleMs?: number },
 ): ThreadPool<Job, Value> {
   const idle: Worker[] = [];
+  /** Idle workers' retirement timers (with `idleMs`). */
+  const resting = new Map<Worker, NodeJS.Timeout>();
   const running = new Map<Worker, Pending<Job, Value> | undefined>();
   const waiting: Array<Pending<Job, Value>> = [];
   const failed = options.failed ?? ((reason: string) => new Error(`worker thread: ${reason}`));
   let closed = false;
 
   function assign(worker: Worker, pending: Pending<Job, Value>): void {
+    clearTimeout(resting.get(worker));
+    resting.delete(worker);
     running.set(worker, pending);
     worker.ref(); // a job in flight keeps the process alive until it answers
     worker.postMessage(pending.job);
@@ -98,10 +107,21 @@ export function threadPool<Job, Value>(
     running.set(worker, undefined);
     worker.unref();
     idle.push(worker);
+    if (options.idleMs !== undefined) resting.set(worker, setTimeout(() => retire(worker), options.idleMs).unref());
+  }
+
+  /** A worker idle for `idleMs` ends: an idle server gives its memory back, and the next job starts a thread again. */
+  function retire(worker: Worker): void {
+    resting.delete(worker);
+    const at = idle.indexOf(worker);
+    if (at < 0) return;
+    idle.splice(at, 1);
+    running.delete(worker);
+    void worker.terminate();
   }
 
   function spawn(): Worker | undefined {
-    const worker = typescriptWorker(moduleUrl, options.workerData);
+    const worker = typescriptWorker(moduleUrl, options.thread);
     if (!worker) return undefined;
     running.set(worker, undefined);
     worker.on('message', (answer: ThreadAnswer<Value>) => {
@@ -116,6 +136,8 @@ export function threadPool<Job, Value>(
     const gone = (error?: unknown) => {
       if (dead) return; // 'error' is followed by 'exit'
       dead = true;
+      clearTimeout(resting.get(worker));
+      resting.delete(worker);
       const pending = running.get(worker);
       running.delete(worker);
       const at = idle.indexOf(worker);
@@ -147,6 +169,7 @@ export function threadPool<Job, Value>(
     },
     async close() {
       closed = true;
+      for (const timer of resting.values()) clearTimeout(timer);
       for (const pending of waiting.splice(0)) pending.reject(options.busy());
       await Promise.all([...running.keys()].map((worker) => worker.terminate()));
     },
@@ -154,12 +177,32 @@ export function threadPool<Job, Value>(
   };
 }
 
-/** In a pool's worker module: answers each job the pool sends with `handle`'s value, or its error as text. */
-export function answerJobs<Job, Value>(handle: (job: Job) => Promise<Value>): void {
+/**
+ * V8's memory-reducing collection on this thread (Node's `gc`, which a worker has when the server
+ * runs with --expose-gc, node-flags.ts); nothing without it. A thread that built a large structure
+ * (the moderation policy: ~100 MB resident while built, ~12 MB live after) hands the rest back.
+ */
+export function collectGarbage(): void {
+  const collect = (globalThis as { gc?: Collect }).gc;
+  if (typeof collect === 'function') collect({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+}
+
+/**
+ * In a pool's worker module: answers each job the pool sends with `handle`'s value, or its error as
+ * text. With `collectWhenQuiet`, once no job has come for QUIET_MS after one, the thread collects
+ * its garbage (as the server's main thread does, memory.ts), so an idle thread stays small.
+ */
+export function answerJobs<Job, Value>(handle: (job: Job) => Promise<Value>, options: { collectWhenQuiet?: boolean } = {}): void {
+  let quiet: NodeJS.Timeout | undefined;
   parentPort?.on('message', (job: Job) => {
-    handle(job).then(
-      (value) => parentPort!.postMessage({ ok: true, value } satisfies ThreadAnswer<Value>),
-      (error: unknown) => parentPort!.postMessage({ ok: false, error: String(error) } satisfies ThreadAnswer<Value>),
-    );
+    clearTimeout(quiet);
+    handle(job)
+      .then(
+        (value) => parentPort!.postMessage({ ok: true, value } satisfies ThreadAnswer<Value>),
+        (error: unknown) => parentPort!.postMessage({ ok: false, error: String(error) } satisfies ThreadAnswer<Value>),
+      )
+      .finally(() => {
+        if (options.collectWhenQuiet) quiet = setTimeout(collectGarbage, QUIET_MS).unref();
+      });
   });
 }

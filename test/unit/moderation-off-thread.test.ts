@@ -2,7 +2,8 @@
  * Long texts judged off the event loop (server/providers/moderation/off-thread.ts):
  * a worker thread loads the same policy file and judges with the same entry point,
  * so its verdicts are those of the in-process judge; the event loop keeps turning
- * while it judges; no thread starts before the first long text; past the threads
+ * while it judges; no thread starts before the first long text, and an idle one
+ * ends; past the threads
  * and the queue a text is refused as busy (the domain's 503), never judged inline.
  */
 import { after, describe, it } from 'node:test';
@@ -14,6 +15,7 @@ import { offThread } from '../../server/providers/moderation/off-thread.ts';
 import { ModerationUnavailableError, type ModerationInput } from '../../server/providers/moderation/types.ts';
 import { hostilePrompt, PROMPT_SHAPES, type PromptShape } from '../helpers/hostile-prompts.ts';
 import { readSets, UNSEEN_DIR } from '../../scripts/moderation/eval-set.ts';
+import { until } from '../helpers/poll.ts';
 
 const POLICY_PATH = path.join(import.meta.dirname, '../../server/catalog/moderation.yaml');
 const inProcess = embeddedProvider(loadModerationPolicy(POLICY_PATH));
@@ -73,6 +75,18 @@ describe('moderation off the event loop', () => {
       assert.equal(lazy.threads(), 1);
     } finally {
       await lazy.close();
+    }
+  });
+
+  it('when a thread has had no text for its idle time, then it ends, and the next long text starts one again', async () => {
+    const brief = offThread(inProcess, { policyPath: POLICY_PATH, threads: 1, queue: 0, minChars: 100, idleMs: 50 });
+    try {
+      const text = hostilePrompt('prose', 3_000, 7);
+      const first = await brief.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' });
+      await until('the idle thread to end', () => brief.threads() === 0);
+      assert.deepEqual(await brief.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' }), first);
+    } finally {
+      await brief.close();
     }
   });
 

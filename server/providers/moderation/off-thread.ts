@@ -13,7 +13,7 @@
  * entry point (`embeddedProvider`, index.ts), so both give the same decisions
  * (test/unit/moderation-off-thread.test.ts holds them to it). The threads start at
  * the first long text, not with the server (each holds the policy and the
- * dictionary, some tens of MB), and end with it.
+ * dictionary, some tens of MB), and end with it or after IDLE_MS without a text.
  */
 import { threadPool, type PoolSettings, type ThreadPool } from '../../threads.ts';
 import { ModerationUnavailableError, type ModerationInput, type ModerationProvider, type ModerationVerdict } from './types.ts';
@@ -24,7 +24,16 @@ export interface OffThreadSettings extends PoolSettings {
   policyPath: string;
   /** Texts of at least this many characters together are judged on a thread; 0: all of them. */
   minChars: number;
+  /** How long a thread may go without a text before it ends (IDLE_MS). */
+  idleMs?: number;
 }
+
+/**
+ * A thread with no text for five minutes ends, so a server that judged a burst of long texts
+ * gives their threads' memory back (~35 MB each); the next long text waits for a thread to
+ * start again (about a second, on the thread, not the event loop).
+ */
+export const IDLE_MS = 5 * 60_000;
 
 /** What a moderation worker is started with. */
 export interface ModerationWorkerData {
@@ -40,7 +49,8 @@ export function offThread(inProcess: ModerationProvider, settings: OffThreadSett
     // A thread that failed or died on a text: nothing was decided; the caller may retry.
     failed: (reason) => new ModerationUnavailableError(`the moderation thread failed: ${reason}`, 'busy'),
     inline: (input) => inProcess.moderate(input),
-    workerData: { policyPath: settings.policyPath } satisfies ModerationWorkerData,
+    thread: { workerData: { policyPath: settings.policyPath } satisfies ModerationWorkerData },
+    idleMs: settings.idleMs ?? IDLE_MS,
   });
   return {
     name: inProcess.name,
