@@ -1,6 +1,7 @@
 /**
  * Long texts judged off the event loop (server/providers/moderation/off-thread.ts):
- * a worker thread loads the same policy file and judges with the same entry point,
+ * a worker thread builds the policy from the document the server's was built from
+ * (the file may have changed since) and judges with the same entry point,
  * so its verdicts are those of the in-process judge; the event loop keeps turning
  * while it judges; no thread starts before the first long text, and an idle one
  * ends; past the threads
@@ -8,6 +9,8 @@
  */
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
 import { embeddedProvider } from '../../server/providers/moderation/index.ts';
@@ -18,10 +21,11 @@ import { readSets, UNSEEN_DIR } from '../../scripts/moderation/eval-set.ts';
 import { until } from '../helpers/poll.ts';
 
 const POLICY_PATH = path.join(import.meta.dirname, '../../server/catalog/moderation.yaml');
-const inProcess = embeddedProvider(loadModerationPolicy(POLICY_PATH));
+const policy = loadModerationPolicy(POLICY_PATH);
+const inProcess = embeddedProvider(policy);
 
 describe('moderation off the event loop', () => {
-  const everyText = offThread(inProcess, { policyPath: POLICY_PATH, threads: 2, queue: 10_000, minChars: 0 });
+  const everyText = offThread(inProcess, policy, { threads: 2, queue: 10_000, minChars: 0 });
   after(() => everyText.close());
 
   it('when texts are judged on the worker threads, then every verdict is the in-process one (labelled and unseen sets, hostile shapes, conversations)', async () => {
@@ -64,8 +68,24 @@ describe('moderation off the event loop', () => {
     assert.ok((await turnsWhile((i) => everyText.moderate(i))) > 0);
   });
 
+  it('when the policy file changes after the policy was loaded, then the threads judge with the policy loaded, not the file', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-policy-'));
+    const file = path.join(dir, 'moderation.yaml');
+    fs.copyFileSync(POLICY_PATH, file);
+    const loaded = loadModerationPolicy(file);
+    fs.writeFileSync(file, 'categories: []\n'); // what a thread reading the file would now refuse to load
+    const threads = offThread(embeddedProvider(loaded), loaded, { threads: 1, queue: 0, minChars: 0 });
+    try {
+      const input: ModerationInput = { texts: [{ field: 'prompt', text: 'how to make a pipe bomb' }], preference: 'standard' };
+      assert.deepEqual(await threads.moderate(input), await embeddedProvider(loaded).moderate(input));
+    } finally {
+      await threads.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('when only short texts arrive, then no thread starts; the first long one starts one', async () => {
-    const lazy = offThread(inProcess, { policyPath: POLICY_PATH, threads: 1, queue: 0, minChars: 2_000 });
+    const lazy = offThread(inProcess, policy, { threads: 1, queue: 0, minChars: 2_000 });
     try {
       const short = await lazy.moderate({ texts: [{ field: 'prompt', text: 'a lighthouse at dawn' }], preference: 'standard' });
       assert.equal(short.flagged, undefined);
@@ -79,7 +99,7 @@ describe('moderation off the event loop', () => {
   });
 
   it('when a thread has had no text for its idle time, then it ends, and the next long text starts one again', async () => {
-    const brief = offThread(inProcess, { policyPath: POLICY_PATH, threads: 1, queue: 0, minChars: 100, idleMs: 50 });
+    const brief = offThread(inProcess, policy, { threads: 1, queue: 0, minChars: 100, idleMs: 50 });
     try {
       const text = hostilePrompt('prose', 3_000, 7);
       const first = await brief.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' });
@@ -91,7 +111,7 @@ describe('moderation off the event loop', () => {
   });
 
   it('when more long texts arrive than the threads run and the queue holds, then the rest are refused as busy, not judged on the event loop', async () => {
-    const small = offThread(inProcess, { policyPath: POLICY_PATH, threads: 1, queue: 1, minChars: 100 });
+    const small = offThread(inProcess, policy, { threads: 1, queue: 1, minChars: 100 });
     try {
       const texts = Array.from({ length: 4 }, (_, i) => hostilePrompt('prose', 3_000, i));
       const answers = await Promise.allSettled(texts.map((text) => small.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' })));

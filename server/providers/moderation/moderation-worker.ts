@@ -1,7 +1,7 @@
 /**
- * Worker-thread entry for moderating long texts (off-thread.ts): loads the
- * policy file the server loaded and judges each text with the embedded
- * provider the server uses in process. One job at a time; the pool sends the
+ * Worker-thread entry for moderating long texts (off-thread.ts): builds the
+ * policy from the document the server built its own from and judges each text
+ * with the embedded provider the server uses in process. One job at a time; the pool sends the
  * next when this one answers. Its garbage is collected after the policy is
  * built and once it has been idle a moment, so an idle thread holds about what
  * the policy needs (~12 MB of heap) rather than what building it took.
@@ -10,10 +10,11 @@ import { workerData } from 'node:worker_threads';
 import { answerJobs, collectGarbage } from '../../threads.ts';
 import { embeddedProvider } from './index.ts';
 import type { ModerationWorkerData } from './off-thread.ts';
-import { loadModerationPolicy } from './policy-file.ts';
+import { parseModerationPolicy } from './policy-file.ts';
 import type { ModerationInput } from './types.ts';
 
-const provider = embeddedProvider(loadModerationPolicy((workerData as ModerationWorkerData).policyPath));
+const { doc, source } = workerData as ModerationWorkerData;
+const provider = embeddedProvider(parseModerationPolicy(doc, source));
 // Building the policy (the dictionary read and sorted) leaves ~85 MB of garbage resident: handed back now.
 collectGarbage();
 

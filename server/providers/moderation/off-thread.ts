@@ -9,19 +9,19 @@
  * the everyday case, are judged in process, where a round trip to a thread
  * would cost more than the judgment.
  *
- * Each worker loads the policy file the server loaded and judges with the same
- * entry point (`embeddedProvider`, index.ts), so both give the same decisions
+ * Each worker builds its policy from the document the server's was built from
+ * (not the file, which may have changed since the start) and judges with the
+ * same entry point (`embeddedProvider`, index.ts), so both give the same decisions
  * (test/unit/moderation-off-thread.test.ts holds them to it). The threads start at
  * the first long text, not with the server (each holds the policy and the
  * dictionary, some tens of MB), and end with it or after IDLE_MS without a text.
  */
 import { threadPool, type PoolSettings, type ThreadPool } from '../../threads.ts';
+import { policyDocument, type ModerationPolicy, type PolicyDocument } from './policy-file.ts';
 import { ModerationUnavailableError, type ModerationInput, type ModerationProvider, type ModerationVerdict } from './types.ts';
 
-/** Where the policy comes from and how the threads run (config: MODERATION_THREADS, MODERATION_THREAD_QUEUE, MODERATION_THREAD_MIN_CHARS). */
+/** How the threads run (config: MODERATION_THREADS, MODERATION_THREAD_QUEUE, MODERATION_THREAD_MIN_CHARS). */
 export interface OffThreadSettings extends PoolSettings {
-  /** The policy file the workers load (the one the server loaded). */
-  policyPath: string;
   /** Texts of at least this many characters together are judged on a thread; 0: all of them. */
   minChars: number;
   /** How long a thread may go without a text before it ends (IDLE_MS). */
@@ -35,21 +35,26 @@ export interface OffThreadSettings extends PoolSettings {
  */
 export const IDLE_MS = 5 * 60_000;
 
-/** What a moderation worker is started with. */
-export interface ModerationWorkerData {
-  policyPath: string;
-}
+/** What a moderation worker is started with: the document the server's policy was built from. */
+export type ModerationWorkerData = PolicyDocument;
 
 const workerModule = new URL('./moderation-worker.ts', import.meta.url).href;
 
-/** A provider whose long texts `inProcess`'s twin judges on a worker thread; `close` ends the threads, `threads` counts them. */
-export function offThread(inProcess: ModerationProvider, settings: OffThreadSettings): ModerationProvider & Omit<ThreadPool<never, never>, 'run'> {
+/**
+ * A provider whose long texts a twin of `inProcess` judges on a worker thread, built there from the
+ * document `policy` was built from; `close` ends the threads, `threads` counts them.
+ */
+export function offThread(
+  inProcess: ModerationProvider,
+  policy: ModerationPolicy,
+  settings: OffThreadSettings,
+): ModerationProvider & Omit<ThreadPool<never, never>, 'run'> {
   const pool = threadPool<ModerationInput, ModerationVerdict>(workerModule, settings, {
     busy: () => new ModerationUnavailableError('every moderation thread is busy and their queue is full', 'busy'),
     // A thread that failed or died on a text: nothing was decided; the caller may retry.
     failed: (reason) => new ModerationUnavailableError(`the moderation thread failed: ${reason}`, 'busy'),
     inline: (input) => inProcess.moderate(input),
-    thread: { workerData: { policyPath: settings.policyPath } satisfies ModerationWorkerData },
+    thread: { workerData: policyDocument(policy) satisfies ModerationWorkerData },
     idleMs: settings.idleMs ?? IDLE_MS,
   });
   return {
