@@ -24,7 +24,8 @@ import { UpstreamErrorCounts } from './providers/remote/http.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import { tempPath, useRemoteBlobStore } from './storage/blobs.ts';
-import { moderationProviderFor } from './providers/moderation/index.ts';
+import { embeddedProvider, moderationProviderFor } from './providers/moderation/index.ts';
+import { offThread } from './providers/moderation/off-thread.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
 import { closeWhenUnread } from './http/connection.ts';
@@ -211,7 +212,9 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const textProviders = createTextProviders(config, catalog);
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
-  const policies = { moderation: moderationProviderFor(moderationPolicy, config), regions: loadRegions(config.regionsFile) };
+  // Long texts are judged on worker threads, started at the first one; close() ends them.
+  const moderationThreads = offThread(embeddedProvider(moderationPolicy), moderationPolicy, config.moderationThreads);
+  const policies = { moderation: moderationProviderFor(moderationPolicy, config, moderationThreads), regions: loadRegions(config.regionsFile) };
   // The console page's script is bundled before the database opens (a broken page stops the start).
   const consolePage = await buildConsolePage();
   await configureBlobStore(config);
@@ -343,6 +346,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
       await worker?.stop();
       stopSharing();
       await passwords.close();
+      await moderationThreads.close();
       signing.stop();
       if (metricsServer) await new Promise((resolve) => metricsServer.close(resolve));
       await db.destroy();
