@@ -22,6 +22,7 @@ import type { JobCounts } from './worker/counts.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia, discoveredCatalog, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
 import { UpstreamErrorCounts } from './providers/remote/http.ts';
+import { processReadLimits } from './providers/remote/read-limit.ts';
 import { AdmissionRefusals } from './domain/admission.ts';
 import { storeErrorCounts } from './storage/outages.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
@@ -140,7 +141,7 @@ export function startMediaWorker(
 ): RunningWorker {
   const { signer, upstreamErrors, blobs, jobCounts } = extras;
   // A broken provider entry in the catalog stops the start.
-  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES)));
+  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES), processReadLimits));
   return startWorker({
     db,
     clock,
@@ -212,7 +213,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   guardDataDir(config.dataDir, logger);
   const catalog = loadCatalog(config.catalogPath, PROVIDER_NAMES);
   // Remote media providers are checked before the database opens: a model naming an unconfigured one stops the start.
-  const remoteMedia = createRemoteMedia(config, catalog);
+  const remoteMedia = createRemoteMedia(config, catalog, processReadLimits);
   // Likewise a text model's broken deployments list.
   const textProviders = createTextProviders(config, catalog);
   // A broken moderation policy or regions file stops the start, before the database opens.

@@ -55,7 +55,7 @@ const ALLOWED: Record<string, string> = {
     'counted beneath every statement by the query engine and by the object-store client, where no app is at hand; /metrics reads it through the counts server.ts hands it',
   'providers/moderation/second-opinion.ts remoteFallbacks': 'the remote moderation endpoint is configured once per process; /metrics reads it',
   // Shared with every process on the database anyway.
-  'providers/remote/read-limit.ts buckets':
+  'providers/remote/read-limit.ts processReadLimits':
     'the upstream limits its account and key, not an app: two apps in one process polling one key share its budget, or together they would spend it twice',
   'providers/routing/deployments.ts routed':
     "the deployments /metrics and `gemforge admin providers` show; their breakers' shared state is the process's (shared.ts)",
