@@ -136,8 +136,8 @@ export function startMediaWorker(
   db: Db,
   logger: Logger,
   clock: Clock,
-  layered?: MediaProviders,
-  extras: { signer?: UrlSigner; upstreamErrors?: UpstreamErrorCounts; blobs?: Blobs; jobCounts?: JobCounts } = {},
+  layered: MediaProviders | undefined,
+  extras: { signer?: UrlSigner; upstreamErrors?: UpstreamErrorCounts; blobs: Blobs; jobCounts?: JobCounts },
 ): RunningWorker {
   const { signer, upstreamErrors, blobs, jobCounts } = extras;
   // A broken provider entry in the catalog stops the start.
@@ -148,7 +148,7 @@ export function startMediaWorker(
     logger,
     providers,
     ...(upstreamErrors && { upstreamErrors }),
-    ...(blobs && { blobs }),
+    blobs,
     ...(jobCounts && { jobCounts }),
     remoteConcurrency: Object.keys(providers.byModel ?? {}).length > 0 ? config.workerRemoteConcurrency : 0,
     dataDir: config.dataDir,
