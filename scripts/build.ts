@@ -8,7 +8,7 @@
  * What it writes, all in dist/app (ESM, Node 24, one shared chunk set):
  * - `main.mjs` (server/main.ts), `admin.mjs` and `worker.mjs` (server/cli/);
  * - one entry per worker-thread module (the `./x.ts` files handed to
- *   `typescriptWorker`, found by reading the sources), named after it;
+ *   `typescriptWorker` or `threadPool`, found by reading the sources), named after it;
  * - the console page's script, bundled for browsers and built into the
  *   server as a string constant.
  * Packages stay imports of node_modules (native modules, and the
@@ -32,7 +32,7 @@ import { writeBuiltDictionary } from '../server/providers/moderation/dictionary.
 const ROOT = path.resolve(import.meta.dirname, '..');
 const OUT = path.join(ROOT, 'dist/app');
 
-/** Every module started on a worker thread: the `new URL('./x.ts', import.meta.url)` beside a `typescriptWorker` call. */
+/** Every module started on a worker thread: the `new URL('./x.ts', import.meta.url)` beside a `typescriptWorker` or `threadPool` call. */
 export function threadModules(): string[] {
   const found: string[] = [];
   const walk = (dir: string) => {
@@ -41,7 +41,7 @@ export function threadModules(): string[] {
       if (entry.isDirectory()) walk(file);
       else if (entry.name.endsWith('.ts')) {
         const text = fs.readFileSync(file, 'utf8');
-        if (!text.includes('typescriptWorker(')) continue;
+        if (!/\b(?:typescriptWorker|threadPool)[<(]/.test(text)) continue;
         for (const m of text.matchAll(/new URL\('\.\/([\w-]+\.ts)', import\.meta\.url\)/g)) found.push(path.join(dir, m[1]!));
       }
     }

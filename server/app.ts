@@ -58,7 +58,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Cross-origin browser calls to the API paths, for the operator's CORS_ORIGINS only (http/cors.ts).
   if (config.corsOrigins.length > 0) app.use('/api', apiCors(config.corsOrigins));
   // Liveness and readiness for balancers and orchestrators: outside the public contract.
-  app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle, logger })));
+  app.use(byPrefix(healthRouter({ db, blobs: deps.blobs, lifecycle, logger })));
 
   // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
   app.use(byPrefix(filesRouter(deps)));

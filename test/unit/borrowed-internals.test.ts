@@ -62,6 +62,14 @@ describe('borrowed internals', () => {
         ['query', 'stream', 'acquireConnection', 'releaseConnection'].every((m) => typeof client[m] === 'function'),
         "the client's query, stream, acquireConnection and releaseConnection (leanTransaction's client)",
       );
+      const paged = db('t')
+        .select('a')
+        .offset(db.raw('?', [7]))
+        .toSQL();
+      check(
+        / offset \?$/.test(paged.sql) && paged.bindings.includes(7),
+        'offset() taking a raw binding (the overload knex-adapter.ts declares; storage/voices.ts pages with it)',
+      );
       const source = fs.readFileSync(path.join(ROOT, 'node_modules/knex/lib/client.js'), 'utf8');
       check(source.includes('__knex__disposed'), 'the pool giving up a connection marked __knex__disposed (leanTransaction after a failed ROLLBACK)');
     } finally {
