@@ -65,13 +65,25 @@ export interface RunningServer {
 async function selfCheck(url: string, server: http.Server, db: Db): Promise<void> {
   // A header that is not a bearer key: the validator itself must answer (a request with
   // none at all is answered before it, by http/missing-key.ts, and would prove nothing).
-  const res = await fetch(`${url}/api/generate/models`, { headers: { 'x-request-id': 'startup-self-check', authorization: 'Basic startup-self-check' } });
-  await res.arrayBuffer();
-  if (res.status !== 401) {
+  // Through node:http, not fetch: the first fetch in a process loads and compiles Node's
+  // bundled undici (~100 ms of a start), which nothing else on the way to serving needs.
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = http.get(
+      `${url}/api/generate/models`,
+      { agent: false, headers: { 'x-request-id': 'startup-self-check', authorization: 'Basic startup-self-check' } },
+      (res) => {
+        res.resume();
+        res.once('end', () => resolve(res.statusCode ?? 0));
+        res.once('error', reject);
+      },
+    );
+    req.once('error', reject);
+  });
+  if (status !== 401) {
     server.closeAllConnections();
     server.close();
     await db.destroy();
-    throw new Error(`the contract did not load (self-check answered ${res.status}); run "npm run lint:contract"`);
+    throw new Error(`the contract did not load (self-check answered ${status}); run "npm run lint:contract"`);
   }
 }
 

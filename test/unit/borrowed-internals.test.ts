@@ -120,6 +120,21 @@ describe('borrowed internals', () => {
       /\(0, path_to_regexp_1\.pathToRegexp\)\(/.test(metadata),
       'openapi.metadata.js calling pathToRegexp through the module object at call time (what the memoizing wrapper replaces)',
     );
+    const schemaValidator = fromValidator('./framework/openapi.schema.validator.js') as { OpenAPISchemaValidator?: { prototype?: { validate?: unknown } } };
+    check(
+      typeof schemaValidator.OpenAPISchemaValidator?.prototype?.validate === 'function',
+      'dist/framework/openapi.schema.validator.js exporting OpenAPISchemaValidator with validate',
+    );
+    const framework = fs.readFileSync(fromValidator.resolve('./framework/index.js'), 'utf8');
+    check(
+      /new openapi_schema_validator_1\.OpenAPISchemaValidator\(/.test(framework) &&
+        /if \(validateApiSpec\) \{\s*const apiDocValidation = validator\.validate\(/.test(framework),
+      'framework/index.js building OpenAPISchemaValidator through the module object, and calling validate only under validateApiSpec (what the lazy class relies on)',
+    );
+    check(
+      fs.existsSync(fromValidator.resolve('@apidevtools/json-schema-ref-parser')),
+      'its own @apidevtools/json-schema-ref-parser (the bundling the build checks the contract after)',
+    );
   });
 
   it("when a broken request body is answered (server/http/client-error.ts), then Node's socket names the response it is writing as _httpMessage", async () => {

@@ -33,7 +33,7 @@ const ALLOWED: Record<string, string> = {
   'media/sharp.ts loaded': LAZY_LOAD,
   'providers/audio/speech.ts compiled': LAZY_LOAD,
   'storage/engine/pg-deferred.ts pgEscape': LAZY_LOAD,
-  'providers/moderation/normalize.ts dictionary': LAZY_LOAD,
+  'providers/moderation/dictionary.ts dictionary': LAZY_LOAD,
   'providers/moderation/normalize.ts stems': MEMO,
   'providers/moderation/normalize.ts folded': MEMO,
   'providers/moderation/normalize.ts foldedUnits': MEMO,
