@@ -114,7 +114,7 @@ describe('statements per request', () => {
     assert.ok(work.length <= (isSqlite(s.db) ? 11 : 12), `${work.length} statements:\n${work.join('\n')}`);
   });
 
-  it('when a chat completion is settled, then its reservation is not read back: the settlement begins with the close of the hold', async () => {
+  it('when a chat completion is settled, then its reservation is not read back: the settlement closes the hold right after completing the record', async () => {
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
     await settle();
@@ -129,15 +129,16 @@ describe('statements per request', () => {
     assert.equal(begins.length, 2, all.join('\n'));
     const settlement = all.slice(begins[1]);
     assert.ok(!settlement.some((q) => /^select .* from .reservations./i.test(q)), settlement.join('\n'));
-    assert.match(settlement[1] ?? '', /^update .reservations./i, settlement.join('\n'));
+    assert.match(settlement[1] ?? '', /^update .idempotency_records./i, settlement.join('\n'));
+    assert.match(settlement[2] ?? '', /^update .reservations./i, settlement.join('\n'));
   });
 
-  it('when a chat completion is settled, then its ledger rows and running figures wait for the next statement instead of a round trip each', async (t) => {
+  it('when a chat completion is settled, then its ledger rows and running figures wait for the COMMIT, which leaves with them: the settlement takes four round trips', async (t) => {
     if (!isSqlite(s.db)) return t.skip('on Postgres the writes that wait go with the COMMIT (test/unit/pg-deferred.test.ts)');
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
     // A statement sent on its own is a prepared one (engine/statement-cache.ts); the writes that wait leave as the
-    // literal SQL of one `exec` with whatever comes next. So: which prepared statements ran during the completion.
+    // literal SQL of one `exec` with whatever comes next. Each call is one round trip to node-sqlite3's thread pool.
     const prepared: string[] = [];
     const proto = sqlite3.Statement.prototype as unknown as Record<'run' | 'all', (this: sqlite3.Statement & { sql: string }, ...a: unknown[]) => unknown>;
     const originals = { run: proto.run, all: proto.all };
@@ -159,14 +160,21 @@ describe('statements per request', () => {
     } finally {
       Object.assign(proto, originals);
     }
+    const shown = prepared.join('\n');
     assert.ok(
       prepared.some((q) => /^update .reservations./i.test(q)),
-      prepared.join('\n'),
+      shown,
     ); // the close of the hold, checked at once
     const figures = prepared.filter((q) =>
       /^update .(account_balances|key_balances).|^insert into .(ledger_entries|account_months|account_days|key_months)./i.test(q),
     );
-    assert.deepEqual(figures, [], prepared.join('\n'));
+    assert.deepEqual(figures, [], shown);
+    // The settlement: BEGIN, the record's completion and the close of the hold (both checked) as prepared statements,
+    // then what waited leaves with the COMMIT in one batch: four round trips.
+    const settlement = prepared.slice(prepared.findLastIndex((q) => /^begin\b/i.test(q))).filter((q) => !/^pragma\b/i.test(q));
+    assert.equal(settlement.length, 3, shown);
+    assert.match(settlement[1]!, /^update .idempotency_records./i, shown);
+    assert.match(settlement[2]!, /^update .reservations./i, shown);
   });
 
   it('when models are listed with a cached key or without a key, then no statement runs', async () => {
