@@ -200,7 +200,12 @@ export async function executeChecked(conn: Conn, name: string, build: Build, par
 }
 
 /** A write of a SQLite transaction as complete SQL (values written in) on a connection where writes may wait, or undefined where it cannot be. */
-async function sqliteWaiting(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<{ connection: DeferringConnection; sql: string } | undefined> {
+async function sqliteWaiting(
+  conn: Conn,
+  name: string,
+  build: Build,
+  params: readonly Value[],
+): Promise<{ connection: DeferringConnection; sql: string } | undefined> {
   if (!onSqlite(conn) || !isTransaction(conn) || conn.isCompleted()) return undefined;
   const plan = planOf(conn, name, build, params.length);
   if (plan.method !== 'run') return undefined;

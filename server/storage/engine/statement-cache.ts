@@ -87,9 +87,12 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   /** Sends the waiting writes in one `exec`, then `next`; a failure goes to `failed` instead. */
   const flush = (next: () => void, failed: (error: Error) => void) => {
     const sql = deferred.join(';\n');
+    const alone = heldBegin && deferred.length === 1;
     deferred = [];
     heldBegin = false;
-    original.exec(sql, (error) => (error ? failed(error) : next()));
+    // A held BEGIN alone stays a prepared statement: `exec` would parse it again every time.
+    if (alone) cached('run', sql, [], (error) => (error ? failed(error) : next()));
+    else original.exec(sql, (error) => (error ? failed(error) : next()));
   };
   /**
    * Runs `statement` after whatever waits (dropped for a ROLLBACK); a failed batch
