@@ -21,6 +21,14 @@ describe('statements per request', () => {
   let user: { secret: string };
   let taskId: string;
   let statements: string[] = [];
+  const trips: Array<{ exec: boolean; sql: string }> = [];
+  let recording = false;
+  const statementProto = sqlite3.Statement.prototype as unknown as Record<
+    'run' | 'all',
+    (this: sqlite3.Statement & { sql: string }, ...a: unknown[]) => unknown
+  >;
+  const databaseProto = sqlite3.Database.prototype as unknown as Record<'exec', (this: sqlite3.Database, sql: string, ...a: unknown[]) => unknown>;
+  const originals = { run: statementProto.run, all: statementProto.all, exec: databaseProto.exec };
   before(async () => {
     // A task generated to the end by one server; then the one counted, without a polling worker.
     const generating = await startTestServer({ dataDir });
@@ -35,11 +43,25 @@ describe('statements per request', () => {
     assert.equal(task.outputs.filter((o) => o.asset).length, 2);
     taskId = task.id;
     await generating.close();
+    // Every call into node-sqlite3 that runs SQL is one round trip to its thread pool: prepared statements' `run` and
+    // `all`, and `exec` (the statement cache binds `exec` when a connection opens, so it is recorded from here on).
+    for (const method of ['run', 'all'] as const) {
+      statementProto[method] = function (...a: unknown[]) {
+        if (recording) trips.push({ exec: false, sql: this.sql });
+        return originals[method].apply(this, a);
+      };
+    }
+    databaseProto.exec = function (sql: string, ...a: unknown[]) {
+      if (recording) trips.push({ exec: true, sql });
+      return originals.exec.call(this, sql, ...a);
+    };
     s = await startTestServer({ dataDir, env: { WORKER_ENABLED: 'false' } });
     onStatement(s.db, (sql) => statements.push(sql));
   });
   after(async () => {
     await s.close();
+    Object.assign(statementProto, { run: originals.run, all: originals.all });
+    databaseProto.exec = originals.exec;
     fs.rmSync(dataDir, { recursive: true, force: true });
     await dropDatabaseFor(dataDir);
   });
@@ -114,7 +136,7 @@ describe('statements per request', () => {
     assert.ok(work.length <= (isSqlite(s.db) ? 11 : 12), `${work.length} statements:\n${work.join('\n')}`);
   });
 
-  it('when a chat completion is settled, then its reservation is not read back: the settlement begins with the close of the hold', async () => {
+  it('when a chat completion is settled, then its reservation is not read back: the settlement closes the hold right after completing the record', async () => {
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
     await settle();
@@ -129,44 +151,55 @@ describe('statements per request', () => {
     assert.equal(begins.length, 2, all.join('\n'));
     const settlement = all.slice(begins[1]);
     assert.ok(!settlement.some((q) => /^select .* from .reservations./i.test(q)), settlement.join('\n'));
-    assert.match(settlement[1] ?? '', /^update .reservations./i, settlement.join('\n'));
+    assert.match(settlement[1] ?? '', /^update .idempotency_records./i, settlement.join('\n'));
+    assert.match(settlement[2] ?? '', /^update .reservations./i, settlement.join('\n'));
   });
 
-  it('when a chat completion is settled, then its ledger rows and running figures wait for the next statement instead of a round trip each', async (t) => {
+  it('when a chat completion is answered, then it takes nine round trips to node-sqlite3: the claim leaves with its BEGIN, and the ledger rows and running figures with each COMMIT', async (t) => {
     if (!isSqlite(s.db)) return t.skip('on Postgres the writes that wait go with the COMMIT (test/unit/pg-deferred.test.ts)');
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
-    // A statement sent on its own is a prepared one (engine/statement-cache.ts); the writes that wait leave as the
-    // literal SQL of one `exec` with whatever comes next. So: which prepared statements ran during the completion.
-    const prepared: string[] = [];
-    const proto = sqlite3.Statement.prototype as unknown as Record<'run' | 'all', (this: sqlite3.Statement & { sql: string }, ...a: unknown[]) => unknown>;
-    const originals = { run: proto.run, all: proto.all };
-    for (const method of ['run', 'all'] as const) {
-      proto[method] = function (...a: unknown[]) {
-        prepared.push(this.sql);
-        return originals[method].apply(this, a);
-      };
-    }
-    try {
-      const res = await s.call('POST', '/api/generate/text/v1/chat/completions', {
-        key: rich.secret,
-        body,
-        headers: { 'idempotency-key': 'statements-chat-batched' },
-      });
+    const answer = async (idemKey: string) => {
+      const res = await s.call('POST', '/api/generate/text/v1/chat/completions', { key: rich.secret, body, headers: { 'idempotency-key': idemKey } });
       assert.equal(res.status, 200);
       await res.arrayBuffer();
       await settle();
+    };
+    await answer('statements-chat-warm'); // the key read and its last-use stamp, the balance rows made
+    trips.length = 0;
+    recording = true;
+    try {
+      await answer('statements-chat-batched');
     } finally {
-      Object.assign(proto, originals);
+      recording = false;
     }
-    assert.ok(
-      prepared.some((q) => /^update .reservations./i.test(q)),
-      prepared.join('\n'),
-    ); // the close of the hold, checked at once
+    // The key's read (its cache may have expired) and the WAL checkpoint beside the writer are not the completion's.
+    const mine = trips.filter((c) => !/`key__id`|last_used_at|^\s*pragma\b/i.test(c.sql));
+    const shown = mine.map((c) => `${c.exec ? 'exec' : 'prepared'}: ${c.sql.replace(/\s+/g, ' ').slice(0, 160)}`).join('\n');
+    const prepared = mine.filter((c) => !c.exec).map((c) => c.sql);
+    // What waits never runs as a prepared statement of its own.
     const figures = prepared.filter((q) =>
-      /^update .(account_balances|key_balances).|^insert into .(ledger_entries|account_months|account_days|key_months)./i.test(q),
+      /^update .(account_balances|key_balances).|^insert into .(ledger_entries|account_months|account_days|key_months|reservations|idempotency_records)./i.test(
+        q,
+      ),
     );
-    assert.deepEqual(figures, [], prepared.join('\n'));
+    assert.deepEqual(figures, [], shown);
+    const expected: Array<[exec: boolean, sql: RegExp]> = [
+      [false, /^select \* from .idempotency_records./i], // replay before anything else
+      [false, /^insert into rate_buckets/i], // admission
+      [true, /^begin\b[\s\S]*insert into .idempotency_records./i], // the claim with its BEGIN
+      [false, /^select .*account_balances/i], // the figures the hold is decided on
+      [true, /^insert into .reservations.[\s\S]*commit;?\s*$/i], // the hold's writes with the COMMIT
+      [false, /^begin;?\s*$/i], // held, then sent alone as the prepared statement it was
+      [false, /^update .idempotency_records./i], // the record's completion, checked
+      [false, /^update .reservations./i], // the close of the hold, checked: a settlement happens once
+      [true, /^insert into .ledger_entries.[\s\S]*commit;?\s*$/i], // the settlement's writes with the COMMIT
+    ];
+    assert.equal(mine.length, expected.length, shown);
+    expected.forEach(([exec, sql], i) => {
+      assert.equal(mine[i]!.exec, exec, shown);
+      assert.match(mine[i]!.sql, sql, shown);
+    });
   });
 
   it('when models are listed with a cached key or without a key, then no statement runs', async () => {

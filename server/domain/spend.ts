@@ -232,11 +232,16 @@ export async function releaseAndForget(db: Db, clock: Clock, claim: Claim): Prom
   });
 }
 
-/** Bill and retain: charge (≤ the hold, the rest released) and retain the response for replays, in one transaction. */
+/**
+ * Bill and retain: charge (≤ the hold, the rest released) and retain the response for replays, in one transaction.
+ * The record's completion comes first: both it and the hold's close are checked statements, and the settlement's
+ * ledger rows and figures wait behind the close (ledger.ts `settleTx`) for the COMMIT, so they leave with it in one
+ * round trip; the other way round they were flushed on their own before the completion (a round trip more).
+ */
 export async function billAndRetain(db: Db, clock: Clock, claim: Claim, charge: number, retained: idem.Retained): Promise<void> {
   await inTransaction(db, async (trx) => {
-    await ledger.settleTx(trx, clock, claim.reservationId, charge, claim.held);
     await idem.complete(trx, clock, claim.identity, { ref: claim.ref, retained });
+    await ledger.settleTx(trx, clock, claim.reservationId, charge, claim.held);
   });
 }
 

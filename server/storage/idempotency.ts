@@ -39,7 +39,11 @@ const RECORD_COLUMNS = [
   'updated_at',
 ] as const satisfies ReadonlyArray<keyof IdempotencyRow>;
 
-const recordInsert = statement.write('idempotency-insert', (c, ...v) => c('idempotency_records').insert(rowOf(RECORD_COLUMNS, v)));
+/**
+ * The record's insert, the claim of its identity: its only outcome is whether the primary key refused it (a claim
+ * made before). In a SQLite transaction it leaves with the held BEGIN in one round trip (engine/compiled.ts `executeChecked`).
+ */
+const recordInsert = statement.checked('idempotency-insert', (c, ...v) => c('idempotency_records').insert(rowOf(RECORD_COLUMNS, v)));
 
 export async function insertRecord(db: Conn, row: IdempotencyRow): Promise<void> {
   await query(db, recordInsert, rowParams(RECORD_COLUMNS, row));

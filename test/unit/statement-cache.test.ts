@@ -184,6 +184,48 @@ describe('prepared statements on the writing connection', () => {
     await close(conn);
   });
 
+  it('when a transaction begins, then its BEGIN waits for what comes next: it leaves with the first waiting write in one exec, and a transaction that sent nothing ends with no round trip', async () => {
+    const raw = await open(path.join(dir, 'held-begin.sqlite'));
+    await exec(raw, 'CREATE TABLE h (n INTEGER PRIMARY KEY)');
+    const execs: string[] = [];
+    const rawExec = raw.exec.bind(raw);
+    raw.exec = (sql: string, callback?: (error: Error | null) => void) => (execs.push(sql), rawExec(sql, callback));
+    const conn = cacheStatements(raw);
+    const flushed = () => new Promise<Error | null>((resolve) => conn.flushDeferred(resolve));
+
+    assert.equal((await call(conn, 'all', 'BEGIN;')).error, null);
+    conn.defer('INSERT INTO h (n) VALUES (1)');
+    assert.equal(await flushed(), null);
+    assert.equal(execs.length, 1, 'BEGIN and the write in one exec');
+    assert.match(execs[0]!, /^BEGIN;[\s\S]*INSERT INTO h/);
+    assert.deepEqual((await call(conn, 'all', 'select n from h')).rows, [{ n: 1 }]);
+    assert.equal((await call(conn, 'run', 'ROLLBACK')).error, null, 'the BEGIN ran: there is a transaction to roll back');
+    assert.deepEqual((await call(conn, 'all', 'select n from h')).rows, []);
+
+    // Nothing sent: BEGIN then ROLLBACK or COMMIT reach no thread, and the connection is in no transaction after.
+    execs.length = 0;
+    for (const end of ['ROLLBACK', 'COMMIT;']) {
+      assert.equal((await call(conn, 'all', 'BEGIN;')).error, null);
+      conn.defer('INSERT INTO h (n) VALUES (2)');
+      if (end === 'COMMIT;') await call(conn, 'all', 'select 1'); // sends BEGIN and the write: the COMMIT is then a real one
+      assert.equal((await call(conn, 'run', end)).error, null);
+      assert.equal((await call(conn, 'all', 'BEGIN;')).error, null);
+      assert.equal((await call(conn, 'run', 'ROLLBACK')).error, null);
+    }
+    assert.equal(execs.length, 1, execs.join('\n'));
+    assert.match(String((await call(conn, 'run', 'ROLLBACK')).error), /no transaction is active/);
+    assert.deepEqual((await call(conn, 'all', 'select n from h')).rows, [{ n: 2 }]);
+
+    // A write sent with the held BEGIN that fails: its caller hears it, and the BEGIN ran, so the transaction rolls back.
+    assert.equal((await call(conn, 'all', 'BEGIN;')).error, null);
+    conn.defer('INSERT INTO h (n) VALUES (3)');
+    conn.defer('INSERT INTO h (n) VALUES (2)'); // the primary key refuses it
+    assert.match(String(await flushed()), /UNIQUE constraint failed/);
+    assert.equal((await call(conn, 'run', 'ROLLBACK')).error, null);
+    assert.deepEqual((await call(conn, 'all', 'select n from h')).rows, [{ n: 2 }]);
+    await close(conn);
+  });
+
   it('when any string, whole number or null is written in as a literal, then it reads back exactly as the same value bound', async () => {
     const conn = cacheStatements(await open(path.join(dir, 'literals.sqlite')));
     await exec(conn, 'CREATE TABLE l (id INTEGER PRIMARY KEY, t TEXT, i INTEGER, x)');

@@ -20,7 +20,7 @@
  */
 import type { Knex } from 'knex';
 import type sqlite3 from 'sqlite3';
-import { canDefer } from './statement-cache.ts';
+import { canDefer, type DeferringConnection } from './statement-cache.ts';
 import { canDeferPg, pgLiteral } from './pg-deferred.ts';
 import { statementKind } from './knex-adapter.ts';
 
@@ -177,18 +177,42 @@ export async function executeLater(conn: Conn, name: string, build: Build, param
   // Postgres: any statement may wait, its outcome unread; a failure fails the commit.
   const pg = await onPgTransaction(conn, name, build, params);
   if (pg) return pg.connection.deferPrepared(pg.plan.pgName!, pg.plan.sql, pg.literals, last);
-  if (onSqlite(conn) && isTransaction(conn) && !conn.isCompleted()) {
-    const plan = planOf(conn, name, build, params.length);
-    if (plan.method === 'run') {
-      const literals = plan.bindings.map((b) => sqliteLiteral(typeof b === 'number' ? params[b] : b.value));
-      const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
-      if (canDefer(connection) && literals.every((l) => l !== undefined)) {
-        connection.defer(plan.pieces.reduce((sql, piece, i) => sql + literals[i - 1] + piece));
-        return;
-      }
-    }
-  }
+  const waiting = await sqliteWaiting(conn, name, build, params);
+  if (waiting) return waiting.connection.defer(waiting.sql);
   await execute(conn, name, build, params);
+}
+
+/**
+ * Runs a write whose only outcome read is whether it failed (no RETURNING rows,
+ * no count of changed rows), at once. In a SQLite transaction it goes at the
+ * end of the writes that wait, the transaction's held BEGIN included
+ * (statement-cache.ts), in their one `exec`: its caller hears its failure as at
+ * the write itself, one round trip sooner than a prepared statement after that
+ * batch. Anywhere else it runs like `execute` (on Postgres that already goes
+ * with what waits).
+ */
+export async function executeChecked(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<void> {
+  const waiting = await sqliteWaiting(conn, name, build, params);
+  if (!waiting) return void (await execute(conn, name, build, params));
+  const { connection, sql } = waiting;
+  connection.defer(sql);
+  await new Promise<void>((resolve, reject) => connection.flushDeferred((error) => (error ? reject(error) : resolve())));
+}
+
+/** A write of a SQLite transaction as complete SQL (values written in) on a connection where writes may wait, or undefined where it cannot be. */
+async function sqliteWaiting(
+  conn: Conn,
+  name: string,
+  build: Build,
+  params: readonly Value[],
+): Promise<{ connection: DeferringConnection; sql: string } | undefined> {
+  if (!onSqlite(conn) || !isTransaction(conn) || conn.isCompleted()) return undefined;
+  const plan = planOf(conn, name, build, params.length);
+  if (plan.method !== 'run') return undefined;
+  const literals = plan.bindings.map((b) => sqliteLiteral(typeof b === 'number' ? params[b] : b.value));
+  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
+  if (!canDefer(connection) || !literals.every((l) => l !== undefined)) return undefined;
+  return { connection, sql: plan.pieces.reduce((sql, piece, i) => sql + literals[i - 1] + piece) };
 }
 
 /**

@@ -36,6 +36,7 @@
  *   first    as rows; its first row (undefined when none)
  *   byKey    read connection, gathered (5)     as rows, for its key           as rows, for its key              knex, for its key
  *   write    knex (6)                          writer's connection, prepared  PREPARE/EXECUTE                   knex
+ *   checked  as write                          with what waits, at once (9)   as write                          knex
  *   later    knex, at once                     waits for the next statement (7)  waits for the next statement (7)  knex, at once
  *   dynamic  knex, built each time, everywhere (8)
  *
@@ -61,12 +62,16 @@
  * 8. What cannot be compiled once: DDL and session statements (`VACUUM INTO`,
  *    `SET TRANSACTION`), and statements whose shape is data (a sweep over a
  *    computed list of ids, batches of rows). Still written here, still named.
+ * 9. A write whose only outcome read is whether it failed (an identity's claim,
+ *    refused by its primary key when made before): sent at once at the end of
+ *    what waits, a held BEGIN included, in one `exec` (compiled.ts
+ *    `executeChecked`); its caller hears its failure there.
  *
  * Rows come back as the driver gives them: booleans are 0/1 on SQLite, whole
  * numbers are numbers on both (db.ts parses Postgres's bigint and numeric).
  */
 import type { Knex } from 'knex';
-import { asResult, compile, execute, executeLater, rowOf, rowParams, type Build, type Executed, type Row, type Value } from './compiled.ts';
+import { asResult, compile, execute, executeChecked, executeLater, rowOf, rowParams, type Build, type Executed, type Row, type Value } from './compiled.ts';
 import { KEY_COLUMN, readByKey, readRows } from './reads.ts';
 import { countStoreError, isDatabaseFailure } from '../outages.ts';
 
@@ -80,7 +85,7 @@ export const columnsOf = <T extends object>(patch: T): Array<keyof T & string> =
 export type Conn = Knex | Knex.Transaction;
 
 /** How a statement runs (see the table above). */
-export type Kind = 'rows' | 'first' | 'byKey' | 'write' | 'later' | 'dynamic';
+export type Kind = 'rows' | 'first' | 'byKey' | 'write' | 'checked' | 'later' | 'dynamic';
 
 /** A named statement: what `query` runs. Make one with `statement.<kind>`. */
 export interface Statement<K extends Kind = Kind, R = Row> {
@@ -116,6 +121,8 @@ export const statement = {
   byKey: <R = Row>(name: string, keyColumn: string, build: KeyedBuild): Statement<'byKey', R> => ({ name, kind: 'byKey', build: build as Build, keyColumn }),
   /** A write whose outcome is read: rows changed, RETURNING rows. */
   write: <R = Row>(name: string, build: Build): Statement<'write', R> => ({ name, kind: 'write', build }),
+  /** A write whose only outcome read is whether it failed (no rows, no count): at once, in a transaction with what waits. */
+  checked: (name: string, build: Build): Statement<'checked', never> => ({ name, kind: 'checked', build }),
   /** A write whose outcome nobody reads: in a transaction it may wait for the next statement. */
   later: (name: string, build: Build, options: { last?: boolean } = {}): Statement<'later', never> => ({
     name,
@@ -176,6 +183,8 @@ async function run(conn: Conn, st: Statement<Kind, unknown>, params: readonly Va
       return readByKey(conn, st.name, st.build as KeyedBuild, st.keyColumn!, String(params[0]));
     case 'write':
       return execute(conn, st.name, st.build, params);
+    case 'checked':
+      return executeChecked(conn, st.name, st.build, params);
     case 'later':
       return executeLater(conn, st.name, st.build, params, st.last);
     case 'dynamic':

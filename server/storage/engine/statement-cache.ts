@@ -28,6 +28,13 @@
  * behind it is not run and hears the batch's error (a COMMIT rolls the
  * transaction back first), so the transaction fails as it would have at the
  * write itself.
+ *
+ * A transaction's BEGIN is held the same way (as pg-deferred.ts holds it on
+ * Postgres): it goes with whatever comes next, so a transaction whose first
+ * write waits (the claim of an identity, idempotency.ts) sends BEGIN and that
+ * write in the batch before its first checked statement: one round trip less. A
+ * transaction that sent nothing and rolls back, or commits, costs none: nothing
+ * ran, so there is nothing to end.
  */
 import type sqlite3 from 'sqlite3';
 
@@ -46,6 +53,8 @@ export const canDefer = (conn: sqlite3.Database): conn is DeferringConnection =>
 
 const ROLLBACK = /^\s*rollback\b/i;
 const COMMIT = /^\s*(commit|end)\b/i;
+/** A plain BEGIN (DEFERRED: it takes no lock until the transaction's first statement), the one that may be held. */
+const BEGIN = /^\s*begin(\s+deferred)?(\s+transaction)?\s*;?\s*$/i;
 
 /** How many distinct statements stay prepared (knex's hot queries number a few dozen). */
 const CAPACITY = 256;
@@ -72,12 +81,18 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   let uses = 0;
   const original = { all: conn.all.bind(conn), run: conn.run.bind(conn), exec: conn.exec.bind(conn), close: conn.close.bind(conn) };
   let deferred: string[] = [];
+  /** Whether `deferred` starts with a BEGIN not sent yet: nothing of the transaction has run. */
+  let heldBegin = false;
 
   /** Sends the waiting writes in one `exec`, then `next`; a failure goes to `failed` instead. */
   const flush = (next: () => void, failed: (error: Error) => void) => {
     const sql = deferred.join(';\n');
+    const alone = heldBegin && deferred.length === 1;
     deferred = [];
-    original.exec(sql, (error) => (error ? failed(error) : next()));
+    heldBegin = false;
+    // A held BEGIN alone stays a prepared statement: `exec` would parse it again every time.
+    if (alone) cached('run', sql, [], (error) => (error ? failed(error) : next()));
+    else original.exec(sql, (error) => (error ? failed(error) : next()));
   };
   /**
    * Runs `statement` after whatever waits (dropped for a ROLLBACK); a failed batch
@@ -88,9 +103,12 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
    */
   const afterDeferred = (sql: string, statement: () => void, fail: (error: Error) => void, committed: () => void) => {
     if (deferred.length === 0) return statement();
-    if (ROLLBACK.test(sql)) {
+    if (ROLLBACK.test(sql) || (heldBegin && COMMIT.test(sql) && deferred.length === 1)) {
+      // Dropped unsent: with the BEGIN still held nothing ran, so there is nothing to roll back (or to commit).
+      const unsent = heldBegin;
       deferred = [];
-      return statement();
+      heldBegin = false;
+      return unsent ? committed() : statement();
     }
     if (!COMMIT.test(sql)) return flush(statement, fail);
     deferred.push(sql);
@@ -126,10 +144,16 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
 
   const call = (method: Method) =>
     function (sql: string, params: unknown, callback: Callback): sqlite3.Database {
+      const cb = (typeof params === 'function' ? params : callback) as Callback;
+      // What node-sqlite3 answers for a BEGIN or a COMMIT: no rows, no row changed.
+      const committed = () => (method === 'all' ? cb.call(undefined as never, null, []) : cb.call({ lastID: 0, changes: 0 } as never, null));
+      if (deferred.length === 0 && BEGIN.test(sql)) {
+        deferred.push(sql);
+        heldBegin = true;
+        process.nextTick(committed); // answered as node-sqlite3 would: later, never inside the call
+        return conn;
+      }
       if (deferred.length > 0) {
-        const cb = (typeof params === 'function' ? params : callback) as Callback;
-        // What node-sqlite3 answers for a COMMIT: no rows, no row changed.
-        const committed = () => (method === 'all' ? cb.call(undefined as never, null, []) : cb.call({ lastID: 0, changes: 0 } as never, null));
         afterDeferred(
           sql,
           () => void cached(method, sql, params, callback),
@@ -173,6 +197,7 @@ export function cacheStatements(conn: sqlite3.Database): DeferringConnection {
   deferring.flushDeferred = (callback) => (deferred.length === 0 ? callback(null) : flush(() => callback(null), callback));
   conn.close = (callback?: (error: Error | null) => void) => {
     deferred = [];
+    heldBegin = false;
     const pending = [...entries.values()].map((e) =>
       e.ready.then(
         (s) => new Promise<void>((resolve) => s.finalize(() => resolve())),
