@@ -13,6 +13,7 @@ import { gloss } from './gloss.ts';
 import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
+import { classifierCategories, shippedModel, type ClassifierModel } from './classifier.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -117,8 +118,15 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
 /**
  * The embedded provider. Its concepts are English: a text that `languages` reads as another
  * language and that breaks nothing is returned as unjudged (policies.md, "Other languages").
+ * What the rules pass, the learned classifier judges too (classifier.ts; `classifier: false`
+ * leaves the rules alone, as the training's validation measures them).
  */
-export function embeddedModeration(policy: ModerationPolicy, languages: LanguageDetector = stopWordDetector(inDictionary)): ModerationProvider {
+export function embeddedModeration(
+  policy: ModerationPolicy,
+  languages: LanguageDetector = stopWordDetector(inDictionary),
+  options: { classifier?: ClassifierModel | false } = {},
+): ModerationProvider {
+  const classifier = options.classifier;
   return {
     name: 'embedded',
     async moderate({ texts, preference }) {
@@ -144,6 +152,8 @@ export function embeddedModeration(policy: ModerationPolicy, languages: Language
         const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
         if (glossed.length > 0) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        const learned = classifier === false ? [] : classifierCategories(policy, text, preference, classifier ?? shippedModel());
+        if (learned.length > 0) return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }
       return { provider: 'embedded', flagged: undefined, unjudged };

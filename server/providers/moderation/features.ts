@@ -1,0 +1,82 @@
+/**
+ * What the learned classifier (classifier.ts) reads of a text: hashed features,
+ * shared by the server and the training script (scripts/moderation/train.ts) so
+ * that both read a text the same way.
+ *
+ * - the stems of the words as the policy's own normalisation reads them
+ *   (normalize.ts: leetspeak, homoglyphs and spaced letters undone), alone and
+ *   in pairs side by side;
+ * - the character 3-, 4- and 5-grams of the raw text, lowercased with its
+ *   whitespace squeezed, which carry other languages, inflections and spellings
+ *   the stems do not.
+ *
+ * Each feature is hashed into one of `2^bits` buckets (collisions are the price
+ * of a model with no vocabulary to ship). A text's features all weigh 1/√n, so a
+ * long text is not louder than a short one.
+ */
+import { tokenize, type Vocabulary } from './normalize.ts';
+
+/**
+ * The characters read of a text. A prompt's request sits in its first sentences; past this
+ * the classifier stops reading (the rules read the whole text), so its cost per text is bounded.
+ */
+export const MAX_FEATURE_CHARS = 2_000;
+
+/** Seeds that keep the three kinds of feature apart in the hash space. */
+const WORD = 0x9e3779b1;
+const PAIR = 0x85ebca77;
+const GRAM = 0xc2b2ae3d;
+
+/** FNV-1a's step over one UTF-16 unit. */
+function step(h: number, c: number): number {
+  return Math.imul(h ^ c, 0x01000193);
+}
+
+function hashString(seed: number, s: string): number {
+  let h = seed;
+  for (let i = 0; i < s.length; i++) h = step(h, s.charCodeAt(i));
+  return h;
+}
+
+/** Murmur3's finaliser: FNV's low bits alone spread short strings poorly over the buckets. */
+function mix(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/** A text's hashed features: bucket indices (a bucket may repeat) and the weight each carries. */
+export interface Features {
+  buckets: Uint32Array;
+  /** 1/√(number of features): every feature's value. */
+  value: number;
+}
+
+/** The features of `text` in a space of `2^bits` buckets (the policy's vocabulary reads its words). */
+export function featuresOf(text: string, vocabulary: Vocabulary, bits: number): Features {
+  const head = text.length > MAX_FEATURE_CHARS ? text.slice(0, MAX_FEATURE_CHARS) : text;
+  const mask = (1 << bits) - 1;
+  const stems = tokenize(head, vocabulary).map((t) => t.stem);
+  const raw = ` ${head.toLowerCase().replace(/\s+/gu, ' ').trim()} `;
+  const grams = Math.max(0, raw.length - 2) * 3;
+  const out = new Uint32Array(stems.length * 2 + grams);
+  let n = 0;
+  let previous = 0;
+  for (let i = 0; i < stems.length; i++) {
+    const h = hashString(WORD, stems[i]!);
+    out[n++] = mix(h) & mask;
+    // A pair is the hash of the first word carried on into the second, past a separator.
+    if (i > 0) out[n++] = mix(hashString(step(previous ^ PAIR, 32), stems[i]!)) & mask;
+    previous = h;
+  }
+  for (let i = 0; i + 3 <= raw.length; i++) {
+    let h = GRAM;
+    for (let k = 0; k < 5 && i + k < raw.length; k++) {
+      h = step(h, raw.charCodeAt(i + k));
+      if (k >= 2) out[n++] = mix(h) & mask;
+    }
+  }
+  return { buckets: out.subarray(0, n), value: n === 0 ? 0 : 1 / Math.sqrt(n) };
+}
