@@ -8,10 +8,13 @@
  *
  * First, leave-one-set-out validation: for each set file, a model trained on all
  * the others judges it. That is the honest in-repo estimate of text the model
- * has not seen; it picks the threshold (the lowest harmful probability whose
- * pooled false positives, rules or classifier, stay within MAX_FALSE_POSITIVES)
- * and prints, per file, recall, false positives and hard-negative false
- * positives for the rules alone, the classifier alone and the two together.
+ * has not seen. It picks the threshold (the harmful probability from which the
+ * classifier refuses) and the overrule bound (under which it overrules a rule's
+ * refusal, and only a bound under which no harmful text the rules refuse would
+ * pass): the pair with the most pooled recall whose pooled false positives
+ * stay within MAX_FALSE_POSITIVES; and it prints, per file, recall, false
+ * positives and hard-negative false positives for the rules alone, the
+ * classifier alone and the two together.
  * Then the model is trained on every set and written with that threshold.
  *
  * With --check nothing is written: exits 1 when the shipped model's checksum is
@@ -31,12 +34,18 @@ const { values } = parseArgs({ options: { check: { type: 'boolean', default: fal
 
 /** The leave-one-set-out false-positive rate the threshold must keep (a margin under the 2 % target on unseen sets). */
 const MAX_FALSE_POSITIVES = 0.015;
+/** The harmful probabilities tried as "confidently benign" (0: the classifier never overrules a rule). */
+const OVERRULE_BOUNDS = [0, 0.005, 0.01, 0.02, 0.05];
 
 const options = DEFAULT_OPTIONS;
 const checksum = trainingChecksum(options);
 if (values.check) {
   const shipped = readModel().trainingChecksum;
-  console.log(shipped === checksum ? 'the shipped model is trained on these sets' : `the shipped model (${shipped}) is not trained on these sets (${checksum}): run npm run train:moderation`);
+  console.log(
+    shipped === checksum
+      ? 'the shipped model is trained on these sets'
+      : `the shipped model (${shipped}) is not trained on these sets (${checksum}): run npm run train:moderation`,
+  );
   process.exit(shipped === checksum ? 0 : 1);
 }
 
@@ -50,7 +59,8 @@ async function rulesVerdicts(): Promise<boolean[][]> {
   const out: boolean[][] = [];
   for (const set of sets) {
     const verdicts: boolean[] = [];
-    for (const s of set.samples) verdicts.push((await rules.moderate({ texts: [{ field: 'prompt', text: s.text }], preference: 'standard' })).flagged !== undefined);
+    for (const s of set.samples)
+      verdicts.push((await rules.moderate({ texts: [{ field: 'prompt', text: s.text }], preference: 'standard' })).flagged !== undefined);
     out.push(verdicts);
   }
   return out;
@@ -108,25 +118,42 @@ const cells = (t: Tally) => `${pct(t.caught, t.harmful)} | ${pct(t.refused, t.be
 
 const rules = await rulesVerdicts();
 const scores = leftOutScores();
-const combined = (threshold: number) => sets.map((set, f) => tally(set, (i) => rules[f]![i]! || scores[f]![i]! >= threshold));
+/** Refused by the two together: a rule that the classifier does not overrule, or the classifier. */
+const combined = (threshold: number, overrule: number) =>
+  sets.map((set, f) => tally(set, (i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || scores[f]![i]! >= threshold));
 const pooled = (ts: Tally[]) => ts.reduce(add);
 
-// The lowest threshold (most recall) whose pooled false positives stay within the margin.
-let threshold = 0.99;
-for (let t = 0.99; t >= 0.2; t = Math.round((t - 0.01) * 100) / 100) {
-  const p = pooled(combined(t));
-  if (p.refused / p.benign > MAX_FALSE_POSITIVES) break;
-  threshold = t;
-}
+/** Harmful texts the rules refuse that the classifier would overrule under `bound`. */
+const overruledHarm = (bound: number) =>
+  sets.reduce((n, set, f) => n + set.samples.filter((s, i) => s.harmful && rules[f]![i]! && scores[f]![i]! < bound).length, 0);
 
-console.log(`leave-one-set-out validation (threshold ${threshold}: the lowest whose pooled false positives, rules or classifier, stay ≤ ${100 * MAX_FALSE_POSITIVES} %)\n`);
+// For each bound of "confidently benign" that overrules no harmful text the rules refuse (an
+// overrule may only take false positives away), the lowest threshold (most recall) whose pooled
+// false positives stay within the margin; then the pair with the most recall.
+let chosen = { threshold: 0.99, overrule: 0, recall: 0 };
+for (const overrule of OVERRULE_BOUNDS) {
+  const lost = overruledHarm(overrule);
+  console.log(`overrule under ${overrule}: ${lost} harmful texts the rules refuse would pass`);
+  if (lost > 0) continue;
+  for (let t = 0.99; t >= 0.2; t = Math.round((t - 0.01) * 100) / 100) {
+    const p = pooled(combined(t, overrule));
+    if (p.refused / p.benign > MAX_FALSE_POSITIVES) break;
+    if (p.caught / p.harmful > chosen.recall) chosen = { threshold: t, overrule, recall: p.caught / p.harmful };
+  }
+}
+const { threshold, overrule } = chosen;
+
+console.log(
+  `\nleave-one-set-out validation (threshold ${threshold}, overrule under ${overrule}: the pair with the most recall whose pooled false positives stay ≤ ${100 * MAX_FALSE_POSITIVES} %)\n`,
+);
 console.log('| set | rules: recall | FP | hard-neg FP | classifier: recall | FP | hard-neg FP | both: recall | FP | hard-neg FP |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
+const both = combined(threshold, overrule);
 const rows = sets.map((set, f) => ({
   name: set.name,
   rules: tally(set, (i) => rules[f]![i]!),
   classifier: tally(set, (i) => scores[f]![i]! >= threshold),
-  both: combined(threshold)[f]!,
+  both: both[f]!,
 }));
 for (const r of rows) console.log(`| ${r.name} | ${cells(r.rules)} | ${cells(r.classifier)} | ${cells(r.both)} |`);
 console.log(
@@ -140,6 +167,7 @@ const header: ModelHeader = {
   bias: model.bias,
   scales: model.scales,
   threshold,
+  overrule,
   trainingChecksum: checksum,
   training: { ...options, sets: sets.map((s) => s.name), samples: encoded.flat().length },
 };

@@ -63,7 +63,11 @@ export function readTrainingSets(dir = SETS_DIR): LabelledSet[] {
 /** SHA-256 over the training files (path and text) and the options: what the shipped model's header records. */
 export function trainingChecksum(options: TrainingOptions, dir = SETS_DIR): string {
   const hash = crypto.createHash('sha256');
-  for (const f of trainingFiles(dir)) hash.update(`${f}\n`).update(fs.readFileSync(path.join(dir, f))).update('\n');
+  for (const f of trainingFiles(dir))
+    hash
+      .update(`${f}\n`)
+      .update(fs.readFileSync(path.join(dir, f)))
+      .update('\n');
   hash.update(JSON.stringify(options));
   return hash.digest('hex');
 }
@@ -160,6 +164,7 @@ export function train(samples: Encoded[], options: TrainingOptions): ClassifierM
     bias: [...bias],
     scales,
     threshold: 0.5,
+    overrule: 0,
     trainingChecksum: '',
     training: { ...options },
     weights: bytes,

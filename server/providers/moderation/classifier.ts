@@ -7,7 +7,9 @@
  * what they have in common. It has one output that says whether a text is a
  * harmful request (a logistic regression: its probability against the
  * threshold the training chose by leave-one-set-out validation) and one per
- * policy category, which only names the category of a text found harmful.
+ * policy category, which only names the category of a text found harmful. A
+ * text the model finds almost surely benign overrules the rules' refusal, under
+ * a bound the same validation chose.
  *
  * The model is two files beside this module: classifier-model.json (the
  * header: outputs, biases, scales, threshold, the checksum of the training
@@ -40,6 +42,8 @@ export interface ModelHeader {
   scales: number[];
   /** The harmful probability at or above which a text is refused. */
   threshold: number;
+  /** The harmful probability under which a rule's refusal is overruled (0: never). */
+  overrule: number;
   /** SHA-256 of the training sets and options the weights were trained from (scripts/moderation/train.ts). */
   trainingChecksum: string;
   /** How it was trained (seed, epochs, …), for the record. */
@@ -97,13 +101,26 @@ export function shippedModel(): ClassifierModel {
 }
 
 /**
- * The categories the classifier refuses `text` for: the likeliest one when the text is
- * harmful and that category is in the policy and applies to `preference`; none otherwise
- * (a policy file without the model's category cannot be broken by it).
+ * The categories the classifier refuses a text for: the likeliest one when the text is harmful
+ * and that category is in the policy and applies to `preference`; none otherwise (a policy file
+ * without the model's category cannot be broken by it).
  */
-export function classifierCategories(policy: ModerationPolicy, text: string, preference: ContentPreference, model = shippedModel()): string[] {
-  const { harmful, category } = judge(model, text, policy.vocabulary);
-  if (harmful < model.threshold) return [];
-  const c = policy.categories.find((x) => x.id === category);
+export function learnedCategories(policy: ModerationPolicy, model: ClassifierModel, judged: Judgement, preference: ContentPreference): string[] {
+  if (judged.harmful < model.threshold) return [];
+  const c = policy.categories.find((x) => x.id === judged.category);
   return c !== undefined && policy.applies(c, preference) ? [c.id] : [];
+}
+
+/**
+ * Whether the classifier is sure enough that a text is benign to overrule a rule that refuses
+ * it: the ordinary uses of a frightening word that the rules' masks do not list ("a bomb-proof
+ * chicken coop"). Validation chose the bound where this lowers false positives and costs no recall.
+ */
+export function overrules(model: ClassifierModel, judged: Judgement): boolean {
+  return judged.harmful < model.overrule;
+}
+
+/** `learnedCategories` of `text`, read by the shipped model unless another is given. */
+export function classifierCategories(policy: ModerationPolicy, text: string, preference: ContentPreference, model = shippedModel()): string[] {
+  return learnedCategories(policy, model, judge(model, text, policy.vocabulary), preference);
 }

@@ -6,15 +6,16 @@
  * - the stems of the words as the policy's own normalisation reads them
  *   (normalize.ts: leetspeak, homoglyphs and spaced letters undone), alone and
  *   in pairs side by side;
- * - the character 3-, 4- and 5-grams of the raw text, lowercased with its
- *   whitespace squeezed, which carry other languages, inflections and spellings
- *   the stems do not.
+ * - the character 3-, 4- and 5-grams of the text folded (normalize.ts: lower
+ *   case, look-alike letters and invisible fillers undone) with its whitespace
+ *   squeezed, which carry other languages, inflections and spellings the stems
+ *   do not (folded rather than raw: leave-one-set-out recall was higher).
  *
  * Each feature is hashed into one of `2^bits` buckets (collisions are the price
  * of a model with no vocabulary to ship). A text's features all weigh 1/√n, so a
  * long text is not louder than a short one.
  */
-import { tokenize, type Vocabulary } from './normalize.ts';
+import { fold, tokenize, type Vocabulary } from './normalize.ts';
 
 /**
  * The characters read of a text. A prompt's request sits in its first sentences; past this
@@ -59,8 +60,8 @@ export function featuresOf(text: string, vocabulary: Vocabulary, bits: number): 
   const head = text.length > MAX_FEATURE_CHARS ? text.slice(0, MAX_FEATURE_CHARS) : text;
   const mask = (1 << bits) - 1;
   const stems = tokenize(head, vocabulary).map((t) => t.stem);
-  const raw = ` ${head.toLowerCase().replace(/\s+/gu, ' ').trim()} `;
-  const grams = Math.max(0, raw.length - 2) * 3;
+  const folded = ` ${fold(head).replace(/\s+/gu, ' ').trim()} `;
+  const grams = Math.max(0, folded.length - 2) * 3;
   const out = new Uint32Array(stems.length * 2 + grams);
   let n = 0;
   let previous = 0;
@@ -71,10 +72,10 @@ export function featuresOf(text: string, vocabulary: Vocabulary, bits: number): 
     if (i > 0) out[n++] = mix(hashString(step(previous ^ PAIR, 32), stems[i]!)) & mask;
     previous = h;
   }
-  for (let i = 0; i + 3 <= raw.length; i++) {
+  for (let i = 0; i + 3 <= folded.length; i++) {
     let h = GRAM;
-    for (let k = 0; k < 5 && i + k < raw.length; k++) {
-      h = step(h, raw.charCodeAt(i + k));
+    for (let k = 0; k < 5 && i + k < folded.length; k++) {
+      h = step(h, folded.charCodeAt(i + k));
       if (k >= 2) out[n++] = mix(h) & mask;
     }
   }

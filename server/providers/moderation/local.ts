@@ -13,7 +13,7 @@ import { gloss } from './gloss.ts';
 import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
-import { classifierCategories, shippedModel, type ClassifierModel } from './classifier.ts';
+import { judge, learnedCategories, overrules, shippedModel, type ClassifierModel, type Judgement } from './classifier.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -118,8 +118,9 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
 /**
  * The embedded provider. Its concepts are English: a text that `languages` reads as another
  * language and that breaks nothing is returned as unjudged (policies.md, "Other languages").
- * What the rules pass, the learned classifier judges too (classifier.ts; `classifier: false`
- * leaves the rules alone, as the training's validation measures them).
+ * What the rules pass, the learned classifier judges too, and what they refuse it may overrule
+ * when it is confident the text is benign (classifier.ts; `classifier: false` leaves the rules
+ * alone, as the training's validation measures them).
  */
 export function embeddedModeration(
   policy: ModerationPolicy,
@@ -140,19 +141,24 @@ export function embeddedModeration(
           since = 0;
         }
         since += text.length;
+        // The classifier reads each text once, when first asked: to overrule a rule or to judge what they pass.
+        const model = classifier === false ? undefined : (classifier ?? shippedModel());
+        let judged: Judgement | undefined;
+        const reading = (m: ClassifierModel) => (judged ??= judge(m, text, policy.vocabulary));
+        const stands = (found: string[]) => found.length > 0 && (model === undefined || !overrules(model, reading(model)));
         const categories = categoriesOf(policy, text, preference);
-        if (categories.length > 0) return { provider: 'embedded', flagged: { field, categories } };
+        if (stands(categories)) return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
         const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
-        if (reread.length > 0) return { provider: 'embedded', flagged: { field, categories: reread } };
+        if (stands(reread)) return { provider: 'embedded', flagged: { field, categories: reread } };
         const language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
         const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
-        if (glossed.length > 0) return { provider: 'embedded', flagged: { field, categories: glossed } };
-        const learned = classifier === false ? [] : classifierCategories(policy, text, preference, classifier ?? shippedModel());
+        if (stands(glossed)) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        const learned = model === undefined ? [] : learnedCategories(policy, model, reading(model), preference);
         if (learned.length > 0) return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }
