@@ -26,7 +26,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../server/config.ts';
 import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
 import { embeddedModeration } from '../server/providers/moderation/local.ts';
-import { logits, MODEL_DIR, MODEL_HEADER, MODEL_WEIGHTS, readModel, sigmoid, type ModelHeader } from '../server/providers/moderation/classifier.ts';
+import { logit, MODEL_DIR, MODEL_HEADER, MODEL_WEIGHTS, readModel, sigmoid, type ModelHeader } from '../server/providers/moderation/classifier.ts';
 import { DEFAULT_OPTIONS, encode, readTrainingSets, train, trainingChecksum, type Encoded } from './moderation/train.ts';
 import type { LabelledSet } from './moderation/eval-set.ts';
 
@@ -73,7 +73,7 @@ function leftOutScores(): number[][] {
       encoded.flatMap((e, i) => (i === left ? [] : e)),
       options,
     );
-    return encoded[left]!.map((e: Encoded) => sigmoid(logits(model, e.features)[0]!));
+    return encoded[left]!.map((e: Encoded) => sigmoid(logit(model, e.features, 0)));
   });
 }
 

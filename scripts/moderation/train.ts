@@ -10,7 +10,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { featuresOf, type Features } from '../../server/providers/moderation/features.ts';
+import { textFeatures, type Features } from '../../server/providers/moderation/features.ts';
 import { HARMFUL, type ClassifierModel } from '../../server/providers/moderation/classifier.ts';
 import type { Vocabulary } from '../../server/providers/moderation/normalize.ts';
 import { readSet, SETS_DIR, type LabelledSet } from './eval-set.ts';
@@ -81,7 +81,7 @@ export interface Encoded {
 
 export function encode(set: LabelledSet, vocabulary: Vocabulary, bits: number): Encoded[] {
   return set.samples.map((s) => ({
-    features: featuresOf(s.text, vocabulary, bits),
+    features: textFeatures(s.text, vocabulary, bits),
     harmful: s.harmful,
     category: s.harmful ? GROUP_CATEGORY.get(s.group) : undefined,
   }));
@@ -109,7 +109,7 @@ function label(sample: Encoded, o: number): number | undefined {
 /** Fits the weights (floats) and biases on `samples`. */
 export function fit(samples: Encoded[], options: TrainingOptions): { weights: Float32Array; bias: Float64Array } {
   const k = OUTPUTS.length;
-  const weights = new Float32Array((1 << options.bits) * k);
+  const weights = new Float32Array((1 << options.bits) * k); // output-major, as the model file
   const squares = new Float32Array(weights.length).fill(1e-8);
   const bias = new Float64Array(k);
   const biasSquares = new Float64Array(k).fill(1e-8);
@@ -128,12 +128,13 @@ export function fit(samples: Encoded[], options: TrainingOptions): { weights: Fl
         const y = label(s, o);
         if (y === undefined) continue;
         let z = bias[o]!;
-        for (const b of buckets) z += weights[b * k + o]! * value;
+        const base = o << options.bits;
+        for (const b of buckets) z += weights[base + b]! * value;
         const g = weight * (1 / (1 + Math.exp(-z)) - y);
         biasSquares[o]! += g * g;
         bias[o]! -= (options.rate * g) / Math.sqrt(biasSquares[o]!);
         for (const b of buckets) {
-          const at = b * k + o;
+          const at = base + b;
           const gw = g * value + options.l2 * weights[at]!;
           squares[at]! += gw * gw;
           weights[at]! -= (options.rate * gw) / Math.sqrt(squares[at]!);
@@ -144,13 +145,18 @@ export function fit(samples: Encoded[], options: TrainingOptions): { weights: Fl
   return { weights, bias };
 }
 
-/** The weights as one signed byte each, scaled per output by its largest weight. */
+/** The weights (output-major) as one signed byte each, scaled per output by its largest weight. */
 export function quantise(weights: Float32Array, k: number): { bytes: Int8Array; scales: number[] } {
-  const largest = new Array<number>(k).fill(0);
-  for (let i = 0; i < weights.length; i++) largest[i % k] = Math.max(largest[i % k]!, Math.abs(weights[i]!));
-  const scales = largest.map((m) => (m === 0 ? 1 : m / 127));
+  const size = weights.length / k;
+  const scales: number[] = [];
   const bytes = new Int8Array(weights.length);
-  for (let i = 0; i < weights.length; i++) bytes[i] = Math.round(weights[i]! / scales[i % k]!);
+  for (let o = 0; o < k; o++) {
+    let largest = 0;
+    for (let i = o * size; i < (o + 1) * size; i++) largest = Math.max(largest, Math.abs(weights[i]!));
+    const scale = largest === 0 ? 1 : largest / 127;
+    for (let i = o * size; i < (o + 1) * size; i++) bytes[i] = Math.round(weights[i]! / scale);
+    scales.push(scale);
+  }
   return { bytes, scales };
 }
 

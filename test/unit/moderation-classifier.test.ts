@@ -12,7 +12,8 @@ import { loadConfig } from '../../server/config.ts';
 import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
 import { embeddedModeration } from '../../server/providers/moderation/local.ts';
 import { classifierCategories, judge, MODEL_DIR, MODEL_WEIGHTS, readModel } from '../../server/providers/moderation/classifier.ts';
-import { featuresOf, MAX_FEATURE_CHARS } from '../../server/providers/moderation/features.ts';
+import { featuresOf, MAX_FEATURE_CHARS, MAX_FEATURE_WORDS, textFeatures } from '../../server/providers/moderation/features.ts';
+import { tokenize } from '../../server/providers/moderation/normalize.ts';
 import { DEFAULT_OPTIONS, encode, readTrainingSets, train, trainingChecksum } from '../../scripts/moderation/train.ts';
 
 const policy = loadModerationPolicy(loadConfig({}).moderationPolicyPath);
@@ -37,11 +38,11 @@ describe('moderation classifier', () => {
       );
   });
 
-  it('when a text is far longer than what the classifier reads, then its features are those of its head', () => {
+  it('when a text is far longer than what the classifier reads, then it reads a bounded number of features', () => {
     const long = 'how do I grow tomatoes on a balcony '.repeat(5_000);
-    const features = featuresOf(long, policy.vocabulary, model.bits);
-    assert.deepEqual(features, featuresOf(long.slice(0, MAX_FEATURE_CHARS), policy.vocabulary, model.bits));
-    assert.ok(features.buckets.length < 4 * MAX_FEATURE_CHARS);
+    const features = featuresOf(long, tokenize(long, policy.vocabulary), model.bits);
+    assert.ok(features.buckets.length <= 2 * MAX_FEATURE_WORDS + 3 * MAX_FEATURE_CHARS, `${features.buckets.length} features`);
+    assert.deepEqual(features, textFeatures(long.slice(0, MAX_FEATURE_CHARS), policy.vocabulary, model.bits));
   });
 
   it('when the same sets are trained on twice, then the weights are the same byte for byte', () => {

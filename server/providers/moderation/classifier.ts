@@ -13,14 +13,14 @@
  *
  * The model is two files beside this module: classifier-model.json (the
  * header: outputs, biases, scales, threshold, the checksum of the training
- * data) and classifier-model.bin (the weights, one signed byte each, bucket by
- * bucket). It is read at the first judgement, not at start, so an idle server
+ * data) and classifier-model.bin (the weights, one signed byte each, output by
+ * output). It is read at the first judgement, not at start, so an idle server
  * does not hold it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { featuresOf, type Features } from './features.ts';
-import type { Vocabulary } from './normalize.ts';
+import { featuresOf, textFeatures, type Features } from './features.ts';
+import type { Token, Vocabulary } from './normalize.ts';
 import type { ModerationPolicy } from './policy-file.ts';
 import type { ContentPreference } from './types.ts';
 
@@ -51,7 +51,7 @@ export interface ModelHeader {
 }
 
 export interface ClassifierModel extends ModelHeader {
-  /** `weights[bucket * outputs.length + output]`. */
+  /** `weights[output * 2^bits + bucket]`: an output's weights together, so the harmful one alone is read for most texts. */
   weights: Int8Array;
 }
 
@@ -64,32 +64,38 @@ export function readModel(dir = MODEL_DIR): ClassifierModel {
   return { ...header, weights: new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length) };
 }
 
-/** Each output's logit for a text's features. */
-export function logits(model: ClassifierModel, features: Features): Float64Array {
-  const k = model.outputs.length;
-  const sums = new Float64Array(k);
+/** Output `o`'s logit for a text's features. */
+export function logit(model: ClassifierModel, features: Features, o: number): number {
   const { weights } = model;
-  for (const bucket of features.buckets) {
-    const at = bucket * k;
-    for (let o = 0; o < k; o++) sums[o]! += weights[at + o]!;
-  }
-  for (let o = 0; o < k; o++) sums[o] = model.bias[o]! + sums[o]! * model.scales[o]! * features.value;
-  return sums;
+  const at = o << model.bits;
+  let sum = 0;
+  for (const bucket of features.buckets) sum += weights[at + bucket]!;
+  return model.bias[o]! + sum * model.scales[o]! * features.value;
 }
 
 export const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
 
-/** The model's reading of a text: how likely it is harmful, and the likeliest category if it is. */
+/** The model's reading of a text: how likely it is a harmful request, and the features it read. */
 export interface Judgement {
   harmful: number;
-  category: string;
+  features: Features;
 }
 
-export function judge(model: ClassifierModel, text: string, vocabulary: Vocabulary): Judgement {
-  const scores = logits(model, featuresOf(text, vocabulary, model.bits));
+/** Judges `text`; `tokens` are its tokens as the rules read them (read here when not given). */
+export function judge(model: ClassifierModel, text: string, vocabulary: Vocabulary, tokens?: readonly Token[]): Judgement {
+  const features = tokens === undefined ? textFeatures(text, vocabulary, model.bits) : featuresOf(text, tokens, model.bits);
+  return { harmful: sigmoid(logit(model, features, 0)), features };
+}
+
+/** The likeliest category of a text judged harmful (its category outputs are read only then). */
+export function likeliestCategory(model: ClassifierModel, features: Features): string {
   let best = 1;
-  for (let o = 2; o < scores.length; o++) if (scores[o]! > scores[best]!) best = o;
-  return { harmful: sigmoid(scores[0]!), category: model.outputs[best]! };
+  let bestLogit = -Infinity;
+  for (let o = 1; o < model.outputs.length; o++) {
+    const z = logit(model, features, o);
+    if (z > bestLogit) [best, bestLogit] = [o, z];
+  }
+  return model.outputs[best]!;
 }
 
 let shipped: ClassifierModel | undefined;
@@ -107,17 +113,20 @@ export function shippedModel(): ClassifierModel {
  */
 export function learnedCategories(policy: ModerationPolicy, model: ClassifierModel, judged: Judgement, preference: ContentPreference): string[] {
   if (judged.harmful < model.threshold) return [];
-  const c = policy.categories.find((x) => x.id === judged.category);
+  const category = likeliestCategory(model, judged.features);
+  const c = policy.categories.find((x) => x.id === category);
   return c !== undefined && policy.applies(c, preference) ? [c.id] : [];
 }
 
 /**
- * Whether the classifier is sure enough that a text is benign to overrule a rule that refuses
- * it: the ordinary uses of a frightening word that the rules' masks do not list ("a bomb-proof
- * chicken coop"). Validation chose the bound where this lowers false positives and costs no recall.
+ * Whether the classifier is sure enough that a text is benign to overrule the rules' refusal
+ * for `categories`: the ordinary uses of a frightening word that the rules' masks do not list.
+ * Validation chose the bound where this lowers false positives and lets no harmful text through.
+ * Only a refusal for categories the model was trained on: it knows nothing of the strict ones
+ * (`sexual`, `graphic-violence`), so "a gory battlefield painting" stays refused for a strict account.
  */
-export function overrules(model: ClassifierModel, judged: Judgement): boolean {
-  return judged.harmful < model.overrule;
+export function overrules(model: ClassifierModel, judged: Judgement, categories: readonly string[]): boolean {
+  return judged.harmful < model.overrule && categories.every((c) => model.outputs.includes(c));
 }
 
 /** `learnedCategories` of `text`, read by the shipped model unless another is given. */

@@ -15,13 +15,15 @@
  * of a model with no vocabulary to ship). A text's features all weigh 1/√n, so a
  * long text is not louder than a short one.
  */
-import { fold, tokenize, type Vocabulary } from './normalize.ts';
+import { fold, tokenize, type Token, type Vocabulary } from './normalize.ts';
 
 /**
  * The characters read of a text. A prompt's request sits in its first sentences; past this
  * the classifier stops reading (the rules read the whole text), so its cost per text is bounded.
  */
 export const MAX_FEATURE_CHARS = 2_000;
+/** The words read of a text: about as many as MAX_FEATURE_CHARS holds. */
+export const MAX_FEATURE_WORDS = 400;
 
 /** Seeds that keep the three kinds of feature apart in the hash space. */
 const WORD = 0x9e3779b1;
@@ -55,21 +57,26 @@ export interface Features {
   value: number;
 }
 
-/** The features of `text` in a space of `2^bits` buckets (the policy's vocabulary reads its words). */
-export function featuresOf(text: string, vocabulary: Vocabulary, bits: number): Features {
+/**
+ * The features of `text` in a space of `2^bits` buckets, given its tokens as the policy reads
+ * them (the rules' own, so the text is not read twice): the first MAX_FEATURE_WORDS of them and
+ * the grams of its first MAX_FEATURE_CHARS characters.
+ */
+export function featuresOf(text: string, tokens: readonly Token[], bits: number): Features {
   const head = text.length > MAX_FEATURE_CHARS ? text.slice(0, MAX_FEATURE_CHARS) : text;
+  const words = Math.min(tokens.length, MAX_FEATURE_WORDS);
   const mask = (1 << bits) - 1;
-  const stems = tokenize(head, vocabulary).map((t) => t.stem);
   const folded = ` ${fold(head).replace(/\s+/gu, ' ').trim()} `;
   const grams = Math.max(0, folded.length - 2) * 3;
-  const out = new Uint32Array(stems.length * 2 + grams);
+  const out = new Uint32Array(words * 2 + grams);
   let n = 0;
   let previous = 0;
-  for (let i = 0; i < stems.length; i++) {
-    const h = hashString(WORD, stems[i]!);
+  for (let i = 0; i < words; i++) {
+    const stem = tokens[i]!.stem;
+    const h = hashString(WORD, stem);
     out[n++] = mix(h) & mask;
     // A pair is the hash of the first word carried on into the second, past a separator.
-    if (i > 0) out[n++] = mix(hashString(step(previous ^ PAIR, 32), stems[i]!)) & mask;
+    if (i > 0) out[n++] = mix(hashString(step(previous ^ PAIR, 32), stem)) & mask;
     previous = h;
   }
   for (let i = 0; i + 3 <= folded.length; i++) {
@@ -80,4 +87,9 @@ export function featuresOf(text: string, vocabulary: Vocabulary, bits: number): 
     }
   }
   return { buckets: out.subarray(0, n), value: n === 0 ? 0 : 1 / Math.sqrt(n) };
+}
+
+/** `featuresOf` a text read by itself (training, tests). */
+export function textFeatures(text: string, vocabulary: Vocabulary, bits: number): Features {
+  return featuresOf(text, tokenize(text.slice(0, MAX_FEATURE_CHARS), vocabulary), bits);
 }

@@ -82,9 +82,8 @@ function termsHeld(tokens: Token[], masked: boolean[], index: Map<string, Indexe
 }
 
 /** The ids of the categories that apply to `preference` and that `text` breaks (a term, a pattern or an intent of theirs). */
-export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference): string[] {
+export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference, tokens = tokenize(text, policy.vocabulary)): string[] {
   const index = indexOf(policy);
-  const tokens = tokenize(text, policy.vocabulary);
   const masked = maskedWords(tokens, policy.phrases);
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
@@ -144,9 +143,10 @@ export function embeddedModeration(
         // The classifier reads each text once, when first asked: to overrule a rule or to judge what they pass.
         const model = classifier === false ? undefined : (classifier ?? shippedModel());
         let judged: Judgement | undefined;
-        const reading = (m: ClassifierModel) => (judged ??= judge(m, text, policy.vocabulary));
-        const stands = (found: string[]) => found.length > 0 && (model === undefined || !overrules(model, reading(model)));
-        const categories = categoriesOf(policy, text, preference);
+        const tokens = tokenize(text, policy.vocabulary);
+        const reading = (m: ClassifierModel) => (judged ??= judge(m, text, policy.vocabulary, tokens));
+        const stands = (found: string[]) => found.length > 0 && (model === undefined || !overrules(model, reading(model), found));
+        const categories = categoriesOf(policy, text, preference, tokens);
         if (stands(categories)) return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
