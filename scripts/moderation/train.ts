@@ -13,6 +13,7 @@ import path from 'node:path';
 import { textFeatures, type Features } from '../../server/providers/moderation/features.ts';
 import { HARMFUL, type ClassifierModel } from '../../server/providers/moderation/classifier.ts';
 import type { Vocabulary } from '../../server/providers/moderation/normalize.ts';
+import { rng } from '../../server/providers/random.ts';
 import { readSet, SETS_DIR, type LabelledSet } from './eval-set.ts';
 
 /** The policy category each set's harmful group stands for. */
@@ -87,18 +88,6 @@ export function encode(set: LabelledSet, vocabulary: Vocabulary, bits: number): 
   }));
 }
 
-/** mulberry32: a small seeded generator, so the shuffles and the weights repeat. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The label of `sample` for output `o` (1, 0), or undefined when that output does not learn from it. */
 function label(sample: Encoded, o: number): number | undefined {
   if (o === 0) return sample.harmful ? 1 : 0;
@@ -113,7 +102,7 @@ export function fit(samples: Encoded[], options: TrainingOptions): { weights: Fl
   const squares = new Float32Array(weights.length).fill(1e-8);
   const bias = new Float64Array(k);
   const biasSquares = new Float64Array(k).fill(1e-8);
-  const next = random(options.seed);
+  const next = rng(options.seed); // seeded, so the shuffles and the weights repeat
   const order = samples.map((_, i) => i);
   for (let epoch = 0; epoch < options.epochs; epoch++) {
     for (let i = order.length - 1; i > 0; i--) {

@@ -41,13 +41,44 @@ function hashString(seed: number, s: string): number {
   return h;
 }
 
-/** Murmur3's finaliser: FNV's low bits alone spread short strings poorly over the buckets. */
-function mix(h: number): number {
+/** Murmur3's finaliser, then the low bits: FNV's low bits alone spread short strings poorly over the buckets. */
+function bucketOf(h: number, mask: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
+  return ((h ^ (h >>> 16)) >>> 0) & mask;
+}
+
+/** Whether a UTF-16 unit is white space (what `\s` matches), without a regular expression per text. */
+function isSpace(c: number): boolean {
+  return (
+    c === 32 ||
+    (c >= 9 && c <= 13) ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+/** The folded text's units, each run of white space one space, with one space before and after. */
+function squeezedUnits(folded: string): Uint16Array {
+  const units = new Uint16Array(folded.length + 2);
+  let n = 0;
+  units[n++] = 32;
+  for (let i = 0; i < folded.length; i++) {
+    const c = folded.charCodeAt(i);
+    if (!isSpace(c)) units[n++] = c;
+    else if (units[n - 1] !== 32) units[n++] = 32;
+  }
+  if (units[n - 1] !== 32) units[n++] = 32;
+  return units.subarray(0, n);
 }
 
 /** A text's hashed features: bucket indices (a bucket may repeat) and the weight each carries. */
@@ -66,24 +97,23 @@ export function featuresOf(text: string, tokens: readonly Token[], bits: number)
   const head = text.length > MAX_FEATURE_CHARS ? text.slice(0, MAX_FEATURE_CHARS) : text;
   const words = Math.min(tokens.length, MAX_FEATURE_WORDS);
   const mask = (1 << bits) - 1;
-  const folded = ` ${fold(head).replace(/\s+/gu, ' ').trim()} `;
-  const grams = Math.max(0, folded.length - 2) * 3;
-  const out = new Uint32Array(words * 2 + grams);
+  const units = squeezedUnits(fold(head));
+  const out = new Uint32Array(words * 2 + Math.max(0, units.length - 2) * 3);
   let n = 0;
   let previous = 0;
   for (let i = 0; i < words; i++) {
     const stem = tokens[i]!.stem;
     const h = hashString(WORD, stem);
-    out[n++] = mix(h) & mask;
+    out[n++] = bucketOf(h, mask);
     // A pair is the hash of the first word carried on into the second, past a separator.
-    if (i > 0) out[n++] = mix(hashString(step(previous ^ PAIR, 32), stem)) & mask;
+    if (i > 0) out[n++] = bucketOf(hashString(step(previous ^ PAIR, 32), stem), mask);
     previous = h;
   }
-  for (let i = 0; i + 3 <= folded.length; i++) {
+  for (let i = 0; i + 3 <= units.length; i++) {
     let h = GRAM;
-    for (let k = 0; k < 5 && i + k < folded.length; k++) {
-      h = step(h, folded.charCodeAt(i + k));
-      if (k >= 2) out[n++] = mix(h) & mask;
+    for (let k = 0; k < 5 && i + k < units.length; k++) {
+      h = step(h, units[i + k]!);
+      if (k >= 2) out[n++] = bucketOf(h, mask);
     }
   }
   return { buckets: out.subarray(0, n), value: n === 0 ? 0 : 1 / Math.sqrt(n) };
