@@ -18,7 +18,12 @@
  * completions ≤ 200 MB. A MISS exits 0 unless `--strict` (a shared machine's
  * timings are evidence, not a gate); a server that does not serve exits 1.
  *
- *   npm run bench:startup [-- --rounds 3 --requests 10000 --settle-ms 3000 --strict]
+ * `--baseline DIR` adds, in the same interleaved rounds, the compiled server of
+ * another checkout (a detached worktree of main, node_modules linked; built
+ * there first when stale) under the Node flags of its own `npm start`: the
+ * side-by-side comparison a shared machine allows.
+ *
+ *   npm run bench:startup [-- --rounds 3 --requests 10000 --settle-ms 3000 --strict --baseline ../wt-main]
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -39,6 +44,7 @@ const { values } = parseArgs({
     requests: { type: 'string', default: '10000' },
     'settle-ms': { type: 'string', default: '3000' },
     strict: { type: 'boolean', default: false },
+    baseline: { type: 'string' },
   },
 });
 const ROUNDS = Math.max(1, Number(values.rounds));
@@ -53,17 +59,33 @@ const MB = 1e6;
  * deepest descendant of `pid` (`npm start` stays the parent of the shell that
  * execs node), tsx's esbuild service aside.
  */
-function rss(pid: number): number {
+function serving(pid: number): number {
   for (;;) {
     const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
     // Not into tsx's esbuild service process: the server is its parent.
     const next = children.find((c) => !fs.readFileSync(`/proc/${c}/comm`, 'utf8').startsWith('esbuild'));
-    if (next === undefined) break;
+    if (next === undefined) return pid;
     pid = Number(next);
   }
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+}
+
+function rss(pid: number): number {
+  const status = fs.readFileSync(`/proc/${serving(pid)}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) * 1024;
 }
+
+/**
+ * CPU time in ms (user and system, all threads) the serving process has used: to its first
+ * completion, a figure other processes on a shared machine move far less than the wall time.
+ */
+function cpuMs(pid: number): number {
+  const fields = fs
+    .readFileSync(`/proc/${serving(pid)}/stat`, 'utf8')
+    .split(') ')[1]!
+    .split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 interface Subject {
   name: string;
@@ -77,6 +99,8 @@ interface Subject {
   portVariable: string;
   /** Whether the N-completions row is run (slow servers get only the start rows). */
   load: boolean;
+  /** The checkout it runs in (this one unless --baseline). */
+  cwd?: string;
 }
 
 const node = (args: readonly string[]): [string, string[]] =>
@@ -107,6 +131,8 @@ function post(port: number, subject: Subject, agent: http.Agent | false): Promis
 
 interface Run {
   firstMs: number;
+  /** The server's CPU time to its first completion (ms). */
+  firstCpuMs: number;
   idle: number;
   afterLoad?: number;
   /** RSS once the requests have paused for a while (server/memory.ts's collection has run). */
@@ -119,7 +145,7 @@ async function runOnce(subject: Subject, env: Record<string, string>, load: bool
   const [cmd, args] = subject.command(env);
   const started = performance.now();
   const child = spawn(cmd, args, {
-    cwd: root,
+    cwd: subject.cwd ?? root,
     env: { ...process.env, ...env, [subject.portVariable]: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -133,9 +159,10 @@ async function runOnce(subject: Subject, env: Record<string, string>, load: bool
       if (status !== 200) await new Promise((r) => setTimeout(r, 5));
     }
     const firstMs = performance.now() - started;
+    const firstCpuMs = cpuMs(child.pid!);
     await new Promise((r) => setTimeout(r, SETTLE_MS));
     const idle = rss(child.pid!);
-    if (!load) return { firstMs, idle };
+    if (!load) return { firstMs, firstCpuMs, idle };
     const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
     let sent = 0;
     let failed = 0;
@@ -150,7 +177,7 @@ async function runOnce(subject: Subject, env: Record<string, string>, load: bool
     agent.destroy();
     const afterLoad = rss(child.pid!);
     await new Promise((r) => setTimeout(r, SETTLE_MS + 2 * QUIET_MS));
-    return { firstMs, idle, afterLoad, afterQuiet: rss(child.pid!), failed };
+    return { firstMs, firstCpuMs, idle, afterLoad, afterQuiet: rss(child.pid!), failed };
   } finally {
     child.kill('SIGTERM');
     await exited;
@@ -166,11 +193,14 @@ const mb = (b: number | undefined) => (b === undefined ? '' : `${(b / MB).toFixe
 
 async function main(): Promise<number> {
   // What `npm start` would do first: compile when dist/ is missing or stale, so no round pays for it.
-  const built = spawnSync(process.execPath, [path.join(root, 'scripts/build.mjs'), '--if-stale'], { stdio: 'inherit' });
-  if (built.status !== 0) return 1;
+  const baseline = values.baseline === undefined ? undefined : path.resolve(values.baseline);
+  for (const tree of baseline ? [root, baseline] : [root]) {
+    const built = spawnSync(process.execPath, [path.join(tree, 'scripts/build.mjs'), '--if-stale'], { cwd: tree, stdio: 'inherit' });
+    if (built.status !== 0) return 1;
+  }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-startup-'));
   console.log(
-    `Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, upstream and client on core ${pinning.load}` : 'no CPU pinning'}; ${ROUNDS} rounds; ${REQUESTS} completions at ${CONNECTIONS} connections`,
+    `${os.loadavg()[0].toFixed(1)} load average at the start; Node ${process.version}; ${pinning ? `servers on core ${pinning.server}, upstream and client on core ${pinning.load}` : 'no CPU pinning'}; ${ROUNDS} rounds; ${REQUESTS} completions at ${CONNECTIONS} connections`,
   );
   const upstream = await startScript('chat-upstream.ts', {}, pinning?.load);
   try {
@@ -213,28 +243,45 @@ async function main(): Promise<number> {
       },
       { name: 'gemforge from sources (tsx)', command: () => node(SERVER_ARGS), ...gemforge, load: false, env: gemforgeEnv },
     ];
-    const results: Array<{ name: string; first: number[]; idle: number[]; afterLoad?: number; afterQuiet?: number; failed?: number }> = subjects.map((s) => ({
-      name: s.name,
-      first: [],
-      idle: [],
-    }));
+    if (baseline) {
+      // The baseline's compiled server under the flags its own `npm start` gives it.
+      const start = (JSON.parse(fs.readFileSync(path.join(baseline, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+      const flags = /exec node (.*?)\s*dist\/server\.mjs/.exec(start)?.[1]?.split(/\s+/).filter(Boolean) ?? [];
+      const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: baseline, encoding: 'utf8' }).stdout.trim();
+      subjects.splice(2, 0, {
+        name: `baseline compiled (${commit})`,
+        command: () => node([...flags, 'dist/server.mjs']),
+        ...gemforge,
+        load: true,
+        env: gemforgeEnv,
+        cwd: baseline,
+      });
+    }
+    const results: Array<{ name: string; first: number[]; firstCpu: number[]; idle: number[]; afterLoad?: number; afterQuiet?: number; failed?: number }> =
+      subjects.map((s) => ({
+        name: s.name,
+        first: [],
+        firstCpu: [],
+        idle: [],
+      }));
     // Interleaved rounds: a busy spell of the machine falls on every subject alike.
     for (let round = 0; round < ROUNDS; round++) {
       for (const [i, subject] of subjects.entries()) {
         const loadNow = subject.load && round === ROUNDS - 1;
         const r = await runOnce(subject, subject.env, loadNow);
         results[i]!.first.push(r.firstMs);
+        results[i]!.firstCpu.push(r.firstCpuMs);
         results[i]!.idle.push(r.idle);
         if (loadNow) Object.assign(results[i]!, { afterLoad: r.afterLoad, afterQuiet: r.afterQuiet, failed: r.failed });
       }
     }
     console.log(
-      `\n${'server'.padEnd(44)}${'start → first completion (median, min–max)'.padEnd(46)}${'idle RSS'.padEnd(12)}${`RSS after ${REQUESTS}`.padEnd(18)}then quiet`,
+      `\n${'server'.padEnd(44)}${'start → first completion (median, min–max)'.padEnd(46)}${'its CPU'.padEnd(10)}${'idle RSS'.padEnd(12)}${`RSS after ${REQUESTS}`.padEnd(18)}then quiet`,
     );
     for (const r of results) {
       const first = `${median(r.first).toFixed(0)} ms (${Math.min(...r.first).toFixed(0)}–${Math.max(...r.first).toFixed(0)})`;
       console.log(
-        `${r.name.padEnd(44)}${first.padEnd(46)}${mb(median(r.idle)).padEnd(12)}${mb(r.afterLoad).padEnd(18)}${mb(r.afterQuiet)}${r.failed ? `  (${r.failed} not 200)` : ''}`,
+        `${r.name.padEnd(44)}${first.padEnd(46)}${`${median(r.firstCpu).toFixed(0)} ms`.padEnd(10)}${mb(median(r.idle)).padEnd(12)}${mb(r.afterLoad).padEnd(18)}${mb(r.afterQuiet)}${r.failed ? `  (${r.failed} not 200)` : ''}`,
       );
     }
     const compiled = results[1]!;
@@ -248,6 +295,7 @@ async function main(): Promise<number> {
       { name: `RSS after ${REQUESTS} completions ≤ 200 MB (compiled)`, measured: mb(compiled.afterLoad), pass: (compiled.afterLoad ?? Infinity) <= 200 * MB },
     ];
     for (const c of checks) console.log(`${c.pass ? 'PASS' : 'MISS'}  ${c.name}: ${c.measured}`);
+    console.log(`${os.loadavg()[0].toFixed(1)} load average at the end`);
     const broken = results.some((r) => (r.failed ?? 0) > 0);
     return broken || (values.strict && checks.some((c) => !c.pass)) ? 1 : 0;
   } finally {

@@ -8,7 +8,7 @@
  * What it writes, all in dist/app (ESM, Node 24, one shared chunk set):
  * - `main.mjs` (server/main.ts), `admin.mjs` and `worker.mjs` (server/cli/);
  * - one entry per worker-thread module (the `./x.ts` files handed to
- *   `typescriptWorker`, found by reading the sources), named after it;
+ *   `typescriptWorker` or `threadPool`, found by reading the sources), named after it;
  * - the console page's script, bundled for browsers and built into the
  *   server as a string constant.
  * Packages stay imports of node_modules (native modules, and the
@@ -21,15 +21,18 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import { isDeepStrictEqual } from 'node:util';
 import { build, type Plugin } from 'esbuild';
 import { bundleConsoleScript } from '../server/console-page/build.ts';
 import { PARSED_YAML_DIR, parseYaml, parsedYamlName } from '../server/yaml-file.ts';
+import { checkContractAtBuild } from '../server/http/validator-routes.ts';
+import { writeBuiltDictionary } from '../server/providers/moderation/dictionary.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const OUT = path.join(ROOT, 'dist/app');
 
-/** Every module started on a worker thread: the `new URL('./x.ts', import.meta.url)` beside a `typescriptWorker` call. */
+/** Every module started on a worker thread: the `new URL('./x.ts', import.meta.url)` beside a `typescriptWorker` or `threadPool` call. */
 export function threadModules(): string[] {
   const found: string[] = [];
   const walk = (dir: string) => {
@@ -38,7 +41,7 @@ export function threadModules(): string[] {
       if (entry.isDirectory()) walk(file);
       else if (entry.name.endsWith('.ts')) {
         const text = fs.readFileSync(file, 'utf8');
-        if (!text.includes('typescriptWorker(')) continue;
+        if (!/\b(?:typescriptWorker|threadPool)[<(]/.test(text)) continue;
         for (const m of text.matchAll(/new URL\('\.\/([\w-]+\.ts)', import\.meta\.url\)/g)) found.push(path.join(dir, m[1]!));
       }
     }
@@ -64,6 +67,49 @@ const sourceLocations: Plugin = {
   },
 };
 
+/**
+ * Node builtins that the bundles take through `require`, not as ES modules. An ES
+ * import of a builtin gives its ESM facade, which reads every export once, getters
+ * included: `node:http`'s `WebSocket`, `CloseEvent` and `MessageEvent` getters then
+ * load Node's bundled undici, and undici `node:http2`, `node:tls` and `node:zlib`
+ * (about 60 ms of a start that needs none of them; `require` leaves getters unread).
+ * `node:https` (tls, ~50 ms) is loaded at its first use: the code asks it only for
+ * an https upstream. Named imports of `node:http` get its plain (non-getter) exports;
+ * `node:https` offers only its default export (any other import fails the build).
+ */
+const BUILTINS_BY_REQUIRE: Record<string, 'now' | 'at first use'> = { 'node:http': 'now', 'node:https': 'at first use' };
+
+export const builtinsByRequire: Plugin = {
+  name: 'gemforge-builtins-by-require',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?https?$/ }, (args) => {
+      const id = args.path.startsWith('node:') ? args.path : `node:${args.path}`;
+      // The shim's own require of the builtin stays external.
+      if (args.namespace === 'gemforge-builtin' || !(id in BUILTINS_BY_REQUIRE)) return undefined;
+      return { path: id, namespace: 'gemforge-builtin' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'gemforge-builtin' }, (args) => {
+      const header = `import { createRequire as __gfCreateRequire } from 'node:module';
+const __gfRequire = __gfCreateRequire(import.meta.url);
+`;
+      if (BUILTINS_BY_REQUIRE[args.path] === 'at first use') {
+        const contents = `${header}let loaded;
+const load = () => (loaded ??= __gfRequire(${JSON.stringify(args.path)}));
+export default new Proxy({}, { get: (_, key) => load()[key], has: (_, key) => key in load() });
+`;
+        return { contents, loader: 'js' };
+      }
+      const real = createRequire(import.meta.url)(args.path) as Record<string, unknown>;
+      const plain = Object.keys(real).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && !Object.getOwnPropertyDescriptor(real, k)?.get);
+      const contents = `${header}const m = __gfRequire(${JSON.stringify(args.path)});
+export default m;
+export const { ${plain.join(', ')} } = m;
+`;
+      return { contents, loader: 'js' };
+    });
+  },
+};
+
 /** In every output file: the repository root (two levels above dist/app) and the helpers the rewrite calls. */
 const BANNER = [
   "import { join as __gfJoin } from 'node:path';",
@@ -74,7 +120,7 @@ const BANNER = [
 ].join('\n');
 
 /** The YAML files of the tree (the contracts, the catalogs) parsed into dist/yaml, named by their text's hash (server/yaml-file.ts). */
-function parseYamlFiles(): void {
+async function parseYamlFiles(): Promise<void> {
   const files = [
     ...fs.readdirSync(path.join(ROOT, 'openapi')).map((f) => path.join(ROOT, 'openapi', f)),
     ...(fs.readdirSync(path.join(ROOT, 'server'), { recursive: true }) as string[]).map((f) => path.join(ROOT, 'server', f)),
@@ -94,12 +140,18 @@ function parseYamlFiles(): void {
     const tmp = path.join(PARSED_YAML_DIR, `.${process.pid}.tmp`);
     fs.writeFileSync(tmp, json);
     fs.renameSync(tmp, path.join(PARSED_YAML_DIR, parsedYamlName(text)));
+    // A contract is also checked against the OpenAPI schema here, so the server need not compile that schema at each start.
+    if (path.dirname(file) === path.join(ROOT, 'openapi') && typeof (doc as { openapi?: unknown })?.openapi === 'string') {
+      await checkContractAtBuild(text, doc as { openapi: string });
+    }
   }
 }
 
 /** Builds dist/app; returns every file read (paths relative to the root) for dist/build.json. */
 export async function buildDist(): Promise<string[]> {
-  parseYamlFiles();
+  await parseYamlFiles();
+  // The moderation's English dictionary as the server holds it, so a start reads it instead of building it.
+  writeBuiltDictionary();
   const consoleScript = await bundleConsoleScript();
   const threads = threadModules();
   const names = threads.map((f) => path.basename(f, '.ts'));
@@ -128,7 +180,7 @@ export async function buildDist(): Promise<string[]> {
       logLevel: 'warning',
       banner: { js: BANNER },
       define: { __GEMFORGE_COMPILED__: 'true', __GEMFORGE_CONSOLE_JS__: JSON.stringify(consoleScript.js) },
-      plugins: [sourceLocations],
+      plugins: [builtinsByRequire, sourceLocations],
     });
     // Concurrent builds (two `npm start`s on a stale tree) write the same files: renames keep each one whole.
     fs.mkdirSync(OUT, { recursive: true });
@@ -137,7 +189,10 @@ export async function buildDist(): Promise<string[]> {
     // Chunks of earlier builds (their names carry a content hash) are no longer imported.
     for (const name of fs.readdirSync(OUT)) if (!written.has(name)) fs.rmSync(path.join(OUT, name), { force: true });
     const inputs = [
-      ...Object.keys(result.metafile.inputs).map((f) => path.resolve(ROOT, f)),
+      // (The builtins' shims are not files.)
+      ...Object.keys(result.metafile.inputs)
+        .filter((f) => !f.startsWith('gemforge-builtin:'))
+        .map((f) => path.resolve(ROOT, f)),
       ...consoleScript.inputs,
       import.meta.filename,
       path.join(ROOT, 'scripts/dist.mjs'),

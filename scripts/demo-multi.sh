@@ -96,7 +96,7 @@ for n in 1 2; do
   p="$(free_port)"; API_PORTS+=("$p")
   mkdir -p "$WORK/api$n"
   DATA_DIR="$WORK/api$n" PORT="$p" HOST=127.0.0.1 WORKER_ENABLED=false SHUTDOWN_READINESS_DELAY_SECONDS=0 \
-    "$NODE" --max-semi-space-size=32 --expose-gc --import tsx server/main.ts >"$WORK/api$n.log" 2>&1 &
+    "$NODE" --max-semi-space-size=16 --heap-growing-percent=50 --expose-gc --import tsx server/main.ts >"$WORK/api$n.log" 2>&1 &
   PIDS+=($!)
   wait_ready "http://127.0.0.1:$p" "API $n" "$WORK/api$n.log"
 done

@@ -33,6 +33,7 @@ const STORAGE_AGNOSTIC = new Set([
   // the contract, its validator's wording, documents and the README
   'test/contract.test.ts',
   'test/contract-examples.test.ts',
+  'test/contract-examples-server.test.ts',
   'test/contract-check.test.ts',
   'test/config-docs.test.ts',
   'test/docs-links.test.ts',

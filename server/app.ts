@@ -16,7 +16,7 @@ import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { rejectUnrepresentable } from './http/unrepresentable.ts';
 import { missingKey } from './http/missing-key.ts';
-import { cacheValidatorRoutePatterns, skipIdleParameterMutation } from './http/validator-routes.ts';
+import { cacheValidatorRoutePatterns, contractCheckedByBuild, skipIdleParameterMutation, skipUnusedSchemaValidator } from './http/validator-routes.ts';
 import { byPrefix } from './http/route-prefix.ts';
 import { STRICT_FORMATS } from './http/formats.ts';
 import { modelsRouter } from './routes/models.ts';
@@ -58,7 +58,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Cross-origin browser calls to the API paths, for the operator's CORS_ORIGINS only (http/cors.ts).
   if (config.corsOrigins.length > 0) app.use('/api', apiCors(config.corsOrigins));
   // Liveness and readiness for balancers and orchestrators: outside the public contract.
-  app.use(byPrefix(healthRouter({ db, dataDir: config.dataDir, lifecycle, logger })));
+  app.use(byPrefix(healthRouter({ db, blobs: deps.blobs, lifecycle, logger })));
 
   // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
   app.use(byPrefix(filesRouter(deps)));
@@ -79,10 +79,13 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(missingKey(config.openapiPath));
   cacheValidatorRoutePatterns(); // the validator's route lookup compiles each documented path once, not per request
   skipIdleParameterMutation(); // and its parameter reshaping runs only where there is something to reshape
+  skipUnusedSchemaValidator(); // and it compiles the OpenAPI schema only to check a contract the build did not
   app.use(
     OpenApiValidator.middleware({
       // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
       apiSpec: readYamlFile(config.openapiPath) as Parameters<typeof OpenApiValidator.middleware>[0]['apiSpec'],
+      // Checked against the OpenAPI schema by the build, when this very text was built (the start's self-check still proves it loads).
+      validateApiSpec: !contractCheckedByBuild(config.openapiPath),
       validateRequests: { allowUnknownQueryParameters: false },
       validateResponses: config.validateResponses,
       validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },

@@ -228,6 +228,13 @@ export interface Config {
   /** The window those refusals are counted in, in seconds (`MODERATION_BLOCK_WINDOW_SECONDS`, default 86400). */
   moderationBlockWindowSeconds: number;
   /**
+   * Long texts judged by the embedded policy off the event loop (providers/moderation/off-thread.ts):
+   * a request's texts of at least `minChars` characters together (`MODERATION_THREAD_MIN_CHARS`,
+   * default 1000; 0: every text) go to worker threads (`MODERATION_THREADS`, default 2), with up to
+   * `queue` more waiting (`MODERATION_THREAD_QUEUE`, default 128) before a request is refused with 503.
+   */
+  moderationThreads: { threads: number; queue: number; minChars: number };
+  /**
    * Proxies whose `X-Forwarded-For` is believed (`TRUST_PROXY`, comma-separated addresses or
    * CIDR ranges, or `loopback`, `linklocal`, `uniquelocal`); empty: the socket's address is the client's.
    */
@@ -486,6 +493,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     ...parseModeration(env),
     moderationBlockThreshold: parseWhole(env.MODERATION_BLOCK_THRESHOLD, 5, 'MODERATION_BLOCK_THRESHOLD', 0),
     moderationBlockWindowSeconds: parseWhole(env.MODERATION_BLOCK_WINDOW_SECONDS, 86_400, 'MODERATION_BLOCK_WINDOW_SECONDS', 1),
+    moderationThreads: {
+      threads: parseWhole(env.MODERATION_THREADS, 2, 'MODERATION_THREADS', 1),
+      queue: parseWhole(env.MODERATION_THREAD_QUEUE, 128, 'MODERATION_THREAD_QUEUE', 0),
+      minChars: parseWhole(env.MODERATION_THREAD_MIN_CHARS, 1_000, 'MODERATION_THREAD_MIN_CHARS', 0),
+    },
     trustProxy: parseTrustProxy(env.TRUST_PROXY),
     corsOrigins: parseCorsOrigins(env.CORS_ORIGINS),
     regionsFile: env.REGIONS_FILE ? path.resolve(env.REGIONS_FILE) : undefined,

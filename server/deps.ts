@@ -20,10 +20,14 @@ import type { ServerMetrics } from './http/metrics.ts';
 import type { TextProviders } from './providers/text/types.ts';
 import type { AnalysisProvider } from './providers/analysis/types.ts';
 import type { RegionMap } from './domain/policy/regions.ts';
+import type { Blobs } from './storage/blobs.ts';
+import type { AdmissionLimits } from './domain/admission.ts';
 
 export interface AppDeps {
   config: Config;
   db: Db;
+  /** The blob store (DATA_DIR/blobs, or the object store BLOB_STORE=s3 names), built once at the composition root. */
+  blobs: Blobs;
   logger: Logger;
   clock: Clock;
   catalog: Catalog;
@@ -32,6 +36,8 @@ export interface AppDeps {
   policies: { moderation: ModerationProvider; regions: RegionMap };
   /** The text and analysis providers, built at the composition root (server.ts) from the config. */
   providers: { text: TextProviders; analysis: AnalysisProvider };
+  /** Admission of submissions: the configured rates and caps, and this app's count of refusals (/metrics). */
+  admission: AdmissionLimits;
   /** Background work a shutdown waits for (text generations settling). */
   inflight?: InflightWork;
   /** The media providers the worker runs (each remote model's own in `byModel`), the scenario layer composed in: a submission asks the model's one (its submission hooks: checks, lane, voices). */

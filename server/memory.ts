@@ -35,23 +35,30 @@ export interface QuietOptions {
 export function reduceMemoryWhenQuiet(server: http.Server, busy: () => boolean, options: QuietOptions = {}): () => void {
   const collect = options.collect ?? (globalThis as { gc?: Collect }).gc;
   if (typeof collect !== 'function') return () => undefined;
+  const quietMs = options.quietMs ?? QUIET_MS;
   let requests = 0;
   let seen = 0;
   let dirty = true; // the start's own garbage
+  // When the count last moved (or a response was last seen in flight), as the timer saw it.
+  let quietSince = Date.now();
   const count = () => requests++;
   server.on('request', count);
+  // Looked at four times a period, so the collection runs between one and 1.25 quiet periods
+  // after the last request: looking once a period made it anywhere from one to two, and a
+  // server asked about 3 s after a request still held the burst's memory half the time.
   const timer = setInterval(() => {
     if (requests !== seen || busy()) {
       seen = requests;
       dirty = true;
+      quietSince = Date.now();
       return;
     }
-    if (!dirty) return;
+    if (!dirty || Date.now() - quietSince < quietMs) return;
     dirty = false;
     const started = performance.now();
     collect({ type: 'major', execution: 'sync', flavor: 'last-resort' });
     options.onCollect?.(performance.now() - started);
-  }, options.quietMs ?? QUIET_MS);
+  }, quietMs / 4);
   timer.unref();
   return () => {
     clearInterval(timer);

@@ -16,14 +16,21 @@
  * it too (bench:uploads' 300 MiB bomb row failed at either commit). With
  * 16 MiB semi-spaces the two commits' servers were within 2 MiB.
  *
- * 32 MiB semi-spaces (a 64 MiB young generation at most) keep a server near
- * 245 MiB after start whatever it has run, and still give young objects 32 MiB
- * to die in: Node up to 20 used 16 MiB on 64-bit machines.
+ * 16 MiB semi-spaces (a 32 MiB young generation at most; what Node up to 20
+ * used on 64-bit machines): 32 MiB ones held 64 MiB resident through any burst
+ * of requests, and a completion's young objects die within a few requests, far
+ * inside 16 MiB. `--heap-growing-percent=50` lets the old generation grow to
+ * 1.5× what the last full collection kept, where V8 otherwise picks up to 4×
+ * for a heap it collects fast: the garbage each completion promotes is then
+ * collected every few thousand requests instead of piling up (a full collection
+ * of the ~40 MB live heap, mostly concurrent, per ~20 MB promoted). Measured
+ * on 10,000 chat completions (docs/performance.md, Start-up and memory): RSS
+ * right after 210–246 MB with 32 MiB, 162–207 with 16, 165–169 with both.
  *
  * `--expose-gc` lets server/memory.ts hand that young generation and start-up's
  * garbage back once requests pause (~220 MB resident after start became ~110).
  */
-export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32', '--expose-gc'];
+export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16', '--heap-growing-percent=50', '--expose-gc'];
 
 /** The arguments after the Node binary that start the server from the repository root. */
 export const SERVER_ARGS: readonly string[] = [...SERVER_NODE_FLAGS, '--import', 'tsx', 'server/main.ts'];

@@ -18,13 +18,18 @@ import type { UrlSigner } from './domain/signing.ts';
 import { assetLink } from './domain/assets.ts';
 import { defaultMediaProviders, type MediaProviders } from './providers/media.ts';
 import { startWorker, type RunningWorker } from './worker/worker.ts';
+import type { JobCounts } from './worker/counts.ts';
 import { loadModerationPolicy } from './providers/moderation/policy-file.ts';
 import { createRemoteMedia, discoveredCatalog, PROVIDER_NAMES, type RemoteMedia } from './providers/remote/index.ts';
 import { UpstreamErrorCounts } from './providers/remote/http.ts';
+import { processReadLimits } from './providers/remote/read-limit.ts';
+import { AdmissionRefusals } from './domain/admission.ts';
+import { storeErrorCounts } from './storage/outages.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
-import { tempPath, useRemoteBlobStore } from './storage/blobs.ts';
-import { moderationProviderFor } from './providers/moderation/index.ts';
+import { localBlobs, tempPath, type Blobs } from './storage/blobs.ts';
+import { embeddedProvider, moderationProviderFor } from './providers/moderation/index.ts';
+import { offThread } from './providers/moderation/off-thread.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
 import { closeWhenUnread } from './http/connection.ts';
@@ -60,23 +65,36 @@ export interface RunningServer {
 async function selfCheck(url: string, server: http.Server, db: Db): Promise<void> {
   // A header that is not a bearer key: the validator itself must answer (a request with
   // none at all is answered before it, by http/missing-key.ts, and would prove nothing).
-  const res = await fetch(`${url}/api/generate/models`, { headers: { 'x-request-id': 'startup-self-check', authorization: 'Basic startup-self-check' } });
-  await res.arrayBuffer();
-  if (res.status !== 401) {
+  // Through node:http, not fetch: the first fetch in a process loads and compiles Node's
+  // bundled undici (~100 ms of a start), which nothing else on the way to serving needs.
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = http.get(
+      `${url}/api/generate/models`,
+      { agent: false, headers: { 'x-request-id': 'startup-self-check', authorization: 'Basic startup-self-check' } },
+      (res) => {
+        res.resume();
+        res.once('end', () => resolve(res.statusCode ?? 0));
+        res.once('error', reject);
+      },
+    );
+    req.once('error', reject);
+  });
+  if (status !== 401) {
     server.closeAllConnections();
     server.close();
     await db.destroy();
-    throw new Error(`the contract did not load (self-check answered ${res.status}); run "npm run lint:contract"`);
+    throw new Error(`the contract did not load (self-check answered ${status}); run "npm run lint:contract"`);
   }
 }
 
 /**
- * Points the installation's blob functions at S3-compatible storage when
- * BLOB_STORE=s3, after checking the bucket answers (a wrong endpoint, bucket or
- * credentials stop the start with a message). Local: nothing to do.
+ * The installation's blob store, built once per app or worker: S3-compatible
+ * storage when BLOB_STORE=s3, after checking the bucket answers (a wrong
+ * endpoint, bucket or credentials stop the start with a message), else
+ * DATA_DIR/blobs.
  */
-export async function configureBlobStore(config: Config): Promise<void> {
-  if (config.blobStore !== 's3') return;
+export async function configureBlobStore(config: Config): Promise<Blobs> {
+  if (config.blobStore !== 's3') return localBlobs(config.dataDir);
   // The AWS SDK is loaded only when asked for: it adds tens of MiB to every process that imports it.
   const { s3BlobStore } = await import('./storage/s3-blobs.ts');
   const store = s3BlobStore(config.s3);
@@ -85,7 +103,7 @@ export async function configureBlobStore(config: Config): Promise<void> {
   } catch (error) {
     throw new Error(`BLOB_STORE=s3: ${store.description} cannot be reached: ${(error as Error).name}: ${(error as Error).message}`);
   }
-  useRemoteBlobStore(config.dataDir, store);
+  return { dataDir: config.dataDir, remote: store };
 }
 
 /** The metrics listener of its own (METRICS_PORT, or `gemforge worker`'s WORKER_METRICS_PORT): GET /metrics and /healthz, nothing else. */
@@ -131,18 +149,20 @@ export function startMediaWorker(
   db: Db,
   logger: Logger,
   clock: Clock,
-  layered?: MediaProviders,
-  extras: { signer?: UrlSigner; upstreamErrors?: UpstreamErrorCounts } = {},
+  layered: MediaProviders | undefined,
+  extras: { signer?: UrlSigner; upstreamErrors?: UpstreamErrorCounts; blobs: Blobs; jobCounts?: JobCounts },
 ): RunningWorker {
-  const { signer, upstreamErrors } = extras;
+  const { signer, upstreamErrors, blobs, jobCounts } = extras;
   // A broken provider entry in the catalog stops the start.
-  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES)));
+  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES), processReadLimits));
   return startWorker({
     db,
     clock,
     logger,
     providers,
     ...(upstreamErrors && { upstreamErrors }),
+    blobs,
+    ...(jobCounts && { jobCounts }),
     remoteConcurrency: Object.keys(providers.byModel ?? {}).length > 0 ? config.workerRemoteConcurrency : 0,
     dataDir: config.dataDir,
     ffmpegPath: config.ffmpegPath,
@@ -206,15 +226,17 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   guardDataDir(config.dataDir, logger);
   const catalog = loadCatalog(config.catalogPath, PROVIDER_NAMES);
   // Remote media providers are checked before the database opens: a model naming an unconfigured one stops the start.
-  const remoteMedia = createRemoteMedia(config, catalog);
+  const remoteMedia = createRemoteMedia(config, catalog, processReadLimits);
   // Likewise a text model's broken deployments list.
   const textProviders = createTextProviders(config, catalog);
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
-  const policies = { moderation: moderationProviderFor(moderationPolicy, config), regions: loadRegions(config.regionsFile) };
+  // Long texts are judged on worker threads, started at the first one; close() ends them.
+  const moderationThreads = offThread(embeddedProvider(moderationPolicy), moderationPolicy, config.moderationThreads);
+  const policies = { moderation: moderationProviderFor(moderationPolicy, config, moderationThreads), regions: loadRegions(config.regionsFile) };
   // The console page's script is bundled before the database opens (a broken page stops the start).
   const consolePage = await buildConsolePage();
-  await configureBlobStore(config);
+  const blobs = await configureBlobStore(config);
   const db = await openDb({ ...config, log: logger });
   const clock = options.clock ?? systemClock;
   // The public voices exist before the first request (a bad voice catalog stops the start).
@@ -240,18 +262,25 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     analysis: withAnalysisScenarios(createAnalysisProvider(config, (suffix) => tempPath(config.dataDir, suffix))),
   };
   const lifecycle = { draining: false };
-  // The process's one count of remote providers' errors: the worker's jobs add to it, /metrics reads it.
+  // The app's counts: its worker's jobs add to the remote providers' errors, its submissions to the refusals; /metrics reads both.
   const upstreamErrors = new UpstreamErrorCounts();
+  const admission = { rates: config.rates, accountQueuedTasks: config.accountQueuedTasks, refusals: new AdmissionRefusals() };
   // Metrics only where an operator asked for them (prom-client loaded, requests counted).
   const metrics =
     config.metricsToken || config.metricsPort !== undefined
-      ? (await import('./http/metrics.ts')).createServerMetrics(db, clock, upstreamErrors.counts)
+      ? (await import('./http/metrics.ts')).createServerMetrics(db, clock, {
+          upstreamErrors: upstreamErrors.counts,
+          admissionRefusals: admission.refusals.counts,
+          storeErrors: storeErrorCounts,
+        })
       : undefined;
   // Its threads start at the first sign-in; close() ends them.
   const passwords = passwordPool(config.consoleHashing);
   const app = createApp({
     config,
     db,
+    blobs,
+    admission,
     logger,
     clock,
     catalog: discoveredCatalog(catalog, remoteMedia),
@@ -305,7 +334,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // Open breakers reach every process on the database (this API's admission, a separate worker's calls).
   const stopSharing = shareBreakerState(db, logger);
   // The worker runs the providers built above (the catalog is read once).
-  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders, { signer, upstreamErrors }) : undefined;
+  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders, { signer, upstreamErrors, blobs }) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
   let closed = false;
   return {
@@ -343,6 +372,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
       await worker?.stop();
       stopSharing();
       await passwords.close();
+      await moderationThreads.close();
       signing.stop();
       if (metricsServer) await new Promise((resolve) => metricsServer.close(resolve));
       await db.destroy();

@@ -12,7 +12,7 @@ import { rawRequest } from './helpers/raw-http.ts';
 import * as media from './helpers/media.ts';
 import { createOutputAsset, requireUsableAsset, MAX_ASSET_BYTES } from '../server/domain/assets.ts';
 import * as assetStore from '../server/storage/assets.ts';
-import { blobPath } from '../server/storage/blobs.ts';
+import { blobPath, localBlobs } from '../server/storage/blobs.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { answerOf } from '../server/http/error-map.ts';
 
@@ -297,7 +297,7 @@ describe('assets', () => {
   });
 
   it('when a task output file is stored, then it becomes a ready output asset of that account with probed metadata', async () => {
-    const tools = { dataDir: s.dataDir, ffprobePath: s.config.ffprobePath };
+    const tools = { blobs: localBlobs(s.dataDir), ffprobePath: s.config.ffprobePath };
     const out = await createOutputAsset(s.db, systemClock, tools, {
       accountId,
       taskId: 'task_x',

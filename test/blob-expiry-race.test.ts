@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import sharp from 'sharp';
 import type { Db } from '../server/storage/db.ts';
-import { blobPath, putBlobFromBuffer } from '../server/storage/blobs.ts';
+import { blobPath, localBlobs, putBlobFromBuffer } from '../server/storage/blobs.ts';
 import { storeReferenced } from '../server/storage/blob-pins.ts';
 import * as tasks from '../server/storage/tasks.ts';
 import { createOutputAsset } from '../server/domain/assets.ts';
@@ -27,7 +27,7 @@ async function storeOutput(q: { db: Db; dir: string; clock: ManualClock; owner: 
   return createOutputAsset(
     q.db,
     q.clock,
-    { dataDir: q.dir, ffprobePath: '' },
+    { blobs: localBlobs(q.dir), ffprobePath: '' },
     {
       accountId: q.owner.accountId,
       taskId,
@@ -52,7 +52,7 @@ describe('expired blobs and new assets of the same bytes', () => {
       const old = await storeOutput(q, 'task_old', bytes);
       q.clock.advance(RETENTION_MS + 1);
       let fresh: ReturnType<typeof storeOutput> | undefined;
-      const swept = await expireOutputs(q.db, q.clock, q.dir, async () => {
+      const swept = await expireOutputs(q.db, q.clock, localBlobs(q.dir), async () => {
         // The sweep found no live asset for the hash and is about to delete: now the same bytes arrive again.
         fresh = storeOutput(q, 'task_new', bytes);
         await Promise.race([fresh, new Promise((r) => setTimeout(r, 500))]); // the writer gets every chance to finish first
@@ -75,8 +75,8 @@ describe('expired blobs and new assets of the same bytes', () => {
         old.blob_sha256,
         q.clock.now(),
         async () => {
-          await putBlobFromBuffer(q.dir, bytes); // already there: nothing written
-          assert.equal(await expireOutputs(q.db, q.clock, q.dir), 1, 'the old output expired');
+          await putBlobFromBuffer(localBlobs(q.dir), bytes); // already there: nothing written
+          assert.equal(await expireOutputs(q.db, q.clock, localBlobs(q.dir)), 1, 'the old output expired');
           deletedDuringPut = !fs.existsSync(blobPath(q.dir, old.blob_sha256));
         },
         async () => undefined,
@@ -88,7 +88,7 @@ describe('expired blobs and new assets of the same bytes', () => {
     withQueue(async (q) => {
       const old = await storeOutput(q, 'task_alone', await png());
       q.clock.advance(RETENTION_MS + 1);
-      assert.equal(await expireOutputs(q.db, q.clock, q.dir), 1);
+      assert.equal(await expireOutputs(q.db, q.clock, localBlobs(q.dir)), 1);
       assert.equal(fs.existsSync(blobPath(q.dir, old.blob_sha256)), false);
       const output = (await tasks.findOutputs(q.db, 'task_alone'))[0]!;
       assert.equal(output.status, 'expired');

@@ -1,7 +1,8 @@
 /**
  * Production runs the compiled server: `npm start` compiles dist/ when it is
  * missing or stale (scripts/build.mjs), then runs it, with no esbuild process
- * beside it (the console page was bundled by the build); an edited tree never
+ * beside it (the console page was bundled by the build), its worker threads
+ * (passwords, the moderation of long texts) included; an edited tree never
  * runs the old build (dist/server.mjs refuses), and `npm start` compiles again.
  * Run on a copy of the repository (node_modules linked), so the build under
  * test never touches the dist/ that other tests may be using.
@@ -17,7 +18,7 @@ import { freePort } from './helpers/ports.ts';
 import { run } from './helpers/run.ts';
 import { COMPILED_SERVER_ARGS } from '../server/node-flags.ts';
 import { openDb } from '../server/storage/db.ts';
-import { createAccount } from '../server/domain/accounts.ts';
+import { createAccount, createKey } from '../server/domain/accounts.ts';
 import { setPassword } from '../server/domain/console.ts';
 import { systemClock } from '../server/domain/clock.ts';
 
@@ -45,6 +46,7 @@ async function answer(url: string): Promise<Response | undefined> {
 describe('the compiled server', () => {
   let copy: string;
   let dataDir: string;
+  let apiKey: string;
   before(async () => {
     copy = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-build-'));
     for (const entry of COPIED) {
@@ -57,6 +59,8 @@ describe('the compiled server', () => {
     try {
       const account = await createAccount(db, systemClock, { name: 'compiled' });
       await setPassword(db, systemClock, { accountId: account.id, email: EMAIL, password: PASSWORD });
+      // And a key, so a long prompt exercises the other (moderation on a thread).
+      apiKey = (await createKey(db, systemClock, 'gf', { accountId: account.id, name: 'compiled', scopes: ['generate'] })).secret;
     } finally {
       await db.destroy();
     }
@@ -93,6 +97,12 @@ describe('the compiled server', () => {
         body: JSON.stringify({ email: EMAIL, password: PASSWORD }),
       });
       assert.equal(session.status, 200, `a sign-in (argon2 on the compiled worker thread): ${await session.text()}`);
+      const long = await fetch(`${base}/api/generate/image`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'idempotency-key': `compiled-${Date.now()}` },
+        body: JSON.stringify({ model: 'gemforge-image-1', prompt: 'how to make a pipe bomb for the school. '.repeat(75), parameters: { resolution: '512' } }),
+      });
+      assert.equal(long.status, 422, `a long prompt refused (moderation on the compiled worker thread): ${await long.text()}`);
       const page = await fetch(`${base}/console/assets/console.js`);
       assert.equal(page.status, 200);
       return { stderr, consoleJs: await page.text(), beside: descendants(npm.pid!) };

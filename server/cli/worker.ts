@@ -11,6 +11,7 @@ import { loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
 import { openDb } from '../storage/db.ts';
 import { systemClock } from '../domain/clock.ts';
+import { processJobCounts } from '../worker/counts.ts';
 import { configureBlobStore, guardDataDir, listenMetrics, shareBreakerState, startMediaWorker } from '../server.ts';
 
 export async function runWorker(): Promise<number> {
@@ -38,13 +39,15 @@ async function start() {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   guardDataDir(config.dataDir, logger);
-  await configureBlobStore(config);
+  const blobs = await configureBlobStore(config);
+  // The job counts the worker adds to and its /metrics reads: the process's (one worker per process here).
+  const jobCounts = processJobCounts;
   const db = await openDb({ ...config, log: logger });
   let metricsServer: http.Server | undefined;
   try {
     if (config.workerMetricsPort !== undefined) {
       const { createWorkerMetrics } = await import('../http/metrics.ts');
-      metricsServer = await listenMetrics(createWorkerMetrics(), config.metricsHost, config.workerMetricsPort);
+      metricsServer = await listenMetrics(createWorkerMetrics(jobCounts), config.metricsHost, config.workerMetricsPort);
       const { port } = metricsServer.address() as { port: number };
       logger.info({ url: `http://${config.metricsHost}:${port}` }, 'worker metrics listening (/metrics, /healthz)');
     }
@@ -52,7 +55,7 @@ async function start() {
     await db.destroy();
     throw error;
   }
-  const worker = startMediaWorker(config, db, logger, systemClock);
+  const worker = startMediaWorker(config, db, logger, systemClock, undefined, { blobs, jobCounts });
   // Its breakers (the media upstreams are called here) reach the API's admission through the database.
   const stopSharing = shareBreakerState(db, logger);
   return { logger, db, worker, metricsServer, stopSharing };

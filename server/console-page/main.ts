@@ -196,6 +196,18 @@ type PageOf<N extends Listed> = paths[`/${N}`]['get']['responses'][200]['content
 type RowOf<N extends Listed> = PageOf<N> extends Record<N, Array<infer R>> ? R : never;
 
 /**
+ * One page of each list: the four paths share one shape (a cursor in, a page
+ * out), each called with its literal path so openapi-fetch types it; indexed by
+ * a list's name, the table gives that list's own page type.
+ */
+const pages: { [N in Listed]: (query: { cursor?: string }) => Promise<{ data?: PageOf<N>; error?: Problem }> } = {
+  tasks: (query) => api.GET('/tasks', { params: { query } }),
+  charges: (query) => api.GET('/charges', { params: { query } }),
+  uploads: (query) => api.GET('/uploads', { params: { query } }),
+  voices: (query) => api.GET('/voices', { params: { query } }),
+};
+
+/**
  * A paged list (newest first) in the page, from GET /{name} into #{name}, with
  * #no-{name} shown when it is empty and #older-{name} while there are more:
  * `load(true)` appends the next page after those shown, `load()` shows the first again.
@@ -205,9 +217,7 @@ function pagedList<N extends Listed>(name: N, item: (row: RowOf<N>) => HTMLEleme
   let next: string | null = null;
   const load = async (more = false): Promise<void> => {
     const cursor = more && next ? next : undefined;
-    // The four paths share one shape (cursor and limit in, a page out): one call for each of them.
-    const get = api.GET as unknown as (path: `/${N}`, init: { params: { query: { cursor?: string } } }) => Promise<{ data?: PageOf<N>; error?: Problem }>;
-    const { data, error } = await get(`/${name}`, { params: { query: cursor ? { cursor } : {} } });
+    const { data, error } = await pages[name](cursor ? { cursor } : {});
     problem(error ?? null);
     if (!data) return;
     const items = (data as Record<N, Array<RowOf<N>>>)[name].map(item);

@@ -22,17 +22,25 @@ export interface AdmissionLimits {
   rates: { keyMedia: number; keyText: number; accountMedia: number; accountText: number; burstSeconds: number };
   /** Queued media tasks per account, unless the account has its own (`accounts.queued_tasks`). */
   accountQueuedTasks: number;
+  /** Where refusals are counted for /metrics (one per app, server.ts); absent: not counted. */
+  refusals?: AdmissionRefusals;
 }
 
 /** The wait asked of a client refused by the queued-task cap: a slot frees when one of its tasks starts, which no rate predicts. */
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
 
-/** Refusals since start, by limit (`key-rate`, `account-rate`, `queued-tasks`) and kind: /metrics. */
-export const admissionRefusals = new Map<string, number>();
+/** Refusals since start, by "limit kind" (limit: `key-rate`, `account-rate`, `queued-tasks`): /metrics. */
+export class AdmissionRefusals {
+  readonly counts = new Map<string, number>();
 
-function refused(limit: string, kind: AdmissionKind, message: string, waitSeconds: number): DomainError {
-  const key = `${limit} ${kind}`;
-  admissionRefusals.set(key, (admissionRefusals.get(key) ?? 0) + 1);
+  count(limit: string, kind: AdmissionKind): void {
+    const key = `${limit} ${kind}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+}
+
+function refused(limits: AdmissionLimits, limit: string, kind: AdmissionKind, message: string, waitSeconds: number): DomainError {
+  limits.refusals?.count(limit, kind);
   return new DomainError(
     'TEMPORARILY_UNAVAILABLE',
     `${message}; nothing was claimed or reserved. Send the same request (same Idempotency-Key) again after Retry-After seconds.`,
@@ -66,7 +74,7 @@ export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, princ
   if (kind === 'media') {
     const cap = queuedTasksCap(limits, principal.account);
     if (cap > 0 && (await jobs.queuedOf(db, principal.account.id)) >= cap) {
-      throw refused('queued-tasks', kind, `This account already has ${cap} media tasks queued, its limit`, QUEUE_FULL_RETRY_AFTER_SECONDS);
+      throw refused(limits, 'queued-tasks', kind, `This account already has ${cap} media tasks queued, its limit`, QUEUE_FULL_RETRY_AFTER_SECONDS);
     }
   }
   const buckets = bucketsOf(limits, principal, kind);
@@ -76,6 +84,7 @@ export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, princ
   const bucket = buckets.find((b) => b.id === first.id)!;
   const whose = first.id.startsWith('key:') ? 'This API key' : 'This account';
   throw refused(
+    limits,
     first.id.startsWith('key:') ? 'key-rate' : 'account-rate',
     kind,
     `${whose} is over its ${kind} request rate (${bucket.rate} per second)`,

@@ -16,6 +16,7 @@ import {
   openBlob,
   receiveToTemp,
   stageBlob,
+  type Blobs,
   type StagedBlob,
   type TempBlob,
 } from '../storage/blobs.ts';
@@ -38,7 +39,8 @@ export const MAX_ASSET_BYTES = 30 * 1024 * 1024;
 export const MAX_FILENAME_CHARS = 255;
 
 export interface MediaTools {
-  dataDir: string;
+  /** The installation's blob store (its temp files are under its DATA_DIR). */
+  blobs: Blobs;
   ffprobePath: string;
 }
 
@@ -155,7 +157,7 @@ export async function uploadAsset(db: Db, clock: Clock, tools: MediaTools, input
   const type = requireSupportedType(input.contentType);
   let temp: TempBlob;
   try {
-    temp = await receiveToTemp(tools.dataDir, input.body, { maxBytes: MAX_ASSET_BYTES });
+    temp = await receiveToTemp(tools.blobs.dataDir, input.body, { maxBytes: MAX_ASSET_BYTES });
   } catch (error) {
     if (error instanceof BlobTooLargeError) throw payloadTooLarge(MAX_ASSET_BYTES);
     throw error;
@@ -183,7 +185,7 @@ export async function uploadAsset(db: Db, clock: Clock, tools: MediaTools, input
       db,
       temp.sha256,
       clock.now(),
-      () => commitTemp(tools.dataDir, temp),
+      () => commitTemp(tools.blobs, temp),
       (trx) => store.insertAsset(trx, row),
     );
     return row;
@@ -263,11 +265,11 @@ export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools,
   // the worker keeps the output and tries again later; anything else is the output's own fault.
   let staged: StagedBlob;
   try {
-    staged = await stageBlob(tools.dataDir, source);
+    staged = await stageBlob(tools.blobs, source);
   } catch (error) {
     throw isDiskFailure(error) ? storeFailed('local disk', 'stage output', error) : error;
   }
-  const blobStore = blobStoreName(tools.dataDir);
+  const blobStore = blobStoreName(tools.blobs);
   const put = () =>
     staged.commit().catch((error: unknown) => {
       throw blobStore === 'object store' || isDiskFailure(error) ? storeFailed(blobStore, 'put output', error) : error;
@@ -306,9 +308,9 @@ export async function createOutputAsset(db: Db, clock: Clock, tools: MediaTools,
  * stream of its blob from the store (local directory or S3-compatible), or
  * undefined when the asset is unknown, deleted, or its bytes are gone.
  */
-export async function openStoredAsset(db: Db, dataDir: string, assetId: string): Promise<{ asset: AssetRow; stream: Readable } | undefined> {
+export async function openStoredAsset(db: Db, blobs: Blobs, assetId: string): Promise<{ asset: AssetRow; stream: Readable } | undefined> {
   const asset = await store.findAsset(db, assetId);
-  const stream = asset && !asset.deleted_at ? await openBlob(dataDir, asset.blob_sha256) : undefined;
+  const stream = asset && !asset.deleted_at ? await openBlob(blobs, asset.blob_sha256) : undefined;
   return asset && stream ? { asset, stream } : undefined;
 }
 
@@ -330,11 +332,11 @@ export async function assetLink(db: Db, signer: UrlSigner, baseUrl: string, now:
  */
 export async function referenceFile(
   db: Db,
-  dataDir: string,
+  blobs: Blobs,
   accountId: string,
   assetId: string,
 ): Promise<{ path: string; release: () => Promise<void> } | undefined> {
   const asset = await store.findAsset(db, assetId);
   if (!asset || asset.account_id !== accountId || asset.deleted_at) return undefined;
-  return localBlob(dataDir, asset.blob_sha256);
+  return localBlob(blobs, asset.blob_sha256);
 }

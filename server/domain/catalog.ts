@@ -2,8 +2,7 @@
  * The model catalog: a YAML file a person can edit (server/catalog/models.yaml).
  * Discovery lists its public part; the private rate card stays on the server.
  */
-import fs from 'node:fs';
-import YAML from 'yaml';
+import { readYamlFile } from '../yaml-file.ts';
 import type { components } from '../../generated/api.ts';
 import { parseEntry, parseRates, type Entry } from './catalog-entries.ts';
 import type { TokenRates } from './spend.ts';
@@ -62,7 +61,8 @@ const KINDS = new Set(['image', 'video', 'audio', 'text']);
  * name is kept here and the providers' registry refuses an unknown one.
  */
 export function loadCatalog(file: string, providers?: readonly string[]): Catalog {
-  const doc = YAML.parse(fs.readFileSync(file, 'utf8')) as { models?: unknown; analysis?: { id?: unknown; name?: unknown; pricing?: unknown } };
+  // Kept parsed by the build (yaml-file.ts): a start that finds every file parsed never loads the YAML parser.
+  const doc = readYamlFile(file) as { models?: unknown; analysis?: { id?: unknown; name?: unknown; pricing?: unknown } };
   if (!Array.isArray(doc?.models)) throw new Error(`${file}: "models" must be a list`);
   const seen = new Set<string>();
   const models = doc.models.map((raw, i) => {

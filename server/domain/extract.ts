@@ -16,7 +16,7 @@ import { admit, type AdmissionLimits } from './admission.ts';
 import type { components, operations } from '../../generated/api.ts';
 import { DomainError, invalidRequest } from './errors.ts';
 import type { Logger } from '../logger.ts';
-import { localBlob } from '../storage/blobs.ts';
+import { localBlob, type Blobs } from '../storage/blobs.ts';
 import type { Db } from '../storage/db.ts';
 import { AnalysisError, type AnalysisProvider, type AnalysisUsage } from '../providers/analysis/types.ts';
 import type { Principal } from './accounts.ts';
@@ -53,8 +53,8 @@ export interface ExtractDeps {
   logger: Logger;
   /** The analysis provider, the scenario layer composed in (server.ts). */
   provider: AnalysisProvider;
-  /** DATA_DIR, where the blobs are. */
-  dataDir: string;
+  /** The installation's blob store. */
+  blobs: Blobs;
   scenariosEnabled: boolean;
   /** Request rates (admission.ts, counted as text), decided before the claim; absent: none. */
   limits?: AdmissionLimits | undefined;
@@ -105,7 +105,7 @@ async function admissible(deps: ExtractDeps, principal: Principal, request: Requ
     throw spend.providerUnavailable('analysis provider', 'before-claim');
   }
   // The analyzer reads a file: the stored one, or a temp copy of a blob in object storage (released after the analysis).
-  const local = await localBlob(deps.dataDir, asset.blob_sha256);
+  const local = await localBlob(deps.blobs, asset.blob_sha256);
   if (!local) throw new DomainError('INVALID_REFERENCE', `The stored bytes of video ${asset.id} are no longer available.`);
   return { asset, durationSeconds, file: local.path, release: local.release, asked };
 }

@@ -9,13 +9,12 @@
  *
  * Workers start when first needed and are unref'd while idle: a pool never keeps
  * a process alive (the admin CLI, a test), and `close` ends them with the server.
- * A worker that dies fails its job (503) and is replaced at the next job.
+ * A worker that dies fails its job and is replaced at the next job (threads.ts).
  */
 import crypto from 'node:crypto';
-import type { Worker } from 'node:worker_threads';
 import { argon2id, argon2Verify } from 'hash-wasm';
 import { DomainError } from './errors.ts';
-import { typescriptWorker } from '../threads.ts';
+import { threadPool, type PoolSettings } from '../threads.ts';
 
 /** Hashes and verifies passwords; the server's is a pool of threads, the admin CLI's runs inline. */
 export interface PasswordHasher {
@@ -23,9 +22,8 @@ export interface PasswordHasher {
   verify(password: string, hash: string): Promise<boolean>;
 }
 
-/** What the pool sends a worker, and what it answers. */
+/** What the pool sends a worker. */
 export type PasswordJob = { op: 'hash'; password: string } | { op: 'verify'; password: string; hash: string };
-export type PasswordAnswer = { ok: true; value: string | boolean } | { ok: false; error: string };
 
 /** argon2id with OWASP's parameters (m = 19 MiB, t = 2, p = 1), on the calling thread. */
 export function hashOnThisThread(password: string): Promise<string> {
@@ -39,10 +37,7 @@ export const inlineHasher: PasswordHasher = {
 };
 
 /** How many threads and queued jobs (config: CONSOLE_HASH_THREADS, CONSOLE_HASH_QUEUE). */
-export interface PoolSettings {
-  threads: number;
-  queue: number;
-}
+export type { PoolSettings };
 
 export interface PasswordPool extends PasswordHasher {
   /** Ends the workers; jobs still queued or running fail. */
@@ -58,88 +53,20 @@ const busyRefusal = () =>
     retryAfterSeconds: RETRY_AFTER_SECONDS,
   });
 
-interface Job {
-  message: PasswordJob;
-  resolve(value: string | boolean): void;
-  reject(error: unknown): void;
+/** Runs a job on the calling thread: the worker's work, and the pool's where no worker can start. */
+export function passwordJob(job: PasswordJob): Promise<string | boolean> {
+  return job.op === 'hash' ? hashOnThisThread(job.password) : argon2Verify({ password: job.password, hash: job.hash });
 }
 
 export function passwordPool(settings: PoolSettings): PasswordPool {
-  const idle: Worker[] = [];
-  const running = new Map<Worker, Job | undefined>();
-  const waiting: Job[] = [];
-  let closed = false;
-
-  function assign(worker: Worker, job: Job): void {
-    running.set(worker, job);
-    worker.ref(); // a job in flight keeps the process alive until it answers
-    worker.postMessage(job.message);
-  }
-
-  /** The worker's job is done: the next one waiting, or rest (unref'd). */
-  function next(worker: Worker): void {
-    const job = waiting.shift();
-    if (job) return assign(worker, job);
-    running.set(worker, undefined);
-    worker.unref();
-    idle.push(worker);
-  }
-
-  function spawn(): Worker | undefined {
-    const worker = typescriptWorker(workerModule);
-    if (!worker) return undefined;
-    running.set(worker, undefined);
-    worker.on('message', (answer: PasswordAnswer) => {
-      const job = running.get(worker);
-      if (job) {
-        if (answer.ok) job.resolve(answer.value);
-        else job.reject(new Error(`password worker: ${answer.error}`));
-      }
-      next(worker);
-    });
-    let dead = false;
-    const gone = (error?: unknown) => {
-      if (dead) return; // 'error' is followed by 'exit'
-      dead = true;
-      const job = running.get(worker);
-      running.delete(worker);
-      const at = idle.indexOf(worker);
-      if (at >= 0) idle.splice(at, 1);
-      job?.reject(error ?? new Error('password worker exited'));
-      // A queued job waits for a live worker: start one in the dead one's place.
-      if (!closed && waiting.length > 0) {
-        const fresh = spawn();
-        if (fresh) next(fresh);
-      }
-    };
-    worker.once('error', gone);
-    worker.once('exit', () => gone());
-    return worker;
-  }
-
-  function run(message: PasswordJob): Promise<string | boolean> {
-    return new Promise((resolve, reject) => {
-      if (closed) return reject(busyRefusal());
-      const job = { message, resolve, reject };
-      const worker = idle.pop() ?? (running.size < settings.threads ? spawn() : undefined);
-      if (worker) return assign(worker, job);
-      if (running.size === 0) {
-        // No worker can start here (no tsx): the work runs on this thread.
-        (message.op === 'hash' ? inlineHasher.hash(message.password) : inlineHasher.verify(message.password, message.hash)).then(resolve, reject);
-        return;
-      }
-      if (waiting.length >= settings.queue) return reject(busyRefusal());
-      waiting.push(job);
-    });
-  }
-
+  const pool = threadPool<PasswordJob, string | boolean>(workerModule, settings, {
+    busy: busyRefusal,
+    inline: passwordJob,
+    failed: (reason) => new Error(`password worker: ${reason}`),
+  });
   return {
-    hash: async (password) => (await run({ op: 'hash', password })) as string,
-    verify: async (password, hash) => (await run({ op: 'verify', password, hash })) as boolean,
-    async close() {
-      closed = true;
-      for (const job of waiting.splice(0)) job.reject(busyRefusal());
-      await Promise.all([...running.keys()].map((worker) => worker.terminate()));
-    },
+    hash: async (password) => (await pool.run({ op: 'hash', password })) as string,
+    verify: async (password, hash) => (await pool.run({ op: 'verify', password, hash })) as boolean,
+    close: () => pool.close(),
   };
 }

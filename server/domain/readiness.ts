@@ -11,9 +11,9 @@
  * SHARED_FAILURES_BEFORE_NOT_READY consecutive failed checks (docs/operations.md, "Outages").
  */
 import type { Db } from '../storage/db.ts';
-import { blobStoreName, checkBlobStore, checkTempSpace } from '../storage/blobs.ts';
+import { blobStoreName, checkBlobStore, checkTempSpace, type Blobs } from '../storage/blobs.ts';
 
-export type { Db };
+export type { Blobs, Db };
 export { databaseAnswers } from '../storage/maintenance.ts';
 
 /** Free space DATA_DIR/tmp needs for /readyz: room for the largest upload (30 MiB) twice over, and then some. */
@@ -25,9 +25,6 @@ export const SHARED_FAILURES_BEFORE_NOT_READY = 3;
 /** An object-store check that has not answered in this long counts as failed (inside /readyz's own 2 s). */
 const SHARED_CHECK_TIMEOUT_MS = 1500;
 
-/** Consecutive failed object-store checks, by data directory. */
-const sharedFailures = new Map<string, number>();
-
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
@@ -37,23 +34,27 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 
 /**
- * Throws when the blob store cannot take writes. `tolerated` hears of an object
+ * The readiness check of an installation's blob store, built once per app (it
+ * counts the object store's consecutive failures between checks): the check
+ * throws when the store cannot take writes. `tolerated` hears of an object
  * store failure that did not (yet) make the check fail, with the count so far.
  */
-export async function blobStoreWritable(dataDir: string, tolerated?: (error: unknown, consecutive: number) => void): Promise<void> {
-  if (blobStoreName(dataDir) !== 'object store') {
-    await checkBlobStore(dataDir);
-    await checkTempSpace(dataDir, MIN_TEMP_FREE_BYTES);
-    return;
-  }
-  await checkTempSpace(dataDir, MIN_TEMP_FREE_BYTES);
-  try {
-    await withTimeout(checkBlobStore(dataDir), SHARED_CHECK_TIMEOUT_MS);
-    sharedFailures.set(dataDir, 0);
-  } catch (error) {
-    const consecutive = (sharedFailures.get(dataDir) ?? 0) + 1;
-    sharedFailures.set(dataDir, consecutive);
-    if (consecutive >= SHARED_FAILURES_BEFORE_NOT_READY) throw error;
-    tolerated?.(error, consecutive);
-  }
+export function blobStoreWritable(blobs: Blobs): (tolerated?: (error: unknown, consecutive: number) => void) => Promise<void> {
+  let consecutive = 0;
+  return async (tolerated) => {
+    if (blobStoreName(blobs) !== 'object store') {
+      await checkBlobStore(blobs);
+      await checkTempSpace(blobs.dataDir, MIN_TEMP_FREE_BYTES);
+      return;
+    }
+    await checkTempSpace(blobs.dataDir, MIN_TEMP_FREE_BYTES);
+    try {
+      await withTimeout(checkBlobStore(blobs), SHARED_CHECK_TIMEOUT_MS);
+      consecutive = 0;
+    } catch (error) {
+      consecutive++;
+      if (consecutive >= SHARED_FAILURES_BEFORE_NOT_READY) throw error;
+      tolerated?.(error, consecutive);
+    }
+  };
 }

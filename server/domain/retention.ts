@@ -5,7 +5,7 @@
  */
 import { inTransaction, type Db } from '../storage/db.ts';
 import { markAssetDeleted } from '../storage/assets.ts';
-import { deleteBlob } from '../storage/blobs.ts';
+import { deleteBlob, type Blobs } from '../storage/blobs.ts';
 import { deleteUnreferenced } from '../storage/blob-pins.ts';
 import type { Clock } from './clock.ts';
 import * as tasks from './tasks.ts';
@@ -17,7 +17,7 @@ import * as tasks from './tasks.ts';
  * them (blob-pins.ts). `beforeDelete` runs just before bytes go (tests
  * interleave there). Returns how many outputs expired.
  */
-export async function expireOutputs(db: Db, clock: Clock, dataDir: string, beforeDelete?: (sha256: string) => Promise<void>): Promise<number> {
+export async function expireOutputs(db: Db, clock: Clock, blobs: Blobs, beforeDelete?: (sha256: string) => Promise<void>): Promise<number> {
   const nowIso = clock.now().toISOString();
   const expired = await tasks.outputsPastRetention(db, nowIso, 100);
   for (const o of expired) {
@@ -27,7 +27,7 @@ export async function expireOutputs(db: Db, clock: Clock, dataDir: string, befor
     });
     await deleteUnreferenced(db, o.blob_sha256, clock.now(), async () => {
       await beforeDelete?.(o.blob_sha256);
-      await deleteBlob(dataDir, o.blob_sha256);
+      await deleteBlob(blobs, o.blob_sha256);
     });
   }
   return expired.length;

@@ -11,7 +11,7 @@ import type { components } from '../../generated/api.ts';
 import type { Db } from '../storage/db.ts';
 import * as store from '../storage/voices.ts';
 import type { VoiceRow } from '../storage/voices.ts';
-import { stageBlob } from '../storage/blobs.ts';
+import { stageBlob, type Blobs } from '../storage/blobs.ts';
 import { storeReferenced } from '../storage/blob-pins.ts';
 import { DomainError, invalidRequest } from './errors.ts';
 import { FAMILY_NAMES, sniff, type MediaFamily } from '../media/sniff.ts';
@@ -150,7 +150,7 @@ const FAMILY_MIME: Partial<Record<MediaFamily, string>> = {
 const ACCEPTED = 'MP3, WAV, OGG, M4A, AAC, FLAC or WebM audio';
 
 export interface VoiceMediaTools {
-  dataDir: string;
+  blobs: Blobs;
   ffmpegPath: string;
   ffprobePath: string;
   transcriber: TranscriptionProvider;
@@ -246,7 +246,7 @@ export async function createVoice(db: Db, clock: Clock, tools: VoiceMediaTools, 
   const now = clock.now();
   const name = voiceName(file.originalname, now);
   await tools.screen?.([{ field: 'file name', text: name }, ...(transcript.text ? [{ field: 'transcript', text: transcript.text }] : [])]);
-  const staged = await stageBlob(tools.dataDir, file.path);
+  const staged = await stageBlob(tools.blobs, file.path);
   const sha256 = staged.sha256;
   const row: VoiceRow = {
     id: newId('voice'),

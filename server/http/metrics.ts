@@ -14,12 +14,11 @@ import type { NextFunction, Request, Response } from 'express';
 import client from 'prom-client';
 import type { Db } from '../storage/db.ts';
 import { accountsWaiting, jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
-import { admissionRefusals } from '../domain/admission.ts';
 import type { Clock } from '../domain/clock.ts';
 import { deploymentViews, type DeploymentView } from '../providers/routing/deployments.ts';
 import { remoteFallbacks } from '../providers/moderation/second-opinion.ts';
 import { storeErrorCounts } from '../storage/outages.ts';
-import { workerJobCounts } from '../worker/counts.ts';
+import { processJobCounts, type JobCounts } from '../worker/counts.ts';
 
 /** Process-wide metrics (one per process, whatever servers it runs). */
 const processRegistry = new client.Registry();
@@ -77,13 +76,13 @@ function countsOf(registry: client.Registry, name: string, help: string, labelNa
 }
 
 /** Failures of the database and the blob store (object store or local disk), by store and operation. */
-function storeMetrics(registry: client.Registry): void {
+function storeMetrics(registry: client.Registry, storeErrors: ReadonlyMap<string, number> = storeErrorCounts): void {
   countsOf(
     registry,
     'gemforge_store_errors_total',
     'Errors of the database and the blob store (object store, local disk), by store and operation',
     ['store', 'operation'],
-    storeErrorCounts,
+    storeErrors,
     '\t',
   );
 }
@@ -137,7 +136,8 @@ function deploymentMetrics(registry: client.Registry): void {
   );
 }
 
-export function createWorkerMetrics(): Pick<ServerMetrics, 'text' | 'contentType'> {
+/** `jobs`: the counts the worker adds to (the process's unless it was given its own). */
+export function createWorkerMetrics(jobs: JobCounts = processJobCounts): Pick<ServerMetrics, 'text' | 'contentType'> {
   const registry = new client.Registry();
   deploymentMetrics(registry);
   countsOf(
@@ -145,7 +145,7 @@ export function createWorkerMetrics(): Pick<ServerMetrics, 'text' | 'contentType
     'gemforge_worker_jobs_total',
     'Jobs of this worker process: claimed, finished, failed, handed back, recovered (from expired leases)',
     ['event'],
-    workerJobCounts,
+    jobs.counts,
     '\t',
   );
   storeMetrics(registry);
@@ -201,7 +201,21 @@ function valueOf(registry: client.Registry, name: string, help: string, read: ()
   };
 }
 
-export function createServerMetrics(db: Db, clock: Clock, upstreamErrorCounts: ReadonlyMap<string, number> = new Map()): ServerMetrics {
+/**
+ * The counts a server's /metrics reads, each kept by what it counts and handed
+ * here by the composition root (server.ts): absent ones read as none, except
+ * the store errors, which are the process's (storage/outages.ts).
+ */
+export interface ServerCounts {
+  /** Remote media providers' errors by "provider kind" (the app's worker adds to them). */
+  upstreamErrors?: ReadonlyMap<string, number>;
+  /** The app's refused submissions by "limit kind" (domain/admission.ts). */
+  admissionRefusals?: ReadonlyMap<string, number>;
+  /** Store errors by "store\toperation". */
+  storeErrors?: ReadonlyMap<string, number>;
+}
+
+export function createServerMetrics(db: Db, clock: Clock, counts: ServerCounts = {}): ServerMetrics {
   const registry = new client.Registry();
   const requests = new client.Counter({
     name: 'gemforge_http_requests_total',
@@ -221,7 +235,7 @@ export function createServerMetrics(db: Db, clock: Clock, upstreamErrorCounts: R
     'gemforge_upstream_errors_total',
     'Errors from remote media providers, by provider and kind (retried, refused, lost, unavailable)',
     ['provider', 'kind'],
-    upstreamErrorCounts,
+    counts.upstreamErrors ?? new Map(),
   );
   countsOf(
     registry,
@@ -236,9 +250,9 @@ export function createServerMetrics(db: Db, clock: Clock, upstreamErrorCounts: R
     'gemforge_admission_refusals_total',
     'Submissions refused (503 with Retry-After) by this process, by limit (key-rate, account-rate, queued-tasks) and kind (media, text)',
     ['limit', 'kind'],
-    admissionRefusals,
+    counts.admissionRefusals ?? new Map(),
   );
-  storeMetrics(registry);
+  storeMetrics(registry, counts.storeErrors);
   // Read from the database before each exposition, each on its own: a database that is down
   // (or one slow query) drops those series and counts the failure, the rest is served.
   const collectors: Record<string, DatabaseGauge> = {

@@ -1,4 +1,8 @@
 /**
+ * Every use of express-openapi-validator's internals (docs/development.md,
+ * Borrowed internals): the route patterns and parameter reshaping below, and the
+ * contract's OpenAPI-schema check made by the build (skipUnusedSchemaValidator).
+ *
  * express-openapi-validator (5.6) finds a request's operation by compiling
  * every documented path to a regular expression with path-to-regexp — on every
  * request, for every path until one matches (`lookupRoute` in its
@@ -14,7 +18,10 @@
  * path-to-regexp copy the validator itself resolves; express's router keeps
  * its own matchers, built once per route, and never calls this export.
  */
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import { PARSED_YAML_DIR, parsedYamlName } from '../yaml-file.ts';
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
 interface PathToRegexpModule {
@@ -109,4 +116,81 @@ export function skipIdleParameterMutation(): void {
     modify.call(this, req);
   };
   proto.modifyRequest = Object.assign(fast, { fastPath: true as const });
+}
+
+interface SchemaValidatorOptions {
+  version: string;
+  validateApiSpec: boolean;
+}
+interface SchemaValidator {
+  validate(doc: unknown): { errors: unknown[] };
+}
+type SchemaValidatorClass = (new (opts: SchemaValidatorOptions) => SchemaValidator) & { lazy?: true };
+interface SchemaValidatorModule {
+  OpenAPISchemaValidator: SchemaValidatorClass;
+}
+
+/** The validator's check of a contract against the OpenAPI schema (its own dist file). */
+function validatorsSchemaValidatorModule(): SchemaValidatorModule {
+  return fromValidator()('./framework/openapi.schema.validator.js') as SchemaValidatorModule;
+}
+
+/** The installed validator's version: a check the build made holds only for the version that made it. */
+function validatorVersion(): string {
+  return (fromValidator()('../package.json') as { version: string }).version;
+}
+
+/** Where the build notes that a contract's text passed the validator's own check (beside its parsed copy). */
+const checkedMark = (text: string) => path.join(PARSED_YAML_DIR, `${parsedYamlName(text)}.checked`);
+
+/**
+ * For the build: runs the check express-openapi-validator runs at each start
+ * (`validateApiSpec`: the contract, bundled as it bundles it, against the
+ * OpenAPI schema) and, when it passes, notes it beside the contract's parsed
+ * copy (the validator's version in the note). An invalid contract gets no note
+ * and is checked, and refused, at start as before.
+ */
+export async function checkContractAtBuild(text: string, doc: { openapi: string }): Promise<boolean> {
+  const refParser = fromValidator()('@apidevtools/json-schema-ref-parser') as { bundle(doc: unknown): Promise<unknown> };
+  const { OpenAPISchemaValidator } = validatorsSchemaValidatorModule();
+  const bundled = await refParser.bundle(structuredClone(doc));
+  if (new OpenAPISchemaValidator({ version: doc.openapi, validateApiSpec: true }).validate(bundled).errors.length > 0) return false;
+  // Written whole, then renamed, as the parsed copies are (a starting server never reads half a note).
+  const tmp = `${checkedMark(text)}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, validatorVersion());
+  fs.renameSync(tmp, checkedMark(text));
+  return true;
+}
+
+/** Whether the contract in `file`, as it reads now, passed the build's check (checkContractAtBuild) with the installed validator. */
+export function contractCheckedByBuild(file: string): boolean {
+  try {
+    return fs.readFileSync(checkedMark(fs.readFileSync(file, 'utf8')), 'utf8') === validatorVersion();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * express-openapi-validator (5.6) builds its OpenAPI-schema validator at every
+ * start, `validateApiSpec` or not: the OpenAPI 3.1 schema added to a fresh Ajv
+ * and compiled (about a tenth of a start's CPU), then used only when
+ * `validateApiSpec` is on. With it off (a contract the build checked:
+ * contractCheckedByBuild), nothing is compiled; with it on, the library's class
+ * runs as before. Idempotent.
+ */
+export function skipUnusedSchemaValidator(): void {
+  const mod = validatorsSchemaValidatorModule();
+  if (mod.OpenAPISchemaValidator.lazy) return;
+  const Full = mod.OpenAPISchemaValidator;
+  // Called with `new` by the library: an object returned from a constructor is what `new` gives.
+  const Lazy = function (opts: SchemaValidatorOptions): SchemaValidator {
+    if (opts.validateApiSpec) return new Full(opts);
+    return {
+      validate() {
+        throw new Error('the contract was checked by the build: the validator has no OpenAPI-schema validator to run');
+      },
+    };
+  } as unknown as SchemaValidatorClass;
+  mod.OpenAPISchemaValidator = Object.assign(Lazy, { lazy: true as const });
 }

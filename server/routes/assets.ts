@@ -55,7 +55,7 @@ export function headerText(value: string | undefined): string | undefined {
   }
 }
 
-export function assetsRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock' | 'config'>): Router {
+export function assetsRouter({ db, blobs, clock, config }: Pick<AppDeps, 'db' | 'blobs' | 'clock' | 'config'>): Router {
   const router = Router();
   router.post(ASSETS_PATH, async (req, res) => {
     const principal = principalOf(req);
@@ -69,7 +69,7 @@ export function assetsRouter({ db, clock, config }: Pick<AppDeps, 'db' | 'clock'
       asset = await uploadAsset(
         db,
         clock,
-        { dataDir: config.dataDir, ffprobePath: config.ffprobePath },
+        { blobs, ffprobePath: config.ffprobePath },
         {
           accountId: principal.account.id,
           contentType: req.get('content-type'),

@@ -17,9 +17,9 @@ export function extractRouter(deps: AppDeps): Router {
     catalog: deps.catalog,
     logger: deps.logger,
     provider: deps.providers.analysis,
-    dataDir: deps.config.dataDir,
+    blobs: deps.blobs,
     scenariosEnabled: deps.config.scenariosEnabled,
-    limits: deps.config,
+    limits: deps.admission,
   };
   const router = Router();
   router.post(EXTRACT_PATH, async (req, res) => {

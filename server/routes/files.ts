@@ -21,7 +21,7 @@ const EXTENSIONS: Record<string, string> = {
   'audio/mp4': 'm4a',
 };
 
-export function filesRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 'clock' | 'config' | 'signer'>): Router {
+export function filesRouter({ db, blobs, clock, signer }: Pick<AppDeps, 'db' | 'blobs' | 'clock' | 'signer'>): Router {
   const router = Router();
   router.get('/files/:assetId', async (req, res) => {
     const { assetId } = req.params;
@@ -30,7 +30,7 @@ export function filesRouter({ db, clock, config, signer }: Pick<AppDeps, 'db' | 
     if (verdict === 'invalid') throw new ApiError(403, 'INVALID_SIGNATURE', 'This download link is not valid.');
     if (verdict === 'expired') throw new ApiError(403, 'URL_EXPIRED', 'This download link has expired; read the task again for a fresh one.');
     // Streamed from the store (the local directory or S3-compatible storage): the link's checks stay the server's.
-    const stored = await openStoredAsset(db, config.dataDir, assetId);
+    const stored = await openStoredAsset(db, blobs, assetId);
     if (!stored) throw new ApiError(404, 'NOT_FOUND', 'This output is no longer stored.');
     const { asset, stream } = stored;
     res.setHeader('content-type', asset.mime_type);

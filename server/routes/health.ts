@@ -11,7 +11,7 @@
 import { Router } from 'express';
 import { ApiError } from '../http/api-error.ts';
 import type { Logger } from '../logger.ts';
-import { blobStoreWritable, databaseAnswers, type Db } from '../domain/readiness.ts';
+import { blobStoreWritable, databaseAnswers, type Blobs, type Db } from '../domain/readiness.ts';
 
 export interface Lifecycle {
   /** Set when a shutdown starts: not ready, and every answer closes its connection. */
@@ -40,8 +40,9 @@ async function check(what: string, work: () => Promise<unknown>, logger: Logger)
   }
 }
 
-export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecycle; logger: Logger }): Router {
+export function healthRouter(deps: { db: Db; blobs: Blobs; lifecycle: Lifecycle; logger: Logger }): Router {
   const router = Router();
+  const storageWritable = blobStoreWritable(deps.blobs);
   router.get('/healthz', (_req, res) => {
     res.set('cache-control', 'no-store').json({ status: 'ok' });
   });
@@ -51,7 +52,7 @@ export function healthRouter(deps: { db: Db; dataDir: string; lifecycle: Lifecyc
       check(
         'storage',
         () =>
-          blobStoreWritable(deps.dataDir, (err, consecutive) =>
+          storageWritable((err, consecutive) =>
             deps.logger.warn({ err, check: 'storage', consecutive }, 'readiness: the object store check failed; still ready until it fails again'),
           ),
         deps.logger,

@@ -20,7 +20,7 @@ const OPERATIONS: Array<{ path: string; operation: MediaOperation }> = [
   { path: '/api/generate/audio', operation: 'createAudio' },
 ];
 
-export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'config' | 'signer' | 'mediaProviders'>): Router {
+export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'config' | 'admission' | 'signer' | 'mediaProviders'>): Router {
   const { db, clock, config, signer } = deps;
   const submission: MediaSubmissionDeps = {
     db,
@@ -28,7 +28,7 @@ export function mediaRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'catalog' | 'co
     catalog: deps.catalog,
     providers: deps.mediaProviders,
     scenariosEnabled: config.scenariosEnabled,
-    limits: config,
+    limits: deps.admission,
   };
   const baseUrl = baseUrlFor(config);
   const router = Router();

@@ -26,7 +26,7 @@ export function textRouter(deps: AppDeps): Router {
     providers: deps.providers.text,
     scenariosEnabled: deps.config.scenariosEnabled,
     inflight: deps.inflight,
-    limits: deps.config,
+    limits: deps.admission,
   };
   const keys = keyWatcher(deps.db, deps.clock);
   const router = Router();

@@ -73,7 +73,7 @@ export function voiceUploadErrors(err: unknown, req: Request, _res: Response, ne
   next(err);
 }
 
-export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'policies' | 'catalog' | 'mediaProviders'>): Router {
+export function voicesRouter(deps: Pick<AppDeps, 'db' | 'blobs' | 'clock' | 'config' | 'policies' | 'catalog' | 'mediaProviders'>): Router {
   const { db, clock, config, catalog, mediaProviders } = deps;
   const router = Router();
   const transcriber = transcriberFor(config);
@@ -100,7 +100,7 @@ export function voicesRouter(deps: Pick<AppDeps, 'db' | 'clock' | 'config' | 'po
     const voice = await createVoice(
       db,
       clock,
-      { dataDir: config.dataDir, ffmpegPath: config.ffmpegPath, ffprobePath: config.ffprobePath, transcriber, screen: screenTexts(moderation, req) },
+      { blobs: deps.blobs, ffmpegPath: config.ffmpegPath, ffprobePath: config.ffprobePath, transcriber, screen: screenTexts(moderation, req) },
       { accountId: principal.account.id, file, duration: fields.duration },
     );
     const body: CreateVoice = { voice: describeVoice(voice) };

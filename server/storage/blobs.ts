@@ -129,8 +129,8 @@ export async function keptOutput(dataDir: string, taskId: string, idx: number): 
 }
 
 /** Which store blobs of this installation go to, as logs and metrics name it. */
-export function blobStoreName(dataDir: string): StoreName {
-  return remoteStoreOf(dataDir) ? 'object store' : 'local disk';
+export function blobStoreName(blobs: Blobs): StoreName {
+  return blobs.remote ? 'object store' : 'local disk';
 }
 
 /** Where the blob with this SH-256 lives (whether or not it exists). */
@@ -193,8 +193,8 @@ export async function receiveToTemp(dataDir: string, source: Readable, options: 
 }
 
 /** Moves a received temp file into the store (or drops it when the blob already exists). */
-export async function commitTemp(dataDir: string, temp: TempBlob): Promise<string> {
-  const remote = remoteStoreOf(dataDir);
+export async function commitTemp(blobs: Blobs, temp: TempBlob): Promise<string> {
+  const remote = blobs.remote;
   if (remote) {
     try {
       if (!(await remote.has(temp.sha256))) await remote.putFile(temp.sha256, temp.path, temp.size);
@@ -203,7 +203,7 @@ export async function commitTemp(dataDir: string, temp: TempBlob): Promise<strin
     }
     return temp.sha256;
   }
-  const target = blobPath(dataDir, temp.sha256);
+  const target = blobPath(blobs.dataDir, temp.sha256);
   await fsp.mkdir(path.dirname(target), { recursive: true });
   try {
     await fsp.access(target);
@@ -215,25 +215,25 @@ export async function commitTemp(dataDir: string, temp: TempBlob): Promise<strin
 }
 
 /** Stores a stream; see receiveToTemp for the size limit. */
-export async function putBlobFromStream(dataDir: string, source: Readable, options: { maxBytes?: number } = {}): Promise<{ sha256: string; size: number }> {
-  const temp = await receiveToTemp(dataDir, source, { maxBytes: options.maxBytes ?? Number.MAX_SAFE_INTEGER });
-  await commitTemp(dataDir, temp);
+export async function putBlobFromStream(blobs: Blobs, source: Readable, options: { maxBytes?: number } = {}): Promise<{ sha256: string; size: number }> {
+  const temp = await receiveToTemp(blobs.dataDir, source, { maxBytes: options.maxBytes ?? Number.MAX_SAFE_INTEGER });
+  await commitTemp(blobs, temp);
   return { sha256: temp.sha256, size: temp.size };
 }
 
 /** Stores bytes held in memory: hashed here, written once (to a temp file renamed into place) unless the blob exists. */
-export async function putBlobFromBuffer(dataDir: string, bytes: Buffer): Promise<{ sha256: string; size: number }> {
+export async function putBlobFromBuffer(blobs: Blobs, bytes: Buffer): Promise<{ sha256: string; size: number }> {
   const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
-  const remote = remoteStoreOf(dataDir);
+  const remote = blobs.remote;
   if (remote) {
     if (!(await remote.has(sha256))) await remote.putBuffer(sha256, bytes);
     return { sha256, size: bytes.length };
   }
-  const target = blobPath(dataDir, sha256);
+  const target = blobPath(blobs.dataDir, sha256);
   try {
     await fsp.access(target);
   } catch {
-    const temp = await tempPath(dataDir);
+    const temp = await tempPath(blobs.dataDir);
     const fault = diskFaults.write?.(temp);
     if (fault) throw fault;
     await fsp.writeFile(temp, bytes, { flag: 'wx' });
@@ -244,8 +244,8 @@ export async function putBlobFromBuffer(dataDir: string, bytes: Buffer): Promise
 }
 
 /** Stores a copy of a file (the file itself is left where it is). */
-export async function putBlobFromFile(dataDir: string, file: string): Promise<{ sha256: string; size: number }> {
-  return putBlobFromStream(dataDir, fs.createReadStream(file));
+export async function putBlobFromFile(blobs: Blobs, file: string): Promise<{ sha256: string; size: number }> {
+  return putBlobFromStream(blobs, fs.createReadStream(file));
 }
 
 /** Bytes hashed and ready to go into the store: `commit` puts them (skipping a blob already there), `discard` drops what is left. */
@@ -257,35 +257,37 @@ export interface StagedBlob {
 }
 
 /** Hashes a file (copied to a temp file on the way) or bytes, before they are put: a writer pins the hash first (blob-pins.ts). */
-export async function stageBlob(dataDir: string, source: string | Buffer): Promise<StagedBlob> {
+export async function stageBlob(blobs: Blobs, source: string | Buffer): Promise<StagedBlob> {
   if (typeof source !== 'string') {
     const sha256 = crypto.createHash('sha256').update(source).digest('hex');
-    return { sha256, size: source.length, commit: () => putBlobFromBuffer(dataDir, source), discard: async () => undefined };
+    return { sha256, size: source.length, commit: () => putBlobFromBuffer(blobs, source), discard: async () => undefined };
   }
-  const temp = await receiveToTemp(dataDir, fs.createReadStream(source), { maxBytes: Number.MAX_SAFE_INTEGER });
-  return { sha256: temp.sha256, size: temp.size, commit: () => commitTemp(dataDir, temp), discard: () => fsp.rm(temp.path, { force: true }) };
+  const temp = await receiveToTemp(blobs.dataDir, fs.createReadStream(source), { maxBytes: Number.MAX_SAFE_INTEGER });
+  return { sha256: temp.sha256, size: temp.size, commit: () => commitTemp(blobs, temp), discard: () => fsp.rm(temp.path, { force: true }) };
 }
 
 /**
- * The blob store of an installation: its DATA_DIR/blobs directory unless a
- * remote store was configured for it (BLOB_STORE=s3, at start-up). Kept by
- * data directory, so every blob function below follows the configuration.
+ * The blob store of an installation: its DATA_DIR/blobs directory, or the
+ * remote store configured for it (BLOB_STORE=s3, checked at start-up by the
+ * composition root). Built once per app or worker and passed to every blob
+ * function below, so each follows its own installation's configuration.
+ * Received bytes go through DATA_DIR/tmp on their way either way.
  */
-const remoteStores = new Map<string, RemoteBlobStore>();
-
-export function useRemoteBlobStore(dataDir: string, store: RemoteBlobStore): void {
-  remoteStores.set(path.resolve(dataDir), store);
+export interface Blobs {
+  readonly dataDir: string;
+  readonly remote?: RemoteBlobStore;
 }
 
-function remoteStoreOf(dataDir: string): RemoteBlobStore | undefined {
-  return remoteStores.size === 0 ? undefined : remoteStores.get(path.resolve(dataDir));
+/** The blob store in `dataDir` itself (no remote store). */
+export function localBlobs(dataDir: string): Blobs {
+  return { dataDir };
 }
 
 /** The blob's bytes as a stream, or undefined when the store does not hold it. */
-export async function openBlob(dataDir: string, sha256: string): Promise<Readable | undefined> {
-  const remote = remoteStoreOf(dataDir);
+export async function openBlob(blobs: Blobs, sha256: string): Promise<Readable | undefined> {
+  const remote = blobs.remote;
   if (remote) return remote.get(sha256);
-  const file = blobPath(dataDir, sha256);
+  const file = blobPath(blobs.dataDir, sha256);
   return fs.existsSync(file) ? fs.createReadStream(file) : undefined;
 }
 
@@ -294,13 +296,13 @@ export async function openBlob(dataDir: string, sha256: string): Promise<Readabl
  * ffprobe): the stored file itself, or a temp copy of a remote blob that
  * `release` removes. Undefined when the store does not hold the blob.
  */
-export async function localBlob(dataDir: string, sha256: string): Promise<{ path: string; release(): Promise<void> } | undefined> {
-  const remote = remoteStoreOf(dataDir);
+export async function localBlob(blobs: Blobs, sha256: string): Promise<{ path: string; release(): Promise<void> } | undefined> {
+  const remote = blobs.remote;
   if (!remote) {
-    const file = blobPath(dataDir, sha256);
+    const file = blobPath(blobs.dataDir, sha256);
     return fs.existsSync(file) ? { path: file, release: async () => undefined } : undefined;
   }
-  const file = await tempPath(dataDir, '.blob');
+  const file = await tempPath(blobs.dataDir, '.blob');
   try {
     if (!(await remote.download(sha256, file))) {
       await fsp.rm(file, { force: true });
@@ -314,17 +316,17 @@ export async function localBlob(dataDir: string, sha256: string): Promise<{ path
 }
 
 /** Deletes a blob from the store (expired outputs no asset uses any more). */
-export async function deleteBlob(dataDir: string, sha256: string): Promise<void> {
-  const remote = remoteStoreOf(dataDir);
+export async function deleteBlob(blobs: Blobs, sha256: string): Promise<void> {
+  const remote = blobs.remote;
   if (remote) await remote.delete(sha256);
-  else await fsp.rm(blobPath(dataDir, sha256), { force: true });
+  else await fsp.rm(blobPath(blobs.dataDir, sha256), { force: true });
 }
 
 /** Throws when the blob store cannot take writes (readiness). */
-export async function checkBlobStore(dataDir: string): Promise<void> {
-  const remote = remoteStoreOf(dataDir);
+export async function checkBlobStore(blobs: Blobs): Promise<void> {
+  const remote = blobs.remote;
   if (remote) return remote.check();
-  const dir = path.join(dataDir, 'blobs');
+  const dir = path.join(blobs.dataDir, 'blobs');
   await fsp.mkdir(dir, { recursive: true });
   if (!(await fsp.stat(dir)).isDirectory()) throw new Error('the blob store is not a directory');
   await fsp.access(dir, fsp.constants.W_OK);

@@ -120,7 +120,7 @@ export async function listVoices(db: Conn, q: VoiceQuery): Promise<{ rows: Voice
   const page = statement.rows<VoiceDriverRow>(`voices-page:${filterShape(q)}:${q.limit}`, (c, offset, ...v) =>
     filtered(c, q, filterArgs(q, v))
       .orderByRaw(order)
-      .offset(c.raw('?', [offset]) as unknown as number)
+      .offset(c.raw('?', [offset]))
       .limit(q.limit),
   );
   const rows = await query(db, page, [q.offset, ...params]);

@@ -11,7 +11,7 @@ import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import type { JobRow } from '../storage/jobs.ts';
-import { keepOutput, keptOutput, localBlob, tempPath } from '../storage/blobs.ts';
+import { keepOutput, keptOutput, localBlob, localBlobs, tempPath, type Blobs } from '../storage/blobs.ts';
 import { createOutputAsset, isDatabaseFailure, isDiskFailure, referenceFile, storeFailed, StoreUnavailableError } from '../domain/assets.ts';
 import * as tasks from '../domain/tasks.ts';
 import { finishTask, statusFromOutputs, TERMINAL, type Finish } from '../domain/tasks.ts';
@@ -21,7 +21,7 @@ import type { Logger } from '../logger.ts';
 import type { MediaProviders } from '../providers/media.ts';
 import * as remote from '../storage/remote-calls.ts';
 import { leaseTime, retryBackoffMs } from './timing.ts';
-import { countJob } from './counts.ts';
+import { processJobCounts, type JobCounts } from './counts.ts';
 import {
   MediaCancelledError,
   MediaGenerationError,
@@ -41,6 +41,10 @@ export interface JobContext {
   logger: Logger;
   providers: MediaProviders;
   dataDir: string;
+  /** The installation's blob store (server.ts builds it from the config); absent: DATA_DIR's own directory. */
+  blobs?: Blobs;
+  /** Where this worker counts what it did with jobs, for the worker's /metrics (absent: the process's, counts.ts). */
+  jobCounts?: JobCounts;
   ffmpegPath: string;
   ffprobePath: string;
   outputRetentionSeconds: number;
@@ -56,6 +60,11 @@ export interface JobContext {
   signal?: AbortSignal;
   /** A signed link under PUBLIC_BASE_URL to an asset of the account (remote providers hand it upstream); absent without one. */
   assetLink?(accountId: string, assetId: string): Promise<string | undefined>;
+}
+
+/** The job's blob store: the one it was given, or DATA_DIR's own directory. */
+export function blobsOf(ctx: Pick<JobContext, 'blobs' | 'dataDir'>): Blobs {
+  return ctx.blobs ?? localBlobs(ctx.dataDir);
 }
 
 /** The job was recovered and taken by another worker meanwhile: this run settles nothing. */
@@ -85,11 +94,11 @@ function toolsFor(ctx: JobContext, taskId: string, accountId: string, copies: Ar
     ffmpegPath: ctx.ffmpegPath,
     ffprobePath: ctx.ffprobePath,
     tempFile: (suffix) => tempPath(ctx.dataDir, suffix),
-    blobFile: (sha256) => localBlob(ctx.dataDir, sha256),
+    blobFile: (sha256) => localBlob(blobsOf(ctx), sha256),
     ...(ctx.assetLink && { assetLink: (assetId: string) => ctx.assetLink!(accountId, assetId) }),
     async assetFile(assetId) {
       // The stored file, or a temp copy of a blob in object storage, removed when the job run ends.
-      const local = await referenceFile(ctx.db, ctx.dataDir, accountId, assetId);
+      const local = await referenceFile(ctx.db, blobsOf(ctx), accountId, assetId);
       if (!local) throw new MediaGenerationError('INVALID_REFERENCE', `Reference ${assetId} is gone.`);
       copies.push(local.release);
       return local.path;
@@ -216,7 +225,7 @@ async function runSlots(
         const asset = await createOutputAsset(
           db,
           clock,
-          { dataDir: ctx.dataDir, ffprobePath: ctx.ffprobePath },
+          { blobs: blobsOf(ctx), ffprobePath: ctx.ffprobePath },
           {
             accountId: task.account_id,
             taskId: task.id,
@@ -329,6 +338,6 @@ async function retryLater(ctx: JobContext, job: JobRow, error: StoreUnavailableE
     throw new LeftForRecoveryError(job, cause);
   }
   if (!handed) throw new LeaseLostError(job);
-  countJob('handed back');
+  (ctx.jobCounts ?? processJobCounts).count('handed back');
   ctx.logger.warn(log, `the ${error.store} failed while storing an output; the job was handed back to try again`);
 }

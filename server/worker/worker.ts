@@ -16,11 +16,11 @@ import { expireOutputs } from '../domain/retention.ts';
 import type { Scenario } from '../domain/scenarios.ts';
 import { finishTask } from '../domain/tasks.ts';
 export { leaseTime, retryBackoffMs } from './timing.ts';
-import { LeaseLostError, LeftForRecoveryError, runJob, type JobContext } from './run-job.ts';
-import { countJob } from './counts.ts';
+import { blobsOf, LeaseLostError, LeftForRecoveryError, runJob, type JobContext } from './run-job.ts';
 import { leaseTime, retryBackoffMs } from './timing.ts';
 import { providerOf, type MediaProviders, type ResumePolicy } from '../providers/media-types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { processJobCounts, type JobCounts } from './counts.ts';
 
 export interface WorkerOptions extends Omit<JobContext, 'stopping'> {
   concurrency: number;
@@ -48,7 +48,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
   let wake: () => void = () => undefined;
   const stopped = new Promise<void>((resolve) => (wake = resolve));
   const idle = (ms: number) => Promise.race([sleep(ms), stopped]);
-  const ctx: JobContext = { ...options, stopping: () => stopping };
+  const ctx: JobContext & { jobCounts: JobCounts } = { ...options, jobCounts: options.jobCounts ?? processJobCounts, stopping: () => stopping };
   // Each running job's signal: aborted at stop, so a read stuck on an upstream ends within the grace period.
   const jobAborts = new Set<AbortController>();
   const log = logger.child({ worker: id });
@@ -75,10 +75,10 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     );
     try {
       await runJob({ ...ctx, stopping: () => stopping || lost, signal: abort.signal }, job);
-      countJob('finished');
+      ctx.jobCounts.count('finished');
       if (stopping && !lost) await leaveOnStop(job);
     } catch (err) {
-      countJob('failed');
+      ctx.jobCounts.count('failed');
       if (err instanceof LeaseLostError) log.warn({ jobId: job.id, taskId: job.task_id }, err.message);
       else if (err instanceof LeftForRecoveryError) log.error({ err: err.cause, store: 'database', jobId: job.id, taskId: job.task_id }, err.message);
       // A failure outside the provider (database, disk): leave the job to lease recovery.
@@ -101,7 +101,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
       if (await jobs.hold(db, job.id, id, now, 'interrupted by a worker stop; the provider cannot resume it safely'))
         log.warn({ jobId: job.id, taskId: job.task_id }, 'job held for an operator at stop');
     } else if (await jobs.handBack(db, job.id, id, now)) {
-      countJob('handed back');
+      ctx.jobCounts.count('handed back');
       log.info({ jobId: job.id, taskId: job.task_id }, 'job handed back to the queue at stop');
     }
   }
@@ -126,7 +126,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
           await idle(options.pollMs);
           continue;
         }
-        countJob('claimed');
+        ctx.jobCounts.count('claimed');
         const run: Promise<void> = runWithLease(job).finally(() => running.delete(run));
         running.add(run);
       } catch (err) {
@@ -142,7 +142,7 @@ export function startWorker(options: WorkerOptions): RunningWorker {
     while (!stopping) {
       try {
         await recoverExpiredLeases(options);
-        await expireOutputs(options.db, options.clock, options.dataDir);
+        await expireOutputs(options.db, options.clock, blobsOf(options));
         // Temp files a killed process left behind: at start, then hourly.
         if (Date.now() - sweptAt > 3600_000) {
           sweptAt = Date.now();
@@ -192,7 +192,7 @@ function resumePolicyOf(providers: MediaProviders, task: tasks.TaskRow | undefin
  * settlement path (succeeded outputs charged, the rest released).
  */
 export async function recoverExpiredLeases(
-  options: Pick<WorkerOptions, 'db' | 'clock' | 'logger' | 'leaseMs' | 'providers' | 'retryBackoffMs'>,
+  options: Pick<WorkerOptions, 'db' | 'clock' | 'logger' | 'leaseMs' | 'providers' | 'retryBackoffMs' | 'jobCounts'>,
 ): Promise<void> {
   const { db, clock, leaseMs } = options;
   const at = leaseTime(clock);
@@ -202,18 +202,18 @@ export async function recoverExpiredLeases(
     const interrupted = `interrupted after attempt ${job.attempts} of ${job.max_attempts} (worker ${job.locked_by ?? 'unknown'} stopped renewing its lease)`;
     if (policy === 'never') {
       if (await jobs.holdExpired(db, job.id, at, leaseMs, 'interrupted; the provider cannot resume it safely')) {
-        countJob('recovered');
+        (options.jobCounts ?? processJobCounts).count('recovered');
         options.logger.warn(log, 'interrupted job held for an operator (gemforge admin task settle)');
       }
     } else if (job.attempts >= job.max_attempts) {
       if (await failExhausted(options, job, at, interrupted)) {
-        countJob('recovered');
+        (options.jobCounts ?? processJobCounts).count('recovered');
         options.logger.warn(log, 'job failed: every attempt was interrupted; its reservation was released');
       }
     } else {
       const backoffMs = retryBackoffMs(job.attempts, options.retryBackoffMs);
       if (await jobs.requeueExpired(db, job.id, at, leaseMs, backoffMs, interrupted)) {
-        countJob('recovered');
+        (options.jobCounts ?? processJobCounts).count('recovered');
         options.logger.info({ ...log, policy, backoffMs }, 'interrupted job requeued in its place');
       }
     }

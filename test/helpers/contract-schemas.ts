@@ -3,6 +3,7 @@
  * uses it): any schema object of openapi/openapi.yaml, with its `$ref`s into
  * `#/components/...` resolved against the contract.
  */
+import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
@@ -46,3 +47,31 @@ export function resolveRef(contract: Json, node: Json): Json {
   }
   return out;
 }
+
+/** An assertion that `value` is valid against a schema object, with the first errors in the message. */
+export function assertValidIn(validatorFor: (schema: Json) => ValidateFunction): (schema: Json, value: Json, where: string) => void {
+  return (schema, value, where) => {
+    const validate = validatorFor(schema);
+    assert.ok(validate(value), `${where}: ${JSON.stringify(validate.errors?.slice(0, 3))}`);
+  };
+}
+
+/** The JSON of each `data:` frame of an SSE text, and whether it ended with [DONE]. */
+export function sseFrames(text: string): { frames: Json[]; done: boolean } {
+  const data = text
+    .split('\n')
+    .filter((l) => l.startsWith('data: '))
+    .map((l) => l.slice(6));
+  return { frames: data.filter((d) => d !== '[DONE]').map((d) => JSON.parse(d)), done: data.at(-1) === '[DONE]' };
+}
+
+/** Keys and kinds (null, string, number, …) of a JSON value, values left out. */
+export function shapeOf(value: Json): Json {
+  if (Array.isArray(value)) return value.map(shapeOf);
+  if (value === null) return null;
+  if (typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shapeOf(v)]));
+  return typeof value;
+}
+
+/** The schema of a chat completion stream's data frames. */
+export const STREAM_DATA = { $ref: '#/components/schemas/ChatCompletionStreamData' };

@@ -13,7 +13,7 @@ import { systemClock } from '../../server/domain/clock.ts';
 import { newId } from '../../server/domain/ids.ts';
 import { createLogger } from '../../server/logger.ts';
 import { answerOf } from '../../server/http/error-map.ts';
-import { putBlobFromFile } from '../../server/storage/blobs.ts';
+import { localBlobs, putBlobFromFile } from '../../server/storage/blobs.ts';
 import { insertAsset } from '../../server/storage/assets.ts';
 import { findAccount, findKey } from '../../server/storage/accounts.ts';
 import type { Principal } from '../../server/domain/accounts.ts';
@@ -53,7 +53,7 @@ describe('extraction use case', () => {
     const principal: Principal = { account: (await findAccount(t.db, accountId))!, key: (await findKey(t.db, keyId))! };
     const file = path.join(t.dir, `video-${++seq}.bin`);
     fs.writeFileSync(file, `not really a video ${seq}`);
-    const { sha256, size } = await putBlobFromFile(t.dir, file);
+    const { sha256, size } = await putBlobFromFile(localBlobs(t.dir), file);
     const assetId = newId('asset');
     await insertAsset(t.db, {
       id: assetId,
@@ -76,7 +76,15 @@ describe('extraction use case', () => {
       deleted_at: null,
       created_at: new Date().toISOString(),
     });
-    const deps: ExtractDeps = { db: t.db, clock: systemClock, catalog, logger: createLogger('silent'), provider, dataDir: t.dir, scenariosEnabled: true };
+    const deps: ExtractDeps = {
+      db: t.db,
+      clock: systemClock,
+      catalog,
+      logger: createLogger('silent'),
+      provider,
+      blobs: localBlobs(t.dir),
+      scenariosEnabled: true,
+    };
     const run = (idemKey: string, prompt = '') => extractVideo(deps, principal, idemKey, { model: MODEL, videoAssetId: assetId, prompt });
     const reservations = async () => (await t.db('reservations').where({ account_id: accountId })) as ReservationRow[];
     return { run, reservations };

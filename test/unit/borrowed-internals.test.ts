@@ -62,6 +62,14 @@ describe('borrowed internals', () => {
         ['query', 'stream', 'acquireConnection', 'releaseConnection'].every((m) => typeof client[m] === 'function'),
         "the client's query, stream, acquireConnection and releaseConnection (leanTransaction's client)",
       );
+      const paged = db('t')
+        .select('a')
+        .offset(db.raw('?', [7]))
+        .toSQL();
+      check(
+        / offset \?$/.test(paged.sql) && paged.bindings.includes(7),
+        'offset() taking a raw binding (the overload knex-adapter.ts declares; storage/voices.ts pages with it)',
+      );
       const source = fs.readFileSync(path.join(ROOT, 'node_modules/knex/lib/client.js'), 'utf8');
       check(source.includes('__knex__disposed'), 'the pool giving up a connection marked __knex__disposed (leanTransaction after a failed ROLLBACK)');
     } finally {
@@ -111,6 +119,21 @@ describe('borrowed internals', () => {
     check(
       /\(0, path_to_regexp_1\.pathToRegexp\)\(/.test(metadata),
       'openapi.metadata.js calling pathToRegexp through the module object at call time (what the memoizing wrapper replaces)',
+    );
+    const schemaValidator = fromValidator('./framework/openapi.schema.validator.js') as { OpenAPISchemaValidator?: { prototype?: { validate?: unknown } } };
+    check(
+      typeof schemaValidator.OpenAPISchemaValidator?.prototype?.validate === 'function',
+      'dist/framework/openapi.schema.validator.js exporting OpenAPISchemaValidator with validate',
+    );
+    const framework = fs.readFileSync(fromValidator.resolve('./framework/index.js'), 'utf8');
+    check(
+      /new openapi_schema_validator_1\.OpenAPISchemaValidator\(/.test(framework) &&
+        /if \(validateApiSpec\) \{\s*const apiDocValidation = validator\.validate\(/.test(framework),
+      'framework/index.js building OpenAPISchemaValidator through the module object, and calling validate only under validateApiSpec (what the lazy class relies on)',
+    );
+    check(
+      fs.existsSync(fromValidator.resolve('@apidevtools/json-schema-ref-parser')),
+      'its own @apidevtools/json-schema-ref-parser (the bundling the build checks the contract after)',
     );
   });
 

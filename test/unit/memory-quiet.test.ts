@@ -3,7 +3,8 @@
  * once after the start), none while requests keep coming or a response is in
  * flight, and nothing at all without a collector (no --expose-gc).
  */
-import { after, before, describe, it } from 'node:test';
+import { EventEmitter } from 'node:events';
+import { after, before, describe, it, mock } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -54,6 +55,31 @@ describe('memory reduced while quiet', () => {
       await until('the collection once idle', () => calls === 1);
     } finally {
       stop();
+    }
+  });
+
+  it('when requests pause, then the collection runs within a quarter period after the quiet period, not up to a whole one', () => {
+    mock.timers.enable({ apis: ['setInterval', 'Date'], now: 0 });
+    const watched = new EventEmitter() as unknown as http.Server;
+    let calls = 0;
+    const stop = reduceMemoryWhenQuiet(watched, () => false, { quietMs: 1000, collect: () => calls++ });
+    // In steps, so each timer runs at its own moment (one long tick runs them all at its end).
+    const pass = (ms: number) => {
+      for (let i = 0; i < ms; i += 10) mock.timers.tick(10);
+    };
+    try {
+      pass(1000);
+      assert.equal(calls, 1, 'the start, one period on');
+      pass(10);
+      watched.emit('request');
+      // Seen at 1250 at the latest; quiet from then for a period: collected by 2250.
+      pass(1000);
+      assert.equal(calls, 1, 'not before a whole quiet period');
+      pass(240);
+      assert.equal(calls, 2, 'within 1.25 periods of the request');
+    } finally {
+      stop();
+      mock.timers.reset();
     }
   });
 

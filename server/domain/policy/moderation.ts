@@ -32,6 +32,9 @@ import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
 import { invalidatePrincipals } from '../principal-cache.ts';
 
+/** Seconds a caller refused while the moderation threads are full is told to wait: about what their queue takes to drain. */
+const BUSY_RETRY_AFTER_SECONDS = 1;
+
 export interface ModerationDeps {
   db: Db;
   clock: Clock;
@@ -103,6 +106,11 @@ export async function screen(
   } catch (error) {
     if (!(error instanceof ModerationUnavailableError)) throw error;
     if (await claimed()) return;
+    if (error.kind === 'busy') {
+      throw new DomainError('TEMPORARILY_UNAVAILABLE', 'Too many long texts are being moderated right now; retry in a moment with the same identity.', {
+        retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS,
+      });
+    }
     throw error.kind === 'unreachable'
       ? new DomainError('PROVIDER_UNAVAILABLE', 'The moderation service is unavailable; retry later with the same identity.')
       : new DomainError('PROVIDER_ERROR', 'The moderation service failed; retry later with the same identity.');

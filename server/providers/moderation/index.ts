@@ -9,6 +9,12 @@ import type { ModerationPolicy } from './policy-file.ts';
 import { withRemote, type RemoteFallback } from './second-opinion.ts';
 import type { ModerationProvider } from './types.ts';
 
+/** The embedded provider of `policy`: what the server judges short texts with, and its moderation threads long ones (moderation-worker.ts). */
+export function embeddedProvider(policy: ModerationPolicy): ModerationProvider {
+  return embeddedModeration(policy);
+}
+
+/** `embedded`: the embedded provider as the server runs it (long texts on threads, off-thread.ts); by default in process. */
 export function moderationProviderFor(
   policy: ModerationPolicy,
   config: {
@@ -18,8 +24,8 @@ export function moderationProviderFor(
     moderationMode: 'embedded' | 'remote' | 'both';
     moderationRemoteFallback: RemoteFallback;
   },
+  embedded: ModerationProvider = embeddedProvider(policy),
 ): ModerationProvider {
-  const embedded = embeddedModeration(policy);
   if (config.moderationMode === 'embedded' || !config.moderationUrl) return embedded;
   const remote = openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel });
   return withRemote(embedded, remote, config.moderationMode, config.moderationRemoteFallback);

@@ -9,14 +9,15 @@
  * misspelt word that no English dictionary holds read as the policy word one
  * edit away ("murdr" → "murder"). Words are compared by their Porter stems.
  * Pure functions over a Vocabulary built once from the policy; no I/O but the
- * dictionary, read once on first use.
+ * dictionary (dictionary.ts), read once.
  */
-import fs from 'node:fs';
 import { resolveConfusablesTransformer } from 'obscenity';
 import { stemmer } from 'stemmer';
-import wordListPath from 'word-list';
+import { inDictionary, readDictionary } from './dictionary.ts';
 import { INVISIBLE_LETTERS, LOOK_ALIKES } from './look-alikes.ts';
 import { properNames } from './names.ts';
+
+export { inDictionary };
 
 /** Letters that lower-casing and NFD leave whole but a reader sees as plain Latin (before the confusables table, which reads ß as B). */
 const FOLD = new Map<string, string>([
@@ -72,82 +73,6 @@ const COMMON = `a i an the to too how do does did can could would should will sh
   what where when why who whom which whose there here not no yes all any some every each one two
   make made get got want need like just now please give show tell write help use using step steps way ways best
   kill set go going gonna wanna let lets im id ill ive dont cant wont`;
-
-/**
- * A lazily read English dictionary (the word-list package), to tell
- * misspellings from real words: one sorted string and where each word starts
- * (about 4 MB, where a Set of its 274,000 words would hold seven times that),
- * and a Bloom filter of its words (512 KiB) that answers most words it does not
- * hold without the binary search: misspellings, letter runs and leetspeak ask
- * for such words most.
- */
-let dictionary: { text: string; starts: Int32Array; filter: Int32Array } | undefined;
-/** The filter's bits (a power of two) and probes per word: about 15 bits a word, under 0.1 % false positives. */
-const FILTER_BITS = 1 << 22;
-const FILTER_PROBES = 4;
-
-/** Two hashes of the code units from `at` to `end` of `text` (FNV-1a and a multiplicative one), for the filter's probes. */
-function filterHashes(text: string, at: number, end: number): [number, number] {
-  let h1 = 0x811c9dc5;
-  let h2 = 0;
-  for (let k = at; k < end; k++) {
-    const c = text.charCodeAt(k);
-    h1 = Math.imul(h1 ^ c, 0x01000193);
-    h2 = Math.imul(h2 + c, 0x5bd1e995) ^ (h2 >>> 15);
-  }
-  return [h1 >>> 0, (h2 | 1) >>> 0];
-}
-
-function maybeInFilter(filter: Int32Array, word: string): boolean {
-  const [h1, h2] = filterHashes(word, 0, word.length);
-  for (let i = 0; i < FILTER_PROBES; i++) {
-    const bit = (h1 + Math.imul(i, h2)) & (FILTER_BITS - 1);
-    if ((filter[bit >>> 5]! & (1 << (bit & 31))) === 0) return false;
-  }
-  return true;
-}
-
-export function inDictionary(word: string): boolean {
-  if (dictionary === undefined) {
-    const text = fs.readFileSync(wordListPath, 'utf8').split('\n').filter(Boolean).sort().join('\n') + '\n';
-    const starts = new Int32Array(text.split('\n').length - 1);
-    const filter = new Int32Array(FILTER_BITS >>> 5);
-    for (let i = 0, at = 0; i < starts.length; i++) {
-      const end = text.indexOf('\n', at);
-      starts[i] = at;
-      const [h1, h2] = filterHashes(text, at, end);
-      for (let p = 0; p < FILTER_PROBES; p++) {
-        const bit = (h1 + Math.imul(p, h2)) & (FILTER_BITS - 1);
-        filter[bit >>> 5] |= 1 << (bit & 31);
-      }
-      at = end + 1;
-    }
-    dictionary = { text, starts, filter };
-  }
-  const { text, starts, filter } = dictionary;
-  if (!maybeInFilter(filter, word)) return false;
-  let lo = 0;
-  let hi = starts.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    const order = compareEntry(text, starts[mid]!, word);
-    if (order === 0) return true;
-    if (order < 0) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return false;
-}
-
-/** The dictionary entry at `at` (ended by a newline) against `word`, in code-unit order, without copying it out. */
-function compareEntry(text: string, at: number, word: string): number {
-  for (let k = 0; ; k++) {
-    const c = text.charCodeAt(at + k);
-    if (k === word.length) return c === 10 ? 0 : 1;
-    if (c === 10) return -1;
-    const w = word.charCodeAt(k);
-    if (c !== w) return c < w ? -1 : 1;
-  }
-}
 
 /** The most letters an inflection adds to a word that still stems as the word does. */
 const MAX_INFLECTION = 12;
@@ -454,8 +379,8 @@ export class Vocabulary {
     for (const w of COMMON.split(/\s+/)) if (w) this.add(w, false);
     for (const w of policyWords) this.add(w, true);
     for (const trie of [this.prefixes, this.deletionStarts, this.deletionEnds]) trie.pack();
-    // Read the dictionary now (a few hundred ms), at start, not inside the first request.
-    inDictionary('');
+    // Read the dictionary now, at start, not inside the first request (dictionary.ts: the build keeps it ready to read).
+    readDictionary();
   }
 
   /**

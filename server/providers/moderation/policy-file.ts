@@ -149,12 +149,33 @@ export function parseModerationPolicy(doc: unknown, source: string): ModerationP
     seen.add(category.id);
     return category;
   });
-  return {
+  const policy: ModerationPolicy = {
     categories,
     vocabulary,
     phrases: indexPhrases(phrases),
     applies: (category, preference) => category.strictness === 'standard' || preference === 'strict',
   };
+  documents.set(policy, { doc, source });
+  return policy;
+}
+
+/** The parsed YAML each policy was built from (kept while the policy lives). */
+const documents = new WeakMap<ModerationPolicy, PolicyDocument>();
+
+/** What a policy was built from: `parseModerationPolicy(doc, source)` builds the same policy again. */
+export interface PolicyDocument {
+  doc: unknown;
+  source: string;
+}
+
+/**
+ * The document `policy` was built from, so that another thread builds the very policy this one
+ * judges with (off-thread.ts), not whatever the file holds by then.
+ */
+export function policyDocument(policy: ModerationPolicy): PolicyDocument {
+  const document = documents.get(policy);
+  if (document === undefined) throw new Error('this moderation policy was not built by parseModerationPolicy');
+  return document;
 }
 
 /** Reads and validates the policy file; throws a message naming the file and the entry. */

@@ -47,12 +47,16 @@ export interface ModerationProvider {
   moderate(input: ModerationInput): Promise<ModerationVerdict>;
 }
 
-/** The moderation service failed or could not be reached: nothing can be decided (a server-side error). */
+/**
+ * The moderation service failed or could not be reached: nothing can be decided (a server-side error).
+ * `busy`: the server's own moderation threads are all taken and their queue is full (or the thread
+ * judging the text failed); the caller backs off and retries with the same identity.
+ */
 export class ModerationUnavailableError extends Error {
   override name = 'ModerationUnavailableError';
   constructor(
     message: string,
-    readonly kind: 'unreachable' | 'upstream',
+    readonly kind: 'unreachable' | 'upstream' | 'busy',
   ) {
     super(message);
   }

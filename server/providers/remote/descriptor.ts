@@ -14,6 +14,7 @@ import type { Config } from '../../config.ts';
 import type { Catalog, CatalogModel } from '../../domain/catalog.ts';
 import type { MediaKind, MediaProvider } from '../media-types.ts';
 import type { FetchAllow } from './public-fetch.ts';
+import type { ReadLimits } from './read-limit.ts';
 
 /** The settings every remote provider shares (REMOTE_* variables). */
 export interface CommonRemoteOptions {
@@ -22,6 +23,8 @@ export interface CommonRemoteOptions {
   maxOutputBytes: number;
   /** Private addresses an output URL may point at (`REMOTE_FETCH_ALLOW`). */
   fetchAllow: FetchAllow;
+  /** The buckets upstream reads take their turn from (read-limit.ts): the process's, given by the composition root. */
+  readLimits: ReadLimits;
 }
 
 /** What building one catalog model's provider may read. */

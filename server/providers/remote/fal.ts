@@ -37,7 +37,7 @@ import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { callUpstream } from './http.ts';
 import { inputFor, jobWithLinks, linkedMedia, mappedRequestProblem, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import type { FetchAllow } from './public-fetch.ts';
-import { pacedFetch, readLimiter, type TokenBucket } from './read-limit.ts';
+import { pacedFetch, type ReadLimits, type TokenBucket } from './read-limit.ts';
 import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
 import { say } from './sentences.ts';
 
@@ -61,6 +61,7 @@ export interface FalOptions {
   attemptTimeoutMs: number;
   maxOutputBytes: number;
   fetchAllow: FetchAllow;
+  readLimits: ReadLimits;
 }
 
 /** Checks a catalog entry's `fal` block; throws a message naming `where`. */
@@ -94,7 +95,7 @@ export class FalProvider<K extends MediaKind> implements MediaProvider<K> {
     this.app = entry.model.split('/').slice(0, 2).join('/');
     this.who = `The ${kind} provider`;
     this.media = linkedMedia(kind, entry.input, options.linked === true);
-    this.reads = readLimiter('fal', this.base, options.key, options.readsPerMinute);
+    this.reads = options.readLimits.limiter('fal', this.base, options.key, options.readsPerMinute);
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {

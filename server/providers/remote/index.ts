@@ -15,6 +15,7 @@ import type { RemoteProviderDescriptor } from './descriptor.ts';
 import { openAiImages } from './openai-images.ts';
 import { openAiSpeech } from './openai-speech.ts';
 import { fetchAllowOf } from './public-fetch.ts';
+import type { ReadLimits } from './read-limit.ts';
 import { replicate } from './replicate.ts';
 import { fal } from './fal.ts';
 import { routedMediaProvider } from '../routing/media.ts';
@@ -65,7 +66,8 @@ function checkModel(descriptor: RemoteProviderDescriptor, model: CatalogModel, w
   if (refused) throw new Error(`${where}: provider ${descriptor.name} ${refused}`);
 }
 
-export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia {
+/** `readLimits`: the read buckets every remote provider built here takes its turn from (the process's, read-limit.ts). */
+export function createRemoteMedia(config: Config, catalog: Catalog, readLimits: ReadLimits): RemoteMedia {
   for (const descriptor of REMOTE_PROVIDERS) {
     for (const [variable, mapping] of descriptor.mappings?.(config) ?? []) {
       for (const id of Object.keys(mapping)) if (!catalog.find(id)) throw new Error(`${variable} names ${id}, which is not in the catalog`);
@@ -76,6 +78,7 @@ export function createRemoteMedia(config: Config, catalog: Catalog): RemoteMedia
     attemptTimeoutMs: config.remoteAttemptTimeoutSeconds * 1000,
     maxOutputBytes: config.remoteOutputMaxBytes,
     fetchAllow: fetchAllowOf(config.remoteFetchAllow),
+    readLimits,
   };
   const byModel: Record<string, MediaProvider> = {};
   for (const model of catalog.models) {

@@ -61,8 +61,11 @@ export const MEDIA_FIELDS: Record<MediaKind, readonly string[]> = {
 
 /** Every media field of a request that is given (a non-empty id or list). */
 function givenMedia(request: JobRequests[MediaKind]): string[] {
-  const fields = request as unknown as Record<string, unknown>;
-  return [...new Set(Object.values(MEDIA_FIELDS).flat())].filter((f) => (Array.isArray(fields[f]) ? (fields[f] as unknown[]).length > 0 : Boolean(fields[f])));
+  return [...new Set(Object.values(MEDIA_FIELDS).flat())].filter((f) => {
+    // A read by field name: the request kinds are interfaces without an index signature.
+    const value: unknown = Reflect.get(request, f);
+    return Array.isArray(value) ? value.length > 0 : Boolean(value);
+  });
 }
 
 /**
@@ -101,7 +104,7 @@ export function carriedFields(input: Record<string, unknown>): Set<string> {
 export async function withAssetLinks<R extends JobRequests[MediaKind]>(request: R, tools: MediaTools): Promise<R> {
   const given = givenMedia(request);
   if (given.length === 0) return request;
-  const out = { ...request } as unknown as Record<string, unknown>;
+  const out = { ...request };
   const link = async (id: string) => {
     const url = await tools.assetLink?.(id);
     if (!url)
@@ -112,10 +115,10 @@ export async function withAssetLinks<R extends JobRequests[MediaKind]>(request: 
     return url;
   };
   for (const field of given) {
-    const value = out[field];
-    out[field] = Array.isArray(value) ? await Promise.all((value as string[]).map(link)) : await link(value as string);
+    const value: unknown = Reflect.get(out, field);
+    Reflect.set(out, field, Array.isArray(value) ? await Promise.all((value as string[]).map(link)) : await link(value as string));
   }
-  return out as unknown as R;
+  return out;
 }
 
 const PLACEHOLDER = /\{([A-Za-z]+)\}/g;

@@ -140,9 +140,8 @@ export function acceptedCapabilities(
 
 /** A request value the upstream model does not take (refused at submission), or undefined. */
 export function acceptsProblem(request: JobRequests[MediaKind], accepts: Accepts): string | undefined {
-  const fields = request as unknown as Record<string, unknown>;
   for (const [field, taken] of Object.entries(accepts)) {
-    const value = fields[field];
+    const value: unknown = Reflect.get(request, field); // by name: the request kinds are interfaces without an index signature
     if (value === undefined || value === null || taken.includes(String(value))) continue;
     return `parameters.${field} ${JSON.stringify(value)} is not available for this model (its upstream takes ${taken.join(', ')}).`;
   }

@@ -60,24 +60,41 @@ export class TokenBucket {
   }
 }
 
-const buckets = new Map<string, TokenBucket>();
+/**
+ * The read buckets of upstream deployments: the same provider, base URL and
+ * key share one whichever models (or deployments of a model) use them. The
+ * key is kept only as a digest. Handed to the providers as a dependency
+ * (`CommonRemoteOptions.readLimits`).
+ */
+export class ReadLimits {
+  private readonly buckets = new Map<string, TokenBucket>();
+
+  /** The bucket for reads of one upstream deployment. */
+  limiter(provider: string, base: string, key: string | undefined, perMinute: number): TokenBucket {
+    const id = `${provider} ${base} ${crypto
+      .createHash('sha256')
+      .update(key ?? '')
+      .digest('hex')} ${perMinute}`;
+    let bucket = this.buckets.get(id);
+    if (!bucket) {
+      bucket = new TokenBucket(perMinute);
+      this.buckets.set(id, bucket);
+    }
+    return bucket;
+  }
+}
 
 /**
- * The process's one bucket for reads of an upstream deployment: the same
- * provider, base URL and key share it whichever models (or deployments of a
- * model) use them. The key is kept only as a digest.
+ * The process's read buckets, which the composition root hands to every app
+ * and worker it builds: the upstream limits the account and key, not an app,
+ * so two apps in one process polling one key must share its budget (each with
+ * its own would together spend it twice).
  */
+export const processReadLimits = new ReadLimits();
+
+/** The process's bucket for reads of an upstream deployment (`processReadLimits`). */
 export function readLimiter(provider: string, base: string, key: string | undefined, perMinute: number): TokenBucket {
-  const id = `${provider} ${base} ${crypto
-    .createHash('sha256')
-    .update(key ?? '')
-    .digest('hex')} ${perMinute}`;
-  let bucket = buckets.get(id);
-  if (!bucket) {
-    bucket = new TokenBucket(perMinute);
-    buckets.set(id, bucket);
-  }
-  return bucket;
+  return processReadLimits.limiter(provider, base, key, perMinute);
 }
 
 /** `fetch`, a read (`replayable`) first waiting its turn in `reads`; a creating call has its own limit and goes at once. */

@@ -38,7 +38,7 @@ import { NOT_PROCESSED, type RemoteProviderDescriptor } from './descriptor.ts';
 import { inputFor, jobWithLinks, linkedMedia, mappedRequestProblem, outputUrl, parseInputMapping, REQUEST_FIELDS } from './input-mapping.ts';
 import { baseOf, callUpstream } from './http.ts';
 import { acceptedCapabilities, acceptsProblem, parseAccepts, type Accepts } from './mapped-capabilities.ts';
-import { pacedFetch, readLimiter, type TokenBucket } from './read-limit.ts';
+import { pacedFetch, type ReadLimits, type TokenBucket } from './read-limit.ts';
 import { say } from './sentences.ts';
 import type { FetchAllow } from './public-fetch.ts';
 
@@ -64,6 +64,7 @@ export interface ReplicateOptions {
   maxOutputBytes: number;
   /** Private addresses an output URL may point at (`REMOTE_FETCH_ALLOW`). */
   fetchAllow: FetchAllow;
+  readLimits: ReadLimits;
 }
 
 /** Checks a catalog entry's `replicate` block; throws a message naming `where`. */
@@ -113,7 +114,7 @@ export class ReplicateProvider<K extends MediaKind> implements MediaProvider<K> 
     this.base = baseOf(options.url);
     this.who = `The ${kind} provider`;
     this.media = linkedMedia(kind, entry.input, options.linked === true);
-    this.reads = readLimiter('replicate', this.base, options.token, options.readsPerMinute);
+    this.reads = options.readLimits.limiter('replicate', this.base, options.token, options.readsPerMinute);
   }
 
   requestProblem(_model: string, request: JobRequests[K]): string | undefined {

@@ -7,6 +7,7 @@
  *   leanTransaction  transactions without knex's per-transaction knex instance
  *   SqliteClient     knex's SQLite dialect with LIMIT written into the SQL
  *   statementKind    what a compiled query is (its method, whether it returns rows)
+ *   offset(raw)      a raw offset binding, which knex takes but does not type (below)
  *
  * Transactions without knex's per-transaction knex instance (on the
  * SQLite writer, and on Postgres, where knex's transactions cost the same
@@ -41,6 +42,21 @@
  */
 import type { Knex } from 'knex';
 import SqliteDialect from 'knex/lib/dialects/sqlite3/index.js';
+
+declare module 'knex' {
+  namespace Knex {
+    interface QueryInterface<TRecord extends {} = any, TResult = any> {
+      /**
+       * An offset given as a raw binding: knex's builder takes one (its offset()
+       * keeps a raw instance as it is), its types say only `number`. A compiled
+       * statement (compiled.ts) needs it: its parameters are sentinel strings at
+       * compile time, which offset() would parse as NaN and drop, so a page's
+       * offset is bound through `c.raw('?', [offset])`.
+       */
+      offset(offset: Knex.Raw, options?: boolean | Readonly<{ skipBinding?: boolean }>): Knex.QueryBuilder<TRecord, TResult>;
+    }
+  }
+}
 
 type Tx = Knex.Transaction;
 type AnyFunction = (...args: never[]) => unknown;
