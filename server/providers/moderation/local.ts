@@ -13,6 +13,7 @@ import { gloss } from './gloss.ts';
 import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
+import { judge, learnedCategories, overrules, shippedModel, type ClassifierModel, type Judgement } from './classifier.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -81,9 +82,8 @@ function termsHeld(tokens: Token[], masked: boolean[], index: Map<string, Indexe
 }
 
 /** The ids of the categories that apply to `preference` and that `text` breaks (a term, a pattern or an intent of theirs). */
-export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference): string[] {
+export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference, tokens = tokenize(text, policy.vocabulary)): string[] {
   const index = indexOf(policy);
-  const tokens = tokenize(text, policy.vocabulary);
   const masked = maskedWords(tokens, policy.phrases);
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
@@ -117,8 +117,16 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
 /**
  * The embedded provider. Its concepts are English: a text that `languages` reads as another
  * language and that breaks nothing is returned as unjudged (policies.md, "Other languages").
+ * What the rules pass, the learned classifier judges too, and what they refuse it may overrule
+ * when it is confident the text is benign (classifier.ts; `classifier: false` leaves the rules
+ * alone, as the training's validation measures them).
  */
-export function embeddedModeration(policy: ModerationPolicy, languages: LanguageDetector = stopWordDetector(inDictionary)): ModerationProvider {
+export function embeddedModeration(
+  policy: ModerationPolicy,
+  languages: LanguageDetector = stopWordDetector(inDictionary),
+  options: { classifier?: ClassifierModel | false } = {},
+): ModerationProvider {
+  const classifier = options.classifier;
   return {
     name: 'embedded',
     async moderate({ texts, preference }) {
@@ -132,18 +140,26 @@ export function embeddedModeration(policy: ModerationPolicy, languages: Language
           since = 0;
         }
         since += text.length;
-        const categories = categoriesOf(policy, text, preference);
-        if (categories.length > 0) return { provider: 'embedded', flagged: { field, categories } };
+        // The classifier reads each text once, when first asked: to overrule a rule or to judge what they pass.
+        const model = classifier === false ? undefined : (classifier ?? shippedModel());
+        let judged: Judgement | undefined;
+        const tokens = tokenize(text, policy.vocabulary);
+        const reading = (m: ClassifierModel) => (judged ??= judge(m, text, policy.vocabulary, tokens));
+        const stands = (found: string[]) => found.length > 0 && (model === undefined || !overrules(model, reading(model), found));
+        const categories = categoriesOf(policy, text, preference, tokens);
+        if (stands(categories)) return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
         const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
-        if (reread.length > 0) return { provider: 'embedded', flagged: { field, categories: reread } };
+        if (stands(reread)) return { provider: 'embedded', flagged: { field, categories: reread } };
         const language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
         const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
-        if (glossed.length > 0) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        if (stands(glossed)) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        const learned = model === undefined ? [] : learnedCategories(policy, model, reading(model), preference);
+        if (learned.length > 0) return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }
       return { provider: 'embedded', flagged: undefined, unjudged };

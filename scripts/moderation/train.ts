@@ -1,0 +1,167 @@
+/**
+ * How the moderation classifier (server/providers/moderation/classifier.ts) is
+ * trained: every labelled set under test/fixtures/moderation/ (sub-folders
+ * included), its features hashed as the server hashes them, and a logistic
+ * regression per output fitted by stochastic gradient descent with AdaGrad
+ * step sizes and an L2 penalty, in an order a seeded generator shuffles, so the
+ * same data and options give the same weights byte for byte. Shared by
+ * `npm run train:moderation` and the test that checks the shipped model.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { textFeatures, type Features } from '../../server/providers/moderation/features.ts';
+import { HARMFUL, type ClassifierModel } from '../../server/providers/moderation/classifier.ts';
+import type { Vocabulary } from '../../server/providers/moderation/normalize.ts';
+import { rng } from '../../server/providers/random.ts';
+import { readSet, SETS_DIR, type LabelledSet } from './eval-set.ts';
+
+/** The policy category each set's harmful group stands for. */
+export const GROUP_CATEGORY: ReadonlyMap<string, string> = new Map([
+  ['violence-weapons', 'violence'],
+  ['murder-assault', 'violence'],
+  ['cbrn', 'weapons-cbrn'],
+  ['terrorism', 'terrorism'],
+  ['self-harm', 'self-harm'],
+  ['sexual-minors', 'sexual-minors'],
+  ['hate', 'hate'],
+  ['trafficking', 'trafficking'],
+]);
+
+export const CATEGORIES = [...new Set(GROUP_CATEGORY.values())];
+export const OUTPUTS = [HARMFUL, ...CATEGORIES];
+
+export interface TrainingOptions {
+  bits: number;
+  epochs: number;
+  seed: number;
+  /** AdaGrad's base step. */
+  rate: number;
+  /** L2 penalty per step on the weights a sample touches. */
+  l2: number;
+  /** How much a benign sample's loss weighs against a harmful one's (false positives cost trust). */
+  benignWeight: number;
+}
+
+export const DEFAULT_OPTIONS: TrainingOptions = { bits: 17, epochs: 12, seed: 42, rate: 0.4, l2: 1e-5, benignWeight: 1.5 };
+
+/** Every set file under `dir`, sub-folders included, by path relative to it, sorted. */
+export function trainingFiles(dir = SETS_DIR): string[] {
+  return (fs.readdirSync(dir, { recursive: true }) as string[])
+    .filter((f) => f.endsWith('.yaml'))
+    .map((f) => f.split(path.sep).join('/'))
+    .sort();
+}
+
+export function readTrainingSets(dir = SETS_DIR): LabelledSet[] {
+  return trainingFiles(dir).map((f) => {
+    const set = readSet(path.join(dir, f));
+    for (const s of set.samples) if (s.harmful && !GROUP_CATEGORY.has(s.group)) throw new Error(`${f}: harmful group ${s.group} names no policy category`);
+    return { ...set, name: f.replace(/\.yaml$/, '') };
+  });
+}
+
+/** SHA-256 over the training files (path and text) and the options: what the shipped model's header records. */
+export function trainingChecksum(options: TrainingOptions, dir = SETS_DIR): string {
+  const hash = crypto.createHash('sha256');
+  for (const f of trainingFiles(dir))
+    hash
+      .update(`${f}\n`)
+      .update(fs.readFileSync(path.join(dir, f)))
+      .update('\n');
+  hash.update(JSON.stringify(options));
+  return hash.digest('hex');
+}
+
+/** A sample as training reads it: its features and, per output, its label (undefined: not trained on). */
+export interface Encoded {
+  features: Features;
+  harmful: boolean;
+  category: string | undefined;
+}
+
+export function encode(set: LabelledSet, vocabulary: Vocabulary, bits: number): Encoded[] {
+  return set.samples.map((s) => ({
+    features: textFeatures(s.text, vocabulary, bits),
+    harmful: s.harmful,
+    category: s.harmful ? GROUP_CATEGORY.get(s.group) : undefined,
+  }));
+}
+
+/** The label of `sample` for output `o` (1, 0), or undefined when that output does not learn from it. */
+function label(sample: Encoded, o: number): number | undefined {
+  if (o === 0) return sample.harmful ? 1 : 0;
+  // A category output learns only from harmful text: it names a category, it does not decide.
+  return sample.harmful ? (sample.category === OUTPUTS[o] ? 1 : 0) : undefined;
+}
+
+/** Fits the weights (floats) and biases on `samples`. */
+export function fit(samples: Encoded[], options: TrainingOptions): { weights: Float32Array; bias: Float64Array } {
+  const k = OUTPUTS.length;
+  const weights = new Float32Array((1 << options.bits) * k); // output-major, as the model file
+  const squares = new Float32Array(weights.length).fill(1e-8);
+  const bias = new Float64Array(k);
+  const biasSquares = new Float64Array(k).fill(1e-8);
+  const next = rng(options.seed); // seeded, so the shuffles and the weights repeat
+  const order = samples.map((_, i) => i);
+  for (let epoch = 0; epoch < options.epochs; epoch++) {
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = Math.floor(next() * (i + 1));
+      [order[i], order[j]] = [order[j]!, order[i]!];
+    }
+    for (const index of order) {
+      const s = samples[index]!;
+      const { buckets, value } = s.features;
+      const weight = s.harmful ? 1 : options.benignWeight;
+      for (let o = 0; o < k; o++) {
+        const y = label(s, o);
+        if (y === undefined) continue;
+        let z = bias[o]!;
+        const base = o << options.bits;
+        for (const b of buckets) z += weights[base + b]! * value;
+        const g = weight * (1 / (1 + Math.exp(-z)) - y);
+        biasSquares[o]! += g * g;
+        bias[o]! -= (options.rate * g) / Math.sqrt(biasSquares[o]!);
+        for (const b of buckets) {
+          const at = base + b;
+          const gw = g * value + options.l2 * weights[at]!;
+          squares[at]! += gw * gw;
+          weights[at]! -= (options.rate * gw) / Math.sqrt(squares[at]!);
+        }
+      }
+    }
+  }
+  return { weights, bias };
+}
+
+/** The weights (output-major) as one signed byte each, scaled per output by its largest weight. */
+export function quantise(weights: Float32Array, k: number): { bytes: Int8Array; scales: number[] } {
+  const size = weights.length / k;
+  const scales: number[] = [];
+  const bytes = new Int8Array(weights.length);
+  for (let o = 0; o < k; o++) {
+    let largest = 0;
+    for (let i = o * size; i < (o + 1) * size; i++) largest = Math.max(largest, Math.abs(weights[i]!));
+    const scale = largest === 0 ? 1 : largest / 127;
+    for (let i = o * size; i < (o + 1) * size; i++) bytes[i] = Math.round(weights[i]! / scale);
+    scales.push(scale);
+  }
+  return { bytes, scales };
+}
+
+/** Trains on `samples` and returns the quantised model (its threshold and checksum left for the caller). */
+export function train(samples: Encoded[], options: TrainingOptions): ClassifierModel {
+  const { weights, bias } = fit(samples, options);
+  const { bytes, scales } = quantise(weights, OUTPUTS.length);
+  return {
+    bits: options.bits,
+    outputs: OUTPUTS,
+    bias: [...bias],
+    scales,
+    threshold: 0.5,
+    overrule: 0,
+    trainingChecksum: '',
+    training: { ...options },
+    weights: bytes,
+  };
+}

@@ -1,0 +1,176 @@
+/**
+ * npm run train:moderation [-- --check]
+ *
+ * Trains the embedded policy's classifier (server/providers/moderation/classifier.ts)
+ * on every labelled set under test/fixtures/moderation/ and writes
+ * classifier-model.json and classifier-model.bin beside it. Deterministic: the
+ * same sets and options give the same files.
+ *
+ * First, leave-one-set-out validation: for each set file, a model trained on all
+ * the others judges it. That is the honest in-repo estimate of text the model
+ * has not seen. It picks the threshold (the harmful probability from which the
+ * classifier refuses) and the overrule bound (under which it overrules a rule's
+ * refusal, and only a bound under which no harmful text the rules refuse would
+ * pass): the pair with the most pooled recall whose pooled false positives
+ * stay within MAX_FALSE_POSITIVES; and it prints, per file, recall, false
+ * positives and hard-negative false positives for the rules alone, the
+ * classifier alone and the two together.
+ * Then the model is trained on every set and written with that threshold.
+ *
+ * With --check nothing is written: exits 1 when the shipped model's checksum is
+ * not that of the sets and options (what test/unit/moderation-classifier.test.ts holds).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../server/config.ts';
+import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
+import { embeddedModeration } from '../server/providers/moderation/local.ts';
+import { logit, MODEL_DIR, MODEL_HEADER, MODEL_WEIGHTS, readModel, sigmoid, type ModelHeader } from '../server/providers/moderation/classifier.ts';
+import { DEFAULT_OPTIONS, encode, readTrainingSets, train, trainingChecksum, type Encoded } from './moderation/train.ts';
+import type { LabelledSet } from './moderation/eval-set.ts';
+
+const { values } = parseArgs({ options: { check: { type: 'boolean', default: false } } });
+
+/** The leave-one-set-out false-positive rate the threshold must keep (a margin under the 2 % target on unseen sets). */
+const MAX_FALSE_POSITIVES = 0.015;
+/** The harmful probabilities tried as "confidently benign" (0: the classifier never overrules a rule). */
+const OVERRULE_BOUNDS = [0, 0.005, 0.01, 0.02, 0.05];
+
+const options = DEFAULT_OPTIONS;
+const checksum = trainingChecksum(options);
+if (values.check) {
+  const shipped = readModel().trainingChecksum;
+  console.log(
+    shipped === checksum
+      ? 'the shipped model is trained on these sets'
+      : `the shipped model (${shipped}) is not trained on these sets (${checksum}): run npm run train:moderation`,
+  );
+  process.exit(shipped === checksum ? 0 : 1);
+}
+
+const policy = loadModerationPolicy(loadConfig(process.env).moderationPolicyPath);
+const sets = readTrainingSets();
+const encoded = sets.map((s) => encode(s, policy.vocabulary, options.bits));
+
+/** Whether the rules alone refuse each sample of each set. */
+async function rulesVerdicts(): Promise<boolean[][]> {
+  const rules = embeddedModeration(policy, undefined, { classifier: false });
+  const out: boolean[][] = [];
+  for (const set of sets) {
+    const verdicts: boolean[] = [];
+    for (const s of set.samples)
+      verdicts.push((await rules.moderate({ texts: [{ field: 'prompt', text: s.text }], preference: 'standard' })).flagged !== undefined);
+    out.push(verdicts);
+  }
+  return out;
+}
+
+/** Each sample's harmful probability from a model trained without its set. */
+function leftOutScores(): number[][] {
+  return encoded.map((_, left) => {
+    const model = train(
+      encoded.flatMap((e, i) => (i === left ? [] : e)),
+      options,
+    );
+    return encoded[left]!.map((e: Encoded) => sigmoid(logit(model, e.features, 0)));
+  });
+}
+
+interface Tally {
+  harmful: number;
+  caught: number;
+  benign: number;
+  refused: number;
+  hard: number;
+  hardRefused: number;
+}
+
+function tally(set: LabelledSet, refused: (i: number) => boolean): Tally {
+  const t: Tally = { harmful: 0, caught: 0, benign: 0, refused: 0, hard: 0, hardRefused: 0 };
+  set.samples.forEach((s, i) => {
+    const r = refused(i);
+    if (s.harmful) {
+      t.harmful++;
+      if (r) t.caught++;
+    } else {
+      t.benign++;
+      if (r) t.refused++;
+      if (s.group === 'hard-negative') {
+        t.hard++;
+        if (r) t.hardRefused++;
+      }
+    }
+  });
+  return t;
+}
+
+const add = (a: Tally, b: Tally): Tally => ({
+  harmful: a.harmful + b.harmful,
+  caught: a.caught + b.caught,
+  benign: a.benign + b.benign,
+  refused: a.refused + b.refused,
+  hard: a.hard + b.hard,
+  hardRefused: a.hardRefused + b.hardRefused,
+});
+const pct = (n: number, d: number) => (d === 0 ? '–' : `${((100 * n) / d).toFixed(1)} %`);
+const cells = (t: Tally) => `${pct(t.caught, t.harmful)} | ${pct(t.refused, t.benign)} | ${pct(t.hardRefused, t.hard)}`;
+
+const rules = await rulesVerdicts();
+const scores = leftOutScores();
+/** Refused by the two together: a rule that the classifier does not overrule, or the classifier. */
+const combined = (threshold: number, overrule: number) =>
+  sets.map((set, f) => tally(set, (i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || scores[f]![i]! >= threshold));
+const pooled = (ts: Tally[]) => ts.reduce(add);
+
+/** Harmful texts the rules refuse that the classifier would overrule under `bound`. */
+const overruledHarm = (bound: number) =>
+  sets.reduce((n, set, f) => n + set.samples.filter((s, i) => s.harmful && rules[f]![i]! && scores[f]![i]! < bound).length, 0);
+
+// For each bound of "confidently benign" that overrules no harmful text the rules refuse (an
+// overrule may only take false positives away), the lowest threshold (most recall) whose pooled
+// false positives stay within the margin; then the pair with the most recall.
+let chosen = { threshold: 0.99, overrule: 0, recall: 0 };
+for (const overrule of OVERRULE_BOUNDS) {
+  const lost = overruledHarm(overrule);
+  console.log(`overrule under ${overrule}: ${lost} harmful texts the rules refuse would pass`);
+  if (lost > 0) continue;
+  for (let t = 0.99; t >= 0.2; t = Math.round((t - 0.01) * 100) / 100) {
+    const p = pooled(combined(t, overrule));
+    if (p.refused / p.benign > MAX_FALSE_POSITIVES) break;
+    if (p.caught / p.harmful > chosen.recall) chosen = { threshold: t, overrule, recall: p.caught / p.harmful };
+  }
+}
+const { threshold, overrule } = chosen;
+
+console.log(
+  `\nleave-one-set-out validation (threshold ${threshold}, overrule under ${overrule}: the pair with the most recall whose pooled false positives stay ≤ ${100 * MAX_FALSE_POSITIVES} %)\n`,
+);
+console.log('| set | rules: recall | FP | hard-neg FP | classifier: recall | FP | hard-neg FP | both: recall | FP | hard-neg FP |');
+console.log('|---|---|---|---|---|---|---|---|---|---|');
+const both = combined(threshold, overrule);
+const rows = sets.map((set, f) => ({
+  name: set.name,
+  rules: tally(set, (i) => rules[f]![i]!),
+  classifier: tally(set, (i) => scores[f]![i]! >= threshold),
+  both: both[f]!,
+}));
+for (const r of rows) console.log(`| ${r.name} | ${cells(r.rules)} | ${cells(r.classifier)} | ${cells(r.both)} |`);
+console.log(
+  `| **all** | ${cells(pooled(rows.map((r) => r.rules)))} | ${cells(pooled(rows.map((r) => r.classifier)))} | ${cells(pooled(rows.map((r) => r.both)))} |`,
+);
+
+const model = train(encoded.flat(), options);
+const header: ModelHeader = {
+  bits: model.bits,
+  outputs: model.outputs,
+  bias: model.bias,
+  scales: model.scales,
+  threshold,
+  overrule,
+  trainingChecksum: checksum,
+  training: { ...options, sets: sets.map((s) => s.name), samples: encoded.flat().length },
+};
+fs.writeFileSync(path.join(MODEL_DIR, MODEL_HEADER), `${JSON.stringify(header, null, 2)}\n`);
+fs.writeFileSync(path.join(MODEL_DIR, MODEL_WEIGHTS), model.weights);
+console.log(`\nwrote ${MODEL_HEADER} and ${MODEL_WEIGHTS} (${model.weights.length} bytes) in ${path.relative(process.cwd(), MODEL_DIR)}`);
