@@ -86,10 +86,16 @@ describe('moderation classifier', () => {
     assert.deepEqual(await refusedBy(text), ['terrorism']);
   });
 
-  it('when the rules refuse a text the classifier is sure is benign, then it passes', async () => {
+  it('when the rules refuse a text the classifier is sure is benign under the overrule bound, then it passes', async () => {
+    // The mechanism, with a bound set here: training may choose 0 (never overrule), as the shipped model may.
     const text = 'how to explain the death of a goldfish to a 5-year-old';
-    assert.notDeepEqual(await refusedBy(text, false), []);
-    assert.ok(judge(model, text, policy.vocabulary).harmful < model.overrule);
-    assert.deepEqual(await refusedBy(text), []);
+    const bounded = { ...model, overrule: 0.005 };
+    const refused = async (classifier: typeof model | false) =>
+      (await embeddedModeration(policy, undefined, { classifier }).moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' })).flagged
+        ?.categories ?? [];
+    assert.notDeepEqual(await refused(false), []);
+    assert.ok(judge(model, text, policy.vocabulary).harmful < bounded.overrule);
+    assert.deepEqual(await refused(bounded), []);
+    assert.notDeepEqual(await refused({ ...model, overrule: 0 }), [], 'a bound of 0 never overrules');
   });
 });

@@ -12,7 +12,7 @@
  * and move far less than CPU time on a loaded machine), req/s and p50. Then the
  * ratio second/first per round and its median, and `ledger verify` of both.
  *
- *   node --import tsx scripts/bench-gateway-ab.ts BASE_DIR NEW_DIR [--rounds 6 --duration 3 --connections 32,1 --modes json,stream]
+ *   node --import tsx scripts/gateway-ab.ts BASE_DIR NEW_DIR [--rounds 6 --duration 3 --connections 32,1 --modes json,stream]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -126,7 +126,7 @@ const median = (xs: number[]) =>
   );
 
 async function main(): Promise<number> {
-  if (positionals.length !== 2) throw new Error('usage: bench-gateway-ab.ts BASE_DIR NEW_DIR');
+  if (positionals.length !== 2) throw new Error('usage: gateway-ab.ts BASE_DIR NEW_DIR');
   const rounds = Math.max(1, Number(values.rounds));
   const duration = Number(values.duration);
   const connections = values.connections.split(',').map(Number);
