@@ -27,6 +27,7 @@ import { loadConfig } from '../server/config.ts';
 import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
 import { embeddedModeration } from '../server/providers/moderation/local.ts';
 import { logit, MODEL_DIR, MODEL_HEADER, MODEL_WEIGHTS, readModel, sigmoid, type ModelHeader } from '../server/providers/moderation/classifier.ts';
+import { MIN_JUDGED_WORDS } from '../server/providers/moderation/features.ts';
 import { DEFAULT_OPTIONS, encode, readTrainingSets, train, trainingChecksum, type Encoded } from './moderation/train.ts';
 import type { LabelledSet } from './moderation/eval-set.ts';
 
@@ -118,9 +119,11 @@ const cells = (t: Tally) => `${pct(t.caught, t.harmful)} | ${pct(t.refused, t.be
 
 const rules = await rulesVerdicts();
 const scores = leftOutScores();
+/** Whether the classifier refuses sample i of set f at `threshold` (it judges only texts of MIN_JUDGED_WORDS or more). */
+const learned = (f: number, i: number, threshold: number) => scores[f]![i]! >= threshold && encoded[f]![i]!.features.words >= MIN_JUDGED_WORDS;
 /** Refused by the two together: a rule that the classifier does not overrule, or the classifier. */
 const combined = (threshold: number, overrule: number) =>
-  sets.map((set, f) => tally(set, (i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || scores[f]![i]! >= threshold));
+  sets.map((set, f) => tally(set, (i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || learned(f, i, threshold)));
 const pooled = (ts: Tally[]) => ts.reduce(add);
 
 /** Harmful texts the rules refuse that the classifier would overrule under `bound`. */
@@ -152,7 +155,7 @@ const both = combined(threshold, overrule);
 const rows = sets.map((set, f) => ({
   name: set.name,
   rules: tally(set, (i) => rules[f]![i]!),
-  classifier: tally(set, (i) => scores[f]![i]! >= threshold),
+  classifier: tally(set, (i) => learned(f, i, threshold)),
   both: both[f]!,
 }));
 for (const r of rows) console.log(`| ${r.name} | ${cells(r.rules)} | ${cells(r.classifier)} | ${cells(r.both)} |`);

@@ -223,6 +223,12 @@ export interface Config {
    * `closed` (default) refuses with 503/502 as before, `open` lets the embedded verdict stand.
    */
   moderationRemoteFallback: 'closed' | 'open';
+  /**
+   * Whether the embedded policy's learned classifier judges beside its rules (`MODERATION_CLASSIFIER`,
+   * `off` by default, `on`): it catches far more harmful requests written like its training sets,
+   * but refuses too much text unlike them (docs/policies.md, "The learned classifier").
+   */
+  moderationClassifier: boolean;
   /** Moderation refusals of one account within the window that block it (`MODERATION_BLOCK_THRESHOLD`, default 5; 0: never). */
   moderationBlockThreshold: number;
   /** The window those refusals are counted in, in seconds (`MODERATION_BLOCK_WINDOW_SECONDS`, default 86400). */
@@ -311,14 +317,16 @@ function checkMetricsToken(value: string): string {
   return value;
 }
 
-/** `MODERATION_MODE` and `MODERATION_REMOTE_FALLBACK`, checked now: remote modes need MODERATION_URL. */
-function parseModeration(env: NodeJS.ProcessEnv): { moderationMode: Config['moderationMode']; moderationRemoteFallback: Config['moderationRemoteFallback'] } {
+/** `MODERATION_MODE`, `MODERATION_REMOTE_FALLBACK` and `MODERATION_CLASSIFIER`, checked now: remote modes need MODERATION_URL. */
+function parseModeration(env: NodeJS.ProcessEnv): Pick<Config, 'moderationMode' | 'moderationRemoteFallback' | 'moderationClassifier'> {
   const mode = env.MODERATION_MODE || (env.MODERATION_URL ? 'remote' : 'embedded');
   if (mode !== 'embedded' && mode !== 'remote' && mode !== 'both') throw new Error(`MODERATION_MODE must be embedded, remote or both, got "${mode}"`);
   if (mode !== 'embedded' && !env.MODERATION_URL) throw new Error(`MODERATION_MODE=${mode} needs MODERATION_URL`);
   const fallback = env.MODERATION_REMOTE_FALLBACK || 'closed';
   if (fallback !== 'closed' && fallback !== 'open') throw new Error(`MODERATION_REMOTE_FALLBACK must be closed or open, got "${fallback}"`);
-  return { moderationMode: mode, moderationRemoteFallback: fallback };
+  const classifier = env.MODERATION_CLASSIFIER || 'off';
+  if (classifier !== 'on' && classifier !== 'off') throw new Error(`MODERATION_CLASSIFIER must be on or off, got "${classifier}"`);
+  return { moderationMode: mode, moderationRemoteFallback: fallback, moderationClassifier: classifier === 'on' };
 }
 
 function parseWhole(value: string | undefined, fallback: number, name: string, min: number): number {

@@ -232,7 +232,10 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
   // Long texts are judged on worker threads, started at the first one; close() ends them.
-  const moderationThreads = offThread(embeddedProvider(moderationPolicy), moderationPolicy, config.moderationThreads);
+  const moderationThreads = offThread(embeddedProvider(moderationPolicy, { classifier: config.moderationClassifier }), moderationPolicy, {
+    ...config.moderationThreads,
+    classifier: config.moderationClassifier,
+  });
   const policies = { moderation: moderationProviderFor(moderationPolicy, config, moderationThreads), regions: loadRegions(config.regionsFile) };
   // The console page's script is bundled before the database opens (a broken page stops the start).
   const consolePage = await buildConsolePage();

@@ -61,7 +61,14 @@ export function readTrainingSets(dir = SETS_DIR): LabelledSet[] {
   });
 }
 
-/** SHA-256 over the training files (path and text) and the options: what the shipped model's header records. */
+/**
+ * SHA-256 over the training files (path and text), the options and the feature reader's source
+ * (a change to how a text is read needs a retrained model as much as a change to the sets):
+ * what the shipped model's header records.
+ */
+/** The module that reads a text into features (server and training share it). */
+const FEATURES_SOURCE = path.join(import.meta.dirname, '../../server/providers/moderation/features.ts');
+
 export function trainingChecksum(options: TrainingOptions, dir = SETS_DIR): string {
   const hash = crypto.createHash('sha256');
   for (const f of trainingFiles(dir))
@@ -70,6 +77,7 @@ export function trainingChecksum(options: TrainingOptions, dir = SETS_DIR): stri
       .update(fs.readFileSync(path.join(dir, f)))
       .update('\n');
   hash.update(JSON.stringify(options));
+  hash.update(fs.readFileSync(FEATURES_SOURCE));
   return hash.digest('hex');
 }
 

@@ -19,7 +19,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { featuresOf, textFeatures, type Features } from './features.ts';
+import { featuresOf, MIN_JUDGED_WORDS, textFeatures, type Features } from './features.ts';
 import type { Token, Vocabulary } from './normalize.ts';
 import type { ModerationPolicy } from './policy-file.ts';
 import type { ContentPreference } from './types.ts';
@@ -112,7 +112,7 @@ export function shippedModel(): ClassifierModel {
  * without the model's category cannot be broken by it).
  */
 export function learnedCategories(policy: ModerationPolicy, model: ClassifierModel, judged: Judgement, preference: ContentPreference): string[] {
-  if (judged.harmful < model.threshold) return [];
+  if (judged.features.words < MIN_JUDGED_WORDS || judged.harmful < model.threshold) return [];
   const category = likeliestCategory(model, judged.features);
   const c = policy.categories.find((x) => x.id === category);
   return c !== undefined && policy.applies(c, preference) ? [c.id] : [];

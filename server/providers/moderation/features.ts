@@ -12,8 +12,11 @@
  *   do not (folded rather than raw: leave-one-set-out recall was higher).
  *
  * Each feature is hashed into one of `2^bits` buckets (collisions are the price
- * of a model with no vocabulary to ship). A text's features all weigh 1/√n, so a
- * long text is not louder than a short one.
+ * of a model with no vocabulary to ship). A feature counts once however often it
+ * occurs, and a text's features all weigh 1/√n (n distinct), so a long text is not
+ * louder than a short one and a repeated run ("yyyy…", one gram many times) is not
+ * louder than the run once: counted with repeats, one gram's weight grew with the
+ * square root of its count, and a run of one letter read as certainly harmful.
  */
 import { fold, tokenize, type Token, type Vocabulary } from './normalize.ts';
 
@@ -81,12 +84,21 @@ function squeezedUnits(folded: string): Uint16Array {
   return units.subarray(0, n);
 }
 
-/** A text's hashed features: bucket indices (a bucket may repeat) and the weight each carries. */
+/** A text's hashed features: distinct bucket indices, in ascending order, and the weight each carries. */
 export interface Features {
   buckets: Uint32Array;
-  /** 1/√(number of features): every feature's value. */
+  /** 1/√(number of buckets): every feature's value. */
   value: number;
+  /** The words read (at most MAX_FEATURE_WORDS): the classifier judges only texts of MIN_JUDGED_WORDS or more. */
+  words: number;
 }
+
+/**
+ * The fewest words the classifier judges. One or two words carry too little for a bag of
+ * grams ("Race!" read as hate: the word is frequent in hateful training text); the rules
+ * judge such texts alone, as they did before the classifier.
+ */
+export const MIN_JUDGED_WORDS = 3;
 
 /**
  * The features of `text` in a space of `2^bits` buckets, given its tokens as the policy reads
@@ -116,7 +128,10 @@ export function featuresOf(text: string, tokens: readonly Token[], bits: number)
       if (k >= 2) out[n++] = bucketOf(h, mask);
     }
   }
-  return { buckets: out.subarray(0, n), value: n === 0 ? 0 : 1 / Math.sqrt(n) };
+  const sorted = out.subarray(0, n).sort();
+  let distinct = 0;
+  for (let i = 0; i < n; i++) if (i === 0 || sorted[i] !== sorted[i - 1]) sorted[distinct++] = sorted[i]!;
+  return { buckets: sorted.subarray(0, distinct), value: distinct === 0 ? 0 : 1 / Math.sqrt(distinct), words };
 }
 
 /** `featuresOf` a text read by itself (training, tests). */

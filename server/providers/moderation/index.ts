@@ -10,8 +10,8 @@ import { withRemote, type RemoteFallback } from './second-opinion.ts';
 import type { ModerationProvider } from './types.ts';
 
 /** The embedded provider of `policy`: what the server judges short texts with, and its moderation threads long ones (moderation-worker.ts). */
-export function embeddedProvider(policy: ModerationPolicy): ModerationProvider {
-  return embeddedModeration(policy);
+export function embeddedProvider(policy: ModerationPolicy, options: { classifier: boolean }): ModerationProvider {
+  return embeddedModeration(policy, undefined, options.classifier ? {} : { classifier: false });
 }
 
 /** `embedded`: the embedded provider as the server runs it (long texts on threads, off-thread.ts); by default in process. */
@@ -23,8 +23,9 @@ export function moderationProviderFor(
     moderationModel: string;
     moderationMode: 'embedded' | 'remote' | 'both';
     moderationRemoteFallback: RemoteFallback;
+    moderationClassifier: boolean;
   },
-  embedded: ModerationProvider = embeddedProvider(policy),
+  embedded: ModerationProvider = embeddedProvider(policy, { classifier: config.moderationClassifier }),
 ): ModerationProvider {
   if (config.moderationMode === 'embedded' || !config.moderationUrl) return embedded;
   const remote = openAiCompatibleModeration(policy, { url: config.moderationUrl, apiKey: config.moderationApiKey, model: config.moderationModel });

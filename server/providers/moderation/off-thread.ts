@@ -35,8 +35,11 @@ export interface OffThreadSettings extends PoolSettings {
  */
 export const IDLE_MS = 5 * 60_000;
 
-/** What a moderation worker is started with: the document the server's policy was built from. */
-export type ModerationWorkerData = PolicyDocument;
+/** What a moderation worker is started with: the document the server's policy was built from, and whether the classifier judges too. */
+export interface ModerationWorkerData {
+  doc: PolicyDocument;
+  classifier: boolean;
+}
 
 const workerModule = new URL('./moderation-worker.ts', import.meta.url).href;
 
@@ -47,14 +50,14 @@ const workerModule = new URL('./moderation-worker.ts', import.meta.url).href;
 export function offThread(
   inProcess: ModerationProvider,
   policy: ModerationPolicy,
-  settings: OffThreadSettings,
+  settings: OffThreadSettings & { classifier: boolean },
 ): ModerationProvider & Omit<ThreadPool<never, never>, 'run'> {
   const pool = threadPool<ModerationInput, ModerationVerdict>(workerModule, settings, {
     busy: () => new ModerationUnavailableError('every moderation thread is busy and their queue is full', 'busy'),
     // A thread that failed or died on a text: nothing was decided; the caller may retry.
     failed: (reason) => new ModerationUnavailableError(`the moderation thread failed: ${reason}`, 'busy'),
     inline: (input) => inProcess.moderate(input),
-    thread: { workerData: policyDocument(policy) satisfies ModerationWorkerData },
+    thread: { workerData: { doc: policyDocument(policy), classifier: settings.classifier } satisfies ModerationWorkerData },
     idleMs: settings.idleMs ?? IDLE_MS,
   });
   return {
