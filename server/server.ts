@@ -29,6 +29,7 @@ import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './d
 import type { ServerMetrics } from './http/metrics.ts';
 import { localBlobs, tempPath, type Blobs } from './storage/blobs.ts';
 import { embeddedProvider, moderationProviderFor } from './providers/moderation/index.ts';
+import { RemoteFallbacks } from './providers/moderation/second-opinion.ts';
 import { offThread } from './providers/moderation/off-thread.ts';
 import { loadRegions } from './domain/policy/regions.ts';
 import { answerClientErrors } from './http/client-error.ts';
@@ -39,7 +40,7 @@ import { buildConsolePage } from './console-page/build.ts';
 import { privateDataDir, widerThanPrivate } from './storage/data-dir.ts';
 import { passwordPool } from './domain/password-pool.ts';
 import { reduceMemoryWhenQuiet } from './memory.ts';
-import { shareBreakers } from './providers/routing/shared.ts';
+import { Deployments } from './providers/routing/deployments.ts';
 import { openBreakers, writeBreaker } from './storage/breakers.ts';
 
 export interface RunningServer {
@@ -54,6 +55,8 @@ export interface RunningServer {
    */
   /** The metrics listener's base URL, when METRICS_PORT is set. */
   metricsUrl?: string;
+  /** The app's routed deployments and their breakers (what /metrics shows of them). */
+  deployments: Deployments;
   close(options?: { graceMs?: number; readinessDelayMs?: number }): Promise<void>;
 }
 
@@ -150,11 +153,11 @@ export function startMediaWorker(
   logger: Logger,
   clock: Clock,
   layered: MediaProviders | undefined,
-  extras: { signer?: UrlSigner; upstreamErrors?: UpstreamErrorCounts; blobs: Blobs; jobCounts?: JobCounts },
+  extras: { signer?: UrlSigner; upstreamErrors?: UpstreamErrorCounts; blobs: Blobs; jobCounts?: JobCounts; deployments: Deployments },
 ): RunningWorker {
-  const { signer, upstreamErrors, blobs, jobCounts } = extras;
+  const { signer, upstreamErrors, blobs, jobCounts, deployments } = extras;
   // A broken provider entry in the catalog stops the start.
-  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES), processReadLimits));
+  const providers = layered ?? mediaProvidersOf(createRemoteMedia(config, loadCatalog(config.catalogPath, PROVIDER_NAMES), processReadLimits, deployments));
   return startWorker({
     db,
     clock,
@@ -183,13 +186,14 @@ export function startMediaWorker(
 }
 
 /**
- * Shares this process's upstream breakers with the others on the database (an
- * API and a separate `gemforge worker`): each one's open breakers reach every
- * `admit`. Returns the stop, called before the database closes.
+ * Shares the breakers of `deployments` (an app's or a worker's) with the other
+ * processes on the database (an API and a separate `gemforge worker`): each
+ * one's open breakers reach every `admit`. Returns the stop, called before the
+ * database closes.
  */
-export function shareBreakerState(db: Db, logger: Logger): () => void {
+export function shareBreakerState(db: Db, logger: Logger, deployments: Deployments): () => void {
   let quietUntil = 0;
-  const sharing = shareBreakers(
+  const sharing = deployments.shared.share(
     {
       // Wall-clock time, like the breakers' own: the moments are compared across processes.
       readOpen: () => openBreakers(db, new Date()),
@@ -225,10 +229,12 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   const logger = createLogger(config.logLevel);
   guardDataDir(config.dataDir, logger);
   const catalog = loadCatalog(config.catalogPath, PROVIDER_NAMES);
+  // The app's routed deployments: its providers register theirs, the breaker sharing and /metrics read them.
+  const deployments = new Deployments();
   // Remote media providers are checked before the database opens: a model naming an unconfigured one stops the start.
-  const remoteMedia = createRemoteMedia(config, catalog, processReadLimits);
+  const remoteMedia = createRemoteMedia(config, catalog, processReadLimits, deployments);
   // Likewise a text model's broken deployments list.
-  const textProviders = createTextProviders(config, catalog);
+  const textProviders = createTextProviders(config, catalog, deployments);
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
   // Long texts are judged on worker threads, started at the first one; close() ends them.
@@ -236,7 +242,12 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     ...config.moderationThreads,
     classifier: config.moderationClassifier,
   });
-  const policies = { moderation: moderationProviderFor(moderationPolicy, config, moderationThreads), regions: loadRegions(config.regionsFile) };
+  // The remote moderation endpoint's failures, counted for this app's /metrics.
+  const moderationFallbacks = new RemoteFallbacks();
+  const policies = {
+    moderation: moderationProviderFor(moderationPolicy, config, moderationThreads, moderationFallbacks),
+    regions: loadRegions(config.regionsFile),
+  };
   // The console page's script is bundled before the database opens (a broken page stops the start).
   const consolePage = await buildConsolePage();
   const blobs = await configureBlobStore(config);
@@ -275,6 +286,8 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
           upstreamErrors: upstreamErrors.counts,
           admissionRefusals: admission.refusals.counts,
           storeErrors: storeErrorCounts,
+          moderationFallbacks: moderationFallbacks.counts,
+          deployments,
         })
       : undefined;
   // Its threads start at the first sign-in; close() ends them.
@@ -335,9 +348,9 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     onCollect: (ms) => logger.debug({ ms: Math.round(ms) }, 'memory reduced while quiet'),
   });
   // Open breakers reach every process on the database (this API's admission, a separate worker's calls).
-  const stopSharing = shareBreakerState(db, logger);
+  const stopSharing = shareBreakerState(db, logger, deployments);
   // The worker runs the providers built above (the catalog is read once).
-  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders, { signer, upstreamErrors, blobs }) : undefined;
+  const worker = config.workerEnabled ? startMediaWorker(config, db, logger, clock, mediaProviders, { signer, upstreamErrors, blobs, deployments }) : undefined;
   logger.info({ url, dataDir: config.dataDir, database: config.databaseUrl ? 'postgres' : 'sqlite', worker: Boolean(worker) }, 'gemforge listening');
   let closed = false;
   return {
@@ -345,6 +358,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     port,
     db,
     logger,
+    deployments,
     ...(metricsServer && { metricsUrl: `http://${config.metricsHost}:${(metricsServer.address() as AddressInfo).port}` }),
     async close({ graceMs = 0, readinessDelayMs = 0 } = {}) {
       if (closed) return;

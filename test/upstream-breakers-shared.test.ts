@@ -16,7 +16,6 @@ import { submit, waitForTask } from './helpers/tasks.ts';
 import { catalogWith, refusingUrl } from './helpers/deployments.ts';
 import { dbEnvFor } from './helpers/database.ts';
 import { workerChild } from './helpers/worker-child.ts';
-import { deploymentViews } from '../server/providers/routing/deployments.ts';
 
 describe('several upstreams per media model, with the worker apart', () => {
   let s: TestServer;
@@ -80,7 +79,7 @@ describe('several upstreams per media model, with the worker apart', () => {
     assert.equal(await s.db('idempotency_records').where({ idem_key: refused.idemKey }).first(), undefined, 'the refused identity was not claimed');
 
     // The API never called an upstream: what it shows is the worker's state, read from the database.
-    const views = deploymentViews().filter((v) => v.model === 'gemforge-image-1');
+    const views = s.deployments.views().filter((v) => v.model === 'gemforge-image-1');
     assert.deepEqual(
       views.map((v) => [v.deployment, v.state, v.stats.calls]),
       [

@@ -16,7 +16,6 @@ import { adminWithEnv } from './helpers/admin.ts';
 import { startFakeOpenAiImages, type FakeOpenAiImages } from './helpers/fake-upstreams.ts';
 import { submit, waitForTask } from './helpers/tasks.ts';
 import { catalogWith, refusingUrl } from './helpers/deployments.ts';
-import { deploymentViews } from '../server/providers/routing/deployments.ts';
 
 const PATH = '/api/generate/text/v1/chat/completions';
 
@@ -224,7 +223,8 @@ describe('several upstreams per media model', () => {
     fake.recover(GENERATIONS);
     // Once both cooldowns pass, each breaker lets one probe through: the identity is admitted and its slot served.
     await until('both breakers half-open', () =>
-      deploymentViews()
+      s.deployments
+        .views()
         .filter((v) => v.model === 'gemforge-image-1')
         .every((v) => v.state === 'half-open'),
     );

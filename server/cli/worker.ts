@@ -12,6 +12,7 @@ import { createLogger } from '../logger.ts';
 import { openDb } from '../storage/db.ts';
 import { systemClock } from '../domain/clock.ts';
 import { processJobCounts } from '../worker/counts.ts';
+import { Deployments } from '../providers/routing/deployments.ts';
 import { configureBlobStore, guardDataDir, listenMetrics, shareBreakerState, startMediaWorker } from '../server.ts';
 
 export async function runWorker(): Promise<number> {
@@ -42,12 +43,14 @@ async function start() {
   const blobs = await configureBlobStore(config);
   // The job counts the worker adds to and its /metrics reads: the process's (one worker per process here).
   const jobCounts = processJobCounts;
+  // The worker's routed deployments: its providers register theirs, the breaker sharing and its /metrics read them.
+  const deployments = new Deployments();
   const db = await openDb({ ...config, log: logger });
   let metricsServer: http.Server | undefined;
   try {
     if (config.workerMetricsPort !== undefined) {
       const { createWorkerMetrics } = await import('../http/metrics.ts');
-      metricsServer = await listenMetrics(createWorkerMetrics(jobCounts), config.metricsHost, config.workerMetricsPort);
+      metricsServer = await listenMetrics(createWorkerMetrics(jobCounts, deployments), config.metricsHost, config.workerMetricsPort);
       const { port } = metricsServer.address() as { port: number };
       logger.info({ url: `http://${config.metricsHost}:${port}` }, 'worker metrics listening (/metrics, /healthz)');
     }
@@ -55,8 +58,8 @@ async function start() {
     await db.destroy();
     throw error;
   }
-  const worker = startMediaWorker(config, db, logger, systemClock, undefined, { blobs, jobCounts });
+  const worker = startMediaWorker(config, db, logger, systemClock, undefined, { blobs, jobCounts, deployments });
   // Its breakers (the media upstreams are called here) reach the API's admission through the database.
-  const stopSharing = shareBreakerState(db, logger);
+  const stopSharing = shareBreakerState(db, logger, deployments);
   return { logger, db, worker, metricsServer, stopSharing };
 }

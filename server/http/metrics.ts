@@ -15,8 +15,7 @@ import client from 'prom-client';
 import type { Db } from '../storage/db.ts';
 import { accountsWaiting, jobCounts, oldestQueuedRunAt, reservedGems, taskCounts } from '../storage/metrics.ts';
 import type { Clock } from '../domain/clock.ts';
-import { deploymentViews, type DeploymentView } from '../providers/routing/deployments.ts';
-import { remoteFallbacks } from '../providers/moderation/second-opinion.ts';
+import type { DeploymentView } from '../providers/routing/deployments.ts';
 import { storeErrorCounts } from '../storage/outages.ts';
 import { processJobCounts, type JobCounts } from '../worker/counts.ts';
 
@@ -98,7 +97,8 @@ const BREAKER_VALUE = { closed: 0, open: 1, 'half-open': 2 } as const;
  * it is held open, and the calls, errors and time spent per deployment, as
  * this process saw them.
  */
-function deploymentMetrics(registry: client.Registry): void {
+function deploymentMetrics(registry: client.Registry, deployments: DeploymentViews | undefined): void {
+  const deploymentViews = () => deployments?.views() ?? [];
   const labelNames = ['model', 'deployment', 'provider'] as const;
   const labels = (v: DeploymentView) => ({ model: v.model, deployment: v.deployment, provider: v.provider });
   new client.Gauge({
@@ -137,9 +137,10 @@ function deploymentMetrics(registry: client.Registry): void {
 }
 
 /** `jobs`: the counts the worker adds to (the process's unless it was given its own). */
-export function createWorkerMetrics(jobs: JobCounts = processJobCounts): Pick<ServerMetrics, 'text' | 'contentType'> {
+/** `deployments`: the worker's routed deployments (absent: none shown). */
+export function createWorkerMetrics(jobs: JobCounts = processJobCounts, deployments?: DeploymentViews): Pick<ServerMetrics, 'text' | 'contentType'> {
   const registry = new client.Registry();
-  deploymentMetrics(registry);
+  deploymentMetrics(registry, deployments);
   countsOf(
     registry,
     'gemforge_worker_jobs_total',
@@ -213,6 +214,15 @@ export interface ServerCounts {
   admissionRefusals?: ReadonlyMap<string, number>;
   /** Store errors by "store\toperation". */
   storeErrors?: ReadonlyMap<string, number>;
+  /** The remote moderation endpoint's failures by "mode fallback" (moderation/second-opinion.ts). */
+  moderationFallbacks?: ReadonlyMap<string, number>;
+  /** The app's routed deployments and their breakers (providers/routing/deployments.ts). */
+  deployments?: DeploymentViews;
+}
+
+/** What /metrics reads of the routed deployments. */
+export interface DeploymentViews {
+  views(): DeploymentView[];
 }
 
 export function createServerMetrics(db: Db, clock: Clock, counts: ServerCounts = {}): ServerMetrics {
@@ -242,9 +252,9 @@ export function createServerMetrics(db: Db, clock: Clock, counts: ServerCounts =
     'gemforge_moderation_remote_fallbacks_total',
     'Requests whose remote moderation endpoint failed, by MODERATION_MODE and the MODERATION_REMOTE_FALLBACK applied (closed: refused 503/502; open: the embedded verdict stood)',
     ['mode', 'fallback'],
-    remoteFallbacks,
+    counts.moderationFallbacks ?? new Map(),
   );
-  deploymentMetrics(registry);
+  deploymentMetrics(registry, counts.deployments);
   countsOf(
     registry,
     'gemforge_admission_refusals_total',

@@ -54,17 +54,9 @@ const ALLOWED: Record<string, string> = {
   'worker/counts.ts processJobCounts': 'gemforge_worker_jobs_total is "jobs of this worker process"; a worker given its own counts adds to those instead',
   'storage/outages.ts storeErrorCounts':
     'counted beneath every statement by the query engine and by the object-store client, where no app is at hand; /metrics reads it through the counts server.ts hands it',
-  'providers/moderation/second-opinion.ts remoteFallbacks': 'the remote moderation endpoint is configured once per process; /metrics reads it',
-  // Shared with every process on the database anyway.
+  // The upstream's own limit, whatever app polls it.
   'providers/remote/read-limit.ts processReadLimits':
     'the upstream limits its account and key, not an app: two apps in one process polling one key share its budget, or together they would spend it twice',
-  'providers/routing/deployments.ts routed':
-    "the deployments /metrics and `gemforge admin providers` show; their breakers' shared state is the process's (shared.ts)",
-  'providers/routing/shared.ts openUntil': 'the shared breaker state as last read from the database: what every process on it sees, one copy per process',
-  'providers/routing/shared.ts registered': 'the shared breaker state as last read from the database: what every process on it sees, one copy per process',
-  'providers/routing/shared.ts store': 'the shared breaker state as last read from the database: what every process on it sees, one copy per process',
-  'providers/routing/shared.ts report': 'the shared breaker state as last read from the database: what every process on it sees, one copy per process',
-  'providers/routing/shared.ts writes': 'the shared breaker state as last read from the database: what every process on it sees, one copy per process',
 };
 
 function moduleState(): string[] {

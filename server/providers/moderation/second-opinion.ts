@@ -6,25 +6,34 @@
  * `MODERATION_REMOTE_FALLBACK` decides: `closed` lets its error stand (503/502,
  * nothing decided), `open` lets the embedded verdict stand. `remote` mode with
  * `open` is the same with the embedded verdict kept only for that case. Each
- * fallback is counted for /metrics (`remoteFallbacks`, read by http/metrics.ts).
+ * fallback is counted where the composition root says (`RemoteFallbacks`, which
+ * it hands /metrics too).
  */
 import { ModerationUnavailableError, type ModerationProvider } from './types.ts';
 
 export type RemoteFallback = 'closed' | 'open';
 
-/** Times the remote endpoint failed, by mode and fallback (`both open`, `remote closed`, …); process-wide. */
-export const remoteFallbacks = new Map<string, number>();
+/** Times the remote endpoint failed, by mode and fallback (`both open`, `remote closed`, …): one app's. */
+export class RemoteFallbacks {
+  readonly counts = new Map<string, number>();
 
-function countFallback(mode: string, fallback: RemoteFallback): void {
-  const key = `${mode} ${fallback}`;
-  remoteFallbacks.set(key, (remoteFallbacks.get(key) ?? 0) + 1);
+  inc(mode: string, fallback: RemoteFallback): void {
+    const key = `${mode} ${fallback}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
 }
 
 /**
  * `embedded` first, then `remote` for what it passes (`mode` both), or `remote` first with
- * `embedded` only while the endpoint fails (`mode` remote).
+ * `embedded` only while the endpoint fails (`mode` remote). Each fallback is counted in `fallbacks`.
  */
-export function withRemote(embedded: ModerationProvider, remote: ModerationProvider, mode: 'remote' | 'both', fallback: RemoteFallback): ModerationProvider {
+export function withRemote(
+  embedded: ModerationProvider,
+  remote: ModerationProvider,
+  mode: 'remote' | 'both',
+  fallback: RemoteFallback,
+  fallbacks: RemoteFallbacks,
+): ModerationProvider {
   const name = mode === 'both' ? `${embedded.name}+${remote.name}` : remote.name;
   return {
     name,
@@ -37,7 +46,7 @@ export function withRemote(embedded: ModerationProvider, remote: ModerationProvi
         return { provider: second.flagged ? remote.name : name, flagged: second.flagged };
       } catch (error) {
         if (!(error instanceof ModerationUnavailableError)) throw error;
-        countFallback(mode, fallback);
+        fallbacks.inc(mode, fallback);
         if (fallback === 'closed') throw error;
         return first ?? (await embedded.moderate(input));
       }

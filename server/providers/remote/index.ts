@@ -19,6 +19,7 @@ import type { ReadLimits } from './read-limit.ts';
 import { replicate } from './replicate.ts';
 import { fal } from './fal.ts';
 import { routedMediaProvider } from '../routing/media.ts';
+import type { Deployments } from '../routing/deployments.ts';
 
 /** Every remote provider, registered once: a new provider is a module and a line here. */
 export const REMOTE_PROVIDERS: readonly RemoteProviderDescriptor[] = [openAiImages, openAiSpeech, replicate, fal];
@@ -66,8 +67,11 @@ function checkModel(descriptor: RemoteProviderDescriptor, model: CatalogModel, w
   if (refused) throw new Error(`${where}: provider ${descriptor.name} ${refused}`);
 }
 
-/** `readLimits`: the read buckets every remote provider built here takes its turn from (the process's, read-limit.ts). */
-export function createRemoteMedia(config: Config, catalog: Catalog, readLimits: ReadLimits): RemoteMedia {
+/**
+ * `readLimits`: the read buckets every remote provider built here takes its turn from (the process's, read-limit.ts);
+ * `deployments`: where the routed models' deployments are registered (the app's or the worker's, read by /metrics).
+ */
+export function createRemoteMedia(config: Config, catalog: Catalog, readLimits: ReadLimits, deployments: Deployments): RemoteMedia {
   for (const descriptor of REMOTE_PROVIDERS) {
     for (const [variable, mapping] of descriptor.mappings?.(config) ?? []) {
       for (const id of Object.keys(mapping)) if (!catalog.find(id)) throw new Error(`${variable} names ${id}, which is not in the catalog`);
@@ -85,7 +89,7 @@ export function createRemoteMedia(config: Config, catalog: Catalog, readLimits: 
     if (model.kind === 'text') continue;
     const where = `catalog model ${model.id}`;
     // Several upstreams: each deployment one provider, composed by the routing layer.
-    const routed = routedMediaProvider(model, { config, catalog, common, where }, REMOTE_PROVIDERS, checkModel);
+    const routed = routedMediaProvider(model, { config, catalog, common, where }, REMOTE_PROVIDERS, checkModel, deployments);
     if (routed) {
       byModel[model.id] = routed;
       continue;

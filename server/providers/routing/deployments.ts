@@ -11,7 +11,7 @@
  */
 import type { Config } from '../../config.ts';
 import { Breaker, type BreakerState, type DeploymentStats } from './breaker.ts';
-import { sharingOf } from './shared.ts';
+import { SharedBreakers } from './shared.ts';
 
 /** One `deployments:` item as the catalog gives it, checked. */
 export interface DeploymentEntry {
@@ -184,31 +184,40 @@ export interface DeploymentView {
   stats: DeploymentStats;
 }
 
-/** The deployments of every routed model in this process, by catalog model (read by /metrics). */
-const routed = new Map<string, Array<Deployment<unknown>>>();
+/**
+ * The deployments of every routed model of one app (or one `gemforge worker`),
+ * with their breakers' shared state: built by the composition root and handed
+ * to the providers it builds (which register here), to the breaker sharing
+ * (server.ts `shareBreakerState`) and to /metrics, which reads `views()`.
+ */
+export class Deployments {
+  /** The breakers' state shared with other processes (shared.ts). */
+  readonly shared = new SharedBreakers();
+  private readonly routed = new Map<string, Array<Deployment<unknown>>>();
 
-/** Registers a model's deployments for /metrics (a later registration of the same model replaces it). */
-export function registerDeployments<P>(model: string, deployments: Array<Deployment<P>>): void {
-  routed.set(model, deployments);
-  // Each breaker joins the state shared between processes (shared.ts), read and written once sharing starts.
-  for (const d of deployments) d.breaker.sharing = sharingOf(model, d.id);
-}
+  /** Registers a model's deployments (a later registration of the same model replaces it). */
+  register<P>(model: string, deployments: Array<Deployment<P>>): void {
+    this.routed.set(model, deployments);
+    // Each breaker joins the state shared between processes (shared.ts), read and written once sharing starts.
+    for (const d of deployments) d.breaker.sharing = this.shared.sharingOf(model, d.id);
+  }
 
-/** Every registered deployment, as shown to operators. */
-export function deploymentViews(): DeploymentView[] {
-  return [...routed].flatMap(([model, list]) =>
-    list.map((d) => {
-      const until = d.breaker.sharing?.openUntil();
-      return {
-        model,
-        deployment: d.id,
-        provider: d.provider,
-        priority: d.priority,
-        weight: d.weight,
-        state: d.breaker.sharedState(),
-        ...(until !== undefined && { sharedOpenUntil: new Date(until).toISOString() }),
-        stats: { ...d.breaker.stats },
-      };
-    }),
-  );
+  /** Every registered deployment, as shown to operators. */
+  views(): DeploymentView[] {
+    return [...this.routed].flatMap(([model, list]) =>
+      list.map((d) => {
+        const until = d.breaker.sharing?.openUntil();
+        return {
+          model,
+          deployment: d.id,
+          provider: d.provider,
+          priority: d.priority,
+          weight: d.weight,
+          state: d.breaker.sharedState(),
+          ...(until !== undefined && { sharedOpenUntil: new Date(until).toISOString() }),
+          stats: { ...d.breaker.stats },
+        };
+      }),
+    );
+  }
 }

@@ -36,9 +36,9 @@ import {
   deploymentsOf,
   nextOf,
   parseDeployments,
-  registerDeployments,
   tryOrder,
   type Deployment,
+  type Deployments,
 } from './deployments.ts';
 
 /** Whether a slot's failed attempt certainly did nothing upstream (so the next deployment may be asked). */
@@ -177,12 +177,14 @@ export class RoutedMediaProvider implements MediaProvider {
  * The routed provider of a media model whose catalog entry lists deployments;
  * undefined for one that lists none. Each deployment is checked as a model
  * naming that provider would be (its kind, its settings), naming the model.
+ * Its deployments are registered in `registry` (the app's or the worker's).
  */
 export function routedMediaProvider(
   model: CatalogModel,
   context: { config: Config; catalog: Catalog; common: CommonRemoteOptions; where: string },
   providers: readonly RemoteProviderDescriptor[],
   check: (descriptor: RemoteProviderDescriptor, model: CatalogModel, where: string) => void,
+  registry: Deployments,
 ): RoutedMediaProvider | undefined {
   const { config, where } = context;
   const usable = providers.filter((d) => d.deployment);
@@ -204,6 +206,6 @@ export function routedMediaProvider(
     },
     () => breakerOf(config),
   );
-  registerDeployments(model.id, deployments);
+  registry.register(model.id, deployments);
   return new RoutedMediaProvider(deployments);
 }

@@ -23,10 +23,10 @@ import {
   deploymentsOf,
   nextOf,
   parseDeployments,
-  registerDeployments,
   retryAfterSecondsOf,
   tryOrder,
   type Deployment,
+  type Deployments,
 } from './deployments.ts';
 
 /** The text providers a deployment may name. */
@@ -118,9 +118,9 @@ export class RoutedTextProvider implements TextProvider {
  * The routed provider of a text model whose catalog entry lists deployments;
  * undefined for one that lists none. A deployment's URL defaults to
  * TEXT_UPSTREAM_URL and its key to TEXT_UPSTREAM_API_KEY; its upstream model
- * must be named.
+ * must be named. Its deployments are registered in `registry` (the app's).
  */
-export function routedTextProvider(model: CatalogModel, config: Config): RoutedTextProvider | undefined {
+export function routedTextProvider(model: CatalogModel, config: Config, registry: Deployments): RoutedTextProvider | undefined {
   const where = `catalog model ${model.id}`;
   const entries = parseDeployments(model.deploymentsEntry, config.upstreamKeys, TEXT_DEPLOYMENT_PROVIDERS, where);
   if (!entries) return undefined;
@@ -135,6 +135,6 @@ export function routedTextProvider(model: CatalogModel, config: Config): RoutedT
     },
     () => breakerOf(config),
   );
-  registerDeployments(model.id, deployments);
+  registry.register(model.id, deployments);
   return new RoutedTextProvider(model.id, deployments);
 }

@@ -6,6 +6,7 @@
  */
 import type { Config } from '../../config.ts';
 import type { Catalog } from '../../domain/catalog.ts';
+import type { Deployments } from '../routing/deployments.ts';
 import { routedTextProvider } from '../routing/text.ts';
 import { upstreamSecrets } from '../redact.ts';
 import { LocalTextProvider } from './local.ts';
@@ -14,7 +15,8 @@ import type { TextProvider, TextProviders } from './types.ts';
 
 export * from './types.ts';
 
-export function createTextProviders(config: Config, catalog?: Catalog): TextProviders {
+/** `deployments`: where the routed models' deployments are registered (the app's, read by /metrics). */
+export function createTextProviders(config: Config, catalog: Catalog | undefined, deployments: Deployments): TextProviders {
   const local = new LocalTextProvider({ delayMs: config.textStreamDelayMs });
   const upstream = config.textUpstreamUrl
     ? new UpstreamTextProvider({ url: config.textUpstreamUrl, apiKey: config.textUpstreamApiKey, secrets: upstreamSecrets(config) })
@@ -22,7 +24,7 @@ export function createTextProviders(config: Config, catalog?: Catalog): TextProv
   // Built once, at start: a broken deployments list stops the start naming the model.
   const routed = new Map<string, TextProvider>();
   for (const model of catalog?.models ?? []) {
-    const provider = model.kind === 'text' ? routedTextProvider(model, config) : undefined;
+    const provider = model.kind === 'text' ? routedTextProvider(model, config, deployments) : undefined;
     if (provider) routed.set(model.id, provider);
   }
   return (id) => {
