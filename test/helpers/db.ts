@@ -3,11 +3,11 @@
  * (SQLite in the dir, or its own Postgres database under TEST_DATABASE_URL).
  */
 import fs from 'node:fs';
-import { openDb, type Db } from '../../server/storage/db.ts';
+import { openDb, sqliteFile, type Db } from '../../server/storage/db.ts';
 import * as accounts from '../../server/domain/accounts.ts';
 import type { Clock } from '../../server/domain/clock.ts';
 import { tempDataDir } from './server.ts';
-import { dbOptionsFor, dropDatabaseFor } from './database.ts';
+import { dbOptionsFor, dropDatabaseFor, TEST_DATABASE_URL } from './database.ts';
 
 export interface TestDb {
   db: Db;
@@ -15,7 +15,29 @@ export interface TestDb {
   close(): Promise<void>;
 }
 
-export async function openTestDb(dir = tempDataDir()): Promise<TestDb> {
+/**
+ * A SQLite file migrated once per test process: a fresh database is a copy of
+ * it, since migrating one takes a few times as long as copying it, and property
+ * tests open one per run. Each is still a database nothing has touched but
+ * the migrations (the migrations themselves run fresh in every server test).
+ */
+let migrated: Promise<string> | undefined;
+
+function migratedSqlite(): Promise<string> {
+  migrated ??= (async () => {
+    const dir = tempDataDir();
+    process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+    const db = await openDb({ dataDir: dir });
+    await db.destroy(); // its write-ahead log checkpointed into the file
+    return sqliteFile(dir);
+  })();
+  return migrated;
+}
+
+/** A migrated database of its own, in `dir` (default: a new temp dir, whose SQLite database starts as a copy of the migrated one). */
+export async function openTestDb(given?: string): Promise<TestDb> {
+  const dir = given ?? tempDataDir();
+  if (given === undefined && !TEST_DATABASE_URL) fs.copyFileSync(await migratedSqlite(), sqliteFile(dir));
   const db = await openDb(await dbOptionsFor(dir));
   return {
     db,
