@@ -3,7 +3,9 @@
  * worker an entry point beside the routes; http/ (the middleware the wiring
  * builds the app from) below the routers; providers below the domain, reaching
  * files only through the tools they are given; config.ts below everything that
- * reads it. Read off the sources' imports, so a change that breaks a rule fails
+ * reads it; media/ (ffmpeg, sharp, probing, voice activity) below all of them;
+ * console-page/ apart (a browser script). Every folder of server/ is one of
+ * these rooms. Read off the sources' imports, so a change that breaks a rule fails
  * here naming the file and the import, not in a review months later. Type-only
  * imports are not dependencies at run time and are allowed (a route may name
  * `Db`), except where a rule says otherwise.
@@ -97,6 +99,32 @@ describe('layers', () => {
   it('when config.ts is read, then it imports nothing of the floors above it (domain, http, routes, storage, providers, worker), not even for a type', () => {
     assert.deepEqual(
       anyViolations(['config.ts'], (i) => !/^(domain|http|routes|storage|providers|worker|cli)\//.test(i) && !ROOT_FILES.test(i) && i !== 'deps.ts'),
+      [],
+    );
+  });
+
+  it('when media/ is read, then it imports nothing of the floors above it (domain, http, routes, storage, providers, worker): the media tools serve them all', () => {
+    assert.deepEqual(
+      violations('media', (i) => !/^(domain|http|routes|storage|providers|worker|cli|console-page)\//.test(i) && !ROOT_FILES.test(i)),
+      [],
+    );
+  });
+
+  it("when console-page/ is read, then at run time it imports no server code outside its folder (the page's script is bundled for the browser; its build names the router's type only)", () => {
+    assert.deepEqual(
+      violations('console-page', (i) => !/^(domain|http|routes|storage|providers|worker|cli|media)\//.test(i) && !/^[\w-]+\.ts$/.test(i)),
+      [],
+    );
+  });
+
+  it('when server/ is read, then every folder with code is a room one of these rules reads (a new room needs its rule)', () => {
+    const ruled = ['routes', 'worker', 'storage', 'domain', 'http', 'providers', 'media', 'console-page', 'cli'];
+    const rooms = fs
+      .readdirSync(SERVER, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && sources(e.name).length > 0)
+      .map((e) => e.name);
+    assert.deepEqual(
+      rooms.filter((room) => !ruled.includes(room)),
       [],
     );
   });
