@@ -22,6 +22,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { PARSED_YAML_DIR, parsedYamlName } from '../yaml-file.ts';
+import { STRICT_FORMATS } from './formats.ts';
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
 interface PathToRegexpModule {
@@ -140,6 +141,12 @@ function validatorVersion(): string {
   return (fromValidator()('../package.json') as { version: string }).version;
 }
 
+/**
+ * The note's text: the installed validator's version, and what the build ran
+ * (a note of an earlier build, which only checked the schema, does not count).
+ */
+const checkedNote = () => `${validatorVersion()} checked, preprocessing compiled`;
+
 /** Where the build notes that a contract's text passed the validator's own check (beside its parsed copy). */
 const checkedMark = (text: string) => path.join(PARSED_YAML_DIR, `${parsedYamlName(text)}.checked`);
 
@@ -155,17 +162,44 @@ export async function checkContractAtBuild(text: string, doc: { openapi: string 
   const { OpenAPISchemaValidator } = validatorsSchemaValidatorModule();
   const bundled = await refParser.bundle(structuredClone(doc));
   if (new OpenAPISchemaValidator({ version: doc.openapi, validateApiSpec: true }).validate(bundled).errors.length > 0) return false;
+  if (!preprocessesAtBuild(bundled)) return false;
   // Written whole, then renamed, as the parsed copies are (a starting server never reads half a note).
   const tmp = `${checkedMark(text)}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, validatorVersion());
+  fs.writeFileSync(tmp, checkedNote());
   fs.renameSync(tmp, checkedMark(text));
   return true;
+}
+
+/**
+ * Whether the validator's own preprocessing of the bundled contract runs with
+ * every component schema compiled, as it ran at each start before
+ * preprocessWithoutCompiling: a schema that cannot compile then fails here, and
+ * its contract gets no note (the start compiles, and refuses, as before).
+ */
+function preprocessesAtBuild(bundled: unknown): boolean {
+  const { AjvOptions } = fromValidator()('./framework/ajv/options.js') as { AjvOptions: new (options: unknown) => { preprocessor: unknown } };
+  // Preprocessing edits these after compiling a discriminator's branches: their validators are then compiled at start as before.
+  if (/"(?:readOnly|writeOnly)":/.test(JSON.stringify(bundled))) return false;
+  const doc = structuredClone(bundled) as { components?: { schemas?: Record<string, unknown> } };
+  // The options app.ts gives the validator, as far as preprocessing reads them (formats; no serializers).
+  const ajvOptions = new AjvOptions({ serDes: [], validateFormats: true, ajvFormats: { mode: 'fast' }, formats: STRICT_FORMATS }).preprocessor;
+  compileEverything = true;
+  try {
+    const preprocessor = new (validatorsSchemaPreprocessor())(doc, ajvOptions, false);
+    for (const id of Object.keys(doc.components?.schemas ?? {})) preprocessor.ajv.getSchema(`#/components/schemas/${id}`);
+    preprocessor.preProcess();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    compileEverything = false;
+  }
 }
 
 /** Whether the contract in `file`, as it reads now, passed the build's check (checkContractAtBuild) with the installed validator. */
 export function contractCheckedByBuild(file: string): boolean {
   try {
-    return fs.readFileSync(checkedMark(fs.readFileSync(file, 'utf8')), 'utf8') === validatorVersion();
+    return fs.readFileSync(checkedMark(fs.readFileSync(file, 'utf8')), 'utf8') === checkedNote();
   } catch {
     return false;
   }
@@ -193,4 +227,109 @@ export function skipUnusedSchemaValidator(): void {
     };
   } as unknown as SchemaValidatorClass;
   mod.OpenAPISchemaValidator = Object.assign(Lazy, { lazy: true as const });
+}
+
+interface RegisteredSchema {
+  schema: unknown;
+}
+type Validate = ((this: unknown, ...args: unknown[]) => boolean) & { errors?: unknown };
+interface Preprocessor {
+  ajv: {
+    schemas: Record<string, RegisteredSchema | string | undefined>;
+    refs: Record<string, RegisteredSchema | string | undefined>;
+    compile(schema: unknown): Validate;
+    getSchema(ref: string): Validate | undefined;
+  };
+  resolvedSchemaCache: Map<string, unknown>;
+}
+type ResolveSchema = ((this: Preprocessor, schema: unknown) => unknown) & { withoutCompiling?: true };
+type PreProcess = (this: Preprocessor) => unknown;
+type PreprocessorClass = {
+  new (doc: unknown, ajvOptions: unknown, validateResponses: unknown): Preprocessor & { preProcess(): unknown };
+  prototype: { resolveSchema: ResolveSchema; preProcess: PreProcess };
+};
+
+/** The validator's contract preprocessor class (its own dist file). */
+export function validatorsSchemaPreprocessor(): PreprocessorClass {
+  return (fromValidator()('./middlewares/parsers/schema.preprocessor.js') as { SchemaPreprocessor: PreprocessorClass }).SchemaPreprocessor;
+}
+
+/** The schema Ajv holds under `ref` (following its aliases), without compiling it; undefined where Ajv would have to resolve it. */
+function registeredSchema(ajv: Preprocessor['ajv'], ref: string): RegisteredSchema | undefined {
+  // Ajv normalizes a key by dropping a trailing `#` or `#/`: such refs go the library's way.
+  for (let key = ref, hops = 0; hops < 8 && !/#\/?$/.test(key); hops++) {
+    const found = ajv.schemas[key] ?? ajv.refs[key];
+    if (typeof found === 'string') key = found;
+    else return found && typeof found === 'object' && 'schema' in found ? found : undefined;
+  }
+  return undefined;
+}
+
+/** A validator that compiles `schema` with `compile` at its first call, then is that validator (its `errors` copied after each call). */
+function compiledAtFirstCall(compile: (schema: unknown) => Validate, schema: unknown): Validate {
+  let compiled: Validate | undefined;
+  const validate: Validate = function (this: unknown, ...args: unknown[]) {
+    compiled ??= compile(schema);
+    const valid = compiled.apply(this, args);
+    validate.errors = compiled.errors;
+    return valid;
+  };
+  validate.errors = null;
+  return validate;
+}
+
+/** Set while the build preprocesses a contract the library's own way (preprocessesAtBuild), in a process that may have the fast way installed. */
+let compileEverything = false;
+
+/**
+ * express-openapi-validator (5.6) preprocesses the contract once, at the first
+ * request (`SchemaPreprocessor.preProcess`), and compiled about a sixth of a
+ * start's CPU there, none of it needed by that request:
+ *
+ * - each `$ref` it meets is resolved with `ajv.getSchema(ref).schema`: Ajv
+ *   compiles a validator for every component schema only for its `.schema`, the
+ *   object it was registered with, and the validator is thrown away (requests
+ *   are validated by another Ajv). For a ref Ajv holds (every
+ *   `#/components/schemas/…`) the registered object is now returned directly,
+ *   the same object `getSchema(ref).schema` is; any other ref goes the library's way;
+ * - each branch of a `oneOf` with a discriminator gets its validator compiled
+ *   there (the media audio envelope's): compiled now at its first call, by the
+ *   same Ajv, from the same schema copy. Preprocessing edits schemas after that
+ *   point only for readOnly/writeOnly properties and serializer formats; the
+ *   build grants a contract with either no note (preprocessesAtBuild), and
+ *   app.ts gives no serializers.
+ *
+ * What compiling there also did is refuse a schema that cannot compile (a
+ * missing ref, a broken pattern) before any request: this is installed only for
+ * a contract the build preprocessed with everything compiled
+ * (checkContractAtBuild). Idempotent.
+ */
+export function preprocessWithoutCompiling(): void {
+  const proto = validatorsSchemaPreprocessor().prototype;
+  if (proto.resolveSchema.withoutCompiling) return;
+  const resolve = proto.resolveSchema;
+  const fast: ResolveSchema = function (this: Preprocessor, schema) {
+    const ref = (schema as { $ref?: unknown } | null | undefined)?.$ref;
+    if (!compileEverything && typeof ref === 'string' && !this.resolvedSchemaCache.has(ref)) {
+      const registered = registeredSchema(this.ajv, ref);
+      if (registered) {
+        this.resolvedSchemaCache.set(ref, registered.schema);
+        return registered.schema;
+      }
+    }
+    return resolve.call(this, schema);
+  };
+  proto.resolveSchema = Object.assign(fast, { withoutCompiling: true as const });
+  const preProcess = proto.preProcess;
+  proto.preProcess = function (this: Preprocessor) {
+    if (compileEverything) return preProcess.call(this);
+    // Only the discriminator step calls this Ajv's compile during preprocessing (and nothing after it).
+    const compile = this.ajv.compile.bind(this.ajv);
+    this.ajv.compile = (schema) => compiledAtFirstCall(compile, schema);
+    try {
+      return preProcess.call(this);
+    } finally {
+      delete (this.ajv as Partial<Preprocessor['ajv']>).compile;
+    }
+  };
 }
