@@ -21,7 +21,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
+import { createRequire, isBuiltin } from 'node:module';
 import { isDeepStrictEqual } from 'node:util';
 import { build, type Plugin } from 'esbuild';
 import { bundleConsoleScript } from '../server/console-page/build.ts';
@@ -110,6 +110,43 @@ export const { ${plain.join(', ')} } = m;
   },
 };
 
+/**
+ * Packages bundled into dist/app rather than loaded from node_modules at run
+ * time, with every package they import. knex requires about 330 files (250 of
+ * them lodash's one-function modules) and obscenity 29: each one resolved
+ * (stat calls, realpath, its package.json read), read and wrapped by Node's
+ * CommonJS loader at each start; bundled they are parts of one chunk
+ * (docs/performance.md, Start-up and memory). Neither is patched where it lies:
+ * the knex adapter (server/storage/engine/knex-adapter.ts) imports knex's own
+ * SQLite dialect, bundled beside it, and changes instances, not modules.
+ * express, express-openapi-validator and their dependencies stay in
+ * node_modules: validator-routes.ts patches the validator's own files there, and
+ * the validator requires express. pino stays too (its transports start threads
+ * on its own files).
+ */
+const BUNDLED_PACKAGES = new Set(['knex', 'obscenity']);
+/** Never bundled, even where a bundled package asks: native modules and database drivers (knex's dialects require theirs at first use). */
+const NEVER_BUNDLED = new Set(['sqlite3', 'better-sqlite3', 'pg', 'pg-native', 'pg-query-stream', 'mysql', 'mysql2', 'mariadb', 'oracledb', 'tedious']);
+
+/** Which packages are bundled (BUNDLED_PACKAGES and what they import), the others left to node_modules. */
+export const bundledPackages: Plugin = {
+  name: 'gemforge-bundled-packages',
+  setup(b) {
+    // A bare specifier: a package (or one of its files), or a Node builtin.
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith('node:') || isBuiltin(args.path)) return { path: args.path, external: true };
+      const name = args.path
+        .split('/')
+        .slice(0, args.path.startsWith('@') ? 2 : 1)
+        .join('/');
+      // Files of node_modules reach the build only through a bundled package: what they import is bundled too.
+      const fromBundled = args.importer.includes(`${path.sep}node_modules${path.sep}`);
+      if ((BUNDLED_PACKAGES.has(name) || fromBundled) && !NEVER_BUNDLED.has(name)) return undefined;
+      return { path: args.path, external: true };
+    });
+  },
+};
+
 /** In every output file: the repository root (two levels above dist/app) and the helpers the rewrite calls. */
 const BANNER = [
   "import { join as __gfJoin } from 'node:path';",
@@ -117,6 +154,9 @@ const BANNER = [
   "const __gfRoot = __gfJoin(import.meta.dirname, '..', '..');",
   'const __gfSource = (rel) => __gfJoin(__gfRoot, rel);',
   'const __gfSourceUrl = (rel) => __gfFileUrl(__gfJoin(__gfRoot, rel)).href;',
+  // The bundled CommonJS packages' require (of Node builtins, the drivers left in node_modules): esbuild's shim calls it.
+  "import { createRequire as __gfCreateRequireForBundled } from 'node:module';",
+  'const require = __gfCreateRequireForBundled(import.meta.url);',
 ].join('\n');
 
 /** The YAML files of the tree (the contracts, the catalogs) parsed into dist/yaml, named by their text's hash (server/yaml-file.ts). */
@@ -147,6 +187,12 @@ async function parseYamlFiles(): Promise<void> {
   }
 }
 
+/** The package.json of the node_modules package a bundled file belongs to, or undefined for a repository file. */
+function packageJsonOf(file: string): string | undefined {
+  const m = /^(.*[/\\]node_modules[/\\](?:@[^/\\]+[/\\])?[^/\\]+)[/\\]/.exec(file);
+  return m ? path.join(m[1]!, 'package.json') : undefined;
+}
+
 /** Builds dist/app; returns every file read (paths relative to the root) for dist/build.json. */
 export async function buildDist(): Promise<string[]> {
   await parseYamlFiles();
@@ -173,14 +219,13 @@ export async function buildDist(): Promise<string[]> {
       platform: 'node',
       format: 'esm',
       target: 'node24',
-      packages: 'external',
       // Names and line numbers stay readable in stack traces and profiles; the size saved by minifying is not worth them.
       sourcemap: 'linked',
       metafile: true,
       logLevel: 'warning',
       banner: { js: BANNER },
       define: { __GEMFORGE_COMPILED__: 'true', __GEMFORGE_CONSOLE_JS__: JSON.stringify(consoleScript.js) },
-      plugins: [builtinsByRequire, sourceLocations],
+      plugins: [builtinsByRequire, bundledPackages, sourceLocations],
     });
     // Concurrent builds (two `npm start`s on a stale tree) write the same files: renames keep each one whole.
     fs.mkdirSync(OUT, { recursive: true });
@@ -189,10 +234,10 @@ export async function buildDist(): Promise<string[]> {
     // Chunks of earlier builds (their names carry a content hash) are no longer imported.
     for (const name of fs.readdirSync(OUT)) if (!written.has(name)) fs.rmSync(path.join(OUT, name), { force: true });
     const inputs = [
-      // (The builtins' shims are not files.)
+      // (The builtins' shims are not files.) A bundled package counts by its package.json (its version): a start stats each input.
       ...Object.keys(result.metafile.inputs)
         .filter((f) => !f.startsWith('gemforge-builtin:'))
-        .map((f) => path.resolve(ROOT, f)),
+        .map((f) => packageJsonOf(path.resolve(ROOT, f)) ?? path.resolve(ROOT, f)),
       ...consoleScript.inputs,
       import.meta.filename,
       path.join(ROOT, 'scripts/dist.mjs'),
