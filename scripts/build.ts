@@ -147,6 +147,9 @@ export const bundledPackages: Plugin = {
   },
 };
 
+/** The bundled CommonJS packages' `require` (of Node builtins, of what stays in node_modules), which esbuild's shim calls. */
+export const REQUIRE_BANNER = "import { createRequire as __gfCreateRequireForBundled } from 'node:module';\nconst require = __gfCreateRequireForBundled(import.meta.url);";
+
 /** In every output file: the repository root (two levels above dist/app) and the helpers the rewrite calls. */
 const BANNER = [
   "import { join as __gfJoin } from 'node:path';",
@@ -154,9 +157,7 @@ const BANNER = [
   "const __gfRoot = __gfJoin(import.meta.dirname, '..', '..');",
   'const __gfSource = (rel) => __gfJoin(__gfRoot, rel);',
   'const __gfSourceUrl = (rel) => __gfFileUrl(__gfJoin(__gfRoot, rel)).href;',
-  // The bundled CommonJS packages' require (of Node builtins, the drivers left in node_modules): esbuild's shim calls it.
-  "import { createRequire as __gfCreateRequireForBundled } from 'node:module';",
-  'const require = __gfCreateRequireForBundled(import.meta.url);',
+  REQUIRE_BANNER,
 ].join('\n');
 
 /** The YAML files of the tree (the contracts, the catalogs) parsed into dist/yaml, named by their text's hash (server/yaml-file.ts). */
