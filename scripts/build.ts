@@ -112,26 +112,58 @@ export const { ${plain.join(', ')} } = m;
 
 /**
  * Packages bundled into dist/app rather than loaded from node_modules at run
- * time, with every package they import. knex requires about 330 files (250 of
- * them lodash's one-function modules) and obscenity 29: each one resolved
- * (stat calls, realpath, its package.json read), read and wrapped by Node's
- * CommonJS loader at each start; bundled they are parts of one chunk
- * (docs/performance.md, Start-up and memory). Neither is patched where it lies:
- * the knex adapter (server/storage/engine/knex-adapter.ts) imports knex's own
- * SQLite dialect, bundled beside it, and changes instances, not modules.
- * express, express-openapi-validator and their dependencies stay in
- * node_modules: validator-routes.ts patches the validator's own files there, and
- * the validator requires express. pino stays too (its transports start threads
- * on its own files).
+ * time, with every package they import. A start loaded about 860 files from
+ * node_modules: knex alone about 330 (250 of them lodash's one-function modules),
+ * express-openapi-validator about 350 (ajv 90), express 130, obscenity 29;
+ * Node's CommonJS loader resolved each one (stat calls, realpath, its
+ * package.json read), read and wrapped it, at every start. Bundled they are
+ * parts of a few chunks (docs/performance.md, Start-up and memory).
+ *
+ * What the server patches is patched in the bundle: the knex adapter
+ * (server/storage/engine/knex-adapter.ts) imports knex's SQLite dialect, bundled
+ * beside it, and changes instances; validator-routes.ts imports the validator's
+ * files it patches (and `path-to-regexp`, which the validator requires),
+ * so they are the bundled validator's own; the validator and the server share
+ * one bundled express. pino stays in node_modules (its transports start
+ * threads on its own files), as do native modules and what the first request
+ * never loads.
  */
-const BUNDLED_PACKAGES = new Set(['knex', 'obscenity']);
+const BUNDLED_PACKAGES = new Set(['knex', 'obscenity', 'express', 'express-openapi-validator', 'path-to-regexp']);
 /** Never bundled, even where a bundled package asks: native modules and database drivers (knex's dialects require theirs at first use). */
 const NEVER_BUNDLED = new Set(['sqlite3', 'better-sqlite3', 'pg', 'pg-native', 'pg-query-stream', 'mysql', 'mysql2', 'mariadb', 'oracledb', 'tedious']);
+
+/**
+ * `node:url` as the bundled packages get it: its legacy `parse` (and `resolve`,
+ * `resolveObject`, `format` of a string, which parse) without the deprecation
+ * warning (DEP0169) that Node prints only for callers outside node_modules, as
+ * the bundled packages now are (express's parseurl, the validator's parameter
+ * reshaping, the ref parser): what they do is unchanged, and stderr too.
+ */
+const LEGACY_URL = `const url = require('node:url');
+function parse(u, parseQueryString, slashesDenoteHost) {
+  if (u instanceof url.Url) return u;
+  const parsed = new url.Url();
+  parsed.parse(u, parseQueryString, slashesDenoteHost);
+  return parsed;
+}
+module.exports = {
+  ...url,
+  parse,
+  resolve: (source, relative) => parse(source, false, true).resolve(relative),
+  resolveObject: (source, relative) => (source ? parse(source, false, true).resolveObject(relative) : relative),
+  format: (u, options) => url.format(typeof u === 'string' ? parse(u) : u, options),
+};
+`;
 
 /** Which packages are bundled (BUNDLED_PACKAGES and what they import), the others left to node_modules. */
 export const bundledPackages: Plugin = {
   name: 'gemforge-bundled-packages',
   setup(b) {
+    b.onResolve({ filter: /^(node:)?url$/ }, (args) => {
+      if (args.namespace === 'gemforge-url' || !args.importer.includes(`${path.sep}node_modules${path.sep}`)) return undefined;
+      return { path: 'node:url', namespace: 'gemforge-url' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'gemforge-url' }, () => ({ contents: LEGACY_URL, loader: 'js' }));
     // A bare specifier: a package (or one of its files), or a Node builtin.
     b.onResolve({ filter: /^[^./]/ }, (args) => {
       if (args.path.startsWith('node:') || isBuiltin(args.path)) return { path: args.path, external: true };
@@ -237,7 +269,7 @@ export async function buildDist(): Promise<string[]> {
     const inputs = [
       // (The builtins' shims are not files.) A bundled package counts by its package.json (its version): a start stats each input.
       ...Object.keys(result.metafile.inputs)
-        .filter((f) => !f.startsWith('gemforge-builtin:'))
+        .filter((f) => !f.startsWith('gemforge-builtin:') && !f.startsWith('gemforge-url:'))
         .map((f) => packageJsonOf(path.resolve(ROOT, f)) ?? path.resolve(ROOT, f)),
       ...consoleScript.inputs,
       import.meta.filename,

@@ -21,6 +21,10 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import * as pathToRegexpImport from 'path-to-regexp';
+import * as mutatorImport from 'express-openapi-validator/dist/middlewares/parsers/req.parameter.mutator.js';
+import * as schemaValidatorImport from 'express-openapi-validator/dist/framework/openapi.schema.validator.js';
+import * as preprocessorImport from 'express-openapi-validator/dist/middlewares/parsers/schema.preprocessor.js';
 import { PARSED_YAML_DIR, parsedYamlName } from '../yaml-file.ts';
 import { STRICT_FORMATS } from './formats.ts';
 
@@ -31,12 +35,25 @@ interface PathToRegexpModule {
 
 const MAX_PATTERNS = 1000;
 
-/** `require` as express-openapi-validator's main file (dist/index.js) has it: its own dependencies, its own files. */
+/**
+ * `require` as express-openapi-validator's main file (dist/index.js) has it: its own dependencies, its own files.
+ * For what only the build reads; what a start patches is imported (below).
+ */
 const fromValidator = () => createRequire(createRequire(import.meta.url).resolve('express-openapi-validator'));
 
-/** The path-to-regexp module express-openapi-validator requires (its own resolution, not ours). */
+/**
+ * A CommonJS module's own exports object (what its `require` gives), from an
+ * import of it: a static import, so that the build, which bundles the validator
+ * (scripts/build.ts, BUNDLED_PACKAGES), bundles these very modules with it and
+ * the patches reach the copies the bundled validator runs; from the sources, Node
+ * gives the module its `require` gives (test/unit/borrowed-internals.test.ts
+ * checks that the validator resolves `path-to-regexp` to the file this one does).
+ */
+const exportsOf = <T>(imported: unknown): T => (imported as { default: T }).default;
+
+/** The path-to-regexp module express-openapi-validator requires. */
 export function validatorsPathToRegexp(): PathToRegexpModule {
-  return fromValidator()('path-to-regexp') as PathToRegexpModule;
+  return exportsOf<PathToRegexpModule>(pathToRegexpImport);
 }
 
 /** Makes the validator's route lookup reuse compiled path patterns. Idempotent. */
@@ -72,9 +89,9 @@ interface Mutator {
 }
 type MutatorClass = { prototype: Mutator & { modifyRequest: Mutator['modifyRequest'] & { fastPath?: true } } };
 
-/** The validator's request parameter mutator class (its own dist file: the package exports no subpaths). */
+/** The validator's request parameter mutator class (its own dist file: the package has no exports map, so its files can be imported). */
 export function validatorsParameterMutator(): MutatorClass {
-  return (fromValidator()('./middlewares/parsers/req.parameter.mutator.js') as { RequestParameterMutator: MutatorClass }).RequestParameterMutator;
+  return exportsOf<{ RequestParameterMutator: MutatorClass }>(mutatorImport).RequestParameterMutator;
 }
 
 const PRIMITIVES = new Set(['string', 'integer', 'number', 'boolean']);
@@ -133,7 +150,7 @@ interface SchemaValidatorModule {
 
 /** The validator's check of a contract against the OpenAPI schema (its own dist file). */
 function validatorsSchemaValidatorModule(): SchemaValidatorModule {
-  return fromValidator()('./framework/openapi.schema.validator.js') as SchemaValidatorModule;
+  return exportsOf<SchemaValidatorModule>(schemaValidatorImport);
 }
 
 /** The installed validator's version: a check the build made holds only for the version that made it. */
@@ -251,7 +268,7 @@ type PreprocessorClass = {
 
 /** The validator's contract preprocessor class (its own dist file). */
 export function validatorsSchemaPreprocessor(): PreprocessorClass {
-  return (fromValidator()('./middlewares/parsers/schema.preprocessor.js') as { SchemaPreprocessor: PreprocessorClass }).SchemaPreprocessor;
+  return exportsOf<{ SchemaPreprocessor: PreprocessorClass }>(preprocessorImport).SchemaPreprocessor;
 }
 
 /** The schema Ajv holds under `ref` (following its aliases), without compiling it; undefined where Ajv would have to resolve it. */

@@ -115,6 +115,10 @@ describe('borrowed internals', () => {
       typeof (fromValidator('path-to-regexp') as { pathToRegexp?: unknown }).pathToRegexp === 'function',
       'its own path-to-regexp with a pathToRegexp export',
     );
+    check(
+      fromValidator.resolve('path-to-regexp') === createRequire(path.join(ROOT, 'server/http/validator-routes.ts')).resolve('path-to-regexp'),
+      'its path-to-regexp the very file validator-routes.ts imports (the patch must reach the validator, bundled or not)',
+    );
     const metadata = fs.readFileSync(fromValidator.resolve('./middlewares/openapi.metadata.js'), 'utf8');
     check(
       /\(0, path_to_regexp_1\.pathToRegexp\)\(/.test(metadata),
