@@ -180,7 +180,8 @@ export const bundledPackages: Plugin = {
 };
 
 /** The bundled CommonJS packages' `require` (of Node builtins, of what stays in node_modules), which esbuild's shim calls. */
-export const REQUIRE_BANNER = "import { createRequire as __gfCreateRequireForBundled } from 'node:module';\nconst require = __gfCreateRequireForBundled(import.meta.url);";
+export const REQUIRE_BANNER =
+  "import { createRequire as __gfCreateRequireForBundled } from 'node:module';\nconst require = __gfCreateRequireForBundled(import.meta.url);";
 
 /** In every output file: the repository root (two levels above dist/app) and the helpers the rewrite calls. */
 const BANNER = [

@@ -151,7 +151,8 @@ describe('borrowed internals', () => {
       "the preprocessor's resolvedSchemaCache and Ajv, and resolveSchema taking getSchema(ref).schema (what preprocessWithoutCompiling looks up instead)",
     );
     check(
-      (preprocessorSource.match(/this\.ajv\.compile\(/g) ?? []).length === 1 && /validators\[option\] =\s*this\.ajv\.compile\(newSchema\)/.test(preprocessorSource),
+      (preprocessorSource.match(/this\.ajv\.compile\(/g) ?? []).length === 1 &&
+        /validators\[option\] =\s*this\.ajv\.compile\(newSchema\)/.test(preprocessorSource),
       "the preprocessor compiling with its Ajv only a discriminator's branch validators (what preprocessWithoutCompiling compiles at their first call)",
     );
     check(
@@ -168,7 +169,7 @@ describe('borrowed internals', () => {
     const held = (ajv?.schemas as Record<string, { schema?: unknown; validate?: unknown }> | undefined)?.['#/components/schemas/A'];
     check(
       held !== undefined && (held.schema as { type?: string }).type === 'string' && held.validate === undefined && typeof ajv?.refs === 'object',
-      "Ajv holding each component schema, uncompiled, in .schemas under its ref (and others in .refs)",
+      'Ajv holding each component schema, uncompiled, in .schemas under its ref (and others in .refs)',
     );
     check(
       fs.existsSync(fromValidator.resolve('@apidevtools/json-schema-ref-parser')),
