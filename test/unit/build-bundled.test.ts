@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { build } from 'esbuild';
-import { bundledPackages, builtinsByRequire, REQUIRE_BANNER } from '../../scripts/build.ts';
+import { bundledPackages, builtinsByRequire, NODE_BUNDLE, REQUIRE_BANNER } from '../../scripts/build.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 // Inside the tree (dist/ is ignored), so that what stays external resolves from node_modules as in dist/app.
@@ -55,10 +55,7 @@ describe('packages bundled by the build', () => {
     const result = await build({
       entryPoints: [path.join(dir, 'entry.ts')],
       outfile: path.join(dir, 'out.mjs'),
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node24',
+      ...NODE_BUNDLE,
       logLevel: 'silent',
       metafile: true,
       banner: { js: REQUIRE_BANNER },
