@@ -200,16 +200,17 @@ function preprocessesAtBuild(bundled: unknown): boolean {
   const doc = structuredClone(bundled) as { components?: { schemas?: Record<string, unknown> } };
   // The options app.ts gives the validator, as far as preprocessing reads them (formats; no serializers).
   const ajvOptions = new AjvOptions({ serDes: [], validateFormats: true, ajvFormats: { mode: 'fast' }, formats: STRICT_FORMATS }).preprocessor;
-  compileEverything = true;
   try {
-    const preprocessor = new (validatorsSchemaPreprocessor())(doc, ajvOptions, false);
+    const Preprocessor = validatorsSchemaPreprocessor();
+    const preprocessor = new Preprocessor(doc, ajvOptions, false);
+    // The library's own methods, also in a process where preprocessWithoutCompiling is installed (tests build in-process).
+    const { resolveSchema, preProcess } = Preprocessor.prototype;
+    Object.assign(preprocessor, { resolveSchema: resolveSchema.library ?? resolveSchema });
     for (const id of Object.keys(doc.components?.schemas ?? {})) preprocessor.ajv.getSchema(`#/components/schemas/${id}`);
-    preprocessor.preProcess();
+    (preProcess.library ?? preProcess).call(preprocessor);
     return true;
   } catch {
     return false;
-  } finally {
-    compileEverything = false;
   }
 }
 
@@ -259,8 +260,9 @@ interface Preprocessor {
   };
   resolvedSchemaCache: Map<string, unknown>;
 }
-type ResolveSchema = ((this: Preprocessor, schema: unknown) => unknown) & { withoutCompiling?: true };
-type PreProcess = (this: Preprocessor) => unknown;
+/** The patched methods keep the library's own under `library` (the build preprocesses with those: preprocessesAtBuild). */
+type ResolveSchema = ((this: Preprocessor, schema: unknown) => unknown) & { withoutCompiling?: true; library?: ResolveSchema };
+type PreProcess = ((this: Preprocessor) => unknown) & { library?: PreProcess };
 type PreprocessorClass = {
   new (doc: unknown, ajvOptions: unknown, validateResponses: unknown): Preprocessor & { preProcess(): unknown };
   prototype: { resolveSchema: ResolveSchema; preProcess: PreProcess };
@@ -295,9 +297,6 @@ function compiledAtFirstCall(compile: (schema: unknown) => Validate, schema: unk
   return validate;
 }
 
-/** Set while the build preprocesses a contract the library's own way (preprocessesAtBuild), in a process that may have the fast way installed. */
-let compileEverything = false;
-
 /**
  * express-openapi-validator (5.6) preprocesses the contract once, at the first
  * request (`SchemaPreprocessor.preProcess`), and compiled about a sixth of a
@@ -327,7 +326,7 @@ export function preprocessWithoutCompiling(): void {
   const resolve = proto.resolveSchema;
   const fast: ResolveSchema = function (this: Preprocessor, schema) {
     const ref = (schema as { $ref?: unknown } | null | undefined)?.$ref;
-    if (!compileEverything && typeof ref === 'string' && !this.resolvedSchemaCache.has(ref)) {
+    if (typeof ref === 'string' && !this.resolvedSchemaCache.has(ref)) {
       const registered = registeredSchema(this.ajv, ref);
       if (registered) {
         this.resolvedSchemaCache.set(ref, registered.schema);
@@ -336,10 +335,9 @@ export function preprocessWithoutCompiling(): void {
     }
     return resolve.call(this, schema);
   };
-  proto.resolveSchema = Object.assign(fast, { withoutCompiling: true as const });
+  proto.resolveSchema = Object.assign(fast, { withoutCompiling: true as const, library: resolve });
   const preProcess = proto.preProcess;
-  proto.preProcess = function (this: Preprocessor) {
-    if (compileEverything) return preProcess.call(this);
+  const lazy: PreProcess = function (this: Preprocessor) {
     // Only the discriminator step calls this Ajv's compile during preprocessing (and nothing after it).
     const compile = this.ajv.compile.bind(this.ajv);
     this.ajv.compile = (schema) => compiledAtFirstCall(compile, schema);
@@ -349,4 +347,5 @@ export function preprocessWithoutCompiling(): void {
       delete (this.ajv as Partial<Preprocessor['ajv']>).compile;
     }
   };
+  proto.preProcess = Object.assign(lazy, { library: preProcess });
 }
