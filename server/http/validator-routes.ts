@@ -1,7 +1,8 @@
 /**
  * Every use of express-openapi-validator's internals (docs/development.md,
- * Borrowed internals): the route patterns and parameter reshaping below, and the
- * contract's OpenAPI-schema check made by the build (skipUnusedSchemaValidator).
+ * Borrowed internals): the route patterns and parameter reshaping below, the
+ * contract's OpenAPI-schema check made by the build (skipUnusedSchemaValidator),
+ * and its preprocessing without compiling (preprocessWithoutCompiling).
  *
  * express-openapi-validator (5.6) finds a request's operation by compiling
  * every documented path to a regular expression with path-to-regexp — on every
