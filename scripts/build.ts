@@ -21,7 +21,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
+import { createRequire, isBuiltin } from 'node:module';
 import { isDeepStrictEqual } from 'node:util';
 import { build, type Plugin } from 'esbuild';
 import { bundleConsoleScript } from '../server/console-page/build.ts';
@@ -110,6 +110,79 @@ export const { ${plain.join(', ')} } = m;
   },
 };
 
+/**
+ * Packages bundled into dist/app rather than loaded from node_modules at run
+ * time, with every package they import. A start loaded about 860 files from
+ * node_modules: knex alone about 330 (250 of them lodash's one-function modules),
+ * express-openapi-validator about 350 (ajv 90), express 130, obscenity 29;
+ * Node's CommonJS loader resolved each one (stat calls, realpath, its
+ * package.json read), read and wrapped it, at every start. Bundled they are
+ * parts of a few chunks (docs/performance.md, Start-up and memory).
+ *
+ * What the server patches is patched in the bundle: the knex adapter
+ * (server/storage/engine/knex-adapter.ts) imports knex's SQLite dialect, bundled
+ * beside it, and changes instances; validator-routes.ts imports the validator's
+ * files it patches (and `path-to-regexp`, which the validator requires),
+ * so they are the bundled validator's own; the validator and the server share
+ * one bundled express. pino stays in node_modules (its transports start
+ * threads on its own files), as do native modules and what the first request
+ * never loads.
+ */
+const BUNDLED_PACKAGES = new Set(['knex', 'obscenity', 'express', 'express-openapi-validator', 'path-to-regexp']);
+/** Never bundled, even where a bundled package asks: native modules and database drivers (knex's dialects require theirs at first use). */
+const NEVER_BUNDLED = new Set(['sqlite3', 'better-sqlite3', 'pg', 'pg-native', 'pg-query-stream', 'mysql', 'mysql2', 'mariadb', 'oracledb', 'tedious']);
+
+/**
+ * `node:url` as the bundled packages get it: its legacy `parse` (and `resolve`,
+ * `resolveObject`, `format` of a string, which parse) without the deprecation
+ * warning (DEP0169) that Node prints only for callers outside node_modules, as
+ * the bundled packages now are (express's parseurl, the validator's parameter
+ * reshaping, the ref parser): what they do is unchanged, and stderr too.
+ */
+const LEGACY_URL = `const url = require('node:url');
+function parse(u, parseQueryString, slashesDenoteHost) {
+  if (u instanceof url.Url) return u;
+  const parsed = new url.Url();
+  parsed.parse(u, parseQueryString, slashesDenoteHost);
+  return parsed;
+}
+module.exports = {
+  ...url,
+  parse,
+  resolve: (source, relative) => parse(source, false, true).resolve(relative),
+  resolveObject: (source, relative) => (source ? parse(source, false, true).resolveObject(relative) : relative),
+  format: (u, options) => url.format(typeof u === 'string' ? parse(u) : u, options),
+};
+`;
+
+/** Which packages are bundled (BUNDLED_PACKAGES and what they import), the others left to node_modules. */
+export const bundledPackages: Plugin = {
+  name: 'gemforge-bundled-packages',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?url$/ }, (args) => {
+      if (args.namespace === 'gemforge-url' || !args.importer.includes(`${path.sep}node_modules${path.sep}`)) return undefined;
+      return { path: 'node:url', namespace: 'gemforge-url' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'gemforge-url' }, () => ({ contents: LEGACY_URL, loader: 'js' }));
+    // A bare specifier: a package (or one of its files), or a Node builtin.
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith('node:') || isBuiltin(args.path)) return { path: args.path, external: true };
+      const name = args.path
+        .split('/')
+        .slice(0, args.path.startsWith('@') ? 2 : 1)
+        .join('/');
+      // Files of node_modules reach the build only through a bundled package: what they import is bundled too.
+      const fromBundled = args.importer.includes(`${path.sep}node_modules${path.sep}`);
+      if ((BUNDLED_PACKAGES.has(name) || fromBundled) && !NEVER_BUNDLED.has(name)) return undefined;
+      return { path: args.path, external: true };
+    });
+  },
+};
+
+/** The bundled CommonJS packages' `require` (of Node builtins, of what stays in node_modules), which esbuild's shim calls. */
+export const REQUIRE_BANNER =
+  "import { createRequire as __gfCreateRequireForBundled } from 'node:module';\nconst require = __gfCreateRequireForBundled(import.meta.url);";
+
 /** In every output file: the repository root (two levels above dist/app) and the helpers the rewrite calls. */
 const BANNER = [
   "import { join as __gfJoin } from 'node:path';",
@@ -117,6 +190,7 @@ const BANNER = [
   "const __gfRoot = __gfJoin(import.meta.dirname, '..', '..');",
   'const __gfSource = (rel) => __gfJoin(__gfRoot, rel);',
   'const __gfSourceUrl = (rel) => __gfFileUrl(__gfJoin(__gfRoot, rel)).href;',
+  REQUIRE_BANNER,
 ].join('\n');
 
 /** The YAML files of the tree (the contracts, the catalogs) parsed into dist/yaml, named by their text's hash (server/yaml-file.ts). */
@@ -147,6 +221,15 @@ async function parseYamlFiles(): Promise<void> {
   }
 }
 
+/** The package.json of the node_modules package a bundled file belongs to, or undefined for a repository file. */
+function packageJsonOf(file: string): string | undefined {
+  const m = /^(.*[/\\]node_modules[/\\](?:@[^/\\]+[/\\])?[^/\\]+)[/\\]/.exec(file);
+  return m ? path.join(m[1]!, 'package.json') : undefined;
+}
+
+/** How every server bundle is built (the tests' small bundles too): ESM for the Node the project runs on. */
+export const NODE_BUNDLE = { bundle: true, platform: 'node', format: 'esm', target: 'node24' } as const;
+
 /** Builds dist/app; returns every file read (paths relative to the root) for dist/build.json. */
 export async function buildDist(): Promise<string[]> {
   await parseYamlFiles();
@@ -168,19 +251,15 @@ export async function buildDist(): Promise<string[]> {
       },
       outdir: staging,
       outExtension: { '.js': '.mjs' },
-      bundle: true,
+      ...NODE_BUNDLE,
       splitting: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node24',
-      packages: 'external',
       // Names and line numbers stay readable in stack traces and profiles; the size saved by minifying is not worth them.
       sourcemap: 'linked',
       metafile: true,
       logLevel: 'warning',
       banner: { js: BANNER },
       define: { __GEMFORGE_COMPILED__: 'true', __GEMFORGE_CONSOLE_JS__: JSON.stringify(consoleScript.js) },
-      plugins: [builtinsByRequire, sourceLocations],
+      plugins: [builtinsByRequire, bundledPackages, sourceLocations],
     });
     // Concurrent builds (two `npm start`s on a stale tree) write the same files: renames keep each one whole.
     fs.mkdirSync(OUT, { recursive: true });
@@ -189,10 +268,10 @@ export async function buildDist(): Promise<string[]> {
     // Chunks of earlier builds (their names carry a content hash) are no longer imported.
     for (const name of fs.readdirSync(OUT)) if (!written.has(name)) fs.rmSync(path.join(OUT, name), { force: true });
     const inputs = [
-      // (The builtins' shims are not files.)
+      // (The builtins' shims are not files.) A bundled package counts by its package.json (its version): a start stats each input.
       ...Object.keys(result.metafile.inputs)
-        .filter((f) => !f.startsWith('gemforge-builtin:'))
-        .map((f) => path.resolve(ROOT, f)),
+        .filter((f) => !f.startsWith('gemforge-builtin:') && !f.startsWith('gemforge-url:'))
+        .map((f) => packageJsonOf(path.resolve(ROOT, f)) ?? path.resolve(ROOT, f)),
       ...consoleScript.inputs,
       import.meta.filename,
       path.join(ROOT, 'scripts/dist.mjs'),

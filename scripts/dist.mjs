@@ -4,8 +4,9 @@
  * compiled entries themselves ask it before anything else loads, and it must
  * answer in milliseconds, without tsx.
  *
- * dist/build.json lists every file the build read (repository sources and the
- * bundled parts of node_modules, from esbuild's metafile, plus the build script)
+ * dist/build.json lists every file the build read (repository sources and, for
+ * each package bundled from node_modules, its package.json, from esbuild's
+ * metafile, plus the build script)
  * with its size, modification time and SHA-1. The build is fresh when each one
  * is unchanged: same size and time, or, when only the time moved (a checkout, a
  * copy), the same content. A new source file can only matter once a listed file

@@ -16,7 +16,13 @@ import { bearerHandler } from './http/auth.ts';
 import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { rejectUnrepresentable } from './http/unrepresentable.ts';
 import { missingKey } from './http/missing-key.ts';
-import { cacheValidatorRoutePatterns, contractCheckedByBuild, skipIdleParameterMutation, skipUnusedSchemaValidator } from './http/validator-routes.ts';
+import {
+  cacheValidatorRoutePatterns,
+  contractCheckedByBuild,
+  preprocessWithoutCompiling,
+  skipIdleParameterMutation,
+  skipUnusedSchemaValidator,
+} from './http/validator-routes.ts';
 import { byPrefix } from './http/route-prefix.ts';
 import { STRICT_FORMATS } from './http/formats.ts';
 import { modelsRouter } from './routes/models.ts';
@@ -80,12 +86,15 @@ export function createApp(deps: AppDeps): express.Express {
   cacheValidatorRoutePatterns(); // the validator's route lookup compiles each documented path once, not per request
   skipIdleParameterMutation(); // and its parameter reshaping runs only where there is something to reshape
   skipUnusedSchemaValidator(); // and it compiles the OpenAPI schema only to check a contract the build did not
+  const checkedByBuild = contractCheckedByBuild(config.openapiPath);
+  // Its preprocessing compiled every component schema just to look it up: a contract the build preprocessed is looked up without.
+  if (checkedByBuild) preprocessWithoutCompiling();
   app.use(
     OpenApiValidator.middleware({
       // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
       apiSpec: readYamlFile(config.openapiPath) as Parameters<typeof OpenApiValidator.middleware>[0]['apiSpec'],
       // Checked against the OpenAPI schema by the build, when this very text was built (the start's self-check still proves it loads).
-      validateApiSpec: !contractCheckedByBuild(config.openapiPath),
+      validateApiSpec: !checkedByBuild,
       validateRequests: { allowUnknownQueryParameters: false },
       validateResponses: config.validateResponses,
       validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },

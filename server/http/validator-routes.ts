@@ -1,7 +1,8 @@
 /**
  * Every use of express-openapi-validator's internals (docs/development.md,
- * Borrowed internals): the route patterns and parameter reshaping below, and the
- * contract's OpenAPI-schema check made by the build (skipUnusedSchemaValidator).
+ * Borrowed internals): the route patterns and parameter reshaping below, the
+ * contract's OpenAPI-schema check made by the build (skipUnusedSchemaValidator),
+ * and its preprocessing without compiling (preprocessWithoutCompiling).
  *
  * express-openapi-validator (5.6) finds a request's operation by compiling
  * every documented path to a regular expression with path-to-regexp — on every
@@ -21,7 +22,12 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import * as pathToRegexpImport from 'path-to-regexp';
+import * as mutatorImport from 'express-openapi-validator/dist/middlewares/parsers/req.parameter.mutator.js';
+import * as schemaValidatorImport from 'express-openapi-validator/dist/framework/openapi.schema.validator.js';
+import * as preprocessorImport from 'express-openapi-validator/dist/middlewares/parsers/schema.preprocessor.js';
 import { PARSED_YAML_DIR, parsedYamlName } from '../yaml-file.ts';
+import { STRICT_FORMATS } from './formats.ts';
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
 interface PathToRegexpModule {
@@ -30,12 +36,25 @@ interface PathToRegexpModule {
 
 const MAX_PATTERNS = 1000;
 
-/** `require` as express-openapi-validator's main file (dist/index.js) has it: its own dependencies, its own files. */
+/**
+ * `require` as express-openapi-validator's main file (dist/index.js) has it: its own dependencies, its own files.
+ * For what only the build reads; what a start patches is imported (below).
+ */
 const fromValidator = () => createRequire(createRequire(import.meta.url).resolve('express-openapi-validator'));
 
-/** The path-to-regexp module express-openapi-validator requires (its own resolution, not ours). */
+/**
+ * A CommonJS module's own exports object (what its `require` gives), from an
+ * import of it: a static import, so that the build, which bundles the validator
+ * (scripts/build.ts, BUNDLED_PACKAGES), bundles these very modules with it and
+ * the patches reach the copies the bundled validator runs; from the sources, Node
+ * gives the module its `require` gives (test/unit/borrowed-internals.test.ts
+ * checks that the validator resolves `path-to-regexp` to the file this one does).
+ */
+const exportsOf = <T>(imported: unknown): T => (imported as { default: T }).default;
+
+/** The path-to-regexp module express-openapi-validator requires. */
 export function validatorsPathToRegexp(): PathToRegexpModule {
-  return fromValidator()('path-to-regexp') as PathToRegexpModule;
+  return exportsOf<PathToRegexpModule>(pathToRegexpImport);
 }
 
 /** Makes the validator's route lookup reuse compiled path patterns. Idempotent. */
@@ -71,9 +90,9 @@ interface Mutator {
 }
 type MutatorClass = { prototype: Mutator & { modifyRequest: Mutator['modifyRequest'] & { fastPath?: true } } };
 
-/** The validator's request parameter mutator class (its own dist file: the package exports no subpaths). */
+/** The validator's request parameter mutator class (its own dist file: the package has no exports map, so its files can be imported). */
 export function validatorsParameterMutator(): MutatorClass {
-  return (fromValidator()('./middlewares/parsers/req.parameter.mutator.js') as { RequestParameterMutator: MutatorClass }).RequestParameterMutator;
+  return exportsOf<{ RequestParameterMutator: MutatorClass }>(mutatorImport).RequestParameterMutator;
 }
 
 const PRIMITIVES = new Set(['string', 'integer', 'number', 'boolean']);
@@ -132,13 +151,19 @@ interface SchemaValidatorModule {
 
 /** The validator's check of a contract against the OpenAPI schema (its own dist file). */
 function validatorsSchemaValidatorModule(): SchemaValidatorModule {
-  return fromValidator()('./framework/openapi.schema.validator.js') as SchemaValidatorModule;
+  return exportsOf<SchemaValidatorModule>(schemaValidatorImport);
 }
 
 /** The installed validator's version: a check the build made holds only for the version that made it. */
 function validatorVersion(): string {
   return (fromValidator()('../package.json') as { version: string }).version;
 }
+
+/**
+ * The note's text: the installed validator's version, and what the build ran
+ * (a note of an earlier build, which only checked the schema, does not count).
+ */
+const checkedNote = () => `${validatorVersion()} checked, preprocessing compiled`;
 
 /** Where the build notes that a contract's text passed the validator's own check (beside its parsed copy). */
 const checkedMark = (text: string) => path.join(PARSED_YAML_DIR, `${parsedYamlName(text)}.checked`);
@@ -155,17 +180,45 @@ export async function checkContractAtBuild(text: string, doc: { openapi: string 
   const { OpenAPISchemaValidator } = validatorsSchemaValidatorModule();
   const bundled = await refParser.bundle(structuredClone(doc));
   if (new OpenAPISchemaValidator({ version: doc.openapi, validateApiSpec: true }).validate(bundled).errors.length > 0) return false;
+  if (!preprocessesAtBuild(bundled)) return false;
   // Written whole, then renamed, as the parsed copies are (a starting server never reads half a note).
   const tmp = `${checkedMark(text)}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, validatorVersion());
+  fs.writeFileSync(tmp, checkedNote());
   fs.renameSync(tmp, checkedMark(text));
   return true;
+}
+
+/**
+ * Whether the validator's own preprocessing of the bundled contract runs with
+ * every component schema compiled, as it ran at each start before
+ * preprocessWithoutCompiling: a schema that cannot compile then fails here, and
+ * its contract gets no note (the start compiles, and refuses, as before).
+ */
+function preprocessesAtBuild(bundled: unknown): boolean {
+  const { AjvOptions } = fromValidator()('./framework/ajv/options.js') as { AjvOptions: new (options: unknown) => { preprocessor: unknown } };
+  // Preprocessing edits these after compiling a discriminator's branches: their validators are then compiled at start as before.
+  if (/"(?:readOnly|writeOnly)":/.test(JSON.stringify(bundled))) return false;
+  const doc = structuredClone(bundled) as { components?: { schemas?: Record<string, unknown> } };
+  // The options app.ts gives the validator, as far as preprocessing reads them (formats; no serializers).
+  const ajvOptions = new AjvOptions({ serDes: [], validateFormats: true, ajvFormats: { mode: 'fast' }, formats: STRICT_FORMATS }).preprocessor;
+  try {
+    const Preprocessor = validatorsSchemaPreprocessor();
+    const preprocessor = new Preprocessor(doc, ajvOptions, false);
+    // The library's own methods, also in a process where preprocessWithoutCompiling is installed (tests build in-process).
+    const { resolveSchema, preProcess } = Preprocessor.prototype;
+    Object.assign(preprocessor, { resolveSchema: resolveSchema.library ?? resolveSchema });
+    for (const id of Object.keys(doc.components?.schemas ?? {})) preprocessor.ajv.getSchema(`#/components/schemas/${id}`);
+    (preProcess.library ?? preProcess).call(preprocessor);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Whether the contract in `file`, as it reads now, passed the build's check (checkContractAtBuild) with the installed validator. */
 export function contractCheckedByBuild(file: string): boolean {
   try {
-    return fs.readFileSync(checkedMark(fs.readFileSync(file, 'utf8')), 'utf8') === validatorVersion();
+    return fs.readFileSync(checkedMark(fs.readFileSync(file, 'utf8')), 'utf8') === checkedNote();
   } catch {
     return false;
   }
@@ -193,4 +246,107 @@ export function skipUnusedSchemaValidator(): void {
     };
   } as unknown as SchemaValidatorClass;
   mod.OpenAPISchemaValidator = Object.assign(Lazy, { lazy: true as const });
+}
+
+interface RegisteredSchema {
+  schema: unknown;
+}
+type Validate = ((this: unknown, ...args: unknown[]) => boolean) & { errors?: unknown };
+interface Preprocessor {
+  ajv: {
+    schemas: Record<string, RegisteredSchema | string | undefined>;
+    refs: Record<string, RegisteredSchema | string | undefined>;
+    compile(schema: unknown): Validate;
+    getSchema(ref: string): Validate | undefined;
+  };
+  resolvedSchemaCache: Map<string, unknown>;
+}
+/** The patched methods keep the library's own under `library` (the build preprocesses with those: preprocessesAtBuild). */
+type ResolveSchema = ((this: Preprocessor, schema: unknown) => unknown) & { withoutCompiling?: true; library?: ResolveSchema };
+type PreProcess = ((this: Preprocessor) => unknown) & { library?: PreProcess };
+type PreprocessorClass = {
+  new (doc: unknown, ajvOptions: unknown, validateResponses: unknown): Preprocessor & { preProcess(): unknown };
+  prototype: { resolveSchema: ResolveSchema; preProcess: PreProcess };
+};
+
+/** The validator's contract preprocessor class (its own dist file). */
+export function validatorsSchemaPreprocessor(): PreprocessorClass {
+  return exportsOf<{ SchemaPreprocessor: PreprocessorClass }>(preprocessorImport).SchemaPreprocessor;
+}
+
+/** The schema Ajv holds under `ref` (following its aliases), without compiling it; undefined where Ajv would have to resolve it. */
+function registeredSchema(ajv: Preprocessor['ajv'], ref: string): RegisteredSchema | undefined {
+  // Ajv normalizes a key by dropping a trailing `#` or `#/`: such refs go the library's way.
+  for (let key = ref, hops = 0; hops < 8 && !/#\/?$/.test(key); hops++) {
+    const found = ajv.schemas[key] ?? ajv.refs[key];
+    if (typeof found === 'string') key = found;
+    else return found && typeof found === 'object' && 'schema' in found ? found : undefined;
+  }
+  return undefined;
+}
+
+/** A validator that compiles `schema` with `compile` at its first call, then is that validator (its `errors` copied after each call). */
+function compiledAtFirstCall(compile: (schema: unknown) => Validate, schema: unknown): Validate {
+  let compiled: Validate | undefined;
+  const validate: Validate = function (this: unknown, ...args: unknown[]) {
+    compiled ??= compile(schema);
+    const valid = compiled.apply(this, args);
+    validate.errors = compiled.errors;
+    return valid;
+  };
+  validate.errors = null;
+  return validate;
+}
+
+/**
+ * express-openapi-validator (5.6) preprocesses the contract once, at the first
+ * request (`SchemaPreprocessor.preProcess`), and compiled about a sixth of a
+ * start's CPU there, none of it needed by that request:
+ *
+ * - each `$ref` it meets is resolved with `ajv.getSchema(ref).schema`: Ajv
+ *   compiles a validator for every component schema only for its `.schema`, the
+ *   object it was registered with, and the validator is thrown away (requests
+ *   are validated by another Ajv). For a ref Ajv holds (every
+ *   `#/components/schemas/…`) the registered object is now returned directly,
+ *   the same object `getSchema(ref).schema` is; any other ref goes the library's way;
+ * - each branch of a `oneOf` with a discriminator gets its validator compiled
+ *   there (the media audio envelope's): compiled now at its first call, by the
+ *   same Ajv, from the same schema copy. Preprocessing edits schemas after that
+ *   point only for readOnly/writeOnly properties and serializer formats; the
+ *   build grants a contract with either no note (preprocessesAtBuild), and
+ *   app.ts gives no serializers.
+ *
+ * What compiling there also did is refuse a schema that cannot compile (a
+ * missing ref, a broken pattern) before any request: this is installed only for
+ * a contract the build preprocessed with everything compiled
+ * (checkContractAtBuild). Idempotent.
+ */
+export function preprocessWithoutCompiling(): void {
+  const proto = validatorsSchemaPreprocessor().prototype;
+  if (proto.resolveSchema.withoutCompiling) return;
+  const resolve = proto.resolveSchema;
+  const fast: ResolveSchema = function (this: Preprocessor, schema) {
+    const ref = (schema as { $ref?: unknown } | null | undefined)?.$ref;
+    if (typeof ref === 'string' && !this.resolvedSchemaCache.has(ref)) {
+      const registered = registeredSchema(this.ajv, ref);
+      if (registered) {
+        this.resolvedSchemaCache.set(ref, registered.schema);
+        return registered.schema;
+      }
+    }
+    return resolve.call(this, schema);
+  };
+  proto.resolveSchema = Object.assign(fast, { withoutCompiling: true as const, library: resolve });
+  const preProcess = proto.preProcess;
+  const lazy: PreProcess = function (this: Preprocessor) {
+    // Only the discriminator step calls this Ajv's compile during preprocessing (and nothing after it).
+    const compile = this.ajv.compile.bind(this.ajv);
+    this.ajv.compile = (schema) => compiledAtFirstCall(compile, schema);
+    try {
+      return preProcess.call(this);
+    } finally {
+      delete (this.ajv as Partial<Preprocessor['ajv']>).compile;
+    }
+  };
+  proto.preProcess = Object.assign(lazy, { library: preProcess });
 }

@@ -115,6 +115,10 @@ describe('borrowed internals', () => {
       typeof (fromValidator('path-to-regexp') as { pathToRegexp?: unknown }).pathToRegexp === 'function',
       'its own path-to-regexp with a pathToRegexp export',
     );
+    check(
+      fromValidator.resolve('path-to-regexp') === createRequire(path.join(ROOT, 'server/http/validator-routes.ts')).resolve('path-to-regexp'),
+      'its path-to-regexp the very file validator-routes.ts imports (the patch must reach the validator, bundled or not)',
+    );
     const metadata = fs.readFileSync(fromValidator.resolve('./middlewares/openapi.metadata.js'), 'utf8');
     check(
       /\(0, path_to_regexp_1\.pathToRegexp\)\(/.test(metadata),
@@ -130,6 +134,42 @@ describe('borrowed internals', () => {
       /new openapi_schema_validator_1\.OpenAPISchemaValidator\(/.test(framework) &&
         /if \(validateApiSpec\) \{\s*const apiDocValidation = validator\.validate\(/.test(framework),
       'framework/index.js building OpenAPISchemaValidator through the module object, and calling validate only under validateApiSpec (what the lazy class relies on)',
+    );
+    const preprocessorModule = fromValidator('./middlewares/parsers/schema.preprocessor.js') as {
+      SchemaPreprocessor?: { prototype?: Record<string, unknown> };
+    };
+    const preprocessor = preprocessorModule.SchemaPreprocessor?.prototype;
+    check(
+      typeof preprocessor?.resolveSchema === 'function' && typeof preprocessor.preProcess === 'function',
+      'dist/middlewares/parsers/schema.preprocessor.js exporting SchemaPreprocessor with resolveSchema and preProcess',
+    );
+    const preprocessorSource = fs.readFileSync(fromValidator.resolve('./middlewares/parsers/schema.preprocessor.js'), 'utf8');
+    check(
+      /this\.resolvedSchemaCache = new Map\(\)/.test(preprocessorSource) &&
+        /this\.ajv = \(0, ajv_1\.createRequestAjv\)\(/.test(preprocessorSource) &&
+        /this\.ajv\.getSchema\(ref\)\) === null \|\| _a === void 0 \? void 0 : _a\.schema/.test(preprocessorSource),
+      "the preprocessor's resolvedSchemaCache and Ajv, and resolveSchema taking getSchema(ref).schema (what preprocessWithoutCompiling looks up instead)",
+    );
+    check(
+      (preprocessorSource.match(/this\.ajv\.compile\(/g) ?? []).length === 1 &&
+        /validators\[option\] =\s*this\.ajv\.compile\(newSchema\)/.test(preprocessorSource),
+      "the preprocessor compiling with its Ajv only a discriminator's branch validators (what preprocessWithoutCompiling compiles at their first call)",
+    );
+    check(
+      /this\.handleSerDes\(pschema, nschema, options\);\s*this\.handleReadonly\(pschema, nschema, options\);\s*this\.handleWriteonly\(pschema, nschema, options\);\s*this\.processDiscriminator\(pschema, nschema, options\);\s*this\.removeSchemaExamples\(pschema, nschema, options\);/.test(
+        preprocessorSource,
+      ),
+      "the preprocessor's schema visitor (serializers, readOnly, writeOnly, discriminator, examples): only the first three edit what a discriminator's validators read (checkContractAtBuild refuses readOnly and writeOnly)",
+    );
+    const { AjvOptions } = fromValidator('./framework/ajv/options.js') as { AjvOptions?: new (o: unknown) => { preprocessor?: Record<string, unknown> } };
+    const ajvOptions = AjvOptions && new AjvOptions({ serDes: [], validateFormats: true, formats: {} }).preprocessor;
+    check(ajvOptions?.strict === false && ajvOptions.validateSchema === false, "dist/framework/ajv/options.js's AjvOptions and its preprocessor options");
+    const { createRequestAjv } = fromValidator('./framework/ajv/index.js') as { createRequestAjv?: (doc: unknown, o: unknown) => Record<string, unknown> };
+    const ajv = createRequestAjv?.({ openapi: '3.1.0', components: { schemas: { A: { type: 'string' } } } }, ajvOptions);
+    const held = (ajv?.schemas as Record<string, { schema?: unknown; validate?: unknown }> | undefined)?.['#/components/schemas/A'];
+    check(
+      held !== undefined && (held.schema as { type?: string }).type === 'string' && held.validate === undefined && typeof ajv?.refs === 'object',
+      'Ajv holding each component schema, uncompiled, in .schemas under its ref (and others in .refs)',
     );
     check(
       fs.existsSync(fromValidator.resolve('@apidevtools/json-schema-ref-parser')),

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { build } from 'esbuild';
-import { builtinsByRequire } from '../../scripts/build.ts';
+import { builtinsByRequire, NODE_BUNDLE } from '../../scripts/build.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-builtins-'));
 
@@ -37,10 +37,7 @@ describe('builtins in the bundles', () => {
     await build({
       entryPoints: [path.join(dir, 'entry.ts')],
       outfile: path.join(dir, 'out.mjs'),
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node24',
+      ...NODE_BUNDLE,
       logLevel: 'silent',
       plugins: [builtinsByRequire],
     });
