@@ -1,5 +1,5 @@
 /**
- * npm run train:moderation [-- --check] [-- --dry-run [--ungated] [--signal-ratio R] [--signal-min N]] [-- --repository-text]
+ * npm run train:moderation [-- --check] [-- --dry-run [--ungated] [--signal-ratio R] [--signal-min N] [--without SET]] [-- --repository-text]
  *
  * Trains the embedded policy's classifier (server/providers/moderation/classifier.ts)
  * on every labelled set under test/fixtures/moderation/ and writes
@@ -26,7 +26,8 @@
  * With --check nothing is written: exits 1 when the shipped model's checksum is
  * not that of the sets and options (what test/unit/moderation-classifier.test.ts holds).
  * With --dry-run nothing is written either: the validation and the out-of-distribution
- * figures for other options (--ungated: no gate; --signal-ratio, --signal-min).
+ * figures for other options (--ungated: no gate; --signal-ratio, --signal-min; --without SET,
+ * a set file left out of training, e.g. train/repository).
  * With --repository-text, test/fixtures/moderation/train/repository.yaml (benign prose of the
  * repository's own, scripts/moderation/repository-text.ts) is written again first.
  */
@@ -60,9 +61,10 @@ const { values } = parseArgs({
     'signal-ratio': { type: 'string' },
     'signal-min': { type: 'string' },
     'repository-text': { type: 'boolean', default: false },
+    without: { type: 'string', multiple: true },
   },
 });
-const dryRun = values['dry-run'] || values.ungated || values['signal-ratio'] !== undefined || values['signal-min'] !== undefined;
+const dryRun = values['dry-run'] || values.ungated || values['signal-ratio'] !== undefined || values['signal-min'] !== undefined || values.without !== undefined;
 
 /** The leave-one-set-out false-positive rate the threshold must keep (a margin under the 2 % target on unseen sets). */
 const MAX_FALSE_POSITIVES = 0.015;
@@ -87,7 +89,7 @@ if (values.check) {
 }
 
 const policy = loadModerationPolicy(loadConfig(process.env).moderationPolicyPath);
-const sets = readTrainingSets();
+const sets = readTrainingSets().filter((s) => !values.without?.includes(s.name));
 const encoded = sets.map((s) => encode(s, policy.vocabulary, options.bits));
 
 /** Whether the rules alone refuse each sample of each set. */
@@ -169,6 +171,14 @@ const learned = (f: number, i: number, threshold: number) =>
 const combined = (threshold: number, overrule: number) =>
   sets.map((set, f) => tally(set, (i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || learned(f, i, threshold)));
 const pooled = (ts: Tally[]) => ts.reduce(add);
+/**
+ * The files the threshold is chosen on: those with harmful text, the prompts of the sets' kinds.
+ * A file of benign prose alone (train/repository: documentation and comments) is another kind
+ * of text, thousands of items that would outweigh the prompts' false positives; it is reported
+ * beside them, and text of its kind is bounded by the out-of-distribution gate instead.
+ */
+const prompts = sets.map((set) => set.samples.some((s) => s.harmful));
+const pooledPrompts = (ts: Tally[]) => pooled(ts.filter((_, f) => prompts[f]));
 
 /** Harmful texts the rules refuse that the classifier would overrule under `bound`. */
 const overruledHarm = (bound: number) =>
@@ -183,7 +193,7 @@ for (const overrule of OVERRULE_BOUNDS) {
   console.log(`overrule under ${overrule}: ${lost} harmful texts the rules refuse would pass`);
   if (lost > 0) continue;
   for (let t = 0.99; t >= 0.2; t = Math.round((t - 0.01) * 100) / 100) {
-    const p = pooled(combined(t, overrule));
+    const p = pooledPrompts(combined(t, overrule));
     if (p.refused / p.benign > MAX_FALSE_POSITIVES) break;
     if (p.caught / p.harmful > chosen.recall) chosen = { threshold: t, overrule, recall: p.caught / p.harmful };
   }
@@ -204,7 +214,7 @@ const rows = sets.map((set, f) => ({
 }));
 for (const r of rows) console.log(`| ${r.name} | ${cells(r.rules)} | ${cells(r.classifier)} | ${cells(r.both)} |`);
 console.log(
-  `| **all** | ${cells(pooled(rows.map((r) => r.rules)))} | ${cells(pooled(rows.map((r) => r.classifier)))} | ${cells(pooled(rows.map((r) => r.both)))} |`,
+  `| **all prompt sets** | ${cells(pooledPrompts(rows.map((r) => r.rules)))} | ${cells(pooledPrompts(rows.map((r) => r.classifier)))} | ${cells(pooledPrompts(rows.map((r) => r.both)))} |`,
 );
 
 const gated = pooled(sets.map((set, f) => tally(set, (i) => gates[f]![i]!)));
