@@ -12,9 +12,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { featuresOf, MAX_FEATURE_CHARS, MAX_FEATURE_WORDS, type Features } from '../../server/providers/moderation/features.ts';
 import { gloss } from '../../server/providers/moderation/gloss.ts';
-import { stopWordDetector } from '../../server/providers/moderation/language.ts';
+import { ENGLISH_FUNCTION_WORDS, stopWordDetector } from '../../server/providers/moderation/language.ts';
 import { HARMFUL, type ClassifierModel } from '../../server/providers/moderation/classifier.ts';
-import { inDictionary, tokenize, type Vocabulary } from '../../server/providers/moderation/normalize.ts';
+import { inDictionary, stemOf, tokenize, type Vocabulary } from '../../server/providers/moderation/normalize.ts';
 import { rng } from '../../server/providers/random.ts';
 import { readSet, SETS_DIR, type LabelledSet } from './eval-set.ts';
 
@@ -114,13 +114,22 @@ export function encode(set: LabelledSet, vocabulary: Vocabulary, bits: number): 
   });
 }
 
+/** Words of any request, beside English's function words, that training found more often in harmful ones. */
+const REQUEST_WORDS = 'him get want need way tell like just look sure much lot onto via pls dont cant wont ive youd hes okay'.split(' ');
+
 /**
  * The gate's signal stems (classifier.ts, `mayJudge`): the stems of English training texts found
  * in at least `signalMin` harmful ones and at least `signalRatio` times as often, per text, among
  * the harmful as among the benign. The hard negatives ("bomb shelter") share the harmful texts'
  * words, so "bomb" stays a signal while "how", "make" and "image" do not.
  */
-export function signalStems(samples: readonly Encoded[], options: Pick<TrainingOptions, 'signalMin' | 'signalRatio'>): string[] {
+export function signalStems(
+  samples: readonly Encoded[],
+  options: Pick<TrainingOptions, 'signalMin' | 'signalRatio'>,
+  // A request's function words ("to", "how", "we", "make") are more frequent in the sets' harmful
+  // requests than in their benign text, yet say nothing of harm: "from here to there" opened the gate.
+  excluded: ReadonlySet<string> = new Set([...ENGLISH_FUNCTION_WORDS, ...REQUEST_WORDS].map(stemOf)),
+): string[] {
   const counts = new Map<string, [number, number]>();
   let harmful = 0;
   let benign = 0;
@@ -137,7 +146,7 @@ export function signalStems(samples: readonly Encoded[], options: Pick<TrainingO
   const out: string[] = [];
   // Half a benign text's worth added, so a stem never seen in benign text needs signalMin harmful ones, not one.
   for (const [stem, [h, b]] of counts)
-    if (h >= options.signalMin && h / Math.max(1, harmful) >= (options.signalRatio * (b + 0.5)) / Math.max(1, benign)) out.push(stem);
+    if (!excluded.has(stem) && h >= options.signalMin && h / Math.max(1, harmful) >= (options.signalRatio * (b + 0.5)) / Math.max(1, benign)) out.push(stem);
   return out.sort();
 }
 
