@@ -27,6 +27,7 @@ import { embeddedModeration } from '../server/providers/moderation/local.ts';
 import { openAiCompatibleModeration } from '../server/providers/moderation/openai.ts';
 import type { ModerationProvider } from '../server/providers/moderation/types.ts';
 import { readSets, score, TARGETS, UNSEEN_DIR, type Score } from './moderation/eval-set.ts';
+import { readTrainingSets } from './moderation/train.ts';
 import { OOD_BOUND, OOD_FILES, oodRefusals, readmeSentences, testSuiteStrings, withoutRuleRefusals, writeOod } from './moderation/ood.ts';
 
 const { values } = parseArgs({
@@ -67,9 +68,12 @@ const policy = loadModerationPolicy(config.moderationPolicyPath);
 
 if (values.ood) {
   const rules = embeddedModeration(policy, undefined, { classifier: false });
+  // Held out means never trained on: a text a training set happens to hold too is left out here.
+  const trained = new Set(readTrainingSets().flatMap((set) => set.samples.map((s) => s.text.trim())));
+  const heldOut = async (texts: string[]) => (await withoutRuleRefusals(rules, texts)).filter((t) => !trained.has(t));
   const corpora: Array<[string, string[]]> = [
-    [OOD_FILES.testStrings, await withoutRuleRefusals(rules, testSuiteStrings())],
-    [OOD_FILES.readmes, await withoutRuleRefusals(rules, readmeSentences())],
+    [OOD_FILES.testStrings, await heldOut(testSuiteStrings())],
+    [OOD_FILES.readmes, await heldOut(readmeSentences())],
   ];
   let within = true;
   for (const [name, texts] of corpora) {
