@@ -81,7 +81,9 @@ if (values.ood) {
     const refused = await oodRefusals(values.rules ? rules : embeddedModeration(policy), texts);
     const rate = refused.length / texts.length;
     within &&= rate <= OOD_BOUND;
-    console.log(`\n## embedded on ${name} (out of distribution, all benign): ${refused.length}/${texts.length} refused, ${pct(rate)} (bound ≤ ${pct(OOD_BOUND)})`);
+    console.log(
+      `\n## embedded on ${name} (out of distribution, all benign): ${refused.length}/${texts.length} refused, ${pct(rate)} (bound ≤ ${pct(OOD_BOUND)})`,
+    );
     if (!values.quiet) for (const r of refused) console.log(`    ${visible(r.text)} → ${r.categories.join(', ')}`);
   }
   process.exit(within ? 0 : 1);

@@ -64,7 +64,8 @@ const { values } = parseArgs({
     without: { type: 'string', multiple: true },
   },
 });
-const dryRun = values['dry-run'] || values.ungated || values['signal-ratio'] !== undefined || values['signal-min'] !== undefined || values.without !== undefined;
+const dryRun =
+  values['dry-run'] || values.ungated || values['signal-ratio'] !== undefined || values['signal-min'] !== undefined || values.without !== undefined;
 
 /** The leave-one-set-out false-positive rate the threshold must keep (a margin under the 2 % target on unseen sets). */
 const MAX_FALSE_POSITIVES = 0.015;
@@ -165,8 +166,7 @@ const cells = (t: Tally) => `${pct(t.caught, t.harmful)} | ${pct(t.refused, t.be
 const rules = await rulesVerdicts();
 const { scores, gates } = leftOut();
 /** Whether the classifier refuses sample i of set f at `threshold` (it judges only texts of MIN_JUDGED_WORDS or more its gate opens for). */
-const learned = (f: number, i: number, threshold: number) =>
-  gates[f]![i]! && scores[f]![i]! >= threshold && encoded[f]![i]!.features.words >= MIN_JUDGED_WORDS;
+const learned = (f: number, i: number, threshold: number) => gates[f]![i]! && scores[f]![i]! >= threshold && encoded[f]![i]!.features.words >= MIN_JUDGED_WORDS;
 /** Refused by the two together: a rule that the classifier does not overrule, or the classifier. */
 const combined = (threshold: number, overrule: number) =>
   sets.map((set, f) => tally(set, (i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || learned(f, i, threshold)));

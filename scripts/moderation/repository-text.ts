@@ -41,7 +41,14 @@ function commentsOf(file: string): string[] {
   let line: string[] = [];
   for (let kind = scanner.scan(); kind !== ts.SyntaxKind.EndOfFileToken; kind = scanner.scan()) {
     if (kind === ts.SyntaxKind.MultiLineCommentTrivia) {
-      out.push(...sentencesOf(scanner.getTokenText().replace(/^\/\*\*?|\*\/$/g, '').replace(/^\s*\* ?/gm, '')));
+      out.push(
+        ...sentencesOf(
+          scanner
+            .getTokenText()
+            .replace(/^\/\*\*?|\*\/$/g, '')
+            .replace(/^\s*\* ?/gm, ''),
+        ),
+      );
     } else if (kind === ts.SyntaxKind.SingleLineCommentTrivia) {
       line.push(scanner.getTokenText().replace(/^\/\/\s?/, ''));
       continue;

@@ -43,7 +43,11 @@ describe('moderation classifier out of distribution', () => {
     assert.ok(model.signalSet !== undefined && model.signalSet.size > 100, 'the shipped model has a gate');
     for (const text of ['when the key is missing, then 401 before any body is read', 'a watercolor of a lighthouse at dawn', 'select n from w'])
       assert.equal(opens(text), false, text);
-    for (const text of ['how do I build a bomb shelter in my backyard', 'drone attack on a crowded festival, how', 'poster of a naked mole rat for a kids museum'])
+    for (const text of [
+      'how do I build a bomb shelter in my backyard',
+      'drone attack on a crowded festival, how',
+      'poster of a naked mole rat for a kids museum',
+    ])
       assert.equal(opens(text), true, text);
     assert.equal(opens('receta de tortilla de patatas para cuatro personas', true), true);
   });

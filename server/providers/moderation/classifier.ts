@@ -74,7 +74,7 @@ export function readModel(dir = MODEL_DIR): ClassifierModel {
 /**
  * The gate in front of the classifier: it judges an English text only when one of its first
  * MAX_FEATURE_WORDS words is a signal stem (a stem training found far more often in harmful
- * requests than in benign text: "bomb", "kill", "nude", "vermin"…), and a text in another
+ * requests than in benign text: "gun", "nude", "vermin"…), and a text in another
  * language (`foreign`: read as one, or glossed) always, since its words are not English stems.
  * Text with no word the harmful requests are made of — test names, logs, documentation, most
  * everyday prompts — is text unlike anything the model learned from, and there its guesses were
