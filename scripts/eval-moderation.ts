@@ -1,5 +1,6 @@
 /**
  * npm run eval:moderation [-- --set NAME] [-- --quiet] [-- --unseen] [-- --dir DIR] [-- --rules]
+ * npm run eval:moderation -- --ood [--write] [--quiet]
  *
  * Measures moderation on the labelled sets of test/fixtures/moderation/ (with
  * --unseen, those of test/fixtures/moderation/unseen/: sets nobody has tuned
@@ -12,6 +13,12 @@
  * misses a target (recall ≥ 95 %, false positives ≤ 1 %) on any set.
  * The embedded policy is measured as the server runs it, its rules and its
  * learned classifier together; with --rules, its rules alone.
+ *
+ * With --ood, the out-of-distribution gate instead (scripts/moderation/ood.ts): the
+ * embedded policy, classifier on, over broad benign text it was never trained on (every
+ * string of the test suite outside moderation, read now; sentences of node_modules'
+ * READMEs), printing the refusal rate and every refused text; exits 1 above OOD_BOUND.
+ * --write refreshes the committed copies the unit test reads.
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../server/config.ts';
@@ -20,6 +27,8 @@ import { embeddedModeration } from '../server/providers/moderation/local.ts';
 import { openAiCompatibleModeration } from '../server/providers/moderation/openai.ts';
 import type { ModerationProvider } from '../server/providers/moderation/types.ts';
 import { readSets, score, TARGETS, UNSEEN_DIR, type Score } from './moderation/eval-set.ts';
+import { readTrainingSets } from './moderation/train.ts';
+import { OOD_BOUND, OOD_FILES, oodRefusals, readmeSentences, testSuiteStrings, withoutRuleRefusals, writeOod } from './moderation/ood.ts';
 
 const { values } = parseArgs({
   options: {
@@ -28,6 +37,8 @@ const { values } = parseArgs({
     rules: { type: 'boolean', default: false },
     unseen: { type: 'boolean', default: false },
     dir: { type: 'string' },
+    ood: { type: 'boolean', default: false },
+    write: { type: 'boolean', default: false },
   },
 });
 
@@ -54,6 +65,29 @@ function report(provider: string, s: Score, quiet: boolean): boolean {
 
 const config = loadConfig(process.env);
 const policy = loadModerationPolicy(config.moderationPolicyPath);
+
+if (values.ood) {
+  const rules = embeddedModeration(policy, undefined, { classifier: false });
+  // Held out means never trained on: a text a training set happens to hold too is left out here.
+  const trained = new Set(readTrainingSets().flatMap((set) => set.samples.map((s) => s.text.trim())));
+  const heldOut = async (texts: string[]) => (await withoutRuleRefusals(rules, texts)).filter((t) => !trained.has(t));
+  const corpora: Array<[string, string[]]> = [
+    [OOD_FILES.testStrings, await heldOut(testSuiteStrings())],
+    [OOD_FILES.readmes, await heldOut(readmeSentences())],
+  ];
+  let within = true;
+  for (const [name, texts] of corpora) {
+    if (values.write) writeOod(name, texts);
+    const refused = await oodRefusals(values.rules ? rules : embeddedModeration(policy), texts);
+    const rate = refused.length / texts.length;
+    within &&= rate <= OOD_BOUND;
+    console.log(
+      `\n## embedded on ${name} (out of distribution, all benign): ${refused.length}/${texts.length} refused, ${pct(rate)} (bound ≤ ${pct(OOD_BOUND)})`,
+    );
+    if (!values.quiet) for (const r of refused) console.log(`    ${visible(r.text)} → ${r.categories.join(', ')}`);
+  }
+  process.exit(within ? 0 : 1);
+}
 const providers: Array<[string, ModerationProvider, number]> = [
   values.rules ? ['embedded (rules alone)', embeddedModeration(policy, undefined, { classifier: false }), 1] : ['embedded', embeddedModeration(policy), 1],
 ];

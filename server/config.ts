@@ -225,8 +225,9 @@ export interface Config {
   moderationRemoteFallback: 'closed' | 'open';
   /**
    * Whether the embedded policy's learned classifier judges beside its rules (`MODERATION_CLASSIFIER`,
-   * `off` by default, `on`): it catches far more harmful requests written like its training sets,
-   * but refuses too much text unlike them (docs/policies.md, "The learned classifier").
+   * `off` by default, `on`): it catches far more harmful requests than the rules, and its gate keeps
+   * it from most text unlike its training sets, but its recall and its cost per everyday prompt are
+   * not yet where turning it on by default needs (docs/policies.md, "The learned classifier").
    */
   moderationClassifier: boolean;
   /** Moderation refusals of one account within the window that block it (`MODERATION_BLOCK_THRESHOLD`, default 5; 0: never). */

@@ -28,7 +28,7 @@ import { storeErrorCounts } from './storage/outages.ts';
 import { withAnalysisScenarios, withScenarioLayer, withTextScenarios } from './domain/scenario-provider.ts';
 import type { ServerMetrics } from './http/metrics.ts';
 import { localBlobs, tempPath, type Blobs } from './storage/blobs.ts';
-import { embeddedProvider, moderationProviderFor } from './providers/moderation/index.ts';
+import { moderationProviderFor } from './providers/moderation/index.ts';
 import { RemoteFallbacks } from './providers/moderation/second-opinion.ts';
 import { offThread } from './providers/moderation/off-thread.ts';
 import { loadRegions } from './domain/policy/regions.ts';
@@ -238,10 +238,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // A broken moderation policy or regions file stops the start, before the database opens.
   const moderationPolicy = loadModerationPolicy(config.moderationPolicyPath);
   // Long texts are judged on worker threads, started at the first one; close() ends them.
-  const moderationThreads = offThread(embeddedProvider(moderationPolicy, { classifier: config.moderationClassifier }), moderationPolicy, {
-    ...config.moderationThreads,
-    classifier: config.moderationClassifier,
-  });
+  const moderationThreads = offThread(moderationPolicy, { ...config.moderationThreads, classifier: config.moderationClassifier });
   // The remote moderation endpoint's failures, counted for this app's /metrics.
   const moderationFallbacks = new RemoteFallbacks();
   const policies = {

@@ -10,9 +10,11 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { textFeatures, type Features } from '../../server/providers/moderation/features.ts';
+import { featuresOf, MAX_FEATURE_CHARS, MAX_FEATURE_WORDS, type Features } from '../../server/providers/moderation/features.ts';
+import { gloss } from '../../server/providers/moderation/gloss.ts';
+import { ENGLISH_FUNCTION_WORDS, stopWordDetector } from '../../server/providers/moderation/language.ts';
 import { HARMFUL, type ClassifierModel } from '../../server/providers/moderation/classifier.ts';
-import type { Vocabulary } from '../../server/providers/moderation/normalize.ts';
+import { inDictionary, stemOf, tokenize, type Vocabulary } from '../../server/providers/moderation/normalize.ts';
 import { rng } from '../../server/providers/random.ts';
 import { readSet, SETS_DIR, type LabelledSet } from './eval-set.ts';
 
@@ -41,9 +43,13 @@ export interface TrainingOptions {
   l2: number;
   /** How much a benign sample's loss weighs against a harmful one's (false positives cost trust). */
   benignWeight: number;
+  /** The gate's signal stems: in at least this many harmful texts… */
+  signalMin: number;
+  /** …and this many times as frequent (per text) in harmful texts as in benign ones (`signalStems`). */
+  signalRatio: number;
 }
 
-export const DEFAULT_OPTIONS: TrainingOptions = { bits: 17, epochs: 12, seed: 42, rate: 0.4, l2: 1e-5, benignWeight: 1.5 };
+export const DEFAULT_OPTIONS: TrainingOptions = { bits: 17, epochs: 12, seed: 42, rate: 0.4, l2: 1e-5, benignWeight: 1.5, signalMin: 3, signalRatio: 3 };
 
 /** Every set file under `dir`, sub-folders included, by path relative to it, sorted. */
 export function trainingFiles(dir = SETS_DIR): string[] {
@@ -86,14 +92,62 @@ export interface Encoded {
   features: Features;
   harmful: boolean;
   category: string | undefined;
+  /** Its distinct stems, as the gate reads them (the first MAX_FEATURE_WORDS words). */
+  stems: string[];
+  /** Whether the embedded provider reads it as another language (detected, or glossed): the gate lets it through. */
+  foreign: boolean;
 }
 
 export function encode(set: LabelledSet, vocabulary: Vocabulary, bits: number): Encoded[] {
-  return set.samples.map((s) => ({
-    features: textFeatures(s.text, vocabulary, bits),
-    harmful: s.harmful,
-    category: s.harmful ? GROUP_CATEGORY.get(s.group) : undefined,
-  }));
+  const languages = stopWordDetector(inDictionary);
+  return set.samples.map((s) => {
+    const head = s.text.slice(0, MAX_FEATURE_CHARS);
+    const tokens = tokenize(head, vocabulary);
+    const language = languages.detect(s.text);
+    return {
+      features: featuresOf(head, tokens, bits),
+      harmful: s.harmful,
+      category: s.harmful ? GROUP_CATEGORY.get(s.group) : undefined,
+      stems: [...new Set(tokens.slice(0, MAX_FEATURE_WORDS).map((t) => t.stem))],
+      foreign: language !== undefined || gloss(s.text, language, (w) => vocabulary.isWord(w)) !== undefined,
+    };
+  });
+}
+
+/** Words of any request, beside English's function words, that training found more often in harmful ones. */
+const REQUEST_WORDS = 'him get want need way tell like just look sure much lot onto via pls dont cant wont ive youd hes okay'.split(' ');
+
+/**
+ * The gate's signal stems (classifier.ts, `mayJudge`): the stems of English training texts found
+ * in at least `signalMin` harmful ones and at least `signalRatio` times as often, per text, among
+ * the harmful as among the benign. The hard negatives ("bomb shelter") share the harmful texts'
+ * words, so "bomb" stays a signal while "how", "make" and "image" do not.
+ */
+export function signalStems(
+  samples: readonly Encoded[],
+  options: Pick<TrainingOptions, 'signalMin' | 'signalRatio'>,
+  // A request's function words ("to", "how", "we", "make") are more frequent in the sets' harmful
+  // requests than in their benign text, yet say nothing of harm: "from here to there" opened the gate.
+  excluded: ReadonlySet<string> = new Set([...ENGLISH_FUNCTION_WORDS, ...REQUEST_WORDS].map(stemOf)),
+): string[] {
+  const counts = new Map<string, [number, number]>();
+  let harmful = 0;
+  let benign = 0;
+  for (const s of samples) {
+    if (s.foreign) continue;
+    if (s.harmful) harmful++;
+    else benign++;
+    for (const stem of s.stems) {
+      const c = counts.get(stem) ?? [0, 0];
+      c[s.harmful ? 0 : 1]++;
+      counts.set(stem, c);
+    }
+  }
+  const out: string[] = [];
+  // Half a benign text's worth added, so a stem never seen in benign text needs signalMin harmful ones, not one.
+  for (const [stem, [h, b]] of counts)
+    if (!excluded.has(stem) && h >= options.signalMin && h / Math.max(1, harmful) >= (options.signalRatio * (b + 0.5)) / Math.max(1, benign)) out.push(stem);
+  return out.sort();
 }
 
 /** The label of `sample` for output `o` (1, 0), or undefined when that output does not learn from it. */
@@ -161,7 +215,10 @@ export function quantise(weights: Float32Array, k: number): { bytes: Int8Array; 
 export function train(samples: Encoded[], options: TrainingOptions): ClassifierModel {
   const { weights, bias } = fit(samples, options);
   const { bytes, scales } = quantise(weights, OUTPUTS.length);
+  const signals = signalStems(samples, options);
   return {
+    signals,
+    signalSet: new Set(signals),
     bits: options.bits,
     outputs: OUTPUTS,
     bias: [...bias],

@@ -27,7 +27,7 @@ const ON = { classifier: true };
 const inProcess = embeddedProvider(policy, ON);
 
 describe('moderation off the event loop', () => {
-  const everyText = offThread(inProcess, policy, { threads: 2, queue: 10_000, minChars: 0, classifier: true });
+  const everyText = offThread(policy, { threads: 2, queue: 10_000, minChars: 0, classifier: true });
   after(() => everyText.close());
 
   it('when texts are judged on the worker threads, then every verdict is the in-process one (labelled and unseen sets, hostile shapes, conversations)', async () => {
@@ -76,7 +76,7 @@ describe('moderation off the event loop', () => {
     fs.copyFileSync(POLICY_PATH, file);
     const loaded = loadModerationPolicy(file);
     fs.writeFileSync(file, 'categories: []\n'); // what a thread reading the file would now refuse to load
-    const threads = offThread(embeddedProvider(loaded, ON), loaded, { threads: 1, queue: 0, minChars: 0, classifier: true });
+    const threads = offThread(loaded, { threads: 1, queue: 0, minChars: 0, classifier: true });
     try {
       const input: ModerationInput = { texts: [{ field: 'prompt', text: 'how to make a pipe bomb' }], preference: 'standard' };
       assert.deepEqual(await threads.moderate(input), await embeddedProvider(loaded, ON).moderate(input));
@@ -87,7 +87,7 @@ describe('moderation off the event loop', () => {
   });
 
   it('when only short texts arrive, then no thread starts; the first long one starts one', async () => {
-    const lazy = offThread(inProcess, policy, { threads: 1, queue: 0, minChars: 2_000, classifier: true });
+    const lazy = offThread(policy, { threads: 1, queue: 0, minChars: 2_000, classifier: true });
     try {
       const short = await lazy.moderate({ texts: [{ field: 'prompt', text: 'a lighthouse at dawn' }], preference: 'standard' });
       assert.equal(short.flagged, undefined);
@@ -101,7 +101,7 @@ describe('moderation off the event loop', () => {
   });
 
   it('when a thread has had no text for its idle time, then it ends, and the next long text starts one again', async () => {
-    const brief = offThread(inProcess, policy, { threads: 1, queue: 0, minChars: 100, idleMs: 50, classifier: true });
+    const brief = offThread(policy, { threads: 1, queue: 0, minChars: 100, idleMs: 50, classifier: true });
     try {
       const text = hostilePrompt('prose', 3_000, 7);
       const first = await brief.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' });
@@ -113,7 +113,7 @@ describe('moderation off the event loop', () => {
   });
 
   it('when more long texts arrive than the threads run and the queue holds, then the rest are refused as busy, not judged on the event loop', async () => {
-    const small = offThread(inProcess, policy, { threads: 1, queue: 1, minChars: 100, classifier: true });
+    const small = offThread(policy, { threads: 1, queue: 1, minChars: 100, classifier: true });
     try {
       const texts = Array.from({ length: 4 }, (_, i) => hostilePrompt('prose', 3_000, i));
       const answers = await Promise.allSettled(texts.map((text) => small.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' })));

@@ -19,7 +19,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { featuresOf, MIN_JUDGED_WORDS, textFeatures, type Features } from './features.ts';
+import { featuresOf, MAX_FEATURE_WORDS, MIN_JUDGED_WORDS, textFeatures, type Features } from './features.ts';
 import type { Token, Vocabulary } from './normalize.ts';
 import type { ModerationPolicy } from './policy-file.ts';
 import type { ContentPreference } from './types.ts';
@@ -48,11 +48,18 @@ export interface ModelHeader {
   trainingChecksum: string;
   /** How it was trained (seed, epochs, …), for the record. */
   training: Record<string, unknown>;
+  /**
+   * The gate: the stems of which an English text must hold one for the classifier to judge it
+   * (`mayJudge`); absent, it judges every text.
+   */
+  signals?: string[];
 }
 
 export interface ClassifierModel extends ModelHeader {
   /** `weights[output * 2^bits + bucket]`: an output's weights together, so the harmful one alone is read for most texts. */
   weights: Int8Array;
+  /** `signals` as a set. */
+  signalSet?: ReadonlySet<string>;
 }
 
 /** The model in `dir`; throws when a file is missing or does not fit its header. */
@@ -61,7 +68,24 @@ export function readModel(dir = MODEL_DIR): ClassifierModel {
   const bytes = fs.readFileSync(path.join(dir, MODEL_WEIGHTS));
   const expected = (1 << header.bits) * header.outputs.length;
   if (bytes.length !== expected) throw new Error(`${MODEL_WEIGHTS} holds ${bytes.length} bytes, its header says ${expected}`);
-  return { ...header, weights: new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length) };
+  return { ...header, weights: new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length), signalSet: header.signals && new Set(header.signals) };
+}
+
+/**
+ * The gate in front of the classifier: it judges an English text only when one of its first
+ * MAX_FEATURE_WORDS words is a signal stem (a stem training found far more often in harmful
+ * requests than in benign text: "gun", "nude", "vermin"…), and a text in another
+ * language (`foreign`: read as one, or glossed) always, since its words are not English stems.
+ * Text with no word the harmful requests are made of — test names, logs, documentation, most
+ * everyday prompts — is text unlike anything the model learned from, and there its guesses were
+ * the false positives (docs/policies.md, "The learned classifier"); it is also skipped unread.
+ */
+export function mayJudge(model: ClassifierModel, tokens: readonly Token[], foreign: boolean): boolean {
+  const signals = model.signalSet;
+  if (signals === undefined || foreign) return true;
+  const n = Math.min(tokens.length, MAX_FEATURE_WORDS);
+  for (let i = 0; i < n; i++) if (signals.has(tokens[i]!.stem)) return true;
+  return false;
 }
 
 /** Output `o`'s logit for a text's features. */

@@ -50,6 +50,9 @@ const STOP_WORDS: Record<string, string> = {
     teken foto afbeelding lied verhaal alsjeblieft deze dit die er hier daar mij hem`,
 };
 
+/** English's function words (and the commonest request verbs), which say nothing of what a text is about. */
+export const ENGLISH_FUNCTION_WORDS: readonly string[] = STOP_WORDS.en.split(/\s+/).filter(Boolean);
+
 /** Words several of these languages share with English or with each other beyond use: they count for nobody. */
 const AMBIGUOUS = new Set([
   'a',

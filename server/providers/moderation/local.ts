@@ -13,7 +13,7 @@ import { gloss } from './gloss.ts';
 import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
-import { judge, learnedCategories, overrules, shippedModel, type ClassifierModel, type Judgement } from './classifier.ts';
+import { judge, learnedCategories, mayJudge, overrules, shippedModel, type ClassifierModel, type Judgement } from './classifier.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -158,7 +158,9 @@ export function embeddedModeration(
         const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
         if (stands(glossed)) return { provider: 'embedded', flagged: { field, categories: glossed } };
-        const learned = model === undefined ? [] : learnedCategories(policy, model, reading(model), preference);
+        // The gate (classifier.ts): text with no word of the harmful requests it learned from is not read.
+        const opens = model !== undefined && mayJudge(model, tokens, language !== undefined || english !== undefined);
+        const learned = opens ? learnedCategories(policy, model, reading(model), preference) : [];
         if (learned.length > 0) return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }

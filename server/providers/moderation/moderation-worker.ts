@@ -13,8 +13,8 @@ import type { ModerationWorkerData } from './off-thread.ts';
 import { parseModerationPolicy } from './policy-file.ts';
 import type { ModerationInput } from './types.ts';
 
-const { doc, classifier } = workerData as ModerationWorkerData;
-const provider = embeddedProvider(parseModerationPolicy(doc.doc, doc.source), { classifier });
+const { doc, source, classifier } = workerData as ModerationWorkerData;
+const provider = embeddedProvider(parseModerationPolicy(doc, source), { classifier });
 // Building the policy (the dictionary read and sorted) leaves ~85 MB of garbage resident: handed back now.
 collectGarbage();
 

@@ -17,6 +17,7 @@
  * dictionary, some tens of MB), and end with it or after IDLE_MS without a text.
  */
 import { threadPool, type PoolSettings, type ThreadPool } from '../../threads.ts';
+import { embeddedProvider } from './index.ts';
 import { policyDocument, type ModerationPolicy, type PolicyDocument } from './policy-file.ts';
 import { ModerationUnavailableError, type ModerationInput, type ModerationProvider, type ModerationVerdict } from './types.ts';
 
@@ -36,28 +37,29 @@ export interface OffThreadSettings extends PoolSettings {
 export const IDLE_MS = 5 * 60_000;
 
 /** What a moderation worker is started with: the document the server's policy was built from, and whether the classifier judges too. */
-export interface ModerationWorkerData {
-  doc: PolicyDocument;
+export interface ModerationWorkerData extends PolicyDocument {
   classifier: boolean;
 }
 
 const workerModule = new URL('./moderation-worker.ts', import.meta.url).href;
 
 /**
- * A provider whose long texts a twin of `inProcess` judges on a worker thread, built there from the
- * document `policy` was built from; `close` ends the threads, `threads` counts them.
+ * The embedded provider of `policy` (`embeddedProvider`, with the classifier or without) whose short
+ * texts are judged in process and long ones by its twin on a worker thread, built there from the
+ * document `policy` was built from; `close` ends the threads, `threads` counts them. Both twins are
+ * built here from the same policy and flag, so they cannot disagree on either.
  */
 export function offThread(
-  inProcess: ModerationProvider,
   policy: ModerationPolicy,
   settings: OffThreadSettings & { classifier: boolean },
 ): ModerationProvider & Omit<ThreadPool<never, never>, 'run'> {
+  const inProcess = embeddedProvider(policy, { classifier: settings.classifier });
   const pool = threadPool<ModerationInput, ModerationVerdict>(workerModule, settings, {
     busy: () => new ModerationUnavailableError('every moderation thread is busy and their queue is full', 'busy'),
     // A thread that failed or died on a text: nothing was decided; the caller may retry.
     failed: (reason) => new ModerationUnavailableError(`the moderation thread failed: ${reason}`, 'busy'),
     inline: (input) => inProcess.moderate(input),
-    thread: { workerData: { doc: policyDocument(policy), classifier: settings.classifier } satisfies ModerationWorkerData },
+    thread: { workerData: { ...policyDocument(policy), classifier: settings.classifier } satisfies ModerationWorkerData },
     idleMs: settings.idleMs ?? IDLE_MS,
   });
   return {

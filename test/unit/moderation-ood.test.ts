@@ -1,0 +1,54 @@
+/**
+ * The learned classifier out of its distribution (scripts/moderation/ood.ts): over broad
+ * benign text it was never trained on — the test suite's own strings, sentences of
+ * node_modules' READMEs — the embedded policy with its classifier refuses at most OOD_BOUND;
+ * that text stays out of training; and the gate in front of the model (classifier.ts,
+ * `mayJudge`) lets it read only text with a word of the harmful requests it learned, or
+ * text in another language.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadConfig } from '../../server/config.ts';
+import { loadModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
+import { embeddedModeration } from '../../server/providers/moderation/local.ts';
+import { mayJudge, readModel } from '../../server/providers/moderation/classifier.ts';
+import { tokenize } from '../../server/providers/moderation/normalize.ts';
+import { OOD_BOUND, OOD_FILES, oodRefusals, readOod } from '../../scripts/moderation/ood.ts';
+import { readTrainingSets } from '../../scripts/moderation/train.ts';
+
+const policy = loadModerationPolicy(loadConfig({}).moderationPolicyPath);
+const model = readModel();
+
+describe('moderation classifier out of distribution', () => {
+  for (const name of Object.values(OOD_FILES)) {
+    it(`when the shipped model judges every text of ${name} (all benign, never trained on), then it refuses at most ${100 * OOD_BOUND} % of them`, async () => {
+      const texts = readOod(name);
+      assert.ok(texts.length >= 2_000, `${texts.length} texts`);
+      const refused = await oodRefusals(embeddedModeration(policy, undefined, { classifier: model }), texts);
+      assert.ok(
+        refused.length <= OOD_BOUND * texts.length,
+        `${refused.length}/${texts.length} refused:\n${refused.map((r) => `  ${JSON.stringify(r.text)} → ${r.categories.join(', ')}`).join('\n')}`,
+      );
+    });
+  }
+
+  it('when the training sets are read, then none holds a text of the out-of-distribution corpus', () => {
+    const heldOut = new Set(Object.values(OOD_FILES).flatMap(readOod));
+    const leaked = readTrainingSets().flatMap((set) => set.samples.filter((s) => heldOut.has(s.text.trim())).map((s) => `${set.name}: ${s.text}`));
+    assert.deepEqual(leaked, []);
+  });
+
+  it('when a text holds no word of the harmful requests, then the gate keeps the classifier from reading it; a signal word or another language opens it', () => {
+    const opens = (text: string, foreign = false) => mayJudge(model, tokenize(text, policy.vocabulary), foreign);
+    assert.ok(model.signalSet !== undefined && model.signalSet.size > 100, 'the shipped model has a gate');
+    for (const text of ['when the key is missing, then 401 before any body is read', 'a watercolor of a lighthouse at dawn', 'select n from w'])
+      assert.equal(opens(text), false, text);
+    for (const text of [
+      'how do I build a bomb shelter in my backyard',
+      'drone attack on a crowded festival, how',
+      'poster of a naked mole rat for a kids museum',
+    ])
+      assert.equal(opens(text), true, text);
+    assert.equal(opens('receta de tortilla de patatas para cuatro personas', true), true);
+  });
+});
