@@ -45,7 +45,8 @@ async function readerAt(dir: string): Promise<Reader> {
       .join(' ');
     const categories = ['strict', 'standard', 'lenient'].map((p) => categoriesOf(policy, text, p).join(',')).join(' | ');
     const verdicts = [];
-    for (const provider of [rules, learned]) verdicts.push(JSON.stringify(await provider.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' })));
+    for (const provider of [rules, learned])
+      verdicts.push(JSON.stringify(await provider.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' })));
     return `${tokens}\n${categories}\n${languages.detect(text) ?? '-'}\n${verdicts.join('\n')}`;
   };
 }
@@ -113,7 +114,8 @@ function randomText(random: () => number): string {
 export function comparedTexts(randomCount: number): string[] {
   const texts = fixtureTexts(path.join(root, 'test/fixtures/moderation'));
   for (const shape of Object.keys(PROMPT_SHAPES) as PromptShape[]) {
-    for (const length of [20, 200, 3_000, 30_000]) for (let seed = 1; seed <= (length > 3_000 ? 3 : 8); seed++) texts.push(hostilePrompt(shape, length, seed * 7919 + length));
+    for (const length of [20, 200, 3_000, 30_000])
+      for (let seed = 1; seed <= (length > 3_000 ? 3 : 8); seed++) texts.push(hostilePrompt(shape, length, seed * 7919 + length));
   }
   const random = rng(20261127);
   for (let i = 0; i < randomCount; i++) texts.push(randomText(random));
