@@ -148,10 +148,15 @@ export function stemOf(word: string): string {
   // stemmer or the cache (half of the ever-new words of hostile text).
   const last = word.charCodeAt(word.length - 1) - 97;
   if (last >= 0 && last < 26 && OWN_STEM_ENDINGS[last] === 1) return word.toLowerCase();
+  if (word.length > MAX_REMEMBERED_CHARS) return porterStem(word);
   let stem = stems.get(word);
   if (stem === undefined) {
     stem = porterStem(word);
-    stems.offer(word, stem);
+    // Bounded: a text of ever-new words empties it rather than growing it. Every stem is kept
+    // (not only from a second sight, as Memo keeps): the merge of joined pieces asks for the
+    // same spans many times over, and a stem is a short string.
+    if (stems.size >= 50_000) stems.clear();
+    stems.set(word, stem);
   }
   return stem;
 }
@@ -168,7 +173,7 @@ export const work = { steps: 0 };
  */
 const MAX_REMEMBERED_CHARS = 64;
 
-/** The slots of a Memo's table of keys seen (a power of two). */
+/** The slots of a Memo's tables of hashes (a power of two). */
 const SEEN_SLOTS = 1 << 15;
 
 /**
@@ -176,31 +181,36 @@ const SEEN_SLOTS = 1 << 15;
  * A key is kept from its second sight on, its first only noted as a hash in a table of numbers
  * (a slot per hash, overwritten): hostile text brings thousands of never-seen words per text,
  * and keeping each one made the garbage collector copy and promote them all, a quarter of the
- * CPU of a 30,000-character text of random letters, for words never asked again. The same table
- * answers most never-seen keys without hashing them into the map: a key whose slot does not hold
- * its hash was not offered since (a kept key whose slot another took is worked out again, and
- * kept again from its next sight). Emptied when full: a text of ever-new keys empties it rather
- * than growing it. Keys longer than MAX_REMEMBERED_CHARS are never kept.
+ * CPU of a 30,000-character text of random letters, for words never asked again. A bit per
+ * hash marks what is kept, so that most never-seen keys are answered without the map (hashing
+ * a new string into a map of thousands costs more than the walk of its letters). Emptied when
+ * full: a text of ever-new keys empties it rather than growing it. Keys longer than
+ * MAX_REMEMBERED_CHARS are never kept.
  */
 class Memo<V> {
   private readonly kept = new Map<string, V>();
+  /** The hash of the last key noted in each slot. */
   private readonly seen = new Int32Array(SEEN_SLOTS);
-  /** The last key asked and its hash, for the `offer` that follows a miss. */
+  /** A bit per slot: some kept key has its hash there (set when kept, cleared with the map). */
+  private readonly keptSlots = new Uint8Array(SEEN_SLOTS);
+  /** The last key hashed and its hash, for the `offer` that follows a miss. */
   private lastKey = '';
   private lastHash = 0;
 
   constructor(private readonly limit: number) {}
 
+  /** A hash of the key's length and of its first and last six code units at most (a hit pays the map's own hash besides). */
   private hash(key: string): number {
     if (key === this.lastKey) return this.lastHash;
-    let hash = 0x811c9dc5;
-    for (let k = 0; k < key.length; k++) hash = Math.imul(hash ^ key.charCodeAt(k), 0x01000193);
+    const n = key.length;
+    let hash = Math.imul(0x811c9dc5 ^ n, 0x01000193);
+    for (let k = 0; k < n; k = k === 5 && n > 12 ? n - 6 : k + 1) hash = Math.imul(hash ^ key.charCodeAt(k), 0x01000193);
     this.lastKey = key;
     return (this.lastHash = hash);
   }
 
   get(key: string): V | undefined {
-    if (key.length > MAX_REMEMBERED_CHARS || this.seen[this.hash(key) & (SEEN_SLOTS - 1)] !== this.lastHash) return undefined;
+    if (key.length > MAX_REMEMBERED_CHARS || this.keptSlots[this.hash(key) & (SEEN_SLOTS - 1)] === 0) return undefined;
     return this.kept.get(key);
   }
 
@@ -213,13 +223,17 @@ class Memo<V> {
       this.seen[slot] = hash;
       return;
     }
-    if (this.kept.size >= this.limit) this.kept.clear();
+    if (this.kept.size >= this.limit) {
+      this.kept.clear();
+      this.keptSlots.fill(0);
+    }
     this.kept.set(key, value);
+    this.keptSlots[slot] = 1;
   }
 }
 
 /** Stems already worked out: prompts and the merge of split words ask for the same ones again. */
-const stems = new Memo<string>(50_000);
+const stems = new Map<string, string>();
 
 /** By letter (a = 0): 1 for the last letters no suffix rule of porterStem ends with (a b f h j k o p q v w x z). */
 const OWN_STEM_ENDINGS = Uint8Array.from('abcdefghijklmnopqrstuvwxyz', (c) => ('abfhjkopqvwxz'.includes(c) ? 1 : 0));
