@@ -211,4 +211,28 @@ describe('moderation reading shortcuts', () => {
     assert.equal(withoutCodePoints('a\u200bb', { has: (c) => c === 0x200b }), 'ab');
     assert.equal(foldEach('a`b'), "a'b");
   });
+
+  it('when words are read over and over (their memos keep a word from its second sight), then each reading is what working it out afresh gives', () => {
+    // A fresh vocabulary, so that the memos start empty; words from a few letters, so that they
+    // recur (second and later sights), share hash slots and fill a memo until it is emptied.
+    const fresh = loadModerationPolicy(path.join(import.meta.dirname, '../../server/catalog/moderation.yaml')).vocabulary;
+    const word = fc.oneof(
+      fc.constantFrom(...known.slice(0, 200)),
+      fc.stringMatching(/^[kilbomu]{1,9}$/),
+      fc.stringMatching(/^[a-z]{7,20}$/),
+      fc.constantFrom('murdr', 'kiiill', 'pipebomb', 'killyourself', 'bombb'),
+    );
+    fc.assert(
+      fc.property(fc.array(word, { minLength: 1, maxLength: 40 }), (words) => {
+        for (const w of words) {
+          const corrected = fresh.correct(w);
+          assert.deepEqual(fresh.read(w, false), { word: corrected, stem: stemOf(corrected), possessive: false }, w);
+          assert.equal(fresh.isWord(w), fresh.knows(w) || inDictionary(w), w);
+          const split = fresh.segment(w);
+          if (!fresh.knows(w)) assert.equal(fresh.splitInTwo(w), split !== undefined && split.length === 2 ? split[0]!.length : undefined, w);
+        }
+      }),
+      { numRuns: 1000 },
+    );
+  });
 });
