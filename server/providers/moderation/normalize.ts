@@ -148,15 +148,10 @@ export function stemOf(word: string): string {
   // stemmer or the cache (half of the ever-new words of hostile text).
   const last = word.charCodeAt(word.length - 1) - 97;
   if (last >= 0 && last < 26 && OWN_STEM_ENDINGS[last] === 1) return word.toLowerCase();
-  if (word.length > MAX_REMEMBERED_CHARS) return porterStem(word);
   let stem = stems.get(word);
   if (stem === undefined) {
     stem = porterStem(word);
-    // Bounded: a text of ever-new words empties it rather than growing it. Every stem is kept
-    // (not only from a second sight, as Memo keeps): the merge of joined pieces asks for the
-    // same spans many times over, and a stem is a short string.
-    if (stems.size >= 50_000) stems.clear();
-    stems.set(word, stem);
+    stems.offer(word, stem);
   }
   return stem;
 }
@@ -233,7 +228,7 @@ class Memo<V> {
 }
 
 /** Stems already worked out: prompts and the merge of split words ask for the same ones again. */
-const stems = new Map<string, string>();
+const stems = new Memo<string>(50_000);
 
 /** By letter (a = 0): 1 for the last letters no suffix rule of porterStem ends with (a b f h j k o p q v w x z). */
 const OWN_STEM_ENDINGS = Uint8Array.from('abcdefghijklmnopqrstuvwxyz', (c) => ('abfhjkopqvwxz'.includes(c) ? 1 : 0));
