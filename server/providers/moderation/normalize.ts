@@ -188,28 +188,31 @@ class Memo<V> {
   private readonly seen = new Int32Array(SEEN_SLOTS);
   /** A bit per slot: some kept key has its hash there (set when kept, cleared with the map). */
   private readonly keptSlots = new Uint8Array(SEEN_SLOTS);
+  /** The last key hashed and its hash, for the `offer` that follows a miss. */
+  private lastKey = '';
+  private lastHash = 0;
 
   constructor(private readonly limit: number) {}
 
-  /**
-   * A hash of the key's length and its first two and last two code units: cheap to make on every
-   * lookup (a hit pays the map's own hash besides), and spread enough over the words of a text.
-   */
-  private static hash(key: string): number {
+  /** A hash of the key's length and of its first and last six code units at most (a hit pays the map's own hash besides). */
+  private hash(key: string): number {
+    if (key === this.lastKey) return this.lastHash;
     const n = key.length;
-    const ends = (key.charCodeAt(0) << 16) ^ key.charCodeAt(n - 1) ^ (key.charCodeAt(1) << 24) ^ (key.charCodeAt(n - 2) << 8);
-    return Math.imul(ends ^ Math.imul(n, 0x9e3779b1), 0x85ebca6b) ^ n;
+    let hash = Math.imul(0x811c9dc5 ^ n, 0x01000193);
+    for (let k = 0; k < n; k = k === 5 && n > 12 ? n - 6 : k + 1) hash = Math.imul(hash ^ key.charCodeAt(k), 0x01000193);
+    this.lastKey = key;
+    return (this.lastHash = hash);
   }
 
   get(key: string): V | undefined {
-    if (key.length > MAX_REMEMBERED_CHARS || this.keptSlots[Memo.hash(key) & (SEEN_SLOTS - 1)] === 0) return undefined;
+    if (key.length > MAX_REMEMBERED_CHARS || this.keptSlots[this.hash(key) & (SEEN_SLOTS - 1)] === 0) return undefined;
     return this.kept.get(key);
   }
 
   /** Keeps `value` for `key` if the key was offered before (and is short enough); else notes it. */
   offer(key: string, value: V): void {
     if (key.length > MAX_REMEMBERED_CHARS) return;
-    const hash = Memo.hash(key);
+    const hash = this.hash(key);
     const slot = hash & (SEEN_SLOTS - 1);
     if (this.seen[slot] !== hash) {
       this.seen[slot] = hash;
