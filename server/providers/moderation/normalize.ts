@@ -192,7 +192,8 @@ class Memo<V> {
   private lastKey = '';
   private lastHash = 0;
 
-  constructor(private readonly limit: number) {}
+  /** `limit`: the most keys kept before the memo is emptied. */
+  constructor(private readonly limit = 50_000) {}
 
   /** A hash of the key's length and of its first and last six code units at most (a hit pays the map's own hash besides). */
   private hash(key: string): number {
@@ -227,8 +228,8 @@ class Memo<V> {
   }
 }
 
-/** Stems already worked out: prompts and the merge of split words ask for the same ones again. */
-const stems = new Memo<string>(50_000);
+/** Stems already worked out (50,000 at most): prompts and the merge of split words ask for the same ones again. */
+const stems = new Memo<string>();
 
 /** By letter (a = 0): 1 for the last letters no suffix rule of porterStem ends with (a b f h j k o p q v w x z). */
 const OWN_STEM_ENDINGS = Uint8Array.from('abcdefghijklmnopqrstuvwxyz', (c) => ('abfhjkopqvwxz'.includes(c) ? 1 : 0));
