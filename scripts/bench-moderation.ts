@@ -2,10 +2,12 @@
  * What embedded moderation costs on text shaped to make it work hard
  * (test/helpers/hostile-prompts.ts), measured two ways:
  *
- * 1. In process: each shape at 3,000 and 30,000 characters, a new text each
- *    round (so no round reuses the last one's words), this thread's CPU time.
- *    Target: the worst shape's median at 30,000 characters under 20 ms, and
- *    30,000 characters costing at most about ten times 3,000 (linear); and
+ * 1. In process: each shape at 3,000, 10,000 and 30,000 characters, a new text
+ *    each round (so no round reuses the last one's words), the process's CPU
+ *    time. Target: the worst shape's median at 30,000 characters under 20 ms,
+ *    and each shape linear: its cost per character, the cheapest round of each
+ *    length, growing at most 1.5 times from any length to a longer one
+ *    (bench/linearity.ts, robust to sub-millisecond noise); and
  *    after 300 new 30,000-character texts, under 16 MiB of heap kept (the
  *    policy's caches must not keep what hostile text brings).
  * 2. At the real server (`node` with SERVER_ARGS, a temp DATA_DIR): each shape
@@ -44,6 +46,7 @@ import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { root, runMain, startGemforge } from './bench/processes.ts';
 import { quantile } from './bench/quantile.ts';
+import { judgeLinearity } from './bench/linearity.ts';
 import { hostilePrompt, PROMPT_SHAPES, type PromptShape } from '../test/helpers/hostile-prompts.ts';
 import { IMAGE } from './bench/fixture.ts';
 import { readSets } from './moderation/eval-set.ts';
@@ -80,26 +83,24 @@ function inProcess(): boolean {
   categoriesOf(policy, 'warm up: kill the lights, bomb shelter', 'standard');
   let worst = 0;
   let linear = true;
-  console.log('shape               3,000 chars (median, max)   30,000 chars (median, max)   ratio');
+  console.log('shape               3,000 chars (median, max)   10,000 (median)   30,000 chars (median, max)   cost per character ×');
   for (const shape of SHAPES) {
     const at = (length: number) => {
-      const times: number[] = [];
+      const costs: number[] = [];
       for (let round = 0; round < ROUNDS; round++) {
         const text = hostilePrompt(shape, length, length * 1000 + round);
         const start = cpuMs();
         categoriesOf(policy, text, 'strict');
-        times.push(cpuMs() - start);
+        costs.push(cpuMs() - start);
       }
-      return { median: median(times), max: Math.max(...times) };
+      return { length, costs, median: median(costs), max: Math.max(...costs) };
     };
-    const short = at(3_000);
-    const long = at(30_000);
-    const ratio = long.median / Math.max(short.median, 0.05);
+    const [short, middle, long] = [at(3_000), at(10_000), at(30_000)];
+    const judged = judgeLinearity([short, middle, long]);
     worst = Math.max(worst, long.median);
-    // Ten times the text, at most about ten times the work (and never judged on sub-ms noise).
-    if (ratio > 15 && long.median > 2) linear = false;
+    linear &&= judged.linear;
     console.log(
-      `${shape.padEnd(20)}${`${fmt(short.median)}, ${fmt(short.max)}`.padEnd(28)}${`${fmt(long.median)}, ${fmt(long.max)}`.padEnd(29)}×${ratio.toFixed(1)}`,
+      `${shape.padEnd(20)}${`${fmt(short.median)}, ${fmt(short.max)}`.padEnd(28)}${fmt(middle.median).padEnd(18)}${`${fmt(long.median)}, ${fmt(long.max)}`.padEnd(29)}${judged.steps.map((g) => g.toFixed(2)).join(', ')}; ${judged.growth.toFixed(2)} overall${judged.linear ? '' : ' (NOT LINEAR)'}`,
     );
   }
   // What reading ever-new hostile texts leaves behind (the policy's caches keep short words only).

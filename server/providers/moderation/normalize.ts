@@ -148,13 +148,10 @@ export function stemOf(word: string): string {
   // stemmer or the cache (half of the ever-new words of hostile text).
   const last = word.charCodeAt(word.length - 1) - 97;
   if (last >= 0 && last < 26 && OWN_STEM_ENDINGS[last] === 1) return word.toLowerCase();
-  if (word.length > MAX_REMEMBERED_CHARS) return porterStem(word);
   let stem = stems.get(word);
   if (stem === undefined) {
     stem = porterStem(word);
-    // Bounded: a text of ever-new words empties it rather than growing it.
-    if (stems.size >= 50_000) stems.clear();
-    stems.set(word, stem);
+    stems.offer(word, stem);
   }
   return stem;
 }
@@ -166,13 +163,73 @@ export function stemOf(word: string): string {
 export const work = { steps: 0 };
 
 /**
- * The longest word or chunk the caches below keep (a word of the policy is at most a few dozen
+ * The longest word or chunk the memos below keep (a word of the policy is at most a few dozen
  * letters): 20,000 remembered 30,000-character chunks, their pieces with them, would be gigabytes.
  */
 const MAX_REMEMBERED_CHARS = 64;
 
-/** Stems already worked out: prompts and the merge of split words ask for the same ones again. */
-const stems = new Map<string, string>();
+/** The slots of a Memo's tables of hashes (a power of two). */
+const SEEN_SLOTS = 1 << 15;
+
+/**
+ * A bounded memo of a pure function of a word or chunk: what texts repeat is worked out once.
+ * A key is kept from its second sight on, its first only noted as a hash in a table of numbers
+ * (a slot per hash, overwritten): hostile text brings thousands of never-seen words per text,
+ * and keeping each one made the garbage collector copy and promote them all, a quarter of the
+ * CPU of a 30,000-character text of random letters, for words never asked again. A bit per
+ * hash marks what is kept, so that most never-seen keys are answered without the map (hashing
+ * a new string into a map of thousands costs more than the walk of its letters). Emptied when
+ * full: a text of ever-new keys empties it rather than growing it. Keys longer than
+ * MAX_REMEMBERED_CHARS are never kept.
+ */
+class Memo<V> {
+  private readonly kept = new Map<string, V>();
+  /** The hash of the last key noted in each slot. */
+  private readonly seen = new Int32Array(SEEN_SLOTS);
+  /** A bit per slot: some kept key has its hash there (set when kept, cleared with the map). */
+  private readonly keptSlots = new Uint8Array(SEEN_SLOTS);
+  /** The last key hashed and its hash, for the `offer` that follows a miss. */
+  private lastKey = '';
+  private lastHash = 0;
+
+  /** `limit`: the most keys kept before the memo is emptied. */
+  constructor(private readonly limit = 50_000) {}
+
+  /** A hash of the key's length and of its first and last six code units at most (a hit pays the map's own hash besides). */
+  private hash(key: string): number {
+    if (key === this.lastKey) return this.lastHash;
+    const n = key.length;
+    let hash = Math.imul(0x811c9dc5 ^ n, 0x01000193);
+    for (let k = 0; k < n; k = k === 5 && n > 12 ? n - 6 : k + 1) hash = Math.imul(hash ^ key.charCodeAt(k), 0x01000193);
+    this.lastKey = key;
+    return (this.lastHash = hash);
+  }
+
+  get(key: string): V | undefined {
+    if (key.length > MAX_REMEMBERED_CHARS || this.keptSlots[this.hash(key) & (SEEN_SLOTS - 1)] === 0) return undefined;
+    return this.kept.get(key);
+  }
+
+  /** Keeps `value` for `key` if the key was offered before (and is short enough); else notes it. */
+  offer(key: string, value: V): void {
+    if (key.length > MAX_REMEMBERED_CHARS) return;
+    const hash = this.hash(key);
+    const slot = hash & (SEEN_SLOTS - 1);
+    if (this.seen[slot] !== hash) {
+      this.seen[slot] = hash;
+      return;
+    }
+    if (this.kept.size >= this.limit) {
+      this.kept.clear();
+      this.keptSlots.fill(0);
+    }
+    this.kept.set(key, value);
+    this.keptSlots[slot] = 1;
+  }
+}
+
+/** Stems already worked out (50,000 at most): prompts and the merge of split words ask for the same ones again. */
+const stems = new Memo<string>();
 
 /** By letter (a = 0): 1 for the last letters no suffix rule of porterStem ends with (a b f h j k o p q v w x z). */
 const OWN_STEM_ENDINGS = Uint8Array.from('abcdefghijklmnopqrstuvwxyz', (c) => ('abfhjkopqvwxz'.includes(c) ? 1 : 0));
@@ -180,13 +237,24 @@ const OWN_STEM_ENDINGS = Uint8Array.from('abcdefghijklmnopqrstuvwxyz', (c) => ('
 /** The stem without stemOf's shortcut or cache (exported for the test that holds the shortcut to it). */
 export function porterStem(word: string): string {
   // Porter reads "weaponize" as "weapon": keep the verb apart (and -ise as -ize).
-  const verb = /^(.{3,}?)i[sz](?:e|ed|es|ing|ation|ations|er|ers)$/u.exec(word);
+  // (Only a word holding "is" or "iz" can match: most are not run through the expression.)
+  const verb = word.includes('is') || word.includes('iz') ? /^(.{3,}?)i[sz](?:e|ed|es|ing|ation|ations|er|ers)$/u.exec(word) : null;
   if (verb) return `${verb[1]}iz`;
   const stem = stemmer(word);
   return stem.length < 3 ? word : stem; // "ieds" stays "ieds", not "i"
 }
 
 const LETTERS_ONLY = /^\p{L}+$/u;
+
+/** Whether a word holds a letter (`/\p{L}/u`): an ASCII letter by its code, anything else asked of the expression. */
+function hasLetter(word: string): boolean {
+  for (let k = 0; k < word.length; k++) {
+    const c = word.charCodeAt(k);
+    if (c >= 0x80) return LETTER.test(word);
+    if ((c | 0x20) >= 97 && (c | 0x20) <= 122) return true;
+  }
+  return false;
+}
 
 /** Whether a word is all letters (`/^\p{L}+$/u`): ASCII letters by their codes, anything else asked of the expression. */
 function lettersOnly(word: string): boolean {
@@ -262,22 +330,36 @@ export function isLetter(code: number): boolean {
  * point as the expression walks it; for a class that holds no ASCII character (ASCII is skipped).
  */
 export function withoutCodePoints(text: string, dropped: { has(code: number): boolean }): string {
-  let out = '';
-  let copied = 0;
+  // What is kept is copied into an array of code units and made a string once: appending each
+  // kept run made a rope of thousands of pieces when every other character is dropped.
+  let kept: Uint16Array | undefined;
+  let length = 0;
   for (let at = 0; at < text.length;) {
-    if (text.charCodeAt(at) < 0x80) {
+    const unit = text.charCodeAt(at);
+    if (unit < 0x80) {
+      if (kept !== undefined) kept[length++] = unit;
       at++;
       continue;
     }
     const code = text.codePointAt(at)!;
     const next = at + (code > 0xffff ? 2 : 1);
     if (dropped.has(code)) {
-      out += text.slice(copied, at);
-      copied = next;
+      if (kept === undefined) {
+        kept = new Uint16Array(text.length);
+        for (let k = 0; k < at; k++) kept[k] = text.charCodeAt(k);
+        length = at;
+      }
+    } else if (kept !== undefined) {
+      for (let k = at; k < next; k++) kept[length++] = text.charCodeAt(k);
     }
     at = next;
   }
-  return copied === 0 ? text : out + text.slice(copied);
+  return kept === undefined ? text : unitsToString(kept, length);
+}
+
+/** The first `length` code units of `units` as a string (as they are: a lone surrogate stays one). */
+function unitsToString(units: Uint16Array, length: number): string {
+  return Buffer.from(units.buffer, units.byteOffset, length * 2).toString('utf16le');
 }
 
 /** foldChar of each BMP character by its code, null when it is the character itself: no string is made to find that out. */
@@ -466,17 +548,15 @@ export class Vocabulary {
     }
   }
 
-  private readonly cache = new Map<string, Token>();
-  private readonly chunks = new Map<string, readonly Piece[]>();
+  private readonly cache = new Memo<Token>(20_000);
+  private readonly chunks = new Memo<readonly Piece[]>(20_000);
 
   /** How `read` splits a chunk, remembered (bounded) since texts repeat their chunks. */
   remembered(chunk: string, read: (chunk: string, vocabulary: Vocabulary) => readonly Piece[]): readonly Piece[] {
-    if (chunk.length > MAX_REMEMBERED_CHARS) return read(chunk, this);
     let pieces = this.chunks.get(chunk);
     if (pieces === undefined) {
       pieces = read(chunk, this);
-      if (this.chunks.size >= 20_000) this.chunks.clear();
-      this.chunks.set(chunk, pieces);
+      this.chunks.offer(chunk, pieces);
     }
     return pieces;
   }
@@ -487,26 +567,25 @@ export class Vocabulary {
     if (token === undefined) {
       const corrected = this.correct(word);
       token = { word: corrected, stem: stemOf(corrected), possessive: false };
-      if (word.length <= MAX_REMEMBERED_CHARS) {
-        if (this.cache.size >= 20_000) this.cache.clear();
-        this.cache.set(word, token);
-      }
+      this.cache.offer(word, token);
     }
     return possessive ? { ...token, possessive } : token;
   }
 
-  private readonly english = new Map<string, boolean>();
+  private readonly english = new Memo<boolean>(20_000);
+  /** The word isWord was last asked and its answer: `correct` asks again of the word `tokenize` just asked. */
+  private lastAsked = '';
+  private lastAnswer = false;
 
   /** Whether a word reads as English: the policy's or everyday words, or the dictionary's; remembered (bounded). */
   isWord(word: string): boolean {
     let known = this.english.get(word);
     if (known === undefined) {
       known = this.knows(word) || inDictionary(word);
-      if (word.length <= MAX_REMEMBERED_CHARS) {
-        if (this.english.size >= 20_000) this.english.clear();
-        this.english.set(word, known);
-      }
+      this.english.offer(word, known);
     }
+    this.lastAsked = word;
+    this.lastAnswer = known;
     return known;
   }
 
@@ -527,9 +606,9 @@ export class Vocabulary {
   /** The word a token stands for: itself when known or a dictionary word; else squeezed or corrected to a policy word. */
   correct(word: string): string {
     // Whether a long word is English is known already (asked before it is read, to split it).
-    const english = word.length >= 7 ? this.english.get(word) : undefined;
+    const english = word.length < 7 ? undefined : word === this.lastAsked ? this.lastAnswer : this.english.get(word);
     if (english === true) return word;
-    if ((english === undefined && this.knows(word)) || !LETTER.test(word)) return word;
+    if ((english === undefined && this.knows(word)) || !hasLetter(word)) return word;
     if (english === undefined && inDictionary(word)) return word;
     const squeezed = this.squeezed.get(squeeze(word));
     if (squeezed !== undefined) return squeezed;
@@ -620,18 +699,16 @@ export class Vocabulary {
   splitInTwo(run: string): number | undefined {
     const n = run.length;
     if (n > 80) return undefined;
-    if (n > MAX_REMEMBERED_CHARS) return this.findSplitInTwo(run);
     let at = this.splits.get(run);
     if (at === undefined) {
       at = this.findSplitInTwo(run) ?? -1;
-      if (this.splits.size >= 20_000) this.splits.clear();
-      this.splits.set(run, at);
+      this.splits.offer(run, at);
     }
     return at < 0 ? undefined : at;
   }
 
   /** Where `splitInTwo` splits a run, remembered (bounded): names and compounds recur. */
-  private readonly splits = new Map<string, number>();
+  private readonly splits = new Memo<number>(20_000);
 
   private findSplitInTwo(run: string): number | undefined {
     const n = run.length;
@@ -728,8 +805,14 @@ function single(word: string): boolean {
 /** A number with a unit or an ending ("1950s", "90s", "4th", "5k", "10pm"): not leetspeak ("0d" still reads "od"). */
 const NUMBER_WITH_UNIT = /^(?:\d{2,}(?:s|'s)|\d+(?:st|nd|rd|th|k|am|pm|mm|cm|km|kg|mg|ml|mb|gb|tb|hz|fps|px))$/;
 
-/** A digit or a symbol that leetspeak reads as a letter. */
-const LEETISH = /[0-9$@|!€+]/;
+/** Whether a piece holds a digit or a symbol that leetspeak reads as a letter (`/[0-9$@|!€+]/`), by code. */
+function leetish(piece: string): boolean {
+  for (let k = 0; k < piece.length; k++) {
+    const c = piece.charCodeAt(k);
+    if ((c >= 48 && c <= 57) || c === 36 || c === 64 || c === 124 || c === 33 || c === 0x20ac || c === 43) return true;
+  }
+  return false;
+}
 
 /** Apostrophes and letters drawn with symbols (`|<`, `|-|`, `/\\`, `\\/\\/`). */
 const SPELT_WITH_SYMBOLS = /['|/\\]/;
@@ -771,8 +854,11 @@ export function trimChunk(chunk: string): string {
   return start === 0 && end === chunk.length ? chunk : chunk.slice(start, end);
 }
 
-/** The runs of piece characters of a body (`body.split(/[^\p{L}\p{N}$@|!€+]+/u)` without its empty ends), in order. */
-export function* bodyPieces(body: string): Generator<string> {
+/**
+ * The runs of piece characters of a body (`body.split(/[^\p{L}\p{N}$@|!€+]+/u)` without its empty
+ * ends), in order, each handed to `take` (no array or iterator result made per piece).
+ */
+export function bodyPieces(body: string, take: (piece: string) => void): void {
   let start = -1;
   for (let at = 0; at < body.length;) {
     const code = body.codePointAt(at)!;
@@ -780,12 +866,12 @@ export function* bodyPieces(body: string): Generator<string> {
     if (pieceCharacter(code)) {
       if (start < 0) start = at;
     } else if (start >= 0) {
-      yield body.slice(start, at);
+      take(body.slice(start, at));
       start = -1;
     }
     at = next;
   }
-  if (start >= 0) yield body.slice(start);
+  if (start >= 0) take(body.slice(start));
 }
 
 /** The pieces of one whitespace-free chunk that is not a plain word: leetspeak undone, split at punctuation, pieces that form a known word merged. */
@@ -812,10 +898,10 @@ function readChunk(chunk: string, vocabulary: Vocabulary): Piece[] {
       .replace(/\\\/\\\//g, 'w');
   // Only a part holding a digit or a symbol can read as other letters (and split at a symbol).
   const parts: string[] = [];
-  for (const p of bodyPieces(body)) {
-    if (!LEETISH.test(p)) parts.push(p);
+  bodyPieces(body, (p) => {
+    if (!leetish(p)) parts.push(p);
     else for (const q of vocabulary.deleet(p).split(/[^\p{L}\p{N}]+/u)) if (q) parts.push(q);
-  }
+  });
   if (parts.length > 1 && parts.every(single)) {
     return parts.map((word) => ({ word, possessive: false })); // "k.i.l.l": letters spelt out, read with the run they belong to
   }
