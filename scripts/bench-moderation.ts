@@ -39,7 +39,9 @@ import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
-import { categoriesOf, embeddedModeration } from '../server/providers/moderation/local.ts';
+import { categoriesOf } from '../server/providers/moderation/local.ts';
+import { embeddedProvider } from '../server/providers/moderation/index.ts';
+import { parseModeration } from '../server/config.ts';
 import type { ModerationProvider } from '../server/providers/moderation/types.ts';
 import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
@@ -224,7 +226,10 @@ async function ordinarySubmission(): Promise<boolean> {
   try {
     const before = await providerAt(values.before, dir);
     if (before === undefined) return true;
-    const now = embeddedModeration(loadModerationPolicy(path.join(root, 'server/catalog/moderation.yaml')));
+    // Today's provider as the server builds it: the learned classifier only where MODERATION_CLASSIFIER turns it on.
+    const { moderationClassifier } = parseModeration(process.env);
+    const now = embeddedProvider(loadModerationPolicy(path.join(root, 'server/catalog/moderation.yaml')), { classifier: moderationClassifier });
+    console.log(`ordinary submission: today's embedded policy with the learned classifier ${moderationClassifier ? 'on' : 'off'} (MODERATION_CLASSIFIER)`);
     const everyday = readSets().flatMap((s) => s.samples.filter((x) => !x.harmful && x.group === 'everyday').map((x) => x.text));
     const kinds: Array<[string, string[]]> = [
       ['image prompt, repeated', [IMAGE.prompt]],

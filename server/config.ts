@@ -319,7 +319,7 @@ function checkMetricsToken(value: string): string {
 }
 
 /** `MODERATION_MODE`, `MODERATION_REMOTE_FALLBACK` and `MODERATION_CLASSIFIER`, checked now: remote modes need MODERATION_URL. */
-function parseModeration(env: NodeJS.ProcessEnv): Pick<Config, 'moderationMode' | 'moderationRemoteFallback' | 'moderationClassifier'> {
+export function parseModeration(env: NodeJS.ProcessEnv): Pick<Config, 'moderationMode' | 'moderationRemoteFallback' | 'moderationClassifier'> {
   const mode = env.MODERATION_MODE || (env.MODERATION_URL ? 'remote' : 'embedded');
   if (mode !== 'embedded' && mode !== 'remote' && mode !== 'both') throw new Error(`MODERATION_MODE must be embedded, remote or both, got "${mode}"`);
   if (mode !== 'embedded' && !env.MODERATION_URL) throw new Error(`MODERATION_MODE=${mode} needs MODERATION_URL`);
