@@ -22,9 +22,9 @@ import {
   preprocessWithoutCompiling,
   skipIdleParameterMutation,
   skipUnusedSchemaValidator,
+  VALIDATOR_FORMATS,
 } from './http/validator-routes.ts';
 import { byPrefix } from './http/route-prefix.ts';
-import { STRICT_FORMATS } from './http/formats.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { extractRouter } from './routes/extract.ts';
@@ -98,8 +98,7 @@ export function createApp(deps: AppDeps): express.Express {
       validateRequests: { allowUnknownQueryParameters: false },
       validateResponses: config.validateResponses,
       validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },
-      validateFormats: true,
-      formats: STRICT_FORMATS,
+      ...VALIDATOR_FORMATS,
       // Voice uploads: multer inside the validator, files on disk (never 50 MiB in memory).
       fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
     }),

@@ -188,6 +188,9 @@ export async function checkContractAtBuild(text: string, doc: { openapi: string 
   return true;
 }
 
+/** The validator's format options, as app.ts gives them and the build's preprocessing (preprocessesAtBuild) reads them. */
+export const VALIDATOR_FORMATS = { validateFormats: true, formats: STRICT_FORMATS } as const;
+
 /**
  * Whether the validator's own preprocessing of the bundled contract runs with
  * every component schema compiled, as it ran at each start before
@@ -200,7 +203,7 @@ function preprocessesAtBuild(bundled: unknown): boolean {
   if (/"(?:readOnly|writeOnly)":/.test(JSON.stringify(bundled))) return false;
   const doc = structuredClone(bundled) as { components?: { schemas?: Record<string, unknown> } };
   // The options app.ts gives the validator, as far as preprocessing reads them (formats; no serializers).
-  const ajvOptions = new AjvOptions({ serDes: [], validateFormats: true, ajvFormats: { mode: 'fast' }, formats: STRICT_FORMATS }).preprocessor;
+  const ajvOptions = new AjvOptions({ serDes: [], ajvFormats: { mode: 'fast' }, ...VALIDATOR_FORMATS }).preprocessor;
   try {
     const Preprocessor = validatorsSchemaPreprocessor();
     const preprocessor = new Preprocessor(doc, ajvOptions, false);
