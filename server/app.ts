@@ -26,6 +26,7 @@ import {
   skipIdleParameterMutation,
   skipUnusedSchemaValidator,
   VALIDATOR_FORMATS,
+  validatorMiddleware,
 } from './http/validator-routes.ts';
 import { byPrefix } from './http/route-prefix.ts';
 import { modelsRouter } from './routes/models.ts';
@@ -96,7 +97,8 @@ export function createApp(deps: AppDeps): express.Express {
   skipIdleBundling();
   const contract = readYamlFile(config.openapiPath) as Parameters<typeof OpenApiValidator.middleware>[0]['apiSpec'] & object;
   app.use(
-    OpenApiValidator.middleware({
+    // The library's middleware, without its deep copy of the contract: this read is the validator's alone.
+    validatorMiddleware(OpenApiValidator.middleware, {
       // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
       apiSpec: contractBundledByBuild(config.openapiPath) ? asBundled(contract) : contract,
       // Checked against the OpenAPI schema by the build, when this very text was built (the start's self-check still proves it loads).

@@ -2,9 +2,10 @@
  * Every use of express-openapi-validator's internals (docs/development.md,
  * Borrowed internals): the route patterns and parameter reshaping below, the
  * contract's OpenAPI-schema check made by the build (skipUnusedSchemaValidator),
- * its preprocessing without compiling (preprocessWithoutCompiling), and the
+ * its preprocessing without compiling (preprocessWithoutCompiling), the
  * contract's bundling skipped where the build found it changes nothing
- * (skipIdleBundling).
+ * (skipIdleBundling), and its middleware made without a deep copy of the
+ * contract (validatorMiddleware).
  *
  * express-openapi-validator (5.6) finds a request's operation by compiling
  * every documented path to a regular expression with path-to-regexp — on every
@@ -29,6 +30,9 @@ import * as mutatorImport from 'express-openapi-validator/dist/middlewares/parse
 import * as schemaValidatorImport from 'express-openapi-validator/dist/framework/openapi.schema.validator.js';
 import * as preprocessorImport from 'express-openapi-validator/dist/middlewares/parsers/schema.preprocessor.js';
 import * as frameworkImport from 'express-openapi-validator/dist/framework/index.js';
+import * as specLoaderImport from 'express-openapi-validator/dist/framework/openapi.spec.loader.js';
+import * as validatorClassImport from 'express-openapi-validator/dist/openapi.validator.js';
+import type * as OpenApiValidatorPackage from 'express-openapi-validator';
 import { PARSED_YAML_DIR, parsedYamlName } from '../yaml-file.ts';
 import { STRICT_FORMATS } from './formats.ts';
 
@@ -250,6 +254,34 @@ type LoadSpec = Framework['loadSpec'] & { skipsBundling?: true };
 /** The validator's framework class, which loads the contract (its own dist file). */
 export function validatorsFramework(): { prototype: { loadSpec: LoadSpec } } {
   return exportsOf<{ OpenAPIFramework: { prototype: { loadSpec: LoadSpec } } }>(frameworkImport).OpenAPIFramework;
+}
+
+type MiddlewareOptions = Parameters<typeof OpenApiValidatorPackage.middleware>[0];
+type Middleware = ReturnType<typeof OpenApiValidatorPackage.middleware>;
+interface ValidatorClass {
+  new (options: MiddlewareOptions): { installMiddleware(spec: Promise<unknown>): Middleware };
+}
+interface SpecLoaderClass {
+  new (args: { apiDoc: unknown; validateApiSpec?: boolean; $refParser?: unknown }): { load(): Promise<unknown> };
+}
+
+/**
+ * express-openapi-validator's `middleware(options)` (5.6, its dist/index.js),
+ * step for step, but for the deep copy of the contract it makes first (lodash's
+ * cloneDeep of the whole document, about 5 % of a start's CPU): the contract
+ * object given is the one the validator loads, preprocesses and keeps, so the
+ * caller gives one that nothing else holds (app.ts: a fresh read). The
+ * package's own `middleware` still gets `_oav`, as the library sets it.
+ */
+export function validatorMiddleware(middleware: typeof OpenApiValidatorPackage.middleware, options: MiddlewareOptions): Middleware {
+  const { OpenApiValidator } = exportsOf<{ OpenApiValidator: ValidatorClass }>(validatorClassImport);
+  const { OpenApiSpecLoader } = exportsOf<{ OpenApiSpecLoader: SpecLoaderClass }>(specLoaderImport);
+  // The constructor fills in the options' defaults (validateApiSpec, $refParser) that the loader then reads.
+  const oav = new OpenApiValidator(options);
+  (middleware as typeof middleware & { _oav?: unknown })._oav = oav;
+  return oav.installMiddleware(
+    new OpenApiSpecLoader({ apiDoc: options.apiSpec, validateApiSpec: options.validateApiSpec, $refParser: options.$refParser }).load(),
+  );
 }
 
 /** Contracts whose bundling the build found to change nothing (marked by asBundled). */
