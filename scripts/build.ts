@@ -28,6 +28,9 @@ import { bundleConsoleScript } from '../server/console-page/build.ts';
 import { PARSED_YAML_DIR, parseYaml, parsedYamlName } from '../server/yaml-file.ts';
 import { checkContractAtBuild } from '../server/http/validator-routes.ts';
 import { writeBuiltDictionary } from '../server/providers/moderation/dictionary.ts';
+import { BUILT_TRIES_DIR } from '../server/providers/moderation/letter-trie.ts';
+import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
+import { loadConfig } from '../server/config.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const OUT = path.join(ROOT, 'dist/app');
@@ -221,6 +224,16 @@ async function parseYamlFiles(): Promise<void> {
   }
 }
 
+/**
+ * The shipped moderation policy's vocabulary tries as the server holds them (letter-trie.ts), so a
+ * start reads them instead of building them. Built afresh: the copies of earlier builds are removed
+ * first (they are named by the words and code they were made from, and none would be read again).
+ */
+function writeBuiltTries(): void {
+  fs.rmSync(BUILT_TRIES_DIR, { recursive: true, force: true });
+  loadModerationPolicy(loadConfig({}).moderationPolicyPath).vocabulary.writeTries(BUILT_TRIES_DIR);
+}
+
 /** The package.json of the node_modules package a bundled file belongs to, or undefined for a repository file. */
 function packageJsonOf(file: string): string | undefined {
   const m = /^(.*[/\\]node_modules[/\\](?:@[^/\\]+[/\\])?[^/\\]+)[/\\]/.exec(file);
@@ -235,6 +248,7 @@ export async function buildDist(): Promise<string[]> {
   await parseYamlFiles();
   // The moderation's English dictionary as the server holds it, so a start reads it instead of building it.
   writeBuiltDictionary();
+  writeBuiltTries();
   const consoleScript = await bundleConsoleScript();
   const threads = threadModules();
   const names = threads.map((f) => path.basename(f, '.ts'));

@@ -17,12 +17,16 @@ import { errorMiddleware, notFoundHandler } from './http/errors.ts';
 import { rejectUnrepresentable } from './http/unrepresentable.ts';
 import { missingKey } from './http/missing-key.ts';
 import {
+  asBundled,
   cacheValidatorRoutePatterns,
+  contractBundledByBuild,
   contractCheckedByBuild,
   preprocessWithoutCompiling,
+  skipIdleBundling,
   skipIdleParameterMutation,
   skipUnusedSchemaValidator,
   VALIDATOR_FORMATS,
+  validatorMiddleware,
 } from './http/validator-routes.ts';
 import { byPrefix } from './http/route-prefix.ts';
 import { modelsRouter } from './routes/models.ts';
@@ -89,10 +93,14 @@ export function createApp(deps: AppDeps): express.Express {
   const checkedByBuild = contractCheckedByBuild(config.openapiPath);
   // Its preprocessing compiled every component schema just to look it up: a contract the build preprocessed is looked up without.
   if (checkedByBuild) preprocessWithoutCompiling();
+  // And it bundles the contract it is given: not one the build bundled and found unchanged.
+  skipIdleBundling();
+  const contract = readYamlFile(config.openapiPath) as Parameters<typeof OpenApiValidator.middleware>[0]['apiSpec'] & object;
   app.use(
-    OpenApiValidator.middleware({
+    // The library's middleware, without its deep copy of the contract: this read is the validator's alone.
+    validatorMiddleware(OpenApiValidator.middleware, {
       // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
-      apiSpec: readYamlFile(config.openapiPath) as Parameters<typeof OpenApiValidator.middleware>[0]['apiSpec'],
+      apiSpec: contractBundledByBuild(config.openapiPath) ? asBundled(contract) : contract,
       // Checked against the OpenAPI schema by the build, when this very text was built (the start's self-check still proves it loads).
       validateApiSpec: !checkedByBuild,
       validateRequests: { allowUnknownQueryParameters: false },

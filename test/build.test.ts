@@ -21,6 +21,8 @@ import { openDb } from '../server/storage/db.ts';
 import { createAccount, createKey } from '../server/domain/accounts.ts';
 import { setPassword } from '../server/domain/console.ts';
 import { systemClock } from '../server/domain/clock.ts';
+import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
+import { parsedYamlName } from '../server/yaml-file.ts';
 
 const EMAIL = 'compiled@example.com';
 const PASSWORD = 'correct horse battery staple';
@@ -117,6 +119,11 @@ describe('the compiled server', () => {
     assert.match(stderr, /compiled the server into dist\/ .*dist\/ was never built/);
     assert.ok(fs.existsSync(path.join(copy, 'dist/server.mjs')));
     assert.ok(consoleJs.length > 1000, 'the bundled console script is served');
+    // What a start reads instead of building: the shipped policy's vocabulary tries, and the contract's notes.
+    const tries = loadModerationPolicy(path.join(ROOT, 'server/catalog/moderation.yaml')).vocabulary.triesName;
+    assert.deepEqual(fs.readdirSync(path.join(copy, 'dist/vocabulary')), [tries]);
+    const contract = fs.readFileSync(path.join(copy, 'openapi/openapi.yaml'), 'utf8');
+    assert.match(fs.readFileSync(path.join(copy, 'dist/yaml', `${parsedYamlName(contract)}.checked`), 'utf8'), /, bundling changes nothing$/);
     assert.ok(!beside.some((name) => name.startsWith('esbuild')), `processes beside the server: ${beside.join(', ')}`);
   });
 

@@ -2,7 +2,10 @@
  * Every use of express-openapi-validator's internals (docs/development.md,
  * Borrowed internals): the route patterns and parameter reshaping below, the
  * contract's OpenAPI-schema check made by the build (skipUnusedSchemaValidator),
- * and its preprocessing without compiling (preprocessWithoutCompiling).
+ * its preprocessing without compiling (preprocessWithoutCompiling), the
+ * contract's bundling skipped where the build found it changes nothing
+ * (skipIdleBundling), and its middleware made without a deep copy of the
+ * contract (validatorMiddleware).
  *
  * express-openapi-validator (5.6) finds a request's operation by compiling
  * every documented path to a regular expression with path-to-regexp — on every
@@ -26,6 +29,10 @@ import * as pathToRegexpImport from 'path-to-regexp';
 import * as mutatorImport from 'express-openapi-validator/dist/middlewares/parsers/req.parameter.mutator.js';
 import * as schemaValidatorImport from 'express-openapi-validator/dist/framework/openapi.schema.validator.js';
 import * as preprocessorImport from 'express-openapi-validator/dist/middlewares/parsers/schema.preprocessor.js';
+import * as frameworkImport from 'express-openapi-validator/dist/framework/index.js';
+import * as specLoaderImport from 'express-openapi-validator/dist/framework/openapi.spec.loader.js';
+import * as validatorClassImport from 'express-openapi-validator/dist/openapi.validator.js';
+import type * as OpenApiValidatorPackage from 'express-openapi-validator';
 import { PARSED_YAML_DIR, parsedYamlName } from '../yaml-file.ts';
 import { STRICT_FORMATS } from './formats.ts';
 
@@ -161,9 +168,10 @@ function validatorVersion(): string {
 
 /**
  * The note's text: the installed validator's version, and what the build ran
- * (a note of an earlier build, which only checked the schema, does not count).
+ * (a note of an earlier build, which only checked the schema, does not count);
+ * `bundled`: the validator's bundling gave the contract back as it was read.
  */
-const checkedNote = () => `${validatorVersion()} checked, preprocessing compiled`;
+const checkedNote = (bundled: boolean) => `${validatorVersion()} checked, preprocessing compiled${bundled ? ', bundling changes nothing' : ''}`;
 
 /** Where the build notes that a contract's text passed the validator's own check (beside its parsed copy). */
 const checkedMark = (text: string) => path.join(PARSED_YAML_DIR, `${parsedYamlName(text)}.checked`);
@@ -183,7 +191,7 @@ export async function checkContractAtBuild(text: string, doc: { openapi: string 
   if (!preprocessesAtBuild(bundled)) return false;
   // Written whole, then renamed, as the parsed copies are (a starting server never reads half a note).
   const tmp = `${checkedMark(text)}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, checkedNote());
+  fs.writeFileSync(tmp, checkedNote(JSON.stringify(bundled) === JSON.stringify(doc)));
   fs.renameSync(tmp, checkedMark(text));
   return true;
 }
@@ -218,13 +226,93 @@ function preprocessesAtBuild(bundled: unknown): boolean {
   }
 }
 
+/** The build's note on the contract in `file` as it reads now (checkContractAtBuild), or undefined. */
+function buildNoteOf(file: string): string | undefined {
+  try {
+    return fs.readFileSync(checkedMark(fs.readFileSync(file, 'utf8')), 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
 /** Whether the contract in `file`, as it reads now, passed the build's check (checkContractAtBuild) with the installed validator. */
 export function contractCheckedByBuild(file: string): boolean {
-  try {
-    return fs.readFileSync(checkedMark(fs.readFileSync(file, 'utf8')), 'utf8') === checkedNote();
-  } catch {
-    return false;
-  }
+  const note = buildNoteOf(file);
+  return note === checkedNote(false) || note === checkedNote(true);
+}
+
+/** Whether the build also found that the validator's bundling gives the contract in `file` back as it reads (see skipIdleBundling). */
+export function contractBundledByBuild(file: string): boolean {
+  return buildNoteOf(file) === checkedNote(true);
+}
+
+interface Framework {
+  loadSpec(spec: unknown, refParser?: { mode?: string }): Promise<unknown>;
+}
+type LoadSpec = Framework['loadSpec'] & { skipsBundling?: true };
+
+/** The validator's framework class, which loads the contract (its own dist file). */
+export function validatorsFramework(): { prototype: { loadSpec: LoadSpec } } {
+  return exportsOf<{ OpenAPIFramework: { prototype: { loadSpec: LoadSpec } } }>(frameworkImport).OpenAPIFramework;
+}
+
+type MiddlewareOptions = Parameters<typeof OpenApiValidatorPackage.middleware>[0];
+type Middleware = ReturnType<typeof OpenApiValidatorPackage.middleware>;
+interface ValidatorClass {
+  new (options: MiddlewareOptions): { installMiddleware(spec: Promise<unknown>): Middleware };
+}
+interface SpecLoaderClass {
+  new (args: { apiDoc: unknown; validateApiSpec?: boolean; $refParser?: unknown }): { load(): Promise<unknown> };
+}
+
+/**
+ * express-openapi-validator's `middleware(options)` (5.6, its dist/index.js),
+ * step for step, but for the deep copy of the contract it makes first (lodash's
+ * cloneDeep of the whole document, about 5 % of a start's CPU): the contract
+ * object given is the one the validator loads, preprocesses and keeps, so the
+ * caller gives one that nothing else holds (app.ts: a fresh read). The
+ * package's own `middleware` still gets `_oav`, as the library sets it.
+ */
+export function validatorMiddleware(middleware: typeof OpenApiValidatorPackage.middleware, options: MiddlewareOptions): Middleware {
+  const { OpenApiValidator } = exportsOf<{ OpenApiValidator: ValidatorClass }>(validatorClassImport);
+  const { OpenApiSpecLoader } = exportsOf<{ OpenApiSpecLoader: SpecLoaderClass }>(specLoaderImport);
+  // The constructor fills in the options' defaults (validateApiSpec, $refParser) that the loader then reads.
+  const oav = new OpenApiValidator(options);
+  (middleware as typeof middleware & { _oav?: unknown })._oav = oav;
+  return oav.installMiddleware(
+    new OpenApiSpecLoader({ apiDoc: options.apiSpec, validateApiSpec: options.validateApiSpec, $refParser: options.$refParser }).load(),
+  );
+}
+
+/** Contracts whose bundling the build found to change nothing (marked by asBundled). */
+const bundledAsRead = new WeakSet<object>();
+
+/** Marks a contract (an object handed to the validator) whose bundling the build found to change nothing: contractBundledByBuild. */
+export function asBundled<T extends object>(doc: T): T {
+  bundledAsRead.add(doc);
+  return doc;
+}
+
+/**
+ * express-openapi-validator (5.6) loads the contract it is given, an object
+ * too, by bundling it with its JSON-schema ref parser (`loadSpec` in its
+ * framework/index.js): a walk of the whole document that resolves every
+ * `$ref` and changes none where every ref is internal, as ours are. It edits
+ * the object it is given (the parser's `mutateInputSchema`) and returns it.
+ * For a contract the build bundled and found unchanged (contractBundledByBuild,
+ * marked with asBundled), that object is returned without the walk (about
+ * 3 % of a start's CPU); any other, or a path, is loaded by the library as
+ * before. Idempotent.
+ */
+export function skipIdleBundling(): void {
+  const proto = validatorsFramework().prototype;
+  if (proto.loadSpec.skipsBundling) return;
+  const load = proto.loadSpec;
+  const fast: LoadSpec = function (this: Framework, spec, refParser) {
+    if (typeof spec === 'object' && spec !== null && bundledAsRead.has(spec) && (refParser?.mode ?? 'bundle') === 'bundle') return Promise.resolve(spec);
+    return load.call(this, spec, refParser);
+  };
+  proto.loadSpec = Object.assign(fast, { skipsBundling: true as const });
 }
 
 /**

@@ -175,6 +175,34 @@ describe('borrowed internals', () => {
       fs.existsSync(fromValidator.resolve('@apidevtools/json-schema-ref-parser')),
       'its own @apidevtools/json-schema-ref-parser (the bundling the build checks the contract after)',
     );
+    const { OpenAPIFramework } = fromValidator('./framework/index.js') as { OpenAPIFramework?: { prototype?: { loadSpec?: unknown } } };
+    check(typeof OpenAPIFramework?.prototype?.loadSpec === 'function', 'dist/framework/index.js exporting OpenAPIFramework with loadSpec');
+    check(
+      /const apiDoc = await this\.loadSpec\(args\.apiDoc, args\.\$refParser\);/.test(framework) &&
+        /loadSpec\(filePath, \$refParser = \{ mode: 'bundle' \}\)/.test(framework) &&
+        /: \$RefParser\.bundle\(filePath\);\s*return doc;\s*\}\s*sortApiDocTags/.test(framework),
+      'the framework loading the contract through this.loadSpec, which bundles an object it is given by default (what skipIdleBundling skips for a contract the build bundled unchanged)',
+    );
+    const index = fs.readFileSync(fromValidator.resolve('./index.js'), 'utf8');
+    check(
+      /function openapiValidator\(options\) \{\s*const oav = new openapi_validator_1\.OpenApiValidator\(options\);\s*exports\.middleware\._oav = oav;\s*return oav\.installMiddleware\(new openapi_spec_loader_1\.OpenApiSpecLoader\(\{\s*apiDoc: cloneDeep\(options\.apiSpec\),\s*validateApiSpec: options\.validateApiSpec,\s*\$refParser: options\.\$refParser,\s*\}\)\.load\(\)\);\s*\}/.test(
+        index,
+      ),
+      'dist/index.js making its middleware as validatorMiddleware repeats it (OpenApiValidator, _oav, OpenApiSpecLoader over a deep copy of apiSpec, load)',
+    );
+    const { OpenApiValidator } = fromValidator('./openapi.validator.js') as { OpenApiValidator?: { prototype?: { installMiddleware?: unknown } } };
+    const { OpenApiSpecLoader } = fromValidator('./framework/openapi.spec.loader.js') as { OpenApiSpecLoader?: { prototype?: { load?: unknown } } };
+    check(
+      typeof OpenApiValidator?.prototype?.installMiddleware === 'function' && typeof OpenApiSpecLoader?.prototype?.load === 'function',
+      'dist/openapi.validator.js exporting OpenApiValidator with installMiddleware, dist/framework/openapi.spec.loader.js OpenApiSpecLoader with load',
+    );
+    const refParserOptions = fromValidator('@apidevtools/json-schema-ref-parser') as {
+      getJsonSchemaRefParserDefaultOptions?: () => { mutateInputSchema?: unknown };
+    };
+    check(
+      refParserOptions.getJsonSchemaRefParserDefaultOptions?.().mutateInputSchema === true,
+      'the ref parser editing and returning the very object it bundles (mutateInputSchema by default): skipIdleBundling returns that object',
+    );
   });
 
   it("when a broken request body is answered (server/http/client-error.ts), then Node's socket names the response it is writing as _httpMessage", async () => {

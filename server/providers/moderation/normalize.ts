@@ -14,6 +14,7 @@
 import { resolveConfusablesTransformer } from 'obscenity';
 import { stemmer } from 'stemmer';
 import { inDictionary, readDictionary } from './dictionary.ts';
+import { BUILT_TRIES_DIR, builtTriesName, LetterTrie, readBuiltTries, writeBuiltTries } from './letter-trie.ts';
 import { INVISIBLE_LETTERS, LOOK_ALIKES } from './look-alikes.ts';
 import { properNames } from './names.ts';
 
@@ -82,63 +83,6 @@ const MAX_INFLECTION = 12;
  * rarer long inflections of a word split by punctuation ("assault-iveness") are not merged.
  */
 const MERGE_INFLECTION = 6;
-
-type PrefixNode = Map<string, PrefixNode>;
-
-/**
- * A trie of letters: built as maps of maps, then packed into arrays (each node's children's keys
- * and nodes side by side, the root's ASCII children in a table), since a walk by the maps hashed a
- * one-letter string per step, thousands of times per hostile text. Nodes are numbers, the root 0,
- * none -1. A key is what was added, a UTF-16 code unit or (added by code point) a whole code point
- * past the BMP, which no code unit walked matches: the maps' string keys compared the same way.
- */
-class LetterTrie {
-  private building: PrefixNode | undefined = new Map();
-  /** A node's children are the edges from first[node] to first[node + 1]. */
-  private first = new Int32Array(1);
-  private keys = new Int32Array(0);
-  private nodes = new Int32Array(0);
-  private readonly rootAscii = new Int32Array(128).fill(-1);
-
-  /** Adds the letters of `word` (strings of one code unit, or one code point). */
-  add(word: Iterable<string>): void {
-    if (this.building === undefined) throw new Error('a packed trie takes no more words');
-    let node = this.building;
-    for (const c of word) {
-      let next = node.get(c);
-      if (next === undefined) node.set(c, (next = new Map<string, PrefixNode>()));
-      node = next;
-    }
-  }
-
-  /** Packs the maps into the arrays, in breadth-first order; no word is added after. */
-  pack(): void {
-    const order: PrefixNode[] = [this.building ?? new Map<string, PrefixNode>()];
-    for (let n = 0; n < order.length; n++) for (const child of order[n]!.values()) order.push(child);
-    const ids = new Map(order.map((node, id) => [node, id]));
-    this.first = new Int32Array(order.length + 1);
-    this.keys = new Int32Array(order.length - 1);
-    this.nodes = new Int32Array(order.length - 1);
-    let edge = 0;
-    order.forEach((node, id) => {
-      this.first[id] = edge;
-      for (const [c, child] of node) {
-        this.keys[edge] = c.codePointAt(0)!;
-        this.nodes[edge++] = ids.get(child)!;
-        if (id === 0 && c.length === 1 && c.charCodeAt(0) < 128) this.rootAscii[c.charCodeAt(0)] = ids.get(child)!;
-      }
-    });
-    this.first[order.length] = edge;
-    this.building = undefined;
-  }
-
-  /** The child of `node` by the code unit `unit` (NaN past a string's end finds none); -1 when there is none. */
-  child(node: number, unit: number): number {
-    if (node === 0 && unit < 128) return this.rootAscii[unit]!;
-    for (let e = this.first[node]!, end = this.first[node + 1]!; e < end; e++) if (this.keys[e] === unit) return this.nodes[e]!;
-    return -1;
-  }
-}
 
 /** A word's Porter stem; words of three letters or fewer are their own stem ("ied" is not "i"). */
 export function stemOf(word: string): string {
@@ -454,15 +398,37 @@ export class Vocabulary {
   /** Policy words of 5+ letters by each one-letter deletion of them (and themselves), for spelling correction. */
   private readonly deletions = new Map<string, string[]>();
   /** The keys of `deletions` as a trie of letters, and their reversals: which deletions of a word can be keys. */
-  private readonly deletionStarts = new LetterTrie();
-  private readonly deletionEnds = new LetterTrie();
+  private readonly deletionStarts: LetterTrie;
+  private readonly deletionEnds: LetterTrie;
+  /** The name of the build's copy of the tries for these words and this code (letter-trie.ts). */
+  readonly triesName: string;
+  /** Whether the tries were read from the build's copy rather than built. */
+  readonly triesFromBuild: boolean;
 
-  constructor(policyWords: Iterable<string>) {
-    for (const w of COMMON.split(/\s+/)) if (w) this.add(w, false);
-    for (const w of policyWords) this.add(w, true);
-    for (const trie of [this.prefixes, this.deletionStarts, this.deletionEnds]) trie.pack();
+  /** `builtTries`: where the build's copy of the tries is looked for (letter-trie.ts). */
+  constructor(policyWords: Iterable<string>, builtTries = BUILT_TRIES_DIR) {
+    const common = COMMON.split(/\s+/).filter(Boolean);
+    const policy = [...policyWords];
+    // The tries the build made from these very words by this code are read, not built again (most of building a vocabulary).
+    this.triesName = builtTriesName([...common, ...policy], [import.meta.filename]);
+    const built = readBuiltTries(builtTries, this.triesName, 3);
+    this.triesFromBuild = built !== undefined;
+    [this.prefixes, this.deletionStarts, this.deletionEnds] = built ?? [new LetterTrie(), new LetterTrie(), new LetterTrie()];
+    for (const w of common) this.add(w, false, built === undefined);
+    for (const w of policy) this.add(w, true, built === undefined);
+    if (built === undefined) for (const trie of this.tries()) trie.pack();
     // Read the dictionary now, at start, not inside the first request (dictionary.ts: the build keeps it ready to read).
     readDictionary();
+  }
+
+  /** The tries: the prefixes, the deletions from the start and from the end (the build writes them; tests compare them). */
+  tries(): LetterTrie[] {
+    return [this.prefixes, this.deletionStarts, this.deletionEnds];
+  }
+
+  /** For the build: writes this vocabulary's tries where a vocabulary of the same words looks for them. */
+  writeTries(dir = BUILT_TRIES_DIR): void {
+    writeBuiltTries(dir, this.triesName, this.tries());
   }
 
   /**
@@ -472,11 +438,7 @@ export class Vocabulary {
   longest = 0;
 
   /** The prefixes of every word and stem, as a trie of letters. */
-  private readonly prefixes = new LetterTrie();
-
-  private addPrefixes(word: string): void {
-    this.prefixes.add(word);
-  }
+  private readonly prefixes: LetterTrie;
 
   /**
    * How long a merged span starting with `text` can be and still be worth asking `knows`:
@@ -521,18 +483,19 @@ export class Vocabulary {
     return j;
   }
 
-  private add(word: string, correctable: boolean): void {
+  /** `tries`: whether the word goes into the tries too (not when they were read from the build). */
+  private add(word: string, correctable: boolean, tries: boolean): void {
     if (this.words.has(word)) return;
     this.words.add(word);
     this.longest = Math.max(this.longest, word.length + MAX_INFLECTION);
-    this.addPrefixes(word);
+    if (tries) this.prefixes.add(word);
     if (word.length >= 4) {
       const stem = stemOf(word);
       this.stems.add(stem);
       const first = stem.charCodeAt(0);
       const second = stem.charCodeAt(1);
       if (first >= 97 && first <= 122 && second >= 97 && second <= 122) this.stemStarts[(first - 97) * 26 + second - 97] = 1;
-      this.addPrefixes(stem);
+      if (tries) this.prefixes.add(stem);
     }
     const key = squeeze(word);
     if (!this.squeezed.has(key)) this.squeezed.set(key, word);
@@ -541,6 +504,7 @@ export class Vocabulary {
         const list = this.deletions.get(d) ?? [];
         list.push(word);
         this.deletions.set(d, list);
+        if (!tries) continue;
         // By UTF-16 unit, as `correct` walks them.
         this.deletionStarts.add(d.split(''));
         this.deletionEnds.add(d.split('').reverse());
