@@ -7,6 +7,7 @@ import { readYamlFile } from '../../yaml-file.ts';
 import type { ContentPreference } from './types.ts';
 import { fold, tokenize, Vocabulary } from './normalize.ts';
 import { indexPhrases, MASK, MAX_PHRASE, START, type Intent, type Phrase, type PhraseIndex } from './intents.ts';
+import type { Sense } from './senses.ts';
 
 export type Strictness = ContentPreference;
 
@@ -31,6 +32,8 @@ export interface ModerationPolicy {
   vocabulary: Vocabulary;
   /** Concept phrases and masks by first stem. */
   phrases: PhraseIndex;
+  /** Trigger words read in the sense of a field its cues name (senses.ts). */
+  senses: Sense[];
   /** Whether a category applies to an account with this content preference. */
   applies(category: Pick<ModerationCategory, 'strictness'>, preference: ContentPreference): boolean;
 }
@@ -83,6 +86,27 @@ function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent
   return { seq, all, unless: names('unless'), gap, across: i.across === true, thenNot: i.thenNot };
 }
 
+const SENSE_KEYS = new Set(['words', 'cues', 'near', 'object', 'keep', 'unless']);
+
+function parseSense(raw: unknown, where: string, concepts: Set<string>): Sense {
+  const s = raw as Record<string, unknown>;
+  if (typeof s !== 'object' || s === null || Array.isArray(s)) throw new Error(`${where} must be a mapping`);
+  const unknown = Object.keys(s).filter((k) => !SENSE_KEYS.has(k));
+  if (unknown.length > 0) throw new Error(`${where}: unknown key ${unknown[0]} (use words, cues, near, object, keep, unless)`);
+  const names = (key: string) => {
+    const list = stringList(s[key], `${where}: ${key}`);
+    for (const c of list) if (!concepts.has(c) || c === START) throw new Error(`${where}: ${key} names an unknown concept "${c}"`);
+    return list;
+  };
+  if (typeof s.words !== 'string' || !concepts.has(s.words) || s.words === START) throw new Error(`${where}: words must name a concept`);
+  const cues = names('cues');
+  if (cues.length === 0) throw new Error(`${where}: cues must name at least one concept`);
+  if (s.object !== undefined && typeof s.object !== 'boolean') throw new Error(`${where}: object must be true or false`);
+  const near = s.near ?? 12;
+  if (typeof near !== 'number' || !Number.isInteger(near) || near < 1 || near > 24) throw new Error(`${where}: near must be a whole number from 1 to 24`);
+  return { words: s.words, cues, near, object: s.object === true, keep: names('keep'), unless: names('unless') };
+}
+
 function parseCategory(raw: unknown, where: string, vocabulary: Vocabulary, concepts: Set<string>): ModerationCategory {
   const c = raw as Record<string, unknown>;
   if (typeof c !== 'object' || c === null) throw new Error(`${where} must be a mapping`);
@@ -115,7 +139,7 @@ function parseCategory(raw: unknown, where: string, vocabulary: Vocabulary, conc
 
 /** Builds a policy from parsed YAML (`source` names it in messages). */
 export function parseModerationPolicy(doc: unknown, source: string): ModerationPolicy {
-  const d = (doc ?? {}) as { categories?: unknown; concepts?: unknown; masks?: unknown };
+  const d = (doc ?? {}) as { categories?: unknown; concepts?: unknown; masks?: unknown; senses?: unknown };
   const list = d.categories;
   if (!Array.isArray(list) || list.length === 0) throw new Error(`${source}: "categories" must be a non-empty list`);
   const rawConcepts = d.concepts ?? {};
@@ -149,10 +173,13 @@ export function parseModerationPolicy(doc: unknown, source: string): ModerationP
     seen.add(category.id);
     return category;
   });
+  if (d.senses !== undefined && !Array.isArray(d.senses)) throw new Error(`${source}: "senses" must be a list`);
+  const senses = ((d.senses as unknown[] | undefined) ?? []).map((s, i) => parseSense(s, `${source}: senses[${i}]`, names));
   const policy: ModerationPolicy = {
     categories,
     vocabulary,
     phrases: indexPhrases(phrases),
+    senses,
     applies: (category, preference) => category.strictness === 'standard' || preference === 'strict',
   };
   documents.set(policy, { doc, source });
