@@ -19,7 +19,8 @@
  *
  * A protective purpose is read here too: "so my teenager can't overdose", "so
  * the kids don't get hurt" (a person other than the writer, then a negation,
- * then a harm) is a recovery frame, as the policy's `recovery` phrases are.
+ * then a harm) is a recovery and a protective frame, as the policy's
+ * `recovery` and `protective` phrases are.
  * "so my parents won't notice" is none: what is negated must be a harm.
  */
 import type { Token } from './normalize.ts';
@@ -122,9 +123,11 @@ const HARMS = ['harm', 'self-harm', 'injure'];
 const NEGATIONS = new Set(['cant', 'cannot', 'wont', 'doesnt', 'dont', 'didnt', 'couldnt', 'wouldnt', 'never', 'not']);
 const LINKS = new Set(['get', 'be', 'accident', 'accidentally', 'ever', 'possibl']);
 const NO_OCCURRENCES: readonly Occurrence[] = [];
+/** What a protective purpose is to the policy: a frame of recovery (self-harm) and a protective one (the rest). */
+const FRAMES = [RECOVERY, 'protective'];
 
 /**
- * Adds to `found`'s recovery frames each protective purpose: "so" (or "so that"), a person other
+ * Adds to `found`'s recovery and protective frames each protective purpose: "so" (or "so that"), a person other
  * than the writer, a negation and a harm ("so my teenager can't overdose on it"). Returns
  * whether it added one.
  */
@@ -148,6 +151,6 @@ export function readPurposes(tokens: Token[], found: Map<string, Occurrence[]>):
     }
   }
   if (added.length === 0) return false;
-  found.set(RECOVERY, [...(found.get(RECOVERY) ?? []), ...added].sort((a, b) => a.start - b.start));
+  for (const frame of FRAMES) found.set(frame, [...(found.get(frame) ?? []), ...added].sort((a, b) => a.start - b.start));
   return true;
 }
