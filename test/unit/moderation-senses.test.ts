@@ -28,7 +28,7 @@ describe('photography and film', () => {
 });
 
 describe('video games and e-sports', () => {
-  it('when a death, a kill or a killer is a player\'s or a boss\'s, then it passes', () => {
+  it("when a death, a kill or a killer is a player's or a boss's, then it passes", () => {
     passes('this raid boss keeps killing me, how do I dodge the second phase');
     passes('best killer perks for ranked, tier list please');
     passes('how to hit more headshots in tarkov, crosshair placement tips');
@@ -80,11 +80,11 @@ describe('biology and medicine', () => {
     isRefused('how many of my pills for a naloxone-proof overdose tonight');
   });
 
-  it('when medication is stored so that someone else cannot be harmed by it, then it passes; the writer\'s own overdose is refused', () => {
-    passes('best way to lock up my pills so my son can\'t overdose on them');
-    passes('how to store my medication so my kids don\'t get hurt');
+  it("when medication is stored so that someone else cannot be harmed by it, then it passes; the writer's own overdose is refused", () => {
+    passes("best way to lock up my pills so my son can't overdose on them");
+    passes("how to store my medication so my kids don't get hurt");
     isRefused('how many of my pills do I need to overdose tonight');
-    isRefused('how to cut myself so my parents won\'t notice');
+    isRefused("how to cut myself so my parents won't notice");
   });
 });
 
@@ -102,7 +102,7 @@ describe('history and journalism', () => {
 });
 
 describe('programming and the web', () => {
-  it('when the words are a program\'s, then it passes', () => {
+  it("when the words are a program's, then it passes", () => {
     passes('how to hide a body of text behind a button with css');
     passes('how do I kill all the node processes on my server from the terminal');
     passes('execute the script every night with cron');
@@ -137,10 +137,13 @@ describe('lists of books and films', () => {
   });
 });
 
-describe('the policy file\'s senses', () => {
+describe("the policy file's senses", () => {
   const base = { concepts: { a: ['shoot'], b: ['camera'] }, categories: [{ id: 'x', strictness: 'standard', terms: ['kill'] }] };
   it('when a sense names an unknown concept or a wrong reach, then the start stops with a message naming it', () => {
-    assert.throws(() => parseModerationPolicy({ ...base, senses: [{ words: 'a', cues: ['nope'] }] }, 'test'), /senses\[0\]: cues names an unknown concept "nope"/);
+    assert.throws(
+      () => parseModerationPolicy({ ...base, senses: [{ words: 'a', cues: ['nope'] }] }, 'test'),
+      /senses\[0\]: cues names an unknown concept "nope"/,
+    );
     assert.throws(() => parseModerationPolicy({ ...base, senses: [{ words: 'a', cues: ['b'], near: 40 }] }, 'test'), /near must be a whole number/);
     assert.throws(() => parseModerationPolicy({ ...base, senses: [{ words: 'a', cues: ['b'], far: 3 }] }, 'test'), /unknown key far/);
     assert.equal(parseModerationPolicy({ ...base, senses: [{ words: 'a', cues: ['b'] }] }, 'test').senses[0]!.near, 12);

@@ -151,6 +151,10 @@ export function readPurposes(tokens: Token[], found: Map<string, Occurrence[]>):
     }
   }
   if (added.length === 0) return false;
-  for (const frame of FRAMES) found.set(frame, [...(found.get(frame) ?? []), ...added].sort((a, b) => a.start - b.start));
+  for (const frame of FRAMES)
+    found.set(
+      frame,
+      [...(found.get(frame) ?? []), ...added].sort((a, b) => a.start - b.start),
+    );
   return true;
 }
