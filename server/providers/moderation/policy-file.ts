@@ -64,18 +64,27 @@ function stemsOf(phrase: string, vocabulary: Vocabulary, where: string): string[
   return stems;
 }
 
-const INTENT_KEYS = new Set(['seq', 'all', 'unless', 'gap', 'across', 'thenNot']);
-
-function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent {
-  const i = raw as Record<string, unknown>;
-  if (typeof i !== 'object' || i === null || Array.isArray(i)) throw new Error(`${where} must be a mapping`);
-  const unknown = Object.keys(i).filter((k) => !INTENT_KEYS.has(k));
-  if (unknown.length > 0) throw new Error(`${where}: unknown key ${unknown[0]} (use seq, all, unless, gap, across, thenNot)`);
+/**
+ * The entry `raw` as a mapping of `keys` only, and a reader of its lists of concept names
+ * (`start`, which every text holds, only where `start` is allowed).
+ */
+function entryOf(raw: unknown, where: string, keys: readonly string[], concepts: Set<string>, start: boolean) {
+  const entry = raw as Record<string, unknown>;
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw new Error(`${where} must be a mapping`);
+  const unknown = Object.keys(entry).filter((k) => !keys.includes(k));
+  if (unknown.length > 0) throw new Error(`${where}: unknown key ${unknown[0]} (use ${keys.join(', ')})`);
   const names = (key: string) => {
-    const list = stringList(i[key], `${where}: ${key}`);
-    for (const c of list) if (!concepts.has(c)) throw new Error(`${where}: ${key} names an unknown concept "${c}"`);
+    const list = stringList(entry[key], `${where}: ${key}`);
+    for (const c of list) if (!concepts.has(c) || (!start && c === START)) throw new Error(`${where}: ${key} names an unknown concept "${c}"`);
     return list;
   };
+  return { entry, names };
+}
+
+const INTENT_KEYS = ['seq', 'all', 'unless', 'gap', 'across', 'thenNot'];
+
+function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent {
+  const { entry: i, names } = entryOf(raw, where, INTENT_KEYS, concepts, true);
   const seq = names('seq');
   const all = names('all');
   if (seq.length === 0 && all.length === 0) throw new Error(`${where}: give seq or all`);
@@ -86,18 +95,10 @@ function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent
   return { seq, all, unless: names('unless'), gap, across: i.across === true, thenNot: i.thenNot };
 }
 
-const SENSE_KEYS = new Set(['words', 'cues', 'near', 'object', 'keep', 'unless']);
+const SENSE_KEYS = ['words', 'cues', 'near', 'object', 'keep', 'unless'];
 
 function parseSense(raw: unknown, where: string, concepts: Set<string>): Sense {
-  const s = raw as Record<string, unknown>;
-  if (typeof s !== 'object' || s === null || Array.isArray(s)) throw new Error(`${where} must be a mapping`);
-  const unknown = Object.keys(s).filter((k) => !SENSE_KEYS.has(k));
-  if (unknown.length > 0) throw new Error(`${where}: unknown key ${unknown[0]} (use words, cues, near, object, keep, unless)`);
-  const names = (key: string) => {
-    const list = stringList(s[key], `${where}: ${key}`);
-    for (const c of list) if (!concepts.has(c) || c === START) throw new Error(`${where}: ${key} names an unknown concept "${c}"`);
-    return list;
-  };
+  const { entry: s, names } = entryOf(raw, where, SENSE_KEYS, concepts, false);
   if (typeof s.words !== 'string' || !concepts.has(s.words) || s.words === START) throw new Error(`${where}: words must name a concept`);
   const cues = names('cues');
   if (cues.length === 0) throw new Error(`${where}: cues must name at least one concept`);
