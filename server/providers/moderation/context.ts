@@ -16,9 +16,16 @@
  *
  * Such words are masked like the policy's own masks (intents.ts): no concept
  * and no term sees them. One pass over the words: linear in the text.
+ *
+ * A protective purpose is read here too: "so my teenager can't overdose", "so
+ * the kids don't get hurt" (a person other than the writer, then a negation,
+ * then a harm) is a recovery and a protective frame, as the policy's
+ * `recovery` and `protective` phrases are.
+ * "so my parents won't notice" is none: what is negated must be a harm.
  */
 import type { Token } from './normalize.ts';
-import type { Occurrence } from './intents.ts';
+import { FREE, type Occurrence } from './intents.ts';
+import { RECOVERY } from './frames.ts';
 
 export const NAMED_OBJECT = 'named-object';
 /** The policy's things ("sell kids clothes"): what is said of one is said of a thing. */
@@ -107,4 +114,47 @@ export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[]
     }
     if (auxiliaries > 0 && at < tokens.length) mask(at);
   }
+}
+
+/** The policy's people, and its harms that a protective purpose negates. */
+const PEOPLE = ['person', 'minor'];
+const HARMS = ['harm', 'self-harm', 'injure'];
+/** Negations of a purpose ("so my son can't …"), and the words that may stand before its harm ("get hurt"). */
+const NEGATIONS = new Set(['cant', 'cannot', 'wont', 'doesnt', 'dont', 'didnt', 'couldnt', 'wouldnt', 'never', 'not']);
+const LINKS = new Set(['get', 'be', 'accident', 'accidentally', 'ever', 'possibl']);
+const NO_OCCURRENCES: readonly Occurrence[] = [];
+/** What a protective purpose is to the policy: a frame of recovery (self-harm) and a protective one (the rest). */
+const FRAMES = [RECOVERY, 'protective'];
+
+/**
+ * Adds to `found`'s recovery and protective frames each protective purpose: "so" (or "so that"), a person other
+ * than the writer, a negation and a harm ("so my teenager can't overdose on it"). Returns
+ * whether it added one.
+ */
+export function readPurposes(tokens: Token[], found: Map<string, Occurrence[]>): boolean {
+  // Where each harm starts, and its end: one look-up per purpose.
+  const harms = new Map<number, number>();
+  for (const c of HARMS) for (const h of found.get(c) ?? NO_OCCURRENCES) harms.set(h.start, Math.max(h.end, harms.get(h.start) ?? 0));
+  if (harms.size === 0) return false;
+  const added: Occurrence[] = [];
+  for (const c of PEOPLE) {
+    for (const p of found.get(c) ?? NO_OCCURRENCES) {
+      let back = p.start - 1;
+      while (back >= 0 && FREE.has(tokens[back]!.stem)) back--;
+      if (back < 0 || tokens[back]!.stem !== 'so') continue;
+      let at = p.end;
+      if (at >= tokens.length || !NEGATIONS.has(tokens[at]!.stem)) continue;
+      at++;
+      while (at < tokens.length && at <= p.end + 3 && (LINKS.has(tokens[at]!.stem) || NEGATIONS.has(tokens[at]!.stem))) at++;
+      const end = harms.get(at);
+      if (end !== undefined) added.push({ start: back, end });
+    }
+  }
+  if (added.length === 0) return false;
+  for (const frame of FRAMES)
+    found.set(
+      frame,
+      [...(found.get(frame) ?? []), ...added].sort((a, b) => a.start - b.start),
+    );
+  return true;
 }

@@ -37,7 +37,7 @@ export const MASK = '#mask';
 export const START = 'start';
 
 /** Words that never count towards a gap: articles, determiners and possessive determiners. */
-const FREE = new Set([
+export const FREE: ReadonlySet<string> = new Set([
   'a',
   'an',
   'the',
@@ -84,7 +84,7 @@ const QUANTITIES = new Set([
   'full',
 ]);
 /** Prepositions: between a verb and a person they say the person is not what the verb acts on ("a photo of my wife"). */
-const PREPOSITIONS = new Set([
+export const PREPOSITIONS: ReadonlySet<string> = new Set([
   'of',
   'for',
   'with',
@@ -281,7 +281,7 @@ function near(found: Map<string, Occurrence[]>, concept: string, anchor: Occurre
 export const MAX_PHRASE = 16;
 
 /** The index of the first occurrence starting at or after `start` (occurrences are in text order). */
-function firstFrom(list: Occurrence[], start: number): number {
+export function firstFrom(list: readonly Occurrence[], start: number): number {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {

@@ -10,7 +10,8 @@ import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
 import { gloss } from './gloss.ts';
-import { maskNamedObjects, NAMED_OBJECT, THING } from './context.ts';
+import { maskNamedObjects, NAMED_OBJECT, readPurposes, THING } from './context.ts';
+import { maskSenses } from './senses.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
 import { judge, learnedCategories, mayJudge, overrules, shippedModel, type ClassifierModel, type Judgement } from './classifier.ts';
@@ -88,6 +89,10 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
   if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING))) found = occurrences(tokens, policy.phrases, masked);
+  // A trigger word in the field its text is about ("shoot … at golden hour", "bleed a tuna") counts for nothing.
+  if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked);
+  // "so my teenager can't overdose": a purpose that protects someone is a frame of recovery.
+  readPurposes(tokens, found);
   // A made-up world cancels nothing when the text demands that its content be real.
   disarmFrames(found);
   const broken = termsHeld(tokens, masked, index.terms);

@@ -7,6 +7,7 @@ import { readYamlFile } from '../../yaml-file.ts';
 import type { ContentPreference } from './types.ts';
 import { fold, tokenize, Vocabulary } from './normalize.ts';
 import { indexPhrases, MASK, MAX_PHRASE, START, type Intent, type Phrase, type PhraseIndex } from './intents.ts';
+import type { Sense } from './senses.ts';
 
 export type Strictness = ContentPreference;
 
@@ -31,6 +32,8 @@ export interface ModerationPolicy {
   vocabulary: Vocabulary;
   /** Concept phrases and masks by first stem. */
   phrases: PhraseIndex;
+  /** Trigger words read in the sense of a field its cues name (senses.ts). */
+  senses: Sense[];
   /** Whether a category applies to an account with this content preference. */
   applies(category: Pick<ModerationCategory, 'strictness'>, preference: ContentPreference): boolean;
 }
@@ -61,18 +64,27 @@ function stemsOf(phrase: string, vocabulary: Vocabulary, where: string): string[
   return stems;
 }
 
-const INTENT_KEYS = new Set(['seq', 'all', 'unless', 'gap', 'across', 'thenNot']);
-
-function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent {
-  const i = raw as Record<string, unknown>;
-  if (typeof i !== 'object' || i === null || Array.isArray(i)) throw new Error(`${where} must be a mapping`);
-  const unknown = Object.keys(i).filter((k) => !INTENT_KEYS.has(k));
-  if (unknown.length > 0) throw new Error(`${where}: unknown key ${unknown[0]} (use seq, all, unless, gap, across, thenNot)`);
+/**
+ * The entry `raw` as a mapping of `keys` only, and a reader of its lists of concept names
+ * (`start`, which every text holds, only where `start` is allowed).
+ */
+function entryOf(raw: unknown, where: string, keys: readonly string[], concepts: Set<string>, start: boolean) {
+  const entry = raw as Record<string, unknown>;
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw new Error(`${where} must be a mapping`);
+  const unknown = Object.keys(entry).filter((k) => !keys.includes(k));
+  if (unknown.length > 0) throw new Error(`${where}: unknown key ${unknown[0]} (use ${keys.join(', ')})`);
   const names = (key: string) => {
-    const list = stringList(i[key], `${where}: ${key}`);
-    for (const c of list) if (!concepts.has(c)) throw new Error(`${where}: ${key} names an unknown concept "${c}"`);
+    const list = stringList(entry[key], `${where}: ${key}`);
+    for (const c of list) if (!concepts.has(c) || (!start && c === START)) throw new Error(`${where}: ${key} names an unknown concept "${c}"`);
     return list;
   };
+  return { entry, names };
+}
+
+const INTENT_KEYS = ['seq', 'all', 'unless', 'gap', 'across', 'thenNot'];
+
+function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent {
+  const { entry: i, names } = entryOf(raw, where, INTENT_KEYS, concepts, true);
   const seq = names('seq');
   const all = names('all');
   if (seq.length === 0 && all.length === 0) throw new Error(`${where}: give seq or all`);
@@ -81,6 +93,19 @@ function parseIntent(raw: unknown, where: string, concepts: Set<string>): Intent
   if (i.across !== undefined && typeof i.across !== 'boolean') throw new Error(`${where}: across must be true or false`);
   if (i.thenNot !== undefined && (typeof i.thenNot !== 'string' || !concepts.has(i.thenNot))) throw new Error(`${where}: thenNot must name a concept`);
   return { seq, all, unless: names('unless'), gap, across: i.across === true, thenNot: i.thenNot };
+}
+
+const SENSE_KEYS = ['words', 'cues', 'near', 'object', 'keep', 'unless'];
+
+function parseSense(raw: unknown, where: string, concepts: Set<string>): Sense {
+  const { entry: s, names } = entryOf(raw, where, SENSE_KEYS, concepts, false);
+  if (typeof s.words !== 'string' || !concepts.has(s.words) || s.words === START) throw new Error(`${where}: words must name a concept`);
+  const cues = names('cues');
+  if (cues.length === 0) throw new Error(`${where}: cues must name at least one concept`);
+  if (s.object !== undefined && typeof s.object !== 'boolean') throw new Error(`${where}: object must be true or false`);
+  const near = s.near ?? 12;
+  if (typeof near !== 'number' || !Number.isInteger(near) || near < 1 || near > 24) throw new Error(`${where}: near must be a whole number from 1 to 24`);
+  return { words: s.words, cues, near, object: s.object === true, keep: names('keep'), unless: names('unless') };
 }
 
 function parseCategory(raw: unknown, where: string, vocabulary: Vocabulary, concepts: Set<string>): ModerationCategory {
@@ -115,7 +140,7 @@ function parseCategory(raw: unknown, where: string, vocabulary: Vocabulary, conc
 
 /** Builds a policy from parsed YAML (`source` names it in messages). */
 export function parseModerationPolicy(doc: unknown, source: string): ModerationPolicy {
-  const d = (doc ?? {}) as { categories?: unknown; concepts?: unknown; masks?: unknown };
+  const d = (doc ?? {}) as { categories?: unknown; concepts?: unknown; masks?: unknown; senses?: unknown };
   const list = d.categories;
   if (!Array.isArray(list) || list.length === 0) throw new Error(`${source}: "categories" must be a non-empty list`);
   const rawConcepts = d.concepts ?? {};
@@ -149,10 +174,13 @@ export function parseModerationPolicy(doc: unknown, source: string): ModerationP
     seen.add(category.id);
     return category;
   });
+  if (d.senses !== undefined && !Array.isArray(d.senses)) throw new Error(`${source}: "senses" must be a list`);
+  const senses = ((d.senses as unknown[] | undefined) ?? []).map((s, i) => parseSense(s, `${source}: senses[${i}]`, names));
   const policy: ModerationPolicy = {
     categories,
     vocabulary,
     phrases: indexPhrases(phrases),
+    senses,
     applies: (category, preference) => category.strictness === 'standard' || preference === 'strict',
   };
   documents.set(policy, { doc, source });
