@@ -75,7 +75,8 @@ export function queuedTasksCap(limits: Pick<AdmissionLimits, 'accountQueuedTasks
 export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): Promise<void> {
   const cap = kind === 'media' ? queuedTasksCap(limits, principal.account) : 0;
   const buckets = bucketsOf(limits, principal, kind);
-  const queueFull = () => refused(limits, 'queued-tasks', kind, `This account already has ${cap} media tasks queued, its limit`, QUEUE_FULL_RETRY_AFTER_SECONDS);
+  const queueFull = () =>
+    refused(limits, 'queued-tasks', kind, `This account already has ${cap} media tasks queued, its limit`, QUEUE_FULL_RETRY_AFTER_SECONDS);
   if (cap > 0 && buckets.length === 0) {
     if ((await jobs.queuedOf(db, principal.account.id)) >= cap) throw queueFull();
     return;

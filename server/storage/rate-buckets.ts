@@ -33,7 +33,11 @@ const take = (n: number, capped: boolean) =>
     const [least, greatest] = isSqlite(c) ? ['min', 'max'] : ['least', 'greatest'];
     const now = refilled(least, greatest);
     // Typed for Postgres, where a SELECT's parameters carry no column's type as VALUES of an INSERT do.
-    const rows = Array.from({ length: n }, () => (capped ? '(CAST(? AS varchar(160)), CAST(? AS double precision), CAST(? AS bigint), CAST(? AS double precision), CAST(? AS double precision))' : '(?, ?, ?, ?, ?)')).join(', ');
+    const rows = Array.from({ length: n }, () =>
+      capped
+        ? '(CAST(? AS varchar(160)), CAST(? AS double precision), CAST(? AS bigint), CAST(? AS double precision), CAST(? AS double precision))'
+        : '(?, ?, ?, ?, ?)',
+    ).join(', ');
     const source = capped
       ? `SELECT * FROM (VALUES ${rows}) AS v
          WHERE (SELECT COALESCE(SUM(queued), 0) FROM queue_turns WHERE account_id = ? AND lane IN ('local', 'remote')) < ?`
