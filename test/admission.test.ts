@@ -67,6 +67,28 @@ describe('admission limits', () => {
     }
   });
 
+  it('when an account at its queued cap keeps submitting, then the refusals spend no tokens: raised, the cap admits the rest of the burst, then the rate refuses', async () => {
+    const clock = new ManualClock(new Date('2026-03-01T00:00:00Z'));
+    const s = await startTestServer({ clock, env: { WORKER_ENABLED: 'false', ACCOUNT_QUEUED_TASKS: '1', KEY_MEDIA_RATE: '1', RATE_BURST_SECONDS: '2' } });
+    try {
+      const user = await s.user({ gems: 100 });
+      assert.equal((await submit(s, user.secret, IMAGE, image('a'))).status, 202);
+      for (const p of ['b', 'c', 'd']) {
+        const refused = await submit(s, user.secret, IMAGE, image(p));
+        assert.equal(refused.status, 503);
+        assert.match(refused.body.error.message, /already has 1 media tasks queued/);
+        assert.equal(refused.headers.get('retry-after'), '5');
+      }
+      await accounts.updateAccount(s.db, systemClock, user.accountId, { queuedTasks: 10 });
+      assert.equal((await submit(s, user.secret, IMAGE, image('b'))).status, 202, 'the burst of 2 still holds its second token');
+      const over = await submit(s, user.secret, IMAGE, image('e'));
+      assert.equal(over.status, 503);
+      assert.match(over.body.error.message, /API key is over its media request rate/);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('when a submission is refused, then /metrics counts the refusal by limit and kind, and shows the accounts waiting per lane', async () => {
     const token = 'metrics-token-metrics-token';
     const s = await startTestServer({ env: { WORKER_ENABLED: 'false', METRICS_TOKEN: token, KEY_MEDIA_RATE: '1', RATE_BURST_SECONDS: '1' } });

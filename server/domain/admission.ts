@@ -66,20 +66,27 @@ export function queuedTasksCap(limits: Pick<AdmissionLimits, 'accountQueuedTasks
 }
 
 /**
- * Admits a submission or throws the 503 refusal. The queued-task cap is read
- * first (a refused flood spends no tokens), then one statement takes a token
- * from the key's and the account's bucket.
+ * Admits a submission or throws the 503 refusal. A refused flood spends no
+ * tokens: the queued-task cap is decided first. With both a cap and rates, one
+ * statement reads the account's queued tasks and takes the tokens only while
+ * they are under the cap (a round trip less per submission); when it takes none,
+ * the queued count is read again to tell the cap's refusal from the rates'.
  */
 export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): Promise<void> {
-  if (kind === 'media') {
-    const cap = queuedTasksCap(limits, principal.account);
-    if (cap > 0 && (await jobs.queuedOf(db, principal.account.id)) >= cap) {
-      throw refused(limits, 'queued-tasks', kind, `This account already has ${cap} media tasks queued, its limit`, QUEUE_FULL_RETRY_AFTER_SECONDS);
-    }
-  }
+  const cap = kind === 'media' ? queuedTasksCap(limits, principal.account) : 0;
   const buckets = bucketsOf(limits, principal, kind);
-  const over = await takeTokens(db, buckets, clock.now().getTime());
+  const queueFull = () =>
+    refused(limits, 'queued-tasks', kind, `This account already has ${cap} media tasks queued, its limit`, QUEUE_FULL_RETRY_AFTER_SECONDS);
+  if (cap > 0 && buckets.length === 0) {
+    if ((await jobs.queuedOf(db, principal.account.id)) >= cap) throw queueFull();
+    return;
+  }
+  const over = await takeTokens(db, buckets, clock.now().getTime(), cap > 0 ? { accountId: principal.account.id, cap } : undefined);
   if (over.length === 0) return;
+  // None taken: the cap (then no bucket lacked a token, or the count says so), or every bucket was empty.
+  if (cap > 0 && over.length === buckets.length && (over.every((o) => o.waitMs === 0) || (await jobs.queuedOf(db, principal.account.id)) >= cap)) {
+    throw queueFull();
+  }
   const first = over.reduce((a, b) => (b.waitMs > a.waitMs ? b : a));
   const bucket = buckets.find((b) => b.id === first.id)!;
   const whose = first.id.startsWith('key:') ? 'This API key' : 'This account';

@@ -20,14 +20,30 @@ export interface Bucket {
 const refilled = (least: string, greatest: string) =>
   `${least}(excluded.burst, rate_buckets.tokens + ${greatest}(0, excluded.at_ms - rate_buckets.at_ms) * excluded.rate / 1000.0)`;
 
-/** Takes a token from each of `n` buckets that has one; RETURNING the ids that gave one. */
-const take = (n: number) =>
-  statement.write<{ id: string }>(`rate-buckets-take:${n}`, (c, ...v) => {
+/**
+ * Takes a token from each of `n` buckets that has one; RETURNING the ids that gave one.
+ * `capped`: only while the account's queued media jobs (its queue_turns rows, kept by
+ * migration 017's triggers) are under a cap, read in the same statement: the rows to
+ * upsert are selected under that condition, so at the cap no bucket is made or taken
+ * from. One statement instead of a read then a write: each is a round trip through
+ * node-sqlite3's thread pool, which is most of what admission costs a submission.
+ */
+const take = (n: number, capped: boolean) =>
+  statement.write<{ id: string }>(`rate-buckets-take:${n}${capped ? ':capped' : ''}`, (c, ...v) => {
     const [least, greatest] = isSqlite(c) ? ['min', 'max'] : ['least', 'greatest'];
     const now = refilled(least, greatest);
-    const rows = Array.from({ length: n }, () => '(?, ?, ?, ?, ?)').join(', ');
+    // Typed for Postgres, where a SELECT's parameters carry no column's type as VALUES of an INSERT do.
+    const rows = Array.from({ length: n }, () =>
+      capped
+        ? '(CAST(? AS varchar(160)), CAST(? AS double precision), CAST(? AS bigint), CAST(? AS double precision), CAST(? AS double precision))'
+        : '(?, ?, ?, ?, ?)',
+    ).join(', ');
+    const source = capped
+      ? `SELECT * FROM (VALUES ${rows}) AS v
+         WHERE (SELECT COALESCE(SUM(queued), 0) FROM queue_turns WHERE account_id = ? AND lane IN ('local', 'remote')) < ?`
+      : `VALUES ${rows}`;
     return c.raw(
-      `INSERT INTO rate_buckets (id, tokens, at_ms, rate, burst) VALUES ${rows}
+      `INSERT INTO rate_buckets (id, tokens, at_ms, rate, burst) ${source}
        ON CONFLICT (id) DO UPDATE SET tokens = ${now} - 1, at_ms = ${greatest}(rate_buckets.at_ms, excluded.at_ms), rate = excluded.rate, burst = excluded.burst
        WHERE ${now} >= 1
        RETURNING id`,
@@ -45,12 +61,20 @@ const read = (n: number) =>
  * none, each with the milliseconds until it holds one again (empty: admitted).
  * A bucket that had a token gives it even when another refuses: the attempt
  * counts against it (a key hammering past its rate spends its account's too).
+ * With `capped`, no token is taken while the account has `cap` or more media
+ * jobs queued: every bucket is then returned (the caller tells why with `queuedOf`).
  */
-export async function takeTokens(db: Conn, buckets: readonly Bucket[], nowMs: number): Promise<Array<{ id: string; waitMs: number }>> {
+export async function takeTokens(
+  db: Conn,
+  buckets: readonly Bucket[],
+  nowMs: number,
+  capped?: { accountId: string; cap: number },
+): Promise<Array<{ id: string; waitMs: number }>> {
   if (buckets.length === 0) return [];
   // A new bucket starts full, less this request's token.
   const params: Value[] = buckets.flatMap((b) => [b.id, b.burst - 1, nowMs, b.rate, b.burst]);
-  const given = new Set((await query(db, take(buckets.length), params)).rows.map((r) => r.id));
+  if (capped) params.push(capped.accountId, capped.cap);
+  const given = new Set((await query(db, take(buckets.length, !!capped), params)).rows.map((r) => r.id));
   const refused = buckets.filter((b) => !given.has(b.id));
   if (refused.length === 0) return [];
   const rows = await query(
@@ -58,8 +82,12 @@ export async function takeTokens(db: Conn, buckets: readonly Bucket[], nowMs: nu
     read(refused.length),
     refused.map((b) => b.id),
   );
-  return rows.map((r) => {
-    const tokens = Math.min(Number(r.burst), Number(r.tokens) + (Math.max(0, nowMs - Number(r.at_ms)) * Number(r.rate)) / 1000);
-    return { id: r.id, waitMs: Math.max(0, ((1 - tokens) / Number(r.rate)) * 1000) };
-  });
+  const waits = new Map(
+    rows.map((r) => {
+      const tokens = Math.min(Number(r.burst), Number(r.tokens) + (Math.max(0, nowMs - Number(r.at_ms)) * Number(r.rate)) / 1000);
+      return [r.id, Math.max(0, ((1 - tokens) / Number(r.rate)) * 1000)] as const;
+    }),
+  );
+  // A bucket never made (refused by the cap before its first token) holds its burst: no wait of its own.
+  return refused.map((b) => ({ id: b.id, waitMs: waits.get(b.id) ?? 0 }));
 }
