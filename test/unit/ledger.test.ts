@@ -378,6 +378,27 @@ describe('holds decided as the transaction commits (Postgres; SQLite decides the
     },
   );
 
+  it(
+    "when a new key's first hold passes on Postgres, then it too is decided at the commit (the key's balance row was made with the key): BEGIN, the claim, COMMIT",
+    { skip: process.env.TEST_DATABASE_URL ? false : 'needs Postgres (npm run test:postgres)' },
+    async () => {
+      const t = await openTestDb();
+      try {
+        const { accountId, keyId } = await makeAccountWithKey(t.db, clock, { cap: 100 });
+        await ledger.credit(t.db, clock, accountId, 100, 'grant');
+        const sent: string[] = [];
+        const stop = onStatement(t.db, (sql) => sent.push(sql));
+        await submit(t.db, accountId, keyId, 2);
+        stop();
+        assert.equal(sent.length, 3, sent.join('\n'));
+        assert.match(sent[2], /^COMMIT/);
+        assert.equal((await ledger.accountSummary(t.db, clock, accountId, [keyId])).keySpendThisMonth[keyId], 2);
+      } finally {
+        await t.close();
+      }
+    },
+  );
+
   it('when holds of one account race from two processes while settlements commit, then neither the balance nor the key cap is ever passed', async () => {
     const t = await openTestDb();
     const other = await openDb(await dbOptionsFor(t.dir));
