@@ -9,10 +9,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { inTransaction, type Db } from '../../server/storage/db.ts';
 import * as ledger from '../../server/domain/ledger.ts';
-import * as tasks from '../../server/storage/tasks.ts';
-import * as jobs from '../../server/storage/jobs.ts';
 import type { Tx } from '../../server/storage/db.ts';
-import { queueOwner, queueTask, type QueueOwner } from '../helpers/jobs.ts';
+import { insertQueuedTask, queueOwner, queueTask, type QueueOwner } from '../helpers/jobs.ts';
 import { ManualClock, openTestDb } from '../helpers/db.ts';
 import { until } from '../helpers/poll.ts';
 
@@ -22,27 +20,7 @@ const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
 async function submitIn(trx: Tx, owner: QueueOwner, id: string, atCommit: boolean, beforeTask: () => Promise<void> = async () => {}): Promise<void> {
   const r = await ledger.reserveTx(trx, clock, { accountId: owner.accountId, keyId: owner.keyId, purpose: 'media', amount: 1, atCommit });
   await beforeTask();
-  const now = clock.now().toISOString();
-  await tasks.insertTask(
-    trx,
-    {
-      id,
-      account_id: owner.accountId,
-      key_id: owner.keyId,
-      kind: 'image',
-      model: 'm',
-      request: '{}',
-      status: 'queued',
-      reservation_id: r.id,
-      error_code: null,
-      error_message: null,
-      created_at: now,
-      updated_at: now,
-      finished_at: null,
-    },
-    [{ task_id: id, idx: 0, status: 'pending', price: 1, asset_id: null, error: null }],
-  );
-  await jobs.enqueue(trx, id, owner.accountId, now);
+  await insertQueuedTask(trx, clock, owner, id, r.id);
 }
 
 /** Sessions of this database waiting for a lock another holds. */
