@@ -7,6 +7,7 @@ import type { Db } from '../storage/db.ts';
 import { inTransaction } from '../storage/db.ts';
 import * as store from '../storage/accounts.ts';
 import type { AccountRow, AccountState, ApiKeyRow } from '../storage/accounts.ts';
+import * as balances from '../storage/balances.ts';
 import { DomainError, invalidApiKey, invalidInput } from './errors.ts';
 import { newId } from './ids.ts';
 import type { Clock } from './clock.ts';
@@ -128,6 +129,7 @@ export async function createKey(db: Db, clock: Clock, prefix: string, input: New
       throw new DomainError('KEY_LIMIT', `account ${input.accountId} already has ${MAX_ACTIVE_KEYS} non-revoked keys; revoke one first`);
     }
     await store.insertKey(trx, key);
+    await balances.createKeyRow(trx, key.id);
   });
   return { key, secret };
 }

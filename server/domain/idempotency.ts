@@ -290,6 +290,12 @@ export async function operatorRelease(
     if (row.state === 'pending' && !options.pending) {
       throw new Error(`identity ${idemKey} is pending: its request may still be running; pass --pending only when it certainly is not (its server was killed)`);
     }
+    // The record first, then the reservation, as a live request's outcome takes them (spend.ts): a request
+    // settling this identity meanwhile is waited for (its record then is not pending any more), never deadlocked with.
+    const from: Array<'pending' | 'uncertain'> = options.pending ? ['pending', 'uncertain'] : ['uncertain'];
+    if (!(await store.transitionRecord(trx, keyId, idemKey, from, { state: 'released', updated_at: clock.now().toISOString() }))) {
+      throw new Error(`identity ${idemKey} changed while it was being released (its request finished meanwhile); look at it again`);
+    }
     let releasedGems = 0;
     if (row.reservation_id) {
       const reservation = await findReservation(trx, row.reservation_id);
@@ -300,7 +306,6 @@ export async function operatorRelease(
       }
       if (reservation?.state === 'held') releasedGems = (await releaseTx(trx, clock, reservation.id)).released;
     }
-    await markReleased(trx, clock, { keyId, idemKey });
     return { record: (await store.findRecord(trx, keyId, idemKey))!, releasedGems };
   });
 }

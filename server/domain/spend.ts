@@ -216,19 +216,26 @@ export function outcomeOf(failure: Failure, seen: { output: boolean; usage: bool
   return 'hold-uncertain';
 }
 
+/*
+ * Every outcome takes the identity's record before the hold's reservation (and the
+ * reservation before the balance rows, ledger.ts `settleTx`), as an operator's
+ * release does (idempotency.ts `operatorRelease`): two transactions on one identity
+ * then wait for each other instead of deadlocking.
+ */
+
 /** Release: nothing charged, the whole hold returns, replays answer REQUEST_FAILED. */
 export async function release(db: Db, clock: Clock, claim: Claim): Promise<void> {
   await inTransaction(db, async (trx) => {
-    await ledger.releaseTx(trx, clock, claim.reservationId, claim.held);
     await idem.markReleased(trx, clock, claim.identity);
+    await ledger.releaseTx(trx, clock, claim.reservationId, claim.held);
   });
 }
 
 /** Release and withdraw the claim: nothing happened, the hold returns, the same identity may be sent again. */
 export async function releaseAndForget(db: Db, clock: Clock, claim: Claim): Promise<void> {
   await inTransaction(db, async (trx) => {
-    await ledger.releaseTx(trx, clock, claim.reservationId, claim.held);
     await idem.forget(trx, claim.identity);
+    await ledger.releaseTx(trx, clock, claim.reservationId, claim.held);
   });
 }
 

@@ -25,6 +25,16 @@
  * (`guardHold`): one conditional UPDATE per balance row, waiting with the
  * transaction's other writes for its COMMIT (engine/pg-deferred.ts), so the account's
  * row is locked only while Postgres runs that batch, never across a round trip.
+ *
+ * Other rows of the account a transaction locks come after its balance row,
+ * whichever way the hold is decided: its queue turn row (migration 017, locked by
+ * the trigger of the job's insert, jobs.ts `enqueue`) goes `last` in the batch,
+ * after the guards. A submission refused at the commit runs again the long way,
+ * balance row first (`lockFigures`); had the at-commit batch taken the turn row
+ * before the guards, the two orders deadlocked between two submissions of one
+ * account (each costing deadlock_timeout and a retry). Settlements take the
+ * balance row before the job's change of state (tasks.ts `operatorSettle`); a
+ * claim or a job handed back takes the turn row with no balance row at all.
  */
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
@@ -70,6 +80,16 @@ const keyRowCreate = statement.write('key-balance-create', (c, key) => c('key_ba
 async function ensureRows(db: Conn, accountId: string, keyId: string | null): Promise<void> {
   await query(db, accountRowCreate, [accountId]);
   if (keyId) await query(db, keyRowCreate, [keyId]);
+}
+
+/**
+ * A new key's balance row, made in the transaction that creates the key (domain
+ * accounts.ts `createKey`): without it the at-commit guard (`guardHold`) finds no
+ * row to move and refuses, and the key's first holds all go the long way
+ * (`lockFigures`, which still makes a missing row for keys older than this).
+ */
+export async function createKeyRow(db: Conn, keyId: string): Promise<void> {
+  await query(db, keyRowCreate, [keyId]);
 }
 
 const accountRowLock = statement.rows('account-balance-lock', (c, account) =>

@@ -63,8 +63,15 @@ const clockShape = (at: LeaseTime) => (at === DATABASE_CLOCK ? 'clock' : 'at');
 /** Which worker loops run a job: the local CPU-bound generators, or remote providers (I/O-bound, many at once). */
 export type Lane = 'local' | 'remote';
 
-const jobEnqueue = statement.later('job-enqueue', (c, task, account, now, l) =>
-  c('jobs').insert({ task_id: task, account_id: account, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: l }),
+// `last`: the insert's trigger (migration 017) locks the account's queue_turns row, and a
+// transaction that also moves the account's money must take that row after the account's
+// balance row, whichever way it holds (balances.ts "Locking"): after the at-commit guards,
+// which are `last` too and queued before it, and after `lockFigures` on the long way.
+const jobEnqueue = statement.later(
+  'job-enqueue',
+  (c, task, account, now, l) =>
+    c('jobs').insert({ task_id: task, account_id: account, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: l }),
+  { last: true },
 );
 
 /** Queues the job of `taskId` (its account's turn row is made by the database, migration 017). */

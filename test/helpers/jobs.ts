@@ -2,7 +2,7 @@
  * Queued media tasks made directly in a database, for tests of the job queue and
  * its recovery: each with a real reservation and one pending output slot.
  */
-import type { Db } from '../../server/storage/db.ts';
+import type { Db, Tx } from '../../server/storage/db.ts';
 import type { Clock } from '../../server/domain/clock.ts';
 import * as ledger from '../../server/domain/ledger.ts';
 import * as tasks from '../../server/storage/tasks.ts';
@@ -27,8 +27,13 @@ export async function queueOwner(db: Db, clock: Clock, gems = 100): Promise<Queu
 
 /** Queues task `id` (1 Gem reserved, one output slot) with a job enqueued at the clock's now. */
 export async function queueTask(db: Db, clock: Clock, owner: QueueOwner, id: string): Promise<void> {
-  const now = clock.now().toISOString();
   const r = await ledger.reserve(db, clock, { accountId: owner.accountId, keyId: owner.keyId, purpose: 'media', amount: 1 });
+  await insertQueuedTask(db, clock, owner, id, r.id);
+}
+
+/** Task `id` on reservation `reservationId` (one output slot of 1 Gem) and its job, at the clock's now: in a transaction or not. */
+export async function insertQueuedTask(db: Db | Tx, clock: Clock, owner: QueueOwner, id: string, reservationId: string): Promise<void> {
+  const now = clock.now().toISOString();
   await tasks.insertTask(
     db,
     {
@@ -39,7 +44,7 @@ export async function queueTask(db: Db, clock: Clock, owner: QueueOwner, id: str
       model: 'm',
       request: '{}',
       status: 'queued',
-      reservation_id: r.id,
+      reservation_id: reservationId,
       error_code: null,
       error_message: null,
       created_at: now,
