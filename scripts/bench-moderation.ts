@@ -301,10 +301,14 @@ interface Side {
 async function startSide(name: string, tree: string): Promise<Side> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-submissions-'));
   // Seeded by the tree's own code, so each database is of its own schema.
-  const seeded = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/seed-history.ts', '--data-dir', dataDir, '--entries', '1', '--gems', '1000000000000'], {
-    cwd: tree,
-    encoding: 'utf8',
-  });
+  const seeded = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', 'scripts/seed-history.ts', '--data-dir', dataDir, '--entries', '1', '--gems', '1000000000000'],
+    {
+      cwd: tree,
+      encoding: 'utf8',
+    },
+  );
   if (seeded.status !== 0) throw new Error(`seeding ${name} failed: ${seeded.stderr}`);
   const { secret } = JSON.parse(seeded.stdout.trim().split('\n').pop()!) as { secret: string };
   const server = await startGemforge(
@@ -378,7 +382,9 @@ async function submissionThroughput(): Promise<boolean> {
     if (base === undefined) return true;
     const ratio = median(now!.rounds.map((r, i) => r.rps / base.rounds[i]!.rps));
     const pass = ratio >= SUBMISSIONS_TARGET;
-    console.log(`submissions: this tree ×${ratio.toFixed(2)} the requests/s of ${base.name} (median of the rounds' ratios; target ≥ ×${SUBMISSIONS_TARGET}): ${pass ? 'PASS' : 'FAIL'}`);
+    console.log(
+      `submissions: this tree ×${ratio.toFixed(2)} the requests/s of ${base.name} (median of the rounds' ratios; target ≥ ×${SUBMISSIONS_TARGET}): ${pass ? 'PASS' : 'FAIL'}`,
+    );
     return pass;
   } finally {
     for (const side of sides) {
