@@ -380,7 +380,7 @@ async function submissionThroughput(): Promise<boolean> {
     }
     const [now, base] = sides;
     if (base === undefined) return true;
-    const ratio = median(now!.rounds.map((r, i) => r.rps / base.rounds[i]!.rps));
+    const ratio = median(now.rounds.map((r, i) => r.rps / base.rounds[i]!.rps));
     const pass = ratio >= SUBMISSIONS_TARGET;
     console.log(
       `submissions: this tree ×${ratio.toFixed(2)} the requests/s of ${base.name} (median of the rounds' ratios; target ≥ ×${SUBMISSIONS_TARGET}): ${pass ? 'PASS' : 'FAIL'}`,
