@@ -27,10 +27,21 @@
  *    dir), in alternating rounds, for the benchmarks' image prompt repeated
  *    (what bench:http sends) and for the labelled set's everyday prompts in
  *    turn. Target: no more CPU per submission than before the intent rules.
+ * 4. Submissions at the server (`--only submissions`, beside `--baseline DIR`: a detached
+ *    worktree of another commit with node_modules linked, e.g.
+ *    `git worktree add --detach /tmp/base ec5ba0c^ && ln -s $PWD/node_modules /tmp/base/`):
+ *    both servers with the embedded defaults (the learned classifier as the server builds it)
+ *    and the worker off, so a submission is validated, moderated, reserved and queued; then
+ *    rounds of autocannon POSTs of image submissions that rotate the labelled sets' everyday
+ *    prompts (those both servers serve), a fresh Idempotency-Key each, the two servers in
+ *    alternating order. Prints requests/s, p50 and p99 per side (medians of the rounds) and the
+ *    median of the rounds' ratios. Target: this tree at least 0.97 × the baseline's requests/s
+ *    (within the machine's noise of it, not lower).
  *
- *   npm run bench:moderation [-- --rounds 7 --before ec5ba0c^ --only shapes,ordinary,server]
+ *   npm run bench:moderation [-- --rounds 7 --before ec5ba0c^ --only shapes,ordinary,server,submissions --baseline DIR --seconds 4]
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -46,7 +57,8 @@ import type { ModerationProvider } from '../server/providers/moderation/types.ts
 import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
-import { root, runMain, startGemforge } from './bench/processes.ts';
+import { root, runLoad, runMain, startGemforge, type Started } from './bench/processes.ts';
+import type { LoadJob, LoadResult } from './bench/types.ts';
 import { quantile } from './bench/quantile.ts';
 import { judgeLinearity } from './bench/linearity.ts';
 import { hostilePrompt, PROMPT_SHAPES, type PromptShape } from '../test/helpers/hostile-prompts.ts';
@@ -57,9 +69,16 @@ import { readSets } from './moderation/eval-set.ts';
 const BEFORE_INTENT_RULES = 'ec5ba0c^';
 
 const { values } = parseArgs({
-  options: { rounds: { type: 'string', default: '7' }, before: { type: 'string', default: BEFORE_INTENT_RULES }, only: { type: 'string' } },
+  options: {
+    rounds: { type: 'string', default: '7' },
+    before: { type: 'string', default: BEFORE_INTENT_RULES },
+    only: { type: 'string' },
+    baseline: { type: 'string' },
+    seconds: { type: 'string', default: '4' },
+    connections: { type: 'string', default: '8' },
+  },
 });
-const PARTS = new Set((values.only ?? 'shapes,ordinary,server').split(',').map((p) => p.trim()));
+const PARTS = new Set((values.only ?? `shapes,ordinary,server${values.baseline === undefined ? '' : ',submissions'}`).split(',').map((p) => p.trim()));
 const ROUNDS = Number(values.rounds);
 v8.setFlagsFromString('--expose-gc'); // for the heap-kept row: a collection before and after
 const SHAPES = Object.keys(PROMPT_SHAPES) as PromptShape[];
@@ -230,7 +249,7 @@ async function ordinarySubmission(): Promise<boolean> {
     const { moderationClassifier } = parseModeration(process.env);
     const now = embeddedProvider(loadModerationPolicy(path.join(root, 'server/catalog/moderation.yaml')), { classifier: moderationClassifier });
     console.log(`ordinary submission: today's embedded policy with the learned classifier ${moderationClassifier ? 'on' : 'off'} (MODERATION_CLASSIFIER)`);
-    const everyday = readSets().flatMap((s) => s.samples.filter((x) => !x.harmful && x.group === 'everyday').map((x) => x.text));
+    const everyday = everydayPrompts();
     const kinds: Array<[string, string[]]> = [
       ['image prompt, repeated', [IMAGE.prompt]],
       [`${everyday.length} everyday prompts in turn`, everyday],
@@ -264,11 +283,123 @@ async function ordinarySubmission(): Promise<boolean> {
   }
 }
 
+/** The everyday prompts of the labelled sets (benign text of the kind a service receives all day). */
+const everydayPrompts = () => readSets().flatMap((s) => s.samples.filter((x) => !x.harmful && x.group === 'everyday').map((x) => x.text));
+
+/** Requests/s of this tree at least this share of the baseline's: the machine's round-to-round noise. */
+const SUBMISSIONS_TARGET = 0.97;
+
+interface Side {
+  name: string;
+  server: Started;
+  dataDir: string;
+  secret: string;
+  rounds: LoadResult[];
+}
+
+/** A server of `tree` on a new data dir holding an account with Gems and a key, its worker off (submissions only queue). */
+async function startSide(name: string, tree: string): Promise<Side> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-submissions-'));
+  // Seeded by the tree's own code, so each database is of its own schema.
+  const seeded = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', 'scripts/seed-history.ts', '--data-dir', dataDir, '--entries', '1', '--gems', '1000000000000'],
+    {
+      cwd: tree,
+      encoding: 'utf8',
+    },
+  );
+  if (seeded.status !== 0) throw new Error(`seeding ${name} failed: ${seeded.stderr}`);
+  const { secret } = JSON.parse(seeded.stdout.trim().split('\n').pop()!) as { secret: string };
+  const server = await startGemforge(
+    { DATA_DIR: dataDir, LOG_LEVEL: 'warn', NODE_ENV: 'production', WORKER_ENABLED: 'false', MODERATION_BLOCK_THRESHOLD: '1000000' },
+    path.join(dataDir, 'server.log'),
+    undefined,
+    tree,
+  );
+  return { name, server, dataDir, secret, rounds: [] };
+}
+
+async function submissionThroughput(): Promise<boolean> {
+  const trees: Array<[string, string]> = [['this tree', root]];
+  if (values.baseline !== undefined) {
+    const dir = path.resolve(values.baseline);
+    const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: dir, encoding: 'utf8' }).stdout.trim();
+    trees.push([`baseline ${commit}`, dir]);
+  }
+  const sides: Side[] = [];
+  try {
+    for (const [name, tree] of trees) sides.push(await startSide(name, tree));
+    const submit = async (side: Side, prompt: string) => {
+      const res = await fetch(`${side.server.base}/api/generate/image`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${side.secret}`, 'content-type': 'application/json', 'idempotency-key': `check-${crypto.randomUUID()}` },
+        body: JSON.stringify({ ...IMAGE, prompt }),
+      });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    // Only prompts both sides serve: a refusal answers sooner than a submission and would flatter the side that refuses.
+    const served: string[] = [];
+    for (const prompt of everydayPrompts()) {
+      let both = true;
+      for (const side of sides) both = (await submit(side, prompt)) === 202 && both;
+      if (both) served.push(prompt);
+    }
+    if (served.length === 0) throw new Error('no everyday prompt is served by every side');
+    console.log(`submissions: ${served.length} everyday prompts served by ${sides.map((s) => s.name).join(' and ')}, rotated, a fresh Idempotency-Key each`);
+    const job = (side: Side, warmupSeconds: number, durationSeconds: number): LoadJob => ({
+      kind: 'autocannon',
+      url: `${side.server.base}/api/generate/image`,
+      method: 'POST',
+      headers: { authorization: `Bearer ${side.secret}`, 'content-type': 'application/json' },
+      bodies: served.map((prompt) => JSON.stringify({ ...IMAGE, prompt })),
+      freshIdempotencyKey: true,
+      connections: Number(values.connections),
+      warmupSeconds,
+      durationSeconds,
+      serverPid: side.server.child.pid,
+    });
+    const seconds = Number(values.seconds);
+    for (const side of sides) await runLoad<LoadResult>(job(side, 0, seconds)); // warm-up: JIT, caches, the model read
+    for (let round = 0; round < ROUNDS; round++) {
+      // Alternating which side goes first, so the machine's other load hits both alike.
+      for (const side of round % 2 ? [...sides].reverse() : sides) {
+        const result = await runLoad<LoadResult>(job(side, 1, seconds));
+        const other = Object.entries(result.statuses).filter(([status]) => status !== '202');
+        if (result.errors > 0 || other.length > 0) throw new Error(`${side.name}: ${result.errors} errors, statuses ${JSON.stringify(result.statuses)}`);
+        side.rounds.push(result);
+        console.log(`  round ${round + 1}, ${side.name}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms`);
+      }
+    }
+    for (const side of sides) {
+      const of = (f: (r: LoadResult) => number) => median(side.rounds.map(f));
+      console.log(
+        `submissions, ${side.name}: ${of((r) => r.rps).toFixed(0)} req/s, p50 ${of((r) => r.p50).toFixed(1)} ms, p99 ${of((r) => r.p99).toFixed(1)} ms${side.rounds[0]!.cpuUs === undefined ? '' : `, ${of((r) => r.cpuUs!).toFixed(0)} µs of server CPU per submission`} (median of ${ROUNDS} rounds)`,
+      );
+    }
+    const [now, base] = sides;
+    if (base === undefined) return true;
+    const ratio = median(now.rounds.map((r, i) => r.rps / base.rounds[i]!.rps));
+    const pass = ratio >= SUBMISSIONS_TARGET;
+    console.log(
+      `submissions: this tree ×${ratio.toFixed(2)} the requests/s of ${base.name} (median of the rounds' ratios; target ≥ ×${SUBMISSIONS_TARGET}): ${pass ? 'PASS' : 'FAIL'}`,
+    );
+    return pass;
+  } finally {
+    for (const side of sides) {
+      await side.server.stop();
+      fs.rmSync(side.dataDir, { recursive: true, force: true });
+    }
+  }
+}
+
 async function main(): Promise<number> {
   const local = PARTS.has('shapes') ? inProcess() : true;
   const ordinary = PARTS.has('ordinary') ? await ordinarySubmission() : true;
   const server = PARTS.has('server') ? await atServer() : true;
-  return local && ordinary && server ? 0 : 1;
+  const submissions = PARTS.has('submissions') ? await submissionThroughput() : true;
+  return local && ordinary && server && submissions ? 0 : 1;
 }
 
 runMain(main);

@@ -225,9 +225,9 @@ export interface Config {
   moderationRemoteFallback: 'closed' | 'open';
   /**
    * Whether the embedded policy's learned classifier judges beside its rules (`MODERATION_CLASSIFIER`,
-   * `off` by default, `on`): it catches far more harmful requests than the rules, and its gate keeps
-   * it from most text unlike its training sets, but its recall and its cost per everyday prompt are
-   * not yet where turning it on by default needs (docs/policies.md, "The learned classifier").
+   * `on` by default, `off`): the rules alone catch about 70 % of harmful requests nobody tuned them
+   * on, the two together over 90 %, and the classifier's gate keeps it off text unlike its training
+   * sets (docs/policies.md, "The learned classifier", "Why it is on").
    */
   moderationClassifier: boolean;
   /** Moderation refusals of one account within the window that block it (`MODERATION_BLOCK_THRESHOLD`, default 5; 0: never). */
@@ -325,7 +325,7 @@ export function parseModeration(env: NodeJS.ProcessEnv): Pick<Config, 'moderatio
   if (mode !== 'embedded' && !env.MODERATION_URL) throw new Error(`MODERATION_MODE=${mode} needs MODERATION_URL`);
   const fallback = env.MODERATION_REMOTE_FALLBACK || 'closed';
   if (fallback !== 'closed' && fallback !== 'open') throw new Error(`MODERATION_REMOTE_FALLBACK must be closed or open, got "${fallback}"`);
-  const classifier = env.MODERATION_CLASSIFIER || 'off';
+  const classifier = env.MODERATION_CLASSIFIER || 'on';
   if (classifier !== 'on' && classifier !== 'off') throw new Error(`MODERATION_CLASSIFIER must be on or off, got "${classifier}"`);
   return { moderationMode: mode, moderationRemoteFallback: fallback, moderationClassifier: classifier === 'on' };
 }

@@ -12,12 +12,18 @@ import { quantile } from './quantile.ts';
 const freshKey = () => `bench-${crypto.randomUUID()}`;
 
 let turn = 0;
+let bodyTurn = 0;
 
-/** What changes from one request to the next: a fresh Idempotency-Key, the next of `paths`. */
-export function varied(job: Pick<LoadJob, 'headers' | 'freshIdempotencyKey' | 'paths'>): { headers?: Record<string, string>; path?: string } {
+/** What changes from one request to the next: a fresh Idempotency-Key, the next of `paths`, the next of `bodies`. */
+export function varied(job: Pick<LoadJob, 'headers' | 'freshIdempotencyKey' | 'paths' | 'bodies'>): {
+  headers?: Record<string, string>;
+  path?: string;
+  body?: string;
+} {
   return {
     ...(job.freshIdempotencyKey && { headers: { ...job.headers, 'idempotency-key': freshKey() } }),
     ...(job.paths && { path: job.paths[turn++ % job.paths.length] }),
+    ...(job.bodies && { body: job.bodies[bodyTurn++ % job.bodies.length] }),
   };
 }
 

@@ -21,7 +21,7 @@ async function runAutocannon(job: LoadJob, duration: number): Promise<LoadResult
     method: job.method,
     headers,
     ...(job.body !== undefined && { body: job.body }),
-    ...((job.freshIdempotencyKey || job.paths) && { requests: [{ setupRequest: (req) => ({ ...req, ...varied(job) }) }] }),
+    ...((job.freshIdempotencyKey || job.paths || job.bodies) && { requests: [{ setupRequest: (req) => ({ ...req, ...varied(job) }) }] }),
   });
   const statuses: Record<string, number> = {};
   for (const [code, { count }] of Object.entries(result.statusCodeStats)) statuses[code] = count;

@@ -90,14 +90,17 @@ export const LIMITS_NEVER_REACHED: Record<string, string> = {
   ACCOUNT_QUEUED_TASKS: '100000000',
 };
 
-/** gemforge itself (`server/main.ts`) on a data dir, its log lines appended to `logFile`; on the server's core unless `core` says another. */
-export async function startGemforge(env: Record<string, string>, logFile: string, core = pinning?.server): Promise<Started> {
+/**
+ * gemforge itself (`server/main.ts`) on a data dir, its log lines appended to `logFile`; on the server's core unless `core`
+ * says another; from this checkout unless `tree` names another (a detached worktree of an older commit, node_modules linked).
+ */
+export async function startGemforge(env: Record<string, string>, logFile: string, core = pinning?.server, tree = root): Promise<Started> {
   env = { ...LIMITS_NEVER_REACHED, ...env };
   const port = await freePort();
   const log = fs.openSync(logFile, 'a');
   const stdio: StdioOptions = ['ignore', log, 'inherit'];
   const [cmd, args] = pinned(core, [...SERVER_ARGS]);
-  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio });
+  const child = spawn(cmd, args, { cwd: tree, env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio });
   fs.closeSync(log);
   const base = `http://127.0.0.1:${port}`;
   await waitFor(`${base}/api/generate/models`, 401);

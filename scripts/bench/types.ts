@@ -10,6 +10,8 @@ export interface LoadJob {
   durationSeconds: number;
   /** `autocannon` jobs: these paths (of `url`'s server) one after another, round and round, instead of `url`'s own. */
   paths?: string[];
+  /** `autocannon` jobs: these bodies one after another, round and round, instead of `body`. */
+  bodies?: string[];
   /** A new Idempotency-Key on every request (a new identity each). */
   freshIdempotencyKey?: boolean;
   /** `node` jobs: latency to the first body chunk instead of the end of the response. */

@@ -45,11 +45,29 @@ export interface TrainingOptions {
   benignWeight: number;
   /** The gate's signal stems: in at least this many harmful texts… */
   signalMin: number;
-  /** …and this many times as frequent (per text) in harmful texts as in benign ones (`signalStems`). */
+  /** …and this many times as frequent (per text) in harmful texts as in benign ones (`signalStems`)… */
   signalRatio: number;
+  /** …and, to open the gate alone, in at most this share of the benign texts (1: any)… */
+  signalShare: number;
+  /** …or, to open it with a second such stem, in at most this share (0: no paired signals). */
+  pairedShare: number;
 }
 
-export const DEFAULT_OPTIONS: TrainingOptions = { bits: 17, epochs: 12, seed: 42, rate: 0.4, l2: 1e-5, benignWeight: 1.5, signalMin: 3, signalRatio: 3 };
+export const DEFAULT_OPTIONS: TrainingOptions = {
+  bits: 17,
+  epochs: 12,
+  seed: 42,
+  rate: 0.4,
+  l2: 1e-5,
+  benignWeight: 1.5,
+  signalMin: 3,
+  signalRatio: 3,
+  signalShare: 0.001,
+  pairedShare: 0.002,
+};
+
+/** The options that shape the gate alone (the weights do not depend on them). */
+export type GateOptions = Pick<TrainingOptions, 'signalMin' | 'signalRatio' | 'signalShare' | 'pairedShare'>;
 
 /** Every set file under `dir`, sub-folders included, by path relative to it, sorted. */
 export function trainingFiles(dir = SETS_DIR): string[] {
@@ -114,22 +132,15 @@ export function encode(set: LabelledSet, vocabulary: Vocabulary, bits: number): 
   });
 }
 
-/** Words of any request, beside English's function words, that training found more often in harmful ones. */
-const REQUEST_WORDS = 'him get want need way tell like just look sure much lot onto via pls dont cant wont ive youd hes okay'.split(' ');
+/** Per stem, in how many harmful and benign English training texts it is (`[harmful, benign]`), and of how many. */
+export interface StemCounts {
+  counts: Map<string, [number, number]>;
+  harmful: number;
+  benign: number;
+}
 
-/**
- * The gate's signal stems (classifier.ts, `mayJudge`): the stems of English training texts found
- * in at least `signalMin` harmful ones and at least `signalRatio` times as often, per text, among
- * the harmful as among the benign. The hard negatives ("bomb shelter") share the harmful texts'
- * words, so "bomb" stays a signal while "how", "make" and "image" do not.
- */
-export function signalStems(
-  samples: readonly Encoded[],
-  options: Pick<TrainingOptions, 'signalMin' | 'signalRatio'>,
-  // A request's function words ("to", "how", "we", "make") are more frequent in the sets' harmful
-  // requests than in their benign text, yet say nothing of harm: "from here to there" opened the gate.
-  excluded: ReadonlySet<string> = new Set([...ENGLISH_FUNCTION_WORDS, ...REQUEST_WORDS].map(stemOf)),
-): string[] {
+/** The stem counts of `samples` (texts read as another language left out: the gate always opens for them). */
+export function stemCounts(samples: readonly Encoded[]): StemCounts {
   const counts = new Map<string, [number, number]>();
   let harmful = 0;
   let benign = 0;
@@ -143,11 +154,70 @@ export function signalStems(
       counts.set(stem, c);
     }
   }
-  const out: string[] = [];
+  return { counts, harmful, benign };
+}
+
+/** `all` less `part` (a set left out of training, for its validation model's gate). */
+export function withoutCounts(all: StemCounts, part: StemCounts): StemCounts {
+  const counts = new Map<string, [number, number]>();
+  for (const [stem, [h, b]] of all.counts) {
+    const [ph, pb] = part.counts.get(stem) ?? [0, 0];
+    if (h - ph > 0 || b - pb > 0) counts.set(stem, [h - ph, b - pb]);
+  }
+  return { counts, harmful: all.harmful - part.harmful, benign: all.benign - part.benign };
+}
+
+/** The gate's stems: those that open it alone, and those that open it only in twos (classifier.ts, `mayJudge`). */
+export interface Gate {
+  signals: string[];
+  pairedSignals: string[];
+}
+
+/** Words of any request, beside English's function words, that training found more often in harmful ones. */
+const REQUEST_WORDS = 'him get want need way tell like just look sure much lot onto via pls dont cant wont ive youd hes okay'.split(' ');
+// A request's function words ("to", "how", "we", "make") are more frequent in the sets' harmful
+// requests than in their benign text, yet say nothing of harm: "from here to there" opened the gate.
+const NO_SIGNAL: ReadonlySet<string> = new Set([...ENGLISH_FUNCTION_WORDS, ...REQUEST_WORDS].map(stemOf));
+
+/**
+ * The gate's stems (classifier.ts, `mayJudge`) from the stem counts of English training texts:
+ * those found in at least `signalMin` harmful ones and at least `signalRatio` times as often,
+ * per text, among the harmful as among the benign. The hard negatives ("bomb shelter") share
+ * the harmful texts' words, so "bomb" is none while "gun" is. Being frequent in harmful text
+ * is not enough to say a text is like them: the sets' hateful requests say "people" and their
+ * self-harm ones "method" far more often than their benign prompts do, yet both are everyday
+ * English ("people and cars", a README's "this method returns…"). So a stem opens the gate
+ * alone only when it is also seldom in benign text (in at most `signalShare` of the benign
+ * texts), and a commoner one (up to `pairedShare`) only beside a second one.
+ */
+export function gateOf(c: StemCounts, options: GateOptions, excluded: ReadonlySet<string> = NO_SIGNAL): Gate {
+  const signals: string[] = [];
+  const pairedSignals: string[] = [];
+  const harmful = Math.max(1, c.harmful);
+  const benign = Math.max(1, c.benign);
   // Half a benign text's worth added, so a stem never seen in benign text needs signalMin harmful ones, not one.
-  for (const [stem, [h, b]] of counts)
-    if (!excluded.has(stem) && h >= options.signalMin && h / Math.max(1, harmful) >= (options.signalRatio * (b + 0.5)) / Math.max(1, benign)) out.push(stem);
-  return out.sort();
+  for (const [stem, [h, b]] of c.counts) {
+    if (excluded.has(stem) || h < options.signalMin || h / harmful < (options.signalRatio * (b + 0.5)) / benign) continue;
+    if (b <= options.signalShare * benign) signals.push(stem);
+    else if (b <= options.pairedShare * benign) pairedSignals.push(stem);
+  }
+  return { signals: signals.sort(), pairedSignals: pairedSignals.sort() };
+}
+
+/** The gate of `samples` under `options`. */
+export function signalStems(samples: readonly Encoded[], options: GateOptions): Gate {
+  return gateOf(stemCounts(samples), options);
+}
+
+/** A gate as the model carries it (`mayJudge` reads these). */
+export function gateSets(gate: Gate): Pick<ClassifierModel, 'signals' | 'pairedSignals' | 'signalSet' | 'pairedSet'> {
+  const paired = gate.pairedSignals.length > 0;
+  return {
+    signals: gate.signals,
+    signalSet: new Set(gate.signals),
+    pairedSignals: paired ? gate.pairedSignals : undefined,
+    pairedSet: paired ? new Set(gate.pairedSignals) : undefined,
+  };
 }
 
 /** The label of `sample` for output `o` (1, 0), or undefined when that output does not learn from it. */
@@ -215,10 +285,8 @@ export function quantise(weights: Float32Array, k: number): { bytes: Int8Array; 
 export function train(samples: Encoded[], options: TrainingOptions): ClassifierModel {
   const { weights, bias } = fit(samples, options);
   const { bytes, scales } = quantise(weights, OUTPUTS.length);
-  const signals = signalStems(samples, options);
   return {
-    signals,
-    signalSet: new Set(signals),
+    ...gateSets(signalStems(samples, options)),
     bits: options.bits,
     outputs: OUTPUTS,
     bias: [...bias],

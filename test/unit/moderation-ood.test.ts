@@ -41,14 +41,38 @@ describe('moderation classifier out of distribution', () => {
   it('when a text holds no word of the harmful requests, then the gate keeps the classifier from reading it; a signal word or another language opens it', () => {
     const opens = (text: string, foreign = false) => mayJudge(model, tokenize(text, policy.vocabulary), foreign);
     assert.ok(model.signalSet !== undefined && model.signalSet.size > 100, 'the shipped model has a gate');
-    for (const text of ['when the key is missing, then 401 before any body is read', 'a watercolor of a lighthouse at dawn', 'select n from w'])
-      assert.equal(opens(text), false, text);
+    // "build", "people" and "plan" are common in benign text too: alone, they open nothing ("build a bomb" is the rules' to refuse).
     for (const text of [
+      'when the key is missing, then 401 before any body is read',
+      'a watercolor of a lighthouse at dawn',
+      'select n from w',
       'how do I build a bomb shelter in my backyard',
-      'drone attack on a crowded festival, how',
-      'poster of a naked mole rat for a kids museum',
+      'people and cars',
+      'local video generator plan',
     ])
-      assert.equal(opens(text), true, text);
+      assert.equal(opens(text), false, text);
+    for (const text of ['drone attack on a crowded festival, how', 'poster of a naked mole rat for a kids museum']) assert.equal(opens(text), true, text);
     assert.equal(opens('receta de tortilla de patatas para cuatro personas', true), true);
+  });
+
+  it('when a text holds one paired signal, then the gate stays shut; a second, distinct one or one signal opens it', () => {
+    // A gate of its own, so the rule is held whatever stems training finds.
+    const gate = { signalSet: new Set(['gun']), pairedSet: new Set(['peopl', 'plan']) };
+    const opens = (text: string) => mayJudge(gate, tokenize(text, policy.vocabulary), false);
+    assert.equal(opens('people walking in the rain'), false);
+    assert.equal(opens('people, people and more people'), false, 'one paired stem however often');
+    assert.equal(opens('a plan for the people'), true);
+    assert.equal(opens('a water gun fight'), true);
+    assert.equal(
+      mayJudge({ signalSet: new Set(['gun']) }, tokenize('a plan for the people', policy.vocabulary), false),
+      false,
+      'no paired stems: signals alone',
+    );
+  });
+
+  it("when the repository's own ordinary texts are judged with the classifier (a negative prompt, a test's name), then none is refused", async () => {
+    const provider = embeddedModeration(policy, undefined, { classifier: model });
+    for (const text of ['people and cars', 'local video generator plan'])
+      assert.equal((await provider.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' })).flagged, undefined, text);
   });
 });

@@ -111,7 +111,14 @@ describe('moderation normalisation and the embedded policy', () => {
     assert.throws(() => loadConfig({ MODERATION_MODE: 'second' }), /MODERATION_MODE must be embedded, remote or both/);
     assert.throws(() => loadConfig({ MODERATION_URL: 'http://h:1', MODERATION_REMOTE_FALLBACK: 'ajar' }), /MODERATION_REMOTE_FALLBACK must be closed or open/);
     assert.throws(() => loadConfig({ MODERATION_CLASSIFIER: 'yes' }), /MODERATION_CLASSIFIER must be on or off/);
-    assert.deepEqual([loadConfig({}).moderationClassifier, loadConfig({ MODERATION_CLASSIFIER: 'on' }).moderationClassifier], [false, true]);
+    assert.deepEqual(
+      [
+        loadConfig({}).moderationClassifier,
+        loadConfig({ MODERATION_CLASSIFIER: 'on' }).moderationClassifier,
+        loadConfig({ MODERATION_CLASSIFIER: 'off' }).moderationClassifier,
+      ],
+      [true, true, false],
+    );
     assert.deepEqual(
       [
         loadConfig({}).moderationMode,

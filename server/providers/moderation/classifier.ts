@@ -53,6 +53,12 @@ export interface ModelHeader {
    * (`mayJudge`); absent, it judges every text.
    */
   signals?: string[];
+  /**
+   * The gate's weaker stems: words harmful requests use more than benign text does, but too
+   * commonly in plain English ("people", "plan", "method") to open it alone; an English text
+   * must hold two distinct ones (or one of `signals`).
+   */
+  pairedSignals?: string[];
 }
 
 export interface ClassifierModel extends ModelHeader {
@@ -60,6 +66,8 @@ export interface ClassifierModel extends ModelHeader {
   weights: Int8Array;
   /** `signals` as a set. */
   signalSet?: ReadonlySet<string>;
+  /** `pairedSignals` as a set. */
+  pairedSet?: ReadonlySet<string>;
 }
 
 /** The model in `dir`; throws when a file is missing or does not fit its header. */
@@ -68,23 +76,38 @@ export function readModel(dir = MODEL_DIR): ClassifierModel {
   const bytes = fs.readFileSync(path.join(dir, MODEL_WEIGHTS));
   const expected = (1 << header.bits) * header.outputs.length;
   if (bytes.length !== expected) throw new Error(`${MODEL_WEIGHTS} holds ${bytes.length} bytes, its header says ${expected}`);
-  return { ...header, weights: new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length), signalSet: header.signals && new Set(header.signals) };
+  return {
+    ...header,
+    weights: new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length),
+    signalSet: header.signals && new Set(header.signals),
+    pairedSet: header.pairedSignals && new Set(header.pairedSignals),
+  };
 }
 
 /**
  * The gate in front of the classifier: it judges an English text only when one of its first
  * MAX_FEATURE_WORDS words is a signal stem (a stem training found far more often in harmful
- * requests than in benign text: "gun", "nude", "vermin"…), and a text in another
- * language (`foreign`: read as one, or glossed) always, since its words are not English stems.
+ * requests than in benign text, and seldom in benign text at all: "gun", "nude", "vermin"…),
+ * or two distinct ones are paired signals (found more often in harmful requests, but too
+ * common a word to say much alone: "people", "plan"), and a text in another language
+ * (`foreign`: read as one, or glossed) always, since its words are not English stems.
  * Text with no word the harmful requests are made of — test names, logs, documentation, most
  * everyday prompts — is text unlike anything the model learned from, and there its guesses were
  * the false positives (docs/policies.md, "The learned classifier"); it is also skipped unread.
  */
-export function mayJudge(model: ClassifierModel, tokens: readonly Token[], foreign: boolean): boolean {
+export function mayJudge(model: Pick<ClassifierModel, 'signalSet' | 'pairedSet'>, tokens: readonly Pick<Token, 'stem'>[], foreign: boolean): boolean {
   const signals = model.signalSet;
   if (signals === undefined || foreign) return true;
+  const paired = model.pairedSet;
   const n = Math.min(tokens.length, MAX_FEATURE_WORDS);
-  for (let i = 0; i < n; i++) if (signals.has(tokens[i]!.stem)) return true;
+  let first: string | undefined;
+  for (let i = 0; i < n; i++) {
+    const stem = tokens[i]!.stem;
+    if (signals.has(stem)) return true;
+    if (paired === undefined || !paired.has(stem)) continue;
+    if (first !== undefined && first !== stem) return true;
+    first = stem;
+  }
   return false;
 }
 
