@@ -51,7 +51,7 @@ describe('moderation classifier out of distribution', () => {
       'local video generator plan',
     ])
       assert.equal(opens(text), false, text);
-    for (const text of ['drone attack on a crowded festival, how', 'poster of a naked mole rat for a kids museum']) assert.equal(opens(text), true, text);
+    for (const text of ['drone attack on a crowded festival, how', 'a nude figure drawing for an art class']) assert.equal(opens(text), true, text);
     assert.equal(opens('receta de tortilla de patatas para cuatro personas', true), true);
   });
 
