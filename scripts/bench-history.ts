@@ -23,8 +23,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { openDb } from '../server/storage/db.ts';
-import { freePort, LIMITS_NEVER_REACHED, waitFor } from './bench/processes.ts';
-import { SERVER_ARGS } from '../server/node-flags.ts';
+import { freePort, LIMITS_NEVER_REACHED, serverArgs, waitFor } from './bench/processes.ts';
 import { seedAccount, type SeededAccount } from './seed-history.ts';
 
 const { values } = parseArgs({
@@ -85,7 +84,7 @@ async function install(entries: number): Promise<Installation> {
   console.log(`seeded ${rows.toLocaleString('en')} ledger rows in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
   const port = await freePort();
-  const child = spawn(process.execPath, [...SERVER_ARGS], {
+  const child = spawn(process.execPath, serverArgs(), {
     cwd: root,
     env: {
       ...process.env,

@@ -10,7 +10,7 @@
  *    (bench/linearity.ts, robust to sub-millisecond noise); and
  *    after 300 new 30,000-character texts, under 16 MiB of heap kept (the
  *    policy's caches must not keep what hostile text brings).
- * 2. At the real server (`node` with SERVER_ARGS, a temp DATA_DIR): each shape
+ * 2. At the real server (as `npm start` runs it, a temp DATA_DIR): each shape
  *    as a 30,000-character image prompt from a key whose account holds 0 Gems
  *    (moderation runs before anything is reserved), while /healthz is asked
  *    every few milliseconds. Target: every answer within 50 ms, and /healthz

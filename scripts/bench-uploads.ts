@@ -1,6 +1,6 @@
 /**
  * Shows that asset uploads are streamed, not buffered: starts the real server
- * as a child process (`node` with SERVER_ARGS, as `npm start`; temp DATA_DIR), sends
+ * as a child process (as `npm start` runs it, bench/processes.ts `serverArgs`; temp DATA_DIR), sends
  * 20 concurrent uploads of exactly 30 MiB (a valid WAV), samples the server's
  * resident memory from /proc/<pid>/status every 25 ms and prints peak versus
  * baseline. Buffering the bodies would add about 20 × 30 MiB = 600 MiB; the
@@ -22,10 +22,9 @@ import { openDb } from '../server/storage/db.ts';
 import * as accounts from '../server/domain/accounts.ts';
 import { systemClock } from '../server/domain/clock.ts';
 import { MAX_ASSET_BYTES } from '../server/domain/assets.ts';
-import { freePort, runMain, waitFor } from './bench/processes.ts';
+import { freePort, runMain, serverArgs, waitFor } from './bench/processes.ts';
 import { quantile } from './bench/quantile.ts';
 import { pngBomb } from '../test/helpers/media.ts';
-import { SERVER_ARGS } from '../server/node-flags.ts';
 
 /** Hostile uploads sent at once, as an attacker would. */
 const HOSTILE_UPLOADS = 10;
@@ -71,7 +70,7 @@ async function main(): Promise<number> {
   await db.destroy();
 
   const port = await freePort();
-  const child = spawn(process.execPath, [...SERVER_ARGS], {
+  const child = spawn(process.execPath, serverArgs(), {
     cwd: root,
     env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production' },
     stdio: ['ignore', 'inherit', 'inherit'],

@@ -19,11 +19,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { freePort, LIMITS_NEVER_REACHED, pinning, runLoad, runMain, startScript, waitFor } from './bench/processes.ts';
+import { freePort, LIMITS_NEVER_REACHED, pinning, runLoad, runMain, serverArgs, startScript, waitFor } from './bench/processes.ts';
 import { seedBenchKey } from './bench/fixture.ts';
 import type { LoadResult } from './bench/types.ts';
 import { quantile } from './bench/quantile.ts';
-import { SERVER_ARGS } from '../server/node-flags.ts';
 import { openDb } from '../server/storage/db.ts';
 import { verifyLedger } from '../server/domain/ledger-verify.ts';
 
@@ -64,7 +63,8 @@ async function startAt(root: string, upstream: string): Promise<Server> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gemforge-bench-ab-'));
   const secret = await seedBenchKey(dataDir);
   const port = await freePort();
-  const [cmd, args] = pinning ? ['taskset', ['-c', String(pinning.server), process.execPath, ...SERVER_ARGS]] : [process.execPath, [...SERVER_ARGS]];
+  const server = serverArgs(root);
+  const [cmd, args] = pinning ? ['taskset', ['-c', String(pinning.server), process.execPath, ...server]] : [process.execPath, server];
   const env = {
     ...process.env,
     ...LIMITS_NEVER_REACHED,
