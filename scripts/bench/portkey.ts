@@ -93,7 +93,15 @@ export async function installPortkey(dir = portkeyDir()): Promise<{ entry: strin
   // --ignore-scripts: the gateway's only install script is `patch-package` over patches it does
   // not publish, and nothing it needs builds natively.
   const { code, output } = await run('npm', ['install', '--prefix', dir, '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], dir, env, 300_000);
-  if (code !== 0) return { reason: `npm install in ${dir} ${code === null ? 'did not finish' : `exited with ${code}`}: ${output.trim().split('\n').slice(-3).join(' | ')}` };
+  if (code !== 0) {
+    // npm's first lines say what failed (the error code, the address); its last ones point at its log.
+    const said = output
+      .split('\n')
+      .map((line) => line.replace(/^npm (error|ERR!)\s*/, '').trim())
+      .filter(Boolean)
+      .slice(0, 4);
+    return { reason: `npm install in ${dir} ${code === null ? 'did not finish' : `exited with ${code}`}: ${said.join(' | ')}` };
+  }
   const off = offPins(dir);
   if (off.length) return { reason: `installed off its pins: ${off.join(', ')}` };
   if (!fs.existsSync(entry)) return { reason: `the package has no ${path.relative(dir, entry)}` };
