@@ -106,20 +106,47 @@ export const LIMITS_NEVER_REACHED: Record<string, string> = {
 };
 
 /**
+ * A Node server run as `node …args(port)` on a free port (on the server's core unless `core` says
+ * another), in `cwd` with `env(port)` added, its stdout (and stderr unless `stderr: 'inherit'`) appended
+ * to `logFile`; ready once `ready` (a path) answers `status`. A server that exits before then fails
+ * the start at once, pointing at its log.
+ */
+export async function startNodeServer(o: {
+  args: (port: number) => string[];
+  cwd: string;
+  env: (port: number) => Record<string, string>;
+  logFile: string;
+  ready: { path: string; status: number; init?: RequestInit };
+  stderr?: 'inherit' | 'log';
+  core?: number;
+}): Promise<Started> {
+  const port = await freePort();
+  const log = fs.openSync(o.logFile, 'a');
+  const stdio: StdioOptions = ['ignore', log, o.stderr === 'inherit' ? 'inherit' : log];
+  const [cmd, args] = pinned(o.core ?? pinning?.server, o.args(port));
+  const child = spawn(cmd, args, { cwd: o.cwd, env: { ...process.env, ...o.env(port) }, stdio });
+  fs.closeSync(log);
+  const base = `http://127.0.0.1:${port}`;
+  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code} before it answered (${o.logFile})`))));
+  await Promise.race([waitFor(`${base}${o.ready.path}`, o.ready.status, o.ready.init), exited]);
+  exited.catch(() => {});
+  return { child, base, stop: stopper(child) };
+}
+
+/**
  * gemforge itself (`server/main.ts`) on a data dir, its log lines appended to `logFile`; on the server's core unless `core`
  * says another; from this checkout unless `tree` names another (a detached worktree of an older commit, node_modules linked).
  */
 export async function startGemforge(env: Record<string, string>, logFile: string, core = pinning?.server, tree = root): Promise<Started> {
-  env = { ...LIMITS_NEVER_REACHED, ...env };
-  const port = await freePort();
-  const log = fs.openSync(logFile, 'a');
-  const stdio: StdioOptions = ['ignore', log, 'inherit'];
-  const [cmd, args] = pinned(core, serverArgs(tree));
-  const child = spawn(cmd, args, { cwd: tree, env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio });
-  fs.closeSync(log);
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor(`${base}/api/generate/models`, 401);
-  return { child, base, stop: stopper(child) };
+  return startNodeServer({
+    args: () => serverArgs(tree),
+    cwd: tree,
+    env: (port) => ({ ...LIMITS_NEVER_REACHED, ...env, PORT: String(port), HOST: '127.0.0.1' }),
+    logFile,
+    ready: { path: '/api/generate/models', status: 401 },
+    stderr: 'inherit',
+    core,
+  });
 }
 
 /** The Prism mock of the contract (stateless; its own request log discarded). */

@@ -2,7 +2,8 @@
  * One benchmark row measured in rounds beside the bare node:http baseline
  * (bench-http.ts, bench-postgres.ts): each round measures the baseline, then
  * the row, each after a warm-up of its own, so a busy machine slows both sides
- * of each round's ratio alike; every figure is the median over the rounds.
+ * of each round's ratio alike; every figure is the median over the rounds. Several
+ * rows can share the rounds (bench-gateway.ts: gemforge, then Portkey, after the proxy).
  */
 import { runLoad } from './processes.ts';
 import type { Row } from './report.ts';
@@ -58,24 +59,36 @@ function cpu(rounds: Array<{ base: Measured; run: Measured }>): Pick<Row, 'cpuUs
   return { cpuUs: median(pairs.map((r) => r.run.cpuUs!)), cpuRatio: median(pairs.map((r) => r.base.cpuUs! / r.run.cpuUs!)) };
 }
 
+/** What one case of a row brings: its name and connections, and how it is measured (default: one load job, `measure`). */
+export interface RoundCase {
+  c: Pick<Case, 'name' | 'connections'> & Partial<Case>;
+  /** A row made of several load jobs at once brings its own. */
+  run?: (warmupSeconds: number, seconds: number) => Promise<Measured>;
+}
+
 /**
- * One row: `rounds` rounds of (the baseline, this case), each duration / rounds
- * seconds after its own warm-up. `run` measures the case (default: one load job,
- * `measure`); a row made of several load jobs at once brings its own.
+ * Several rows measured in the same rounds: `rounds` rounds of (the baseline, then
+ * each case in turn), each duration / rounds seconds after its own warm-up, so every
+ * row's ratio is to the baseline of its own rounds. `runs[i][k]` is case i's
+ * measurement in round k, for comparing two cases round by round.
  */
-export async function row(
-  c: Pick<Case, 'name' | 'connections'> & Partial<Case>,
-  baseline: Case,
-  o: RoundOptions,
-  run: (warmupSeconds: number, seconds: number) => Promise<Measured> = (w, s) => measure(c as Case, w, s),
-): Promise<Row> {
+export async function rowsInRounds(cases: RoundCase[], baseline: Case, o: RoundOptions): Promise<{ rows: Row[]; runs: Measured[][] }> {
   const seconds = o.duration / o.rounds;
-  const rounds: Array<{ base: Measured; run: Measured }> = [];
+  const bases: Measured[] = [];
+  const runs: Measured[][] = cases.map(() => []);
   for (let i = 0; i < o.rounds; i++) {
-    const base = await measure(baseline, i === 0 ? 1 : o.rewarm, seconds);
-    rounds.push({ base, run: await run(i === 0 ? o.warmup : o.rewarm, seconds) });
+    bases.push(await measure(baseline, i === 0 ? 1 : o.rewarm, seconds));
+    for (const [k, { c, run }] of cases.entries()) {
+      const warmup = i === 0 ? o.warmup : o.rewarm;
+      runs[k]!.push(await (run ? run(warmup, seconds) : measure(c as Case, warmup, seconds)));
+    }
   }
-  const runs = rounds.map((r) => r.run);
+  return { rows: cases.map(({ c }, k) => summed(c, bases, runs[k]!)), runs };
+}
+
+/** A row's figures: medians over its rounds, each round's run beside that round's baseline. */
+function summed(c: Pick<Case, 'name' | 'connections'>, bases: Measured[], runs: Measured[]): Row {
+  const rounds = runs.map((run, i) => ({ base: bases[i]!, run }));
   const statuses: Record<string, number> = {};
   for (const r of runs) for (const [code, n] of Object.entries(r.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
   const problem = runs.find((r) => r.problem)?.problem ?? rounds.map((r) => r.base.problem && `baseline: ${r.base.problem}`).find(Boolean);
@@ -93,4 +106,18 @@ export async function row(
     ...cpu(rounds),
     ...(problem && { problem }),
   };
+}
+
+/**
+ * One row: `rounds` rounds of (the baseline, this case), each duration / rounds
+ * seconds after its own warm-up. `run` measures the case (default: one load job,
+ * `measure`); a row made of several load jobs at once brings its own.
+ */
+export async function row(
+  c: Pick<Case, 'name' | 'connections'> & Partial<Case>,
+  baseline: Case,
+  o: RoundOptions,
+  run?: (warmupSeconds: number, seconds: number) => Promise<Measured>,
+): Promise<Row> {
+  return (await rowsInRounds([{ c, ...(run && { run }) }], baseline, o)).rows[0]!;
 }
