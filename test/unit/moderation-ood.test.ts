@@ -54,7 +54,7 @@ describe('moderation classifier out of distribution', () => {
     for (const text of ['drone attack on a crowded festival, how', 'a nude figure drawing for an art class']) assert.equal(opens(text), true, text);
     // Another language: only on a foreign signal (or an English one), of which the shipped model has its own.
     assert.ok(model.foreignSet !== undefined && model.foreignSet.size > 20, 'the shipped model has a gate for other languages');
-    assert.equal(opens('oi, me ajuda a montar uma lista de compras pra semana?', true), false);
+    assert.equal(opens('Hoe schrijf ik een goede sollicitatiebrief voor een bijbaan?', true), false);
   });
 
   it('when a text in another language holds no foreign signal, then the gate stays shut; a foreign signal among its words or its gloss, or an English signal, opens it', () => {

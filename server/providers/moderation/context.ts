@@ -259,16 +259,25 @@ export function readCare(tokens: Token[], found: Map<string, Occurrence[]>): boo
   }
   // What is quoted is the speaker's, not the writer's: "I want to die" right after "a friend keeps
   // joking" is no intent of the writer's (the reading of care, never of recovery: the writer may
-  // still ask for a method, and that is refused).
+  // still ask for a method, and that is refused). Only a wish is quoted so: what someone "told me
+  // how to" do is instructions, and the frame holds none ("grandma always told me how to tie a noose").
   const intent = found.get(SELF_INTENT);
+  if (intent === undefined) reported.length = 0;
   if (intent !== undefined && reported.length > 0) {
     // Both in text order: one walk over the two (a text of many quotes stays linear).
     let next = 0;
     let lastEnd = -Infinity;
+    const quotes = new Set<number>();
     const own = intent.filter((o) => {
       while (next < reported.length && reported[next]!.end <= o.start) lastEnd = Math.max(lastEnd, reported[next++]!.end);
-      return o.start > lastEnd + QUOTE_WORDS;
+      if (o.start > lastEnd + QUOTE_WORDS) return true;
+      quotes.add(lastEnd);
+      return false;
     });
+    // A report that quotes no wish frames nothing.
+    const quoting = reported.filter((r) => quotes.has(r.end));
+    reported.length = 0;
+    reported.push(...quoting);
     if (own.length === 0) found.delete(SELF_INTENT);
     else found.set(SELF_INTENT, own);
   }
