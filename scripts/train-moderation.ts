@@ -93,7 +93,13 @@ const { values } = parseArgs({
   },
 });
 const GATE_FLAGS = ['signal-ratio', 'signal-min', 'signal-share', 'paired-share', 'foreign-share'] as const;
-const dryRun = values['dry-run'] || values.ungated || values.gates || values['foreign-gates'] || GATE_FLAGS.some((f) => values[f] !== undefined) || values.without !== undefined;
+const dryRun =
+  values['dry-run'] ||
+  values.ungated ||
+  values.gates ||
+  values['foreign-gates'] ||
+  GATE_FLAGS.some((f) => values[f] !== undefined) ||
+  values.without !== undefined;
 
 /** The leave-one-set-out false-positive rate the threshold must keep (a margin under the 2 % target on unseen sets). */
 const MAX_FALSE_POSITIVES = 0.015;
@@ -324,7 +330,9 @@ if (values.gates) {
 
 if (values['foreign-gates']) {
   // The foreign gate's shares side by side (the weights do not depend on it): pooled prompt sets, and their texts in other languages.
-  console.log('\n| foreign share | foreign signals | threshold | overrule | both: recall | FP | hard-neg FP | other languages, both: recall | FP | rules: recall | FP | gate opens: harmful | benign |');
+  console.log(
+    '\n| foreign share | foreign signals | threshold | overrule | both: recall | FP | hard-neg FP | other languages, both: recall | FP | rules: recall | FP | gate opens: harmful | benign |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const foreignShare of [undefined, 0.002, 0.005, 0.01, 0.02, 0.05]) {
     const gateOptions = { ...options, foreignShare };
@@ -356,7 +364,9 @@ console.log(
 console.log(
   `the gate opened for ${pct(foreign.gated.caught, foreign.gated.harmful)} of harmful texts in other languages, ${pct(foreign.gated.refused, foreign.gated.benign)} of benign ones`,
 );
-console.log(`${model.signals!.length} signal stems, ${model.pairedSignals?.length ?? 0} paired, ${model.foreignSignals?.length ?? 'no'} foreign${values.ungated ? ' (not used: --ungated)' : ''}`);
+console.log(
+  `${model.signals!.length} signal stems, ${model.pairedSignals?.length ?? 0} paired, ${model.foreignSignals?.length ?? 'no'} foreign${values.ungated ? ' (not used: --ungated)' : ''}`,
+);
 const final = { ...model, threshold, overrule };
 await outOfDistribution(final, true);
 if (dryRun) process.exit(0);

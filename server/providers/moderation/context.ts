@@ -310,7 +310,11 @@ export function readCare(tokens: Token[], found: Map<string, Occurrence[]>): boo
   }
   if (cared.length + reported.length + safeguard.length + topic.length === 0) return acting.length > 0;
   const add = (frame: string, list: readonly Occurrence[]) => {
-    if (list.length > 0) found.set(frame, [...(found.get(frame) ?? []), ...list].sort((a, b) => a.start - b.start));
+    if (list.length > 0)
+      found.set(
+        frame,
+        [...(found.get(frame) ?? []), ...list].sort((a, b) => a.start - b.start),
+      );
   };
   // Someone else cared for is a frame of recovery and care (self-harm's), not of protection:
   // "my friend told me how to get a kid alone" protects nobody.
