@@ -83,15 +83,23 @@ const { values } = parseArgs({
     'signal-min': { type: 'string' },
     'signal-share': { type: 'string' },
     'paired-share': { type: 'string' },
+    'foreign-share': { type: 'string' },
     gates: { type: 'boolean', default: false },
+    'foreign-gates': { type: 'boolean', default: false },
     threshold: { type: 'string' },
     overrule: { type: 'string' },
     'repository-text': { type: 'boolean', default: false },
     without: { type: 'string', multiple: true },
   },
 });
-const GATE_FLAGS = ['signal-ratio', 'signal-min', 'signal-share', 'paired-share'] as const;
-const dryRun = values['dry-run'] || values.ungated || values.gates || GATE_FLAGS.some((f) => values[f] !== undefined) || values.without !== undefined;
+const GATE_FLAGS = ['signal-ratio', 'signal-min', 'signal-share', 'paired-share', 'foreign-share'] as const;
+const dryRun =
+  values['dry-run'] ||
+  values.ungated ||
+  values.gates ||
+  values['foreign-gates'] ||
+  GATE_FLAGS.some((f) => values[f] !== undefined) ||
+  values.without !== undefined;
 
 /** The leave-one-set-out false-positive rate the threshold must keep (a margin under the 2 % target on unseen sets). */
 const MAX_FALSE_POSITIVES = 0.015;
@@ -104,6 +112,8 @@ const options: TrainingOptions = {
   ...(values['signal-min'] === undefined ? {} : { signalMin: Number(values['signal-min']) }),
   ...(values['signal-share'] === undefined ? {} : { signalShare: Number(values['signal-share']) }),
   ...(values['paired-share'] === undefined ? {} : { pairedShare: Number(values['paired-share']) }),
+  // `--foreign-share none`: every text in another language opens the gate (the model before).
+  ...(values['foreign-share'] === undefined ? {} : { foreignShare: values['foreign-share'] === 'none' ? undefined : Number(values['foreign-share']) }),
 };
 if (values['repository-text']) writeRepositorySet();
 const checksum = trainingChecksum(options);
@@ -217,6 +227,9 @@ const pooledPrompts = (ts: Tally[]) => pooled(ts.filter((_, f) => prompts[f]));
 const overruledHarm = (bound: number) =>
   sets.reduce((n, set, f) => n + set.samples.filter((s, i) => s.harmful && rules[f]![i]! && scores[f]![i]! < bound).length, 0);
 
+/** Per set, the indices of its samples read as another language. */
+const foreignIndex = encoded.map((e) => e.flatMap((x, i) => (x.foreign ? [i] : [])));
+
 /** Leave-one-set-out validation under one gate: each left-out file gated by the gate of the model that judges it. */
 function validate(gateOptions: GateOptions) {
   const gates = sets.map((_, f) => {
@@ -250,7 +263,16 @@ function validate(gateOptions: GateOptions) {
     both: both[f]!,
   }));
   const gated = pooled(sets.map((s, f) => tally(s, (i) => gates[f]![i]!)));
-  return { threshold, overrule, rows, gated };
+  // The texts read as another language alone, pooled over the prompt sets: what the foreign gate costs and saves.
+  const foreignOnly = (refused: (f: number, i: number) => boolean) =>
+    pooledPrompts(sets.map((s, f) => tally({ ...s, samples: s.samples.filter((_, i) => encoded[f]![i]!.foreign) }, (i) => refused(f, foreignIndex[f]![i]!))));
+  const foreign = {
+    rules: foreignOnly((f, i) => rules[f]![i]!),
+    classifier: foreignOnly((f, i) => learned(f, i, threshold)),
+    both: foreignOnly((f, i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || learned(f, i, threshold)),
+    gated: foreignOnly((f, i) => gates[f]![i]!),
+  };
+  return { threshold, overrule, rows, gated, foreign };
 }
 for (const overrule of OVERRULE_BOUNDS) console.log(`overrule under ${overrule}: ${overruledHarm(overrule)} harmful texts the rules refuse would pass`);
 const model = train(encoded.flat(), options);
@@ -306,7 +328,25 @@ if (values.gates) {
   process.exit(0);
 }
 
-const { threshold, overrule, rows, gated } = validate(options);
+if (values['foreign-gates']) {
+  // The foreign gate's shares side by side (the weights do not depend on it): pooled prompt sets, and their texts in other languages.
+  console.log(
+    '\n| foreign share | foreign signals | threshold | overrule | both: recall | FP | hard-neg FP | other languages, both: recall | FP | rules: recall | FP | gate opens: harmful | benign |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const foreignShare of [undefined, 0.002, 0.005, 0.01, 0.02, 0.05]) {
+    const gateOptions = { ...options, foreignShare };
+    const v = validate(gateOptions);
+    const gate = gateOf(allCounts, gateOptions);
+    const b = pooledPrompts(v.rows.map((r) => r.both));
+    console.log(
+      `| ${foreignShare ?? 'none (every text)'} | ${gate.foreignSignals?.length ?? '–'} | ${v.threshold} | ${v.overrule} | ${cells(b)} | ${pct(v.foreign.both.caught, v.foreign.both.harmful)} | ${pct(v.foreign.both.refused, v.foreign.both.benign)} | ${pct(v.foreign.rules.caught, v.foreign.rules.harmful)} | ${pct(v.foreign.rules.refused, v.foreign.rules.benign)} | ${pct(v.foreign.gated.caught, v.foreign.gated.harmful)} | ${pct(v.foreign.gated.refused, v.foreign.gated.benign)} |`,
+    );
+  }
+  process.exit(0);
+}
+
+const { threshold, overrule, rows, gated, foreign } = validate(options);
 console.log(
   `\nleave-one-set-out validation (threshold ${threshold}, overrule under ${overrule}: the pair with the most recall whose pooled false positives stay ≤ ${100 * MAX_FALSE_POSITIVES} %)\n`,
 );
@@ -316,11 +356,17 @@ for (const r of rows) console.log(`| ${r.name} | ${cells(r.rules)} | ${cells(r.c
 console.log(
   `| **all prompt sets** | ${cells(pooledPrompts(rows.map((r) => r.rules)))} | ${cells(pooledPrompts(rows.map((r) => r.classifier)))} | ${cells(pooledPrompts(rows.map((r) => r.both)))} |`,
 );
+console.log(`| *texts in other languages* | ${cells(foreign.rules)} | ${cells(foreign.classifier)} | ${cells(foreign.both)} |`);
 console.log(
   `\nthe gate opened for ${pct(gated.caught, gated.harmful)} of harmful texts, ${pct(gated.refused, gated.benign)} of benign ones, ${pct(gated.hardRefused, gated.hard)} of hard negatives`,
 );
 
-console.log(`${model.signals!.length} signal stems, ${model.pairedSignals?.length ?? 0} paired${values.ungated ? ' (not used: --ungated)' : ''}`);
+console.log(
+  `the gate opened for ${pct(foreign.gated.caught, foreign.gated.harmful)} of harmful texts in other languages, ${pct(foreign.gated.refused, foreign.gated.benign)} of benign ones`,
+);
+console.log(
+  `${model.signals!.length} signal stems, ${model.pairedSignals?.length ?? 0} paired, ${model.foreignSignals?.length ?? 'no'} foreign${values.ungated ? ' (not used: --ungated)' : ''}`,
+);
 const final = { ...model, threshold, overrule };
 await outOfDistribution(final, true);
 if (dryRun) process.exit(0);
@@ -339,6 +385,7 @@ function writeModel(m: ClassifierModel): void {
     training: { ...options, sets: sets.map((s) => s.name), samples: encoded.flat().length },
     signals: m.signals,
     ...(m.pairedSignals === undefined ? {} : { pairedSignals: m.pairedSignals }),
+    ...(m.foreignSignals === undefined ? {} : { foreignSignals: m.foreignSignals }),
   };
   fs.writeFileSync(path.join(MODEL_DIR, MODEL_HEADER), `${JSON.stringify(header, null, 2)}\n`);
   fs.writeFileSync(path.join(MODEL_DIR, MODEL_WEIGHTS), m.weights);

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { featuresOf, MAX_FEATURE_CHARS, MAX_FEATURE_WORDS, type Features } from '../../server/providers/moderation/features.ts';
 import { gloss } from '../../server/providers/moderation/gloss.ts';
-import { ENGLISH_FUNCTION_WORDS, stopWordDetector } from '../../server/providers/moderation/language.ts';
+import { ENGLISH_FUNCTION_WORDS, OTHER_FUNCTION_WORDS, stopWordDetector } from '../../server/providers/moderation/language.ts';
 import { HARMFUL, type ClassifierModel } from '../../server/providers/moderation/classifier.ts';
 import { inDictionary, stemOf, tokenize, type Vocabulary } from '../../server/providers/moderation/normalize.ts';
 import { rng } from '../../server/providers/random.ts';
@@ -51,6 +51,13 @@ export interface TrainingOptions {
   signalShare: number;
   /** …or, to open it with a second such stem, in at most this share (0: no paired signals). */
   pairedShare: number;
+  /**
+   * A text in another language opens the gate only on a stem of its own words or of its gloss
+   * found in at least `signalMin` harmful texts of other languages, `signalRatio` times as often
+   * per text as in their benign ones, and in at most this share of those benign texts (or on an
+   * English signal). Absent: every such text opens it, as before.
+   */
+  foreignShare?: number;
 }
 
 export const DEFAULT_OPTIONS: TrainingOptions = {
@@ -64,10 +71,11 @@ export const DEFAULT_OPTIONS: TrainingOptions = {
   signalRatio: 3,
   signalShare: 0.001,
   pairedShare: 0.002,
+  foreignShare: 0.01,
 };
 
 /** The options that shape the gate alone (the weights do not depend on them). */
-export type GateOptions = Pick<TrainingOptions, 'signalMin' | 'signalRatio' | 'signalShare' | 'pairedShare'>;
+export type GateOptions = Pick<TrainingOptions, 'signalMin' | 'signalRatio' | 'signalShare' | 'pairedShare' | 'foreignShare'>;
 
 /** Every set file under `dir`, sub-folders included, by path relative to it, sorted. */
 export function trainingFiles(dir = SETS_DIR): string[] {
@@ -110,7 +118,7 @@ export interface Encoded {
   features: Features;
   harmful: boolean;
   category: string | undefined;
-  /** Its distinct stems, as the gate reads them (the first MAX_FEATURE_WORDS words). */
+  /** Its distinct stems, as the gate reads them (the first MAX_FEATURE_WORDS words, and those of its gloss). */
   stems: string[];
   /** Whether the embedded provider reads it as another language (detected, or glossed): the gate lets it through. */
   foreign: boolean;
@@ -122,43 +130,51 @@ export function encode(set: LabelledSet, vocabulary: Vocabulary, bits: number): 
     const head = s.text.slice(0, MAX_FEATURE_CHARS);
     const tokens = tokenize(head, vocabulary);
     const language = languages.detect(s.text);
+    const english = gloss(s.text, language, (w) => vocabulary.isWord(w));
+    // The gloss's words as the server's gate reads them (local.ts): the policy's concepts in that language.
+    const glossed = english === undefined ? [] : tokenize(english.slice(0, MAX_FEATURE_CHARS), vocabulary).slice(0, MAX_FEATURE_WORDS);
     return {
       features: featuresOf(head, tokens, bits),
       harmful: s.harmful,
       category: s.harmful ? GROUP_CATEGORY.get(s.group) : undefined,
-      stems: [...new Set(tokens.slice(0, MAX_FEATURE_WORDS).map((t) => t.stem))],
-      foreign: language !== undefined || gloss(s.text, language, (w) => vocabulary.isWord(w)) !== undefined,
+      stems: [...new Set([...tokens.slice(0, MAX_FEATURE_WORDS), ...glossed].map((t) => t.stem))],
+      foreign: language !== undefined || english !== undefined,
     };
   });
 }
 
-/** Per stem, in how many harmful and benign English training texts it is (`[harmful, benign]`), and of how many. */
-export interface StemCounts {
+/** Per stem, in how many harmful and benign training texts it is (`[harmful, benign]`), and of how many. */
+export interface Counts {
   counts: Map<string, [number, number]>;
   harmful: number;
   benign: number;
 }
 
-/** The stem counts of `samples` (texts read as another language left out: the gate always opens for them). */
-export function stemCounts(samples: readonly Encoded[]): StemCounts {
-  const counts = new Map<string, [number, number]>();
-  let harmful = 0;
-  let benign = 0;
-  for (const s of samples) {
-    if (s.foreign) continue;
-    if (s.harmful) harmful++;
-    else benign++;
-    for (const stem of s.stems) {
-      const c = counts.get(stem) ?? [0, 0];
-      c[s.harmful ? 0 : 1]++;
-      counts.set(stem, c);
-    }
-  }
-  return { counts, harmful, benign };
+/** The stem counts of the English training texts, and apart those of the texts read as another language. */
+export interface StemCounts extends Counts {
+  foreign: Counts;
 }
 
-/** `all` less `part` (a set left out of training, for its validation model's gate). */
-export function withoutCounts(all: StemCounts, part: StemCounts): StemCounts {
+const emptyCounts = (): Counts => ({ counts: new Map(), harmful: 0, benign: 0 });
+
+/** The stem counts of `samples`: English texts and texts read as another language apart (each has its gate). */
+export function stemCounts(samples: readonly Encoded[]): StemCounts {
+  const english = emptyCounts();
+  const foreign = emptyCounts();
+  for (const s of samples) {
+    const c = s.foreign ? foreign : english;
+    if (s.harmful) c.harmful++;
+    else c.benign++;
+    for (const stem of s.stems) {
+      const n = c.counts.get(stem) ?? [0, 0];
+      n[s.harmful ? 0 : 1]++;
+      c.counts.set(stem, n);
+    }
+  }
+  return { ...english, foreign };
+}
+
+function without(all: Counts, part: Counts): Counts {
   const counts = new Map<string, [number, number]>();
   for (const [stem, [h, b]] of all.counts) {
     const [ph, pb] = part.counts.get(stem) ?? [0, 0];
@@ -167,10 +183,17 @@ export function withoutCounts(all: StemCounts, part: StemCounts): StemCounts {
   return { counts, harmful: all.harmful - part.harmful, benign: all.benign - part.benign };
 }
 
+/** `all` less `part` (a set left out of training, for its validation model's gate). */
+export function withoutCounts(all: StemCounts, part: StemCounts): StemCounts {
+  return { ...without(all, part), foreign: without(all.foreign, part.foreign) };
+}
+
 /** The gate's stems: those that open it alone, and those that open it only in twos (classifier.ts, `mayJudge`). */
 export interface Gate {
   signals: string[];
   pairedSignals: string[];
+  /** The stems that open it for a text read as another language (`foreignShare`; absent: every such text opens it). */
+  foreignSignals?: string[];
 }
 
 /** Words of any request, beside English's function words, that training found more often in harmful ones. */
@@ -178,6 +201,8 @@ const REQUEST_WORDS = 'him get want need way tell like just look sure much lot o
 // A request's function words ("to", "how", "we", "make") are more frequent in the sets' harmful
 // requests than in their benign text, yet say nothing of harm: "from here to there" opened the gate.
 const NO_SIGNAL: ReadonlySet<string> = new Set([...ENGLISH_FUNCTION_WORDS, ...REQUEST_WORDS].map(stemOf));
+/** The function words of the other languages the detector knows: they say which language, not what about. */
+const NO_FOREIGN_SIGNAL: ReadonlySet<string> = new Set([...NO_SIGNAL, ...OTHER_FUNCTION_WORDS.map(stemOf)]);
 
 /**
  * The gate's stems (classifier.ts, `mayJudge`) from the stem counts of English training texts:
@@ -193,15 +218,34 @@ const NO_SIGNAL: ReadonlySet<string> = new Set([...ENGLISH_FUNCTION_WORDS, ...RE
 export function gateOf(c: StemCounts, options: GateOptions, excluded: ReadonlySet<string> = NO_SIGNAL): Gate {
   const signals: string[] = [];
   const pairedSignals: string[] = [];
+  for (const [stem, share] of signalShares(c, options, excluded)) {
+    if (share <= options.signalShare) signals.push(stem);
+    else if (share <= options.pairedShare) pairedSignals.push(stem);
+  }
+  const gate: Gate = { signals: signals.sort(), pairedSignals: pairedSignals.sort() };
+  // Another language: only what harmful texts of other languages hold, and their benign ones seldom.
+  // Its grams are thin (a few hundred texts per language), so a text with no such word is left to
+  // the rules' reading rather than to grams that mostly say which language it is.
+  if (options.foreignShare !== undefined) {
+    gate.foreignSignals = [...signalShares(c.foreign, options, NO_FOREIGN_SIGNAL)]
+      .filter(([, share]) => share <= options.foreignShare!)
+      .map(([stem]) => stem)
+      .sort();
+  }
+  return gate;
+}
+
+/** The stems found in `signalMin` harmful texts and `signalRatio` times as often per text as in benign ones, with their share of the benign texts. */
+function signalShares(c: Counts, options: GateOptions, excluded: ReadonlySet<string>): Array<[string, number]> {
+  const out: Array<[string, number]> = [];
   const harmful = Math.max(1, c.harmful);
   const benign = Math.max(1, c.benign);
   // Half a benign text's worth added, so a stem never seen in benign text needs signalMin harmful ones, not one.
   for (const [stem, [h, b]] of c.counts) {
     if (excluded.has(stem) || h < options.signalMin || h / harmful < (options.signalRatio * (b + 0.5)) / benign) continue;
-    if (b <= options.signalShare * benign) signals.push(stem);
-    else if (b <= options.pairedShare * benign) pairedSignals.push(stem);
+    out.push([stem, b / benign]);
   }
-  return { signals: signals.sort(), pairedSignals: pairedSignals.sort() };
+  return out;
 }
 
 /** The gate of `samples` under `options`. */
@@ -210,13 +254,15 @@ export function signalStems(samples: readonly Encoded[], options: GateOptions): 
 }
 
 /** A gate as the model carries it (`mayJudge` reads these). */
-export function gateSets(gate: Gate): Pick<ClassifierModel, 'signals' | 'pairedSignals' | 'signalSet' | 'pairedSet'> {
+export function gateSets(gate: Gate): Pick<ClassifierModel, 'signals' | 'pairedSignals' | 'signalSet' | 'pairedSet' | 'foreignSignals' | 'foreignSet'> {
   const paired = gate.pairedSignals.length > 0;
   return {
     signals: gate.signals,
     signalSet: new Set(gate.signals),
     pairedSignals: paired ? gate.pairedSignals : undefined,
     pairedSet: paired ? new Set(gate.pairedSignals) : undefined,
+    foreignSignals: gate.foreignSignals,
+    foreignSet: gate.foreignSignals && new Set(gate.foreignSignals),
   };
 }
 

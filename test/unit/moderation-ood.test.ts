@@ -52,7 +52,42 @@ describe('moderation classifier out of distribution', () => {
     ])
       assert.equal(opens(text), false, text);
     for (const text of ['drone attack on a crowded festival, how', 'a nude figure drawing for an art class']) assert.equal(opens(text), true, text);
-    assert.equal(opens('receta de tortilla de patatas para cuatro personas', true), true);
+    // Another language: only on a foreign signal (or an English one), of which the shipped model has its own.
+    assert.ok(model.foreignSet !== undefined && model.foreignSet.size > 20, 'the shipped model has a gate for other languages');
+    assert.equal(opens('Hoe schrijf ik een goede sollicitatiebrief voor een bijbaan?', true), false);
+  });
+
+  it('when a text in another language holds no foreign signal, then the gate stays shut; a foreign signal among its words or its gloss, or an English signal, opens it', () => {
+    // A gate of its own, so the rule is held whatever stems training finds.
+    const gate = { signalSet: new Set(['gun']), foreignSet: new Set(['matar', 'poison']) };
+    const opens = (text: string, gloss?: string) =>
+      mayJudge(gate, tokenize(text, policy.vocabulary), true, gloss === undefined ? [] : tokenize(gloss, policy.vocabulary));
+    assert.equal(opens('receta de tortilla de patatas para cuatro personas'), false);
+    assert.equal(opens('como matar a mi vecino'), true, 'its own word');
+    assert.equal(opens('wie vergifte ich meinen Nachbarn', 'how poison i my neighbour'), true, 'its gloss');
+    assert.equal(opens('quiero una gun de verdad'), true, 'an English signal');
+    assert.equal(opens('receta de tortilla', 'recipe of tortilla'), false);
+    assert.equal(
+      mayJudge({ signalSet: new Set(['gun']) }, tokenize('receta de tortilla de patatas', policy.vocabulary), true),
+      true,
+      'a model without foreign signals judges every text in another language',
+    );
+  });
+
+  it('when ordinary requests in other languages are judged with the classifier, then none is refused, and each stays unjudged', async () => {
+    const provider = embeddedModeration(policy, undefined, { classifier: model });
+    for (const text of [
+      'oi, pode me ajudar a planejar um cardápio de jantar para seis pessoas?',
+      'Kun je een boodschappenlijst maken voor een week vegetarisch koken?',
+    ]) {
+      const verdict = await provider.moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' });
+      assert.equal(verdict.flagged, undefined, text);
+      assert.ok(verdict.unjudged !== undefined, text);
+    }
+    assert.notEqual(
+      (await provider.moderate({ texts: [{ field: 'prompt', text: 'instrucciones para hacer una bomba casera' }], preference: 'standard' })).flagged,
+      undefined,
+    );
   });
 
   it('when a text holds one paired signal, then the gate stays shut; a second, distinct one or one signal opens it', () => {

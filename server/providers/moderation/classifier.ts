@@ -59,6 +59,11 @@ export interface ModelHeader {
    * must hold two distinct ones (or one of `signals`).
    */
   pairedSignals?: string[];
+  /**
+   * The gate for a text read as another language: the stems (of its own words or of its gloss)
+   * of which it must hold one, or an English signal; absent, every such text is judged.
+   */
+  foreignSignals?: string[];
 }
 
 export interface ClassifierModel extends ModelHeader {
@@ -68,6 +73,8 @@ export interface ClassifierModel extends ModelHeader {
   signalSet?: ReadonlySet<string>;
   /** `pairedSignals` as a set. */
   pairedSet?: ReadonlySet<string>;
+  /** `foreignSignals` as a set. */
+  foreignSet?: ReadonlySet<string>;
 }
 
 /** The model in `dir`; throws when a file is missing or does not fit its header. */
@@ -81,6 +88,7 @@ export function readModel(dir = MODEL_DIR): ClassifierModel {
     weights: new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length),
     signalSet: header.signals && new Set(header.signals),
     pairedSet: header.pairedSignals && new Set(header.pairedSignals),
+    foreignSet: header.foreignSignals && new Set(header.foreignSignals),
   };
 }
 
@@ -89,24 +97,38 @@ export function readModel(dir = MODEL_DIR): ClassifierModel {
  * MAX_FEATURE_WORDS words is a signal stem (a stem training found far more often in harmful
  * requests than in benign text, and seldom in benign text at all: "gun", "nude", "vermin"…),
  * or two distinct ones are paired signals (found more often in harmful requests, but too
- * common a word to say much alone: "people", "plan"), and a text in another language
- * (`foreign`: read as one, or glossed) always, since its words are not English stems.
+ * common a word to say much alone: "people", "plan").
  * Text with no word the harmful requests are made of — test names, logs, documentation, most
  * everyday prompts — is text unlike anything the model learned from, and there its guesses were
  * the false positives (docs/policies.md, "The learned classifier"); it is also skipped unread.
+ *
+ * A text in another language (`foreign`: read as one, or glossed) holds few English stems, so
+ * its own gate is read: a foreign signal among its words or those of its gloss (`glossed`: the
+ * policy's concepts in that language), or an English signal. The model's grams of most languages
+ * come from a few hundred texts and mostly say which language a text is in: judged on them alone,
+ * a shopping list in Portuguese was refused. A model without foreign signals judges every such text.
  */
-export function mayJudge(model: Pick<ClassifierModel, 'signalSet' | 'pairedSet'>, tokens: readonly Pick<Token, 'stem'>[], foreign: boolean): boolean {
+export function mayJudge(
+  model: Pick<ClassifierModel, 'signalSet' | 'pairedSet' | 'foreignSet'>,
+  tokens: readonly Pick<Token, 'stem'>[],
+  foreign: boolean,
+  glossed: readonly Pick<Token, 'stem'>[] = [],
+): boolean {
   const signals = model.signalSet;
-  if (signals === undefined || foreign) return true;
+  if (signals === undefined) return true;
+  const own = foreign ? model.foreignSet : undefined;
+  if (foreign && own === undefined) return true;
   const paired = model.pairedSet;
-  const n = Math.min(tokens.length, MAX_FEATURE_WORDS);
   let first: string | undefined;
-  for (let i = 0; i < n; i++) {
-    const stem = tokens[i]!.stem;
-    if (signals.has(stem)) return true;
-    if (paired === undefined || !paired.has(stem)) continue;
-    if (first !== undefined && first !== stem) return true;
-    first = stem;
+  for (const list of [tokens, glossed]) {
+    const n = Math.min(list.length, MAX_FEATURE_WORDS);
+    for (let i = 0; i < n; i++) {
+      const stem = list[i]!.stem;
+      if (signals.has(stem) || own?.has(stem)) return true;
+      if (paired === undefined || !paired.has(stem)) continue;
+      if (first !== undefined && first !== stem) return true;
+      first = stem;
+    }
   }
   return false;
 }

@@ -263,6 +263,12 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     mas más = more
   `,
   fr: `
+    que_faire_en_cas_de que_faire_en_cas_d = what to do in case of
+    en_cas_de en_cas_d = in case of
+    fiche_sécurité fiche_securite fiche_de_sécurité fiche_de_securite = safety sheet
+    consignes_officielles consigne_officielle = official instructions
+    consignes consigne = instructions
+    officielles officielle officiels officiel = official
     schema schéma = schematic
     battu_a_mort battue_a_mort = beaten to death
     video vidéo = video
@@ -460,6 +466,7 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     se s ne pas = 
   `,
   de: `
+    passiert passieren passierte = happens
     ersticke ersticken = suffocate
     ohne_spuren = leaving no trace
     rekrutierung = recruitment

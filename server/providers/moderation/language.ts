@@ -53,6 +53,12 @@ const STOP_WORDS: Record<string, string> = {
 /** English's function words (and the commonest request verbs), which say nothing of what a text is about. */
 export const ENGLISH_FUNCTION_WORDS: readonly string[] = STOP_WORDS.en.split(/\s+/).filter(Boolean);
 
+/** The other languages' function words, folded as the policy reads them ("cómo" → "como"): they say which language a text is in, not what it is about. */
+export const OTHER_FUNCTION_WORDS: readonly string[] = Object.entries(STOP_WORDS)
+  .filter(([language]) => language !== 'en')
+  .flatMap(([, list]) => list.split(/\s+/).filter(Boolean))
+  .map((word) => word.normalize('NFD').replace(/\p{M}+/gu, ''));
+
 /** Words several of these languages share with English or with each other beyond use: they count for nobody. */
 const AMBIGUOUS = new Set([
   'a',

@@ -10,7 +10,7 @@ import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
 import { gloss } from './gloss.ts';
-import { maskNamedObjects, NAMED_OBJECT, readPurposes, THING } from './context.ts';
+import { maskNamedObjects, NAMED_OBJECT, readCare, readPurposes, THING } from './context.ts';
 import { maskSenses } from './senses.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
@@ -93,6 +93,8 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked);
   // "so my teenager can't overdose": a purpose that protects someone is a frame of recovery.
   readPurposes(tokens, found);
+  // Someone else cared for, a class taught, official safety guidance: frames of care and report.
+  readCare(tokens, found);
   // A made-up world cancels nothing when the text demands that its content be real.
   disarmFrames(found);
   const broken = termsHeld(tokens, masked, index.terms);
@@ -161,10 +163,12 @@ export function embeddedModeration(
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
         const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
-        const glossed = english === undefined ? [] : categoriesOf(policy, english, preference);
+        const englishTokens = english === undefined ? [] : tokenize(english, policy.vocabulary);
+        const glossed = english === undefined ? [] : categoriesOf(policy, english, preference, englishTokens);
         if (stands(glossed)) return { provider: 'embedded', flagged: { field, categories: glossed } };
-        // The gate (classifier.ts): text with no word of the harmful requests it learned from is not read.
-        const opens = model !== undefined && mayJudge(model, tokens, language !== undefined || english !== undefined);
+        // The gate (classifier.ts): text with no word of the harmful requests it learned from is
+        // not read; text in another language, none that harmful texts of other languages hold.
+        const opens = model !== undefined && mayJudge(model, tokens, language !== undefined || english !== undefined, englishTokens);
         const learned = opens ? learnedCategories(policy, model, reading(model), preference) : [];
         if (learned.length > 0) return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
