@@ -147,7 +147,8 @@ describe('statements per request', () => {
     await res.arrayBuffer();
     await settle();
     // The second transaction is the settlement (the first holds the Gems).
-    const all = statements.filter((q) => !q.startsWith('--') && !LAST_USE.test(q));
+    // On SQLite each checked write of the settlement is followed by its guard (migration 020), in the same batch.
+    const all = statements.filter((q) => !q.startsWith('--') && !LAST_USE.test(q) && !/gemforge_guards/.test(q));
     const begins = all.flatMap((q, i) => (q === 'BEGIN;' ? [i] : []));
     assert.equal(begins.length, 2, all.join('\n'));
     const settlement = all.slice(begins[1]);
@@ -156,7 +157,7 @@ describe('statements per request', () => {
     assert.match(settlement[2] ?? '', /^update .reservations./i, settlement.join('\n'));
   });
 
-  it('when a chat completion is answered, then it takes nine round trips to node-sqlite3: the claim leaves with its BEGIN, and the ledger rows and running figures with each COMMIT', async (t) => {
+  it('when a chat completion is answered, then it takes four round trips to node-sqlite3: the admission and the claim with their BEGIN, the figures, the hold with its COMMIT, the settlement whole', async (t) => {
     if (!isSqlite(s.db)) return t.skip('on Postgres the writes that wait go with the COMMIT (test/unit/pg-deferred.test.ts)');
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
@@ -178,23 +179,27 @@ describe('statements per request', () => {
     const mine = trips.filter((c) => !/`key__id`|last_used_at|\bsigning_keys\b|^\s*pragma\b/i.test(c.sql));
     const shown = mine.map((c) => `${c.exec ? 'exec' : 'prepared'}: ${c.sql.replace(/\s+/g, ' ').slice(0, 160)}`).join('\n');
     const prepared = mine.filter((c) => !c.exec).map((c) => c.sql);
-    // What waits never runs as a prepared statement of its own.
+    // What waits never runs as a prepared statement of its own; neither does the replay's read (the claim is it).
     const figures = prepared.filter((q) =>
-      /^update .(account_balances|key_balances).|^insert into .(ledger_entries|account_months|account_days|key_months|reservations|idempotency_records)./i.test(
+      /^update .(account_balances|key_balances|idempotency_records|reservations).|^insert into .(ledger_entries|account_months|account_days|key_months|reservations|idempotency_records|rate_buckets).|^select \* from .idempotency_records./i.test(
         q,
       ),
     );
     assert.deepEqual(figures, [], shown);
+    const guard = (what: string) => `insert into gemforge_guards \\(ok, what\\) values \\(changes\\(\\) = \\d+, '${what}'\\)`;
     const expected: Array<[exec: boolean, sql: RegExp]> = [
-      [false, /^select \* from .idempotency_records./i], // replay before anything else
-      [false, /^insert into rate_buckets/i], // admission
-      [true, /^begin\b[\s\S]*insert into .idempotency_records./i], // the claim with its BEGIN
+      // the admission's take, its guard (every bucket gave a token), then the claim: a claim made before fails here
+      [true, new RegExp(`^begin\\b[\\s\\S]*insert into rate_buckets[\\s\\S]*${guard('rate bucket without a token')}[\\s\\S]*insert into .idempotency_records.`, 'i')],
       [false, /^select .*account_balances/i], // the figures the hold is decided on
       [true, /^insert into .reservations.[\s\S]*commit;?\s*$/i], // the hold's writes with the COMMIT
-      [false, /^begin;?\s*$/i], // held, then sent alone as the prepared statement it was
-      [false, /^update .idempotency_records./i], // the record's completion, checked
-      [false, /^update .reservations./i], // the close of the hold, checked: a settlement happens once
-      [true, /^insert into .ledger_entries.[\s\S]*commit;?\s*$/i], // the settlement's writes with the COMMIT
+      // the settlement whole: the record's completion and the close of the hold, each guarded (a settlement happens once), then its writes
+      [
+        true,
+        new RegExp(
+          `^begin\\b[\\s\\S]*update .idempotency_records.[\\s\\S]*${guard('idempotency record moved')}[\\s\\S]*update .reservations.[\\s\\S]*${guard('reservation not held')}[\\s\\S]*insert into .ledger_entries.[\\s\\S]*commit;?\\s*$`,
+          'i',
+        ),
+      ],
     ];
     assert.equal(mine.length, expected.length, shown);
     expected.forEach(([exec, sql], i) => {

@@ -38,7 +38,7 @@
  */
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
-import { query, statement, type Conn, type Value } from './engine/query.ts';
+import { guardRefusal, query, statement, type Conn, type Value } from './engine/query.ts';
 
 /** What a reservation needs to decide, read in one statement. */
 export interface Figures {
@@ -246,11 +246,11 @@ export interface GuardedHold {
   paid: number;
 }
 
-/** SQLSTATE of `gemforge_guard` (migration 011): a hold refused as its transaction committed. */
-const GUARD_REFUSED = 'GF001';
+/** What the guards of `guardHold` say when they refuse (`gemforge_guard`, migration 011). */
+const HOLD_GUARDS = new Set(['account balance', 'key cap']);
 
-/** True when a transaction failed because a `guardHold` was refused. */
-export const isHoldRefused = (error: unknown): boolean => (error as { code?: string } | null)?.code === GUARD_REFUSED;
+/** True when a transaction failed because a `guardHold` was refused (not another guard: engine/query.ts `guardRefusal`). */
+export const isHoldRefused = (error: unknown): boolean => HOLD_GUARDS.has(guardRefusal(error) ?? '');
 
 // The rules of ledger.ts `reserveTx` for a media hold, as conditions of the moves themselves: the
 // account's paid balance covers it; the key has no cap, or a cap above 0 that its month's spend plus
