@@ -207,7 +207,8 @@ const SQLITE_GUARD = /SQLITE_CONSTRAINT: gemforge_guard: (.*)$/;
 /** What a refused guard (`executeGuarded`, or Postgres's `gemforge_guard()`) guarded; undefined for any other error. */
 export function guardRefusal(error: unknown): string | undefined {
   const e = error as { code?: string; message?: string } | null;
-  if (e?.code === GUARD_REFUSED) return e.message;
+  // knex puts the failed query before Postgres's message (`COMMIT; - key cap`); what a guard says holds no ' - '.
+  if (e?.code === GUARD_REFUSED) return e.message?.split(' - ').at(-1);
   return SQLITE_GUARD.exec(e?.message ?? '')?.[1];
 }
 
