@@ -196,7 +196,10 @@ describe('statements per request', () => {
     const guard = (what: string) => `insert into gemforge_guards \\(ok, what\\) values \\(changes\\(\\) = \\d+, '${what}'\\)`;
     const expected: Array<[exec: boolean, sql: RegExp]> = [
       // the admission's take, its guard (every bucket gave a token), then the claim: a claim made before fails here
-      [true, new RegExp(`^begin\\b[\\s\\S]*insert into rate_buckets[\\s\\S]*${guard('rate bucket without a token')}[\\s\\S]*insert into .idempotency_records.`, 'i')],
+      [
+        true,
+        new RegExp(`^begin\\b[\\s\\S]*insert into rate_buckets[\\s\\S]*${guard('rate bucket without a token')}[\\s\\S]*insert into .idempotency_records.`, 'i'),
+      ],
       [false, /^select .*account_balances/i], // the figures the hold is decided on
       [true, /^insert into .reservations.[\s\S]*commit;?\s*$/i], // the hold's writes with the COMMIT
       // the settlement whole: the record's completion and the close of the hold, each guarded (a settlement happens once), then its writes

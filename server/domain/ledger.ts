@@ -195,14 +195,7 @@ export async function releaseTx(trx: Tx, clock: Clock, reservationId: string, he
  * `settle` inside a caller's transaction, so a task or an identity and its money
  * move together: the one settlement path (production and tests alike).
  */
-export async function settleTx(
-  trx: Tx,
-  clock: Clock,
-  reservationId: string,
-  charge: number,
-  held?: HeldReservation,
-  atCommit = false,
-): Promise<Settlement> {
+export async function settleTx(trx: Tx, clock: Clock, reservationId: string, charge: number, held?: HeldReservation, atCommit = false): Promise<Settlement> {
   assertWhole(charge, 'charge');
   // A hold's amounts never change once made: the caller that made it need not read them back (one round trip less);
   // the close below, only of a held reservation, still makes the settlement happen once.

@@ -98,8 +98,7 @@ export async function takeTokens(
 const NO_TOKEN = 'rate bucket without a token';
 
 /** The take of `n` buckets as a guarded write: every one must give its token (an upsert counts a row it inserted or updated). */
-const takeGuarded = (n: number) =>
-  statement.guarded(`rate-buckets-take-guarded:${n}`, NO_TOKEN, (c, ...v) => taking(c, v, n, false, false), { rows: n });
+const takeGuarded = (n: number) => statement.guarded(`rate-buckets-take-guarded:${n}`, NO_TOKEN, (c, ...v) => taking(c, v, n, false, false), { rows: n });
 
 /**
  * Whether `takeTokensAtClaim` may be used on `db`: SQLite, whose single writer holds

@@ -80,7 +80,21 @@
  * numbers are numbers on both (db.ts parses Postgres's bigint and numeric).
  */
 import type { Knex } from 'knex';
-import { asResult, compile, execute, executeChecked, executeGuarded, executeLater, guardRefusal, rowOf, rowParams, type Build, type Executed, type Row, type Value } from './compiled.ts';
+import {
+  asResult,
+  compile,
+  execute,
+  executeChecked,
+  executeGuarded,
+  executeLater,
+  guardRefusal,
+  rowOf,
+  rowParams,
+  type Build,
+  type Executed,
+  type Row,
+  type Value,
+} from './compiled.ts';
 import { KEY_COLUMN, readByKey, readRows } from './reads.ts';
 import { countStoreError, isDatabaseFailure } from '../outages.ts';
 
