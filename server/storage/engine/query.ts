@@ -38,7 +38,7 @@
  *   write    knex (6)                          writer's connection, prepared  PREPARE/EXECUTE                   knex
  *   checked  as write                          with what waits, at once (9)   as write                          knex
  *   later    knex, at once                     waits for the next statement (7)  waits for the next statement (7)  knex, at once
- *   guarded  (in a transaction only)          waits, then its guard (10)     at once, then its check (10)
+ *   guarded  at once, then its check          waits, then its guard (10)     at once, then its check (10)      at once, then its check
  *   dynamic  knex, built each time, everywhere (8)
  *
  * 1. reads.ts: read-only connections beside the single writer (WAL: they see the
@@ -67,8 +67,8 @@
  *    refused by its primary key when made before): sent at once at the end of
  *    what waits, a held BEGIN included, in one `exec` (compiled.ts
  *    `executeChecked`); its caller hears its failure there.
- * 10. A write that must change exactly `rows` rows, whose failure to may be
- *    heard late (at the COMMIT): it waits as `later` does, followed by a guard
+ * 10. A write that must change exactly `rows` rows, whose miss may be heard
+ *    late (at the COMMIT): it waits as `later` does, followed by a guard
  *    (migration 020's `gemforge_guards`) that fails the batch unless `changes()`
  *    says so. On Postgres it runs at once and is checked there. Either way a
  *    miss fails the transaction with an error `guardRefusal` names (and so does
