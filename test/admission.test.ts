@@ -50,6 +50,40 @@ describe('admission limits', () => {
     }
   });
 
+  it('when a key goes over its text rate, then replays of a completed chat still answer and spend no token, and the new one past the rate gets 503 naming the text rate with nothing claimed or reserved, and succeeds once the bucket refills', async () => {
+    const clock = new ManualClock(new Date('2026-03-01T00:00:00Z'));
+    const s = await startTestServer({ clock, env: { WORKER_ENABLED: 'false', KEY_TEXT_RATE: '1', RATE_BURST_SECONDS: '2' } });
+    try {
+      const user = await s.user({ llmAllowance: 1000 });
+      const chat = (content: string) => ({ model: 'gemforge-text-1', messages: [{ role: 'user', content }] });
+      const first = await submit(s, user.secret, CHAT, chat('one'));
+      assert.equal(first.status, 200, JSON.stringify(first.body));
+      for (let i = 0; i < 3; i++) {
+        const replay = await submit(s, user.secret, CHAT, chat('one'), first.idemKey);
+        assert.equal(replay.status, 200, JSON.stringify(replay.body));
+        assert.equal(replay.body.id, first.body.id, 'the retained completion');
+      }
+      // The burst of 2 still holds its second token: the replays took none.
+      assert.equal((await submit(s, user.secret, CHAT, chat('two'))).status, 200);
+      const summary = await ledger.accountSummary(s.db, clock, user.accountId, [user.keyId]);
+      const refused = await submit(s, user.secret, CHAT, chat('three'));
+      assert.equal(refused.status, 503, JSON.stringify(refused.body));
+      assert.equal(refused.body.error.code, 'TEMPORARILY_UNAVAILABLE');
+      assert.match(refused.body.error.message, /API key is over its text request rate \(1 per second\)/);
+      assert.equal(refused.headers.get('retry-after'), '1');
+      assert.deepEqual(await ledger.accountSummary(s.db, clock, user.accountId, [user.keyId]), summary, 'nothing was reserved');
+      assert.equal((await s.db('idempotency_records').where({ idem_key: refused.idemKey })).length, 0, 'the identity was not claimed');
+      // A replay is never refused by a rate.
+      assert.equal((await submit(s, user.secret, CHAT, chat('one'), first.idemKey)).status, 200);
+      clock.advance(1000);
+      const again = await submit(s, user.secret, CHAT, chat('three'), refused.idemKey);
+      assert.equal(again.status, 200, 'the same identity is a new completion once a token is back');
+      assert.notEqual(again.body.id, first.body.id);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("when an account reaches its queued media task cap, then a submission is refused with Retry-After until the operator raises the account's own cap", async () => {
     const s = await startTestServer({ env: { WORKER_ENABLED: 'false', ACCOUNT_QUEUED_TASKS: '2' } });
     try {

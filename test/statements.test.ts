@@ -123,7 +123,8 @@ describe('statements per request', () => {
     const traced = statements.filter((q) => !/api_keys/.test(q)); // the key may have been read (cache expiry)
     // SQLite traces the statements a trigger runs as comments, inside the statement that fired it (no round trip of
     // their own): the job's insert makes its account's turn row (migration 017), one insert.
-    const all = traced.filter((q) => !q.startsWith('--'));
+    // The guards of what is decided at the commit (migration 020, SQLite) ride in the batch of the writes they check.
+    const all = traced.filter((q) => !q.startsWith('--') && !/gemforge_guards/.test(q));
     assert.ok(traced.filter((q) => /^-- INSERT INTO queue_turns/.test(q)).length <= 1, traced.join('\n'));
     // Admission comes first, outside the transaction (so no bucket row is locked while the transaction runs): one
     // statement that reads the account's queued jobs from its turn rows and, under the cap, takes the key's and the
@@ -135,6 +136,11 @@ describe('statements per request', () => {
     assert.equal(work.at(-1), 'COMMIT;', work.join('\n'));
     // Postgres locks the account's balance row before the combined read: one more.
     assert.ok(work.length <= (isSqlite(s.db) ? 11 : 12), `${work.length} statements:\n${work.join('\n')}`);
+    // The hold is decided as the transaction commits (on SQLite too, by guarded moves): the figures are not read.
+    assert.deepEqual(
+      statements.filter((q) => /^select .*account_balances/i.test(q)),
+      [],
+    );
   });
 
   it('when a chat completion is settled, then its reservation is not read back: the settlement closes the hold right after completing the record', async () => {
@@ -147,7 +153,9 @@ describe('statements per request', () => {
     await res.arrayBuffer();
     await settle();
     // The second transaction is the settlement (the first holds the Gems).
-    const all = statements.filter((q) => !q.startsWith('--') && !LAST_USE.test(q));
+    // On SQLite each checked write of the settlement is followed by its guard (migration 020), in the same batch.
+    // The batch's statements are traced one by one, each after the `;` that ended the one before.
+    const all = statements.map((q) => q.replace(/^[;\s]+/, '')).filter((q) => !q.startsWith('--') && !LAST_USE.test(q) && !/gemforge_guards/.test(q));
     const begins = all.flatMap((q, i) => (q === 'BEGIN;' ? [i] : []));
     assert.equal(begins.length, 2, all.join('\n'));
     const settlement = all.slice(begins[1]);
@@ -156,7 +164,7 @@ describe('statements per request', () => {
     assert.match(settlement[2] ?? '', /^update .reservations./i, settlement.join('\n'));
   });
 
-  it('when a chat completion is answered, then it takes nine round trips to node-sqlite3: the claim leaves with its BEGIN, and the ledger rows and running figures with each COMMIT', async (t) => {
+  it('when a chat completion is answered, then it takes four round trips to node-sqlite3: the admission and the claim with their BEGIN, the figures, the hold with its COMMIT, the settlement whole', async (t) => {
     if (!isSqlite(s.db)) return t.skip('on Postgres the writes that wait go with the COMMIT (test/unit/pg-deferred.test.ts)');
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
@@ -178,23 +186,30 @@ describe('statements per request', () => {
     const mine = trips.filter((c) => !/`key__id`|last_used_at|\bsigning_keys\b|^\s*pragma\b/i.test(c.sql));
     const shown = mine.map((c) => `${c.exec ? 'exec' : 'prepared'}: ${c.sql.replace(/\s+/g, ' ').slice(0, 160)}`).join('\n');
     const prepared = mine.filter((c) => !c.exec).map((c) => c.sql);
-    // What waits never runs as a prepared statement of its own.
+    // What waits never runs as a prepared statement of its own; neither does the replay's read (the claim is it).
     const figures = prepared.filter((q) =>
-      /^update .(account_balances|key_balances).|^insert into .(ledger_entries|account_months|account_days|key_months|reservations|idempotency_records)./i.test(
+      /^update .(account_balances|key_balances|idempotency_records|reservations).|^insert into .(ledger_entries|account_months|account_days|key_months|reservations|idempotency_records|rate_buckets).|^select \* from .idempotency_records./i.test(
         q,
       ),
     );
     assert.deepEqual(figures, [], shown);
+    const guard = (what: string) => `insert into gemforge_guards \\(ok, what\\) values \\(changes\\(\\) = \\d+, '${what}'\\)`;
     const expected: Array<[exec: boolean, sql: RegExp]> = [
-      [false, /^select \* from .idempotency_records./i], // replay before anything else
-      [false, /^insert into rate_buckets/i], // admission
-      [true, /^begin\b[\s\S]*insert into .idempotency_records./i], // the claim with its BEGIN
+      // the admission's take, its guard (every bucket gave a token), then the claim: a claim made before fails here
+      [
+        true,
+        new RegExp(`^begin\\b[\\s\\S]*insert into rate_buckets[\\s\\S]*${guard('rate bucket without a token')}[\\s\\S]*insert into .idempotency_records.`, 'i'),
+      ],
       [false, /^select .*account_balances/i], // the figures the hold is decided on
       [true, /^insert into .reservations.[\s\S]*commit;?\s*$/i], // the hold's writes with the COMMIT
-      [false, /^begin;?\s*$/i], // held, then sent alone as the prepared statement it was
-      [false, /^update .idempotency_records./i], // the record's completion, checked
-      [false, /^update .reservations./i], // the close of the hold, checked: a settlement happens once
-      [true, /^insert into .ledger_entries.[\s\S]*commit;?\s*$/i], // the settlement's writes with the COMMIT
+      // the settlement whole: the record's completion and the close of the hold, each guarded (a settlement happens once), then its writes
+      [
+        true,
+        new RegExp(
+          `^begin\\b[\\s\\S]*update .idempotency_records.[\\s\\S]*${guard('idempotency record moved')}[\\s\\S]*update .reservations.[\\s\\S]*${guard('reservation not held')}[\\s\\S]*insert into .ledger_entries.[\\s\\S]*commit;?\\s*$`,
+          'i',
+        ),
+      ],
     ];
     assert.equal(mine.length, expected.length, shown);
     expected.forEach(([exec, sql], i) => {

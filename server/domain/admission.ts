@@ -8,9 +8,9 @@
  * the same Idempotency-Key succeeds when sent again later.
  */
 import { DomainError } from './errors.ts';
-import type { Db } from '../storage/db.ts';
+import type { Db, Tx } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
-import { takeTokens, type Bucket } from '../storage/rate-buckets.ts';
+import { isTokenMissing, takeTokens, takeTokensAtClaim, takesAtClaim, type Bucket } from '../storage/rate-buckets.ts';
 import type { Principal } from './accounts.ts';
 import type { Clock } from './clock.ts';
 
@@ -98,6 +98,29 @@ export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, princ
     first.waitMs / 1000,
   );
 }
+
+/**
+ * Whether a text submission on `db` may take its tokens inside its claim's
+ * transaction (`admitAtClaim`): SQLite only (rate-buckets.ts `takesAtClaim`).
+ */
+export const admitsAtClaim = (db: Db): boolean => takesAtClaim(db);
+
+/**
+ * Admits a text submission inside its transaction, as a write that waits for
+ * the claim of its identity and leaves with it (one round trip for both): the
+ * take goes first in that batch, so a claim made before still fails at the
+ * claim itself, and its rollback gives the token back (a replay never spends
+ * one). A bucket without a token fails the claim (`refusedAtClaim`) with
+ * nothing kept; the caller then runs the step-by-step way, `admit` before its
+ * claim, which says which limit and how long to wait (or admits, a token
+ * having come since). No queued-task cap: text has none.
+ */
+export async function admitAtClaim(trx: Tx, clock: Clock, limits: AdmissionLimits, principal: Principal): Promise<void> {
+  await takeTokensAtClaim(trx, bucketsOf(limits, principal, 'text'), clock.now().getTime());
+}
+
+/** True when a submission failed because `admitAtClaim` found a bucket without a token. */
+export const refusedAtClaim = isTokenMissing;
 
 /** The caps of fair share (config.ts): jobs of one account running at once per lane. */
 export interface ConcurrencyDefaults {

@@ -204,21 +204,31 @@ function retainedColumns(retained: Retained): { response_status: number | null; 
   return { response_status: FORMER_STATUS[code] ?? null, response_body: JSON.stringify({ error: { code, message } }) };
 }
 
-/** Records the final response of a pending identity (text, extraction). */
+/**
+ * Records the final response of a pending identity (text, extraction). `atCommit`: the record's move waits for the
+ * transaction's COMMIT (SQLite), and a record no longer pending fails the transaction there instead
+ * (`completedAtCommitRefused`): the caller then runs it again without, which says so as below.
+ */
 export async function complete(
   trx: Db | Tx,
   clock: Clock,
   id: Pick<Identity, 'keyId' | 'idemKey'>,
   result: { ref?: string | null; retained: Retained },
+  atCommit = false,
 ): Promise<void> {
-  const ok = await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], {
-    state: 'completed',
+  const patch = {
+    state: 'completed' as const,
     ref: result.ref ?? null,
     ...retainedColumns(result.retained),
     updated_at: clock.now().toISOString(),
-  });
+  };
+  if (atCommit) return store.transitionRecordAtCommit(trx, id.keyId, id.idemKey, ['pending'], patch);
+  const ok = await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], patch);
   if (!ok) throw new Error(`idempotency: ${id.idemKey} was not pending`);
 }
+
+/** True when a transaction failed because a `complete(…, atCommit)` found its record no longer pending. */
+export const completedAtCommitRefused = store.isRecordMoved;
 
 /** The work certainly did not happen and nothing was charged: replays get REQUEST_FAILED. */
 export async function markReleased(trx: Db | Tx, clock: Clock, id: Pick<Identity, 'keyId' | 'idemKey'>): Promise<void> {

@@ -195,7 +195,7 @@ export async function releaseTx(trx: Tx, clock: Clock, reservationId: string, he
  * `settle` inside a caller's transaction, so a task or an identity and its money
  * move together: the one settlement path (production and tests alike).
  */
-export async function settleTx(trx: Tx, clock: Clock, reservationId: string, charge: number, held?: HeldReservation): Promise<Settlement> {
+export async function settleTx(trx: Tx, clock: Clock, reservationId: string, charge: number, held?: HeldReservation, atCommit = false): Promise<Settlement> {
   assertWhole(charge, 'charge');
   // A hold's amounts never change once made: the caller that made it need not read them back (one round trip less);
   // the close below, only of a held reservation, still makes the settlement happen once.
@@ -209,13 +209,11 @@ export async function settleTx(trx: Tx, clock: Clock, reservationId: string, cha
   const now = clock.now();
   const month = utcMonth(now);
   const at = now.toISOString();
-  const closed = await store.closeReservation(trx, r.id, {
-    state: charged > 0 ? 'settled' : 'released',
-    charged,
-    released: total - charged,
-    settled_at: at,
-  });
-  if (!closed) throw new Error(`settle: reservation ${reservationId} was closed concurrently`);
+  const closing = { state: charged > 0 ? ('settled' as const) : ('released' as const), charged, released: total - charged, settled_at: at };
+  // At the commit (SQLite): the close waits with everything below for the COMMIT, one round trip, and a
+  // reservation no longer held fails it there (`closedAtCommitRefused`); the caller then settles again without.
+  if (atCommit) await store.closeReservationAtCommit(trx, r.id, closing);
+  else if (!(await store.closeReservation(trx, r.id, closing))) throw new Error(`settle: reservation ${reservationId} was closed concurrently`);
   const base = { account_id: r.account_id, key_id: r.key_id, reservation_id: r.id, month, created_at: at, note: null };
   const voided = { ...base, type: 'void' as const, allowance: r.hold_allowance - postAllowance, paid: r.hold_paid - postPaid };
   await store.insertEntry(trx, charged > 0 ? [{ ...base, type: 'post', allowance: postAllowance, paid: postPaid }, voided] : [voided]);
@@ -238,6 +236,9 @@ export async function settleTx(trx: Tx, clock: Clock, reservationId: string, cha
   );
   return { charged, released: total - charged };
 }
+
+/** True when a transaction failed because a `settleTx(…, atCommit)` found its reservation no longer held. */
+export const closedAtCommitRefused = store.isReservationClosed;
 
 /** Adds (or with a negative amount, removes) paid Gems; never below zero. */
 export async function credit(db: Db, clock: Clock, accountId: string, amount: number, note: string): Promise<number> {

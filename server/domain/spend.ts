@@ -147,15 +147,23 @@ export async function inSubmission<T>(
     value: await inTransaction(db, (trx) => story(steps(trx, clock, identity, atCommit))),
   });
   try {
-    try {
-      return await attempt(true);
-    } catch (error) {
-      if (!ledger.holdRefusedAtCommit(error)) throw error;
-      return await attempt(false);
-    }
+    return await atCommitElseStepByStep(attempt, ledger.holdRefusedAtCommit);
   } catch (error) {
     if (!idem.claimedBefore(error)) throw error;
     return idem.replayOfClaimed(db, identity);
+  }
+}
+
+/**
+ * Runs `attempt(true)`, whose checks the database makes as the transaction commits; when one refused
+ * (`refused`), nothing of it was kept, and `attempt(false)` runs it again step by step, which says what it was.
+ */
+async function atCommitElseStepByStep<T>(attempt: (atCommit: boolean) => Promise<T>, refused: (error: unknown) => boolean): Promise<T> {
+  try {
+    return await attempt(true);
+  } catch (error) {
+    if (!refused(error)) throw error;
+    return attempt(false);
   }
 }
 
@@ -241,15 +249,19 @@ export async function releaseAndForget(db: Db, clock: Clock, claim: Claim): Prom
 
 /**
  * Bill and retain: charge (≤ the hold, the rest released) and retain the response for replays, in one transaction.
- * The record's completion comes first: both it and the hold's close are checked statements, and the settlement's
- * ledger rows and figures wait behind the close (ledger.ts `settleTx`) for the COMMIT, so they leave with it in one
- * round trip; the other way round they were flushed on their own before the completion (a round trip more).
+ * The record's completion comes first, then the hold's close: each must change its one row (the record still
+ * pending, the hold still held: a settlement happens once). First both are checked as the transaction commits, so on
+ * SQLite the whole settlement, BEGIN to COMMIT, is one round trip; when either check refuses (an operator released
+ * the identity meanwhile), nothing was kept and the settlement runs again step by step, each check at its
+ * statement, which fails as it always did.
  */
 export async function billAndRetain(db: Db, clock: Clock, claim: Claim, charge: number, retained: idem.Retained): Promise<void> {
-  await inTransaction(db, async (trx) => {
-    await idem.complete(trx, clock, claim.identity, { ref: claim.ref, retained });
-    await ledger.settleTx(trx, clock, claim.reservationId, charge, claim.held);
-  });
+  const settle = (atCommit: boolean) =>
+    inTransaction(db, async (trx) => {
+      await idem.complete(trx, clock, claim.identity, { ref: claim.ref, retained }, atCommit);
+      await ledger.settleTx(trx, clock, claim.reservationId, charge, claim.held, atCommit);
+    });
+  await atCommitElseStepByStep(settle, (error) => idem.completedAtCommitRefused(error) || ledger.closedAtCommitRefused(error));
 }
 
 /** Hold as uncertain: the reservation stays held, replays answer REQUEST_UNCERTAIN. */

@@ -12,7 +12,7 @@
  * idempotency.ts; this module is the text adapter: its admission checks and its run. A client that disconnects does not stop the generation: it
  * still settles and its result is retained for replay.
  */
-import { admit, type AdmissionLimits } from './admission.ts';
+import { admit, admitAtClaim, admitsAtClaim, refusedAtClaim, type AdmissionLimits } from './admission.ts';
 import crypto from 'node:crypto';
 import type { components, operations } from '../../generated/api.ts';
 import { DomainError } from './errors.ts';
@@ -170,6 +170,16 @@ function admissible(deps: TextDeps, request: ChatCompletionRequest & { max_token
  * Creates a chat completion or replays a completed one. Admission errors are
  * thrown (nothing claimed); once admitted, the outcome arrives through the
  * returned live generation.
+ *
+ * A completed identity replays before any current check, and a replay never
+ * spends a rate token. Step by step that is a read of the record, then the
+ * checks and the admission, then the claim. Where the admission may ride with the
+ * claim (SQLite, `admitsAtClaim`) the claim itself is the replay read: the
+ * tokens' take and the claim leave in one round trip, a claim made before fails
+ * there and is replayed (its rollback gives the tokens back), and the checks run
+ * after the claim, whose transaction they roll back. A bucket without a token
+ * fails that transaction with nothing kept, and the request runs again step by
+ * step, which says which limit refused it.
  */
 export async function createChatCompletion(
   deps: TextDeps,
@@ -181,31 +191,53 @@ export async function createChatCompletion(
   // Defaults applied, so an absent `stream` and `stream: false` are the same identity.
   const request = { ...body, stream: body.stream ?? false, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS };
   const identity = spend.identityOf(principal, idemKey, OPERATION, request);
-  // A completed identity replays before any current check (its result is retained).
+  // A record the request has read already (moderation's) answers without another read.
+  if (!recorded?.asked && admitsAtClaim(deps.db)) {
+    try {
+      return await submit(deps, principal, identity, request, true);
+    } catch (error) {
+      if (!refusedAtClaim(error)) throw error;
+    }
+  }
   const existing = await idem.lookup(deps.db, identity, recorded);
   if (existing) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(existing) };
+  return submit(deps, principal, identity, request, false);
+}
 
-  const { model, provider, asked } = admissible(deps, request);
-  if (deps.limits) await admit(deps.db, deps.clock, deps.limits, principal, 'text');
-  const { messages } = asked;
-  const rates = model.pricing;
-  const amount = conservativeMaximum(rates, provider.promptTokenUpperBound(messages), request.max_tokens);
+/**
+ * Claims and holds, then starts the generation; `atClaim`: the admission rides
+ * with the claim and the checks follow it (`createChatCompletion`), else both
+ * come first.
+ */
+async function submit(
+  deps: TextDeps,
+  principal: Principal,
+  identity: idem.Identity,
+  request: ChatCompletionRequest & { max_tokens: number },
+  atClaim: boolean,
+): Promise<ChatOutcome> {
+  let admitted = atClaim ? undefined : admissible(deps, request);
+  if (!atClaim && deps.limits) await admit(deps.db, deps.clock, deps.limits, principal, 'text');
   const id = `chatcmpl_${crypto.randomBytes(12).toString('hex')}`;
-
   const reservationId = newId('rsv');
-  const claim = await spend.inSubmission(deps.db, deps.clock, identity, async ({ claim, hold }) => {
+  let amount = 0;
+  const claim = await spend.inSubmission(deps.db, deps.clock, identity, async ({ trx, claim, hold }) => {
+    if (atClaim && deps.limits) await admitAtClaim(trx, deps.clock, deps.limits, principal);
     await claim({ state: 'pending', ref: id, reservationId }); // until the completion's outcome
+    admitted ??= admissible(deps, request);
+    amount = conservativeMaximum(admitted.model.pricing, admitted.provider.promptTokenUpperBound(admitted.asked.messages), request.max_tokens);
     return hold({ purpose: 'llm', kind: 'text', amount, maxGems: request.maxGems, ref: id, id: reservationId });
   });
   if (!claim.created) return { type: 'replay', completion: idem.savedResponse<ChatCompletion>(claim.record) };
 
+  const { model, provider, asked } = admitted!;
   const generation = start(deps, {
     id,
     created: Math.floor(deps.clock.now().getTime() / 1000),
     model: model.id,
     claim: { identity, reservationId, reserved: amount, ref: id, held: claim.value },
-    rates,
-    messages,
+    rates: model.pricing,
+    messages: asked.messages,
     events: provider.generate(asked),
   });
   return { type: 'live', generation };

@@ -21,10 +21,11 @@
  * key's rows only change under the account row's lock: that one lock guards them
  * all. SQLite's single writer serializes all of it.
  *
- * A media hold can instead be decided by Postgres as the transaction commits
+ * A media hold can instead be decided by the database as the transaction commits
  * (`guardHold`): one conditional UPDATE per balance row, waiting with the
  * transaction's other writes for its COMMIT (engine/pg-deferred.ts), so the account's
- * row is locked only while Postgres runs that batch, never across a round trip.
+ * row is locked only while Postgres runs that batch, never across a round trip; on
+ * SQLite the same moves, guarded (migration 020), save the figures' read.
  *
  * Other rows of the account a transaction locks come after its balance row,
  * whichever way the hold is decided: its queue turn row (migration 017, locked by
@@ -38,7 +39,7 @@
  */
 import type { Knex } from 'knex';
 import { isSqlite } from './db.ts';
-import { query, statement, type Conn, type Value } from './engine/query.ts';
+import { guardRefusal, query, statement, type Conn, type Value } from './engine/query.ts';
 
 /** What a reservation needs to decide, read in one statement. */
 export interface Figures {
@@ -246,11 +247,11 @@ export interface GuardedHold {
   paid: number;
 }
 
-/** SQLSTATE of `gemforge_guard` (migration 011): a hold refused as its transaction committed. */
-const GUARD_REFUSED = 'GF001';
+/** What the guards of `guardHold` say when they refuse (`gemforge_guard`, migration 011). */
+const HOLD_GUARDS = new Set(['account balance', 'key cap']);
 
-/** True when a transaction failed because a `guardHold` was refused. */
-export const isHoldRefused = (error: unknown): boolean => (error as { code?: string } | null)?.code === GUARD_REFUSED;
+/** True when a transaction failed because a `guardHold` was refused (not another guard: engine/query.ts `guardRefusal`). */
+export const isHoldRefused = (error: unknown): boolean => HOLD_GUARDS.has(guardRefusal(error) ?? '');
 
 // The rules of ledger.ts `reserveTx` for a media hold, as conditions of the moves themselves: the
 // account's paid balance covers it; the key has no cap, or a cap above 0 that its month's spend plus
@@ -280,18 +281,36 @@ const keyGuard = statement.later(
   { last: true },
 );
 
+// The same rules on SQLite, as guarded writes (engine/query.ts, migration 020's guards): each waits with the
+// transaction's other writes and fails their batch unless it moved its one row. The single writer orders them.
+const accountGuardSqlite = statement.guarded('account-guarded-hold:sqlite', 'account balance', (c, account, paid) =>
+  c.raw(`UPDATE account_balances SET paid_pending = paid_pending + ? WHERE account_id = ? AND credited - paid_pending - paid_posted >= ?`, [
+    paid,
+    account,
+    paid,
+  ]),
+);
+const keyGuardSqlite = statement.guarded('key-guarded-hold:sqlite', 'key cap', (c, key, month, paid) =>
+  c.raw(
+    `UPDATE key_balances SET pending = pending + ?
+     WHERE key_id = ? AND EXISTS (SELECT 1 FROM api_keys AS k LEFT JOIN key_months AS km ON km.key_id = k.id AND km.month = ?
+       WHERE k.id = key_balances.key_id AND (k.monthly_cap IS NULL OR (k.monthly_cap > 0 AND key_balances.pending + COALESCE(km.posted, 0) + ? <= k.monthly_cap)))`,
+    [paid, key, month, paid],
+  ),
+);
+
 /**
- * Postgres: holds `paid` Gems by conditional moves that wait for the COMMIT
- * (engine/compiled.ts `executeLater`), instead of locking and reading the figures first:
- * the moves `move` would make for this hold, each refusing (`isHoldRefused`) when
- * a rule does not hold, which fails the commit with nothing kept. The caller
- * then decides again with `lockFigures`, which says which rule it was. false on
- * SQLite, where nothing is gained: its caller takes the figures instead.
+ * Holds `paid` Gems by conditional moves that wait for the COMMIT (engine/compiled.ts
+ * `executeLater` on Postgres, `executeGuarded` on SQLite), instead of locking and
+ * reading the figures first: the moves `move` would make for this hold, each
+ * refusing (`isHoldRefused`) when a rule does not hold, which fails the commit (on
+ * SQLite, the batch the moves leave in) with nothing kept. The caller then decides
+ * again with `lockFigures`, which says which rule it was.
  */
 export async function guardHold(trx: Knex.Transaction, h: GuardedHold): Promise<boolean> {
-  if (isSqlite(trx)) return false;
-  await query(trx, accountGuard, [h.accountId, h.paid]);
-  if (h.keyId) await query(trx, keyGuard, [h.keyId, h.month, h.paid]);
+  const sqlite = isSqlite(trx);
+  await query(trx, sqlite ? accountGuardSqlite : accountGuard, [h.accountId, h.paid]);
+  if (h.keyId) await query(trx, sqlite ? keyGuardSqlite : keyGuard, [h.keyId, h.month, h.paid]);
   return true;
 }
 

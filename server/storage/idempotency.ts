@@ -1,5 +1,5 @@
 /** Idempotency record rows. */
-import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
+import { columnsOf, guardRefusal, query, rowOf, rowParams, statement, type Conn, type Value } from './engine/query.ts';
 
 export type RecordState = 'pending' | 'completed' | 'released' | 'uncertain';
 
@@ -58,15 +58,42 @@ export async function transitionRecord(
   patch: Partial<Pick<IdempotencyRow, 'state' | 'ref' | 'reservation_id' | 'response_status' | 'response_body' | 'updated_at'>>,
 ): Promise<boolean> {
   const columns = columnsOf(patch);
-  const transition = statement.write(`idempotency-transition:${from.length}:${columns.join(',')}`, (c, k, i, ...v) =>
-    c('idempotency_records')
-      .where({ key_id: k, idem_key: i })
-      .whereIn('state', v.slice(0, from.length))
-      .update(rowOf(columns, v, from.length)),
-  );
+  const transition = statement.write(`idempotency-transition:${from.length}:${columns.join(',')}`, transitionOf(from.length, columns));
   const { changes } = await query(db, transition, [keyId, idemKey, ...from, ...rowParams(columns, patch)]);
   return changes === 1;
 }
+
+/** A record's move out of one of `states` states (the first parameters after its key), setting `columns`. */
+const transitionOf =
+  (states: number, columns: readonly string[]) =>
+  (c: Conn, k: Value, i: Value, ...v: Value[]) =>
+    c('idempotency_records')
+      .where({ key_id: k, idem_key: i })
+      .whereIn('state', v.slice(0, states))
+      .update(rowOf(columns, v, states));
+
+/**
+ * `transitionRecord` as a guarded write (engine/query.ts): in a SQLite transaction it waits for the next statement
+ * (the settlement's COMMIT, one round trip for all of it), and a record no longer in `from` fails the transaction
+ * there with the refusal `RECORD_MOVED` (on Postgres it is checked at once).
+ */
+export async function transitionRecordAtCommit(
+  db: Conn,
+  keyId: string,
+  idemKey: string,
+  from: RecordState[],
+  patch: Partial<Pick<IdempotencyRow, 'state' | 'ref' | 'response_status' | 'response_body' | 'updated_at'>>,
+): Promise<void> {
+  const columns = columnsOf(patch);
+  const transition = statement.guarded(`idempotency-transition-guarded:${from.length}:${columns.join(',')}`, RECORD_MOVED, transitionOf(from.length, columns));
+  await query(db, transition, [keyId, idemKey, ...from, ...rowParams(columns, patch)]);
+}
+
+/** What a refused `transitionRecordAtCommit` says (engine/query.ts `guardRefusal`). */
+const RECORD_MOVED = 'idempotency record moved';
+
+/** True when a transaction failed because a `transitionRecordAtCommit` found its record moved on. */
+export const isRecordMoved = (error: unknown): boolean => guardRefusal(error) === RECORD_MOVED;
 
 export async function recordsInState(db: Conn, states: RecordState[]): Promise<IdempotencyRow[]> {
   const inStates = statement.rows<IdempotencyRow>(`idempotency-records-in-state:${states.length}`, (c, ...s) =>

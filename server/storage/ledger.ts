@@ -1,6 +1,6 @@
 /** Ledger rows (the running figures beside them are in balances.ts). Plain rows in, plain rows out. */
 import type { Db } from './db.ts';
-import { columnsOf, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
+import { columnsOf, guardRefusal, query, rowOf, rowParams, statement, type Conn } from './engine/query.ts';
 import { newestFirst, pageParams, pageShape, type PagePosition } from './paging.ts';
 
 export type EntryType = 'credit' | 'hold' | 'post' | 'void';
@@ -124,6 +124,26 @@ export async function closeReservation(
 const reservationClose = statement.write('reservation-close', (c, id, state, charged, released, settledAt) =>
   c('reservations').where({ id, state: 'held' }).update({ state, charged, released, settled_at: settledAt }),
 );
+
+/** What a refused `closeReservationAtCommit` says (engine/query.ts `guardRefusal`). */
+const RESERVATION_CLOSED = 'reservation not held';
+
+/** True when a transaction failed because a `closeReservationAtCommit` found its reservation no longer held. */
+export const isReservationClosed = (error: unknown): boolean => guardRefusal(error) === RESERVATION_CLOSED;
+
+const reservationCloseGuarded = statement.guarded('reservation-close-guarded', RESERVATION_CLOSED, reservationClose.build);
+
+/**
+ * `closeReservation` as a guarded write: in a SQLite transaction it waits for the COMMIT, and a reservation no
+ * longer held fails the transaction there with the refusal `RESERVATION_CLOSED` (on Postgres it is checked at once).
+ */
+export async function closeReservationAtCommit(
+  db: Conn,
+  id: string,
+  patch: { state: ReservationState; charged: number; released: number; settled_at: string },
+): Promise<void> {
+  await query(db, reservationCloseGuarded, [id, patch.state, patch.charged, patch.released, patch.settled_at]);
+}
 
 /** Gems still held by open reservations, split by pool. */
 export async function outstanding(db: Conn, filter: { account_id?: string; key_id?: string }): Promise<{ allowance: number; paid: number; count: number }> {

@@ -6,7 +6,7 @@
  * no read first, no lock held past the statement).
  */
 import { isSqlite } from './db.ts';
-import { query, statement, type Conn, type Value } from './engine/query.ts';
+import { guardRefusal, query, statement, type Conn, type Value } from './engine/query.ts';
 
 export interface Bucket {
   id: string;
@@ -29,27 +29,29 @@ const refilled = (least: string, greatest: string) =>
  * node-sqlite3's thread pool, which is most of what admission costs a submission.
  */
 const take = (n: number, capped: boolean) =>
-  statement.write<{ id: string }>(`rate-buckets-take:${n}${capped ? ':capped' : ''}`, (c, ...v) => {
-    const [least, greatest] = isSqlite(c) ? ['min', 'max'] : ['least', 'greatest'];
-    const now = refilled(least, greatest);
-    // Typed for Postgres, where a SELECT's parameters carry no column's type as VALUES of an INSERT do.
-    const rows = Array.from({ length: n }, () =>
-      capped
-        ? '(CAST(? AS varchar(160)), CAST(? AS double precision), CAST(? AS bigint), CAST(? AS double precision), CAST(? AS double precision))'
-        : '(?, ?, ?, ?, ?)',
-    ).join(', ');
-    const source = capped
-      ? `SELECT * FROM (VALUES ${rows}) AS v
-         WHERE (SELECT COALESCE(SUM(queued), 0) FROM queue_turns WHERE account_id = ? AND lane IN ('local', 'remote')) < ?`
-      : `VALUES ${rows}`;
-    return c.raw(
-      `INSERT INTO rate_buckets (id, tokens, at_ms, rate, burst) ${source}
-       ON CONFLICT (id) DO UPDATE SET tokens = ${now} - 1, at_ms = ${greatest}(rate_buckets.at_ms, excluded.at_ms), rate = excluded.rate, burst = excluded.burst
-       WHERE ${now} >= 1
-       RETURNING id`,
-      v,
-    );
-  });
+  statement.write<{ id: string }>(`rate-buckets-take:${n}${capped ? ':capped' : ''}`, (c, ...v) => taking(c, v, n, capped, true));
+
+/** The take's upsert (`take`), RETURNING the ids given a token when `returning`. */
+function taking(c: Conn, v: Value[], n: number, capped: boolean, returning: boolean) {
+  const [least, greatest] = isSqlite(c) ? ['min', 'max'] : ['least', 'greatest'];
+  const now = refilled(least, greatest);
+  // Typed for Postgres, where a SELECT's parameters carry no column's type as VALUES of an INSERT do.
+  const rows = Array.from({ length: n }, () =>
+    capped
+      ? '(CAST(? AS varchar(160)), CAST(? AS double precision), CAST(? AS bigint), CAST(? AS double precision), CAST(? AS double precision))'
+      : '(?, ?, ?, ?, ?)',
+  ).join(', ');
+  const source = capped
+    ? `SELECT * FROM (VALUES ${rows}) AS v
+       WHERE (SELECT COALESCE(SUM(queued), 0) FROM queue_turns WHERE account_id = ? AND lane IN ('local', 'remote')) < ?`
+    : `VALUES ${rows}`;
+  return c.raw(
+    `INSERT INTO rate_buckets (id, tokens, at_ms, rate, burst) ${source}
+     ON CONFLICT (id) DO UPDATE SET tokens = ${now} - 1, at_ms = ${greatest}(rate_buckets.at_ms, excluded.at_ms), rate = excluded.rate, burst = excluded.burst
+     WHERE ${now} >= 1${returning ? '\n     RETURNING id' : ''}`,
+    v,
+  );
+}
 
 const read = (n: number) =>
   statement.rows<{ id: string; tokens: number; at_ms: number; rate: number; burst: number }>(`rate-buckets-read:${n}`, (c, ...ids) =>
@@ -91,3 +93,35 @@ export async function takeTokens(
   // A bucket never made (refused by the cap before its first token) holds its burst: no wait of its own.
   return refused.map((b) => ({ id: b.id, waitMs: waits.get(b.id) ?? 0 }));
 }
+
+/** What a refused `takeTokensAtClaim` says (engine/query.ts `guardRefusal`). */
+const NO_TOKEN = 'rate bucket without a token';
+
+/** The take of `n` buckets as a guarded write: every one must give its token (an upsert counts a row it inserted or updated). */
+const takeGuarded = (n: number) => statement.guarded(`rate-buckets-take-guarded:${n}`, NO_TOKEN, (c, ...v) => taking(c, v, n, false, false), { rows: n });
+
+/**
+ * Whether `takeTokensAtClaim` may be used on `db`: SQLite, whose single writer holds
+ * the buckets no longer for it. On Postgres the take inside a transaction would keep
+ * the key's and the account's bucket rows locked until its COMMIT.
+ */
+export const takesAtClaim = (db: Conn): boolean => isSqlite(db);
+
+/**
+ * Takes a token from each bucket as a write of the caller's transaction that
+ * waits for its next statement (on SQLite, the claim of the identity, in one
+ * round trip): when a bucket has none, that statement fails with the refusal
+ * `isTokenMissing` names and the transaction keeps nothing, no token either (the
+ * caller then asks `takeTokens`, which says which bucket and how long to wait).
+ */
+export async function takeTokensAtClaim(trx: Conn, buckets: readonly Bucket[], nowMs: number): Promise<void> {
+  if (buckets.length === 0) return;
+  await query(
+    trx,
+    takeGuarded(buckets.length),
+    buckets.flatMap((b) => [b.id, b.burst - 1, nowMs, b.rate, b.burst]),
+  );
+}
+
+/** True when a transaction failed because a `takeTokensAtClaim` found a bucket without a token. */
+export const isTokenMissing = (error: unknown): boolean => guardRefusal(error) === NO_TOKEN;

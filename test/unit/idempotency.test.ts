@@ -10,6 +10,7 @@ import * as idem from '../../server/domain/idempotency.ts';
 import * as ledger from '../../server/domain/ledger.ts';
 import * as spend from '../../server/domain/spend.ts';
 import { answerOf } from '../../server/http/error-map.ts';
+import { verifyLedger } from '../../server/domain/ledger-verify.ts';
 import { DomainError } from '../../server/domain/errors.ts';
 import { ManualClock, makeAccountWithKey, openTestDb, type TestDb } from '../helpers/db.ts';
 
@@ -193,6 +194,53 @@ describe('idempotency', () => {
     assert.equal(record.state, 'released');
     assert.equal(releasedGems, 7);
     await rejectsWith(completed(identity(who.keyId, who.accountId, 'k-op-pending', { p: 'k-op-pending' }), 'x'), 'REQUEST_FAILED');
+  });
+
+  /** A pending identity with its hold, as a text completion's claim keeps it for the settlement. */
+  async function pendingClaim(idemKey: string, amount: number): Promise<spend.Claim> {
+    const id = identity(who.keyId, who.accountId, idemKey, { p: idemKey });
+    const reservationId = `rsv_${idemKey}`;
+    const r = await submit(t.db, id, { state: 'pending', reservationId, ref: idemKey }, ({ hold }) => hold({ purpose: 'media', amount, id: reservationId }));
+    assert.equal(r.created, true);
+    return { identity: id, reservationId, reserved: amount, ref: idemKey, held: r.created ? r.value : undefined };
+  }
+
+  it('when a settlement comes after an operator released its pending identity, then it fails as it always did and charges nothing', async () => {
+    const claim = await pendingClaim('k-settle-released', 5);
+    await idem.operatorRelease(t.db, clock, who.keyId, 'k-settle-released', { pending: true });
+    const balance = await ledger.balanceOf(t.db, who.accountId);
+    // Decided at the commit first (SQLite: one round trip), refused there, then step by step: the record is not pending.
+    await assert.rejects(spend.billAndRetain(t.db, clock, claim, 3, { answer: '{}' }), /k-settle-released was not pending/);
+    assert.equal(await ledger.balanceOf(t.db, who.accountId), balance);
+    assert.equal(
+      await idem.lookup(t.db, claim.identity).then(
+        () => 'answered',
+        (e: unknown) => answerOf(e)?.code,
+      ),
+      'REQUEST_FAILED',
+    );
+    assert.equal((await verifyLedger(t.db)).ok, true);
+  });
+
+  it('when a settlement finds its hold already closed, then it fails as it always did, charges nothing and leaves its identity pending', async () => {
+    const claim = await pendingClaim('k-settle-closed', 6);
+    await ledger.release(t.db, clock, claim.reservationId);
+    const balance = await ledger.balanceOf(t.db, who.accountId);
+    await assert.rejects(spend.billAndRetain(t.db, clock, claim, 4, { answer: '{}' }), /reservation rsv_k-settle-closed was closed concurrently/);
+    assert.equal(await ledger.balanceOf(t.db, who.accountId), balance);
+    await rejectsWith(idem.lookup(t.db, claim.identity), 'REQUEST_UNCERTAIN');
+    assert.equal((await verifyLedger(t.db)).ok, true);
+  });
+
+  it('when a settlement is whole, then it charges once, completes the identity and a second settlement of it is refused', async () => {
+    const claim = await pendingClaim('k-settle-once', 8);
+    const balance = await ledger.balanceOf(t.db, who.accountId);
+    await spend.billAndRetain(t.db, clock, claim, 3, { answer: '{"ok":true}' });
+    assert.equal(await ledger.balanceOf(t.db, who.accountId), balance + 8 - 3);
+    assert.equal((await idem.lookup(t.db, claim.identity))?.response_body, '{"ok":true}');
+    await assert.rejects(spend.billAndRetain(t.db, clock, claim, 3, { answer: '{}' }), /k-settle-once was not pending/);
+    assert.equal(await ledger.balanceOf(t.db, who.accountId), balance + 8 - 3);
+    assert.equal((await verifyLedger(t.db)).ok, true);
   });
 
   it('when an uncertain identity was already charged, then the operator cannot release it as if nothing happened', async () => {

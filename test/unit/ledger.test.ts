@@ -307,10 +307,10 @@ describe('ledger invariants (property)', () => {
   });
 });
 
-describe('holds decided as the transaction commits (Postgres; SQLite decides them the long way)', () => {
+describe('holds decided as the transaction commits (Postgres by gemforge_guard(), SQLite by guarded moves)', () => {
   const clock = new ManualClock(new Date('2026-11-10T00:00:00Z'));
   let n = 0;
-  /** A media submission's claim and hold, as spend.inSubmission runs them (atCommit first on Postgres). */
+  /** A media submission's claim and hold, as spend.inSubmission runs them (atCommit first, the long way after a refusal). */
   const submit = (db: Db, accountId: string, keyId: string, amount: number) => {
     const id = `rsv_test_${n++}`;
     return spend.inSubmission(db, clock, { keyId, accountId, idemKey: id, operation: 'createImage', fingerprint: 'f' }, async ({ claim, hold }) => {

@@ -199,16 +199,55 @@ export async function executeChecked(conn: Conn, name: string, build: Build, par
   await new Promise<void>((resolve, reject) => connection.flushDeferred((error) => (error ? reject(error) : resolve())));
 }
 
-/** A write of a SQLite transaction as complete SQL (values written in) on a connection where writes may wait, or undefined where it cannot be. */
+/** What Postgres's `gemforge_guard()` (migration 011) and a guarded write's own check fail with. */
+const GUARD_REFUSED = 'GF001';
+/** A guard of migration 020 (SQLite) refusing: its message names what it guarded. */
+const SQLITE_GUARD = /SQLITE_CONSTRAINT: gemforge_guard: (.*)$/;
+
+/** What a refused guard (`executeGuarded`, or Postgres's `gemforge_guard()`) guarded; undefined for any other error. */
+export function guardRefusal(error: unknown): string | undefined {
+  const e = error as { code?: string; message?: string } | null;
+  // knex puts the failed query before Postgres's message (`COMMIT; - key cap`); what a guard says holds no ' - '.
+  if (e?.code === GUARD_REFUSED) return e.message?.split(' - ').at(-1);
+  return SQLITE_GUARD.exec(e?.message ?? '')?.[1];
+}
+
+/**
+ * Runs a write that must change exactly `guard.rows` rows. In a SQLite
+ * transaction it waits like `executeLater`, followed by the guard of migration
+ * 020, which fails the batch it leaves in (the COMMIT's, at the latest) unless
+ * `changes()` says the write changed those rows: the transaction then fails
+ * with nothing kept, as Postgres's `gemforge_guard()` makes it. Anywhere else
+ * (Postgres, no transaction, a value with no literal) it runs at once and is
+ * checked there, failing with the same refusal (`guardRefusal` gives `what`).
+ * Raw SQL runs through node-sqlite3's `all`, which counts no changes: it may be
+ * guarded only where it waits (SQLite, whole values), or it is always refused.
+ */
+export async function executeGuarded(conn: Conn, name: string, build: Build, params: readonly Value[], guard: { rows: number; what: string }): Promise<void> {
+  const waiting = await sqliteWaiting(conn, name, build, params, true);
+  if (waiting) {
+    waiting.connection.defer(waiting.sql);
+    waiting.connection.defer(`INSERT INTO gemforge_guards (ok, what) VALUES (changes() = ${guard.rows}, ${sqliteLiteral(guard.what)})`);
+    return;
+  }
+  const { changes } = await execute(conn, name, build, params);
+  if (changes !== guard.rows) throw Object.assign(new Error(guard.what), { code: GUARD_REFUSED });
+}
+
+/**
+ * A write of a SQLite transaction as complete SQL (values written in) on a connection where writes may wait, or
+ * undefined where it cannot be. `unread`: the caller reads none of its rows, so a raw statement (run as `all`) may wait too.
+ */
 async function sqliteWaiting(
   conn: Conn,
   name: string,
   build: Build,
   params: readonly Value[],
+  unread = false,
 ): Promise<{ connection: DeferringConnection; sql: string } | undefined> {
   if (!onSqlite(conn) || !isTransaction(conn) || conn.isCompleted()) return undefined;
   const plan = planOf(conn, name, build, params.length);
-  if (plan.method !== 'run') return undefined;
+  if (plan.method !== 'run' && !unread) return undefined;
   const literals = plan.bindings.map((b) => sqliteLiteral(typeof b === 'number' ? params[b] : b.value));
   const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
   if (!canDefer(connection) || !literals.every((l) => l !== undefined)) return undefined;

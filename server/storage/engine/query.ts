@@ -38,6 +38,7 @@
  *   write    knex (6)                          writer's connection, prepared  PREPARE/EXECUTE                   knex
  *   checked  as write                          with what waits, at once (9)   as write                          knex
  *   later    knex, at once                     waits for the next statement (7)  waits for the next statement (7)  knex, at once
+ *   guarded  at once, then its check          waits, then its guard (10)     at once, then its check (10)      at once, then its check
  *   dynamic  knex, built each time, everywhere (8)
  *
  * 1. reads.ts: read-only connections beside the single writer (WAL: they see the
@@ -66,17 +67,39 @@
  *    refused by its primary key when made before): sent at once at the end of
  *    what waits, a held BEGIN included, in one `exec` (compiled.ts
  *    `executeChecked`); its caller hears its failure there.
+ * 10. A write that must change exactly `rows` rows, whose miss may be heard
+ *    late (at the COMMIT): it waits as `later` does, followed by a guard
+ *    (migration 020's `gemforge_guards`) that fails the batch unless `changes()`
+ *    says so. On Postgres it runs at once and is checked there. Either way a
+ *    miss fails the transaction with an error `guardRefusal` names (and so does
+ *    Postgres's `gemforge_guard()`, migration 011), and the caller rolls back
+ *    and decides again the step-by-step way, which says what it was. So a
+ *    settlement is one round trip on SQLite (compiled.ts `executeGuarded`).
  *
  * Rows come back as the driver gives them: booleans are 0/1 on SQLite, whole
  * numbers are numbers on both (db.ts parses Postgres's bigint and numeric).
  */
 import type { Knex } from 'knex';
-import { asResult, compile, execute, executeChecked, executeLater, rowOf, rowParams, type Build, type Executed, type Row, type Value } from './compiled.ts';
+import {
+  asResult,
+  compile,
+  execute,
+  executeChecked,
+  executeGuarded,
+  executeLater,
+  guardRefusal,
+  rowOf,
+  rowParams,
+  type Build,
+  type Executed,
+  type Row,
+  type Value,
+} from './compiled.ts';
 import { KEY_COLUMN, readByKey, readRows } from './reads.ts';
 import { countStoreError, isDatabaseFailure } from '../outages.ts';
 
 export type { Row, Value };
-export { rowOf, rowParams };
+export { guardRefusal, rowOf, rowParams };
 
 /** The columns a patch sets (knex leaves out those undefined): put them into the statement's name. */
 export const columnsOf = <T extends object>(patch: T): Array<keyof T & string> =>
@@ -85,7 +108,7 @@ export const columnsOf = <T extends object>(patch: T): Array<keyof T & string> =
 export type Conn = Knex | Knex.Transaction;
 
 /** How a statement runs (see the table above). */
-export type Kind = 'rows' | 'first' | 'byKey' | 'write' | 'checked' | 'later' | 'dynamic';
+export type Kind = 'rows' | 'first' | 'byKey' | 'write' | 'checked' | 'later' | 'guarded' | 'dynamic';
 
 /** A named statement: what `query` runs. Make one with `statement.<kind>`. */
 export interface Statement<K extends Kind = Kind, R = Row> {
@@ -96,6 +119,8 @@ export interface Statement<K extends Kind = Kind, R = Row> {
   readonly keyColumn?: string;
   /** later, on Postgres: after every other waiting write, right before the COMMIT. */
   readonly last?: boolean;
+  /** guarded: how many rows the write must change, and what its refusal says (`guardRefusal`). */
+  readonly guard?: { rows: number; what: string };
   /** Only carries the row type. */
   readonly row?: R;
 }
@@ -129,6 +154,17 @@ export const statement = {
     kind: 'later',
     build,
     last: options.last ?? false,
+  }),
+  /**
+   * A write of a transaction that must change exactly `rows` rows (default 1), whose miss may be heard at the
+   * transaction's next statement or its COMMIT: the transaction then fails with an error `guardRefusal` says is
+   * `what`. The build must be a knex insert, update or delete (or, on SQLite only, raw SQL returning nothing).
+   */
+  guarded: (name: string, what: string, build: Build, options: { rows?: number } = {}): Statement<'guarded', never> => ({
+    name,
+    kind: 'guarded',
+    build,
+    guard: { rows: options.rows ?? 1, what },
   }),
   /** A statement built and run through knex at every call (nothing compiled once). */
   dynamic: <R = Row>(name: string, build: (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw | Knex.SchemaBuilder): Statement<'dynamic', R> => ({
@@ -187,6 +223,8 @@ async function run(conn: Conn, st: Statement<Kind, unknown>, params: readonly Va
       return executeChecked(conn, st.name, st.build, params);
     case 'later':
       return executeLater(conn, st.name, st.build, params, st.last);
+    case 'guarded':
+      return executeGuarded(conn, st.name, st.build, params, st.guard!);
     case 'dynamic':
       return asResult(await st.build(conn, ...params)) satisfies Executed;
   }

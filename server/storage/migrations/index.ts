@@ -22,6 +22,7 @@ import * as m016 from './016_account_days.ts';
 import * as m017 from './017_fair_share.ts';
 import * as m018 from './018_upstream_breakers.ts';
 import * as m019 from './019_job_store_retries.ts';
+import * as m020 from './020_sqlite_guards.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -47,6 +48,7 @@ const migrations: Array<[string, Migration]> = [
   ['017_fair_share', m017],
   ['018_upstream_breakers', m018],
   ['019_job_store_retries', m019],
+  ['020_sqlite_guards', m020],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
