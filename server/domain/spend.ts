@@ -112,6 +112,8 @@ export interface Hold {
 export interface Submission {
   /** The transaction, for the use case's own writes. */
   readonly trx: Tx;
+  /** True in the attempt whose hold is decided as it commits (the first); false the long way. */
+  readonly atCommit: boolean;
   /**
    * Claims the identity (idempotency.ts `claimIn`), its record written in the
    * state the use case decided before the transaction: the first write, so a
@@ -135,12 +137,19 @@ export interface Submission {
  * transaction commits (Postgres: no lock held across a round trip); when that
  * refuses it nothing was kept, and the story runs again the long way, which
  * says which rule refused.
+ *
+ * `admit`: the request's admission, when the story decides it with the first
+ * attempt's commit (admission.ts `admitAtCommit`). Should that attempt not
+ * commit (refused at the commit, a replay, any failure), nothing of it was taken,
+ * so `admit` runs on its own before anything else is answered, as it would have
+ * before the transaction: its refusal is the answer, and the request is counted.
  */
 export async function inSubmission<T>(
   db: Db,
   clock: Clock,
   identity: idem.Identity,
   story: (submission: Submission) => Promise<T>,
+  admit?: () => Promise<void>,
 ): Promise<idem.SubmitResult<T>> {
   const attempt = async (atCommit: boolean): Promise<idem.SubmitResult<T>> => ({
     created: true,
@@ -150,6 +159,7 @@ export async function inSubmission<T>(
     try {
       return await attempt(true);
     } catch (error) {
+      await admit?.();
       if (!ledger.holdRefusedAtCommit(error)) throw error;
       return await attempt(false);
     }
@@ -164,6 +174,7 @@ function steps(trx: Tx, clock: Clock, identity: idem.Identity, atCommit: boolean
   let claimed: idem.ClaimOutcome | undefined;
   return {
     trx,
+    atCommit,
     async claim(outcome) {
       if (claimed) throw new Error('spend: a submission claims its identity once');
       claimed = outcome;
