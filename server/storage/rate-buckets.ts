@@ -3,7 +3,9 @@
  * instance on the database. A bucket holds up to `burst` tokens and refills at
  * `rate` per second; a request takes one token from each of its buckets in one
  * statement, which refills and takes in the same UPDATE (a conditional upsert:
- * no read first, no lock held past the statement).
+ * no read first). On its own (`takeTokens`) it holds no lock past the statement;
+ * on Postgres a media submission sends it with its COMMIT (`guardTokens`), so its
+ * locks last to the end of that batch.
  */
 import { isSqlite } from './db.ts';
 import { query, statement, type Conn, type Value } from './engine/query.ts';
@@ -91,12 +93,7 @@ export const tokensGuardable = (db: Conn): boolean => !isSqlite(db);
  * own (`takeTokens`), which spends the buckets that had one and says which
  * refused. false on SQLite (`tokensGuardable`), where nothing is queued.
  */
-export async function guardTokens(
-  trx: Conn,
-  buckets: readonly Bucket[],
-  nowMs: number,
-  capped?: { accountId: string; cap: number },
-): Promise<boolean> {
+export async function guardTokens(trx: Conn, buckets: readonly Bucket[], nowMs: number, capped?: { accountId: string; cap: number }): Promise<boolean> {
   if (!tokensGuardable(trx) || buckets.length === 0) return false;
   await query(trx, guard(buckets.length, !!capped), takeParams(buckets, nowMs, capped));
   return true;
