@@ -123,6 +123,43 @@ describe('admission limits', () => {
     }
   });
 
+  it("when the account's bucket refuses a submission, then the key's bucket still gave its token", async () => {
+    const clock = new ManualClock(new Date('2026-03-01T00:00:00Z'));
+    // Bursts of one second: the key holds 2 tokens, the account 1.
+    const s = await startTestServer({ clock, env: { WORKER_ENABLED: 'false', KEY_MEDIA_RATE: '2', ACCOUNT_MEDIA_RATE: '1', RATE_BURST_SECONDS: '1' } });
+    try {
+      const user = await s.user({ gems: 100 });
+      assert.equal((await submit(s, user.secret, IMAGE, image('one'))).status, 202);
+      const refused = await submit(s, user.secret, IMAGE, image('two'));
+      assert.equal(refused.status, 503);
+      assert.match(refused.body.error.message, /This account is over its media request rate \(1 per second\)/);
+      assert.equal((await s.db('idempotency_records').where({ idem_key: refused.idemKey })).length, 0, 'the identity was not claimed');
+      const tokens = async (id: string) => Number((await s.db('rate_buckets').where({ id }).first('tokens'))?.tokens);
+      assert.equal(await tokens(`key:${user.keyId}:media`), 0, "the refused attempt spent the key's second token");
+      assert.equal(await tokens(`account:${user.accountId}:media`), 0);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('when a claimed identity is sent again, then the replay is counted against the rate like any submission', async () => {
+    const clock = new ManualClock(new Date('2026-03-01T00:00:00Z'));
+    const s = await startTestServer({ clock, env: { WORKER_ENABLED: 'false', KEY_MEDIA_RATE: '1', RATE_BURST_SECONDS: '2' } });
+    try {
+      const user = await s.user({ gems: 100 });
+      const first = await submit(s, user.secret, IMAGE, image('one'));
+      assert.equal(first.status, 202);
+      const replay = await submit(s, user.secret, IMAGE, image('one'), first.idemKey);
+      assert.equal(replay.status, 200);
+      assert.equal(replay.body.created, false, 'answered from the claimed record');
+      const next = await submit(s, user.secret, IMAGE, image('two'));
+      assert.equal(next.status, 503, 'the replay took the burst of 2 its second token');
+      assert.match(next.body.error.message, /API key is over its media request rate/);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('when a submission is refused, then /metrics counts the refusal by limit and kind, and shows the accounts waiting per lane', async () => {
     const token = 'metrics-token-metrics-token';
     const s = await startTestServer({ env: { WORKER_ENABLED: 'false', METRICS_TOKEN: token, KEY_MEDIA_RATE: '1', RATE_BURST_SECONDS: '1' } });

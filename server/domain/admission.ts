@@ -10,7 +10,16 @@
 import { DomainError } from './errors.ts';
 import type { Db, Tx } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
-import { isTokenMissing, takeTokens, takeTokensAtClaim, takesAtClaim, type Bucket } from '../storage/rate-buckets.ts';
+import {
+  guardTokens,
+  isRateRefused,
+  isTokenMissing,
+  takeTokens,
+  takeTokensAtClaim,
+  takesAtClaim,
+  tokensGuardable,
+  type Bucket,
+} from '../storage/rate-buckets.ts';
 import type { Principal } from './accounts.ts';
 import type { Clock } from './clock.ts';
 
@@ -65,6 +74,40 @@ export function queuedTasksCap(limits: Pick<AdmissionLimits, 'accountQueuedTasks
   return account.queued_tasks ?? limits.accountQueuedTasks;
 }
 
+/** The cap on queued media tasks (as `capped`, absent when none) and the buckets a submission is decided on. */
+function limitsFor(limits: AdmissionLimits, principal: Principal, kind: AdmissionKind) {
+  const cap = kind === 'media' ? queuedTasksCap(limits, principal.account) : 0;
+  return { cap, buckets: bucketsOf(limits, principal, kind), capped: cap > 0 ? { accountId: principal.account.id, cap } : undefined };
+}
+
+/**
+ * Whether this submission's admission can be decided with its commit
+ * (`admitAtCommit`): on Postgres, when it has a rate to take a token from. The
+ * caller then skips `admit` before its transaction, and runs `admit` when the
+ * transaction did not commit (spend.ts `inSubmission`), so the request is still
+ * counted and refused as `admit` alone would: a key's token is spent when the
+ * account's bucket refuses, a refusal at the cap spends none, a replay is counted.
+ */
+export function admittedAtCommit(db: Db, limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): boolean {
+  return tokensGuardable(db) && bucketsOf(limits, principal, kind).length > 0;
+}
+
+/**
+ * Takes the submission's tokens as `trx` commits (rate-buckets.ts `guardTokens`),
+ * under the queued-task cap as `admit` does: the bucket rows are locked only
+ * while Postgres runs the COMMIT's batch, and the submission makes one commit
+ * instead of two. When a bucket has no token or the account is at its cap, the
+ * commit fails (`refusedAtCommit`) with nothing kept; `admit` then says why.
+ * Only where `admittedAtCommit` said so.
+ */
+export async function admitAtCommit(trx: Tx, clock: Clock, limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): Promise<void> {
+  const { buckets, capped } = limitsFor(limits, principal, kind);
+  if (!(await guardTokens(trx, buckets, clock.now().getTime(), capped))) throw new Error('admission: not decidable at the commit here (admittedAtCommit)');
+}
+
+/** True when a submission failed because `admitAtCommit` found a bucket without a token or the account at its cap. */
+export const refusedAtCommit = isRateRefused;
+
 /**
  * Admits a submission or throws the 503 refusal. A refused flood spends no
  * tokens: the queued-task cap is decided first. With both a cap and rates, one
@@ -73,15 +116,14 @@ export function queuedTasksCap(limits: Pick<AdmissionLimits, 'accountQueuedTasks
  * the queued count is read again to tell the cap's refusal from the rates'.
  */
 export async function admit(db: Db, clock: Clock, limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): Promise<void> {
-  const cap = kind === 'media' ? queuedTasksCap(limits, principal.account) : 0;
-  const buckets = bucketsOf(limits, principal, kind);
+  const { cap, buckets, capped } = limitsFor(limits, principal, kind);
   const queueFull = () =>
     refused(limits, 'queued-tasks', kind, `This account already has ${cap} media tasks queued, its limit`, QUEUE_FULL_RETRY_AFTER_SECONDS);
   if (cap > 0 && buckets.length === 0) {
     if ((await jobs.queuedOf(db, principal.account.id)) >= cap) throw queueFull();
     return;
   }
-  const over = await takeTokens(db, buckets, clock.now().getTime(), cap > 0 ? { accountId: principal.account.id, cap } : undefined);
+  const over = await takeTokens(db, buckets, clock.now().getTime(), capped);
   if (over.length === 0) return;
   // None taken: the cap (then no bucket lacked a token, or the count says so), or every bucket was empty.
   if (cap > 0 && over.length === buckets.length && (over.every((o) => o.waitMs === 0) || (await jobs.queuedOf(db, principal.account.id)) >= cap)) {

@@ -23,6 +23,7 @@ import { DomainError } from './errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import type { Principal } from './accounts.ts';
 import type { Clock } from './clock.ts';
+import { refusedAtCommit } from './admission.ts';
 import * as idem from './idempotency.ts';
 import * as ledger from './ledger.ts';
 import type { Purpose, ReservationRow, SpendKind } from './ledger.ts';
@@ -112,6 +113,8 @@ export interface Hold {
 export interface Submission {
   /** The transaction, for the use case's own writes. */
   readonly trx: Tx;
+  /** True in the attempt whose hold is decided as it commits (the first); false the long way. */
+  readonly atCommit: boolean;
   /**
    * Claims the identity (idempotency.ts `claimIn`), its record written in the
    * state the use case decided before the transaction: the first write, so a
@@ -135,19 +138,26 @@ export interface Submission {
  * transaction commits (Postgres: no lock held across a round trip); when that
  * refuses it nothing was kept, and the story runs again the long way, which
  * says which rule refused.
+ *
+ * `admit`: the request's admission, when the story decides it with the first
+ * attempt's commit (admission.ts `admitAtCommit`). Should that attempt not
+ * commit (refused at the commit, a replay, any failure), nothing of it was taken,
+ * so `admit` runs on its own before anything else is answered, as it would have
+ * before the transaction: its refusal is the answer, and the request is counted.
  */
 export async function inSubmission<T>(
   db: Db,
   clock: Clock,
   identity: idem.Identity,
   story: (submission: Submission) => Promise<T>,
+  admit?: () => Promise<void>,
 ): Promise<idem.SubmitResult<T>> {
   const attempt = async (atCommit: boolean): Promise<idem.SubmitResult<T>> => ({
     created: true,
     value: await inTransaction(db, (trx) => story(steps(trx, clock, identity, atCommit))),
   });
   try {
-    return await atCommitElseStepByStep(attempt, ledger.holdRefusedAtCommit);
+    return await atCommitElseStepByStep(attempt, (error) => ledger.holdRefusedAtCommit(error) || refusedAtCommit(error), admit);
   } catch (error) {
     if (!idem.claimedBefore(error)) throw error;
     return idem.replayOfClaimed(db, identity);
@@ -157,11 +167,17 @@ export async function inSubmission<T>(
 /**
  * Runs `attempt(true)`, whose checks the database makes as the transaction commits; when one refused
  * (`refused`), nothing of it was kept, and `attempt(false)` runs it again step by step, which says what it was.
+ * `first`: what the first attempt would have decided at its commit, run on its own after any failure of it.
  */
-async function atCommitElseStepByStep<T>(attempt: (atCommit: boolean) => Promise<T>, refused: (error: unknown) => boolean): Promise<T> {
+async function atCommitElseStepByStep<T>(
+  attempt: (atCommit: boolean) => Promise<T>,
+  refused: (error: unknown) => boolean,
+  first?: () => Promise<void>,
+): Promise<T> {
   try {
     return await attempt(true);
   } catch (error) {
+    await first?.();
     if (!refused(error)) throw error;
     return attempt(false);
   }
@@ -172,6 +188,7 @@ function steps(trx: Tx, clock: Clock, identity: idem.Identity, atCommit: boolean
   let claimed: idem.ClaimOutcome | undefined;
   return {
     trx,
+    atCommit,
     async claim(outcome) {
       if (claimed) throw new Error('spend: a submission claims its identity once');
       claimed = outcome;

@@ -3,7 +3,7 @@
  * transaction) and settlement at a terminal status. The read-only view and
  * ownership checks of task reads: task-view.ts.
  */
-import { admit, type AdmissionLimits } from './admission.ts';
+import { admit, admitAtCommit, admittedAtCommit, type AdmissionLimits } from './admission.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
@@ -81,7 +81,11 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   // An earlier step of this request read the record (moderation: was it claimed?): replay from that read.
   const earlier = input.recorded?.asked ? await idem.lookup(db, identity, input.recorded) : undefined;
   if (earlier) return replayOf(db, earlier);
-  if (input.limits) await admit(db, clock, input.limits, principal, 'media');
+  const { limits } = input;
+  // Postgres takes the rate's tokens with the submission's commit (admission.ts `admitAtCommit`): one commit, not two.
+  const atCommit = limits !== undefined && admittedAtCommit(db, limits, principal, 'media');
+  const admitApart = limits && (() => admit(db, clock, limits, principal, 'media'));
+  if (admitApart && !atCommit) await admitApart();
   const uncertain = provider.dispatchOutcome() === 'lost';
   const quote = prepared.outputPrices.reduce((a, b) => a + b, 0);
   // The outcome is known before the transaction, so the claim writes the identity's record in it at once.
@@ -89,12 +93,21 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   const taskId = newId('task');
   // No lookup first: a new submission is the common case, and a replay's claim fails
   // on the identity's primary key before anything is held, then replays the record.
-  const result = await spend.inSubmission(db, clock, identity, async ({ trx, claim, hold }) => {
-    // Uncertain: dispatched, then the outcome was lost; the reservation stays held, no task is visible.
-    await claim(uncertain ? { state: 'uncertain', reservationId } : { state: 'completed', ref: taskId, reservationId });
-    const reservation = await hold({ purpose: 'media', kind: prepared.kind, amount: quote, maxGems: input.maxGems, id: reservationId });
-    return uncertain ? undefined : createTask(trx, clock, principal, prepared, reservation, taskId);
-  });
+  const result = await spend.inSubmission(
+    db,
+    clock,
+    identity,
+    async (submission) => {
+      const { trx, claim, hold } = submission;
+      // Uncertain: dispatched, then the outcome was lost; the reservation stays held, no task is visible.
+      await claim(uncertain ? { state: 'uncertain', reservationId } : { state: 'completed', ref: taskId, reservationId });
+      const reservation = await hold({ purpose: 'media', kind: prepared.kind, amount: quote, maxGems: input.maxGems, id: reservationId });
+      // After the hold's guards, before the job's insert: the account's rows in their lock order (balances.ts "Locking").
+      if (atCommit && submission.atCommit) await admitAtCommit(trx, clock, limits, principal, 'media');
+      return uncertain ? undefined : createTask(trx, clock, principal, prepared, reservation, taskId);
+    },
+    atCommit ? admitApart : undefined,
+  );
   if (result.created) {
     if (!result.value) throw spend.requestUncertain();
     return { created: true, task: result.value.task, written: result.value.snapshot };

@@ -28,10 +28,12 @@
  * SQLite the same moves, guarded (migration 020), save the figures' read.
  *
  * Other rows of the account a transaction locks come after its balance row,
- * whichever way the hold is decided: its queue turn row (migration 017, locked by
- * the trigger of the job's insert, jobs.ts `enqueue`) goes `last` in the batch,
- * after the guards. A submission refused at the commit runs again the long way,
- * balance row first (`lockFigures`); had the at-commit batch taken the turn row
+ * whichever way the hold is decided: its rate buckets (the admission's tokens,
+ * rate-buckets.ts `guardTokens`, on the first way only), then its queue turn row
+ * (migration 017, locked by the trigger of the job's insert, jobs.ts `enqueue`),
+ * each `last` in the batch, after the guards, in that order. A submission
+ * refused at the commit runs again the long way, balance row first
+ * (`lockFigures`); had the at-commit batch taken the turn row
  * before the guards, the two orders deadlocked between two submissions of one
  * account (each costing deadlock_timeout and a retry). Settlements take the
  * balance row before the job's change of state (tasks.ts `operatorSettle`); a

@@ -65,8 +65,9 @@ export type Lane = 'local' | 'remote';
 
 // `last`: the insert's trigger (migration 017) locks the account's queue_turns row, and a
 // transaction that also moves the account's money must take that row after the account's
-// balance row, whichever way it holds (balances.ts "Locking"): after the at-commit guards,
-// which are `last` too and queued before it, and after `lockFigures` on the long way.
+// balance row, whichever way it holds (balances.ts "Locking"): after the at-commit guards
+// and the rate buckets' (rate-buckets.ts `guardTokens`), which are `last` too and queued
+// before it, and after `lockFigures` on the long way.
 const jobEnqueue = statement.later(
   'job-enqueue',
   (c, task, account, now, l) =>

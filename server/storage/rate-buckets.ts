@@ -3,7 +3,9 @@
  * instance on the database. A bucket holds up to `burst` tokens and refills at
  * `rate` per second; a request takes one token from each of its buckets in one
  * statement, which refills and takes in the same UPDATE (a conditional upsert:
- * no read first, no lock held past the statement).
+ * no read first). On its own (`takeTokens`) it holds no lock past the statement;
+ * on Postgres a media submission sends it with its COMMIT (`guardTokens`), so its
+ * locks last to the end of that batch.
  */
 import { isSqlite } from './db.ts';
 import { guardRefusal, query, statement, type Conn, type Value } from './engine/query.ts';
@@ -21,18 +23,15 @@ const refilled = (least: string, greatest: string) =>
   `${least}(excluded.burst, rate_buckets.tokens + ${greatest}(0, excluded.at_ms - rate_buckets.at_ms) * excluded.rate / 1000.0)`;
 
 /**
- * Takes a token from each of `n` buckets that has one; RETURNING the ids that gave one.
- * `capped`: only while the account's queued media jobs (its queue_turns rows, kept by
- * migration 017's triggers) are under a cap, read in the same statement: the rows to
- * upsert are selected under that condition, so at the cap no bucket is made or taken
- * from. One statement instead of a read then a write: each is a round trip through
- * node-sqlite3's thread pool, which is most of what admission costs a submission.
+ * The SQL that takes a token from each of `n` buckets that has one, RETURNING the
+ * ids that gave one. `capped`: only while the account's queued media jobs (its
+ * queue_turns rows, kept by migration 017's triggers) are under a cap, read in the
+ * same statement: the rows to upsert are selected under that condition, so at the
+ * cap no bucket is made or taken from. One statement instead of a read then a
+ * write: each is a round trip through node-sqlite3's thread pool, which is most of
+ * what admission costs a submission.
  */
-const take = (n: number, capped: boolean) =>
-  statement.write<{ id: string }>(`rate-buckets-take:${n}${capped ? ':capped' : ''}`, (c, ...v) => taking(c, v, n, capped, true));
-
-/** The take's upsert (`take`), RETURNING the ids given a token when `returning`. */
-function taking(c: Conn, v: Value[], n: number, capped: boolean, returning: boolean) {
+function takeSql(c: Conn, n: number, capped: boolean, returning = true): string {
   const [least, greatest] = isSqlite(c) ? ['min', 'max'] : ['least', 'greatest'];
   const now = refilled(least, greatest);
   // Typed for Postgres, where a SELECT's parameters carry no column's type as VALUES of an INSERT do.
@@ -43,20 +42,64 @@ function taking(c: Conn, v: Value[], n: number, capped: boolean, returning: bool
   ).join(', ');
   const source = capped
     ? `SELECT * FROM (VALUES ${rows}) AS v
-       WHERE (SELECT COALESCE(SUM(queued), 0) FROM queue_turns WHERE account_id = ? AND lane IN ('local', 'remote')) < ?`
+         WHERE (SELECT COALESCE(SUM(queued), 0) FROM queue_turns WHERE account_id = ? AND lane IN ('local', 'remote')) < ?`
     : `VALUES ${rows}`;
-  return c.raw(
-    `INSERT INTO rate_buckets (id, tokens, at_ms, rate, burst) ${source}
-     ON CONFLICT (id) DO UPDATE SET tokens = ${now} - 1, at_ms = ${greatest}(rate_buckets.at_ms, excluded.at_ms), rate = excluded.rate, burst = excluded.burst
-     WHERE ${now} >= 1${returning ? '\n     RETURNING id' : ''}`,
-    v,
-  );
+  return `INSERT INTO rate_buckets (id, tokens, at_ms, rate, burst) ${source}
+       ON CONFLICT (id) DO UPDATE SET tokens = ${now} - 1, at_ms = ${greatest}(rate_buckets.at_ms, excluded.at_ms), rate = excluded.rate, burst = excluded.burst
+       WHERE ${now} >= 1${returning ? '\n       RETURNING id' : ''}`;
 }
+
+const take = (n: number, capped: boolean) =>
+  statement.write<{ id: string }>(`rate-buckets-take:${n}${capped ? ':capped' : ''}`, (c, ...v) => c.raw(takeSql(c, n, capped), v));
+
+/** What a refused `guardTokens` says (engine/query.ts `guardRefusal`). */
+const NO_RATE = 'request rate';
+
+// Postgres: the take as a condition of the submission's commit (`guardTokens`): every bucket
+// gives its token or the statement fails (gemforge_guard, migration 011), and with it the commit.
+// `last`, queued after the hold's guards and before the job's insert: the rows of one account are
+// locked in one order, balance rows, then buckets, then its queue turn (balances.ts "Locking").
+const guard = (n: number, capped: boolean) =>
+  statement.later(
+    `rate-buckets-guard:${n}${capped ? ':capped' : ''}`,
+    (c, ...v) => c.raw(`WITH taken AS (${takeSql(c, n, capped)}) SELECT gemforge_guard(count(*) = ${n}, '${NO_RATE}') FROM taken`, v),
+    { last: true },
+  );
 
 const read = (n: number) =>
   statement.rows<{ id: string; tokens: number; at_ms: number; rate: number; burst: number }>(`rate-buckets-read:${n}`, (c, ...ids) =>
     c('rate_buckets').whereIn('id', ids).select('id', 'tokens', 'at_ms', 'rate', 'burst'),
   );
+
+/** What a take binds: per bucket its id, a new bucket's tokens (full, less this request's token), the time, rate and burst; then the cap's. */
+function takeParams(buckets: readonly Bucket[], nowMs: number, capped: { accountId: string; cap: number } | undefined): Value[] {
+  const params: Value[] = buckets.flatMap((b) => [b.id, b.burst - 1, nowMs, b.rate, b.burst]);
+  if (capped) params.push(capped.accountId, capped.cap);
+  return params;
+}
+
+/**
+ * Whether `guardTokens` can take the tokens with a transaction's commit here:
+ * Postgres only. SQLite's single writer would gain nothing (its take is already
+ * one statement, and the transaction holds the one write lock either way).
+ */
+export const tokensGuardable = (db: Conn): boolean => !isSqlite(db);
+
+/**
+ * Postgres: takes one token from each bucket as `trx` commits, in the batch sent
+ * with its COMMIT (engine/pg-deferred.ts), so the bucket rows are locked only
+ * while Postgres runs that batch, and the submission makes one commit instead of
+ * two. When any bucket has no token (or, `capped`, the account is at its cap),
+ * the commit fails with the refusal of `gemforge_guard` (this file's
+ * `isRateRefused`) and takes nothing: the caller then takes the tokens on their
+ * own (`takeTokens`), which spends the buckets that had one and says which
+ * refused. false on SQLite (`tokensGuardable`), where nothing is queued.
+ */
+export async function guardTokens(trx: Conn, buckets: readonly Bucket[], nowMs: number, capped?: { accountId: string; cap: number }): Promise<boolean> {
+  if (!tokensGuardable(trx) || buckets.length === 0) return false;
+  await query(trx, guard(buckets.length, !!capped), takeParams(buckets, nowMs, capped));
+  return true;
+}
 
 /**
  * Takes one token from each bucket at `nowMs`. Returns the buckets that had
@@ -73,9 +116,7 @@ export async function takeTokens(
   capped?: { accountId: string; cap: number },
 ): Promise<Array<{ id: string; waitMs: number }>> {
   if (buckets.length === 0) return [];
-  // A new bucket starts full, less this request's token.
-  const params: Value[] = buckets.flatMap((b) => [b.id, b.burst - 1, nowMs, b.rate, b.burst]);
-  if (capped) params.push(capped.accountId, capped.cap);
+  const params = takeParams(buckets, nowMs, capped);
   const given = new Set((await query(db, take(buckets.length, !!capped), params)).rows.map((r) => r.id));
   const refused = buckets.filter((b) => !given.has(b.id));
   if (refused.length === 0) return [];
@@ -94,11 +135,15 @@ export async function takeTokens(
   return refused.map((b) => ({ id: b.id, waitMs: waits.get(b.id) ?? 0 }));
 }
 
+/** True when a transaction failed because `guardTokens` found a bucket without a token (or the account at its cap). */
+export const isRateRefused = (error: unknown): boolean => guardRefusal(error) === NO_RATE;
+
 /** What a refused `takeTokensAtClaim` says (engine/query.ts `guardRefusal`). */
 const NO_TOKEN = 'rate bucket without a token';
 
 /** The take of `n` buckets as a guarded write: every one must give its token (an upsert counts a row it inserted or updated). */
-const takeGuarded = (n: number) => statement.guarded(`rate-buckets-take-guarded:${n}`, NO_TOKEN, (c, ...v) => taking(c, v, n, false, false), { rows: n });
+const takeGuarded = (n: number) =>
+  statement.guarded(`rate-buckets-take-guarded:${n}`, NO_TOKEN, (c, ...v) => c.raw(takeSql(c, n, false, false), v), { rows: n });
 
 /**
  * Whether `takeTokensAtClaim` may be used on `db`: SQLite, whose single writer holds
@@ -116,11 +161,7 @@ export const takesAtClaim = (db: Conn): boolean => isSqlite(db);
  */
 export async function takeTokensAtClaim(trx: Conn, buckets: readonly Bucket[], nowMs: number): Promise<void> {
   if (buckets.length === 0) return;
-  await query(
-    trx,
-    takeGuarded(buckets.length),
-    buckets.flatMap((b) => [b.id, b.burst - 1, nowMs, b.rate, b.burst]),
-  );
+  await query(trx, takeGuarded(buckets.length), takeParams(buckets, nowMs, undefined));
 }
 
 /** True when a transaction failed because a `takeTokensAtClaim` found a bucket without a token. */

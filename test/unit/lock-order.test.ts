@@ -3,7 +3,9 @@
  * on Postgres (balances.ts "Locking"): the balance row before the queue turn row
  * (migration 017), whether the hold is decided at the commit or the long way.
  * Two submissions of one account that took them in opposite orders deadlocked,
- * and each deadlock cost Postgres's deadlock_timeout and a retry.
+ * and each deadlock cost Postgres's deadlock_timeout and a retry. The account's
+ * rate buckets, taken with the commit on the first way (rate-buckets.ts
+ * `guardTokens`), come between the two.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,12 +15,20 @@ import type { Tx } from '../../server/storage/db.ts';
 import { insertQueuedTask, queueOwner, queueTask, type QueueOwner } from '../helpers/jobs.ts';
 import { ManualClock, openTestDb } from '../helpers/db.ts';
 import { until } from '../helpers/poll.ts';
+import { guardTokens, takeTokens, type Bucket } from '../../server/storage/rate-buckets.ts';
 
 const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
 
-/** What a media submission's story does after its claim: the hold, the task and its job (domain/tasks.ts `createTask`). */
+/** The key's and the account's media buckets, never short of a token here. */
+const bucketsOf = (owner: QueueOwner): Bucket[] => [
+  { id: `key:${owner.keyId}:media`, rate: 1, burst: 100 },
+  { id: `account:${owner.accountId}:media`, rate: 1, burst: 100 },
+];
+
+/** What a media submission's story does after its claim: the hold, on the first way its tokens, the task and its job (domain/tasks.ts `submitMedia`). */
 async function submitIn(trx: Tx, owner: QueueOwner, id: string, atCommit: boolean, beforeTask: () => Promise<void> = async () => {}): Promise<void> {
   const r = await ledger.reserveTx(trx, clock, { accountId: owner.accountId, keyId: owner.keyId, purpose: 'media', amount: 1, atCommit });
+  if (atCommit) assert.ok(await guardTokens(trx, bucketsOf(owner), clock.now().getTime()));
   await beforeTask();
   await insertQueuedTask(trx, clock, owner, id, r.id);
 }
@@ -51,6 +61,12 @@ describe('lock order of a submission on Postgres', () => {
               return submitIn(other, owner, `task-commit-${attempts.atCommit}`, true);
             });
             await until('the at-commit batch to wait for a row lock', async () => (await lockWaits(t.db)) > 0);
+            // Waiting for the balance row, the batch holds none of the account's buckets: another request's take is not queued behind it.
+            let taken = false;
+            const take = takeTokens(t.db, bucketsOf(owner), clock.now().getTime()).then(() => void (taken = true));
+            await until('the take to end or to wait too', async () => taken || (await lockWaits(t.db)) > 1);
+            assert.equal(taken, true, "a take waited for a bucket row held by a batch that waits for the account's balance row");
+            await take;
           });
         });
         await atCommit;
@@ -58,6 +74,12 @@ describe('lock order of a submission on Postgres', () => {
         assert.deepEqual(attempts, { long: 1, atCommit: 1 });
         assert.equal(Number((await t.db('jobs').count({ n: '*' }))[0].n), 3);
         assert.deepEqual(await t.db('queue_turns').where({ account_id: owner.accountId }).select('queued'), [{ queued: 3 }]);
+        // Each bucket gave the take's token and the at-commit submission's.
+        const tokens = await t.db('rate_buckets').orderBy('id').select('tokens');
+        assert.deepEqual(
+          tokens.map((r) => Number(r.tokens)),
+          [98, 98],
+        );
       } finally {
         await t.close();
       }
