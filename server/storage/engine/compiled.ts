@@ -268,7 +268,8 @@ export async function execute(conn: Conn, name: string, build: Build, params: re
     const result = await pg.connection.runPrepared(pg.plan.pgName!, pg.plan.sql, pg.literals);
     return pg.plan.method === 'run' ? { rows: [], changes: result.rowCount ?? 0 } : { rows: result.rows, changes: 0 };
   }
-  if (!onSqlite(conn) || !isTransaction(conn)) return asResult(await make(conn, ...params));
+  if (!onSqlite(conn)) return asResult(await make(conn, ...params));
+  if (!isTransaction(conn)) return executeAlone(conn, name, make, params);
   if (conn.isCompleted()) throw new Error(`${name}: the transaction is already complete`); // as knex refuses it
   const plan = planOf(conn, name, make, params.length);
   const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
@@ -280,4 +281,28 @@ export async function execute(conn: Conn, name: string, build: Build, params: re
       else resolve(method === 'run' ? { rows: [], changes: this.changes } : { rows: rows ?? [], changes: 0 });
     });
   });
+}
+
+/**
+ * A SQLite write outside any transaction that returns rows (RETURNING): like a
+ * transaction's statement, prepared once on the writing connection, which is
+ * taken from knex's pool and given back. Through knex, every call built the
+ * query anew, compiled it to SQL and sent it through knex's runner (a query
+ * object, its event emitter, the pool's bookkeeping): admission's token take,
+ * one such statement per submission, cost the main thread more than the
+ * statement itself. Writes that return no rows keep knex's path, whose result
+ * (an insert's last id, not its changes) their callers may read.
+ */
+async function executeAlone(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<Executed> {
+  const plan = planOf(conn, name, build, params.length);
+  if (plan.method !== 'all') return asResult(await build(conn, ...params));
+  const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
+  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
+  try {
+    return await new Promise<Executed>((resolve, reject) => {
+      connection.all(plan.sql, values, (error: Error | null, rows?: Row[]) => (error ? reject(error) : resolve({ rows: rows ?? [], changes: 0 })));
+    });
+  } finally {
+    await conn.client.releaseConnection(connection);
+  }
 }
