@@ -29,6 +29,8 @@ import { FREE, type Occurrence } from './intents.ts';
 import { RECOVERY } from './frames.ts';
 
 export const NAMED_OBJECT = 'named-object';
+/** Nouns a harm word before them only modifies ("a stabbing victim", "trafficking victims", "a gunshot wound"). */
+export const HARMED_NOUN = 'harmed-noun';
 /** The policy's things ("sell kids clothes"): what is said of one is said of a thing. */
 export const THING = 'thing';
 
@@ -37,6 +39,9 @@ const LOOKS = new Set(['shape', 'theme', 'style', 'inspir', 'flavor', 'flavour',
 
 /** Words that make the word before them a protection against it ("bomb-proof"). */
 const PROTECTIVE_SUFFIXES = new Set(['proof', 'resist', 'safe']);
+
+/** Relative pronouns: what follows them is said of the object before ("a process that won't die"). */
+const RELATIVES = new Set(['that', 'which']);
 
 /** Words that stand between an object and what is said of it ("won't", "is", "keeps"). */
 const AUXILIARIES = new Set([
@@ -79,7 +84,13 @@ const MOST_AUXILIARIES = 3;
  * `objects`: where the named objects occur (in text order); `things`: where the policy's other
  * things occur (a phone, a car), of which only what is said of them is masked.
  */
-export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[] | undefined, masked: boolean[], things: readonly Occurrence[] = []): boolean {
+export function maskNamedObjects(
+  tokens: Token[],
+  objects: readonly Occurrence[] | undefined,
+  masked: boolean[],
+  things: readonly Occurrence[] = [],
+  harmed: readonly Occurrence[] = [],
+): boolean {
   let changed = false;
   const mask = (i: number) => {
     if (i >= 0 && i < tokens.length && !masked[i]) {
@@ -102,12 +113,21 @@ export function maskNamedObjects(tokens: Token[], objects: readonly Occurrence[]
   // What is said of any thing is said of a thing ("my phone keeps dying"); only named objects
   // mask the word before them, since "poison food" is a verb and its object.
   for (const o of things) saidOf(o);
+  // "a stabbing victim", "trafficking victims": a gerund right before the noun names the case it
+  // is. Only a gerund, with nothing between: "stab the victim", "move victims across borders" and
+  // "mocking Holocaust victims" keep their harm, and what is said of a victim ("make sure the
+  // victim is dead") is not masked, since a victim is a person.
+  for (const o of harmed) {
+    const before = o.start > 0 ? tokens[o.start - 1]! : undefined;
+    if (before !== undefined && !before.possessive && before.word.endsWith('ing')) mask(o.start - 1);
+  }
   return changed;
 
   function saidOf(o: Occurrence): void {
     // What is said of the object, past a place it is in and its auxiliaries: "won't die",
     // "is dead", "the plant in my office is dying".
     let at = o.end;
+    if (at < tokens.length && RELATIVES.has(tokens[at]!.stem)) at++;
     if (at < tokens.length && PLACES.has(tokens[at]!.stem)) {
       let end = at + 1;
       while (end < tokens.length && end - at <= MOST_PLACE_WORDS && !AUXILIARIES.has(tokens[end]!.stem)) end++;

@@ -10,7 +10,7 @@ import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
 import { gloss } from './gloss.ts';
-import { maskNamedObjects, NAMED_OBJECT, readCare, readPurposes, THING } from './context.ts';
+import { HARMED_NOUN, maskNamedObjects, NAMED_OBJECT, readCare, readPurposes, THING } from './context.ts';
 import { maskSenses } from './senses.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
@@ -88,7 +88,7 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   const masked = maskedWords(tokens, policy.phrases);
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
-  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING))) found = occurrences(tokens, policy.phrases, masked);
+  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING), found.get(HARMED_NOUN))) found = occurrences(tokens, policy.phrases, masked);
   // A trigger word in the field its text is about ("shoot … at golden hour", "bleed a tuna") counts for nothing.
   if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked);
   // "so my teenager can't overdose": a purpose that protects someone is a frame of recovery.
