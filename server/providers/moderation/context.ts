@@ -37,8 +37,8 @@ export const THING = 'thing';
 /** Words that make the word before them what an object looks like ("bomb-shaped cake", "skull-themed cupcakes"). */
 const LOOKS = new Set(['shape', 'theme', 'style', 'inspir', 'flavor', 'flavour', 'pattern', 'print', 'motif']);
 
-/** Words that make the word before them a protection against it ("bomb-proof"). */
-const PROTECTIVE_SUFFIXES = new Set(['proof', 'resist', 'safe']);
+/** Words that make the word before them a protection against it ("bomb-proof", "bomb defusal"). */
+const PROTECTIVE_SUFFIXES = new Set(['proof', 'resist', 'safe', 'defus']);
 
 /** Relative pronouns: what follows them is said of the object before ("a process that won't die"). */
 const RELATIVES = new Set(['that', 'which']);
@@ -90,6 +90,7 @@ export function maskNamedObjects(
   masked: boolean[],
   things: readonly Occurrence[] = [],
   harmed: readonly Occurrence[] = [],
+  violent: readonly Occurrence[] = [],
 ): boolean {
   let changed = false;
   const mask = (i: number) => {
@@ -113,13 +114,16 @@ export function maskNamedObjects(
   // What is said of any thing is said of a thing ("my phone keeps dying"); only named objects
   // mask the word before them, since "poison food" is a verb and its object.
   for (const o of things) saidOf(o);
-  // "a stabbing victim", "trafficking victims": a gerund right before the noun names the case it
+  // "a stabbing victim", "a shooting survivor": a gerund right before the noun names the case it
   // is. Only a gerund, with nothing between: "stab the victim", "move victims across borders" and
   // "mocking Holocaust victims" keep their harm, and what is said of a victim ("make sure the
   // victim is dead") is not masked, since a victim is a person.
+  // Only a gerund of an act of violence: "recruiting trafficking victims" keeps its trafficking,
+  // which names the trade the victims are held in, not an event they survived.
+  const acts = new Set(violent.map((o) => o.start));
   for (const o of harmed) {
     const before = o.start > 0 ? tokens[o.start - 1]! : undefined;
-    if (before !== undefined && !before.possessive && before.word.endsWith('ing')) mask(o.start - 1);
+    if (before !== undefined && !before.possessive && before.word.endsWith('ing') && acts.has(o.start - 1)) mask(o.start - 1);
   }
   return changed;
 

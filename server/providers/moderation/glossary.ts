@@ -466,6 +466,14 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     se s ne pas = 
   `,
   de: `
+    spreche_ich_mit rede_ich_mit sprechen_mit reden_mit spreche_mit rede_mit = talk with
+    uber über = about
+    suizidgedanken selbstmordgedanken = suicidal thoughts
+    sozialarbeiterin sozialarbeiter = social worker
+    jugendlichen jugendlicher = teen
+    entschärfung entscharfung entschärfen entscharfen entschärft entscharft = defusal
+    blindganger blindgänger blindgangern blindgängern = duds
+    funktioniert = works
     passiert passieren passierte = happens
     ersticke ersticken = suffocate
     ohne_spuren = leaving no trace
@@ -856,6 +864,13 @@ export const GLOSSARIES: Readonly<Record<string, string>> = {
     sem = without
   `,
   it: `
+    infermiera infermiere = nurse
+    segni segnali = signs
+    sintomi = symptoms
+    chiamare chiama chiamo = call
+    soccorsi = emergency services
+    sui = on the
+    oppioidi = opioids
     mio mia miei mie = my
     nessuno = anyone
     come_posso come_faccio come_si = how can i

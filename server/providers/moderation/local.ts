@@ -20,6 +20,19 @@ import type { ContentPreference, ModerationProvider, ModerationVerdict } from '.
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
 const YIELD_AFTER_CHARS = 30_000;
 
+/**
+ * Words of the languages the detector places that are English words of the policy: German and
+ * Dutch "die" (the, who), French "pour" (for). In a text placed in that language they are read as
+ * its words, not the policy's ("was gehört in die Notfallbox?" is no wish to die); the gloss still
+ * reads the text whole.
+ */
+const FALSE_FRIENDS: ReadonlyMap<string, ReadonlySet<string>> = new Map([
+  ['de', new Set(['die'])],
+  ['nl', new Set(['die'])],
+  ['fr', new Set(['pour'])],
+]);
+const ALL_FALSE_FRIENDS: ReadonlySet<string> = new Set([...FALSE_FRIENDS.values()].flatMap((s) => [...s]));
+
 /** A category's term as stems: what `termsHeld` looks for. */
 interface IndexedTerm {
   category: string;
@@ -88,7 +101,7 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   const masked = maskedWords(tokens, policy.phrases);
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
-  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING), found.get(HARMED_NOUN))) found = occurrences(tokens, policy.phrases, masked);
+  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING), found.get(HARMED_NOUN), found.get('harm'))) found = occurrences(tokens, policy.phrases, masked);
   // A trigger word in the field its text is about ("shoot … at golden hour", "bleed a tuna") counts for nothing.
   if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked);
   // "so my teenager can't overdose": a purpose that protects someone is a frame of recovery.
@@ -153,13 +166,19 @@ export function embeddedModeration(
         const tokens = tokenize(text, policy.vocabulary);
         const reading = (m: ClassifierModel) => (judged ??= judge(m, text, policy.vocabulary, tokens));
         const stands = (found: string[]) => found.length > 0 && (model === undefined || !overrules(model, reading(model), found));
-        const categories = categoriesOf(policy, text, preference, tokens);
+        let categories = categoriesOf(policy, text, preference, tokens);
+        // Asked once, when first needed: a refusal whose words may be another language's, or a pass.
+        let placed: { language: string | undefined } | undefined;
+        const place = () => (placed ??= { language: languages.detect(text) }).language;
+        const friends = categories.length > 0 && tokens.some((t) => ALL_FALSE_FRIENDS.has(t.word)) ? FALSE_FRIENDS.get(place() ?? '') : undefined;
+        // German "die" is "the": in a text read as German it is no English word (the gloss reads it).
+        if (friends !== undefined) categories = categoriesOf(policy, text, preference, tokens.map((t) => (friends.has(t.word) ? { ...t, stem: `#${t.word}` } : t)));
         if (stands(categories)) return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
         const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
         if (stands(reread)) return { provider: 'embedded', flagged: { field, categories: reread } };
-        const language = languages.detect(text);
+        const language = place();
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
         const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
