@@ -146,6 +146,28 @@ export function maskNamedObjects(
   }
 }
 
+/** The harm verbs a reflexive compound holds ("self-harm", "self-injure"). */
+const REFLEXIVE_ACTS = ['harm', 'injure'];
+
+/**
+ * Drops from `found` each harm verb that is the second half of "self-…" ("she's been
+ * self-harming, and the friend responds"): its object is the self, never the person after it.
+ * The compound itself is still read (the `self-harm` concept). Returns whether it dropped one.
+ */
+export function dropReflexives(tokens: Token[], found: Map<string, Occurrence[]>): boolean {
+  let dropped = false;
+  for (const c of REFLEXIVE_ACTS) {
+    const list = found.get(c);
+    if (list === undefined) continue;
+    const kept = list.filter((o) => o.start === 0 || tokens[o.start - 1]!.stem !== 'self');
+    if (kept.length === list.length) continue;
+    dropped = true;
+    if (kept.length === 0) found.delete(c);
+    else found.set(c, kept);
+  }
+  return dropped;
+}
+
 /** The policy's people, and its harms that a protective purpose negates. */
 const PEOPLE = ['person', 'minor'];
 const HARMS = ['harm', 'self-harm', 'injure'];

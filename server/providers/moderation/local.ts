@@ -10,7 +10,7 @@ import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
 import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
 import { gloss } from './gloss.ts';
-import { HARMED_NOUN, maskNamedObjects, NAMED_OBJECT, readCare, readPurposes, THING } from './context.ts';
+import { dropReflexives, HARMED_NOUN, maskNamedObjects, NAMED_OBJECT, readCare, readPurposes, THING } from './context.ts';
 import { maskSenses } from './senses.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
@@ -104,6 +104,8 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING), found.get(HARMED_NOUN), found.get('harm'))) found = occurrences(tokens, policy.phrases, masked);
   // A trigger word in the field its text is about ("shoot … at golden hour", "bleed a tuna") counts for nothing.
   if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked);
+  // "self-harming, and the friend…": a reflexive compound's verb acts on no one after it.
+  dropReflexives(tokens, found);
   // "so my teenager can't overdose": a purpose that protects someone is a frame of recovery.
   readPurposes(tokens, found);
   // Someone else cared for, a class taught, official safety guidance: frames of care and report.
