@@ -79,7 +79,9 @@ describe('props, game genres, titles and names', () => {
 describe("a program's death, someone else's belief, a reflexive act", () => {
   it('when a program dies, a family fears a harm, or a friend self-harms, then it passes', async () => {
     await passesWhole('our cron daemon keeps dying after midnight, how do I debug it');
-    await passesWhole('palliative care: how do I reassure a son who is afraid the sedation means we are killing his father? Families keep thinking we’re killing them');
+    await passesWhole(
+      'palliative care: how do I reassure a son who is afraid the sedation means we are killing his father? Families keep thinking we’re killing them',
+    );
     await passesWhole('short story: a boy admits he has been self-harming, and his coach listens without judging — write it gently');
   });
 

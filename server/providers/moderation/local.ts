@@ -101,7 +101,8 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   const masked = maskedWords(tokens, policy.phrases);
   let found = occurrences(tokens, policy.phrases, masked);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
-  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING), found.get(HARMED_NOUN), found.get('harm'))) found = occurrences(tokens, policy.phrases, masked);
+  if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING), found.get(HARMED_NOUN), found.get('harm')))
+    found = occurrences(tokens, policy.phrases, masked);
   // A trigger word in the field its text is about ("shoot … at golden hour", "bleed a tuna") counts for nothing.
   if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked);
   // "self-harming, and the friend…": a reflexive compound's verb acts on no one after it.
@@ -174,7 +175,13 @@ export function embeddedModeration(
         const place = () => (placed ??= { language: languages.detect(text) }).language;
         const friends = categories.length > 0 && tokens.some((t) => ALL_FALSE_FRIENDS.has(t.word)) ? FALSE_FRIENDS.get(place() ?? '') : undefined;
         // German "die" is "the": in a text read as German it is no English word (the gloss reads it).
-        if (friends !== undefined) categories = categoriesOf(policy, text, preference, tokens.map((t) => (friends.has(t.word) ? { ...t, stem: `#${t.word}` } : t)));
+        if (friends !== undefined)
+          categories = categoriesOf(
+            policy,
+            text,
+            preference,
+            tokens.map((t) => (friends.has(t.word) ? { ...t, stem: `#${t.word}` } : t)),
+          );
         if (stands(categories)) return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
