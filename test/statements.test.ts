@@ -109,6 +109,7 @@ describe('statements per request', () => {
     const bucket = s.db('rate_buckets').where('id', 'like', 'key:%:media');
     const before = await bucket.clone().first('id', 'at_ms');
     assert.ok(before, 'the warm submission made its key bucket');
+    await settle(); // the trace of that read arrives asynchronously: not the counted request's
     statements = [];
     const res = await s.call('POST', '/api/generate/image', { key: user.secret, body, headers: { 'idempotency-key': 'statements-counted' } });
     const answer = (await res.json()) as { created: boolean; task: { status: string; quotedGems: number; outputs: Array<{ status: string; asset: unknown }> } };
