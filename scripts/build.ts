@@ -26,6 +26,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { build, type Plugin } from 'esbuild';
 import { bundleConsoleScript } from '../server/console-page/build.ts';
 import { PARSED_YAML_DIR, parseYaml, parsedYamlName } from '../server/yaml-file.ts';
+import { writeWhole } from '../server/write-whole.ts';
 import { checkContractAtBuild } from '../server/http/validator-routes.ts';
 import { writeBuiltDictionary } from '../server/providers/moderation/dictionary.ts';
 import { BUILT_TRIES_DIR } from '../server/providers/moderation/letter-trie.ts';
@@ -214,9 +215,7 @@ async function parseYamlFiles(): Promise<void> {
     const json = JSON.stringify(doc);
     if (!isDeepStrictEqual(JSON.parse(json), doc)) continue; // what JSON cannot hold (.inf, .nan) is parsed at run time
     // Written whole, then renamed: a concurrent build or a starting server never reads half a file.
-    const tmp = path.join(PARSED_YAML_DIR, `.${process.pid}.tmp`);
-    fs.writeFileSync(tmp, json);
-    fs.renameSync(tmp, path.join(PARSED_YAML_DIR, parsedYamlName(text)));
+    writeWhole(path.join(PARSED_YAML_DIR, parsedYamlName(text)), json);
     // A contract is also checked against the OpenAPI schema here, so the server need not compile that schema at each start.
     if (path.dirname(file) === path.join(ROOT, 'openapi') && typeof (doc as { openapi?: unknown })?.openapi === 'string') {
       await checkContractAtBuild(text, doc as { openapi: string });

@@ -11,6 +11,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { writeWhole } from './write-whole.ts';
 
 const FILE = 'server-url.json';
 
@@ -31,9 +32,7 @@ export function recordServerUrl(dataDir: string, url: string, now: Date): { remo
   const file = path.join(dataDir, FILE);
   const record: Record_ = { url, pid: process.pid, startedAt: now.toISOString() };
   const text = `${JSON.stringify(record)}\n`;
-  const temp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(temp, text, { mode: 0o600 }); // like the rest of DATA_DIR: its user only
-  fs.renameSync(temp, file);
+  writeWhole(file, text, { mode: 0o600 }); // like the rest of DATA_DIR: its user only
   return {
     remove() {
       try {

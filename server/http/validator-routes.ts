@@ -34,6 +34,7 @@ import * as specLoaderImport from 'express-openapi-validator/dist/framework/open
 import * as validatorClassImport from 'express-openapi-validator/dist/openapi.validator.js';
 import type * as OpenApiValidatorPackage from 'express-openapi-validator';
 import { PARSED_YAML_DIR, parsedYamlName } from '../yaml-file.ts';
+import { writeWhole } from '../write-whole.ts';
 import { STRICT_FORMATS } from './formats.ts';
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
@@ -190,9 +191,7 @@ export async function checkContractAtBuild(text: string, doc: { openapi: string 
   if (new OpenAPISchemaValidator({ version: doc.openapi, validateApiSpec: true }).validate(bundled).errors.length > 0) return false;
   if (!preprocessesAtBuild(bundled)) return false;
   // Written whole, then renamed, as the parsed copies are (a starting server never reads half a note).
-  const tmp = `${checkedMark(text)}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, checkedNote(JSON.stringify(bundled) === JSON.stringify(doc)));
-  fs.renameSync(tmp, checkedMark(text));
+  writeWhole(checkedMark(text), checkedNote(JSON.stringify(bundled) === JSON.stringify(doc)));
   return true;
 }
 

@@ -18,6 +18,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import wordListPath from 'word-list';
+import { writeWhole } from '../../write-whole.ts';
 
 export interface Dictionary {
   text: string;
@@ -120,11 +121,7 @@ export function writeBuiltDictionary(dir = BUILT_DICTIONARY_DIR): void {
   const index = new Int32Array(starts.length + filter.length);
   index.set(starts);
   index.set(filter, starts.length);
-  const write = (name: string, data: string | Uint8Array) => {
-    const tmp = path.join(dir, `.${name}.${process.pid}.tmp`);
-    fs.writeFileSync(tmp, data);
-    fs.renameSync(tmp, path.join(dir, name));
-  };
+  const write = (name: string, data: string | Uint8Array) => writeWhole(path.join(dir, name), data);
   // The source note last: a start reads the copy only once it names the word list, so never a half-written one.
   fs.rmSync(path.join(dir, SOURCE), { force: true });
   write(TEXT, text);

@@ -17,6 +17,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { writeWhole } from '../../write-whole.ts';
 
 type PrefixNode = Map<string, PrefixNode>;
 
@@ -148,7 +149,5 @@ export function writeBuiltTries(dir: string, name: string, tries: readonly Lette
     parts.push(Int32Array.of(first.length - 1), first, keys, nodes, rootAscii);
   }
   fs.mkdirSync(dir, { recursive: true });
-  const tmp = path.join(dir, `.${name}.${process.pid}.tmp`);
-  fs.writeFileSync(tmp, Buffer.concat(parts.map((p) => new Uint8Array(p.buffer, p.byteOffset, p.byteLength))));
-  fs.renameSync(tmp, path.join(dir, name));
+  writeWhole(path.join(dir, name), Buffer.concat(parts.map((p) => new Uint8Array(p.buffer, p.byteOffset, p.byteLength))));
 }
