@@ -145,6 +145,56 @@ const OTHER_SCRIPT_LETTER = /(?!\p{Script=Latin})\p{L}/u;
 const BEYOND_LATIN = /[\u0250-\uFFFF]/u;
 
 /**
+ * The distinct function words of a lower-cased text. The runs of letters (what a split at
+ * /\P{L}+/u gives), read without copying the words no length test admits: ASCII letters by
+ * their code, anything past ASCII by a test.
+ */
+function functionWordsOf(lower: string): Set<string> {
+  const words = new Set<string>();
+  let start = -1;
+  let ascii = true;
+  let node: WordNode | undefined;
+  for (let at = 0; at < lower.length; ) {
+    const code = lower.charCodeAt(at);
+    let size = 1;
+    let letter: boolean;
+    if (code < 0x80)
+      letter = (code | 0x20) >= 97 && (code | 0x20) <= 122; // NFKC can make a capital ("ℌ")
+    else {
+      const point = lower.codePointAt(at)!;
+      size = point > 0xffff ? 2 : 1;
+      letter = isLetter(point);
+    }
+    if (letter) {
+      if (start < 0) {
+        start = at;
+        ascii = true;
+        node = FUNCTION_WORDS;
+      }
+      if (code < 97 || code > 122) ascii = false;
+      for (let k = 0; k < size && node !== undefined; k++) node = node.next.get(lower.charCodeAt(at + k));
+    } else if (start >= 0) {
+      consider(words, lower, start, at, ascii, node);
+      start = -1;
+    }
+    at += size;
+  }
+  if (start >= 0) consider(words, lower, start, lower.length, ascii, node);
+  return words;
+}
+
+/** Adds the word from `start` to `end` to `words` when it is a function word (`node`: where the trie's walk of it ended). */
+function consider(words: Set<string>, lower: string, start: number, end: number, ascii: boolean, node: WordNode | undefined): void {
+  // Most words are no function word: a length test and the trie; only accented ones are stripped.
+  if (end - start < 2 || end - start > LONGEST) return;
+  if (node?.word) words.add(lower.slice(start, end));
+  else if (!ascii) {
+    const key = plain(lower.slice(start, end));
+    if (LANGUAGES_OF.has(key)) words.add(key);
+  }
+}
+
+/**
  * The stop-word detector: a text is in language L when its distinct function words of L
  * (particles half) number at least two, more than twice English's and more than any other
  * language's. A text mostly in another script is `und`, unless the words of its opening,
@@ -172,47 +222,7 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
         }
       }
       // Only the function words are kept, to count each once.
-      const words = new Set<string>();
-      const consider = (start: number, end: number, ascii: boolean, node: WordNode | undefined) => {
-        // Most words are no function word: a length test and the trie; only accented ones are stripped.
-        if (end - start < 2 || end - start > LONGEST) return;
-        if (node?.word) words.add(lower.slice(start, end));
-        else if (!ascii) {
-          const key = plain(lower.slice(start, end));
-          if (LANGUAGES_OF.has(key)) words.add(key);
-        }
-      };
-      // The runs of letters (what a split at /\P{L}+/u gives), read without copying the words no
-      // length test admits: ASCII letters by their code, anything past ASCII by a test.
-      let start = -1;
-      let ascii = true;
-      let node: WordNode | undefined;
-      for (let at = 0; at < lower.length;) {
-        const code = lower.charCodeAt(at);
-        let size = 1;
-        let letter: boolean;
-        if (code < 0x80)
-          letter = (code | 0x20) >= 97 && (code | 0x20) <= 122; // NFKC can make a capital ("ℌ")
-        else {
-          const point = lower.codePointAt(at)!;
-          size = point > 0xffff ? 2 : 1;
-          letter = isLetter(point);
-        }
-        if (letter) {
-          if (start < 0) {
-            start = at;
-            ascii = true;
-            node = FUNCTION_WORDS;
-          }
-          if (code < 97 || code > 122) ascii = false;
-          for (let k = 0; k < size && node !== undefined; k++) node = node.next.get(lower.charCodeAt(at + k));
-        } else if (start >= 0) {
-          consider(start, at, ascii, node);
-          start = -1;
-        }
-        at += size;
-      }
-      if (start >= 0) consider(start, lower.length, ascii, node);
+      const words = functionWordsOf(lower);
       // Only English's function words (or none): English, without counting.
       let other = false;
       for (const word of words) if (LANGUAGES_OF.get(word)![0] !== 'en') other = true;

@@ -137,6 +137,17 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   return ids;
 }
 
+/** Whether a text holds a word that some language the detector places reads as its own (FALSE_FRIENDS). */
+function holdsFalseFriend(tokens: readonly Token[]): boolean {
+  for (const t of tokens) if (ALL_FALSE_FRIENDS.has(t.word)) return true;
+  return false;
+}
+
+/** Whether the rules' `found` categories stand: some found, and no classifier (`judged`: its reading, made when `model` is) overrules them. */
+function stands(found: string[], model: ClassifierModel | undefined, judged: Judgement | undefined): boolean {
+  return found.length > 0 && (model === undefined || !overrules(model, judged!, found));
+}
+
 /**
  * The embedded provider. Its concepts are English: a text that `languages` reads as another
  * language and that breaks nothing is returned as unjudged (policies.md, "Other languages").
@@ -150,6 +161,8 @@ export function embeddedModeration(
   options: { classifier?: ClassifierModel | false } = {},
 ): ModerationProvider {
   const classifier = options.classifier;
+  // Made once per provider, not per text (every submission is moderated here).
+  const isEnglish = (word: string) => policy.vocabulary.isWord(word); // knows() or the dictionary, remembered
   return {
     name: 'embedded',
     async moderate({ texts, preference }) {
@@ -167,37 +180,41 @@ export function embeddedModeration(
         const model = classifier === false ? undefined : (classifier ?? shippedModel());
         let judged: Judgement | undefined;
         const tokens = tokenize(text, policy.vocabulary);
-        const reading = (m: ClassifierModel) => (judged ??= judge(m, text, policy.vocabulary, tokens));
-        const stands = (found: string[]) => found.length > 0 && (model === undefined || !overrules(model, reading(model), found));
         let categories = categoriesOf(policy, text, preference, tokens);
         // Asked once, when first needed: a refusal whose words may be another language's, or a pass.
-        let placed: { language: string | undefined } | undefined;
-        const place = () => (placed ??= { language: languages.detect(text) }).language;
-        const friends = categories.length > 0 && tokens.some((t) => ALL_FALSE_FRIENDS.has(t.word)) ? FALSE_FRIENDS.get(place() ?? '') : undefined;
-        // German "die" is "the": in a text read as German it is no English word (the gloss reads it).
-        if (friends !== undefined)
-          categories = categoriesOf(
-            policy,
-            text,
-            preference,
-            tokens.map((t) => (friends.has(t.word) ? { ...t, stem: `#${t.word}` } : t)),
-          );
-        if (stands(categories)) return { provider: 'embedded', flagged: { field, categories } };
+        let placed = false;
+        let language: string | undefined;
+        if (categories.length > 0 && holdsFalseFriend(tokens)) {
+          language = languages.detect(text);
+          placed = true;
+          const friends = FALSE_FRIENDS.get(language ?? '');
+          // German "die" is "the": in a text read as German it is no English word (the gloss reads it).
+          if (friends !== undefined)
+            categories = categoriesOf(
+              policy,
+              text,
+              preference,
+              tokens.map((t) => (friends.has(t.word) ? { ...t, stem: `#${t.word}` } : t)),
+            );
+        }
+        if (categories.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
+        if (stands(categories, model, judged)) return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
         const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
-        if (stands(reread)) return { provider: 'embedded', flagged: { field, categories: reread } };
-        const language = place();
+        if (reread.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
+        if (stands(reread, model, judged)) return { provider: 'embedded', flagged: { field, categories: reread } };
+        if (!placed) language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
-        const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
+        const english = gloss(text, language, isEnglish);
         const englishTokens = english === undefined ? [] : tokenize(english, policy.vocabulary);
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference, englishTokens);
-        if (stands(glossed)) return { provider: 'embedded', flagged: { field, categories: glossed } };
-        // The gate (classifier.ts): text with no word of the harmful requests it learned from is
-        // not read; text in another language, none that harmful texts of other languages hold.
+        if (glossed.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
+        if (stands(glossed, model, judged)) return { provider: 'embedded', flagged: { field, categories: glossed } };
         const opens = model !== undefined && mayJudge(model, tokens, language !== undefined || english !== undefined, englishTokens);
-        const learned = opens ? learnedCategories(policy, model, reading(model), preference) : [];
+        if (opens) judged ??= judge(model, text, policy.vocabulary, tokens);
+        const learned = opens ? learnedCategories(policy, model, judged!, preference) : [];
         if (learned.length > 0) return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }

@@ -898,22 +898,23 @@ function capitalIAsL(word: string, vocabulary: Vocabulary): string | undefined {
   return readings.find(known);
 }
 
+/** Whether the unit at `i` is an ASCII letter or digit: digits belong to the word, leetspeak ("5Ieg") is one word with its letters. */
+function letterOrDigitAt(text: string, i: number): boolean {
+  const code = text.charCodeAt(i);
+  const c = code | 0x20;
+  return (c >= 97 && c <= 122) || (code >= 48 && code <= 57);
+}
+
 /** Each capital I of an otherwise lower-case word that reads as l ("kiII them" → "kill them"); before folding, which loses case. */
 function capitalIs(text: string, vocabulary: Vocabulary): string {
   let out = '';
   let copied = 0;
-  // Digits belong to the word: leetspeak ("5Ieg") is one word with its letters.
-  const letter = (i: number) => {
-    const code = text.charCodeAt(i);
-    const c = code | 0x20;
-    return (c >= 97 && c <= 122) || (code >= 48 && code <= 57);
-  };
   // Each word is read once, at its first I: the scan goes on from its end (linear in the text).
   for (let at = text.indexOf('I'); at >= 0; at = text.indexOf('I', at)) {
     let start = at;
-    while (start > copied && letter(start - 1)) start--;
+    while (start > copied && letterOrDigitAt(text, start - 1)) start--;
     let end = at + 1;
-    while (end < text.length && letter(end)) end++;
+    while (end < text.length && letterOrDigitAt(text, end)) end++;
     const reading = capitalIAsL(text.slice(start, end), vocabulary);
     if (reading !== undefined) {
       out += text.slice(copied, start) + reading;
@@ -951,25 +952,37 @@ function chunksOf(text: string, vocabulary: Vocabulary): string[] {
   return chunks;
 }
 
-/** The tokens of a text: folded, leetspeak undone, spelt-out letters joined and segmented, misspellings corrected, stemmed. */
-export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
-  const tokens: Token[] = [];
-  let run: Piece[] = [];
-  const flush = () => {
+/**
+ * What tokenize gathers while it reads one text: its tokens and the run of single letters not
+ * yet read. A class rather than closures made per text: every submission is tokenized.
+ */
+class TokenRun {
+  readonly tokens: Token[] = [];
+  private run: Piece[] = [];
+
+  constructor(
+    private readonly vocabulary: Vocabulary,
+    private readonly names: ReadonlySet<string>,
+  ) {}
+
+  flush(): void {
+    const { run, vocabulary, tokens } = this;
     if (run.length === 1) tokens.push(vocabulary.read(run[0]!.word, run[0]!.possessive));
     else if (run.length > 1) {
       const joined = vocabulary.deleet(run.map((p) => p.word).join(''));
       for (const word of vocabulary.segment(joined) ?? [joined]) tokens.push(vocabulary.read(word, false));
     }
-    run = [];
-  };
-  const take = (word: string, possessive: boolean) => {
+    if (run.length > 0) this.run = [];
+  }
+
+  take(word: string, possessive: boolean): void {
+    const { vocabulary, tokens } = this;
     // Single letters ("k i l l", "k.i.l.l", "a p i p e") are collected and read together.
     if (single(word)) {
-      run.push({ word, possessive });
+      this.run.push({ word, possessive });
       return;
     }
-    if (run.length > 0) flush();
+    if (this.run.length > 0) this.flush();
     if (word.length >= 7 && lettersOnly(word) && !vocabulary.isWord(word)) {
       // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
       const at = vocabulary.splitInTwo(word);
@@ -978,18 +991,22 @@ export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
         return;
       }
     }
-    tokens.push(names.has(word) ? { word, stem: stemOf(word), possessive } : vocabulary.read(word, possessive));
-  };
+    tokens.push(this.names.has(word) ? { word, stem: stemOf(word), possessive } : vocabulary.read(word, possessive));
+  }
+}
+
+/** The tokens of a text: folded, leetspeak undone, spelt-out letters joined and segmented, misspellings corrected, stemmed. */
+export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
   // A name inside a sentence is read as itself, not spell-corrected (names.ts).
-  const names = properNames(text);
+  const reader = new TokenRun(vocabulary, properNames(text));
   for (const chunk of chunksOf(text, vocabulary)) {
     // Most chunks are a plain word: read as it is, without the chunk reader or a piece made for it.
     const plain = plainWord(chunk);
-    if (plain !== undefined) take(plain, false);
-    else for (const piece of vocabulary.remembered(chunk, readChunk)) take(piece.word, piece.possessive);
+    if (plain !== undefined) reader.take(plain, false);
+    else for (const piece of vocabulary.remembered(chunk, readChunk)) reader.take(piece.word, piece.possessive);
   }
-  flush();
-  return tokens;
+  reader.flush();
+  return reader.tokens;
 }
 
 /** The words of a text as the policy reads them (for tests and the eval report). */
