@@ -108,17 +108,32 @@ for (const [word, languages] of LANGUAGES_OF) if (languages.includes('en') && la
 /** The function words as a trie of UTF-16 units: a word is followed as it is scanned, and copied only when it is one. */
 interface WordNode {
   next: Map<number, WordNode>;
+  /** `next` of a to z (by code - 97), so that the walk of plain ASCII words asks no map. */
+  ascii: Array<WordNode | undefined>;
   word: boolean;
+  /** A word of another language than English's (a word English holds too is English's). */
+  other: boolean;
 }
-const FUNCTION_WORDS: WordNode = { next: new Map(), word: false };
-for (const word of LANGUAGES_OF.keys()) {
+const wordNode = (): WordNode => ({ next: new Map(), ascii: new Array<WordNode | undefined>(26).fill(undefined), word: false, other: false });
+const FUNCTION_WORDS: WordNode = wordNode();
+for (const [word, languages] of LANGUAGES_OF) {
   let node = FUNCTION_WORDS;
   for (let i = 0; i < word.length; i++) {
-    let next = node.next.get(word.charCodeAt(i));
-    if (next === undefined) node.next.set(word.charCodeAt(i), (next = { next: new Map(), word: false }));
+    const code = word.charCodeAt(i);
+    let next = node.next.get(code);
+    if (next === undefined) {
+      node.next.set(code, (next = wordNode()));
+      if (code >= 97 && code <= 122) node.ascii[code - 97] = next;
+    }
     node = next;
   }
   node.word = true;
+  node.other = languages[0] !== 'en';
+}
+
+/** The trie's next node after `node` for the code unit `code` (undefined: no function word goes on so). */
+function nextNode(node: WordNode, code: number): WordNode | undefined {
+  return code >= 97 && code <= 122 ? node.ascii[code - 97] : node.next.get(code);
 }
 
 /** Fewest function words of one language before a text is taken to be written in it. */
@@ -145,17 +160,19 @@ const OTHER_SCRIPT_LETTER = /(?!\p{Script=Latin})\p{L}/u;
 const BEYOND_LATIN = /[\u0250-\uFFFF]/u;
 
 /**
- * The distinct function words of a lower-cased text. The runs of letters (what a split at
- * /\P{L}+/u gives), read without copying the words no length test admits: ASCII letters by
- * their code, anything past ASCII by a test.
+ * Whether a lower-cased text holds a function word of a language other than English, its
+ * function words added to `words` when given (without, the scan stops at the first such word, and
+ * an English text, nearly every text, is read without a word copied). The runs of letters (what
+ * a split at /\P{L}+/u gives), read without copying the words no length test admits: ASCII
+ * letters by their code, anything past ASCII by a test.
  */
-function functionWordsOf(lower: string): Set<string> {
-  const words = new Set<string>();
+function scanFunctionWords(lower: string, words: Set<string> | undefined): boolean {
+  let other = false;
   let start = -1;
   let ascii = true;
   let node: WordNode | undefined;
-  for (let at = 0; at < lower.length; ) {
-    const code = lower.charCodeAt(at);
+  for (let at = 0; at <= lower.length; ) {
+    const code = at < lower.length ? lower.charCodeAt(at) : 0x20; // a space past the end closes the last word
     let size = 1;
     let letter: boolean;
     if (code < 0x80)
@@ -172,26 +189,36 @@ function functionWordsOf(lower: string): Set<string> {
         node = FUNCTION_WORDS;
       }
       if (code < 97 || code > 122) ascii = false;
-      for (let k = 0; k < size && node !== undefined; k++) node = node.next.get(lower.charCodeAt(at + k));
+      for (let k = 0; k < size && node !== undefined; k++) node = nextNode(node, lower.charCodeAt(at + k));
     } else if (start >= 0) {
-      consider(words, lower, start, at, ascii, node);
+      if (consider(words, lower, start, at, ascii, node)) {
+        other = true;
+        if (words === undefined) return true;
+      }
       start = -1;
     }
     at += size;
   }
-  if (start >= 0) consider(words, lower, start, lower.length, ascii, node);
-  return words;
+  return other;
 }
 
-/** Adds the word from `start` to `end` to `words` when it is a function word (`node`: where the trie's walk of it ended). */
-function consider(words: Set<string>, lower: string, start: number, end: number, ascii: boolean, node: WordNode | undefined): void {
+/**
+ * Adds the word from `start` to `end` to `words` when it is a function word (`node`: where the
+ * trie's walk of it ended); returns whether it is one of a language other than English.
+ */
+function consider(words: Set<string> | undefined, lower: string, start: number, end: number, ascii: boolean, node: WordNode | undefined): boolean {
   // Most words are no function word: a length test and the trie; only accented ones are stripped.
-  if (end - start < 2 || end - start > LONGEST) return;
-  if (node?.word) words.add(lower.slice(start, end));
-  else if (!ascii) {
-    const key = plain(lower.slice(start, end));
-    if (LANGUAGES_OF.has(key)) words.add(key);
+  if (end - start < 2 || end - start > LONGEST) return false;
+  if (node?.word) {
+    words?.add(lower.slice(start, end));
+    return node.other;
   }
+  if (ascii) return false;
+  const key = plain(lower.slice(start, end));
+  const languages = LANGUAGES_OF.get(key);
+  if (languages === undefined) return false;
+  words?.add(key);
+  return languages[0] !== 'en';
 }
 
 /**
@@ -221,12 +248,11 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
           return english * 2 >= words.size ? undefined : 'und';
         }
       }
-      // Only the function words are kept, to count each once.
-      const words = functionWordsOf(lower);
       // Only English's function words (or none): English, without counting.
-      let other = false;
-      for (const word of words) if (LANGUAGES_OF.get(word)![0] !== 'en') other = true;
-      if (!other) return undefined;
+      if (!scanFunctionWords(lower, undefined)) return undefined;
+      // Only the function words are kept, to count each once.
+      const words = new Set<string>();
+      scanFunctionWords(lower, words);
       const hits = new Map<string, number>();
       for (const word of words) {
         const languages = LANGUAGES_OF.get(word);

@@ -344,6 +344,24 @@ export function foldEach(text: string): string {
 
 /** NFKC, lower case, no diacritics, no invisible format characters or fillers, look-alike letters folded to Latin. */
 export function fold(text: string): string {
+  // A submission's text is folded by the tokenizer, the gloss and the classifier's features in
+  // turn: the last one is remembered.
+  if (text === lastFold.text) return lastFold.folded;
+  lastFold.folded = foldOnce(text);
+  lastFold.text = text;
+  return lastFold.folded;
+}
+
+/** A text and its fold. */
+class FoldedText {
+  text = '';
+  folded = '';
+}
+
+/** The last text folded and its fold (a memo of one entry). */
+const lastFold = new FoldedText();
+
+function foldOnce(text: string): string {
   // Plain ASCII (most prompts) has nothing to normalise, strip or fold but its case and backticks.
   if (ASCII.test(text)) return text.toLowerCase().replace(/`/g, "'");
   // Only characters past ASCII can be dropped, and only they (and the backtick) fold to something
