@@ -8,7 +8,7 @@ import { setImmediate } from 'node:timers/promises';
 import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
-import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
+import { carries, maskedWords, occurrences, phrasesAt, START, type Intent } from './intents.ts';
 import { gloss } from './gloss.ts';
 import { dropReflexives, HARMED_NOUN, maskNamedObjects, NAMED_OBJECT, readCare, readPurposes, THING } from './context.ts';
 import { maskSenses } from './senses.ts';
@@ -51,6 +51,7 @@ interface PolicyIndex {
 }
 
 const indexes = new WeakMap<ModerationPolicy, PolicyIndex>();
+const NO_INTENTS: ReadonlyArray<{ category: ModerationCategory; intent: Intent }> = [];
 
 function indexOf(policy: ModerationPolicy): PolicyIndex {
   let index = indexes.get(policy);
@@ -98,13 +99,14 @@ function termsHeld(tokens: Token[], masked: boolean[], index: Map<string, Indexe
 /** The ids of the categories that apply to `preference` and that `text` breaks (a term, a pattern or an intent of theirs). */
 export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference, tokens = tokenize(text, policy.vocabulary)): string[] {
   const index = indexOf(policy);
-  const masked = maskedWords(tokens, policy.phrases);
-  let found = occurrences(tokens, policy.phrases, masked);
+  const phrases = phrasesAt(tokens, policy.phrases);
+  const masked = maskedWords(tokens, policy.phrases, phrases);
+  let found = occurrences(tokens, policy.phrases, masked, phrases);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
   if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING), found.get(HARMED_NOUN), found.get('harm')))
-    found = occurrences(tokens, policy.phrases, masked);
+    found = occurrences(tokens, policy.phrases, masked, phrases);
   // A trigger word in the field its text is about ("shoot … at golden hour", "bleed a tuna") counts for nothing.
-  if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked);
+  if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked, phrases);
   // "self-harming, and the friend…": a reflexive compound's verb acts on no one after it.
   dropReflexives(tokens, found);
   // "so my teenager can't overdose": a purpose that protects someone is a frame of recovery.
@@ -115,7 +117,7 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   disarmFrames(found);
   const broken = termsHeld(tokens, masked, index.terms);
   for (const concept of found.keys()) {
-    for (const { category, intent } of index.intents.get(concept) ?? []) {
+    for (const { category, intent } of index.intents.get(concept) ?? NO_INTENTS) {
       if (broken.has(category.id) || !policy.applies(category, preference)) continue;
       if (carries(tokens, found, intent)) broken.add(category.id);
     }

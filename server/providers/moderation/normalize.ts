@@ -743,10 +743,14 @@ export interface Token {
   possessive: boolean;
 }
 
+/** A match of an age (`n`) read as `minorage` when under 18. */
+function young(all: string, n: string): string {
+  return Number(n) < 18 ? ' minorage ' : all;
+}
+
 /** Ages under 18 written as numbers ("12 year old", "13yo", "a 9-year-old") become one word, `minorage`. */
 function markMinorAges(text: string): string {
   if (!/\d/.test(text)) return text; // both readings need a digit
-  const young = (all: string, n: string) => (Number(n) < 18 ? ' minorage ' : all);
   return text
     .replace(
       /\b(?:i am|im|i'm|you are|youre|you're|she is|shes|she's|he is|hes|he's|aged?|turned)\s+(\d{1,2})\b(?!\s*(?:%|am|pm|th|st|nd|rd|minutes?|hours?|days?|weeks?|months?|years|kg|lbs?|cm|inch))/gu,
@@ -957,11 +961,36 @@ function leetWord(chunk: string, vocabulary: Vocabulary): boolean {
   return /^\p{L}+$/u.test(read) && vocabulary.isWord(read);
 }
 
+/**
+ * Whether a code unit is white space to `/\s/u`: ECMAScript's WhiteSpace (tab, vertical tab, form
+ * feed, the byte order mark, Unicode's space separators) and LineTerminator.
+ */
+function whiteSpace(code: number): boolean {
+  if (code < 0x80) return code === 0x20 || (code >= 0x09 && code <= 0x0d);
+  return (
+    code === 0xa0 || code === 0x1680 || (code >= 0x2000 && code <= 0x200a) || code === 0x2028 || code === 0x2029 || code === 0x202f || code === 0x205f || code === 0x3000 || code === 0xfeff
+  );
+}
+
+/** `text.split(/\s+/u).filter(Boolean)`, by code, without the expression or a second array. */
+function whitespaceSplit(text: string): string[] {
+  const chunks: string[] = [];
+  let start = -1;
+  for (let at = 0; at < text.length; at++) {
+    if (!whiteSpace(text.charCodeAt(at))) {
+      if (start < 0) start = at;
+    } else if (start >= 0) {
+      chunks.push(text.slice(start, at));
+      start = -1;
+    }
+  }
+  if (start >= 0) chunks.push(start === 0 ? text : text.slice(start));
+  return chunks;
+}
+
 /** The whitespace-separated chunks of a text, a lone 4 or 1 read as "a" or "i" beside a leetspeak word. */
 function chunksOf(text: string, vocabulary: Vocabulary): string[] {
-  const chunks = markMinorAges(fold(capitalIs(text, vocabulary)))
-    .split(/\s+/u)
-    .filter(Boolean);
+  const chunks = whitespaceSplit(markMinorAges(fold(capitalIs(text, vocabulary))));
   for (let i = 0; i < chunks.length; i++) {
     const letter = chunks[i]!.length === 1 ? LONE_LETTERS.get(chunks[i]!) : undefined;
     if (letter === undefined) continue;
