@@ -215,6 +215,33 @@ for (const table of TABLES.values()) {
   }
 }
 
+/** An ASCII letter or digit as 0 to 35 (a to z, 0 to 9); -1 for anything else. */
+function symbol(code: number): number {
+  if (code >= 97 && code <= 122) return code - 97;
+  if (code >= 48 && code <= 57) return code - 22;
+  return -1;
+}
+
+/**
+ * The shape of the word from `start` to `end` of `text`: its length (31 at most), its first two
+ * and its last character; -1 when one of those is no lower-case ASCII letter or digit.
+ */
+function shapeAt(text: string, start: number, end: number): number {
+  const first = symbol(text.charCodeAt(start));
+  const second = symbol(text.charCodeAt(start + 1));
+  const last = symbol(text.charCodeAt(end - 1));
+  if (first < 0 || second < 0 || last < 0) return -1;
+  return ((first * 36 + second) * 36 + last) * 32 + Math.min(end - start, 31);
+}
+
+/** The shapes of the glossaries' words (of three characters or more): an English word seldom has one (one in fourteen of the everyday prompts'). */
+const GLOSSED_SHAPES: ReadonlySet<number> = new Set(
+  [...TABLES_OF.keys()]
+    .filter((w) => w.length > 2)
+    .map((w) => shapeAt(w, 0, w.length))
+    .filter((shape) => shape >= 0),
+);
+
 /** The glossary an unplaced text's words belong to, counting only words no English dictionary holds. */
 class Placement {
   /** Made at the first glossary word: most texts hold none. */
@@ -229,8 +256,7 @@ class Placement {
   add(w: string): void {
     // Short words ("a", "de", "me") are too common across languages to place a text.
     if (w.length <= 2) return;
-    this.longer++;
-    glossWork.lookups++;
+    this.unknown();
     const tables = TABLES_OF.get(w);
     if (tables === undefined) return;
     const english = (this.english ??= new Map());
@@ -246,6 +272,12 @@ class Placement {
         this.most = n;
       }
     }
+  }
+
+  /** Counts a word longer than two letters that no glossary holds (`add` counts it so too, before its look-up). */
+  unknown(): void {
+    this.longer++;
+    glossWork.lookups++;
   }
 
   /** Two such words at least, and one in eight of the longer words: a few borrowed words do not make English text another language. */
@@ -273,7 +305,12 @@ function placeByWords(folded: string, isEnglish: (word: string) => boolean): Tab
     if ((c >= 97 && c <= 122) || (code >= 48 && code <= 57)) {
       if (start < 0) start = at;
     } else if (start >= 0) {
-      if (at - start > 2) ascii.add(folded.slice(start, at));
+      // A word whose shape no glossary word has is none of theirs: counted without a copy or a look-up.
+      if (at - start > 2) {
+        const shape = shapeAt(folded, start, at);
+        if (shape < 0 || GLOSSED_SHAPES.has(shape)) ascii.add(folded.slice(start, at));
+        else ascii.unknown();
+      }
       start = -1;
     }
   }
