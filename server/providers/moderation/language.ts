@@ -105,35 +105,23 @@ const LONGEST = Math.max(...[...LANGUAGES_OF.keys()].map((w) => w.length));
 // A word English holds is English's, whatever else holds it too ("de" stays, "on" is English).
 for (const [word, languages] of LANGUAGES_OF) if (languages.includes('en') && languages.length > 1) LANGUAGES_OF.set(word, ['en']);
 
-/** The function words as a trie of UTF-16 units: a word is followed as it is scanned, and copied only when it is one. */
-interface WordNode {
-  next: Map<number, WordNode>;
-  /** `next` of a to z (by code - 97), so that the walk of plain ASCII words asks no map. */
-  ascii: Array<WordNode | undefined>;
-  word: boolean;
-  /** A word of another language than English's (a word English holds too is English's). */
-  other: boolean;
-}
-const wordNode = (): WordNode => ({ next: new Map(), ascii: new Array<WordNode | undefined>(26).fill(undefined), word: false, other: false });
-const FUNCTION_WORDS: WordNode = wordNode();
-for (const [word, languages] of LANGUAGES_OF) {
-  let node = FUNCTION_WORDS;
-  for (let i = 0; i < word.length; i++) {
-    const code = word.charCodeAt(i);
-    let next = node.next.get(code);
-    if (next === undefined) {
-      node.next.set(code, (next = wordNode()));
-      if (code >= 97 && code <= 122) node.ascii[code - 97] = next;
-    }
-    node = next;
-  }
-  node.word = true;
-  node.other = languages[0] !== 'en';
-}
+/** The bits of the table of function words' hashes (a power of two past eight times their number). */
+const HASH_BITS = 1 << 16;
 
-/** The trie's next node after `node` for the code unit `code` (undefined: no function word goes on so). */
-function nextNode(node: WordNode, code: number): WordNode | undefined {
-  return code >= 97 && code <= 122 ? node.ascii[code - 97] : node.next.get(code);
+/** A word's hash as scanFunctionWords makes it, unit by unit (FNV-1a). */
+const hashStep = (hash: number, unit: number) => Math.imul(hash ^ unit, 0x01000193);
+const HASH_START = 0x811c9dc5 | 0;
+
+/**
+ * A bit per hash of a function word written in a to z (by the hash's low bits): a plain
+ * ASCII word whose bit is clear is no function word, found so without a copy or a look-up (a
+ * word whose bit is set is looked up).
+ */
+const FUNCTION_WORD_HASHES = new Uint8Array(HASH_BITS >>> 3);
+for (const word of LANGUAGES_OF.keys()) {
+  let hash = HASH_START;
+  for (let i = 0; i < word.length; i++) hash = hashStep(hash, word.charCodeAt(i));
+  FUNCTION_WORD_HASHES[(hash & (HASH_BITS - 1)) >>> 3]! |= 1 << (hash & 7);
 }
 
 /** Fewest function words of one language before a text is taken to be written in it. */
@@ -161,16 +149,16 @@ const BEYOND_LATIN = /[\u0250-\uFFFF]/u;
 
 /**
  * Whether a lower-cased text holds a function word of a language other than English, its
- * function words added to `words` when given (without, the scan stops at the first such word, and
- * an English text, nearly every text, is read without a word copied). The runs of letters (what
- * a split at /\P{L}+/u gives), read without copying the words no length test admits: ASCII
- * letters by their code, anything past ASCII by a test.
+ * function words added to `words` when given (without, the scan stops at the first such word).
+ * The runs of letters (what a split at /\P{L}+/u gives): ASCII letters by their code, anything
+ * past ASCII by a test; a word of a to z only is hashed as it is scanned and copied only when
+ * its hash is a function word's, so an English text (nearly every text) is read with few copies.
  */
 function scanFunctionWords(lower: string, words: Set<string> | undefined): boolean {
   let other = false;
   let start = -1;
   let ascii = true;
-  let node: WordNode | undefined;
+  let hash = HASH_START;
   for (let at = 0; at <= lower.length; ) {
     const code = at < lower.length ? lower.charCodeAt(at) : 0x20; // a space past the end closes the last word
     let size = 1;
@@ -186,12 +174,12 @@ function scanFunctionWords(lower: string, words: Set<string> | undefined): boole
       if (start < 0) {
         start = at;
         ascii = true;
-        node = FUNCTION_WORDS;
+        hash = HASH_START;
       }
       if (code < 97 || code > 122) ascii = false;
-      for (let k = 0; k < size && node !== undefined; k++) node = nextNode(node, lower.charCodeAt(at + k));
+      else hash = hashStep(hash, code);
     } else if (start >= 0) {
-      if (consider(words, lower, start, at, ascii, node)) {
+      if (consider(words, lower, start, at, ascii, hash)) {
         other = true;
         if (words === undefined) return true;
       }
@@ -203,21 +191,18 @@ function scanFunctionWords(lower: string, words: Set<string> | undefined): boole
 }
 
 /**
- * Adds the word from `start` to `end` to `words` when it is a function word (`node`: where the
- * trie's walk of it ended); returns whether it is one of a language other than English.
+ * Adds the word from `start` to `end` to `words` when it is a function word (`ascii`: it is of a
+ * to z only, and `hash` is its hash); returns whether it is one of a language other than English.
  */
-function consider(words: Set<string> | undefined, lower: string, start: number, end: number, ascii: boolean, node: WordNode | undefined): boolean {
-  // Most words are no function word: a length test and the trie; only accented ones are stripped.
+function consider(words: Set<string> | undefined, lower: string, start: number, end: number, ascii: boolean, hash: number): boolean {
+  // Most words are no function word: a length test and the table of hashes; only accented ones are stripped.
   if (end - start < 2 || end - start > LONGEST) return false;
-  if (node?.word) {
-    words?.add(lower.slice(start, end));
-    return node.other;
-  }
-  if (ascii) return false;
-  const key = plain(lower.slice(start, end));
-  const languages = LANGUAGES_OF.get(key);
+  if (ascii && (FUNCTION_WORD_HASHES[(hash & (HASH_BITS - 1)) >>> 3]! & (1 << (hash & 7))) === 0) return false;
+  let word = lower.slice(start, end);
+  let languages = LANGUAGES_OF.get(word);
+  if (languages === undefined && !ascii) languages = LANGUAGES_OF.get((word = plain(word)));
   if (languages === undefined) return false;
-  words?.add(key);
+  words?.add(word);
   return languages[0] !== 'en';
 }
 
