@@ -48,6 +48,8 @@ interface IndexedTerm {
 interface PolicyIndex {
   terms: Map<string, IndexedTerm[]>;
   intents: Map<string, Array<{ category: ModerationCategory; intent: Intent }>>;
+  /** Every category's patterns as one alternation: text it does not match matches none of them (undefined where they cannot be joined). */
+  anyPattern: RegExp | undefined;
 }
 
 const indexes = new WeakMap<ModerationPolicy, PolicyIndex>();
@@ -56,7 +58,7 @@ const NO_INTENTS: ReadonlyArray<{ category: ModerationCategory; intent: Intent }
 function indexOf(policy: ModerationPolicy): PolicyIndex {
   let index = indexes.get(policy);
   if (index === undefined) {
-    index = { terms: new Map(), intents: new Map() };
+    index = { terms: new Map(), intents: new Map(), anyPattern: anyOf(policy.categories.flatMap((c) => c.patterns)) };
     for (const category of policy.categories) {
       for (const t of category.terms) {
         const list = index.terms.get(t.stems[0]!) ?? [];
@@ -74,6 +76,18 @@ function indexOf(policy: ModerationPolicy): PolicyIndex {
     indexes.set(policy, index);
   }
   return index;
+}
+
+/**
+ * One expression matching where any of `patterns` does, so that text none of them matches (nearly
+ * every text) is scanned once rather than once per pattern; undefined when they cannot be
+ * joined so: flags that differ, or groups referred to by number or name, which joining renumbers.
+ */
+function anyOf(patterns: readonly RegExp[]): RegExp | undefined {
+  if (patterns.length < 2) return undefined;
+  const flags = patterns[0]!.flags.replace(/[gy]/g, '');
+  for (const p of patterns) if (p.flags.replace(/[gy]/g, '') !== flags || /\\[1-9k]|\(\?</.test(p.source)) return undefined;
+  return new RegExp(patterns.map((p) => `(?:${p.source})`).join('|'), flags);
 }
 
 /**
@@ -123,12 +137,14 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
     }
   }
   let spaced: string | undefined;
+  let anyPattern: boolean | undefined;
   const ids: string[] = [];
   for (const c of policy.categories) {
     if (!policy.applies(c, preference)) continue;
     if (!broken.has(c.id) && c.patterns.length > 0) {
       spaced ??= tokens.map((t) => t.word).join(' ');
-      for (const p of c.patterns) {
+      anyPattern ??= index.anyPattern === undefined || index.anyPattern.test(spaced);
+      if (anyPattern) for (const p of c.patterns) {
         if (!p.test(spaced)) continue;
         broken.add(c.id);
         break;
