@@ -76,6 +76,8 @@ const AUXILIARIES = new Set([
 const PLACES = new Set(['in', 'on', 'at', 'by', 'near', 'behind', 'outsid', 'insid']);
 const MOST_PLACE_WORDS = 3;
 
+const NO_OCCURRENCES: readonly Occurrence[] = [];
+
 /** The most auxiliaries between an object and what is said of it. */
 const MOST_AUXILIARIES = 3;
 
@@ -88,9 +90,9 @@ export function maskNamedObjects(
   tokens: Token[],
   objects: readonly Occurrence[] | undefined,
   masked: boolean[],
-  things: readonly Occurrence[] = [],
-  harmed: readonly Occurrence[] = [],
-  violent: readonly Occurrence[] = [],
+  things: readonly Occurrence[] = NO_OCCURRENCES,
+  harmed: readonly Occurrence[] = NO_OCCURRENCES,
+  violent: readonly Occurrence[] = NO_OCCURRENCES,
 ): boolean {
   let changed = false;
   for (let i = 0; i + 1 < tokens.length; i++) {
@@ -182,7 +184,6 @@ const HARMS = ['harm', 'self-harm', 'injure'];
 /** Negations of a purpose ("so my son can't …"), and the words that may stand before its harm ("get hurt"). */
 const NEGATIONS = new Set(['cant', 'cannot', 'wont', 'doesnt', 'dont', 'didnt', 'couldnt', 'wouldnt', 'never', 'not']);
 const LINKS = new Set(['get', 'be', 'accident', 'accidentally', 'ever', 'possibl']);
-const NO_OCCURRENCES: readonly Occurrence[] = [];
 /** What a protective purpose is to the policy: a frame of recovery (self-harm) and a protective one (the rest). */
 const FRAMES = [RECOVERY, 'protective'];
 
@@ -192,6 +193,7 @@ const FRAMES = [RECOVERY, 'protective'];
  * whether it added one.
  */
 export function readPurposes(tokens: Token[], found: Map<string, Occurrence[]>): boolean {
+  if (!holdsAny(found, HARMS)) return false;
   // Where each harm starts, and its end: one look-up per purpose.
   const harms = new Map<number, number>();
   for (const c of HARMS) for (const h of found.get(c) ?? NO_OCCURRENCES) harms.set(h.start, Math.max(h.end, harms.get(h.start) ?? 0));
@@ -273,7 +275,8 @@ const WRITER = new Set(['i', 'we', 'me', 'us']);
  * recruit victims without hotel staff noticing"). One pass over the concepts found: linear.
  */
 export function readCare(tokens: Token[], found: Map<string, Occurrence[]>): boolean {
-  if (AGAINST_CARE.some((c) => found.has(c))) return false;
+  // Every frame below begins at one of these: a text with none (most texts) has nothing to read.
+  if (!holdsAny(found, CARE_OPENINGS) || holdsAny(found, AGAINST_CARE)) return false;
   const cared: Occurrence[] = [];
   const acting: Occurrence[] = [];
   const children: Occurrence[] = [];
@@ -378,6 +381,15 @@ export function readCare(tokens: Token[], found: Map<string, Occurrence[]>): boo
   add(SAFEGUARD, safeguard);
   add('report-frame', [...children, ...safeguard, ...topic]);
   return true;
+}
+
+/** The concepts a frame of care, report, awareness or teaching is read from (readCare). */
+const CARE_OPENINGS = [CARE_VERB, REPORTED_SPEECH, AWARE_ACT, TEACH_FRAME, SAFETY_FRAME];
+
+/** Whether any of `concepts` was found. */
+function holdsAny(found: Map<string, Occurrence[]>, concepts: readonly string[]): boolean {
+  for (const c of concepts) if (found.has(c)) return true;
+  return false;
 }
 
 /** Where each person (or minor) occurrence starts → where it ends, and whether it is a minor. */
