@@ -259,11 +259,11 @@ class Placement {
     this.unknown();
     const tables = TABLES_OF.get(w);
     if (tables === undefined) return;
-    const english = (this.english ??= new Map());
+    const english = (this.english ??= new Map<string, boolean>());
     let known = english.get(w);
     if (known === undefined) english.set(w, (known = this.isEnglish(w)));
     if (known) return;
-    const counts = (this.counts ??= new Map());
+    const counts = (this.counts ??= new Map<Table, number>());
     for (const t of tables) {
       const n = (counts.get(t) ?? 0) + 1;
       counts.set(t, n);

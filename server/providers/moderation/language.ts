@@ -159,7 +159,7 @@ function scanFunctionWords(lower: string, words: Set<string> | undefined): boole
   let start = -1;
   let ascii = true;
   let hash = HASH_START;
-  for (let at = 0; at <= lower.length; ) {
+  for (let at = 0; at <= lower.length;) {
     const code = at < lower.length ? lower.charCodeAt(at) : 0x20; // a space past the end closes the last word
     let size = 1;
     let letter: boolean;

@@ -144,11 +144,12 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
     if (!broken.has(c.id) && c.patterns.length > 0) {
       spaced ??= tokens.map((t) => t.word).join(' ');
       anyPattern ??= index.anyPattern === undefined || index.anyPattern.test(spaced);
-      if (anyPattern) for (const p of c.patterns) {
-        if (!p.test(spaced)) continue;
-        broken.add(c.id);
-        break;
-      }
+      if (anyPattern)
+        for (const p of c.patterns) {
+          if (!p.test(spaced)) continue;
+          broken.add(c.id);
+          break;
+        }
     }
     if (broken.has(c.id)) ids.push(c.id);
   }
