@@ -981,7 +981,7 @@ function whiteSpace(code: number): boolean {
 }
 
 /** `text.split(/\s+/u).filter(Boolean)`, by code, without the expression or a second array. */
-function whitespaceSplit(text: string): string[] {
+export function whitespaceSplit(text: string): string[] {
   const chunks: string[] = [];
   let start = -1;
   for (let at = 0; at < text.length; at++) {
