@@ -3,8 +3,9 @@
  * must give what the longer way gives, so that no decision moves with them:
  * two words run together are found without the table of every split, a word is
  * known not to inflect a policy word from its first two letters, the
- * dictionary's filter never turns a word away, and a text is folded, and a chunk
- * trimmed and cut into pieces, by code point as the expressions they replace did.
+ * dictionary's filter never turns a word away, and a text is folded, split at
+ * white space, and a chunk trimmed and cut into pieces, by code point as the
+ * expressions they replace did.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,6 +24,7 @@ import {
   squeeze,
   stemOf,
   trimChunk,
+  whitespaceSplit,
   withoutCodePoints,
 } from '../../server/providers/moderation/normalize.ts';
 import { INVISIBLE_LETTERS } from '../../server/providers/moderation/look-alikes.ts';
@@ -210,6 +212,22 @@ describe('moderation reading shortcuts', () => {
     for (let c = 0; c < 0x80; c++) assert.ok(!/\p{Cf}|\p{M}/u.test(String.fromCharCode(c)), `U+${c.toString(16)}`);
     assert.equal(withoutCodePoints('a\u200bb', { has: (c) => c === 0x200b }), 'ab');
     assert.equal(foldEach('a`b'), "a'b");
+  });
+
+  it('when a text is split at white space by code, then its chunks are those of the expression', () => {
+    const byExpression = (text: string) => text.split(/\s+/u).filter(Boolean);
+    // Every code unit, between letters and at the ends.
+    for (let c = 0; c <= 0xffff; c++) {
+      const unit = String.fromCharCode(c);
+      for (const text of [`a${unit}b`, `${unit}a${unit}${unit}`]) assert.deepEqual(whitespaceSplit(text), byExpression(text), `U+${c.toString(16)}`);
+    }
+    const unit = fc.constantFrom('a', 'b', ' ', '\t', '\n', '\u00a0', '\u2003', '\u3000', '\ufeff', '\u200b', '\ud835', '\udc1a', '\ud835\udc1a');
+    fc.assert(
+      fc.property(fc.string({ unit, maxLength: 24 }), (text) => {
+        assert.deepEqual(whitespaceSplit(text), byExpression(text), JSON.stringify(text));
+      }),
+      { numRuns: 20000 },
+    );
   });
 
   it('when words are read over and over (their memos keep a word from its second sight), then each reading is what working it out afresh gives', () => {

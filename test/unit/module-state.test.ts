@@ -38,6 +38,7 @@ const ALLOWED: Record<string, string> = {
   'providers/moderation/normalize.ts stems': MEMO,
   'providers/moderation/normalize.ts folded': MEMO,
   'providers/moderation/normalize.ts foldedUnits': MEMO,
+  'providers/moderation/normalize.ts lastFold': MEMO,
   'providers/moderation/gloss.ts TABLES_OF': MEMO,
   'providers/moderation/language.ts LANGUAGES_OF': MEMO,
   'providers/moderation/names.ts EMPTY': 'an empty set shared read-only',

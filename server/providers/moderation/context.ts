@@ -76,6 +76,8 @@ const AUXILIARIES = new Set([
 const PLACES = new Set(['in', 'on', 'at', 'by', 'near', 'behind', 'outsid', 'insid']);
 const MOST_PLACE_WORDS = 3;
 
+const NO_OCCURRENCES: readonly Occurrence[] = [];
+
 /** The most auxiliaries between an object and what is said of it. */
 const MOST_AUXILIARIES = 3;
 
@@ -88,62 +90,70 @@ export function maskNamedObjects(
   tokens: Token[],
   objects: readonly Occurrence[] | undefined,
   masked: boolean[],
-  things: readonly Occurrence[] = [],
-  harmed: readonly Occurrence[] = [],
-  violent: readonly Occurrence[] = [],
+  things: readonly Occurrence[] = NO_OCCURRENCES,
+  harmed: readonly Occurrence[] = NO_OCCURRENCES,
+  violent: readonly Occurrence[] = NO_OCCURRENCES,
 ): boolean {
   let changed = false;
-  const mask = (i: number) => {
-    if (i >= 0 && i < tokens.length && !masked[i]) {
-      masked[i] = true;
-      changed = true;
-    }
-  };
   for (let i = 0; i + 1 < tokens.length; i++) {
-    if (PROTECTIVE_SUFFIXES.has(tokens[i + 1]!.stem)) mask(i);
+    if (PROTECTIVE_SUFFIXES.has(tokens[i + 1]!.stem)) changed = mask(masked, i) || changed;
   }
-  for (const o of objects ?? []) {
+  for (const o of objects ?? NO_OCCURRENCES) {
     // The word right before the object modifies it.
-    if (o.start > 0 && !tokens[o.start - 1]!.possessive) mask(o.start - 1);
+    if (o.start > 0 && !tokens[o.start - 1]!.possessive) changed = mask(masked, o.start - 1) || changed;
     // "a bomb-shaped cake", "a gun-themed cake": the word before the shape or theme too.
-    if (o.start > 1 && LOOKS.has(tokens[o.start - 1]!.stem) && !tokens[o.start - 2]!.possessive) mask(o.start - 2);
+    if (o.start > 1 && LOOKS.has(tokens[o.start - 1]!.stem) && !tokens[o.start - 2]!.possessive) changed = mask(masked, o.start - 2) || changed;
     // "death by chocolate": what is named after the object.
-    if (o.start > 1 && tokens[o.start - 1]!.stem === 'by') mask(o.start - 2);
-    saidOf(o);
+    if (o.start > 1 && tokens[o.start - 1]!.stem === 'by') changed = mask(masked, o.start - 2) || changed;
+    changed = saidOf(tokens, masked, o) || changed;
   }
   // What is said of any thing is said of a thing ("my phone keeps dying"); only named objects
   // mask the word before them, since "poison food" is a verb and its object.
-  for (const o of things) saidOf(o);
+  for (const o of things) changed = saidOf(tokens, masked, o) || changed;
   // "a stabbing victim", "a shooting survivor": a gerund right before the noun names the case it
   // is. Only a gerund, with nothing between: "stab the victim", "move victims across borders" and
   // "mocking Holocaust victims" keep their harm, and what is said of a victim ("make sure the
   // victim is dead") is not masked, since a victim is a person.
   // Only a gerund of an act of violence: "recruiting trafficking victims" keeps its trafficking,
   // which names the trade the victims are held in, not an event they survived.
-  const acts = new Set(violent.map((o) => o.start));
-  for (const o of harmed) {
-    const before = o.start > 0 ? tokens[o.start - 1]! : undefined;
-    if (before !== undefined && !before.possessive && before.word.endsWith('ing') && acts.has(o.start - 1)) mask(o.start - 1);
+  if (harmed.length > 0 && violent.length > 0) {
+    const acts = new Set(violent.map((o) => o.start));
+    for (const o of harmed) {
+      const before = o.start > 0 ? tokens[o.start - 1]! : undefined;
+      if (before !== undefined && !before.possessive && before.word.endsWith('ing') && acts.has(o.start - 1)) changed = mask(masked, o.start - 1) || changed;
+    }
   }
   return changed;
+}
 
-  function saidOf(o: Occurrence): void {
-    // What is said of the object, past a place it is in and its auxiliaries: "won't die",
-    // "is dead", "the plant in my office is dying".
-    let at = o.end;
-    if (at < tokens.length && RELATIVES.has(tokens[at]!.stem)) at++;
-    if (at < tokens.length && PLACES.has(tokens[at]!.stem)) {
-      let end = at + 1;
-      while (end < tokens.length && end - at <= MOST_PLACE_WORDS && !AUXILIARIES.has(tokens[end]!.stem)) end++;
-      if (end < tokens.length && AUXILIARIES.has(tokens[end]!.stem)) at = end;
-    }
-    let auxiliaries = 0;
-    while (at < tokens.length && auxiliaries < MOST_AUXILIARIES && AUXILIARIES.has(tokens[at]!.stem)) {
-      at++;
-      auxiliaries++;
-    }
-    if (auxiliaries > 0 && at < tokens.length) mask(at);
+/**
+ * Masks word `i` (when it is a word, not yet masked); returns whether it did. A function of the
+ * module, not a closure made per text: the moderation of every submission runs through here.
+ */
+function mask(masked: boolean[], i: number): boolean {
+  if (i < 0 || i >= masked.length || masked[i]) return false;
+  masked[i] = true;
+  return true;
+}
+
+/**
+ * Masks what is said of the object at `o`, past a place it is in and its auxiliaries: "won't
+ * die", "is dead", "the plant in my office is dying". Returns whether it masked a word.
+ */
+function saidOf(tokens: Token[], masked: boolean[], o: Occurrence): boolean {
+  let at = o.end;
+  if (at < tokens.length && RELATIVES.has(tokens[at]!.stem)) at++;
+  if (at < tokens.length && PLACES.has(tokens[at]!.stem)) {
+    let end = at + 1;
+    while (end < tokens.length && end - at <= MOST_PLACE_WORDS && !AUXILIARIES.has(tokens[end]!.stem)) end++;
+    if (end < tokens.length && AUXILIARIES.has(tokens[end]!.stem)) at = end;
   }
+  let auxiliaries = 0;
+  while (at < tokens.length && auxiliaries < MOST_AUXILIARIES && AUXILIARIES.has(tokens[at]!.stem)) {
+    at++;
+    auxiliaries++;
+  }
+  return auxiliaries > 0 && at < tokens.length && mask(masked, at);
 }
 
 /** The harm verbs a reflexive compound holds ("self-harm", "self-injure"). */
@@ -174,7 +184,6 @@ const HARMS = ['harm', 'self-harm', 'injure'];
 /** Negations of a purpose ("so my son can't …"), and the words that may stand before its harm ("get hurt"). */
 const NEGATIONS = new Set(['cant', 'cannot', 'wont', 'doesnt', 'dont', 'didnt', 'couldnt', 'wouldnt', 'never', 'not']);
 const LINKS = new Set(['get', 'be', 'accident', 'accidentally', 'ever', 'possibl']);
-const NO_OCCURRENCES: readonly Occurrence[] = [];
 /** What a protective purpose is to the policy: a frame of recovery (self-harm) and a protective one (the rest). */
 const FRAMES = [RECOVERY, 'protective'];
 
@@ -184,6 +193,7 @@ const FRAMES = [RECOVERY, 'protective'];
  * whether it added one.
  */
 export function readPurposes(tokens: Token[], found: Map<string, Occurrence[]>): boolean {
+  if (!holdsAny(found, HARMS)) return false;
   // Where each harm starts, and its end: one look-up per purpose.
   const harms = new Map<number, number>();
   for (const c of HARMS) for (const h of found.get(c) ?? NO_OCCURRENCES) harms.set(h.start, Math.max(h.end, harms.get(h.start) ?? 0));
@@ -265,7 +275,8 @@ const WRITER = new Set(['i', 'we', 'me', 'us']);
  * recruit victims without hotel staff noticing"). One pass over the concepts found: linear.
  */
 export function readCare(tokens: Token[], found: Map<string, Occurrence[]>): boolean {
-  if (AGAINST_CARE.some((c) => found.has(c))) return false;
+  // Every frame below begins at one of these: a text with none (most texts) has nothing to read.
+  if (!holdsAny(found, CARE_OPENINGS) || holdsAny(found, AGAINST_CARE)) return false;
   const cared: Occurrence[] = [];
   const acting: Occurrence[] = [];
   const children: Occurrence[] = [];
@@ -370,6 +381,15 @@ export function readCare(tokens: Token[], found: Map<string, Occurrence[]>): boo
   add(SAFEGUARD, safeguard);
   add('report-frame', [...children, ...safeguard, ...topic]);
   return true;
+}
+
+/** The concepts a frame of care, report, awareness or teaching is read from (readCare). */
+const CARE_OPENINGS = [CARE_VERB, REPORTED_SPEECH, AWARE_ACT, TEACH_FRAME, SAFETY_FRAME];
+
+/** Whether any of `concepts` was found. */
+function holdsAny(found: Map<string, Occurrence[]>, concepts: readonly string[]): boolean {
+  for (const c of concepts) if (found.has(c)) return true;
+  return false;
 }
 
 /** Where each person (or minor) occurrence starts → where it ends, and whether it is a minor. */

@@ -215,31 +215,106 @@ for (const table of TABLES.values()) {
   }
 }
 
+/** An ASCII letter or digit as 0 to 35 (a to z, 0 to 9); -1 for anything else. */
+function symbol(code: number): number {
+  if (code >= 97 && code <= 122) return code - 97;
+  if (code >= 48 && code <= 57) return code - 22;
+  return -1;
+}
+
+/**
+ * The shape of the word from `start` to `end` of `text`: its length (31 at most), its first two
+ * and its last character; -1 when one of those is no lower-case ASCII letter or digit.
+ */
+function shapeAt(text: string, start: number, end: number): number {
+  const first = symbol(text.charCodeAt(start));
+  const second = symbol(text.charCodeAt(start + 1));
+  const last = symbol(text.charCodeAt(end - 1));
+  if (first < 0 || second < 0 || last < 0) return -1;
+  return ((first * 36 + second) * 36 + last) * 32 + Math.min(end - start, 31);
+}
+
+/** The shapes of the glossaries' words (of three characters or more): an English word seldom has one (one in fourteen of the everyday prompts'). */
+const GLOSSED_SHAPES: ReadonlySet<number> = new Set(
+  [...TABLES_OF.keys()]
+    .filter((w) => w.length > 2)
+    .map((w) => shapeAt(w, 0, w.length))
+    .filter((shape) => shape >= 0),
+);
+
 /** The glossary an unplaced text's words belong to, counting only words no English dictionary holds. */
-function placeByWords(words: readonly string[], isEnglish: (word: string) => boolean): Table | undefined {
-  const counts = new Map<Table, number>();
-  const english = new Map<string, boolean>();
-  let best: Table | undefined;
-  let most = 0;
-  let longer = 0;
-  for (const w of words) {
+class Placement {
+  /** Made at the first glossary word: most texts hold none. */
+  private counts: Map<Table, number> | undefined;
+  private english: Map<string, boolean> | undefined;
+  private best: Table | undefined;
+  private most = 0;
+  private longer = 0;
+
+  constructor(private readonly isEnglish: (word: string) => boolean) {}
+
+  add(w: string): void {
     // Short words ("a", "de", "me") are too common across languages to place a text.
-    if (w.length <= 2) continue;
-    longer++;
-    glossWork.lookups++;
+    if (w.length <= 2) return;
+    this.unknown();
     const tables = TABLES_OF.get(w);
-    if (tables === undefined) continue;
+    if (tables === undefined) return;
+    const english = (this.english ??= new Map<string, boolean>());
     let known = english.get(w);
-    if (known === undefined) english.set(w, (known = isEnglish(w)));
-    if (known) continue;
+    if (known === undefined) english.set(w, (known = this.isEnglish(w)));
+    if (known) return;
+    const counts = (this.counts ??= new Map<Table, number>());
     for (const t of tables) {
       const n = (counts.get(t) ?? 0) + 1;
       counts.set(t, n);
-      if (n > most) [best, most] = [t, n];
+      if (n > this.most) {
+        this.best = t;
+        this.most = n;
+      }
     }
   }
-  // Two such words at least, and one in eight of the longer words: a few borrowed words do not make English text another language.
-  return most >= 2 && most * 8 >= longer ? best : undefined;
+
+  /** Counts a word longer than two letters that no glossary holds (`add` counts it so too, before its look-up). */
+  unknown(): void {
+    this.longer++;
+    glossWork.lookups++;
+  }
+
+  /** Two such words at least, and one in eight of the longer words: a few borrowed words do not make English text another language. */
+  placed(): Table | undefined {
+    return this.most >= 2 && this.most * 8 >= this.longer ? this.best : undefined;
+  }
+}
+
+/**
+ * The glossary a folded text's words (WORDS_AND_CLAUSES) belong to. Plain ASCII (nearly every
+ * text) is read by its codes, each run of letters and digits a word, without the expression's
+ * array of every word and mark; anything else by the expression.
+ */
+function placeByWords(folded: string, isEnglish: (word: string) => boolean): Table | undefined {
+  const ascii = new Placement(isEnglish);
+  let start = -1;
+  for (let at = 0; at <= folded.length; at++) {
+    const code = at < folded.length ? folded.charCodeAt(at) : 0x20; // a space past the end closes the last word
+    if (code >= 0x80) {
+      const placement = new Placement(isEnglish);
+      for (const w of folded.match(WORDS_AND_CLAUSES) ?? []) placement.add(w);
+      return placement.placed();
+    }
+    const c = code | 0x20;
+    if ((c >= 97 && c <= 122) || (code >= 48 && code <= 57)) {
+      if (start < 0) start = at;
+    } else if (start >= 0) {
+      // A word whose shape no glossary word has is none of theirs: counted without a copy or a look-up.
+      if (at - start > 2) {
+        const shape = shapeAt(folded, start, at);
+        if (shape < 0 || GLOSSED_SHAPES.has(shape)) ascii.add(folded.slice(start, at));
+        else ascii.unknown();
+      }
+      start = -1;
+    }
+  }
+  return ascii.placed();
 }
 
 /**
@@ -255,7 +330,7 @@ export function gloss(text: string, language: string | undefined, isEnglish: (wo
   if (placed === undefined) {
     // Its opening is enough to place a text the detector did not, and bounds what an English
     // text (nearly every text) pays for the question: folding is the costly part.
-    placed = placeByWords(fold(text.slice(0, PLACING_CHARS)).match(WORDS_AND_CLAUSES) ?? [], isEnglish);
+    placed = placeByWords(fold(text.slice(0, PLACING_CHARS)), isEnglish);
     if (placed === undefined) return undefined;
   }
   const pieces = fold(text).match(WORDS_AND_CLAUSES) ?? [];

@@ -119,22 +119,38 @@ export const PREPOSITIONS: ReadonlySet<string> = new Set([
 /** Words within an intent's reach of each other. */
 const WINDOW = 24;
 
-/** An index's masks and its concept phrases apart (each list keeps its order), made once per index. */
-const parted = new WeakMap<PhraseIndex, { masks: PhraseIndex; concepts: PhraseIndex }>();
+/** The policy's phrases that begin with one stem: its masks and its concept phrases apart (each list keeps its order). */
+export interface PhrasesOf {
+  masks: Phrase[] | undefined;
+  concepts: Phrase[] | undefined;
+}
 
-function partsOf(index: PhraseIndex): { masks: PhraseIndex; concepts: PhraseIndex } {
+/** An index's phrases by first stem, masks and concept phrases apart, made once per index. */
+const parted = new WeakMap<PhraseIndex, Map<string, PhrasesOf>>();
+
+function partsOf(index: PhraseIndex): Map<string, PhrasesOf> {
   let parts = parted.get(index);
   if (parts === undefined) {
-    parts = { masks: new Map(), concepts: new Map() };
+    parts = new Map();
     for (const [stem, list] of index) {
       const masks = list.filter((p) => p.concept === MASK);
       const concepts = list.filter((p) => p.concept !== MASK);
-      if (masks.length > 0) parts.masks.set(stem, masks);
-      if (concepts.length > 0) parts.concepts.set(stem, concepts);
+      parts.set(stem, { masks: masks.length > 0 ? masks : undefined, concepts: concepts.length > 0 ? concepts : undefined });
     }
     parted.set(index, parts);
   }
   return parts;
+}
+
+/**
+ * The phrases that begin at each word (undefined where none does): one look-up per word for
+ * a text, which maskedWords and each occurrences of it share.
+ */
+export function phrasesAt(tokens: Token[], index: PhraseIndex): Array<PhrasesOf | undefined> {
+  const parts = partsOf(index);
+  const at = new Array<PhrasesOf | undefined>(tokens.length);
+  for (let i = 0; i < tokens.length; i++) at[i] = parts.get(tokens[i]!.stem);
+  return at;
 }
 
 export function indexPhrases(phrases: Phrase[]): PhraseIndex {
@@ -156,11 +172,10 @@ function phraseAt(tokens: Token[], at: number, stems: string[]): boolean {
 }
 
 /** Which words a benign mask covers ("bomb shelter", "bath bomb"; the longest mask at a place wins). */
-export function maskedWords(tokens: Token[], index: PhraseIndex): boolean[] {
+export function maskedWords(tokens: Token[], index: PhraseIndex, at = phrasesAt(tokens, index)): boolean[] {
   const masked = new Array<boolean>(tokens.length).fill(false);
-  const { masks } = partsOf(index);
   for (let i = 0; i < tokens.length; i++) {
-    const phrases = masks.get(tokens[i]!.stem);
+    const phrases = at[i]?.masks;
     if (phrases === undefined) continue;
     for (const p of phrases) {
       if (!phraseAt(tokens, i, p.stems)) continue;
@@ -172,21 +187,26 @@ export function maskedWords(tokens: Token[], index: PhraseIndex): boolean[] {
 }
 
 /** Where each concept occurs, the words of benign masks (`masked`) first taken out. */
-export function occurrences(tokens: Token[], index: PhraseIndex, masked = maskedWords(tokens, index)): Map<string, Occurrence[]> {
+export function occurrences(
+  tokens: Token[],
+  index: PhraseIndex,
+  masked = maskedWords(tokens, index),
+  at = phrasesAt(tokens, index),
+): Map<string, Occurrence[]> {
   // `start`: the beginning of the text, so that an intent can ask for a sentence that opens with a verb ("make a grenade").
-  const found = new Map<string, Occurrence[]>([[START, [{ start: 0, end: 0 }]]]);
-  const { concepts } = partsOf(index);
+  const found = new Map<string, Occurrence[]>();
+  found.set(START, [{ start: 0, end: 0 }]);
   for (let i = 0; i < tokens.length; i++) {
-    const phrases = concepts.get(tokens[i]!.stem);
+    const phrases = at[i]?.concepts;
     if (phrases === undefined) continue;
     for (const p of phrases) {
       if (!phraseAt(tokens, i, p.stems)) continue;
       let free = true;
       for (let k = 0; k < p.stems.length; k++) if (masked[i + k]) free = false;
       if (!free) continue;
-      const list = found.get(p.concept) ?? [];
-      list.push({ start: i, end: i + p.stems.length });
-      found.set(p.concept, list);
+      const list = found.get(p.concept);
+      if (list === undefined) found.set(p.concept, [{ start: i, end: i + p.stems.length }]);
+      else list.push({ start: i, end: i + p.stems.length });
     }
   }
   return found;

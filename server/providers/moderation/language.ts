@@ -105,20 +105,23 @@ const LONGEST = Math.max(...[...LANGUAGES_OF.keys()].map((w) => w.length));
 // A word English holds is English's, whatever else holds it too ("de" stays, "on" is English).
 for (const [word, languages] of LANGUAGES_OF) if (languages.includes('en') && languages.length > 1) LANGUAGES_OF.set(word, ['en']);
 
-/** The function words as a trie of UTF-16 units: a word is followed as it is scanned, and copied only when it is one. */
-interface WordNode {
-  next: Map<number, WordNode>;
-  word: boolean;
-}
-const FUNCTION_WORDS: WordNode = { next: new Map(), word: false };
+/** The bits of the table of function words' hashes (a power of two past eight times their number). */
+const HASH_BITS = 1 << 16;
+
+/** A word's hash as scanFunctionWords makes it, unit by unit (FNV-1a). */
+const hashStep = (hash: number, unit: number) => Math.imul(hash ^ unit, 0x01000193);
+const HASH_START = 0x811c9dc5 | 0;
+
+/**
+ * A bit per hash of a function word written in a to z (by the hash's low bits): a plain
+ * ASCII word whose bit is clear is no function word, found so without a copy or a look-up (a
+ * word whose bit is set is looked up).
+ */
+const FUNCTION_WORD_HASHES = new Uint8Array(HASH_BITS >>> 3);
 for (const word of LANGUAGES_OF.keys()) {
-  let node = FUNCTION_WORDS;
-  for (let i = 0; i < word.length; i++) {
-    let next = node.next.get(word.charCodeAt(i));
-    if (next === undefined) node.next.set(word.charCodeAt(i), (next = { next: new Map(), word: false }));
-    node = next;
-  }
-  node.word = true;
+  let hash = HASH_START;
+  for (let i = 0; i < word.length; i++) hash = hashStep(hash, word.charCodeAt(i));
+  FUNCTION_WORD_HASHES[(hash & (HASH_BITS - 1)) >>> 3]! |= 1 << (hash & 7);
 }
 
 /** Fewest function words of one language before a text is taken to be written in it. */
@@ -143,6 +146,65 @@ const OTHER_SCRIPT_LETTER = /(?!\p{Script=Latin})\p{L}/u;
 
 /** Anything past Latin Extended-B: only then is NFKC needed, or can another script be most of the text. */
 const BEYOND_LATIN = /[\u0250-\uFFFF]/u;
+
+/**
+ * Whether a lower-cased text holds a function word of a language other than English, its
+ * function words added to `words` when given (without, the scan stops at the first such word).
+ * The runs of letters (what a split at /\P{L}+/u gives): ASCII letters by their code, anything
+ * past ASCII by a test; a word of a to z only is hashed as it is scanned and copied only when
+ * its hash is a function word's, so an English text (nearly every text) is read with few copies.
+ */
+function scanFunctionWords(lower: string, words: Set<string> | undefined): boolean {
+  let other = false;
+  let start = -1;
+  let ascii = true;
+  let hash = HASH_START;
+  for (let at = 0; at <= lower.length;) {
+    const code = at < lower.length ? lower.charCodeAt(at) : 0x20; // a space past the end closes the last word
+    let size = 1;
+    let letter: boolean;
+    if (code < 0x80)
+      letter = (code | 0x20) >= 97 && (code | 0x20) <= 122; // NFKC can make a capital ("ℌ")
+    else {
+      const point = lower.codePointAt(at)!;
+      size = point > 0xffff ? 2 : 1;
+      letter = isLetter(point);
+    }
+    if (letter) {
+      if (start < 0) {
+        start = at;
+        ascii = true;
+        hash = HASH_START;
+      }
+      if (code < 97 || code > 122) ascii = false;
+      else hash = hashStep(hash, code);
+    } else if (start >= 0) {
+      if (consider(words, lower, start, at, ascii, hash)) {
+        other = true;
+        if (words === undefined) return true;
+      }
+      start = -1;
+    }
+    at += size;
+  }
+  return other;
+}
+
+/**
+ * Adds the word from `start` to `end` to `words` when it is a function word (`ascii`: it is of a
+ * to z only, and `hash` is its hash); returns whether it is one of a language other than English.
+ */
+function consider(words: Set<string> | undefined, lower: string, start: number, end: number, ascii: boolean, hash: number): boolean {
+  // Most words are no function word: a length test and the table of hashes; only accented ones are stripped.
+  if (end - start < 2 || end - start > LONGEST) return false;
+  if (ascii && (FUNCTION_WORD_HASHES[(hash & (HASH_BITS - 1)) >>> 3]! & (1 << (hash & 7))) === 0) return false;
+  let word = lower.slice(start, end);
+  let languages = LANGUAGES_OF.get(word);
+  if (languages === undefined && !ascii) languages = LANGUAGES_OF.get((word = plain(word)));
+  if (languages === undefined) return false;
+  words?.add(word);
+  return languages[0] !== 'en';
+}
 
 /**
  * The stop-word detector: a text is in language L when its distinct function words of L
@@ -171,52 +233,11 @@ export function stopWordDetector(isEnglish: (word: string) => boolean): Language
           return english * 2 >= words.size ? undefined : 'und';
         }
       }
+      // Only English's function words (or none): English, without counting.
+      if (!scanFunctionWords(lower, undefined)) return undefined;
       // Only the function words are kept, to count each once.
       const words = new Set<string>();
-      const consider = (start: number, end: number, ascii: boolean, node: WordNode | undefined) => {
-        // Most words are no function word: a length test and the trie; only accented ones are stripped.
-        if (end - start < 2 || end - start > LONGEST) return;
-        if (node?.word) words.add(lower.slice(start, end));
-        else if (!ascii) {
-          const key = plain(lower.slice(start, end));
-          if (LANGUAGES_OF.has(key)) words.add(key);
-        }
-      };
-      // The runs of letters (what a split at /\P{L}+/u gives), read without copying the words no
-      // length test admits: ASCII letters by their code, anything past ASCII by a test.
-      let start = -1;
-      let ascii = true;
-      let node: WordNode | undefined;
-      for (let at = 0; at < lower.length;) {
-        const code = lower.charCodeAt(at);
-        let size = 1;
-        let letter: boolean;
-        if (code < 0x80)
-          letter = (code | 0x20) >= 97 && (code | 0x20) <= 122; // NFKC can make a capital ("ℌ")
-        else {
-          const point = lower.codePointAt(at)!;
-          size = point > 0xffff ? 2 : 1;
-          letter = isLetter(point);
-        }
-        if (letter) {
-          if (start < 0) {
-            start = at;
-            ascii = true;
-            node = FUNCTION_WORDS;
-          }
-          if (code < 97 || code > 122) ascii = false;
-          for (let k = 0; k < size && node !== undefined; k++) node = node.next.get(lower.charCodeAt(at + k));
-        } else if (start >= 0) {
-          consider(start, at, ascii, node);
-          start = -1;
-        }
-        at += size;
-      }
-      if (start >= 0) consider(start, lower.length, ascii, node);
-      // Only English's function words (or none): English, without counting.
-      let other = false;
-      for (const word of words) if (LANGUAGES_OF.get(word)![0] !== 'en') other = true;
-      if (!other) return undefined;
+      scanFunctionWords(lower, words);
       const hits = new Map<string, number>();
       for (const word of words) {
         const languages = LANGUAGES_OF.get(word);

@@ -8,7 +8,7 @@ import { setImmediate } from 'node:timers/promises';
 import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
-import { carries, maskedWords, occurrences, START, type Intent } from './intents.ts';
+import { carries, maskedWords, occurrences, phrasesAt, START, type Intent } from './intents.ts';
 import { gloss } from './gloss.ts';
 import { dropReflexives, HARMED_NOUN, maskNamedObjects, NAMED_OBJECT, readCare, readPurposes, THING } from './context.ts';
 import { maskSenses } from './senses.ts';
@@ -48,14 +48,17 @@ interface IndexedTerm {
 interface PolicyIndex {
   terms: Map<string, IndexedTerm[]>;
   intents: Map<string, Array<{ category: ModerationCategory; intent: Intent }>>;
+  /** Every category's patterns as one alternation: text it does not match matches none of them (undefined where they cannot be joined). */
+  anyPattern: RegExp | undefined;
 }
 
 const indexes = new WeakMap<ModerationPolicy, PolicyIndex>();
+const NO_INTENTS: ReadonlyArray<{ category: ModerationCategory; intent: Intent }> = [];
 
 function indexOf(policy: ModerationPolicy): PolicyIndex {
   let index = indexes.get(policy);
   if (index === undefined) {
-    index = { terms: new Map(), intents: new Map() };
+    index = { terms: new Map(), intents: new Map(), anyPattern: anyOf(policy.categories.flatMap((c) => c.patterns)) };
     for (const category of policy.categories) {
       for (const t of category.terms) {
         const list = index.terms.get(t.stems[0]!) ?? [];
@@ -73,6 +76,18 @@ function indexOf(policy: ModerationPolicy): PolicyIndex {
     indexes.set(policy, index);
   }
   return index;
+}
+
+/**
+ * One expression matching where any of `patterns` does, so that text none of them matches (nearly
+ * every text) is scanned once rather than once per pattern; undefined when they cannot be
+ * joined so: flags that differ, or groups referred to by number or name, which joining renumbers.
+ */
+function anyOf(patterns: readonly RegExp[]): RegExp | undefined {
+  if (patterns.length < 2) return undefined;
+  const flags = patterns[0]!.flags.replace(/[gy]/g, '');
+  for (const p of patterns) if (p.flags.replace(/[gy]/g, '') !== flags || /\\[1-9k]|\(\?</.test(p.source)) return undefined;
+  return new RegExp(patterns.map((p) => `(?:${p.source})`).join('|'), flags);
 }
 
 /**
@@ -98,13 +113,14 @@ function termsHeld(tokens: Token[], masked: boolean[], index: Map<string, Indexe
 /** The ids of the categories that apply to `preference` and that `text` breaks (a term, a pattern or an intent of theirs). */
 export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference, tokens = tokenize(text, policy.vocabulary)): string[] {
   const index = indexOf(policy);
-  const masked = maskedWords(tokens, policy.phrases);
-  let found = occurrences(tokens, policy.phrases, masked);
+  const phrases = phrasesAt(tokens, policy.phrases);
+  const masked = maskedWords(tokens, policy.phrases, phrases);
+  let found = occurrences(tokens, policy.phrases, masked, phrases);
   // Words a named object makes harmless ("bomb shelter", "the container won't die") count for nothing.
   if (maskNamedObjects(tokens, found.get(NAMED_OBJECT), masked, found.get(THING), found.get(HARMED_NOUN), found.get('harm')))
-    found = occurrences(tokens, policy.phrases, masked);
+    found = occurrences(tokens, policy.phrases, masked, phrases);
   // A trigger word in the field its text is about ("shoot … at golden hour", "bleed a tuna") counts for nothing.
-  if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked);
+  if (maskSenses(tokens, found, masked, policy.senses)) found = occurrences(tokens, policy.phrases, masked, phrases);
   // "self-harming, and the friend…": a reflexive compound's verb acts on no one after it.
   dropReflexives(tokens, found);
   // "so my teenager can't overdose": a purpose that protects someone is a frame of recovery.
@@ -115,26 +131,40 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   disarmFrames(found);
   const broken = termsHeld(tokens, masked, index.terms);
   for (const concept of found.keys()) {
-    for (const { category, intent } of index.intents.get(concept) ?? []) {
+    for (const { category, intent } of index.intents.get(concept) ?? NO_INTENTS) {
       if (broken.has(category.id) || !policy.applies(category, preference)) continue;
       if (carries(tokens, found, intent)) broken.add(category.id);
     }
   }
   let spaced: string | undefined;
+  let anyPattern: boolean | undefined;
   const ids: string[] = [];
   for (const c of policy.categories) {
     if (!policy.applies(c, preference)) continue;
     if (!broken.has(c.id) && c.patterns.length > 0) {
       spaced ??= tokens.map((t) => t.word).join(' ');
-      for (const p of c.patterns) {
-        if (!p.test(spaced)) continue;
-        broken.add(c.id);
-        break;
-      }
+      anyPattern ??= index.anyPattern === undefined || index.anyPattern.test(spaced);
+      if (anyPattern)
+        for (const p of c.patterns) {
+          if (!p.test(spaced)) continue;
+          broken.add(c.id);
+          break;
+        }
     }
     if (broken.has(c.id)) ids.push(c.id);
   }
   return ids;
+}
+
+/** Whether a text holds a word that some language the detector places reads as its own (FALSE_FRIENDS). */
+function holdsFalseFriend(tokens: readonly Token[]): boolean {
+  for (const t of tokens) if (ALL_FALSE_FRIENDS.has(t.word)) return true;
+  return false;
+}
+
+/** Whether the rules' `found` categories stand: some found, and no classifier (`judged`: its reading, made when `model` is) overrules them. */
+function stands(found: string[], model: ClassifierModel | undefined, judged: Judgement | undefined): boolean {
+  return found.length > 0 && (model === undefined || !overrules(model, judged!, found));
 }
 
 /**
@@ -150,6 +180,8 @@ export function embeddedModeration(
   options: { classifier?: ClassifierModel | false } = {},
 ): ModerationProvider {
   const classifier = options.classifier;
+  // Made once per provider, not per text (every submission is moderated here).
+  const isEnglish = (word: string) => policy.vocabulary.isWord(word); // knows() or the dictionary, remembered
   return {
     name: 'embedded',
     async moderate({ texts, preference }) {
@@ -167,37 +199,41 @@ export function embeddedModeration(
         const model = classifier === false ? undefined : (classifier ?? shippedModel());
         let judged: Judgement | undefined;
         const tokens = tokenize(text, policy.vocabulary);
-        const reading = (m: ClassifierModel) => (judged ??= judge(m, text, policy.vocabulary, tokens));
-        const stands = (found: string[]) => found.length > 0 && (model === undefined || !overrules(model, reading(model), found));
         let categories = categoriesOf(policy, text, preference, tokens);
         // Asked once, when first needed: a refusal whose words may be another language's, or a pass.
-        let placed: { language: string | undefined } | undefined;
-        const place = () => (placed ??= { language: languages.detect(text) }).language;
-        const friends = categories.length > 0 && tokens.some((t) => ALL_FALSE_FRIENDS.has(t.word)) ? FALSE_FRIENDS.get(place() ?? '') : undefined;
-        // German "die" is "the": in a text read as German it is no English word (the gloss reads it).
-        if (friends !== undefined)
-          categories = categoriesOf(
-            policy,
-            text,
-            preference,
-            tokens.map((t) => (friends.has(t.word) ? { ...t, stem: `#${t.word}` } : t)),
-          );
-        if (stands(categories)) return { provider: 'embedded', flagged: { field, categories } };
+        let placed = false;
+        let language: string | undefined;
+        if (categories.length > 0 && holdsFalseFriend(tokens)) {
+          language = languages.detect(text);
+          placed = true;
+          const friends = FALSE_FRIENDS.get(language ?? '');
+          // German "die" is "the": in a text read as German it is no English word (the gloss reads it).
+          if (friends !== undefined)
+            categories = categoriesOf(
+              policy,
+              text,
+              preference,
+              tokens.map((t) => (friends.has(t.word) ? { ...t, stem: `#${t.word}` } : t)),
+            );
+        }
+        if (categories.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
+        if (stands(categories, model, judged)) return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
         const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
-        if (stands(reread)) return { provider: 'embedded', flagged: { field, categories: reread } };
-        const language = place();
+        if (reread.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
+        if (stands(reread, model, judged)) return { provider: 'embedded', flagged: { field, categories: reread } };
+        if (!placed) language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
-        const english = gloss(text, language, (w) => policy.vocabulary.isWord(w)); // knows() or the dictionary, remembered
+        const english = gloss(text, language, isEnglish);
         const englishTokens = english === undefined ? [] : tokenize(english, policy.vocabulary);
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference, englishTokens);
-        if (stands(glossed)) return { provider: 'embedded', flagged: { field, categories: glossed } };
-        // The gate (classifier.ts): text with no word of the harmful requests it learned from is
-        // not read; text in another language, none that harmful texts of other languages hold.
+        if (glossed.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
+        if (stands(glossed, model, judged)) return { provider: 'embedded', flagged: { field, categories: glossed } };
         const opens = model !== undefined && mayJudge(model, tokens, language !== undefined || english !== undefined, englishTokens);
-        const learned = opens ? learnedCategories(policy, model, reading(model), preference) : [];
+        if (opens) judged ??= judge(model, text, policy.vocabulary, tokens);
+        const learned = opens ? learnedCategories(policy, model, judged!, preference) : [];
         if (learned.length > 0) return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }

@@ -19,8 +19,16 @@ export function properNames(text: string): ReadonlySet<string> {
   // Most prompts have no capital past their first word: one native scan says so.
   if (!/[\s,(]\p{Lu}/u.test(text)) return EMPTY;
   const names = new Set<string>();
-  for (const m of text.matchAll(NAME)) names.add(m[0].normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase());
+  // exec over the one global expression: matchAll would make a copy of it for every text.
+  NAME.lastIndex = 0;
+  for (let m = NAME.exec(text); m !== null; m = NAME.exec(text)) names.add(caseFolded(m[0]));
   return names;
+}
+
+/** A name as tokenize reads it: no marks, lower case (an ASCII name has no marks to strip). */
+function caseFolded(name: string): string {
+  for (let k = 0; k < name.length; k++) if (name.charCodeAt(k) >= 0x80) return name.normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase();
+  return name.toLowerCase();
 }
 
 const EMPTY: ReadonlySet<string> = new Set();

@@ -344,6 +344,24 @@ export function foldEach(text: string): string {
 
 /** NFKC, lower case, no diacritics, no invisible format characters or fillers, look-alike letters folded to Latin. */
 export function fold(text: string): string {
+  // A submission's text is folded by the tokenizer, the gloss and the classifier's features in
+  // turn: the last one is remembered.
+  if (text === lastFold.text) return lastFold.folded;
+  lastFold.folded = foldOnce(text);
+  lastFold.text = text;
+  return lastFold.folded;
+}
+
+/** A text and its fold. */
+class FoldedText {
+  text = '';
+  folded = '';
+}
+
+/** The last text folded and its fold (a memo of one entry). */
+const lastFold = new FoldedText();
+
+function foldOnce(text: string): string {
   // Plain ASCII (most prompts) has nothing to normalise, strip or fold but its case and backticks.
   if (ASCII.test(text)) return text.toLowerCase().replace(/`/g, "'");
   // Only characters past ASCII can be dropped, and only they (and the backtick) fold to something
@@ -725,10 +743,14 @@ export interface Token {
   possessive: boolean;
 }
 
+/** A match of an age (`n`) read as `minorage` when under 18. */
+function young(all: string, n: string): string {
+  return Number(n) < 18 ? ' minorage ' : all;
+}
+
 /** Ages under 18 written as numbers ("12 year old", "13yo", "a 9-year-old") become one word, `minorage`. */
 function markMinorAges(text: string): string {
   if (!/\d/.test(text)) return text; // both readings need a digit
-  const young = (all: string, n: string) => (Number(n) < 18 ? ' minorage ' : all);
   return text
     .replace(
       /\b(?:i am|im|i'm|you are|youre|you're|she is|shes|she's|he is|hes|he's|aged?|turned)\s+(\d{1,2})\b(?!\s*(?:%|am|pm|th|st|nd|rd|minutes?|hours?|days?|weeks?|months?|years|kg|lbs?|cm|inch))/gu,
@@ -898,22 +920,23 @@ function capitalIAsL(word: string, vocabulary: Vocabulary): string | undefined {
   return readings.find(known);
 }
 
+/** Whether the unit at `i` is an ASCII letter or digit: digits belong to the word, leetspeak ("5Ieg") is one word with its letters. */
+function letterOrDigitAt(text: string, i: number): boolean {
+  const code = text.charCodeAt(i);
+  const c = code | 0x20;
+  return (c >= 97 && c <= 122) || (code >= 48 && code <= 57);
+}
+
 /** Each capital I of an otherwise lower-case word that reads as l ("kiII them" → "kill them"); before folding, which loses case. */
 function capitalIs(text: string, vocabulary: Vocabulary): string {
   let out = '';
   let copied = 0;
-  // Digits belong to the word: leetspeak ("5Ieg") is one word with its letters.
-  const letter = (i: number) => {
-    const code = text.charCodeAt(i);
-    const c = code | 0x20;
-    return (c >= 97 && c <= 122) || (code >= 48 && code <= 57);
-  };
   // Each word is read once, at its first I: the scan goes on from its end (linear in the text).
   for (let at = text.indexOf('I'); at >= 0; at = text.indexOf('I', at)) {
     let start = at;
-    while (start > copied && letter(start - 1)) start--;
+    while (start > copied && letterOrDigitAt(text, start - 1)) start--;
     let end = at + 1;
-    while (end < text.length && letter(end)) end++;
+    while (end < text.length && letterOrDigitAt(text, end)) end++;
     const reading = capitalIAsL(text.slice(start, end), vocabulary);
     if (reading !== undefined) {
       out += text.slice(copied, start) + reading;
@@ -938,11 +961,44 @@ function leetWord(chunk: string, vocabulary: Vocabulary): boolean {
   return /^\p{L}+$/u.test(read) && vocabulary.isWord(read);
 }
 
+/**
+ * Whether a code unit is white space to `/\s/u`: ECMAScript's WhiteSpace (tab, vertical tab, form
+ * feed, the byte order mark, Unicode's space separators) and LineTerminator.
+ */
+function whiteSpace(code: number): boolean {
+  if (code < 0x80) return code === 0x20 || (code >= 0x09 && code <= 0x0d);
+  return (
+    code === 0xa0 ||
+    code === 0x1680 ||
+    (code >= 0x2000 && code <= 0x200a) ||
+    code === 0x2028 ||
+    code === 0x2029 ||
+    code === 0x202f ||
+    code === 0x205f ||
+    code === 0x3000 ||
+    code === 0xfeff
+  );
+}
+
+/** `text.split(/\s+/u).filter(Boolean)`, by code, without the expression or a second array. */
+export function whitespaceSplit(text: string): string[] {
+  const chunks: string[] = [];
+  let start = -1;
+  for (let at = 0; at < text.length; at++) {
+    if (!whiteSpace(text.charCodeAt(at))) {
+      if (start < 0) start = at;
+    } else if (start >= 0) {
+      chunks.push(text.slice(start, at));
+      start = -1;
+    }
+  }
+  if (start >= 0) chunks.push(start === 0 ? text : text.slice(start));
+  return chunks;
+}
+
 /** The whitespace-separated chunks of a text, a lone 4 or 1 read as "a" or "i" beside a leetspeak word. */
 function chunksOf(text: string, vocabulary: Vocabulary): string[] {
-  const chunks = markMinorAges(fold(capitalIs(text, vocabulary)))
-    .split(/\s+/u)
-    .filter(Boolean);
+  const chunks = whitespaceSplit(markMinorAges(fold(capitalIs(text, vocabulary))));
   for (let i = 0; i < chunks.length; i++) {
     const letter = chunks[i]!.length === 1 ? LONE_LETTERS.get(chunks[i]!) : undefined;
     if (letter === undefined) continue;
@@ -951,25 +1007,37 @@ function chunksOf(text: string, vocabulary: Vocabulary): string[] {
   return chunks;
 }
 
-/** The tokens of a text: folded, leetspeak undone, spelt-out letters joined and segmented, misspellings corrected, stemmed. */
-export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
-  const tokens: Token[] = [];
-  let run: Piece[] = [];
-  const flush = () => {
+/**
+ * What tokenize gathers while it reads one text: its tokens and the run of single letters not
+ * yet read. A class rather than closures made per text: every submission is tokenized.
+ */
+class TokenRun {
+  readonly tokens: Token[] = [];
+  private run: Piece[] = [];
+
+  constructor(
+    private readonly vocabulary: Vocabulary,
+    private readonly names: ReadonlySet<string>,
+  ) {}
+
+  flush(): void {
+    const { run, vocabulary, tokens } = this;
     if (run.length === 1) tokens.push(vocabulary.read(run[0]!.word, run[0]!.possessive));
     else if (run.length > 1) {
       const joined = vocabulary.deleet(run.map((p) => p.word).join(''));
       for (const word of vocabulary.segment(joined) ?? [joined]) tokens.push(vocabulary.read(word, false));
     }
-    run = [];
-  };
-  const take = (word: string, possessive: boolean) => {
+    if (run.length > 0) this.run = [];
+  }
+
+  take(word: string, possessive: boolean): void {
+    const { vocabulary, tokens } = this;
     // Single letters ("k i l l", "k.i.l.l", "a p i p e") are collected and read together.
     if (single(word)) {
-      run.push({ word, possessive });
+      this.run.push({ word, possessive });
       return;
     }
-    if (run.length > 0) flush();
+    if (this.run.length > 0) this.flush();
     if (word.length >= 7 && lettersOnly(word) && !vocabulary.isWord(word)) {
       // Two words run together ("killyourself", "pipebomb"): split when both are known words of four letters or more.
       const at = vocabulary.splitInTwo(word);
@@ -978,18 +1046,22 @@ export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
         return;
       }
     }
-    tokens.push(names.has(word) ? { word, stem: stemOf(word), possessive } : vocabulary.read(word, possessive));
-  };
+    tokens.push(this.names.has(word) ? { word, stem: stemOf(word), possessive } : vocabulary.read(word, possessive));
+  }
+}
+
+/** The tokens of a text: folded, leetspeak undone, spelt-out letters joined and segmented, misspellings corrected, stemmed. */
+export function tokenize(text: string, vocabulary: Vocabulary): Token[] {
   // A name inside a sentence is read as itself, not spell-corrected (names.ts).
-  const names = properNames(text);
+  const reader = new TokenRun(vocabulary, properNames(text));
   for (const chunk of chunksOf(text, vocabulary)) {
     // Most chunks are a plain word: read as it is, without the chunk reader or a piece made for it.
     const plain = plainWord(chunk);
-    if (plain !== undefined) take(plain, false);
-    else for (const piece of vocabulary.remembered(chunk, readChunk)) take(piece.word, piece.possessive);
+    if (plain !== undefined) reader.take(plain, false);
+    else for (const piece of vocabulary.remembered(chunk, readChunk)) reader.take(piece.word, piece.possessive);
   }
-  flush();
-  return tokens;
+  reader.flush();
+  return reader.tokens;
 }
 
 /** The words of a text as the policy reads them (for tests and the eval report). */

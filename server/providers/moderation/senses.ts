@@ -20,8 +20,9 @@
  *
  * A word read in a field is masked like the policy's masks (intents.ts): no
  * concept and no term sees it. Each sense looks at the concepts already found,
- * so a text with no cue of any field pays two map look-ups per sense; a text
- * with one walks each trigger word's neighbourhood once: linear in the text.
+ * so a text with no trigger word of any field pays a map look-up per concept
+ * found; a text with one walks each trigger word's neighbourhood once: linear
+ * in the text.
  */
 import { FREE, firstFrom, MAX_PHRASE, PREPOSITIONS, type Occurrence } from './intents.ts';
 import { work, type Token } from './normalize.ts';
@@ -97,23 +98,46 @@ function cueNear(found: Map<string, Occurrence[]>, sense: Sense, o: Occurrence):
   return false;
 }
 
+/** A policy's senses by the concept of their words, made once per policy. */
+const byWords = new WeakMap<readonly Sense[], ReadonlyMap<string, readonly Sense[]>>();
+
+function sensesByWords(senses: readonly Sense[]): ReadonlyMap<string, readonly Sense[]> {
+  let index = byWords.get(senses);
+  if (index === undefined) {
+    const built = new Map<string, Sense[]>();
+    for (const sense of senses) {
+      const list = built.get(sense.words) ?? [];
+      list.push(sense);
+      built.set(sense.words, list);
+    }
+    byWords.set(senses, (index = built));
+  }
+  return index;
+}
+
 /**
  * Marks in `masked` the words each sense reads in its field (see above); returns whether any
- * was marked. `found`: the concepts of the text, its masks and named objects already out.
+ * was marked. `found`: the concepts of the text, its masks and named objects already out. Only
+ * the senses of the concepts found are read (what each marks is marked whatever the order).
  */
 export function maskSenses(tokens: Token[], found: Map<string, Occurrence[]>, masked: boolean[], senses: readonly Sense[]): boolean {
   let changed = false;
-  for (const sense of senses) {
-    const words = found.get(sense.words);
-    if (words === undefined || !sense.cues.some((c) => found.has(c))) continue;
-    if (sense.unless.some((c) => found.has(c))) continue;
-    for (const o of words) {
-      if (keptBy(tokens, found, sense.keep, o.end)) continue;
-      if (!(sense.object ? actsOnCue(tokens, found, sense, o.end) : cueNear(found, sense, o))) continue;
-      for (let k = o.start; k < o.end; k++) {
-        if (masked[k]) continue;
-        masked[k] = true;
-        changed = true;
+  const index = sensesByWords(senses);
+  for (const concept of found.keys()) {
+    const list = index.get(concept);
+    if (list === undefined) continue;
+    const words = found.get(concept)!;
+    for (const sense of list) {
+      if (!sense.cues.some((c) => found.has(c))) continue;
+      if (sense.unless.some((c) => found.has(c))) continue;
+      for (const o of words) {
+        if (keptBy(tokens, found, sense.keep, o.end)) continue;
+        if (!(sense.object ? actsOnCue(tokens, found, sense, o.end) : cueNear(found, sense, o))) continue;
+        for (let k = o.start; k < o.end; k++) {
+          if (masked[k]) continue;
+          masked[k] = true;
+          changed = true;
+        }
       }
     }
   }
