@@ -24,7 +24,8 @@ export async function findRecord(db: Conn, keyId: string, idemKey: string): Prom
   return query(db, recordByKey, [keyId, idemKey]);
 }
 
-const RECORD_COLUMNS = [
+/** A record's columns (also storage/procedures.ts). */
+export const RECORD_COLUMNS = [
   'key_id',
   'idem_key',
   'account_id',

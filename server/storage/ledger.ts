@@ -48,11 +48,12 @@ function toEntry(row: EntryRow): EntryRow {
   return { ...row, allowance: Number(row.allowance), paid: Number(row.paid) };
 }
 
-/** Appends one entry or several (one statement). */
-const ENTRY_COLUMNS = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'] as const satisfies ReadonlyArray<
+/** A ledger entry's columns but its id (also storage/procedures.ts). */
+export const ENTRY_COLUMNS = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'] as const satisfies ReadonlyArray<
   keyof EntryRow
 >;
-const RESERVATION_COLUMNS = [
+/** A reservation's columns (also storage/procedures.ts). */
+export const RESERVATION_COLUMNS = [
   'id',
   'account_id',
   'key_id',

@@ -1,0 +1,66 @@
+/**
+ * Procedures: a use case's writes of several tables as one statement of the
+ * database, where it has one (engine/query.ts kind `procedure`). On SQLite each is
+ * an INSERT into a view whose INSTEAD OF INSERT trigger makes the writes (a
+ * migration's), prepared once on the writer and bound with the rows' values: one
+ * round trip, its own transaction, and no SQL compiled per request. On Postgres
+ * there are none (its writes already leave in one batch with the COMMIT,
+ * engine/pg-deferred.ts): each function answers false there, having run nothing.
+ *
+ * A procedure takes the rows its use case's step-by-step path inserts, built by
+ * the same code, so only what the trigger decides itself (a guard's condition, a
+ * balance's move) is written twice; a test makes both paths write the same rows
+ * (test/submit-at-once.test.ts). Any failure of a procedure leaves nothing
+ * written: its caller then takes the step-by-step path, which answers as it always
+ * did (a refusal names its rule, a claim made before is replayed).
+ *
+ *   submitMediaAtOnce   a new media submission (migration 021): the claim of its
+ *                       identity, the hold with its guards, the reservation and
+ *                       its entry, the task, its outputs and its job
+ */
+import { query, rowOf, rowParams, statement, type Conn, type Value } from './engine/query.ts';
+import { RECORD_COLUMNS, type IdempotencyRow } from './idempotency.ts';
+import { ENTRY_COLUMNS, RESERVATION_COLUMNS, type EntryRow, type ReservationRow } from './ledger.ts';
+import { OUTPUT_COLUMNS, TASK_COLUMNS, type OutputRow, type TaskRow } from './tasks.ts';
+import { QUEUED_JOB_COLUMNS, type QueuedJob } from './jobs.ts';
+
+/** What a new media submission writes: the rows its step-by-step path inserts. */
+export interface MediaSubmissionRows {
+  record: IdempotencyRow;
+  /** A media hold: paid Gems only (`hold_allowance` 0), as balances.ts `guardHold` holds them. */
+  reservation: ReservationRow;
+  entry: EntryRow;
+  task: TaskRow;
+  outputs: OutputRow[];
+  job: QueuedJob;
+}
+
+/** The view's columns (migration 021): each row's columns under its prefix, then the outputs as one JSON array. */
+const PARTS = [
+  ['record', RECORD_COLUMNS],
+  ['reservation', RESERVATION_COLUMNS],
+  ['entry', ENTRY_COLUMNS],
+  ['task', TASK_COLUMNS],
+] as const;
+const COLUMNS = [...PARTS.flatMap(([prefix, columns]) => columns.map((c) => `${prefix}_${c}`)), 'outputs', ...QUEUED_JOB_COLUMNS.map((c) => `job_${c}`)];
+
+const submitMedia = statement.procedure('submit-media', (c, ...v) => c('submit_media').insert(rowOf(COLUMNS, v)));
+
+/**
+ * Makes a new media submission's writes in one statement (SQLite; false on Postgres, nothing done). Throws what
+ * the step-by-step path's statements would: a unique violation for an identity claimed before, a guard's refusal
+ * (engine/query.ts `guardRefusal`: "account balance", "key cap") for a hold a rule refuses; nothing is written then.
+ */
+export async function submitMediaAtOnce(db: Conn, rows: MediaSubmissionRows): Promise<boolean> {
+  const { record, reservation, entry, task, outputs, job } = rows;
+  if (reservation.hold_allowance !== 0 || entry.id !== undefined) throw new Error('submitMediaAtOnce: a media hold of paid Gems, its entry without an id');
+  const params: Value[] = [
+    ...rowParams(RECORD_COLUMNS, record),
+    ...rowParams(RESERVATION_COLUMNS, reservation),
+    ...rowParams(ENTRY_COLUMNS, entry),
+    ...rowParams(TASK_COLUMNS, task),
+    JSON.stringify(outputs.map((o) => Object.fromEntries(OUTPUT_COLUMNS.map((c) => [c, o[c]])))),
+    ...rowParams(QUEUED_JOB_COLUMNS, job),
+  ];
+  return query(db, submitMedia, params);
+}
