@@ -137,14 +137,29 @@ describe('a media submission written at once or step by step', () => {
   }
 
   const IMAGE = '/api/generate/image';
-  const image = (outputCount: number, extra: object = {}) => ({ model: 'gemforge-image-1', prompt: 'a lighthouse at dusk', parameters: { outputCount, resolution: '512' }, ...extra });
+  const image = (outputCount: number, extra: object = {}) => ({
+    model: 'gemforge-image-1',
+    prompt: 'a lighthouse at dusk',
+    parameters: { outputCount, resolution: '512' },
+    ...extra,
+  });
 
   it('when one to four images are submitted, then both ways write the same claim, hold, reservation, entry, task, outputs, job and queue turn', async (t) => {
     if (!isSqlite(s.db)) return t.skip('SQLite only: Postgres has no procedures (storage/procedures.ts)');
     for (const count of [1, 2, 3, 4]) {
       const fast = await bothWays(IMAGE, image(count), {}, { status: 202, atOnce: true });
       const tables = new Set(fast.changes.map((c) => c.split(' ')[0]));
-      for (const table of ['idempotency_records', 'account_balances', 'key_balances', 'reservations', 'ledger_entries', 'tasks', 'task_outputs', 'jobs', 'queue_turns']) {
+      for (const table of [
+        'idempotency_records',
+        'account_balances',
+        'key_balances',
+        'reservations',
+        'ledger_entries',
+        'tasks',
+        'task_outputs',
+        'jobs',
+        'queue_turns',
+      ]) {
         assert.ok(tables.has(table), `${table} written: ${fast.changes.join('\n')}`);
       }
       assert.equal(fast.changes.filter((c) => c.startsWith('task_outputs +')).length, count);
@@ -154,7 +169,12 @@ describe('a media submission written at once or step by step', () => {
   it('when the key has a monthly cap, a video and a speech are submitted, then both ways write the same rows', async (t) => {
     if (!isSqlite(s.db)) return t.skip('SQLite only');
     await bothWays(IMAGE, image(2), { cap: 100 }, { status: 202, atOnce: true });
-    await bothWays('/api/generate/video', { model: 'gemforge-video-lite-1', prompt: 'a paper boat', parameters: { mode: 'text-to-video' } }, {}, { status: 202, atOnce: true });
+    await bothWays(
+      '/api/generate/video',
+      { model: 'gemforge-video-lite-1', prompt: 'a paper boat', parameters: { mode: 'text-to-video' } },
+      {},
+      { status: 202, atOnce: true },
+    );
     await bothWays(
       '/api/generate/audio',
       { model: 'gemforge-speech-1', operation: 'speech', prompt: 'Hello there.', parameters: { voiceProfileId: 'voice_216a51c833b48d5464b520f3' } },

@@ -1,6 +1,7 @@
 /**
  * Media tasks: submission (idempotent claim + reservation + task + job in one
- * transaction) and settlement at a terminal status. The read-only view and
+ * transaction; on SQLite first as one statement, storage/procedures.ts, the same
+ * rows) and settlement at a terminal status. The read-only view and
  * ownership checks of task reads: task-view.ts.
  */
 import { admit, admitAtCommit, admittedAtCommit, type AdmissionLimits } from './admission.ts';

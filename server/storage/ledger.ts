@@ -49,9 +49,17 @@ function toEntry(row: EntryRow): EntryRow {
 }
 
 /** A ledger entry's columns but its id (also storage/procedures.ts). */
-export const ENTRY_COLUMNS = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'] as const satisfies ReadonlyArray<
-  keyof EntryRow
->;
+export const ENTRY_COLUMNS = [
+  'account_id',
+  'key_id',
+  'reservation_id',
+  'type',
+  'allowance',
+  'paid',
+  'month',
+  'created_at',
+  'note',
+] as const satisfies ReadonlyArray<keyof EntryRow>;
 /** A reservation's columns (also storage/procedures.ts). */
 export const RESERVATION_COLUMNS = [
   'id',

@@ -21,10 +21,52 @@ import type { Knex } from 'knex';
  * Statement triggers compile once with the statement that fires them: prepared once and
  * bound, the whole submission is compiled once per connection, not once per request.
  */
-const RECORD = ['key_id', 'idem_key', 'account_id', 'operation', 'fingerprint', 'state', 'ref', 'reservation_id', 'response_status', 'response_body', 'created_at', 'updated_at'];
-const RESERVATION = ['id', 'account_id', 'key_id', 'purpose', 'kind', 'ref', 'hold_allowance', 'hold_paid', 'state', 'charged', 'released', 'month', 'created_at', 'settled_at'];
+const RECORD = [
+  'key_id',
+  'idem_key',
+  'account_id',
+  'operation',
+  'fingerprint',
+  'state',
+  'ref',
+  'reservation_id',
+  'response_status',
+  'response_body',
+  'created_at',
+  'updated_at',
+];
+const RESERVATION = [
+  'id',
+  'account_id',
+  'key_id',
+  'purpose',
+  'kind',
+  'ref',
+  'hold_allowance',
+  'hold_paid',
+  'state',
+  'charged',
+  'released',
+  'month',
+  'created_at',
+  'settled_at',
+];
 const ENTRY = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'];
-const TASK = ['id', 'account_id', 'key_id', 'kind', 'model', 'request', 'status', 'reservation_id', 'error_code', 'error_message', 'created_at', 'updated_at', 'finished_at'];
+const TASK = [
+  'id',
+  'account_id',
+  'key_id',
+  'kind',
+  'model',
+  'request',
+  'status',
+  'reservation_id',
+  'error_code',
+  'error_message',
+  'created_at',
+  'updated_at',
+  'finished_at',
+];
 const OUTPUT = ['task_id', 'idx', 'status', 'price', 'asset_id', 'error'];
 const JOB = ['task_id', 'account_id', 'state', 'attempts', 'run_at', 'created_at', 'updated_at', 'lane'];
 
