@@ -24,8 +24,7 @@ export async function findRecord(db: Conn, keyId: string, idemKey: string): Prom
   return query(db, recordByKey, [keyId, idemKey]);
 }
 
-/** A record's columns (also storage/procedures.ts). */
-export const RECORD_COLUMNS = [
+const RECORD_COLUMNS = [
   'key_id',
   'idem_key',
   'account_id',

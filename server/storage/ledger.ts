@@ -48,20 +48,11 @@ function toEntry(row: EntryRow): EntryRow {
   return { ...row, allowance: Number(row.allowance), paid: Number(row.paid) };
 }
 
-/** A ledger entry's columns but its id (also storage/procedures.ts). */
-export const ENTRY_COLUMNS = [
-  'account_id',
-  'key_id',
-  'reservation_id',
-  'type',
-  'allowance',
-  'paid',
-  'month',
-  'created_at',
-  'note',
-] as const satisfies ReadonlyArray<keyof EntryRow>;
-/** A reservation's columns (also storage/procedures.ts). */
-export const RESERVATION_COLUMNS = [
+/** Appends one entry or several (one statement). */
+const ENTRY_COLUMNS = ['account_id', 'key_id', 'reservation_id', 'type', 'allowance', 'paid', 'month', 'created_at', 'note'] as const satisfies ReadonlyArray<
+  keyof EntryRow
+>;
+const RESERVATION_COLUMNS = [
   'id',
   'account_id',
   'key_id',

@@ -31,8 +31,7 @@ export interface OutputRow {
   error: string | null;
 }
 
-/** A task's and an output's columns (also storage/procedures.ts). */
-export const TASK_COLUMNS = [
+const TASK_COLUMNS = [
   'id',
   'account_id',
   'key_id',
@@ -47,7 +46,7 @@ export const TASK_COLUMNS = [
   'updated_at',
   'finished_at',
 ] as const satisfies ReadonlyArray<keyof TaskRow>;
-export const OUTPUT_COLUMNS = ['task_id', 'idx', 'status', 'price', 'asset_id', 'error'] as const satisfies ReadonlyArray<keyof OutputRow>;
+const OUTPUT_COLUMNS = ['task_id', 'idx', 'status', 'price', 'asset_id', 'error'] as const satisfies ReadonlyArray<keyof OutputRow>;
 
 const taskInsert = statement.later('task-insert', (c, ...v) => c('tasks').insert(rowOf(TASK_COLUMNS, v)));
 /** The outputs of a task in one INSERT: one statement per number of outputs. */
