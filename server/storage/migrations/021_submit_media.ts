@@ -26,7 +26,7 @@ import type { Knex } from 'knex';
  * Each table's columns, and the view's column its value comes from. A value several rows
  * hold (the account, the key, the reservation's and the task's ids, a stamp, the month, the
  * amount) is one column of the view, bound once: node-sqlite3 converts and binds every
- * value on its own (~1 µs each), and the rows repeat these 21 times.
+ * value on its own (~1 µs each), and the rows repeat these 22 times.
  */
 const RECORD: Array<[string, string]> = [
   ['key_id', 'key_id'],
