@@ -102,7 +102,7 @@ describe('statements per request', () => {
     }
   });
 
-  it('when a new image is submitted, then admission is one statement (SQLite: first; Postgres: with the COMMIT), one write transaction holds every other statement and the answer needs no read after it', async () => {
+  it('when a new image is submitted, then admission is one statement (SQLite: first; Postgres: with the COMMIT), the rest is one write (SQLite: one prepared statement bound with its values; Postgres: one transaction) and the answer needs no read after it', async () => {
     const body = { model: 'gemforge-image-1', prompt: 'a lighthouse at dusk', parameters: { outputCount: 2, resolution: '512' } };
     await (await s.call('POST', '/api/generate/image', { key: user.secret, body, headers: { 'idempotency-key': 'statements-warm' } })).arrayBuffer();
     await settle();
@@ -111,9 +111,17 @@ describe('statements per request', () => {
     assert.ok(before, 'the warm submission made its key bucket');
     await settle(); // the trace of that read arrives asynchronously: not the counted request's
     statements = [];
-    const res = await s.call('POST', '/api/generate/image', { key: user.secret, body, headers: { 'idempotency-key': 'statements-counted' } });
-    const answer = (await res.json()) as { created: boolean; task: { status: string; quotedGems: number; outputs: Array<{ status: string; asset: unknown }> } };
-    await settle();
+    trips.length = 0;
+    recording = true;
+    let res: Response;
+    let answer: { created: boolean; task: { status: string; quotedGems: number; outputs: Array<{ status: string; asset: unknown }> } };
+    try {
+      res = await s.call('POST', '/api/generate/image', { key: user.secret, body, headers: { 'idempotency-key': 'statements-counted' } });
+      answer = (await res.json()) as typeof answer;
+      await settle();
+    } finally {
+      recording = false;
+    }
     assert.equal(res.status, 202);
     assert.equal(answer.task.status, 'queued');
     assert.ok(answer.task.quotedGems > 0);
@@ -127,30 +135,42 @@ describe('statements per request', () => {
     const traced = statements.filter((q) => !/api_keys/.test(q)); // the key may have been read (cache expiry)
     // SQLite traces the statements a trigger runs as comments, inside the statement that fired it (no round trip of
     // their own): the job's insert makes its account's turn row (migration 017), one insert.
-    // The guards of what is decided at the commit (migration 020, SQLite) ride in the batch of the writes they check.
     const all = traced.filter((q) => !q.startsWith('--') && !/gemforge_guards/.test(q));
     assert.ok(traced.filter((q) => /^-- INSERT INTO queue_turns/.test(q)).length <= 1, traced.join('\n'));
-    // Admission takes the key's and the account's tokens in one statement that also reads the account's queued jobs
-    // from its turn rows (under the cap). SQLite: first, outside the transaction (so no bucket row is locked while the
-    // transaction runs). Postgres: in the batch sent with the COMMIT (rate-buckets.ts `guardTokens`), which knex does
-    // not announce: no statement of its own, and the key's bucket was taken from.
-    const pg = !isSqlite(s.db);
-    if (pg) {
-      assert.ok(!all.some((q) => /rate_buckets/i.test(q)), all.join('\n'));
-      const after = await s.db('rate_buckets').where({ id: before.id }).first('at_ms');
-      assert.ok(Number(after?.at_ms) > Number(before.at_ms), 'the counted submission took a token of its key');
-    } else assert.match(all[0] ?? '', /^insert into rate_buckets .*from queue_turns/is, all.join('\n'));
     assert.ok(!all.some((q) => /^select .*from .queue_turns./i.test(q)), all.join('\n'));
-    const work = pg ? all : all.slice(1);
-    assert.equal(work[0], 'BEGIN;', work.join('\n'));
-    assert.equal(work.at(-1), 'COMMIT;', work.join('\n'));
-    // Postgres locks the account's balance row before the combined read: one more.
-    assert.ok(work.length <= (isSqlite(s.db) ? 11 : 12), `${work.length} statements:\n${work.join('\n')}`);
-    // The hold is decided as the transaction commits (on SQLite too, by guarded moves): the figures are not read.
+    // The hold is decided as the submission is written (guards of the moves themselves): the figures are not read.
     assert.deepEqual(
       statements.filter((q) => /^select .*account_balances/i.test(q)),
       [],
     );
+    // Admission takes the key's and the account's tokens in one statement that also reads the account's queued jobs
+    // from its turn rows (under the cap). SQLite: first, outside the write (so no bucket row is locked while it runs).
+    // Postgres: in the batch sent with the COMMIT (rate-buckets.ts `guardTokens`), which knex does not announce: no
+    // statement of its own, and the key's bucket was taken from.
+    if (!isSqlite(s.db)) {
+      assert.ok(!all.some((q) => /rate_buckets/i.test(q)), all.join('\n'));
+      const after = await s.db('rate_buckets').where({ id: before.id }).first('at_ms');
+      assert.ok(Number(after?.at_ms) > Number(before.at_ms), 'the counted submission took a token of its key');
+      assert.equal(all[0], 'BEGIN;', all.join('\n'));
+      assert.equal(all.at(-1), 'COMMIT;', all.join('\n'));
+      // Postgres locks the account's balance row before the combined read: one more.
+      assert.ok(all.length <= 12, `${all.length} statements:\n${all.join('\n')}`);
+      return;
+    }
+    // SQLite: two round trips to node-sqlite3, both prepared statements (compiled once, bound with the values): the
+    // admission's take, then the whole submission, the claim, the hold's guarded moves, the reservation, the ledger
+    // entry, the task, its outputs and its job, one INSERT into a view whose trigger writes them (migration 021). No
+    // `exec` of SQL with the values written in (compiled again for every request), no BEGIN or COMMIT, no read after.
+    const mine = trips.filter((c) => !/`key__id`|last_used_at|\bsigning_keys\b|^\s*pragma\b/i.test(c.sql));
+    const shown = mine.map((c) => `${c.exec ? 'exec' : 'prepared'}: ${c.sql.replace(/\s+/g, ' ').slice(0, 160)}`).join('\n');
+    assert.equal(mine.length, 2, shown);
+    assert.ok(
+      mine.every((c) => !c.exec),
+      shown,
+    );
+    assert.match(mine[0]!.sql, /^insert into rate_buckets .*from queue_turns/is, shown);
+    assert.match(mine[1]!.sql, /^insert into .submit_media. \(/i, shown);
+    assert.ok(!mine[1]!.sql.includes('statements-counted') && !mine[1]!.sql.includes(answer.task.status), 'the values are bound, not written in');
   });
 
   it('when a chat completion is settled, then its reservation is not read back: the settlement closes the hold right after completing the record', async () => {

@@ -128,8 +128,13 @@ export type SubmitResult<T> = { created: true; value: T } | { created: false; re
  * identity fail here (`claimedBefore`), before anything is held.
  */
 export async function claimIn(trx: Tx, clock: Clock, id: Identity, outcome: ClaimOutcome): Promise<void> {
+  await store.insertRecord(trx, claimRecord(clock, id, outcome));
+}
+
+/** The record a claim inserts: the identity, in the state its use case decided (also a submission made at once, tasks.ts). */
+export function claimRecord(clock: Clock, id: Identity, outcome: ClaimOutcome): IdempotencyRow {
   const now = clock.now().toISOString();
-  await store.insertRecord(trx, {
+  return {
     key_id: id.keyId,
     idem_key: id.idemKey,
     account_id: id.accountId,
@@ -138,7 +143,7 @@ export async function claimIn(trx: Tx, clock: Clock, id: Identity, outcome: Clai
     created_at: now,
     updated_at: now,
     ...recordOf(outcome),
-  });
+  };
 }
 
 /** Whether a submission failed because its identity was claimed before its own claim (`claimIn`). */

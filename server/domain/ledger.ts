@@ -16,7 +16,7 @@
 import { DomainError } from './errors.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/ledger.ts';
-import type { Purpose, ReservationRow, SpendKind } from '../storage/ledger.ts';
+import type { EntryRow, Purpose, ReservationRow, SpendKind } from '../storage/ledger.ts';
 import * as balances from '../storage/balances.ts';
 import { newId } from './ids.ts';
 import { utcMonth, type Clock } from './clock.ts';
@@ -72,7 +72,7 @@ export async function reserve(db: Db, clock: Clock, req: ReserveRequest): Promis
 /** `reserve` inside a caller's transaction, so a claim, a reservation and a task commit together. */
 export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Promise<ReservationRow> {
   assertWhole(req.amount, 'amount');
-  if (req.maxGems !== undefined && req.amount > req.maxGems) {
+  if (aboveMaxGems(req)) {
     throw new DomainError(
       'PRICE_CHANGED',
       `This request costs up to ${gems(req.amount)}, above its maxGems ceiling of ${req.maxGems}. Reduce the cost or raise maxGems to at least ${req.amount}.`,
@@ -81,7 +81,7 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
   const now = clock.now();
   const month = utcMonth(now);
   if (req.atCommit && req.purpose === 'media' && (await balances.guardHold(trx, { accountId: req.accountId, keyId: req.keyId, month, paid: req.amount }))) {
-    return recordHold(trx, req, { now, month, holdAllowance: 0, holdPaid: req.amount });
+    return recordHold(trx, req, paidHold(req, now));
   }
   const figures = await balances.lockFigures(trx, req.accountId, req.keyId, month);
   if (!figures) throw new Error(`reserve: unknown account ${req.accountId} or key ${req.keyId}`);
@@ -135,12 +135,46 @@ export async function reserveTx(trx: Tx, clock: Clock, req: ReserveRequest): Pro
 /** True when a transaction failed because the hold decided at its commit was refused (`ReserveRequest.atCommit`). */
 export const holdRefusedAtCommit = balances.isHoldRefused;
 
+const aboveMaxGems = (req: ReserveRequest) => req.maxGems !== undefined && req.amount > req.maxGems;
+
+/** The rows a hold inserts: its reservation and its hold entry. */
+export interface HoldRows {
+  reservation: ReservationRow;
+  entry: EntryRow;
+}
+
+/**
+ * The rows of a media hold of paid Gems decided by the database as it writes them, with the claim and the task in
+ * one statement (tasks.ts `submitMedia`, storage/procedures.ts), as `reserveTx` makes them with `atCommit`: the
+ * balance and the key's cap are the statement's guards. Undefined when the hold must go step by step: it is over
+ * `maxGems`, which `reserveTx` refuses after the claim (a claim made before is replayed first).
+ */
+export function mediaHoldAtOnce(clock: Clock, req: ReserveRequest): HoldRows | undefined {
+  assertWhole(req.amount, 'amount');
+  if (req.purpose !== 'media' || aboveMaxGems(req)) return undefined;
+  return holdRows(req, paidHold(req, clock.now()));
+}
+
+/** A media hold decided by the database's guards: all of it paid Gems (media spends no LLM allowance). */
+const paidHold = (req: ReserveRequest, now: Date): HoldAmounts => ({ now, month: utcMonth(now), holdAllowance: 0, holdPaid: req.amount });
+
 /** The reservation and its hold entry (the balance moves are the caller's). */
-async function recordHold(
-  trx: Tx,
-  req: ReserveRequest,
-  { now, month, holdAllowance, holdPaid }: { now: Date; month: string; holdAllowance: number; holdPaid: number },
-): Promise<ReservationRow> {
+async function recordHold(trx: Tx, req: ReserveRequest, amounts: HoldAmounts): Promise<ReservationRow> {
+  const { reservation, entry } = holdRows(req, amounts);
+  await store.insertReservation(trx, reservation);
+  await store.insertEntry(trx, entry);
+  return reservation;
+}
+
+interface HoldAmounts {
+  now: Date;
+  month: string;
+  holdAllowance: number;
+  holdPaid: number;
+}
+
+/** The rows a hold inserts: its reservation, and the hold entry. */
+function holdRows(req: ReserveRequest, { now, month, holdAllowance, holdPaid }: HoldAmounts): HoldRows {
   const row: ReservationRow = {
     id: req.id ?? newId('rsv'),
     account_id: req.accountId,
@@ -157,8 +191,7 @@ async function recordHold(
     created_at: now.toISOString(),
     settled_at: null,
   };
-  await store.insertReservation(trx, row);
-  await store.insertEntry(trx, {
+  const entry: EntryRow = {
     account_id: row.account_id,
     key_id: row.key_id,
     reservation_id: row.id,
@@ -168,8 +201,8 @@ async function recordHold(
     month,
     created_at: row.created_at,
     note: null,
-  });
-  return row;
+  };
+  return { reservation: row, entry };
 }
 
 /**

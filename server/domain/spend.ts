@@ -144,6 +144,14 @@ export interface Submission {
  * commit (refused at the commit, a replay, any failure), nothing of it was taken,
  * so `admit` runs on its own before anything else is answered, as it would have
  * before the transaction: its refusal is the answer, and the request is counted.
+ *
+ * `atOnce`: the same writes as one statement of the database (storage/procedures.ts),
+ * tried before the transaction where the database has one (it answers undefined
+ * where it has none, having done nothing). It makes all of them or none, deciding
+ * the hold as the first attempt does at its commit, so its failure is taken as that
+ * attempt's: a refused hold runs the story step by step, a claim made before is
+ * replayed, and anything else runs the story as if `atOnce` had not been tried.
+ * Only without `admit` (nothing of the admission is decided at once).
  */
 export async function inSubmission<T>(
   db: Db,
@@ -151,13 +159,27 @@ export async function inSubmission<T>(
   identity: idem.Identity,
   story: (submission: Submission) => Promise<T>,
   admit?: () => Promise<void>,
+  atOnce?: () => Promise<T | undefined>,
 ): Promise<idem.SubmitResult<T>> {
+  if (admit && atOnce) throw new Error('spend: a submission made at once decides no admission');
   const attempt = async (atCommit: boolean): Promise<idem.SubmitResult<T>> => ({
     created: true,
     value: await inTransaction(db, (trx) => story(steps(trx, clock, identity, atCommit))),
   });
+  const refused = (error: unknown) => ledger.holdRefusedAtCommit(error) || refusedAtCommit(error);
+  const whole =
+    atOnce &&
+    (async (): Promise<idem.SubmitResult<T> | undefined> => {
+      try {
+        const value = await atOnce();
+        return value === undefined ? undefined : { created: true, value };
+      } catch (error) {
+        if (refused(error) || idem.claimedBefore(error)) throw error;
+        return undefined; // nothing was written: the transaction as always
+      }
+    });
   try {
-    return await atCommitElseStepByStep(attempt, (error) => ledger.holdRefusedAtCommit(error) || refusedAtCommit(error), admit);
+    return await atCommitElseStepByStep(attempt, refused, admit, whole);
   } catch (error) {
     if (!idem.claimedBefore(error)) throw error;
     return idem.replayOfClaimed(db, identity);
@@ -168,14 +190,16 @@ export async function inSubmission<T>(
  * Runs `attempt(true)`, whose checks the database makes as the transaction commits; when one refused
  * (`refused`), nothing of it was kept, and `attempt(false)` runs it again step by step, which says what it was.
  * `first`: what the first attempt would have decided at its commit, run on its own after any failure of it.
+ * `atOnce`: the first attempt made as one statement instead, where it can be (undefined: it was not, nothing done).
  */
 async function atCommitElseStepByStep<T>(
   attempt: (atCommit: boolean) => Promise<T>,
   refused: (error: unknown) => boolean,
   first?: () => Promise<void>,
+  atOnce?: () => Promise<T | undefined>,
 ): Promise<T> {
   try {
-    return await attempt(true);
+    return (await atOnce?.()) ?? (await attempt(true));
   } catch (error) {
     await first?.();
     if (!refused(error)) throw error;

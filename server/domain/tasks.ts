@@ -1,12 +1,14 @@
 /**
  * Media tasks: submission (idempotent claim + reservation + task + job in one
- * transaction) and settlement at a terminal status. The read-only view and
+ * transaction; on SQLite first as one statement, storage/procedures.ts, the same
+ * rows) and settlement at a terminal status. The read-only view and
  * ownership checks of task reads: task-view.ts.
  */
 import { admit, admitAtCommit, admittedAtCommit, type AdmissionLimits } from './admission.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
+import * as procedures from '../storage/procedures.ts';
 import type { OutputRow, TaskRow, TaskSnapshot, TaskStatus } from '../storage/tasks.ts';
 import * as ledger from './ledger.ts';
 import type { ReservationRow } from './ledger.ts';
@@ -93,6 +95,8 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
   const taskId = newId('task');
   // No lookup first: a new submission is the common case, and a replay's claim fails
   // on the identity's primary key before anything is held, then replays the record.
+  const outcome: idem.ClaimOutcome = uncertain ? { state: 'uncertain', reservationId } : { state: 'completed', ref: taskId, reservationId };
+  const holding: spend.Hold = { purpose: 'media', kind: prepared.kind, amount: quote, maxGems: input.maxGems, id: reservationId };
   const result = await spend.inSubmission(
     db,
     clock,
@@ -100,13 +104,15 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
     async (submission) => {
       const { trx, claim, hold } = submission;
       // Uncertain: dispatched, then the outcome was lost; the reservation stays held, no task is visible.
-      await claim(uncertain ? { state: 'uncertain', reservationId } : { state: 'completed', ref: taskId, reservationId });
-      const reservation = await hold({ purpose: 'media', kind: prepared.kind, amount: quote, maxGems: input.maxGems, id: reservationId });
+      await claim(outcome);
+      const reservation = await hold(holding);
       // After the hold's guards, before the job's insert: the account's rows in their lock order (balances.ts "Locking").
       if (atCommit && submission.atCommit) await admitAtCommit(trx, clock, limits, principal, 'media');
       return uncertain ? undefined : createTask(trx, clock, principal, prepared, reservation, taskId);
     },
     atCommit ? admitApart : undefined,
+    // The same writes as one statement where the database has it (SQLite), when the admission is decided apart.
+    uncertain || atCommit ? undefined : () => createdAtOnce(db, clock, identity, principal, prepared, outcome, holding, taskId),
   );
   if (result.created) {
     if (!result.value) throw spend.requestUncertain();
@@ -122,15 +128,42 @@ async function replayOf(db: Db, record: idem.IdempotencyRow): Promise<Submitted>
   return { created: false, task };
 }
 
-/** Inserts the queued task, its pending outputs and its job; returns the task and its snapshot as written. */
-async function createTask(
-  trx: Tx,
+/**
+ * The submission's claim, hold and task with its job in one statement (storage/procedures.ts), the rows built as the
+ * step-by-step path builds them; undefined where it cannot be (Postgres; a quote over maxGems, refused after the claim).
+ */
+async function createdAtOnce(
+  db: Db,
   clock: Clock,
+  identity: idem.Identity,
   principal: Principal,
   prepared: PreparedMedia,
-  reservation: ReservationRow,
-  id: string,
-): Promise<{ task: TaskRow; snapshot: TaskSnapshot }> {
+  outcome: idem.ClaimOutcome,
+  holding: spend.Hold,
+  taskId: string,
+): Promise<Created | undefined> {
+  const record = idem.claimRecord(clock, identity, outcome);
+  const hold = ledger.mediaHoldAtOnce(clock, { ...holding, accountId: identity.accountId, keyId: identity.keyId });
+  if (!hold) return undefined;
+  const { task, outputs, job, snapshot } = taskRows(clock, principal, prepared, hold.reservation, taskId);
+  return (await procedures.submitMediaAtOnce(db, { record, ...hold, task, outputs, job })) ? { task, snapshot } : undefined;
+}
+
+interface Created {
+  task: TaskRow;
+  snapshot: TaskSnapshot;
+}
+
+/** Inserts the queued task, its pending outputs and its job; returns the task and its snapshot as written. */
+async function createTask(trx: Tx, clock: Clock, principal: Principal, prepared: PreparedMedia, reservation: ReservationRow, id: string): Promise<Created> {
+  const { task, outputs, job, snapshot } = taskRows(clock, principal, prepared, reservation, id);
+  await store.insertTask(trx, task, outputs);
+  await jobs.insertJob(trx, job);
+  return { task, snapshot };
+}
+
+/** The rows of a new queued task: the task, its pending outputs and its job; and its snapshot as written. */
+function taskRows(clock: Clock, principal: Principal, prepared: PreparedMedia, reservation: ReservationRow, id: string) {
   const now = clock.now().toISOString();
   const task: TaskRow = {
     id,
@@ -148,14 +181,13 @@ async function createTask(
     finished_at: null,
   };
   const outputs: OutputRow[] = prepared.outputPrices.map((price, idx) => ({ task_id: task.id, idx, status: 'pending', price, asset_id: null, error: null }));
-  await store.insertTask(trx, task, outputs);
-  await jobs.enqueue(trx, task.id, task.account_id, now, prepared.lane ?? 'local');
+  const job = jobs.queuedJob(task.id, task.account_id, now, prepared.lane ?? 'local');
   const snapshot: TaskSnapshot = {
     task,
     reservation: { hold: reservation.hold_allowance + reservation.hold_paid, charged: 0, released: 0 },
     outputs: outputs.map((o) => ({ idx: o.idx, status: o.status, asset: undefined })),
   };
-  return { task, snapshot };
+  return { task, outputs, job, snapshot };
 }
 
 // ---- The task's life cycle in the worker (task state changes only here, so its rules are in one place) ----

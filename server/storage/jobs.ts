@@ -17,7 +17,7 @@
  */
 import type { Knex } from 'knex';
 import { databaseClockOffset, databaseNowAt, inTransaction, isSqlite, type Db } from './db.ts';
-import { query, statement, type Conn, type Value } from './engine/query.ts';
+import { query, rowOf, rowParams, statement, type Conn, type Value } from './engine/query.ts';
 
 export type JobState = 'queued' | 'running' | 'done' | 'held' | 'failed';
 
@@ -68,16 +68,27 @@ export type Lane = 'local' | 'remote';
 // balance row, whichever way it holds (balances.ts "Locking"): after the at-commit guards
 // and the rate buckets' (rate-buckets.ts `guardTokens`), which are `last` too and queued
 // before it, and after `lockFigures` on the long way.
-const jobEnqueue = statement.later(
-  'job-enqueue',
-  (c, task, account, now, l) =>
-    c('jobs').insert({ task_id: task, account_id: account, state: 'queued', attempts: 0, run_at: now, created_at: now, updated_at: now, lane: l }),
-  { last: true },
-);
+const jobEnqueue = statement.later('job-enqueue', (c, ...v) => c('jobs').insert(rowOf(QUEUED_JOB_COLUMNS, v)), { last: true });
+
+/** The columns a new job is inserted with (the rest keep their defaults). */
+export const QUEUED_JOB_COLUMNS = ['task_id', 'account_id', 'state', 'attempts', 'run_at', 'created_at', 'updated_at', 'lane'] as const satisfies ReadonlyArray<
+  keyof JobRow
+>;
+export type QueuedJob = Pick<JobRow, (typeof QUEUED_JOB_COLUMNS)[number]>;
+
+/** The row of a new job of `taskId`, due at once: what `enqueue` inserts (also storage/procedures.ts). */
+export function queuedJob(taskId: string, accountId: string, nowIso: string, lane: Lane = 'local'): QueuedJob {
+  return { task_id: taskId, account_id: accountId, state: 'queued', attempts: 0, run_at: nowIso, created_at: nowIso, updated_at: nowIso, lane };
+}
 
 /** Queues the job of `taskId` (its account's turn row is made by the database, migration 017). */
 export async function enqueue(db: Conn, taskId: string, accountId: string, nowIso: string, lane: Lane = 'local'): Promise<void> {
-  await query(db, jobEnqueue, [taskId, accountId, nowIso, lane]);
+  await insertJob(db, queuedJob(taskId, accountId, nowIso, lane));
+}
+
+/** Inserts a new job's row (`queuedJob`). */
+export async function insertJob(db: Conn, job: QueuedJob): Promise<void> {
+  await query(db, jobEnqueue, rowParams(QUEUED_JOB_COLUMNS, job));
 }
 
 /** The cap that is none: more jobs than one account could ever run (an integer column's largest). */

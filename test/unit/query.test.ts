@@ -6,7 +6,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { inTransaction } from '../../server/storage/db.ts';
+import { inTransaction, isSqlite } from '../../server/storage/db.ts';
 import { query, statement } from '../../server/storage/engine/query.ts';
 import { openTestDb, type TestDb } from '../helpers/db.ts';
 
@@ -68,6 +68,38 @@ describe('query()', () => {
     const other = statement.rows('query-test-shape', (c) => c('query_test').where({ t: 'x' }));
     await query(t.db, first);
     await assert.rejects(query(t.db, other), /statement query-test-shape: one name, two SQL texts/);
+  });
+
+  it('when a procedure runs, then on SQLite its trigger makes every write or none in one statement, on Postgres nothing runs, and inside a transaction it is refused', async () => {
+    const putTwo = statement.procedure('query-test-put-two', (c, n, text) => c('query_test_two').insert({ n, t: text }));
+    if (isSqlite(t.db)) {
+      // A view whose INSTEAD OF trigger writes two rows, the second refused when the first's number is taken.
+      await query(
+        t.db,
+        statement.dynamic('query-test-two-view', (c) => c.raw(`CREATE VIEW query_test_two AS SELECT NULL AS n, NULL AS t WHERE 0`)),
+      );
+      await query(
+        t.db,
+        statement.dynamic('query-test-two-trigger', (c) =>
+          c.raw(`CREATE TRIGGER query_test_two_insert INSTEAD OF INSERT ON query_test_two BEGIN
+            INSERT INTO query_test (n, t) VALUES (NEW.n + 100, NEW.t);
+            INSERT INTO query_test (n, t) VALUES (NEW.n, NEW.t);
+          END`),
+        ),
+      );
+    }
+    const written = await query(t.db, putTwo, [10, 'ten']);
+    assert.equal(written, isSqlite(t.db));
+    if (!written) return;
+    assert.deepEqual(await query(t.db, one, [110]), { n: 110, t: 'ten' });
+    assert.deepEqual(await query(t.db, one, [10]), { n: 10, t: 'ten' });
+    // 1 is taken: the second insert fails, and the first (101) is undone with it.
+    await assert.rejects(query(t.db, putTwo, [1, 'again']), /SQLITE_CONSTRAINT/);
+    assert.equal(await query(t.db, one, [101]), undefined);
+    await assert.rejects(
+      inTransaction(t.db, (trx) => query(trx, putTwo, [20, 'twenty'])),
+      /a procedure runs alone, outside any transaction/,
+    );
   });
 
   it('when a builder puts a parameter into the SQL text instead of binding it, then query() refuses it', async () => {

@@ -39,6 +39,7 @@
  *   checked  as write                          with what waits, at once (9)   as write                          knex
  *   later    knex, at once                     waits for the next statement (7)  waits for the next statement (7)  knex, at once
  *   guarded  at once, then its check          waits, then its guard (10)     at once, then its check (10)      at once, then its check
+ *   procedure  writer's, prepared (11)         refused (an error)             not run: false                    not run: false
  *   dynamic  knex, built each time, everywhere (8)
  *
  * 1. reads.ts: read-only connections beside the single writer (WAL: they see the
@@ -75,6 +76,14 @@
  *    Postgres's `gemforge_guard()`, migration 011), and the caller rolls back
  *    and decides again the step-by-step way, which says what it was. So a
  *    settlement is one round trip on SQLite (compiled.ts `executeGuarded`).
+ * 11. A use case's writes as one statement of the database: an INSERT into a view
+ *    whose INSTEAD OF trigger makes them (a migration's, SQLite only; the
+ *    procedures are storage/procedures.ts). One statement is atomic in autocommit,
+ *    so no BEGIN or COMMIT of its own: one round trip on the writer's connection,
+ *    prepared once and bound with the values (compiled.ts `executeProcedure`).
+ *    Where there is no such statement (Postgres) it runs nothing and answers
+ *    false; its caller then writes step by step. Its failure (a trigger's guard,
+ *    a key's conflict) leaves nothing written.
  *
  * Rows come back as the driver gives them: booleans are 0/1 on SQLite, whole
  * numbers are numbers on both (db.ts parses Postgres's bigint and numeric).
@@ -87,6 +96,7 @@ import {
   executeChecked,
   executeGuarded,
   executeLater,
+  executeProcedure,
   guardRefusal,
   rowOf,
   rowParams,
@@ -108,7 +118,7 @@ export const columnsOf = <T extends object>(patch: T): Array<keyof T & string> =
 export type Conn = Knex | Knex.Transaction;
 
 /** How a statement runs (see the table above). */
-export type Kind = 'rows' | 'first' | 'byKey' | 'write' | 'checked' | 'later' | 'guarded' | 'dynamic';
+export type Kind = 'rows' | 'first' | 'byKey' | 'write' | 'checked' | 'later' | 'guarded' | 'procedure' | 'dynamic';
 
 /** A named statement: what `query` runs. Make one with `statement.<kind>`. */
 export interface Statement<K extends Kind = Kind, R = Row> {
@@ -131,7 +141,15 @@ export interface Written<R = Row> {
   changes: number;
 }
 
-type Result<K extends Kind, R> = K extends 'rows' | 'byKey' ? R[] : K extends 'first' ? R | undefined : K extends 'write' | 'dynamic' ? Written<R> : void;
+type Result<K extends Kind, R> = K extends 'rows' | 'byKey'
+  ? R[]
+  : K extends 'first'
+    ? R | undefined
+    : K extends 'write' | 'dynamic'
+      ? Written<R>
+      : K extends 'procedure'
+        ? boolean
+        : void;
 
 /** A query of one key's rows: the builder must neither filter on the key nor limit its rows. */
 type KeyedBuild = (c: Conn) => Knex.QueryBuilder;
@@ -166,6 +184,12 @@ export const statement = {
     build,
     guard: { rows: options.rows ?? 1, what },
   }),
+  /**
+   * Writes of several tables as one statement, where the database has it as one (SQLite: an INSERT into a view
+   * whose INSTEAD OF trigger makes them, note 11 above): run outside any transaction, it answers true when it ran
+   * and false where there is none (Postgres: nothing ran). The build must be a knex insert into that view.
+   */
+  procedure: (name: string, build: Build): Statement<'procedure', never> => ({ name, kind: 'procedure', build }),
   /** A statement built and run through knex at every call (nothing compiled once). */
   dynamic: <R = Row>(name: string, build: (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw | Knex.SchemaBuilder): Statement<'dynamic', R> => ({
     name,
@@ -225,6 +249,8 @@ async function run(conn: Conn, st: Statement<Kind, unknown>, params: readonly Va
       return executeLater(conn, st.name, st.build, params, st.last);
     case 'guarded':
       return executeGuarded(conn, st.name, st.build, params, st.guard!);
+    case 'procedure':
+      return executeProcedure(conn, st.name, st.build, params);
     case 'dynamic':
       return asResult(await st.build(conn, ...params)) satisfies Executed;
   }

@@ -23,6 +23,7 @@ import * as m017 from './017_fair_share.ts';
 import * as m018 from './018_upstream_breakers.ts';
 import * as m019 from './019_job_store_retries.ts';
 import * as m020 from './020_sqlite_guards.ts';
+import * as m021 from './021_submit_media.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -49,6 +50,7 @@ const migrations: Array<[string, Migration]> = [
   ['018_upstream_breakers', m018],
   ['019_job_store_retries', m019],
   ['020_sqlite_guards', m020],
+  ['021_submit_media', m021],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,0 +1,140 @@
+/**
+ * Procedures: a use case's writes of several tables as one statement of the
+ * database, where it has one (engine/query.ts kind `procedure`). On SQLite each is
+ * an INSERT into a view whose INSTEAD OF INSERT trigger makes the writes (a
+ * migration's), prepared once on the writer and bound with the rows' values: one
+ * round trip, its own transaction, and no SQL compiled per request. On Postgres
+ * there are none (its writes already leave in one batch with the COMMIT,
+ * engine/pg-deferred.ts): each function answers false there, having run nothing.
+ *
+ * A procedure takes the rows its use case's step-by-step path inserts, built by
+ * the same code, so only what the trigger decides itself (a guard's condition, a
+ * balance's move) is written twice; a test makes both paths write the same rows
+ * (test/submit-at-once.test.ts). Any failure of a procedure leaves nothing
+ * written: its caller then takes the step-by-step path, which answers as it always
+ * did (a refusal names its rule, a claim made before is replayed).
+ *
+ *   submitMediaAtOnce   a new media submission (migration 021): the claim of its
+ *                       identity, the hold with its guards, the reservation and
+ *                       its entry, the task, its outputs and its job
+ */
+import { query, rowOf, statement, type Conn, type Value } from './engine/query.ts';
+import type { IdempotencyRow } from './idempotency.ts';
+import type { EntryRow, ReservationRow } from './ledger.ts';
+import type { OutputRow, TaskRow } from './tasks.ts';
+import type { QueuedJob } from './jobs.ts';
+
+/** What a new media submission writes: the rows its step-by-step path inserts. */
+export interface MediaSubmissionRows {
+  record: IdempotencyRow;
+  /** A media hold: paid Gems only (`hold_allowance` 0), as balances.ts `guardHold` holds them. */
+  reservation: ReservationRow;
+  entry: EntryRow;
+  task: TaskRow;
+  outputs: OutputRow[];
+  job: QueuedJob;
+}
+
+/**
+ * The view's columns (migration 021): each value the rows share once (node-sqlite3 converts and binds every value
+ * on its own, ~1 µs each), then each row's own, then the outputs as one JSON array.
+ */
+const COLUMNS = [
+  'account_id',
+  'key_id',
+  'reservation_id',
+  'task_id',
+  'claimed_at',
+  'held_at',
+  'created_at',
+  'month',
+  'hold_allowance',
+  'hold_paid',
+  'record_idem_key',
+  'record_operation',
+  'record_fingerprint',
+  'record_state',
+  'record_response_status',
+  'record_response_body',
+  'reservation_purpose',
+  'reservation_kind',
+  'reservation_ref',
+  'reservation_state',
+  'reservation_charged',
+  'reservation_released',
+  'reservation_settled_at',
+  'entry_type',
+  'entry_note',
+  'task_kind',
+  'task_model',
+  'task_request',
+  'task_status',
+  'task_error_code',
+  'task_error_message',
+  'task_finished_at',
+  'job_state',
+  'job_attempts',
+  'job_lane',
+  'outputs',
+] as const;
+
+const submitMedia = statement.procedure('submit-media', (c, ...v) => c('submit_media').insert(rowOf(COLUMNS, v)));
+
+/** The one value `values` all hold (each is a row's copy of it); rows that disagree are a caller's mistake. */
+function shared(what: string, ...values: Value[]): Value {
+  if (values.some((v) => v !== values[0])) throw new Error(`submitMediaAtOnce: the rows disagree on the ${what}`);
+  return values[0]!;
+}
+
+/**
+ * Makes a new media submission's writes in one statement (SQLite; false on Postgres, nothing done). Throws what
+ * the step-by-step path's statements would: a unique violation for an identity claimed before, a guard's refusal
+ * (engine/query.ts `guardRefusal`: "account balance", "key cap") for a hold a rule refuses; nothing is written then.
+ */
+export async function submitMediaAtOnce(db: Conn, rows: MediaSubmissionRows): Promise<boolean> {
+  const { record, reservation: r, entry, task, outputs, job } = rows;
+  if (r.hold_allowance !== 0 || entry.id !== undefined) throw new Error('submitMediaAtOnce: a media hold of paid Gems, its entry without an id');
+  const values: Record<(typeof COLUMNS)[number], Value> = {
+    account_id: shared('account', record.account_id, r.account_id, entry.account_id, task.account_id, job.account_id),
+    key_id: shared('key', record.key_id, r.key_id, entry.key_id, task.key_id),
+    reservation_id: shared('reservation', r.id, record.reservation_id, entry.reservation_id, task.reservation_id),
+    task_id: shared('task', task.id, record.ref, job.task_id, ...outputs.map((o) => o.task_id)),
+    claimed_at: shared('claim time', record.created_at, record.updated_at),
+    held_at: shared('hold time', r.created_at, entry.created_at),
+    created_at: shared('task time', task.created_at, task.updated_at, job.run_at, job.created_at, job.updated_at),
+    month: shared('month', r.month, entry.month),
+    hold_allowance: shared('allowance held', r.hold_allowance, entry.allowance),
+    hold_paid: shared('paid Gems held', r.hold_paid, entry.paid),
+    record_idem_key: record.idem_key,
+    record_operation: record.operation,
+    record_fingerprint: record.fingerprint,
+    record_state: record.state,
+    record_response_status: record.response_status,
+    record_response_body: record.response_body,
+    reservation_purpose: r.purpose,
+    reservation_kind: r.kind,
+    reservation_ref: r.ref,
+    reservation_state: r.state,
+    reservation_charged: r.charged,
+    reservation_released: r.released,
+    reservation_settled_at: r.settled_at,
+    entry_type: entry.type,
+    entry_note: entry.note,
+    task_kind: task.kind,
+    task_model: task.model,
+    task_request: task.request,
+    task_status: task.status,
+    task_error_code: task.error_code,
+    task_error_message: task.error_message,
+    task_finished_at: task.finished_at,
+    job_state: job.state,
+    job_attempts: job.attempts,
+    job_lane: job.lane,
+    outputs: JSON.stringify(outputs.map(({ idx, status, price, asset_id, error }) => ({ idx, status, price, asset_id, error }))),
+  };
+  return query(
+    db,
+    submitMedia,
+    COLUMNS.map((c) => values[c]),
+  );
+}
