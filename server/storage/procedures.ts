@@ -17,12 +17,16 @@
  *   submitMediaAtOnce   a new media submission (migration 021): the claim of its
  *                       identity, the hold with its guards, the reservation and
  *                       its entry, the task, its outputs and its job
+ *   settleCompletionAtOnce  a completion's settlement (migration 022): the record
+ *                       completed with its response, the reservation closed (each
+ *                       with its guard), its entries and the balances' movement
  */
 import { query, rowOf, rowParams, statement, type Conn, type Value } from './engine/query.ts';
 import { RECORD_COLUMNS, type IdempotencyRow } from './idempotency.ts';
 import { ENTRY_COLUMNS, RESERVATION_COLUMNS, type EntryRow, type ReservationRow } from './ledger.ts';
 import { OUTPUT_COLUMNS, TASK_COLUMNS, type OutputRow, type TaskRow } from './tasks.ts';
 import { QUEUED_JOB_COLUMNS, type QueuedJob } from './jobs.ts';
+import type { Movement } from './balances.ts';
 
 /** What a new media submission writes: the rows its step-by-step path inserts. */
 export interface MediaSubmissionRows {
@@ -63,4 +67,53 @@ export async function submitMediaAtOnce(db: Conn, rows: MediaSubmissionRows): Pr
     ...rowParams(QUEUED_JOB_COLUMNS, job),
   ];
   return query(db, submitMedia, params);
+}
+
+/** What a completion's settlement writes: the rows and moves its step-by-step path writes (spend.ts `billAndRetain`). */
+export interface CompletionSettlementRows {
+  /** The record to complete, and its completed columns (idempotency.ts `completion`). */
+  record: { key_id: string; idem_key: string } & Pick<IdempotencyRow, 'state' | 'ref' | 'response_status' | 'response_body' | 'updated_at'>;
+  /** The held reservation to close, and its closed columns (ledger.ts `settlementRows`). */
+  reservation: Pick<ReservationRow, 'id' | 'state' | 'charged' | 'released' | 'settled_at'>;
+  entries: EntryRow[];
+  /** The balances' movement of a settlement: every figure but `credited`, its day and kind. */
+  movement: Movement;
+}
+
+const SETTLE_RECORD = ['key_id', 'idem_key', 'state', 'ref', 'response_status', 'response_body', 'updated_at'] as const;
+const SETTLE_RESERVATION = ['id', 'state', 'charged', 'released', 'settled_at'] as const;
+/** The view's columns (migration 022), in the order of the parameters below. */
+const SETTLE_COLUMNS = [
+  ...SETTLE_RECORD.map((c) => `record_${c}`),
+  ...SETTLE_RESERVATION.map((c) => `reservation_${c}`),
+  'entries',
+  ...['account_id', 'key_id', 'month', 'day', 'kind', 'paid_pending', 'allowance_pending', 'paid_posted', 'allowance_posted'].map((c) => `move_${c}`),
+];
+
+const settleCompletion = statement.procedure('settle-completion', (c, ...v) => c('settle_completion').insert(rowOf(SETTLE_COLUMNS, v)));
+
+/**
+ * Makes a completion's settlement in one statement (SQLite; false on Postgres, nothing done). Throws what the
+ * at-commit path's guards would (engine/query.ts `guardRefusal`: "idempotency record moved", "reservation not
+ * held") when the record is no longer pending or the reservation no longer held; nothing is written then.
+ */
+export async function settleCompletionAtOnce(db: Conn, rows: CompletionSettlementRows): Promise<boolean> {
+  const { record, reservation, entries, movement: m } = rows;
+  if (entries.some((e) => e.id !== undefined)) throw new Error('settleCompletionAtOnce: entries without ids');
+  if (m.credited || !m.day || !m.kind) throw new Error('settleCompletionAtOnce: a settlement moves no credit and names its day and kind');
+  const params: Value[] = [
+    ...rowParams(SETTLE_RECORD, record),
+    ...rowParams(SETTLE_RESERVATION, reservation),
+    JSON.stringify(entries.map((e) => Object.fromEntries(ENTRY_COLUMNS.map((c) => [c, e[c]])))),
+    m.accountId,
+    m.keyId,
+    m.month,
+    m.day,
+    m.kind,
+    m.paidPending ?? 0,
+    m.allowancePending ?? 0,
+    m.paidPosted ?? 0,
+    m.allowancePosted ?? 0,
+  ];
+  return query(db, settleCompletion, params);
 }
