@@ -13,6 +13,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestServer, type TestServer } from './helpers/server.ts';
+import { tableRows } from './helpers/table-rows.ts';
 import { isSqlite } from '../server/storage/db.ts';
 import { databaseFaults, guardRefusal } from '../server/storage/engine/query.ts';
 import { systemClock } from '../server/domain/clock.ts';
@@ -47,23 +48,7 @@ describe('a completion settled at once or step by step', () => {
     await s.close();
   });
 
-  /** Every row of every table (but knex's own and `NOT_COMPARED`), each value as `quote()` gives it. */
-  async function rows(): Promise<Map<string, string[]>> {
-    const tables = (await s.db.raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'knex_%'`)) as Array<{
-      name: string;
-    }>;
-    const all = new Map<string, string[]>();
-    for (const { name } of tables) {
-      if (NOT_COMPARED.has(name)) continue;
-      const columns = ((await s.db.raw(`PRAGMA table_info(${name})`)) as Array<{ name: string }>).map((c) => c.name);
-      const quoted = (await s.db.raw(`SELECT ${columns.map((c) => `quote("${c}") AS "${c}"`).join(', ')} FROM "${name}"`)) as Array<Record<string, string>>;
-      all.set(
-        name,
-        quoted.map((r) => JSON.stringify(r)),
-      );
-    }
-    return all;
-  }
+  const rows = () => tableRows(s.db, NOT_COMPARED);
 
   /** `text` with `ids` named by their role, times blanked, and the completion's `created` second blanked. */
   const named = (ids: Record<string, string>, text: string) =>
@@ -158,7 +143,7 @@ describe('a completion settled at once or step by step', () => {
       // A hold of 1 allowance Gem and the rest paid; the charge takes the allowance first and releases the rest.
       const split = await bothWays(ask({ stream, max_tokens: 2000 }), { llmAllowance: 1, paidConsent: true });
       const [hold] = entries(split.changes).filter((e) => e.startsWith("'hold'"));
-      assert.match(hold!, /^'hold' 1 [1-9]\d*$/, split.changes.join('\n'));
+      assert.match(hold, /^'hold' 1 [1-9]\d*$/, split.changes.join('\n'));
     }
   });
 

@@ -80,15 +80,31 @@ export interface CompletionSettlementRows {
   movement: Movement;
 }
 
-const SETTLE_RECORD = ['key_id', 'idem_key', 'state', 'ref', 'response_status', 'response_body', 'updated_at'] as const;
-const SETTLE_RESERVATION = ['id', 'state', 'charged', 'released', 'settled_at'] as const;
 /** The view's columns (migration 022), in the order of the parameters below. */
 const SETTLE_COLUMNS = [
-  ...SETTLE_RECORD.map((c) => `record_${c}`),
-  ...SETTLE_RESERVATION.map((c) => `reservation_${c}`),
+  'record_key_id',
+  'record_idem_key',
+  'record_state',
+  'record_ref',
+  'record_response_status',
+  'record_response_body',
+  'record_updated_at',
+  'reservation_id',
+  'reservation_state',
+  'reservation_charged',
+  'reservation_released',
+  'reservation_settled_at',
   'entries',
-  ...['account_id', 'key_id', 'month', 'day', 'kind', 'paid_pending', 'allowance_pending', 'paid_posted', 'allowance_posted'].map((c) => `move_${c}`),
-];
+  'move_account_id',
+  'move_key_id',
+  'move_month',
+  'move_day',
+  'move_kind',
+  'move_paid_pending',
+  'move_allowance_pending',
+  'move_paid_posted',
+  'move_allowance_posted',
+] as const;
 
 const settleCompletion = statement.procedure('settle-completion', (c, ...v) => c('settle_completion').insert(rowOf(SETTLE_COLUMNS, v)));
 
@@ -102,9 +118,31 @@ export async function settleCompletionAtOnce(db: Conn, rows: CompletionSettlemen
   if (entries.some((e) => e.id !== undefined)) throw new Error('settleCompletionAtOnce: entries without ids');
   if (m.credited || !m.day || !m.kind) throw new Error('settleCompletionAtOnce: a settlement moves no credit and names its day and kind');
   const params: Value[] = [
-    ...rowParams(SETTLE_RECORD, record),
-    ...rowParams(SETTLE_RESERVATION, reservation),
-    JSON.stringify(entries.map((e) => Object.fromEntries(ENTRY_COLUMNS.map((c) => [c, e[c]])))),
+    record.key_id,
+    record.idem_key,
+    record.state,
+    record.ref,
+    record.response_status,
+    record.response_body,
+    record.updated_at,
+    reservation.id,
+    reservation.state,
+    reservation.charged,
+    reservation.released,
+    reservation.settled_at,
+    JSON.stringify(
+      entries.map(({ account_id, key_id, reservation_id, type, allowance, paid, month, created_at, note }) => ({
+        account_id,
+        key_id,
+        reservation_id,
+        type,
+        allowance,
+        paid,
+        month,
+        created_at,
+        note,
+      })),
+    ),
     m.accountId,
     m.keyId,
     m.month,
@@ -115,5 +153,6 @@ export async function settleCompletionAtOnce(db: Conn, rows: CompletionSettlemen
     m.paidPosted ?? 0,
     m.allowancePosted ?? 0,
   ];
+  if (params.length !== SETTLE_COLUMNS.length) throw new Error('settleCompletionAtOnce: a value for each column of the view');
   return query(db, settleCompletion, params);
 }
