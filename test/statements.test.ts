@@ -173,7 +173,7 @@ describe('statements per request', () => {
     assert.ok(!mine[1]!.sql.includes('statements-counted') && !mine[1]!.sql.includes(answer.task.status), 'the values are bound, not written in');
   });
 
-  it('when a chat completion is settled, then its reservation is not read back: the settlement closes the hold right after completing the record', async () => {
+  it('when a chat completion is settled, then its reservation is not read back: the settlement closes the hold right after completing the record (SQLite: in one statement)', async () => {
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
     await settle();
@@ -182,11 +182,22 @@ describe('statements per request', () => {
     assert.equal(res.status, 200);
     await res.arrayBuffer();
     await settle();
-    // The second transaction is the settlement (the first holds the Gems).
-    // On SQLite each checked write of the settlement is followed by its guard (migration 020), in the same batch.
+    // On SQLite each checked write of a transaction is followed by its guard (migration 020), in the same batch.
     // The batch's statements are traced one by one, each after the `;` that ended the one before.
     const all = statements.map((q) => q.replace(/^[;\s]+/, '')).filter((q) => !q.startsWith('--') && !LAST_USE.test(q) && !/gemforge_guards/.test(q));
     const begins = all.flatMap((q, i) => (q === 'BEGIN;' ? [i] : []));
+    const commits = all.flatMap((q, i) => (q === 'COMMIT;' ? [i] : []));
+    if (isSqlite(s.db)) {
+      // The one transaction holds the Gems; the settlement is one statement after its COMMIT: an INSERT into the view
+      // whose trigger completes the record, then closes the hold, each guarded (migration 022). Nothing reads it back.
+      assert.equal(begins.length, 1, all.join('\n'));
+      const settlement = all.slice(commits[0]! + 1);
+      assert.ok(!settlement.some((q) => /^select .* from .reservations./i.test(q)), settlement.join('\n'));
+      assert.equal(settlement.length, 1, settlement.join('\n'));
+      assert.match(settlement[0]!, /^insert into .settle_completion./i, settlement.join('\n'));
+      return;
+    }
+    // The second transaction is the settlement (the first holds the Gems).
     assert.equal(begins.length, 2, all.join('\n'));
     const settlement = all.slice(begins[1]);
     assert.ok(!settlement.some((q) => /^select .* from .reservations./i.test(q)), settlement.join('\n'));
@@ -194,7 +205,7 @@ describe('statements per request', () => {
     assert.match(settlement[2] ?? '', /^update .reservations./i, settlement.join('\n'));
   });
 
-  it('when a chat completion is answered, then it takes four round trips to node-sqlite3: the admission and the claim with their BEGIN, the figures, the hold with its COMMIT, the settlement whole', async (t) => {
+  it('when a chat completion is answered, then it takes four round trips to node-sqlite3: the admission and the claim with their BEGIN, the figures, the hold with its COMMIT, the settlement as one prepared statement bound with its values', async (t) => {
     if (!isSqlite(s.db)) return t.skip('on Postgres the writes that wait go with the COMMIT (test/unit/pg-deferred.test.ts)');
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
@@ -232,20 +243,17 @@ describe('statements per request', () => {
       ],
       [false, /^select .*account_balances/i], // the figures the hold is decided on
       [true, /^insert into .reservations.[\s\S]*commit;?\s*$/i], // the hold's writes with the COMMIT
-      // the settlement whole: the record's completion and the close of the hold, each guarded (a settlement happens once), then its writes
-      [
-        true,
-        new RegExp(
-          `^begin\\b[\\s\\S]*update .idempotency_records.[\\s\\S]*${guard('idempotency record moved')}[\\s\\S]*update .reservations.[\\s\\S]*${guard('reservation not held')}[\\s\\S]*insert into .ledger_entries.[\\s\\S]*commit;?\\s*$`,
-          'i',
-        ),
-      ],
+      // the settlement whole, one INSERT into a view whose trigger completes the record and closes the hold, each
+      // guarded (a settlement happens once), then makes its writes (migration 022): prepared (compiled once), its
+      // values bound (the response too), no BEGIN or COMMIT of its own
+      [false, /^insert into .settle_completion. \(/i],
     ];
     assert.equal(mine.length, expected.length, shown);
     expected.forEach(([exec, sql], i) => {
       assert.equal(mine[i]!.exec, exec, shown);
       assert.match(mine[i]!.sql, sql, shown);
     });
+    assert.ok(!mine[3]!.sql.includes('statements-chat-batched') && !mine[3]!.sql.includes('chat.completion'), 'the values are bound, not written in');
   });
 
   it('when models are listed with a cached key or without a key, then no statement runs', async () => {

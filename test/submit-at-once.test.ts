@@ -11,6 +11,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestServer, type TestServer } from './helpers/server.ts';
+import { tableRows } from './helpers/table-rows.ts';
 import { submit } from './helpers/tasks.ts';
 import { isSqlite } from '../server/storage/db.ts';
 import { databaseFaults } from '../server/storage/engine/query.ts';
@@ -42,23 +43,7 @@ describe('a media submission written at once or step by step', () => {
     await s.close();
   });
 
-  /** Every row of every table (but knex's own and `NOT_COMPARED`), each value as `quote()` gives it. */
-  async function rows(): Promise<Map<string, string[]>> {
-    const tables = (await s.db.raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'knex_%'`)) as Array<{
-      name: string;
-    }>;
-    const all = new Map<string, string[]>();
-    for (const { name } of tables) {
-      if (NOT_COMPARED.has(name)) continue;
-      const columns = ((await s.db.raw(`PRAGMA table_info(${name})`)) as Array<{ name: string }>).map((c) => c.name);
-      const quoted = (await s.db.raw(`SELECT ${columns.map((c) => `quote("${c}") AS "${c}"`).join(', ')} FROM "${name}"`)) as Array<Record<string, string>>;
-      all.set(
-        name,
-        quoted.map((r) => JSON.stringify(r)),
-      );
-    }
-    return all;
-  }
+  const rows = () => tableRows(s.db, NOT_COMPARED);
 
   /** The rows `act` added or removed (a changed row is both), with `ids` named by their role and times, row ids and turns blanked. */
   async function changes(ids: Record<string, string>, act: () => Promise<void>): Promise<string[]> {

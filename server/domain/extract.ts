@@ -150,11 +150,12 @@ async function analyse(
   const reservationId = newId('rsv');
   const claim = await spend.inSubmission(deps.db, deps.clock, identity, async ({ claim, hold }) => {
     await claim({ state: 'pending', ref: id, reservationId }); // until the analysis's outcome
-    await hold({ purpose: 'llm', kind: 'extraction', amount, maxGems: request.maxGems, ref: id, id: reservationId });
+    return hold({ purpose: 'llm', kind: 'extraction', amount, maxGems: request.maxGems, ref: id, id: reservationId });
   });
   if (!claim.created) return idem.savedResponse<Extraction>(claim.record);
 
-  const run: Run = { id, claim: { identity, reservationId, reserved: amount, ref: id }, rates };
+  // The hold as made: its settlement need not read it back (and on SQLite is one statement, spend.ts `billAndRetain`).
+  const run: Run = { id, claim: { identity, reservationId, reserved: amount, ref: id, held: claim.value }, rates };
   const log = deps.logger.child({ extraction: id, asset: asset.id, provider: deps.provider.name });
   let result;
   try {

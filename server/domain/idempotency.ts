@@ -221,16 +221,18 @@ export async function complete(
   result: { ref?: string | null; retained: Retained },
   atCommit = false,
 ): Promise<void> {
-  const patch = {
-    state: 'completed' as const,
-    ref: result.ref ?? null,
-    ...retainedColumns(result.retained),
-    updated_at: clock.now().toISOString(),
-  };
+  const patch = completion(clock, result);
   if (atCommit) return store.transitionRecordAtCommit(trx, id.keyId, id.idemKey, ['pending'], patch);
   const ok = await store.transitionRecord(trx, id.keyId, id.idemKey, ['pending'], patch);
   if (!ok) throw new Error(`idempotency: ${id.idemKey} was not pending`);
 }
+
+/** A completed record's columns: what `complete` sets (also a settlement made at once, spend.ts `billAndRetain`). */
+export function completion(clock: Clock, result: { ref?: string | null; retained: Retained }): CompletedColumns {
+  return { state: 'completed', ref: result.ref ?? null, ...retainedColumns(result.retained), updated_at: clock.now().toISOString() };
+}
+
+export type CompletedColumns = Pick<IdempotencyRow, 'state' | 'ref' | 'response_status' | 'response_body' | 'updated_at'>;
 
 /** True when a transaction failed because a `complete(…, atCommit)` found its record no longer pending. */
 export const completedAtCommitRefused = store.isRecordMoved;

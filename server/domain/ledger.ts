@@ -229,12 +229,37 @@ export async function releaseTx(trx: Tx, clock: Clock, reservationId: string, he
  * move together: the one settlement path (production and tests alike).
  */
 export async function settleTx(trx: Tx, clock: Clock, reservationId: string, charge: number, held?: HeldReservation, atCommit = false): Promise<Settlement> {
-  assertWhole(charge, 'charge');
   // A hold's amounts never change once made: the caller that made it need not read them back (one round trip less);
   // the close below, only of a held reservation, still makes the settlement happen once.
   const r = held?.id === reservationId ? held : await store.findReservation(trx, reservationId);
   if (!r) throw new Error(`settle: unknown reservation ${reservationId}`);
-  if (r.state !== 'held') throw new Error(`settle: reservation ${reservationId} is already ${r.state}`);
+  const { closing, entries, movement, settlement } = settlementRows(clock, r, charge);
+  // At the commit (SQLite): the close waits with everything below for the COMMIT, one round trip, and a
+  // reservation no longer held fails it there (`closedAtCommitRefused`); the caller then settles again without.
+  if (atCommit) await store.closeReservationAtCommit(trx, r.id, closing);
+  else if (!(await store.closeReservation(trx, r.id, closing))) throw new Error(`settle: reservation ${reservationId} was closed concurrently`);
+  await store.insertEntry(trx, entries);
+  // The hold made and moved these balance rows, and the close above proved it held: the moves need no check
+  // of their own and leave together with the caller's next statement (a settlement's one batch, not six round trips).
+  await balances.move(trx, movement, true);
+  return settlement;
+}
+
+/** What a settlement writes: the reservation's close, its entries (post and void, or void alone) and the balances' movement. */
+export interface SettlementRows {
+  closing: { state: 'settled' | 'released'; charged: number; released: number; settled_at: string };
+  entries: EntryRow[];
+  movement: balances.Movement;
+  settlement: Settlement;
+}
+
+/**
+ * The rows of the settlement of held reservation `r` charging `charge` (clamped to it, allowance part first, the rest
+ * released): what `settleTx` writes, and a settlement made at once (spend.ts `billAndRetain`, storage/procedures.ts).
+ */
+export function settlementRows(clock: Clock, r: HeldReservation, charge: number): SettlementRows {
+  assertWhole(charge, 'charge');
+  if (r.state !== 'held') throw new Error(`settle: reservation ${r.id} is already ${r.state}`);
   const total = r.hold_allowance + r.hold_paid;
   const charged = Math.min(charge, total);
   const postAllowance = Math.min(charged, r.hold_allowance);
@@ -243,31 +268,21 @@ export async function settleTx(trx: Tx, clock: Clock, reservationId: string, cha
   const month = utcMonth(now);
   const at = now.toISOString();
   const closing = { state: charged > 0 ? ('settled' as const) : ('released' as const), charged, released: total - charged, settled_at: at };
-  // At the commit (SQLite): the close waits with everything below for the COMMIT, one round trip, and a
-  // reservation no longer held fails it there (`closedAtCommitRefused`); the caller then settles again without.
-  if (atCommit) await store.closeReservationAtCommit(trx, r.id, closing);
-  else if (!(await store.closeReservation(trx, r.id, closing))) throw new Error(`settle: reservation ${reservationId} was closed concurrently`);
   const base = { account_id: r.account_id, key_id: r.key_id, reservation_id: r.id, month, created_at: at, note: null };
-  const voided = { ...base, type: 'void' as const, allowance: r.hold_allowance - postAllowance, paid: r.hold_paid - postPaid };
-  await store.insertEntry(trx, charged > 0 ? [{ ...base, type: 'post', allowance: postAllowance, paid: postPaid }, voided] : [voided]);
-  // The hold made and moved these balance rows, and the close above proved it held: the moves need no check
-  // of their own and leave together with the caller's next statement (a settlement's one batch, not six round trips).
-  await balances.move(
-    trx,
-    {
-      accountId: r.account_id,
-      keyId: r.key_id,
-      month,
-      day: at.slice(0, 10),
-      kind: r.kind,
-      paidPending: -r.hold_paid,
-      allowancePending: -r.hold_allowance,
-      paidPosted: postPaid,
-      allowancePosted: postAllowance,
-    },
-    true,
-  );
-  return { charged, released: total - charged };
+  const voided: EntryRow = { ...base, type: 'void', allowance: r.hold_allowance - postAllowance, paid: r.hold_paid - postPaid };
+  const entries: EntryRow[] = charged > 0 ? [{ ...base, type: 'post', allowance: postAllowance, paid: postPaid }, voided] : [voided];
+  const movement: balances.Movement = {
+    accountId: r.account_id,
+    keyId: r.key_id,
+    month,
+    day: at.slice(0, 10),
+    kind: r.kind,
+    paidPending: -r.hold_paid,
+    allowancePending: -r.hold_allowance,
+    paidPosted: postPaid,
+    allowancePosted: postAllowance,
+  };
+  return { closing, entries, movement, settlement: { charged, released: total - charged } };
 }
 
 /** True when a transaction failed because a `settleTx(…, atCommit)` found its reservation no longer held. */

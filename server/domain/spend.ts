@@ -26,6 +26,7 @@ import type { Clock } from './clock.ts';
 import { refusedAtCommit } from './admission.ts';
 import * as idem from './idempotency.ts';
 import * as ledger from './ledger.ts';
+import * as procedures from '../storage/procedures.ts';
 import type { Purpose, ReservationRow, SpendKind } from './ledger.ts';
 
 export { requestUncertain } from './idempotency.ts';
@@ -295,14 +296,32 @@ export async function releaseAndForget(db: Db, clock: Clock, claim: Claim): Prom
  * SQLite the whole settlement, BEGIN to COMMIT, is one round trip; when either check refuses (an operator released
  * the identity meanwhile), nothing was kept and the settlement runs again step by step, each check at its
  * statement, which fails as it always did.
+ *
+ * Before that, where the database has one and the hold is known (`claim.held`), the same writes are made as one
+ * statement (storage/procedures.ts `settleCompletionAtOnce`: prepared once, the response a bound value). Whatever
+ * stops it (either guard refusing, any failure) leaves nothing written, and the settlement runs as above, which
+ * answers as it always did.
  */
 export async function billAndRetain(db: Db, clock: Clock, claim: Claim, charge: number, retained: idem.Retained): Promise<void> {
+  if (await settledAtOnce(db, clock, claim, charge, retained)) return;
   const settle = (atCommit: boolean) =>
     inTransaction(db, async (trx) => {
       await idem.complete(trx, clock, claim.identity, { ref: claim.ref, retained }, atCommit);
       await ledger.settleTx(trx, clock, claim.reservationId, charge, claim.held, atCommit);
     });
   await atCommitElseStepByStep(settle, (error) => idem.completedAtCommitRefused(error) || ledger.closedAtCommitRefused(error));
+}
+
+/** `billAndRetain`'s writes as one statement: true once made; false where there is none, or it failed (nothing written). */
+async function settledAtOnce(db: Db, clock: Clock, claim: Claim, charge: number, retained: idem.Retained): Promise<boolean> {
+  if (claim.held?.id !== claim.reservationId) return false; // the hold's amounts would need a read: the transaction reads them
+  try {
+    const record = { key_id: claim.identity.keyId, idem_key: claim.identity.idemKey, ...idem.completion(clock, { ref: claim.ref, retained }) };
+    const { closing, entries, movement } = ledger.settlementRows(clock, claim.held, charge);
+    return await procedures.settleCompletionAtOnce(db, { record, reservation: { id: claim.reservationId, ...closing }, entries, movement });
+  } catch {
+    return false; // nothing was written: the transaction, which says what it was
+  }
 }
 
 /** Hold as uncertain: the reservation stays held, replays answer REQUEST_UNCERTAIN. */

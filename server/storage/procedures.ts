@@ -17,12 +17,16 @@
  *   submitMediaAtOnce   a new media submission (migration 021): the claim of its
  *                       identity, the hold with its guards, the reservation and
  *                       its entry, the task, its outputs and its job
+ *   settleCompletionAtOnce  a completion's settlement (migration 022): the record
+ *                       completed with its response, the reservation closed (each
+ *                       with its guard), its entries and the balances' movement
  */
 import { query, rowOf, statement, type Conn, type Value } from './engine/query.ts';
 import type { IdempotencyRow } from './idempotency.ts';
 import type { EntryRow, ReservationRow } from './ledger.ts';
 import type { OutputRow, TaskRow } from './tasks.ts';
 import type { QueuedJob } from './jobs.ts';
+import type { Movement } from './balances.ts';
 
 /** What a new media submission writes: the rows its step-by-step path inserts. */
 export interface MediaSubmissionRows {
@@ -137,4 +141,92 @@ export async function submitMediaAtOnce(db: Conn, rows: MediaSubmissionRows): Pr
     submitMedia,
     COLUMNS.map((c) => values[c]),
   );
+}
+
+/** What a completion's settlement writes: the rows and moves its step-by-step path writes (spend.ts `billAndRetain`). */
+export interface CompletionSettlementRows {
+  /** The record to complete, and its completed columns (idempotency.ts `completion`). */
+  record: { key_id: string; idem_key: string } & Pick<IdempotencyRow, 'state' | 'ref' | 'response_status' | 'response_body' | 'updated_at'>;
+  /** The held reservation to close, and its closed columns (ledger.ts `settlementRows`). */
+  reservation: Pick<ReservationRow, 'id' | 'state' | 'charged' | 'released' | 'settled_at'>;
+  entries: EntryRow[];
+  /** The balances' movement of a settlement: every figure but `credited`, its day and kind. */
+  movement: Movement;
+}
+
+/** The view's columns (migration 022), in the order of the parameters below. */
+const SETTLE_COLUMNS = [
+  'record_key_id',
+  'record_idem_key',
+  'record_state',
+  'record_ref',
+  'record_response_status',
+  'record_response_body',
+  'record_updated_at',
+  'reservation_id',
+  'reservation_state',
+  'reservation_charged',
+  'reservation_released',
+  'reservation_settled_at',
+  'entries',
+  'move_account_id',
+  'move_key_id',
+  'move_month',
+  'move_day',
+  'move_kind',
+  'move_paid_pending',
+  'move_allowance_pending',
+  'move_paid_posted',
+  'move_allowance_posted',
+] as const;
+
+const settleCompletion = statement.procedure('settle-completion', (c, ...v) => c('settle_completion').insert(rowOf(SETTLE_COLUMNS, v)));
+
+/**
+ * Makes a completion's settlement in one statement (SQLite; false on Postgres, nothing done). Throws what the
+ * at-commit path's guards would (engine/query.ts `guardRefusal`: "idempotency record moved", "reservation not
+ * held") when the record is no longer pending or the reservation no longer held; nothing is written then.
+ */
+export async function settleCompletionAtOnce(db: Conn, rows: CompletionSettlementRows): Promise<boolean> {
+  const { record, reservation, entries, movement: m } = rows;
+  if (entries.some((e) => e.id !== undefined)) throw new Error('settleCompletionAtOnce: entries without ids');
+  if (m.credited || !m.day || !m.kind) throw new Error('settleCompletionAtOnce: a settlement moves no credit and names its day and kind');
+  const params: Value[] = [
+    record.key_id,
+    record.idem_key,
+    record.state,
+    record.ref,
+    record.response_status,
+    record.response_body,
+    record.updated_at,
+    reservation.id,
+    reservation.state,
+    reservation.charged,
+    reservation.released,
+    reservation.settled_at,
+    JSON.stringify(
+      entries.map(({ account_id, key_id, reservation_id, type, allowance, paid, month, created_at, note }) => ({
+        account_id,
+        key_id,
+        reservation_id,
+        type,
+        allowance,
+        paid,
+        month,
+        created_at,
+        note,
+      })),
+    ),
+    m.accountId,
+    m.keyId,
+    m.month,
+    m.day,
+    m.kind,
+    m.paidPending ?? 0,
+    m.allowancePending ?? 0,
+    m.paidPosted ?? 0,
+    m.allowancePosted ?? 0,
+  ];
+  if (params.length !== SETTLE_COLUMNS.length) throw new Error('settleCompletionAtOnce: a value for each column of the view');
+  return query(db, settleCompletion, params);
 }

@@ -24,6 +24,7 @@ import * as m018 from './018_upstream_breakers.ts';
 import * as m019 from './019_job_store_retries.ts';
 import * as m020 from './020_sqlite_guards.ts';
 import * as m021 from './021_submit_media.ts';
+import * as m022 from './022_settle_completion.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -51,6 +52,7 @@ const migrations: Array<[string, Migration]> = [
   ['019_job_store_retries', m019],
   ['020_sqlite_guards', m020],
   ['021_submit_media', m021],
+  ['022_settle_completion', m022],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
