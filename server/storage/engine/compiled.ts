@@ -156,7 +156,7 @@ function planOf(conn: Conn, name: string, build: Build, arity: number): Plan {
 async function onPgTransaction(conn: Conn, name: string, build: Build, params: readonly Value[]) {
   if (onSqlite(conn) || !isTransaction(conn) || conn.isCompleted()) return undefined;
   const plan = planOf(conn, name, build, params.length);
-  const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
+  const values = valuesOf(plan, params);
   const literals = values.map(pgLiteral);
   const connection: unknown = await conn.client.acquireConnection();
   if (!canDeferPg(connection) || !literals.every((l): l is string => l !== undefined)) return undefined;
@@ -248,7 +248,7 @@ async function sqliteWaiting(
   if (!onSqlite(conn) || !isTransaction(conn) || conn.isCompleted()) return undefined;
   const plan = planOf(conn, name, build, params.length);
   if (plan.method !== 'run' && !unread) return undefined;
-  const literals = plan.bindings.map((b) => sqliteLiteral(typeof b === 'number' ? params[b] : b.value));
+  const literals = valuesOf(plan, params).map(sqliteLiteral);
   const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
   if (!canDefer(connection) || !literals.every((l) => l !== undefined)) return undefined;
   return { connection, sql: plan.pieces.reduce((sql, piece, i) => sql + literals[i - 1] + piece) };
@@ -272,15 +272,31 @@ export async function execute(conn: Conn, name: string, build: Build, params: re
   if (!isTransaction(conn)) return executeAlone(conn, name, make, params);
   if (conn.isCompleted()) throw new Error(`${name}: the transaction is already complete`); // as knex refuses it
   const plan = planOf(conn, name, make, params.length);
-  const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
-  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
+  return runPlan((await conn.client.acquireConnection()) as sqlite3.Database, plan, params);
+}
+
+/** The values of `plan`'s bindings: each a parameter's or one fixed in the query. */
+const valuesOf = (plan: Plan, params: readonly Value[]): unknown[] => plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
+
+/** Runs `plan` with `params` on a SQLite connection (prepared once there, statement-cache.ts): its rows, or its changes. */
+function runPlan(connection: sqlite3.Database, plan: Plan, params: readonly Value[]): Promise<Executed> {
   const { sql, method } = plan;
   return new Promise((resolve, reject) => {
-    connection[method](sql, values, function (this: sqlite3.RunResult, error: Error | null, rows?: Row[]) {
+    connection[method](sql, valuesOf(plan, params), function (this: sqlite3.RunResult, error: Error | null, rows?: Row[]) {
       if (error) reject(error);
       else resolve(method === 'run' ? { rows: [], changes: this.changes } : { rows: rows ?? [], changes: 0 });
     });
   });
+}
+
+/** Runs `plan` on SQLite's writing connection outside any transaction: taken from knex's pool, and given back. */
+async function runOnWriter(conn: Conn, plan: Plan, params: readonly Value[]): Promise<Executed> {
+  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
+  try {
+    return await runPlan(connection, plan, params);
+  } finally {
+    await conn.client.releaseConnection(connection);
+  }
 }
 
 /**
@@ -296,15 +312,7 @@ export async function execute(conn: Conn, name: string, build: Build, params: re
 async function executeAlone(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<Executed> {
   const plan = planOf(conn, name, build, params.length);
   if (plan.method !== 'all') return asResult(await build(conn, ...params));
-  const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
-  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
-  try {
-    return await new Promise<Executed>((resolve, reject) => {
-      connection.all(plan.sql, values, (error: Error | null, rows?: Row[]) => (error ? reject(error) : resolve({ rows: rows ?? [], changes: 0 })));
-    });
-  } finally {
-    await conn.client.releaseConnection(connection);
-  }
+  return runOnWriter(conn, plan, params);
 }
 
 /**
@@ -321,12 +329,6 @@ export async function executeProcedure(conn: Conn, name: string, build: Build, p
   if (isTransaction(conn)) throw new Error(`${name}: a procedure runs alone, outside any transaction`);
   const plan = planOf(conn, name, build, params.length);
   if (plan.method !== 'run') throw new Error(`${name}: a procedure is an INSERT returning nothing`);
-  const values = plan.bindings.map((b) => (typeof b === 'number' ? params[b] : b.value));
-  const connection = (await conn.client.acquireConnection()) as sqlite3.Database;
-  try {
-    await new Promise<void>((resolve, reject) => connection.run(plan.sql, values, (error: Error | null) => (error ? reject(error) : resolve())));
-    return true;
-  } finally {
-    await conn.client.releaseConnection(connection);
-  }
+  await runOnWriter(conn, plan, params);
+  return true;
 }
