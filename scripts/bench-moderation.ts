@@ -223,7 +223,13 @@ async function atServer(): Promise<boolean> {
  */
 async function providerAt(rev: string, dir: string): Promise<ModerationProvider | undefined> {
   try {
-    const archive = execFileSync('git', ['archive', rev, 'server/providers/moderation', 'server/catalog/moderation.yaml'], {
+    // The provider's folder, its policy, and the server modules it imports at that commit (later commits moved
+    // shared helpers up to server/; git archive refuses a path the commit lacks, so only those it has).
+    const shared = ['server/yaml-file.ts', 'server/write-whole.ts', 'server/threads.ts', 'server/memory.ts'];
+    const present = execFileSync('git', ['ls-tree', '--name-only', rev, '--', ...shared], { cwd: root, encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean);
+    const archive = execFileSync('git', ['archive', rev, 'server/providers/moderation', 'server/catalog/moderation.yaml', ...present], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
       maxBuffer: 64 << 20,
