@@ -3,7 +3,8 @@
  *
  *   check what the schema cannot (model, conversation size), ask the provider's pre-flight (503)
  *   → quote a conservative whole-Gem maximum
- *   → claim the identity and reserve in one transaction (idempotency.submit, state pending)
+ *   → claim the identity and reserve in one transaction (idempotency.submit, state pending);
+ *     on SQLite first as one statement with the admission's tokens (`submittedAtOnce`)
  *   → run the provider in the background, independent of the client
  *   → settle the measured usage (≤ the reservation) and complete the identity
  *     with the saved response in one transaction.
@@ -180,6 +181,11 @@ function admissible(deps: TextDeps, request: ChatCompletionRequest & { max_token
  * after the claim, whose transaction they roll back. A bucket without a token
  * fails that transaction with nothing kept, and the request runs again step by
  * step, which says which limit refused it.
+ *
+ * Before that transaction, SQLite first makes the tokens' take, the claim and the
+ * hold as one prepared statement (`submittedAtOnce`): when it makes them, that is
+ * the whole reservation in one round trip; when anything stops it, it wrote
+ * nothing and the way above runs as it always did, and answers as it always did.
  */
 export async function createChatCompletion(
   deps: TextDeps,

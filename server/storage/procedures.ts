@@ -341,5 +341,7 @@ export async function submitTextAtOnce(db: Conn, rows: TextSubmissionRows): Prom
 /** A hold's split from a row, when it holds one adding up to `amount`. */
 function splitOf(row: Split | undefined, amount: number): { hold_allowance: number; hold_paid: number } | undefined {
   const [allowance, paid] = [Number(row?.hold_allowance), Number(row?.hold_paid)];
-  return Number.isSafeInteger(allowance) && Number.isSafeInteger(paid) && allowance + paid === amount ? { hold_allowance: allowance, hold_paid: paid } : undefined;
+  return Number.isSafeInteger(allowance) && Number.isSafeInteger(paid) && allowance + paid === amount
+    ? { hold_allowance: allowance, hold_paid: paid }
+    : undefined;
 }

@@ -10,6 +10,8 @@ import type { Knex } from 'knex';
  *   the rows storage/rate-buckets.ts `takeTokensAtClaim` binds), refilled and taken by the
  *   same upsert; every bucket must give one (`rate bucket without a token`);
  * - the claim of the identity (its record: a claim made before fails on the primary key);
+ * - the account's and the key's balance rows where they have none yet (an account never credited, a key older
+ *   than its row), as `lockFigures` makes them when its read finds none (balances.ts `ensureRows`);
  * - the reservation, its split decided here from the figures ledger.ts `reserveTx` reads
  *   (storage/balances.ts `lockFigures`): the allowance left this month (the account's
  *   allowance less what its month posted and what it holds, never below 0) covers what it
@@ -93,6 +95,8 @@ export async function up(db: Knex): Promise<void> {
         WHERE ${refilled} >= 1;
       SELECT RAISE(ABORT, 'gemforge_guard: rate bucket without a token') WHERE changes() <> json_array_length(NEW.buckets);
       INSERT INTO idempotency_records (${RECORD.map(([c]) => c).join(', ')}) VALUES (${RECORD.map(([, from]) => `NEW.${from}`).join(', ')});
+      INSERT INTO account_balances (account_id) VALUES (NEW.account_id) ON CONFLICT (account_id) DO NOTHING;
+      INSERT INTO key_balances (key_id) SELECT NEW.key_id WHERE NEW.key_id IS NOT NULL ON CONFLICT (key_id) DO NOTHING;
       INSERT INTO reservations (${RESERVATION.map(([c]) => c).join(', ')}, hold_allowance, hold_paid)
         SELECT ${RESERVATION.map(([, from]) => `NEW.${from}`).join(', ')}, f.allowance, NEW.amount - f.allowance FROM (${figures}) AS f
         WHERE (NEW.amount - f.allowance = 0 OR f.consent) AND NEW.amount - f.allowance <= f.balance;
