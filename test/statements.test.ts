@@ -186,7 +186,6 @@ describe('statements per request', () => {
     // The batch's statements are traced one by one, each after the `;` that ended the one before.
     const all = statements.map((q) => q.replace(/^[;\s]+/, '')).filter((q) => !q.startsWith('--') && !LAST_USE.test(q) && !/gemforge_guards/.test(q));
     const begins = all.flatMap((q, i) => (q === 'BEGIN;' ? [i] : []));
-    const commits = all.flatMap((q, i) => (q === 'COMMIT;' ? [i] : []));
     if (isSqlite(s.db)) {
       // No transaction at all: the Gems are held by one statement (an INSERT into the view of migration 023), and the
       // settlement is one more (migration 022), whose trigger completes the record, then closes the hold, each

@@ -166,7 +166,7 @@ describe("a chat completion's reservation made at once or the way before", () =>
       // A hold of the one allowance Gem left and the rest paid.
       const split = await bothWays(ask({ stream, max_tokens: 2000 }), { llmAllowance: 1, paidConsent: true }, { status: 200, atOnce: true });
       const [hold] = entries(split.changes).filter((e) => e.startsWith("'hold'"));
-      assert.match(hold!, /^'hold' 1 [1-9]\d*$/, split.changes.join('\n'));
+      assert.match(hold, /^'hold' 1 [1-9]\d*$/, split.changes.join('\n'));
     }
     await bothWays(ask({ max_tokens: 2000 }), { llmAllowance: 1000, cap: 100 }, { status: 200, atOnce: true });
     // The allowance partly used this month (1 posted) and partly held by an open completion (2): the 2 left are split off.
@@ -184,7 +184,7 @@ describe("a chat completion's reservation made at once or the way before", () =>
     };
     const partly = await bothWays(ask({ max_tokens: 2000 }), { llmAllowance: 5, paidConsent: true }, { status: 200, atOnce: true }, used);
     const [hold] = entries(partly.changes).filter((e) => e.startsWith("'hold'"));
-    assert.match(hold!, /^'hold' 2 [1-9]\d*$/, partly.changes.join('\n'));
+    assert.match(hold, /^'hold' 2 [1-9]\d*$/, partly.changes.join('\n'));
   });
 
   it('when the allowance is exhausted without consent, the account short of Gems, the key at or past its cap or its bucket empty, then both ways refuse alike, with the same Retry-After, and write the same', async (t) => {
