@@ -186,15 +186,16 @@ describe('statements per request', () => {
     // The batch's statements are traced one by one, each after the `;` that ended the one before.
     const all = statements.map((q) => q.replace(/^[;\s]+/, '')).filter((q) => !q.startsWith('--') && !LAST_USE.test(q) && !/gemforge_guards/.test(q));
     const begins = all.flatMap((q, i) => (q === 'BEGIN;' ? [i] : []));
-    const commits = all.flatMap((q, i) => (q === 'COMMIT;' ? [i] : []));
     if (isSqlite(s.db)) {
-      // The one transaction holds the Gems; the settlement is one statement after its COMMIT: an INSERT into the view
-      // whose trigger completes the record, then closes the hold, each guarded (migration 022). Nothing reads it back.
-      assert.equal(begins.length, 1, all.join('\n'));
-      const settlement = all.slice(commits[0]! + 1);
-      assert.ok(!settlement.some((q) => /^select .* from .reservations./i.test(q)), settlement.join('\n'));
-      assert.equal(settlement.length, 1, settlement.join('\n'));
-      assert.match(settlement[0]!, /^insert into .settle_completion./i, settlement.join('\n'));
+      // No transaction at all: the Gems are held by one statement (an INSERT into the view of migration 023), and the
+      // settlement is one more (migration 022), whose trigger completes the record, then closes the hold, each
+      // guarded. Nothing reads the reservation back.
+      assert.deepEqual(begins, [], all.join('\n'));
+      const writes = all.filter((q) => !/api_keys/.test(q));
+      assert.ok(!writes.some((q) => /^select .* from .reservations./i.test(q)), writes.join('\n'));
+      assert.equal(writes.length, 2, writes.join('\n'));
+      assert.match(writes[0]!, /^insert into .submit_text./i, writes.join('\n'));
+      assert.match(writes[1]!, /^insert into .settle_completion./i, writes.join('\n'));
       return;
     }
     // The second transaction is the settlement (the first holds the Gems).
@@ -205,7 +206,7 @@ describe('statements per request', () => {
     assert.match(settlement[2] ?? '', /^update .reservations./i, settlement.join('\n'));
   });
 
-  it('when a chat completion is answered, then it takes four round trips to node-sqlite3: the admission and the claim with their BEGIN, the figures, the hold with its COMMIT, the settlement as one prepared statement bound with its values', async (t) => {
+  it('when a chat completion is answered, then it takes two round trips to node-sqlite3, both prepared statements bound with their values: the admission, the claim and the hold as one, the settlement as the other', async (t) => {
     if (!isSqlite(s.db)) return t.skip('on Postgres the writes that wait go with the COMMIT (test/unit/pg-deferred.test.ts)');
     const rich = await s.user({ llmAllowance: 1000 });
     const body = { model: 'gemforge-text-1', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
@@ -226,34 +227,22 @@ describe('statements per request', () => {
     // The key's read (its cache may have expired) and the WAL checkpoint beside the writer are not the completion's.
     const mine = trips.filter((c) => !/`key__id`|last_used_at|\bsigning_keys\b|^\s*pragma\b/i.test(c.sql));
     const shown = mine.map((c) => `${c.exec ? 'exec' : 'prepared'}: ${c.sql.replace(/\s+/g, ' ').slice(0, 160)}`).join('\n');
-    const prepared = mine.filter((c) => !c.exec).map((c) => c.sql);
-    // What waits never runs as a prepared statement of its own; neither does the replay's read (the claim is it).
-    const figures = prepared.filter((q) =>
-      /^update .(account_balances|key_balances|idempotency_records|reservations).|^insert into .(ledger_entries|account_months|account_days|key_months|reservations|idempotency_records|rate_buckets).|^select \* from .idempotency_records./i.test(
-        q,
-      ),
-    );
-    assert.deepEqual(figures, [], shown);
-    const guard = (what: string) => `insert into gemforge_guards \\(ok, what\\) values \\(changes\\(\\) = \\d+, '${what}'\\)`;
-    const expected: Array<[exec: boolean, sql: RegExp]> = [
-      // the admission's take, its guard (every bucket gave a token), then the claim: a claim made before fails here
-      [
-        true,
-        new RegExp(`^begin\\b[\\s\\S]*insert into rate_buckets[\\s\\S]*${guard('rate bucket without a token')}[\\s\\S]*insert into .idempotency_records.`, 'i'),
-      ],
-      [false, /^select .*account_balances/i], // the figures the hold is decided on
-      [true, /^insert into .reservations.[\s\S]*commit;?\s*$/i], // the hold's writes with the COMMIT
+    const expected: RegExp[] = [
+      // the admission's token take (every bucket gives one), the claim (a claim made before fails here), the hold split
+      // between the allowance and paid Gems from the figures, its guarded moves and its entry: one INSERT into a view
+      // whose trigger makes them (migration 023), the split read back by its RETURNING; no BEGIN, no read of the
+      // figures, no `exec` of SQL with the values written in (compiled again for every request)
+      /^insert into .submit_text. \([\s\S]*\) returning /i,
       // the settlement whole, one INSERT into a view whose trigger completes the record and closes the hold, each
-      // guarded (a settlement happens once), then makes its writes (migration 022): prepared (compiled once), its
-      // values bound (the response too), no BEGIN or COMMIT of its own
-      [false, /^insert into .settle_completion. \(/i],
+      // guarded (a settlement happens once), then makes its writes (migration 022)
+      /^insert into .settle_completion. \(/i,
     ];
     assert.equal(mine.length, expected.length, shown);
-    expected.forEach(([exec, sql], i) => {
-      assert.equal(mine[i]!.exec, exec, shown);
+    expected.forEach((sql, i) => {
+      assert.equal(mine[i]!.exec, false, shown);
       assert.match(mine[i]!.sql, sql, shown);
+      assert.ok(!mine[i]!.sql.includes('statements-chat-batched') && !mine[i]!.sql.includes('chat.completion'), 'the values are bound, not written in');
     });
-    assert.ok(!mine[3]!.sql.includes('statements-chat-batched') && !mine[3]!.sql.includes('chat.completion'), 'the values are bound, not written in');
   });
 
   it('when models are listed with a cached key or without a key, then no statement runs', async () => {

@@ -11,6 +11,7 @@ import { DomainError } from './errors.ts';
 import type { Db, Tx } from '../storage/db.ts';
 import * as jobs from '../storage/jobs.ts';
 import {
+  bucketTakes,
   guardTokens,
   isRateRefused,
   isTokenMissing,
@@ -19,6 +20,7 @@ import {
   takesAtClaim,
   tokensGuardable,
   type Bucket,
+  type BucketTake,
 } from '../storage/rate-buckets.ts';
 import type { Principal } from './accounts.ts';
 import type { Clock } from './clock.ts';
@@ -159,6 +161,14 @@ export const admitsAtClaim = (db: Db): boolean => takesAtClaim(db);
  */
 export async function admitAtClaim(trx: Tx, clock: Clock, limits: AdmissionLimits, principal: Principal): Promise<void> {
   await takeTokensAtClaim(trx, bucketsOf(limits, principal, 'text'), clock.now().getTime());
+}
+
+/**
+ * The takes `admitAtClaim` would make now, for a text submission made as one statement (storage/procedures.ts
+ * `submitTextAtOnce`, which refuses as `admitAtClaim` does: `refusedAtClaim`); none without limits.
+ */
+export function tokensAtOnce(clock: Clock, limits: AdmissionLimits | undefined, principal: Principal): BucketTake[] {
+  return limits ? bucketTakes(bucketsOf(limits, principal, 'text'), clock.now().getTime()) : [];
 }
 
 /** True when a submission failed because `admitAtClaim` found a bucket without a token. */

@@ -155,6 +155,29 @@ export function mediaHoldAtOnce(clock: Clock, req: ReserveRequest): HoldRows | u
   return holdRows(req, paidHold(req, clock.now()));
 }
 
+/** The rows of an LLM hold but its split (which the database decides as it writes them), and the whole amount. */
+export interface LlmHoldRows {
+  reservation: Omit<ReservationRow, 'hold_allowance' | 'hold_paid'>;
+  entry: Omit<EntryRow, 'allowance' | 'paid'>;
+  amount: number;
+}
+
+/**
+ * The rows of an LLM hold whose split the database decides as it writes them, with the claim and the admission's
+ * tokens in one statement (text.ts `submit`, storage/procedures.ts `submitTextAtOnce`, which splits as `reserveTx`
+ * does). Undefined when the hold must go step by step: it is over `maxGems`, which `reserveTx` refuses after the claim
+ * (a claim made before is replayed first).
+ */
+export function llmHoldAtOnce(clock: Clock, req: ReserveRequest): LlmHoldRows | undefined {
+  assertWhole(req.amount, 'amount');
+  if (req.purpose !== 'llm' || aboveMaxGems(req)) return undefined;
+  const now = clock.now();
+  const { reservation, entry } = holdRows(req, { now, month: utcMonth(now), holdAllowance: 0, holdPaid: 0 });
+  const { hold_allowance: _a, hold_paid: _p, ...unsplit } = reservation;
+  const { allowance: _ea, paid: _ep, ...entryUnsplit } = entry;
+  return { reservation: unsplit, entry: entryUnsplit, amount: req.amount };
+}
+
 /** A media hold decided by the database's guards: all of it paid Gems (media spends no LLM allowance). */
 const paidHold = (req: ReserveRequest, now: Date): HoldAmounts => ({ now, month: utcMonth(now), holdAllowance: 0, holdPaid: req.amount });
 

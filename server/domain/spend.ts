@@ -28,6 +28,7 @@ import * as idem from './idempotency.ts';
 import * as ledger from './ledger.ts';
 import * as procedures from '../storage/procedures.ts';
 import type { Purpose, ReservationRow, SpendKind } from './ledger.ts';
+import type { BucketTake } from '../storage/rate-buckets.ts';
 
 export { requestUncertain } from './idempotency.ts';
 
@@ -205,6 +206,36 @@ async function atCommitElseStepByStep<T>(
     await first?.();
     if (!refused(error)) throw error;
     return attempt(false);
+  }
+}
+
+/**
+ * A text submission's admission, claim and hold as one statement of the database (storage/procedures.ts
+ * `submitTextAtOnce`, SQLite): the tokens of `tokens` taken, the identity claimed with `outcome`, and the LLM hold
+ * split between the allowance and paid Gems by the rules of ledger.ts `reserveTx`, decided by the database from the
+ * same figures. The hold as made (its split read back from the statement), or undefined when nothing was made: where
+ * the database has no such statement, for a hold over `maxGems` (refused after the claim, so a claim made before
+ * replays first), and on any failure of the statement (a bucket without a token, a claim made before, a rule
+ * refusing, anything else), which leaves nothing written: the caller then runs its transaction as it always did,
+ * which answers as it always did.
+ */
+export async function claimedAndHeldAtOnce(
+  db: Db,
+  clock: Clock,
+  identity: idem.Identity,
+  outcome: idem.ClaimOutcome,
+  hold: Hold,
+  tokens: BucketTake[],
+): Promise<ledger.HeldReservation | undefined> {
+  if ((outcome.reservationId ?? undefined) !== hold.id) throw new Error('spend: the claimed record must name the reservation made up front');
+  const rows = ledger.llmHoldAtOnce(clock, { ...hold, accountId: identity.accountId, keyId: identity.keyId });
+  if (!rows) return undefined;
+  try {
+    const record = idem.claimRecord(clock, identity, outcome);
+    const split = await procedures.submitTextAtOnce(db, { buckets: tokens, record, ...rows });
+    return split && { ...rows.reservation, ...split };
+  } catch {
+    return undefined; // nothing was written: the transaction, which says what it was
   }
 }
 

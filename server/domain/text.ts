@@ -3,7 +3,8 @@
  *
  *   check what the schema cannot (model, conversation size), ask the provider's pre-flight (503)
  *   → quote a conservative whole-Gem maximum
- *   → claim the identity and reserve in one transaction (idempotency.submit, state pending)
+ *   → claim the identity and reserve in one transaction (idempotency.submit, state pending);
+ *     on SQLite first as one statement with the admission's tokens (`submittedAtOnce`)
  *   → run the provider in the background, independent of the client
  *   → settle the measured usage (≤ the reservation) and complete the identity
  *     with the saved response in one transaction.
@@ -12,7 +13,7 @@
  * idempotency.ts; this module is the text adapter: its admission checks and its run. A client that disconnects does not stop the generation: it
  * still settles and its result is retained for replay.
  */
-import { admit, admitAtClaim, admitsAtClaim, refusedAtClaim, type AdmissionLimits } from './admission.ts';
+import { admit, admitAtClaim, admitsAtClaim, refusedAtClaim, tokensAtOnce, type AdmissionLimits } from './admission.ts';
 import crypto from 'node:crypto';
 import type { components, operations } from '../../generated/api.ts';
 import { DomainError } from './errors.ts';
@@ -180,6 +181,11 @@ function admissible(deps: TextDeps, request: ChatCompletionRequest & { max_token
  * after the claim, whose transaction they roll back. A bucket without a token
  * fails that transaction with nothing kept, and the request runs again step by
  * step, which says which limit refused it.
+ *
+ * Before that transaction, SQLite first makes the tokens' take, the claim and the
+ * hold as one prepared statement (`submittedAtOnce`): when it makes them, that is
+ * the whole reservation in one round trip; when anything stops it, it wrote
+ * nothing and the way above runs as it always did, and answers as it always did.
  */
 export async function createChatCompletion(
   deps: TextDeps,
@@ -193,6 +199,8 @@ export async function createChatCompletion(
   const identity = spend.identityOf(principal, idemKey, OPERATION, request);
   // A record the request has read already (moderation's) answers without another read.
   if (!recorded?.asked && admitsAtClaim(deps.db)) {
+    const made = await submittedAtOnce(deps, principal, identity, request);
+    if (made) return made;
     try {
       return await submit(deps, principal, identity, request, true);
     } catch (error) {
@@ -236,6 +244,51 @@ async function submit(
     created: Math.floor(deps.clock.now().getTime() / 1000),
     model: model.id,
     claim: { identity, reservationId, reserved: amount, ref: id, held: claim.value },
+    rates: model.pricing,
+    messages: asked.messages,
+    events: provider.generate(asked),
+  });
+  return { type: 'live', generation };
+}
+
+/**
+ * The admission, the claim and the hold as one statement (SQLite: spend.ts `claimedAndHeldAtOnce`), then the
+ * generation; undefined when it was not made, with nothing written (the caller then takes the way above, which
+ * answers as it always did). The checks come first here: they read no record and write nothing, so run before the
+ * statement they answer as after the claim; but should one refuse, the statement is not tried, since that refusal
+ * is the answer only when the identity was not claimed before (a completed identity replays before any current
+ * check), which the way above finds out first.
+ */
+async function submittedAtOnce(
+  deps: TextDeps,
+  principal: Principal,
+  identity: idem.Identity,
+  request: ChatCompletionRequest & { max_tokens: number },
+): Promise<ChatOutcome | undefined> {
+  let admitted: ReturnType<typeof admissible>;
+  try {
+    admitted = admissible(deps, request);
+  } catch {
+    return undefined;
+  }
+  const { model, provider, asked } = admitted;
+  const id = `chatcmpl_${crypto.randomBytes(12).toString('hex')}`;
+  const reservationId = newId('rsv');
+  const amount = conservativeMaximum(model.pricing, provider.promptTokenUpperBound(asked.messages), request.max_tokens);
+  const held = await spend.claimedAndHeldAtOnce(
+    deps.db,
+    deps.clock,
+    identity,
+    { state: 'pending', ref: id, reservationId },
+    { purpose: 'llm', kind: 'text', amount, maxGems: request.maxGems, ref: id, id: reservationId },
+    tokensAtOnce(deps.clock, deps.limits, principal),
+  );
+  if (!held) return undefined;
+  const generation = start(deps, {
+    id,
+    created: Math.floor(deps.clock.now().getTime() / 1000),
+    model: model.id,
+    claim: { identity, reservationId, reserved: amount, ref: id, held },
     rates: model.pricing,
     messages: asked.messages,
     events: provider.generate(asked),

@@ -20,13 +20,19 @@
  *   settleCompletionAtOnce  a completion's settlement (migration 022): the record
  *                       completed with its response, the reservation closed (each
  *                       with its guard), its entries and the balances' movement
+ *   submitTextAtOnce    a chat completion's reservation (migration 023): the
+ *                       admission's tokens (guarded), the claim, the hold of the
+ *                       allowance and paid Gems split as ledger.ts `reserveTx`
+ *                       splits them (guarded), the balances' moves and its entry;
+ *                       the split comes back as the statement's RETURNING
  */
 import { query, rowOf, statement, type Conn, type Value } from './engine/query.ts';
 import type { IdempotencyRow } from './idempotency.ts';
-import type { EntryRow, ReservationRow } from './ledger.ts';
+import { findReservation, type EntryRow, type ReservationRow } from './ledger.ts';
 import type { OutputRow, TaskRow } from './tasks.ts';
 import type { QueuedJob } from './jobs.ts';
 import type { Movement } from './balances.ts';
+import type { BucketTake } from './rate-buckets.ts';
 
 /** What a new media submission writes: the rows its step-by-step path inserts. */
 export interface MediaSubmissionRows {
@@ -229,4 +235,113 @@ export async function settleCompletionAtOnce(db: Conn, rows: CompletionSettlemen
   ];
   if (params.length !== SETTLE_COLUMNS.length) throw new Error('settleCompletionAtOnce: a value for each column of the view');
   return query(db, settleCompletion, params);
+}
+
+/**
+ * What a chat completion's reservation writes: the rows its step-by-step path inserts (text.ts `submit`), but the
+ * split of the hold, which the statement decides from the figures as ledger.ts `reserveTx` does.
+ */
+export interface TextSubmissionRows {
+  /** The admission's tokens, one from each bucket (rate-buckets.ts `bucketTakes`); none without rates. */
+  buckets: BucketTake[];
+  record: IdempotencyRow;
+  /** The reservation of an LLM hold; its `hold_allowance` and `hold_paid` are not the caller's (the statement's). */
+  reservation: Omit<ReservationRow, 'hold_allowance' | 'hold_paid'>;
+  /** Its hold entry; `allowance` and `paid` likewise the statement's. */
+  entry: Omit<EntryRow, 'allowance' | 'paid'>;
+  /** The whole hold: allowance and paid Gems together. */
+  amount: number;
+}
+
+/** The view's columns (migration 023): each value the rows share once, then each row's own. */
+const TEXT_COLUMNS = [
+  'account_id',
+  'key_id',
+  'reservation_id',
+  'completion_id',
+  'claimed_at',
+  'held_at',
+  'month',
+  'amount',
+  'buckets',
+  'record_idem_key',
+  'record_operation',
+  'record_fingerprint',
+  'record_state',
+  'record_response_status',
+  'record_response_body',
+  'reservation_purpose',
+  'reservation_kind',
+  'reservation_state',
+  'reservation_charged',
+  'reservation_released',
+  'reservation_settled_at',
+  'entry_type',
+  'entry_note',
+] as const;
+
+/** The split the trigger decided, read by the RETURNING's subqueries after it ran. */
+type Split = { hold_allowance: unknown; hold_paid: unknown };
+const submitText = statement.procedureRows<Split>('submit-text', (c, ...v) =>
+  c('submit_text')
+    .insert(rowOf(TEXT_COLUMNS, v))
+    .returning([
+      c.raw('(SELECT r.hold_allowance FROM reservations AS r WHERE r.id = submit_text.reservation_id) AS hold_allowance'),
+      c.raw('(SELECT r.hold_paid FROM reservations AS r WHERE r.id = submit_text.reservation_id) AS hold_paid'),
+    ]),
+);
+
+/**
+ * Makes a chat completion's reservation in one statement (SQLite; undefined on Postgres, nothing done): the hold's
+ * split, as the statement decided it. Throws what the step-by-step path's statements would: a unique violation for an
+ * identity claimed before, a guard's refusal (engine/query.ts `guardRefusal`: "rate bucket without a token", "llm
+ * hold", "key cap") for a bucket without a token or a hold a rule refuses; nothing is written then.
+ */
+export async function submitTextAtOnce(db: Conn, rows: TextSubmissionRows): Promise<{ hold_allowance: number; hold_paid: number } | undefined> {
+  const { buckets, record, reservation: r, entry, amount } = rows;
+  if (r.purpose !== 'llm' || entry.id !== undefined) throw new Error('submitTextAtOnce: an LLM hold, its entry without an id');
+  const values: Record<(typeof TEXT_COLUMNS)[number], Value> = {
+    account_id: shared('account', record.account_id, r.account_id, entry.account_id),
+    key_id: shared('key', record.key_id, r.key_id, entry.key_id),
+    reservation_id: shared('reservation', r.id, record.reservation_id, entry.reservation_id),
+    completion_id: shared('completion', record.ref, r.ref),
+    claimed_at: shared('claim time', record.created_at, record.updated_at),
+    held_at: shared('hold time', r.created_at, entry.created_at),
+    month: shared('month', r.month, entry.month),
+    amount,
+    buckets: JSON.stringify(buckets),
+    record_idem_key: record.idem_key,
+    record_operation: record.operation,
+    record_fingerprint: record.fingerprint,
+    record_state: record.state,
+    record_response_status: record.response_status,
+    record_response_body: record.response_body,
+    reservation_purpose: r.purpose,
+    reservation_kind: r.kind,
+    reservation_state: r.state,
+    reservation_charged: r.charged,
+    reservation_released: r.released,
+    reservation_settled_at: r.settled_at,
+    entry_type: entry.type,
+    entry_note: entry.note,
+  };
+  const returned = await query(
+    db,
+    submitText,
+    TEXT_COLUMNS.map((c) => values[c]),
+  );
+  if (!returned) return undefined;
+  // The RETURNING's subqueries run after the trigger (SQLite codes RETURNING as the statement's last trigger). Should
+  // they ever not have seen its writes, the statement still made them: the split is then read back, never guessed.
+  const split = splitOf(returned[0], amount) ?? splitOf(await findReservation(db, r.id), amount);
+  if (!split) throw new Error(`submitTextAtOnce: reservation ${r.id} was made but its split cannot be read`);
+  return split;
+}
+
+/** A hold's split from a row, when it holds one adding up to `amount`. */
+function splitOf(row: Split | undefined, amount: number): { hold_allowance: number; hold_paid: number } | undefined {
+  const [allowance, paid] = [Number(row?.hold_allowance), Number(row?.hold_paid)];
+  return Number.isSafeInteger(allowance) && Number.isSafeInteger(paid) && allowance + paid === amount
+    ? { hold_allowance: allowance, hold_paid: paid }
+    : undefined;
 }

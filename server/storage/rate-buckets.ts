@@ -73,7 +73,7 @@ const read = (n: number) =>
 
 /** What a take binds: per bucket its id, a new bucket's tokens (full, less this request's token), the time, rate and burst; then the cap's. */
 function takeParams(buckets: readonly Bucket[], nowMs: number, capped: { accountId: string; cap: number } | undefined): Value[] {
-  const params: Value[] = buckets.flatMap((b) => [b.id, b.burst - 1, nowMs, b.rate, b.burst]);
+  const params: Value[] = bucketTakes(buckets, nowMs).flatMap((t) => [t.id, t.tokens, t.at_ms, t.rate, t.burst]);
   if (capped) params.push(capped.accountId, capped.cap);
   return params;
 }
@@ -163,6 +163,19 @@ export async function takeTokensAtClaim(trx: Conn, buckets: readonly Bucket[], n
   if (buckets.length === 0) return;
   await query(trx, takeGuarded(buckets.length), takeParams(buckets, nowMs, undefined));
 }
+
+/** One bucket's take as a procedure binds it (storage/procedures.ts `submitTextAtOnce`): the values `takeParams` binds. */
+export interface BucketTake {
+  id: string;
+  tokens: number;
+  at_ms: number;
+  rate: number;
+  burst: number;
+}
+
+/** The takes of `buckets` at `nowMs`, as `takeTokensAtClaim` would make them: a new bucket full, less this request's token. */
+export const bucketTakes = (buckets: readonly Bucket[], nowMs: number): BucketTake[] =>
+  buckets.map((b) => ({ id: b.id, tokens: b.burst - 1, at_ms: nowMs, rate: b.rate, burst: b.burst }));
 
 /** True when a transaction failed because a `takeTokensAtClaim` found a bucket without a token. */
 export const isTokenMissing = (error: unknown): boolean => guardRefusal(error) === NO_TOKEN;

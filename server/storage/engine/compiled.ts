@@ -319,16 +319,18 @@ async function executeAlone(conn: Conn, name: string, build: Build, params: read
  * A procedure (engine/query.ts note 11): on SQLite, outside any transaction, one INSERT into a view whose INSTEAD OF
  * trigger makes a use case's writes, prepared once on the writing connection (statement-cache.ts) and bound with
  * `params`: the SQL is compiled once, not on every call as a batch with its values written in would be, and the
- * statement is its own transaction (autocommit), so it needs no BEGIN or COMMIT of its own. True once it ran; false
- * on Postgres, where nothing ran (no such views there). A failure (a trigger's RAISE, a key's conflict) undoes the
- * whole statement and is thrown to the caller.
+ * statement is its own transaction (autocommit), so it needs no BEGIN or COMMIT of its own. What it gave once it ran
+ * (`returning`: the rows of its RETURNING, which a procedure without one must not have); undefined on Postgres, where
+ * nothing ran (no such views there). A failure (a trigger's RAISE, a key's conflict) undoes the whole statement and is
+ * thrown to the caller.
  */
-export async function executeProcedure(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<boolean> {
-  if (!onSqlite(conn)) return false;
+export async function executeProcedure(conn: Conn, name: string, build: Build, params: readonly Value[], returning: boolean): Promise<Executed | undefined> {
+  if (!onSqlite(conn)) return undefined;
   // Inside a transaction it would not be atomic on its own, and its failure would leave the transaction's choice to the caller.
   if (isTransaction(conn)) throw new Error(`${name}: a procedure runs alone, outside any transaction`);
   const plan = planOf(conn, name, build, params.length);
-  if (plan.method !== 'run') throw new Error(`${name}: a procedure is an INSERT returning nothing`);
-  await runOnWriter(conn, plan, params);
-  return true;
+  if (plan.method !== (returning ? 'all' : 'run')) {
+    throw new Error(returning ? `${name}: a procedure with rows is an INSERT … RETURNING` : `${name}: a procedure is an INSERT returning nothing`);
+  }
+  return runOnWriter(conn, plan, params);
 }

@@ -40,6 +40,7 @@
  *   later    knex, at once                     waits for the next statement (7)  waits for the next statement (7)  knex, at once
  *   guarded  at once, then its check          waits, then its guard (10)     at once, then its check (10)      at once, then its check
  *   procedure  writer's, prepared (11)         refused (an error)             not run: false                    not run: false
+ *   procedureRows  as procedure; its RETURNING rows   refused (an error)        not run: undefined                not run: undefined
  *   dynamic  knex, built each time, everywhere (8)
  *
  * 1. reads.ts: read-only connections beside the single writer (WAL: they see the
@@ -118,7 +119,7 @@ export const columnsOf = <T extends object>(patch: T): Array<keyof T & string> =
 export type Conn = Knex | Knex.Transaction;
 
 /** How a statement runs (see the table above). */
-export type Kind = 'rows' | 'first' | 'byKey' | 'write' | 'checked' | 'later' | 'guarded' | 'procedure' | 'dynamic';
+export type Kind = 'rows' | 'first' | 'byKey' | 'write' | 'checked' | 'later' | 'guarded' | 'procedure' | 'procedureRows' | 'dynamic';
 
 /** A named statement: what `query` runs. Make one with `statement.<kind>`. */
 export interface Statement<K extends Kind = Kind, R = Row> {
@@ -149,7 +150,9 @@ type Result<K extends Kind, R> = K extends 'rows' | 'byKey'
       ? Written<R>
       : K extends 'procedure'
         ? boolean
-        : void;
+        : K extends 'procedureRows'
+          ? R[] | undefined
+          : void;
 
 /** A query of one key's rows: the builder must neither filter on the key nor limit its rows. */
 type KeyedBuild = (c: Conn) => Knex.QueryBuilder;
@@ -190,6 +193,11 @@ export const statement = {
    * and false where there is none (Postgres: nothing ran). The build must be a knex insert into that view.
    */
   procedure: (name: string, build: Build): Statement<'procedure', never> => ({ name, kind: 'procedure', build }),
+  /**
+   * A procedure whose INSERT says what its trigger decided (`RETURNING`, whose subqueries see the trigger's writes):
+   * its rows where it ran, undefined where there is none (Postgres: nothing ran).
+   */
+  procedureRows: <R = Row>(name: string, build: Build): Statement<'procedureRows', R> => ({ name, kind: 'procedureRows', build }),
   /** A statement built and run through knex at every call (nothing compiled once). */
   dynamic: <R = Row>(name: string, build: (c: Conn, ...params: Value[]) => Knex.QueryBuilder | Knex.Raw | Knex.SchemaBuilder): Statement<'dynamic', R> => ({
     name,
@@ -250,7 +258,9 @@ async function run(conn: Conn, st: Statement<Kind, unknown>, params: readonly Va
     case 'guarded':
       return executeGuarded(conn, st.name, st.build, params, st.guard!);
     case 'procedure':
-      return executeProcedure(conn, st.name, st.build, params);
+      return (await executeProcedure(conn, st.name, st.build, params, false)) !== undefined;
+    case 'procedureRows':
+      return (await executeProcedure(conn, st.name, st.build, params, true))?.rows;
     case 'dynamic':
       return asResult(await st.build(conn, ...params)) satisfies Executed;
   }
