@@ -13,8 +13,9 @@ import { validatorChain, type ValidatorObject } from '../../server/http/validato
 type Step = (req: Request, res: Response, next: NextFunction) => unknown;
 
 const { OpenApiValidator } = (validatorClassImport as unknown as { default: { OpenApiValidator: new (options: object) => ValidatorObject } }).default;
-const { OpenApiSpecLoader } = (specLoaderImport as unknown as { default: { OpenApiSpecLoader: new (args: object) => { load(): Promise<{ apiDoc: unknown }> } } })
-  .default;
+const { OpenApiSpecLoader } = (
+  specLoaderImport as unknown as { default: { OpenApiSpecLoader: new (args: object) => { load(): Promise<{ apiDoc: unknown }> } } }
+).default;
 
 const CONTRACT = {
   openapi: '3.1.0',
