@@ -71,16 +71,24 @@ export function cacheValidatorRoutePatterns(): void {
   const mod = validatorsPathToRegexp();
   if (mod.pathToRegexp.memoized) return;
   const compile = mod.pathToRegexp;
-  const patterns = new Map<string, ReturnType<PathToRegexp>>();
+  // By path, then by the three options as bits: the library passes the same path strings each time, whose
+  // hash V8 keeps, so a lookup builds no key string (a new one per route tried, per request, had to be hashed).
+  const patterns = new Map<string, Array<ReturnType<PathToRegexp> | undefined>>();
+  let kept = 0;
   const memoized = (path: unknown, options?: Record<string, unknown>) => {
     if (typeof path !== 'string') return compile(path, options);
-    const key = `${options?.sensitive ? 's' : '-'}${options?.strict ? 's' : '-'}${options?.end === false ? 'o' : '-'}${path}`;
-    const known = patterns.get(key);
+    const bits = (options?.sensitive ? 1 : 0) | (options?.strict ? 2 : 0) | (options?.end === false ? 4 : 0);
+    const known = patterns.get(path)?.[bits];
     if (known) return known;
     const compiled = compile(path, options);
     // Options other than the three in the key would make the key ambiguous: never keep those.
     const plain = !options || Object.keys(options).every((k) => k === 'sensitive' || k === 'strict' || k === 'end');
-    if (plain && patterns.size < MAX_PATTERNS) patterns.set(key, compiled);
+    if (plain && kept < MAX_PATTERNS) {
+      let slots = patterns.get(path);
+      if (!slots) patterns.set(path, (slots = []));
+      slots[bits] = compiled;
+      kept++;
+    }
     return compiled;
   };
   mod.pathToRegexp = Object.assign(memoized, { memoized: true as const });
