@@ -290,7 +290,7 @@ export function validatorMiddleware(middleware: typeof OpenApiValidatorPackage.m
   (middleware as typeof middleware & { _oav?: unknown })._oav = oav;
   const spec = new OpenApiSpecLoader({ apiDoc: options.apiSpec, validateApiSpec: options.validateApiSpec, $refParser: options.$refParser }).load();
   // Its middleware list as one middleware that stops waiting for the contract once loaded (validator-chain.ts).
-  return validatorChain(oav as unknown as ValidatorObject, spec as Promise<{ apiDoc: unknown }>) as unknown as Middleware;
+  return validatorChain(oav as unknown as ValidatorObject, spec as Promise<{ apiDoc: unknown }>);
 }
 
 /** Contracts whose bundling the build found to change nothing (marked by asBundled). */
