@@ -28,7 +28,7 @@ import {
   VALIDATOR_FORMATS,
   validatorMiddleware,
 } from './http/validator-routes.ts';
-import { byPrefix } from './http/route-prefix.ts';
+import { byPrefix, byPrefixes } from './http/route-prefix.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { extractRouter } from './routes/extract.ts';
@@ -116,14 +116,8 @@ export function createApp(deps: AppDeps): express.Express {
   // Account policies on the request's text, before any router claims an identity or reserves Gems.
   app.use(policyStep(moderationDeps(deps), config.openapiPath));
 
-  // Each router is entered only for paths its routes can match (http/route-prefix.ts).
-  app.use(byPrefix(modelsRouter(deps)));
-  app.use(byPrefix(textRouter(deps)));
-  app.use(byPrefix(extractRouter(deps)));
-  app.use(byPrefix(mediaRouter(deps)));
-  app.use(byPrefix(tasksRouter(deps)));
-  app.use(byPrefix(assetsRouter(deps)));
-  app.use(byPrefix(voicesRouter(deps)));
+  // Each router is entered only for paths its routes can match, in this order, all from one layer (http/route-prefix.ts).
+  app.use(byPrefixes(modelsRouter(deps), textRouter(deps), extractRouter(deps), mediaRouter(deps), tasksRouter(deps), assetsRouter(deps), voicesRouter(deps)));
 
   app.use(notFoundHandler);
   app.use(voiceUploadErrors);

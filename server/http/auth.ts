@@ -27,7 +27,7 @@ export function bearerHandler(db: Db, clock: Clock, prefix: string, regions: Reg
     try {
       const scope = scopes[0] as Scope | undefined;
       const principal = await authenticate(db, clock, prefix, match?.[1], scope, cache);
-      checkAccess(principal.account, req.ip, regions);
+      checkAccess(principal.account, () => req.ip, regions);
       req.principal = principal;
       uses.note(principal.key.id, (err: unknown) => req.log?.warn({ err }, "a key's last use could not be recorded; the request is not affected"));
     } catch (error) {

@@ -5,7 +5,7 @@
  * its preprocessing without compiling (preprocessWithoutCompiling), the
  * contract's bundling skipped where the build found it changes nothing
  * (skipIdleBundling), and its middleware made without a deep copy of the
- * contract (validatorMiddleware).
+ * contract (validatorMiddleware) and run as one (validator-chain.ts).
  *
  * express-openapi-validator (5.6) finds a request's operation by compiling
  * every documented path to a regular expression with path-to-regexp — on every
@@ -36,6 +36,7 @@ import type * as OpenApiValidatorPackage from 'express-openapi-validator';
 import { PARSED_YAML_DIR, parsedYamlName } from '../yaml-file.ts';
 import { writeWhole } from '../write-whole.ts';
 import { STRICT_FORMATS } from './formats.ts';
+import { validatorChain, type ValidatorObject } from './validator-chain.ts';
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
 interface PathToRegexpModule {
@@ -70,16 +71,24 @@ export function cacheValidatorRoutePatterns(): void {
   const mod = validatorsPathToRegexp();
   if (mod.pathToRegexp.memoized) return;
   const compile = mod.pathToRegexp;
-  const patterns = new Map<string, ReturnType<PathToRegexp>>();
+  // By path, then by the three options as bits: the library passes the same path strings each time, whose
+  // hash V8 keeps, so a lookup builds no key string (a new one per route tried, per request, had to be hashed).
+  const patterns = new Map<string, Array<ReturnType<PathToRegexp> | undefined>>();
+  let kept = 0;
   const memoized = (path: unknown, options?: Record<string, unknown>) => {
     if (typeof path !== 'string') return compile(path, options);
-    const key = `${options?.sensitive ? 's' : '-'}${options?.strict ? 's' : '-'}${options?.end === false ? 'o' : '-'}${path}`;
-    const known = patterns.get(key);
+    const bits = (options?.sensitive ? 1 : 0) | (options?.strict ? 2 : 0) | (options?.end === false ? 4 : 0);
+    const known = patterns.get(path)?.[bits];
     if (known) return known;
     const compiled = compile(path, options);
     // Options other than the three in the key would make the key ambiguous: never keep those.
     const plain = !options || Object.keys(options).every((k) => k === 'sensitive' || k === 'strict' || k === 'end');
-    if (plain && patterns.size < MAX_PATTERNS) patterns.set(key, compiled);
+    if (plain && kept < MAX_PATTERNS) {
+      let slots = patterns.get(path);
+      if (!slots) patterns.set(path, (slots = []));
+      slots[bits] = compiled;
+      kept++;
+    }
     return compiled;
   };
   mod.pathToRegexp = Object.assign(memoized, { memoized: true as const });
@@ -270,7 +279,8 @@ interface SpecLoaderClass {
  * cloneDeep of the whole document, about 5 % of a start's CPU): the contract
  * object given is the one the validator loads, preprocesses and keeps, so the
  * caller gives one that nothing else holds (app.ts: a fresh read). The
- * package's own `middleware` still gets `_oav`, as the library sets it.
+ * package's own `middleware` still gets `_oav`, as the library sets it. Its
+ * middleware list is run as one middleware (validator-chain.ts).
  */
 export function validatorMiddleware(middleware: typeof OpenApiValidatorPackage.middleware, options: MiddlewareOptions): Middleware {
   const { OpenApiValidator } = exportsOf<{ OpenApiValidator: ValidatorClass }>(validatorClassImport);
@@ -278,9 +288,9 @@ export function validatorMiddleware(middleware: typeof OpenApiValidatorPackage.m
   // The constructor fills in the options' defaults (validateApiSpec, $refParser) that the loader then reads.
   const oav = new OpenApiValidator(options);
   (middleware as typeof middleware & { _oav?: unknown })._oav = oav;
-  return oav.installMiddleware(
-    new OpenApiSpecLoader({ apiDoc: options.apiSpec, validateApiSpec: options.validateApiSpec, $refParser: options.$refParser }).load(),
-  );
+  const spec = new OpenApiSpecLoader({ apiDoc: options.apiSpec, validateApiSpec: options.validateApiSpec, $refParser: options.$refParser }).load();
+  // Its middleware list as one middleware that stops waiting for the contract once loaded (validator-chain.ts).
+  return validatorChain(oav as unknown as ValidatorObject, spec as Promise<{ apiDoc: unknown }>);
 }
 
 /** Contracts whose bundling the build found to change nothing (marked by asBundled). */

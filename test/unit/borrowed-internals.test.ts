@@ -192,6 +192,36 @@ describe('borrowed internals', () => {
     );
     const { OpenApiValidator } = fromValidator('./openapi.validator.js') as { OpenApiValidator?: { prototype?: { installMiddleware?: unknown } } };
     const { OpenApiSpecLoader } = fromValidator('./framework/openapi.spec.loader.js') as { OpenApiSpecLoader?: { prototype?: { load?: unknown } } };
+    // server/http/validator-chain.ts repeats installMiddleware's list: its steps, their order, the methods that make them.
+    const install = String(OpenApiValidator?.prototype?.installMiddleware);
+    const order = [
+      'pathParamsMiddleware',
+      'metadataMiddleware',
+      'securityMiddleware',
+      'multipartMiddleware',
+      'requestMiddleware',
+      'responseMiddleware',
+      'operationHandlersMiddleware',
+    ];
+    const at = order.map((name) => install.indexOf(`function ${name}(req, res, next)`));
+    const proto = (OpenApiValidator?.prototype ?? {}) as Record<string, unknown>;
+    check(
+      at.every((i, k) => i >= 0 && (k === 0 || i > at[k - 1]!)) &&
+        /new schema_preprocessor_1\.SchemaPreprocessor\(apiDoc, ajvOpts, resOpts\)\.preProcess\(\)/.test(install) &&
+        /new openapi_context_1\.OpenApiContext\(spec, this\.options\.ignorePaths, this\.options\.ignoreUndocumented, this\.options\.useRequestUrl\)/.test(
+          install,
+        ) &&
+        /self\.options\.validateSecurity && \(components === null \|\| components === void 0 \? void 0 : components\.securitySchemes\)/.test(install) &&
+        [
+          'installPathParams',
+          'metadataMiddleware',
+          'securityMiddleware',
+          'multipartMiddleware',
+          'requestValidationMiddleware',
+          'responseValidationMiddleware',
+        ].every((m) => typeof proto[m] === 'function'),
+      `dist/openapi.validator.js installMiddleware making ${order.join(', ')} in this order from the preprocessed contract and its OpenApiContext, through the methods validator-chain.ts calls`,
+    );
     check(
       typeof OpenApiValidator?.prototype?.installMiddleware === 'function' && typeof OpenApiSpecLoader?.prototype?.load === 'function',
       'dist/openapi.validator.js exporting OpenApiValidator with installMiddleware, dist/framework/openapi.spec.loader.js OpenApiSpecLoader with load',

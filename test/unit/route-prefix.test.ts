@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import express, { Router } from 'express';
-import { byPrefix, literalHead } from '../../server/http/route-prefix.ts';
+import { byPrefix, byPrefixes, literalHead } from '../../server/http/route-prefix.ts';
 
 async function answers(app: express.Express, paths: string[]): Promise<string[]> {
   const server = app.listen(0, '127.0.0.1');
@@ -68,5 +68,36 @@ describe('routers entered by prefix', () => {
     const guarded = Router();
     guarded.get('/c', (_req, res) => void res.end());
     assert.notEqual(byPrefix(guarded), guarded);
+  });
+
+  it('when several routers share one guard, then each path is answered as with each router mounted on its own, in order, errors skipping the rest', async () => {
+    const errorHandler: express.ErrorRequestHandler = (err: Error, _req, res, _next) => void res.status(500).send(`error ${err.message}`);
+    const first = () => {
+      const router = Router();
+      router.get('/a/:id', (req, res, next) => (req.params.id === 'pass' ? next() : void res.send(`first ${req.params.id}`)));
+      router.get('/fail', () => {
+        throw new Error('first failed');
+      });
+      return router;
+    };
+    const second = () => {
+      const router = Router();
+      router.get('/a/:id', (req, res) => void res.send(`second ${req.params.id}`));
+      router.get('/fail', (_req, res) => void res.send('second reached'));
+      router.get('/b', (_req, res) => void res.send('b'));
+      return router;
+    };
+    const always = () => {
+      const router = Router();
+      router.use((req, res, next) => (req.path === '/c' ? void res.send('always') : next()));
+      return router;
+    };
+    const tail = (app: express.Express) => app.use((_req, res) => void res.status(404).send('none')).use(errorHandler);
+    const paths = ['/a/1', '/A/pass', '/fail', '/b', '/B/', '/c', '/x'];
+    const separate = tail(express().use(byPrefix(first())).use(byPrefix(second())).use(byPrefix(always())));
+    const shared = tail(express().use(byPrefixes(first(), second(), always())));
+    const expected = await answers(separate, paths);
+    assert.deepEqual(expected, ['200 first 1', '200 second pass', '500 error first failed', '200 b', '200 b', '200 always', '404 none']);
+    assert.deepEqual(await answers(shared, paths), expected);
   });
 });

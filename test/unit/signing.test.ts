@@ -29,3 +29,37 @@ describe('signed URL verification', () => {
     assert.equal(signer.verify('asset_0123', expires, sig, new Date(now.getTime() + 3601_000)), 'expired');
   });
 });
+
+describe('signed URLs kept for their expiry second', () => {
+  const keyA = crypto.randomBytes(32);
+  const keyB = crypto.randomBytes(32);
+  const at = new Date('2026-11-25T00:00:00.250Z');
+  const fresh = (key: Buffer, baseUrl: string, assetId: string, now: Date) => createSigner(key, 60).sign(baseUrl, assetId, now);
+
+  it('when one asset is signed twice in one second, then both URLs are the one a fresh signer writes', () => {
+    const signer = createSigner(keyA, 60);
+    const first = signer.sign('http://a.test', 'asset_1', at);
+    const second = signer.sign('http://a.test', 'asset_1', new Date(at.getTime() + 500));
+    assert.equal(first, fresh(keyA, 'http://a.test', 'asset_1', at));
+    assert.equal(second, first);
+  });
+
+  it('when the second, the base URL or the asset differs, then each URL is signed for its own', () => {
+    const signer = createSigner(keyA, 60);
+    signer.sign('http://a.test', 'asset_1', at);
+    const later = new Date(at.getTime() + 1000);
+    assert.equal(signer.sign('http://a.test', 'asset_1', later), fresh(keyA, 'http://a.test', 'asset_1', later));
+    assert.equal(signer.sign('http://b.test', 'asset_1', later), fresh(keyA, 'http://b.test', 'asset_1', later));
+    assert.equal(signer.sign('http://a.test', 'asset_2', later), fresh(keyA, 'http://a.test', 'asset_2', later));
+    assert.notEqual(signer.sign('http://a.test', 'asset_1', later), signer.sign('http://a.test', 'asset_2', later));
+  });
+
+  it('when the keys rotate within the second, then the next URL is signed with the new key', () => {
+    const signer = createSigner(keyA, 60);
+    const before = signer.sign('http://a.test', 'asset_1', at);
+    signer.setKeys({ current: keyB, previous: [keyA] });
+    const after = signer.sign('http://a.test', 'asset_1', at);
+    assert.notEqual(after, before);
+    assert.equal(after, fresh(keyB, 'http://a.test', 'asset_1', at));
+  });
+});
