@@ -102,6 +102,30 @@ export async function guardTokens(trx: Conn, buckets: readonly Bucket[], nowMs: 
 }
 
 /**
+ * The tokens a procedure takes in its own statement, as `guardTokens` would take them with a commit
+ * (storage/procedures.ts `submitMediaAtOnce`, Postgres migration 023): each bucket's row as the take inserts
+ * it (its id, a new bucket's tokens, the time, rate and burst) in a JSON array, and the queued-task cap's
+ * account and cap (null: none). A bucket without a token, or the account at its cap, fails the statement with
+ * `isRateRefused`'s refusal and takes nothing.
+ */
+export interface TokensAtOnce {
+  buckets: string;
+  capAccountId: string | null;
+  cap: number | null;
+}
+
+/** What `guardTokens` would bind, for a procedure (`TokensAtOnce`). */
+export function tokensAtOnce(buckets: readonly Bucket[], nowMs: number, capped?: { accountId: string; cap: number }): TokensAtOnce {
+  // takeParams' values, five a bucket, as the columns they fill.
+  const values = takeParams(buckets, nowMs, undefined);
+  const rows = buckets.map((_, i) => {
+    const [id, tokens, at_ms, rate, burst] = values.slice(i * 5, i * 5 + 5);
+    return { id, tokens, at_ms, rate, burst };
+  });
+  return { buckets: JSON.stringify(rows), capAccountId: capped?.accountId ?? null, cap: capped?.cap ?? null };
+}
+
+/**
  * Takes one token from each bucket at `nowMs`. Returns the buckets that had
  * none, each with the milliseconds until it holds one again (empty: admitted).
  * A bucket that had a token gives it even when another refuses: the attempt

@@ -316,19 +316,45 @@ async function executeAlone(conn: Conn, name: string, build: Build, params: read
 }
 
 /**
- * A procedure (engine/query.ts note 11): on SQLite, outside any transaction, one INSERT into a view whose INSTEAD OF
- * trigger makes a use case's writes, prepared once on the writing connection (statement-cache.ts) and bound with
- * `params`: the SQL is compiled once, not on every call as a batch with its values written in would be, and the
- * statement is its own transaction (autocommit), so it needs no BEGIN or COMMIT of its own. True once it ran; false
- * on Postgres, where nothing ran (no such views there). A failure (a trigger's RAISE, a key's conflict) undoes the
- * whole statement and is thrown to the caller.
+ * A procedure (engine/query.ts note 11), run outside any transaction: one statement that makes a use case's writes,
+ * prepared once per connection and bound with `params`, so its SQL is compiled once, not on every call as a batch
+ * with its values written in would be, and the statement is its own transaction (autocommit), needing no BEGIN or
+ * COMMIT of its own. On SQLite an INSERT into a view whose INSTEAD OF trigger makes the writes, on the writing
+ * connection (statement-cache.ts); on Postgres a SELECT of a PL/pgSQL function, sent by node-postgres as a named
+ * prepared statement (`{ name, text, values }`: parsed once per pool connection, then bound and run in one round
+ * trip). True once it ran. A failure (a guard's refusal, a key's conflict) undoes the whole statement and is thrown to
+ * the caller.
  */
 export async function executeProcedure(conn: Conn, name: string, build: Build, params: readonly Value[]): Promise<boolean> {
-  if (!onSqlite(conn)) return false;
   // Inside a transaction it would not be atomic on its own, and its failure would leave the transaction's choice to the caller.
   if (isTransaction(conn)) throw new Error(`${name}: a procedure runs alone, outside any transaction`);
   const plan = planOf(conn, name, build, params.length);
+  if (!onSqlite(conn)) {
+    await runNamedPg(conn, plan, params);
+    return true;
+  }
   if (plan.method !== 'run') throw new Error(`${name}: a procedure is an INSERT returning nothing`);
   await runOnWriter(conn, plan, params);
   return true;
+}
+
+/** The part of node-postgres's Client a named statement needs. */
+interface PgNamed {
+  query(config: { name: string; text: string; values: unknown[] }): Promise<unknown>;
+}
+
+/**
+ * Runs `plan` on a Postgres connection of knex's pool as node-postgres's named prepared statement: parsed once per
+ * connection under `plan.pgName` (node-postgres remembers which it has parsed), then bound with the values and run,
+ * one round trip. The same name space as pg-deferred.ts's SQL PREPARE, whose names come from the same plans.
+ */
+async function runNamedPg(conn: Conn, plan: Plan, params: readonly Value[]): Promise<unknown> {
+  const values = valuesOf(plan, params);
+  conn.client.emit('query', { sql: plan.sql, bindings: values }); // as knex's own queries announce themselves (db.ts onStatement)
+  const connection = (await conn.client.acquireConnection()) as PgNamed;
+  try {
+    return await connection.query({ name: plan.pgName!, text: plan.sql, values });
+  } finally {
+    await conn.client.releaseConnection(connection);
+  }
 }

@@ -25,6 +25,7 @@ import * as m019 from './019_job_store_retries.ts';
 import * as m020 from './020_sqlite_guards.ts';
 import * as m021 from './021_submit_media.ts';
 import * as m022 from './022_settle_completion.ts';
+import * as m023 from './023_pg_submit_media.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -53,6 +54,7 @@ const migrations: Array<[string, Migration]> = [
   ['020_sqlite_guards', m020],
   ['021_submit_media', m021],
   ['022_settle_completion', m022],
+  ['023_pg_submit_media', m023],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
