@@ -129,7 +129,7 @@ describe('a completion settled at once or step by step', () => {
       .sort();
 
   it('when a completion is paid from the allowance, from paid Gems or from both, JSON or streamed, then both ways write the same record, reservation, entries and balances', async (t) => {
-    if (!isSqlite(s.db)) return t.skip('SQLite only: Postgres has no procedures (storage/procedures.ts)');
+    if (!isSqlite(s.db)) return t.skip('SQLite only: Postgres has no settlement procedure (storage/procedures.ts)');
     for (const stream of [false, true]) {
       const allowance = await bothWays(ask({ stream }), { llmAllowance: 1000 });
       // The pending moves of the hold and of its settlement cancel out: key_balances and (allowance) account_balances end as they began.

@@ -18,9 +18,11 @@ import {
   takeTokens,
   takeTokensAtClaim,
   takesAtClaim,
+  tokensForProcedure,
   tokensGuardable,
   type Bucket,
   type BucketTake,
+  type TokensAtOnce,
 } from '../storage/rate-buckets.ts';
 import type { Principal } from './accounts.ts';
 import type { Clock } from './clock.ts';
@@ -105,6 +107,16 @@ export function admittedAtCommit(db: Db, limits: AdmissionLimits, principal: Pri
 export async function admitAtCommit(trx: Tx, clock: Clock, limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): Promise<void> {
   const { buckets, capped } = limitsFor(limits, principal, kind);
   if (!(await guardTokens(trx, buckets, clock.now().getTime(), capped))) throw new Error('admission: not decidable at the commit here (admittedAtCommit)');
+}
+
+/**
+ * The tokens `admitAtCommit` would take, for a submission whose writes are one statement (tasks.ts
+ * `submitMedia`, storage/procedures.ts): taken by that statement, or refused by it with `refusedAtCommit`'s
+ * refusal and nothing kept. Only where `admittedAtCommit` said so.
+ */
+export function tokensWithSubmission(clock: Clock, limits: AdmissionLimits, principal: Principal, kind: AdmissionKind): TokensAtOnce {
+  const { buckets, capped } = limitsFor(limits, principal, kind);
+  return tokensForProcedure(buckets, clock.now().getTime(), capped);
 }
 
 /** True when a submission failed because `admitAtCommit` found a bucket without a token or the account at its cap. */

@@ -150,10 +150,11 @@ export interface Submission {
  * `atOnce`: the same writes as one statement of the database (storage/procedures.ts),
  * tried before the transaction where the database has one (it answers undefined
  * where it has none, having done nothing). It makes all of them or none, deciding
- * the hold as the first attempt does at its commit, so its failure is taken as that
- * attempt's: a refused hold runs the story step by step, a claim made before is
- * replayed, and anything else runs the story as if `atOnce` had not been tried.
- * Only without `admit` (nothing of the admission is decided at once).
+ * the hold, and with `admit` the admission's tokens, as the first attempt does at
+ * its commit, so its failure is taken as that attempt's: a refused hold or rate
+ * runs `admit` on its own and then the story step by step, a claim made before is
+ * replayed (after `admit`), and anything else runs the story as if `atOnce` had not
+ * been tried (its first attempt then takes the tokens at its commit).
  */
 export async function inSubmission<T>(
   db: Db,
@@ -163,7 +164,6 @@ export async function inSubmission<T>(
   admit?: () => Promise<void>,
   atOnce?: () => Promise<T | undefined>,
 ): Promise<idem.SubmitResult<T>> {
-  if (admit && atOnce) throw new Error('spend: a submission made at once decides no admission');
   const attempt = async (atCommit: boolean): Promise<idem.SubmitResult<T>> => ({
     created: true,
     value: await inTransaction(db, (trx) => story(steps(trx, clock, identity, atCommit))),

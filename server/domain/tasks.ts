@@ -4,12 +4,13 @@
  * rows) and settlement at a terminal status. The read-only view and
  * ownership checks of task reads: task-view.ts.
  */
-import { admit, admitAtCommit, admittedAtCommit, type AdmissionLimits } from './admission.ts';
+import { admit, admitAtCommit, admittedAtCommit, tokensWithSubmission, type AdmissionLimits } from './admission.ts';
 import { inTransaction, type Db, type Tx } from '../storage/db.ts';
 import * as store from '../storage/tasks.ts';
 import * as jobs from '../storage/jobs.ts';
 import * as procedures from '../storage/procedures.ts';
 import type { OutputRow, TaskRow, TaskSnapshot, TaskStatus } from '../storage/tasks.ts';
+import type { TokensAtOnce } from '../storage/rate-buckets.ts';
 import * as ledger from './ledger.ts';
 import type { ReservationRow } from './ledger.ts';
 import * as spend from './spend.ts';
@@ -111,8 +112,21 @@ export async function submitMedia(db: Db, clock: Clock, input: SubmitInput): Pro
       return uncertain ? undefined : createTask(trx, clock, principal, prepared, reservation, taskId);
     },
     atCommit ? admitApart : undefined,
-    // The same writes as one statement where the database has it (SQLite), when the admission is decided apart.
-    uncertain || atCommit ? undefined : () => createdAtOnce(db, clock, identity, principal, prepared, outcome, holding, taskId),
+    // The same writes as one statement, the admission's tokens with them when they would go with the commit (Postgres).
+    uncertain
+      ? undefined
+      : () =>
+          createdAtOnce(
+            db,
+            clock,
+            identity,
+            principal,
+            prepared,
+            outcome,
+            holding,
+            taskId,
+            atCommit ? tokensWithSubmission(clock, limits, principal, 'media') : undefined,
+          ),
   );
   if (result.created) {
     if (!result.value) throw spend.requestUncertain();
@@ -130,7 +144,8 @@ async function replayOf(db: Db, record: idem.IdempotencyRow): Promise<Submitted>
 
 /**
  * The submission's claim, hold and task with its job in one statement (storage/procedures.ts), the rows built as the
- * step-by-step path builds them; undefined where it cannot be (Postgres; a quote over maxGems, refused after the claim).
+ * step-by-step path builds them, and `tokens`, the admission's take, when the first attempt would take them with its
+ * commit; undefined where it cannot be (a quote over maxGems, refused after the claim).
  */
 async function createdAtOnce(
   db: Db,
@@ -141,12 +156,13 @@ async function createdAtOnce(
   outcome: idem.ClaimOutcome,
   holding: spend.Hold,
   taskId: string,
+  tokens: TokensAtOnce | undefined,
 ): Promise<Created | undefined> {
   const record = idem.claimRecord(clock, identity, outcome);
   const hold = ledger.mediaHoldAtOnce(clock, { ...holding, accountId: identity.accountId, keyId: identity.keyId });
   if (!hold) return undefined;
   const { task, outputs, job, snapshot } = taskRows(clock, principal, prepared, hold.reservation, taskId);
-  return (await procedures.submitMediaAtOnce(db, { record, ...hold, task, outputs, job })) ? { task, snapshot } : undefined;
+  return (await procedures.submitMediaAtOnce(db, { record, ...hold, task, outputs, job }, tokens)) ? { task, snapshot } : undefined;
 }
 
 interface Created {

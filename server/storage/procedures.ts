@@ -1,32 +1,35 @@
 /**
  * Procedures: a use case's writes of several tables as one statement of the
- * database, where it has one (engine/query.ts kind `procedure`). On SQLite each is
- * an INSERT into a view whose INSTEAD OF INSERT trigger makes the writes (a
- * migration's), prepared once on the writer and bound with the rows' values: one
- * round trip, its own transaction, and no SQL compiled per request. On Postgres
- * there are none (its writes already leave in one batch with the COMMIT,
- * engine/pg-deferred.ts): each function answers false there, having run nothing.
+ * database (engine/query.ts kind `procedure`), prepared once per connection and
+ * bound with the rows' values: one round trip, its own transaction, and no SQL
+ * compiled per request. On SQLite each is an INSERT into a view whose INSTEAD OF
+ * INSERT trigger makes the writes; on Postgres a SELECT of a PL/pgSQL function,
+ * sent as a named prepared statement (each a migration's). A function answers
+ * false, having run nothing, where its database has no such statement.
  *
  * A procedure takes the rows its use case's step-by-step path inserts, built by
- * the same code, so only what the trigger decides itself (a guard's condition, a
- * balance's move) is written twice; a test makes both paths write the same rows
- * (test/submit-at-once.test.ts). Any failure of a procedure leaves nothing
- * written: its caller then takes the step-by-step path, which answers as it always
- * did (a refusal names its rule, a claim made before is replayed).
+ * the same code, so only what the database decides itself (a guard's condition, a
+ * balance's move, a rate's token) is written twice; a test makes both paths write
+ * the same rows (test/submit-at-once.test.ts). Any failure of a procedure leaves
+ * nothing written: its caller then takes the step-by-step path, which answers as it
+ * always did (a refusal names its rule, a claim made before is replayed).
  *
- *   submitMediaAtOnce   a new media submission (migration 021): the claim of its
- *                       identity, the hold with its guards, the reservation and
- *                       its entry, the task, its outputs and its job
- *   settleCompletionAtOnce  a completion's settlement (migration 022): the record
- *                       completed with its response, the reservation closed (each
- *                       with its guard), its entries and the balances' movement
- *   submitTextAtOnce    a chat completion's reservation (migration 023): the
+ *   submitMediaAtOnce   a new media submission (SQLite migration 021, Postgres
+ *                       024): the claim of its identity, the hold with its guards,
+ *                       the reservation and its entry, the task, its outputs and
+ *                       its job; on Postgres also the admission's tokens
+ *   settleCompletionAtOnce  a completion's settlement (SQLite, migration 022): the
+ *                       record completed with its response, the reservation closed
+ *                       (each with its guard), its entries and the balances' movement
+ *   submitTextAtOnce    a chat completion's reservation (SQLite, migration 023): the
  *                       admission's tokens (guarded), the claim, the hold of the
  *                       allowance and paid Gems split as ledger.ts `reserveTx`
  *                       splits them (guarded), the balances' moves and its entry;
  *                       the split comes back as the statement's RETURNING
  */
 import { query, rowOf, statement, type Conn, type Value } from './engine/query.ts';
+import { isSqlite } from './db.ts';
+import type { TokensAtOnce } from './rate-buckets.ts';
 import type { IdempotencyRow } from './idempotency.ts';
 import { findReservation, type EntryRow, type ReservationRow } from './ledger.ts';
 import type { OutputRow, TaskRow } from './tasks.ts';
@@ -88,7 +91,12 @@ const COLUMNS = [
   'outputs',
 ] as const;
 
-const submitMedia = statement.procedure('submit-media', (c, ...v) => c('submit_media').insert(rowOf(COLUMNS, v)));
+/** Postgres's function (migration 024) takes the same values, then the admission's: its buckets (JSON) and its cap. */
+const PG_COLUMNS = [...COLUMNS, 'buckets', 'cap_account_id', 'cap'] as const;
+
+const submitMedia = statement.procedure('submit-media', (c, ...v) =>
+  isSqlite(c) ? c('submit_media').insert(rowOf(COLUMNS, v)) : c.raw(`SELECT gemforge_submit_media(${PG_COLUMNS.map(() => '?').join(', ')}) AS made`, v),
+);
 
 /** The one value `values` all hold (each is a row's copy of it); rows that disagree are a caller's mistake. */
 function shared(what: string, ...values: Value[]): Value {
@@ -97,11 +105,13 @@ function shared(what: string, ...values: Value[]): Value {
 }
 
 /**
- * Makes a new media submission's writes in one statement (SQLite; false on Postgres, nothing done). Throws what
- * the step-by-step path's statements would: a unique violation for an identity claimed before, a guard's refusal
- * (engine/query.ts `guardRefusal`: "account balance", "key cap") for a hold a rule refuses; nothing is written then.
+ * Makes a new media submission's writes in one statement. Throws what the step-by-step path's statements would: a
+ * unique violation for an identity claimed before, a guard's refusal (engine/query.ts `guardRefusal`: "account
+ * balance", "key cap"; "request rate" for `tokens`) for a hold or a take a rule refuses; nothing is written then.
+ * `tokens`: the admission's take, made in the same statement as the first attempt's commit would make it
+ * (rate-buckets.ts `guardTokens`): Postgres only, where SQLite's admission is always decided apart.
  */
-export async function submitMediaAtOnce(db: Conn, rows: MediaSubmissionRows): Promise<boolean> {
+export async function submitMediaAtOnce(db: Conn, rows: MediaSubmissionRows, tokens?: TokensAtOnce): Promise<boolean> {
   const { record, reservation: r, entry, task, outputs, job } = rows;
   if (r.hold_allowance !== 0 || entry.id !== undefined) throw new Error('submitMediaAtOnce: a media hold of paid Gems, its entry without an id');
   const values: Record<(typeof COLUMNS)[number], Value> = {
@@ -142,11 +152,12 @@ export async function submitMediaAtOnce(db: Conn, rows: MediaSubmissionRows): Pr
     job_lane: job.lane,
     outputs: JSON.stringify(outputs.map(({ idx, status, price, asset_id, error }) => ({ idx, status, price, asset_id, error }))),
   };
-  return query(
-    db,
-    submitMedia,
-    COLUMNS.map((c) => values[c]),
-  );
+  const params = COLUMNS.map((c) => values[c]);
+  if (isSqlite(db)) {
+    if (tokens) throw new Error("submitMediaAtOnce: SQLite takes the admission's tokens apart");
+    return query(db, submitMedia, params);
+  }
+  return query(db, submitMedia, [...params, tokens?.buckets ?? '[]', tokens?.capAccountId ?? null, tokens?.cap ?? null]);
 }
 
 /** What a completion's settlement writes: the rows and moves its step-by-step path writes (spend.ts `billAndRetain`). */
@@ -194,6 +205,7 @@ const settleCompletion = statement.procedure('settle-completion', (c, ...v) => c
  * held") when the record is no longer pending or the reservation no longer held; nothing is written then.
  */
 export async function settleCompletionAtOnce(db: Conn, rows: CompletionSettlementRows): Promise<boolean> {
+  if (!isSqlite(db)) return false; // no such statement there (the settlement's batch goes with its COMMIT, engine/pg-deferred.ts)
   const { record, reservation, entries, movement: m } = rows;
   if (entries.some((e) => e.id !== undefined)) throw new Error('settleCompletionAtOnce: entries without ids');
   if (m.credited || !m.day || !m.kind) throw new Error('settleCompletionAtOnce: a settlement moves no credit and names its day and kind');

@@ -102,6 +102,24 @@ export async function guardTokens(trx: Conn, buckets: readonly Bucket[], nowMs: 
 }
 
 /**
+ * The tokens a procedure takes in its own statement, as `guardTokens` would take them with a commit
+ * (storage/procedures.ts `submitMediaAtOnce`, Postgres migration 024): each bucket's row as the take inserts
+ * it (its id, a new bucket's tokens, the time, rate and burst) in a JSON array, and the queued-task cap's
+ * account and cap (null: none). A bucket without a token, or the account at its cap, fails the statement with
+ * `isRateRefused`'s refusal and takes nothing.
+ */
+export interface TokensAtOnce {
+  buckets: string;
+  capAccountId: string | null;
+  cap: number | null;
+}
+
+/** What `guardTokens` would bind, for a procedure (`TokensAtOnce`). */
+export function tokensForProcedure(buckets: readonly Bucket[], nowMs: number, capped?: { accountId: string; cap: number }): TokensAtOnce {
+  return { buckets: JSON.stringify(bucketTakes(buckets, nowMs)), capAccountId: capped?.accountId ?? null, cap: capped?.cap ?? null };
+}
+
+/**
  * Takes one token from each bucket at `nowMs`. Returns the buckets that had
  * none, each with the milliseconds until it holds one again (empty: admitted).
  * A bucket that had a token gives it even when another refuses: the attempt

@@ -316,21 +316,48 @@ async function executeAlone(conn: Conn, name: string, build: Build, params: read
 }
 
 /**
- * A procedure (engine/query.ts note 11): on SQLite, outside any transaction, one INSERT into a view whose INSTEAD OF
- * trigger makes a use case's writes, prepared once on the writing connection (statement-cache.ts) and bound with
- * `params`: the SQL is compiled once, not on every call as a batch with its values written in would be, and the
- * statement is its own transaction (autocommit), so it needs no BEGIN or COMMIT of its own. What it gave once it ran
- * (`returning`: the rows of its RETURNING, which a procedure without one must not have); undefined on Postgres, where
- * nothing ran (no such views there). A failure (a trigger's RAISE, a key's conflict) undoes the whole statement and is
- * thrown to the caller.
+ * A procedure (engine/query.ts note 11), run outside any transaction: one statement that makes a use case's writes,
+ * prepared once per connection and bound with `params`, so its SQL is compiled once, not on every call as a batch
+ * with its values written in would be, and the statement is its own transaction (autocommit), needing no BEGIN or
+ * COMMIT of its own. On SQLite an INSERT into a view whose INSTEAD OF trigger makes the writes, on the writing
+ * connection (statement-cache.ts); on Postgres a SELECT of a PL/pgSQL function, sent by node-postgres as a named
+ * prepared statement (`{ name, text, values }`: parsed once per pool connection, then bound and run in one round
+ * trip). What it gave once it ran (`returning`: the rows of its RETURNING, which a procedure without one must not
+ * have); undefined where nothing ran (a procedure with rows is SQLite's only: Postgres has no such views). A failure
+ * (a guard's refusal, a key's conflict) undoes the whole statement and is thrown to the caller.
  */
 export async function executeProcedure(conn: Conn, name: string, build: Build, params: readonly Value[], returning: boolean): Promise<Executed | undefined> {
-  if (!onSqlite(conn)) return undefined;
   // Inside a transaction it would not be atomic on its own, and its failure would leave the transaction's choice to the caller.
   if (isTransaction(conn)) throw new Error(`${name}: a procedure runs alone, outside any transaction`);
+  if (!onSqlite(conn)) {
+    if (returning) return undefined;
+    await runNamedPg(conn, planOf(conn, name, build, params.length), params);
+    return { rows: [], changes: 0 };
+  }
   const plan = planOf(conn, name, build, params.length);
   if (plan.method !== (returning ? 'all' : 'run')) {
     throw new Error(returning ? `${name}: a procedure with rows is an INSERT … RETURNING` : `${name}: a procedure is an INSERT returning nothing`);
   }
   return runOnWriter(conn, plan, params);
+}
+
+/** The part of node-postgres's Client a named statement needs. */
+interface PgNamed {
+  query(config: { name: string; text: string; values: unknown[] }): Promise<unknown>;
+}
+
+/**
+ * Runs `plan` on a Postgres connection of knex's pool as node-postgres's named prepared statement: parsed once per
+ * connection under `plan.pgName` (node-postgres remembers which it has parsed), then bound with the values and run,
+ * one round trip. The same name space as pg-deferred.ts's SQL PREPARE, whose names come from the same plans.
+ */
+async function runNamedPg(conn: Conn, plan: Plan, params: readonly Value[]): Promise<unknown> {
+  const values = valuesOf(plan, params);
+  conn.client.emit('query', { sql: plan.sql, bindings: values }); // as knex's own queries announce themselves (db.ts onStatement)
+  const connection = (await conn.client.acquireConnection()) as PgNamed;
+  try {
+    return await connection.query({ name: plan.pgName!, text: plan.sql, values });
+  } finally {
+    await conn.client.releaseConnection(connection);
+  }
 }

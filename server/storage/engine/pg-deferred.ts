@@ -17,8 +17,9 @@
  * A transaction's BEGIN is held the same way and goes with its first statement
  * (a transaction that sends nothing and rolls back costs no round trip), and a
  * statement whose result is read (compiled.ts `execute`) goes with what waits,
- * as one query (`runPrepared`): a media submission is two round trips, BEGIN with
- * its claim, then its writes with the COMMIT. Statements are prepared once per
+ * as one query (`runPrepared`): a media submission's transaction, where it runs
+ * (storage/procedures.ts makes it one statement first), is two round trips, BEGIN
+ * with its claim, then its writes with the COMMIT. Statements are prepared once per
  * connection (SQL PREPARE) and run as EXECUTE, so Postgres parses and plans each
  * once. knex's query event (db.ts `onStatement`) still sees every statement;
  * `DEBUG=knex:query` shows a batch as its COMMIT.

@@ -39,7 +39,7 @@
  *   checked  as write                          with what waits, at once (9)   as write                          knex
  *   later    knex, at once                     waits for the next statement (7)  waits for the next statement (7)  knex, at once
  *   guarded  at once, then its check          waits, then its guard (10)     at once, then its check (10)      at once, then its check
- *   procedure  writer's, prepared (11)         refused (an error)             not run: false                    not run: false
+ *   procedure  writer's, prepared (11)         refused (an error)             refused (an error)                named, prepared (11)
  *   procedureRows  as procedure; its RETURNING rows   refused (an error)        not run: undefined                not run: undefined
  *   dynamic  knex, built each time, everywhere (8)
  *
@@ -77,14 +77,16 @@
  *    Postgres's `gemforge_guard()`, migration 011), and the caller rolls back
  *    and decides again the step-by-step way, which says what it was. So a
  *    settlement is one round trip on SQLite (compiled.ts `executeGuarded`).
- * 11. A use case's writes as one statement of the database: an INSERT into a view
- *    whose INSTEAD OF trigger makes them (a migration's, SQLite only; the
- *    procedures are storage/procedures.ts). One statement is atomic in autocommit,
- *    so no BEGIN or COMMIT of its own: one round trip on the writer's connection,
- *    prepared once and bound with the values (compiled.ts `executeProcedure`).
- *    Where there is no such statement (Postgres) it runs nothing and answers
- *    false; its caller then writes step by step. Its failure (a trigger's guard,
- *    a key's conflict) leaves nothing written.
+ * 11. A use case's writes as one statement of the database (a migration's; the
+ *    procedures are storage/procedures.ts): on SQLite an INSERT into a view whose
+ *    INSTEAD OF trigger makes them, on the writer's connection; on Postgres a
+ *    SELECT of a PL/pgSQL function, as node-postgres's named prepared statement
+ *    on a pool connection. One statement is atomic in autocommit, so no BEGIN or
+ *    COMMIT of its own: one round trip, prepared once per connection and bound
+ *    with the values (compiled.ts `executeProcedure`). Where a use case has no
+ *    such statement on a database, procedures.ts answers false having run
+ *    nothing; its caller then writes step by step. Its failure (a guard, a key's
+ *    conflict) leaves nothing written.
  *
  * Rows come back as the driver gives them: booleans are 0/1 on SQLite, whole
  * numbers are numbers on both (db.ts parses Postgres's bigint and numeric).
@@ -188,9 +190,9 @@ export const statement = {
     guard: { rows: options.rows ?? 1, what },
   }),
   /**
-   * Writes of several tables as one statement, where the database has it as one (SQLite: an INSERT into a view
-   * whose INSTEAD OF trigger makes them, note 11 above): run outside any transaction, it answers true when it ran
-   * and false where there is none (Postgres: nothing ran). The build must be a knex insert into that view.
+   * Writes of several tables as one statement (note 11 above: SQLite, an INSERT into a view whose INSTEAD OF
+   * trigger makes them; Postgres, a SELECT of a function that does): run outside any transaction, it answers true
+   * once it ran. The build must be a knex insert into that view, or a raw SELECT of that function.
    */
   procedure: (name: string, build: Build): Statement<'procedure', never> => ({ name, kind: 'procedure', build }),
   /**

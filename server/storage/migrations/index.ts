@@ -26,6 +26,7 @@ import * as m020 from './020_sqlite_guards.ts';
 import * as m021 from './021_submit_media.ts';
 import * as m022 from './022_settle_completion.ts';
 import * as m023 from './023_submit_text.ts';
+import * as m024 from './024_pg_submit_media.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -55,6 +56,7 @@ const migrations: Array<[string, Migration]> = [
   ['021_submit_media', m021],
   ['022_settle_completion', m022],
   ['023_submit_text', m023],
+  ['024_pg_submit_media', m024],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
