@@ -50,7 +50,11 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../server/config.ts';
 import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
-import { embeddedModeration } from '../server/providers/moderation/local.ts';
+import { embeddedModeration, holdsTerm } from '../server/providers/moderation/local.ts';
+import { secondReading } from '../server/providers/moderation/confusables.ts';
+import { gloss } from '../server/providers/moderation/gloss.ts';
+import { stopWordDetector } from '../server/providers/moderation/language.ts';
+import { inDictionary, tokenize } from '../server/providers/moderation/normalize.ts';
 import {
   likeliestCategory,
   logit,
@@ -173,17 +177,26 @@ const sets = readTrainingSets().filter((s) => !values.without?.includes(s.name))
 const encoded = sets.map((s) => encode(s, policy.vocabulary, options.bits));
 const framed = sets.map((s) => encodeFrame(s, policy, FRAME_OPTIONS.bits));
 
-/** The categories the rules alone refuse each sample of each set for (none: passed). */
-async function rulesVerdicts(): Promise<string[][][]> {
+/** The categories the rules alone refuse each sample of each set for (none: passed), and whether a term or pattern refuses it (no frame judge overrules those). */
+async function rulesVerdicts(): Promise<{ categories: string[][][]; terms: boolean[][] }> {
   const rules = embeddedModeration(policy, undefined, { classifier: false });
-  const out: string[][][] = [];
+  const languages = stopWordDetector(inDictionary);
+  const categories: string[][][] = [];
+  const terms: boolean[][] = [];
   for (const set of sets) {
     const verdicts: string[][] = [];
-    for (const s of set.samples)
-      verdicts.push((await rules.moderate({ texts: [{ field: 'prompt', text: s.text }], preference: 'standard' })).flagged?.categories ?? []);
-    out.push(verdicts);
+    const held: boolean[] = [];
+    for (const s of set.samples) {
+      const found = (await rules.moderate({ texts: [{ field: 'prompt', text: s.text }], preference: 'standard' })).flagged?.categories ?? [];
+      verdicts.push(found);
+      // As the server reads a refusal: its own words, its look-alikes' second reading, its gloss.
+      const readings = [s.text, secondReading(s.text), gloss(s.text, languages.detect(s.text), (w) => policy.vocabulary.isWord(w))];
+      held.push(found.length > 0 && readings.some((r) => r !== undefined && holdsTerm(policy, tokenize(r, policy.vocabulary))));
+    }
+    categories.push(verdicts);
+    terms.push(held);
   }
-  return out;
+  return { categories, terms };
 }
 
 /** Per sample, its distinct stems as tokens (what `mayJudge` reads). */
@@ -266,7 +279,7 @@ if (values.threshold !== undefined) {
   process.exit(0);
 }
 
-const ruleCategories = await rulesVerdicts();
+const { categories: ruleCategories, terms: ruleTerms } = await rulesVerdicts();
 const rules = ruleCategories.map((set) => set.map((c) => c.length > 0));
 const { scores, categories: learnedCategory } = leftOutScores();
 const frameScores = leftOutFrame();
@@ -303,6 +316,7 @@ function validate(gateOptions: GateOptions) {
     (rules[f]![i]! && scores[f]![i]! >= overrule) || learned(f, i, threshold);
   /** The frame judge overrules sample i of set f under `bound` (never a refusal for a category it may not overrule). */
   const frameOverrules = (f: number, i: number, bound: number) => {
+    if (rules[f]![i]! && ruleTerms[f]![i]!) return false;
     const categories = rules[f]![i]! ? ruleCategories[f]![i]! : [learnedCategory[f]![i]!];
     return Math.sqrt(frameScores[f]![i]! * scores[f]![i]!) < bound && !categories.some((c) => NEVER_OVERRULED.has(c));
   };

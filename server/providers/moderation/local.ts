@@ -186,6 +186,17 @@ function stands(found: string[], model: ClassifierModel | undefined, judged: Jud
 }
 
 /**
+ * Whether `tokens` hold one of the policy's terms or patterns, which name what is harmful in any
+ * frame ("sieg heil", a slur): a refusal they make is never the frame judge's to overrule.
+ */
+export function holdsTerm(policy: ModerationPolicy, tokens: Token[]): boolean {
+  const index = indexOf(policy);
+  if (termsHeld(tokens, readConcepts(policy, tokens).masked, index.terms).size > 0) return true;
+  const spaced = tokens.map((t) => t.word).join(' ');
+  return policy.categories.some((c) => c.patterns.some((p) => p.test(spaced)));
+}
+
+/**
  * What the frame judge reads of `text` (frame.ts): its words (as many as the classifier reads) with
  * the rules' concepts of them, and its gloss's when `language` (or the look of its words) has one.
  */
@@ -255,19 +266,20 @@ export function embeddedModeration(
         if (categories.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
         // The frame judge reads a text only once something refuses it, and once at most.
         let harm: number | undefined;
-        const framed = (found: string[]): boolean => {
-          if (frame === undefined || model === undefined) return false;
+        const framed = (found: string[], read?: Token[]): boolean => {
+          if (frame === undefined || model === undefined || (read !== undefined && holdsTerm(policy, read))) return false;
           if (!placed) [language, placed] = [languages.detect(text), true];
           judged ??= judge(model, text, policy.vocabulary, tokens);
           harm ??= frameHarm(frame, frameFeatures(frameReadings(policy, text, language), frame.bits));
           return frameOverrules(frame, harm, judged.harmful, found);
         };
-        if (stands(categories, model, judged) && !framed(categories)) return { provider: 'embedded', flagged: { field, categories } };
+        if (stands(categories, model, judged) && !framed(categories, tokens)) return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
-        const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
+        const secondTokens = second === undefined ? [] : tokenize(second, policy.vocabulary);
+        const reread = second === undefined ? [] : categoriesOf(policy, second, preference, secondTokens);
         if (reread.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
-        if (stands(reread, model, judged) && !framed(reread)) return { provider: 'embedded', flagged: { field, categories: reread } };
+        if (stands(reread, model, judged) && !framed(reread, secondTokens)) return { provider: 'embedded', flagged: { field, categories: reread } };
         if (!placed) language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
@@ -275,7 +287,7 @@ export function embeddedModeration(
         const englishTokens = english === undefined ? [] : tokenize(english, policy.vocabulary);
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference, englishTokens);
         if (glossed.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
-        if (stands(glossed, model, judged) && !framed(glossed)) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        if (stands(glossed, model, judged) && !framed(glossed, englishTokens)) return { provider: 'embedded', flagged: { field, categories: glossed } };
         const opens = model !== undefined && mayJudge(model, tokens, language !== undefined || english !== undefined, englishTokens);
         if (opens) judged ??= judge(model, text, policy.vocabulary, tokens);
         const learned = opens ? learnedCategories(policy, model, judged!, preference) : [];
