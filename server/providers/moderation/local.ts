@@ -186,6 +186,29 @@ function stands(found: string[], model: ClassifierModel | undefined, judged: Jud
 }
 
 /**
+ * Whether the frame judge overrules a refusal for `found` of `text` (read only on this path: an
+ * everyday prompt, which nothing refuses, never reaches it). Never one that `read`, the words the
+ * refusal was read from, makes by a term or pattern. `judged` is the classifier's reading, made
+ * for every refusal when `model` is.
+ */
+function framed(
+  policy: ModerationPolicy,
+  option: FrameModel | false | undefined,
+  model: ClassifierModel | undefined,
+  judged: Judgement | undefined,
+  text: string,
+  language: string | undefined,
+  found: string[],
+  read?: Token[],
+): boolean {
+  if (option === false || model === undefined || judged === undefined || (read !== undefined && holdsTerm(policy, read))) return false;
+  // The shipped judge is read at the first refusal it reviews, not at start.
+  const frame = option ?? shippedFrameModel();
+  const harm = frameHarm(frame, frameFeatures(frameReadings(policy, text, language), frame.bits));
+  return frameOverrules(frame, harm, judged.harmful, found);
+}
+
+/**
  * Whether `tokens` hold one of the policy's terms or patterns, which name what is harmful in any
  * frame ("sieg heil", a slur): a refusal they make is never the frame judge's to overrule.
  */
@@ -243,7 +266,6 @@ export function embeddedModeration(
         since += text.length;
         // The classifier reads each text once, when first asked: to overrule a rule or to judge what they pass.
         const model = classifier === false ? undefined : (classifier ?? shippedModel());
-        const frame = frameOption === false ? undefined : (frameOption ?? shippedFrameModel());
         let judged: Judgement | undefined;
         const tokens = tokenize(text, policy.vocabulary);
         let categories = categoriesOf(policy, text, preference, tokens);
@@ -264,22 +286,21 @@ export function embeddedModeration(
             );
         }
         if (categories.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
-        // The frame judge reads a text only once something refuses it, and once at most.
-        let harm: number | undefined;
-        const framed = (found: string[], read?: Token[]): boolean => {
-          if (frame === undefined || model === undefined || (read !== undefined && holdsTerm(policy, read))) return false;
-          if (!placed) [language, placed] = [languages.detect(text), true];
-          judged ??= judge(model, text, policy.vocabulary, tokens);
-          harm ??= frameHarm(frame, frameFeatures(frameReadings(policy, text, language), frame.bits));
-          return frameOverrules(frame, harm, judged.harmful, found);
-        };
-        if (stands(categories, model, judged) && !framed(categories, tokens)) return { provider: 'embedded', flagged: { field, categories } };
+        if (
+          stands(categories, model, judged) &&
+          !framed(policy, frameOption, model, judged, text, placed ? language : languages.detect(text), categories, tokens)
+        )
+          return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
         const secondTokens = second === undefined ? [] : tokenize(second, policy.vocabulary);
         const reread = second === undefined ? [] : categoriesOf(policy, second, preference, secondTokens);
         if (reread.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
-        if (stands(reread, model, judged) && !framed(reread, secondTokens)) return { provider: 'embedded', flagged: { field, categories: reread } };
+        if (
+          stands(reread, model, judged) &&
+          !framed(policy, frameOption, model, judged, text, placed ? language : languages.detect(text), reread, secondTokens)
+        )
+          return { provider: 'embedded', flagged: { field, categories: reread } };
         if (!placed) language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
@@ -287,11 +308,13 @@ export function embeddedModeration(
         const englishTokens = english === undefined ? [] : tokenize(english, policy.vocabulary);
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference, englishTokens);
         if (glossed.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
-        if (stands(glossed, model, judged) && !framed(glossed, englishTokens)) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        if (stands(glossed, model, judged) && !framed(policy, frameOption, model, judged, text, language, glossed, englishTokens))
+          return { provider: 'embedded', flagged: { field, categories: glossed } };
         const opens = model !== undefined && mayJudge(model, tokens, language !== undefined || english !== undefined, englishTokens);
         if (opens) judged ??= judge(model, text, policy.vocabulary, tokens);
         const learned = opens ? learnedCategories(policy, model, judged!, preference) : [];
-        if (learned.length > 0 && !framed(learned)) return { provider: 'embedded', flagged: { field, categories: learned } };
+        if (learned.length > 0 && !framed(policy, frameOption, model, judged, text, language, learned))
+          return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }
       return { provider: 'embedded', flagged: undefined, unjudged };
