@@ -1,6 +1,6 @@
 /**
  * npm run train:moderation [-- --check] [-- --dry-run [--ungated] [--signal-ratio R] [--signal-min N] [--signal-share S] [--paired-share P] [--without SET]]
- *   [-- --gates] [-- --threshold T [--overrule O]] [-- --repository-text]
+ *   [-- --gates] [-- --threshold T [--overrule O] [--frame-bound B]] [-- --repository-text]
  *
  * Trains the embedded policy's classifier (server/providers/moderation/classifier.ts)
  * on every labelled set under test/fixtures/moderation/ and writes
@@ -18,14 +18,21 @@
  * classifier alone and the two together.
  * Then the model is trained on every set and written with that threshold.
  *
+ * The frame judge (server/providers/moderation/frame.ts), which reviews every refusal, is
+ * validated the same way: a judge trained without each file reviews that file's refusals, and its
+ * bound is chosen with the threshold (the most pooled recall whose pooled false positives stay
+ * within MAX_FALSE_POSITIVES, and within MAX_UNTUNED_FALSE_POSITIVES on the files the rules were
+ * never tuned on, letting no sexual content with minors through); it is then trained on every set
+ * and written beside the classifier (frame-model.json, frame-model.bin).
+ *
  * The classifier judges only texts its gate opens for (classifier.ts, `mayJudge`): each
  * left-out file is gated by the signal stems of the model that judges it, so the figures
  * count what the gate costs in recall. Last, the final model's refusals on the
  * out-of-distribution corpus (scripts/moderation/ood.ts) are printed: measured, never trained
  * or chosen on.
  *
- * With --check nothing is written: exits 1 when the shipped model's checksum is
- * not that of the sets and options (what test/unit/moderation-classifier.test.ts holds).
+ * With --check nothing is written: exits 1 when a shipped model's checksum (the classifier's
+ * or the frame judge's) is not that of the sets and options (what test/unit/moderation-classifier.test.ts holds).
  * With --dry-run nothing is written either: the validation and the out-of-distribution
  * figures for other options (--ungated: no gate; --signal-ratio, --signal-min, --signal-share,
  * --paired-share: the gate's stems, train.ts `gateOf`; --without SET, a set file left out of
@@ -43,8 +50,13 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../server/config.ts';
 import { loadModerationPolicy } from '../server/providers/moderation/policy-file.ts';
-import { embeddedModeration } from '../server/providers/moderation/local.ts';
+import { embeddedModeration, holdsTerm } from '../server/providers/moderation/local.ts';
+import { secondReading } from '../server/providers/moderation/confusables.ts';
+import { gloss } from '../server/providers/moderation/gloss.ts';
+import { stopWordDetector } from '../server/providers/moderation/language.ts';
+import { inDictionary, tokenize } from '../server/providers/moderation/normalize.ts';
 import {
+  likeliestCategory,
   logit,
   mayJudge,
   MODEL_DIR,
@@ -57,8 +69,10 @@ import {
 } from '../server/providers/moderation/classifier.ts';
 import { MIN_JUDGED_WORDS } from '../server/providers/moderation/features.ts';
 import {
+  CATEGORIES,
   DEFAULT_OPTIONS,
   encode,
+  GROUP_CATEGORY,
   gateOf,
   gateSets,
   readTrainingSets,
@@ -71,6 +85,16 @@ import {
   type TrainingOptions,
 } from './moderation/train.ts';
 import { OOD_FILES, oodRefusals, readOod } from './moderation/ood.ts';
+import { encodeFrame, FRAME_OPTIONS, frameChecksum, trainFrame } from './moderation/frame-train.ts';
+import {
+  FRAME_HEADER,
+  FRAME_WEIGHTS,
+  frameHarm,
+  NEVER_OVERRULED,
+  readFrameModel,
+  type FrameHeader,
+  type FrameModel,
+} from '../server/providers/moderation/frame.ts';
 import { writeRepositorySet } from './moderation/repository-text.ts';
 import type { LabelledSet } from './moderation/eval-set.ts';
 
@@ -88,6 +112,7 @@ const { values } = parseArgs({
     'foreign-gates': { type: 'boolean', default: false },
     threshold: { type: 'string' },
     overrule: { type: 'string' },
+    'frame-bound': { type: 'string' },
     'repository-text': { type: 'boolean', default: false },
     without: { type: 'string', multiple: true },
   },
@@ -101,8 +126,25 @@ const dryRun =
   GATE_FLAGS.some((f) => values[f] !== undefined) ||
   values.without !== undefined;
 
-/** The leave-one-set-out false-positive rate the threshold must keep (a margin under the 2 % target on unseen sets). */
-const MAX_FALSE_POSITIVES = 0.015;
+/** The leave-one-set-out false-positive rate the operating point must keep (a margin under the 2 % target on unseen sets). */
+const MAX_FALSE_POSITIVES = 0.012;
+/**
+ * The same bound over the files the rules were never tuned on (`RULES_UNTUNED`): the rules' false
+ * positives on the other files were tuned away in-sample, so the pooled figure flatters them, and
+ * on unseen sets the rules alone refused 2.6–4.4 % of benign text.
+ */
+const MAX_UNTUNED_FALSE_POSITIVES = 0.008;
+/**
+ * The lowest threshold the classifier may be given. Out of distribution, lower ones refused the
+ * repository's own prompts ("You are terse." at 0.62, a media test's sentence at 0.70) and more
+ * than 1 % of the README sentences (0.56); validation alone, which never sees such text, would
+ * choose 0.3 with the frame judge behind it (7 test strings and 1.1 % of README sentences refused).
+ */
+const THRESHOLD_FLOOR = 0.75;
+/** The files no rule was written or tuned for: the training sets, and blind-7 (no rule changed after its first measurement). */
+const RULES_UNTUNED = /^(train\/train-|blind-7\/)/;
+/** The bounds tried for the frame judge (frame.ts: the geometric mean of its and the classifier's harmful probability; 0: it never overrules). */
+const FRAME_BOUNDS = [0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3];
 /** The harmful probabilities tried as "confidently benign" (0: the classifier never overrules a rule). */
 const OVERRULE_BOUNDS = [0, 0.005, 0.01, 0.02, 0.05];
 
@@ -117,31 +159,44 @@ const options: TrainingOptions = {
 };
 if (values['repository-text']) writeRepositorySet();
 const checksum = trainingChecksum(options);
+const frameSum = frameChecksum(FRAME_OPTIONS);
 if (values.check) {
   const shipped = readModel().trainingChecksum;
+  const frame = readFrameModel().trainingChecksum;
+  const fresh = shipped === checksum && frame === frameSum;
   console.log(
-    shipped === checksum
-      ? 'the shipped model is trained on these sets'
-      : `the shipped model (${shipped}) is not trained on these sets (${checksum}): run npm run train:moderation`,
+    fresh
+      ? 'the shipped models are trained on these sets'
+      : `the shipped models (${shipped}, frame ${frame}) are not trained on these sets (${checksum}, frame ${frameSum}): run npm run train:moderation`,
   );
-  process.exit(shipped === checksum ? 0 : 1);
+  process.exit(fresh ? 0 : 1);
 }
 
 const policy = loadModerationPolicy(loadConfig(process.env).moderationPolicyPath);
 const sets = readTrainingSets().filter((s) => !values.without?.includes(s.name));
 const encoded = sets.map((s) => encode(s, policy.vocabulary, options.bits));
+const framed = sets.map((s) => encodeFrame(s, policy, FRAME_OPTIONS.bits));
 
-/** Whether the rules alone refuse each sample of each set. */
-async function rulesVerdicts(): Promise<boolean[][]> {
+/** The categories the rules alone refuse each sample of each set for (none: passed), and whether a term or pattern refuses it (no frame judge overrules those). */
+async function rulesVerdicts(): Promise<{ categories: string[][][]; terms: boolean[][] }> {
   const rules = embeddedModeration(policy, undefined, { classifier: false });
-  const out: boolean[][] = [];
+  const languages = stopWordDetector(inDictionary);
+  const categories: string[][][] = [];
+  const terms: boolean[][] = [];
   for (const set of sets) {
-    const verdicts: boolean[] = [];
-    for (const s of set.samples)
-      verdicts.push((await rules.moderate({ texts: [{ field: 'prompt', text: s.text }], preference: 'standard' })).flagged !== undefined);
-    out.push(verdicts);
+    const verdicts: string[][] = [];
+    const held: boolean[] = [];
+    for (const s of set.samples) {
+      const found = (await rules.moderate({ texts: [{ field: 'prompt', text: s.text }], preference: 'standard' })).flagged?.categories ?? [];
+      verdicts.push(found);
+      // As the server reads a refusal: its own words, its look-alikes' second reading, its gloss.
+      const readings = [s.text, secondReading(s.text), gloss(s.text, languages.detect(s.text), (w) => policy.vocabulary.isWord(w))];
+      held.push(found.length > 0 && readings.some((r) => r !== undefined && holdsTerm(policy, tokenize(r, policy.vocabulary))));
+    }
+    categories.push(verdicts);
+    terms.push(held);
   }
-  return out;
+  return { categories, terms };
 }
 
 /** Per sample, its distinct stems as tokens (what `mayJudge` reads). */
@@ -150,14 +205,28 @@ const stemTokens = encoded.map((e) => e.map((x) => x.stems.map((stem) => ({ stem
 const opens = (gate: Pick<ClassifierModel, 'signalSet' | 'pairedSet'>, f: number, i: number) =>
   values.ungated || mayJudge(gate, stemTokens[f]![i]!, encoded[f]![i]!.foreign);
 
-/** Each sample's harmful probability from a model trained without its set. */
-function leftOutScores(): number[][] {
-  return encoded.map((_, left) => {
+/** Each sample's harmful probability from a model trained without its set, and the category it would be refused for. */
+function leftOutScores(): { scores: number[][]; categories: string[][] } {
+  const categories: string[][] = [];
+  const scores = encoded.map((_, left) => {
     const model = train(
       encoded.flatMap((e, i) => (i === left ? [] : e)),
       options,
     );
+    categories.push(encoded[left]!.map((e: Encoded) => likeliestCategory(model, e.features)));
     return encoded[left]!.map((e: Encoded) => sigmoid(logit(model, e.features, 0)));
+  });
+  return { scores, categories };
+}
+
+/** Each sample's harmful probability by the frame judge trained without its set. */
+function leftOutFrame(): number[][] {
+  return framed.map((_, left) => {
+    const model = trainFrame(
+      framed.flatMap((e, i) => (i === left ? [] : e)),
+      FRAME_OPTIONS,
+    );
+    return framed[left]!.map((e) => frameHarm(model, e.features));
   });
 }
 
@@ -201,16 +270,19 @@ const pct = (n: number, d: number) => (d === 0 ? '–' : `${((100 * n) / d).toFi
 const cells = (t: Tally) => `${pct(t.caught, t.harmful)} | ${pct(t.refused, t.benign)} | ${pct(t.hardRefused, t.hard)}`;
 
 if (values.threshold !== undefined) {
-  // The threshold and overrule bound a validation run already chose for these sets and options
-  // (training is deterministic, so the same run would choose them again): the final model alone.
+  // The threshold and bounds a validation run already chose for these sets and options
+  // (training is deterministic, so the same run would choose them again): the final models alone.
   const model = train(encoded.flat(), options);
   const chosen = { ...model, threshold: Number(values.threshold), overrule: Number(values.overrule ?? 0) };
   writeModel(chosen);
+  writeFrame(Number(values['frame-bound'] ?? 0));
   process.exit(0);
 }
 
-const rules = await rulesVerdicts();
-const scores = leftOutScores();
+const { categories: ruleCategories, terms: ruleTerms } = await rulesVerdicts();
+const rules = ruleCategories.map((set) => set.map((c) => c.length > 0));
+const { scores, categories: learnedCategory } = leftOutScores();
+const frameScores = leftOutFrame();
 const setCounts = encoded.map(stemCounts);
 const allCounts = stemCounts(encoded.flat());
 const pooled = (ts: Tally[]) => ts.reduce(add);
@@ -239,23 +311,53 @@ function validate(gateOptions: GateOptions) {
   /** Whether the classifier refuses sample i of set f at `threshold` (it judges only texts of MIN_JUDGED_WORDS or more its gate opens for). */
   const learned = (f: number, i: number, threshold: number) =>
     gates[f]![i]! && scores[f]![i]! >= threshold && encoded[f]![i]!.features.words >= MIN_JUDGED_WORDS;
-  /** Refused by the two together: a rule that the classifier does not overrule, or the classifier. */
-  const combined = (threshold: number, overrule: number) =>
-    sets.map((s, f) => tally(s, (i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || learned(f, i, threshold)));
+  /** Refused before the frame judge: a rule that the classifier does not overrule, or the classifier. */
+  const refusedBefore = (f: number, i: number, threshold: number, overrule: number) =>
+    (rules[f]![i]! && scores[f]![i]! >= overrule) || learned(f, i, threshold);
+  /** The frame judge overrules sample i of set f under `bound` (never a refusal for a category it may not overrule). */
+  const frameOverrules = (f: number, i: number, bound: number) => {
+    if (rules[f]![i]! && ruleTerms[f]![i]!) return false;
+    const categories = rules[f]![i]! ? ruleCategories[f]![i]! : [learnedCategory[f]![i]!];
+    return Math.sqrt(frameScores[f]![i]! * scores[f]![i]!) < bound && !categories.some((c) => NEVER_OVERRULED.has(c));
+  };
+  /** Refused by the rules and the classifier, then reviewed by the frame judge. */
+  const refusedBy = (threshold: number, overrule: number, bound: number) => (f: number, i: number) =>
+    refusedBefore(f, i, threshold, overrule) && !frameOverrules(f, i, bound);
+  const combined = (threshold: number, overrule: number, bound = 0) => sets.map((s, f) => tally(s, (i) => refusedBy(threshold, overrule, bound)(f, i)));
+  /** Harmful texts of sexual content with minors, refused before the frame judge, that it would let through: any rules a bound out. */
+  const minorsLetThrough = (threshold: number, overrule: number, bound: number) =>
+    sets.reduce(
+      (n, set, f) =>
+        n +
+        set.samples.filter(
+          (s, i) => s.harmful && GROUP_CATEGORY.get(s.group) === 'sexual-minors' && refusedBefore(f, i, threshold, overrule) && frameOverrules(f, i, bound),
+        ).length,
+      0,
+    );
+  const untuned = (ts: Tally[]) =>
+    pooledPrompts(ts.map((t, f) => (RULES_UNTUNED.test(sets[f]!.name) ? t : { harmful: 0, caught: 0, benign: 0, refused: 0, hard: 0, hardRefused: 0 })));
   // For each bound of "confidently benign" that overrules no harmful text the rules refuse (an
-  // overrule may only take false positives away), the lowest threshold (most recall) whose pooled
-  // false positives stay within the margin; then the pair with the most recall.
-  let chosen = { threshold: 0.99, overrule: 0, recall: 0 };
+  // overrule may only take false positives away) and each bound of the frame judge that lets no
+  // sexual content with minors through, the threshold with the most pooled recall whose pooled
+  // false positives stay within the margin, and within a tighter one on the files the rules were
+  // never tuned on; then the triple with the most recall. (Where the first measurements of unseen sets
+  // were read beside these figures, their false positives were about twice those of the files the
+  // rules were never tuned on: hence 0.8 % there, for under 2 % on new text.)
+  let chosen = { threshold: 0.99, overrule: 0, bound: 0, recall: 0 };
   for (const overrule of OVERRULE_BOUNDS) {
     if (overruledHarm(overrule) > 0) continue;
-    for (let t = 0.99; t >= 0.2; t = Math.round((t - 0.01) * 100) / 100) {
-      const p = pooledPrompts(combined(t, overrule));
-      if (p.refused / p.benign > MAX_FALSE_POSITIVES) break;
-      if (p.caught / p.harmful > chosen.recall) chosen = { threshold: t, overrule, recall: p.caught / p.harmful };
-    }
+    for (const bound of FRAME_BOUNDS)
+      for (let t = 0.99; t >= THRESHOLD_FLOOR; t = Math.round((t - 0.01) * 100) / 100) {
+        const tallies = combined(t, overrule, bound);
+        const p = pooledPrompts(tallies);
+        const u = untuned(tallies);
+        if (p.refused / p.benign > MAX_FALSE_POSITIVES || u.refused / u.benign > MAX_UNTUNED_FALSE_POSITIVES) continue;
+        if (p.caught / p.harmful <= chosen.recall || minorsLetThrough(t, overrule, bound) > 0) continue;
+        chosen = { threshold: t, overrule, bound, recall: p.caught / p.harmful };
+      }
   }
-  const { threshold, overrule } = chosen;
-  const both = combined(threshold, overrule);
+  const { threshold, overrule, bound } = chosen;
+  const both = combined(threshold, overrule, bound);
   const rows = sets.map((s, f) => ({
     name: s.name,
     rules: tally(s, (i) => rules[f]![i]!),
@@ -269,10 +371,26 @@ function validate(gateOptions: GateOptions) {
   const foreign = {
     rules: foreignOnly((f, i) => rules[f]![i]!),
     classifier: foreignOnly((f, i) => learned(f, i, threshold)),
-    both: foreignOnly((f, i) => (rules[f]![i]! && scores[f]![i]! >= overrule) || learned(f, i, threshold)),
+    both: foreignOnly(refusedBy(threshold, overrule, bound)),
     gated: foreignOnly((f, i) => gates[f]![i]!),
   };
-  return { threshold, overrule, rows, gated, foreign };
+  // The operating point without the frame judge, as it was chosen before it (false positives within 1.5 %), for comparison.
+  let before = { threshold: 0.99, recall: 0 };
+  for (let t = 0.99; t >= 0.2; t = Math.round((t - 0.01) * 100) / 100) {
+    const p = pooledPrompts(combined(t, 0));
+    if (p.refused / p.benign > 0.015) break;
+    if (p.caught / p.harmful > before.recall) before = { threshold: t, recall: p.caught / p.harmful };
+  }
+  const withoutFrame = combined(before.threshold, 0);
+  const summary = {
+    before: { threshold: before.threshold, all: pooledPrompts(withoutFrame), untuned: untuned(withoutFrame) },
+    after: { all: pooledPrompts(both), untuned: untuned(both) },
+    bounds: FRAME_BOUNDS.map((b) => {
+      const ts = combined(threshold, overrule, b);
+      return { bound: b, all: pooledPrompts(ts), untuned: untuned(ts), minors: minorsLetThrough(threshold, overrule, b) };
+    }),
+  };
+  return { threshold, overrule, bound, rows, gated, foreign, summary };
 }
 for (const overrule of OVERRULE_BOUNDS) console.log(`overrule under ${overrule}: ${overruledHarm(overrule)} harmful texts the rules refuse would pass`);
 const model = train(encoded.flat(), options);
@@ -282,11 +400,15 @@ if (values.ungated) {
 }
 
 /** The out-of-distribution refusals of `classifier` (measured, never trained or chosen on). */
-async function outOfDistribution(classifier: ClassifierModel, print: boolean): Promise<Array<Array<{ text: string; categories: string[] }>>> {
+async function outOfDistribution(
+  classifier: ClassifierModel,
+  print: boolean,
+  frame: FrameModel | false = false,
+): Promise<Array<Array<{ text: string; categories: string[] }>>> {
   const all: Array<Array<{ text: string; categories: string[] }>> = [];
   for (const name of Object.values(OOD_FILES)) {
     const texts = readOod(name);
-    const refused = await oodRefusals(embeddedModeration(policy, undefined, { classifier }), texts);
+    const refused = await oodRefusals(embeddedModeration(policy, undefined, { classifier, frame }), texts);
     all.push(refused);
     if (!print) continue;
     const rules = await oodRefusals(embeddedModeration(policy, undefined, { classifier: false }), texts);
@@ -346,10 +468,17 @@ if (values['foreign-gates']) {
   process.exit(0);
 }
 
-const { threshold, overrule, rows, gated, foreign } = validate(options);
+const { threshold, overrule, bound, rows, gated, foreign, summary } = validate(options);
 console.log(
-  `\nleave-one-set-out validation (threshold ${threshold}, overrule under ${overrule}: the pair with the most recall whose pooled false positives stay ≤ ${100 * MAX_FALSE_POSITIVES} %)\n`,
+  `\nleave-one-set-out validation (threshold ${threshold}, overrule under ${overrule}, frame judge under ${bound}: the most recall whose pooled false positives stay ≤ ${100 * MAX_FALSE_POSITIVES} %, ≤ ${100 * MAX_UNTUNED_FALSE_POSITIVES} % on the files the rules were never tuned on)\n`,
 );
+const sum = (t: Tally) => `recall ${pct(t.caught, t.harmful)}, false positives ${pct(t.refused, t.benign)} (hard negatives ${pct(t.hardRefused, t.hard)})`;
+console.log(
+  `without the frame judge (threshold ${summary.before.threshold}): all prompt sets ${sum(summary.before.all)}; rules never tuned on ${sum(summary.before.untuned)}`,
+);
+console.log(`with it: all prompt sets ${sum(summary.after.all)}; rules never tuned on ${sum(summary.after.untuned)}`);
+console.log(`at threshold ${threshold}, per frame bound:`);
+for (const b of summary.bounds) console.log(`  ${b.bound}: all ${sum(b.all)}; untuned ${sum(b.untuned)}; sexual content with minors let through: ${b.minors}`);
 console.log('| set | rules: recall | FP | hard-neg FP | classifier: recall | FP | hard-neg FP | both: recall | FP | hard-neg FP |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) console.log(`| ${r.name} | ${cells(r.rules)} | ${cells(r.classifier)} | ${cells(r.both)} |`);
@@ -368,9 +497,41 @@ console.log(
   `${model.signals!.length} signal stems, ${model.pairedSignals?.length ?? 0} paired, ${model.foreignSignals?.length ?? 'no'} foreign${values.ungated ? ' (not used: --ungated)' : ''}`,
 );
 const final = { ...model, threshold, overrule };
-await outOfDistribution(final, true);
+const finalFrame = frameModel(bound);
+await outOfDistribution(final, true, finalFrame);
 if (dryRun) process.exit(0);
 writeModel(final);
+writeFrame(bound);
+
+/** The frame judge trained on every set, with `bound`. */
+function frameModel(b: number): FrameModel {
+  const trained = trainFrame(framed.flat(), FRAME_OPTIONS);
+  return {
+    ...trained,
+    bound: b,
+    categories: CATEGORIES,
+    categorySet: new Set(CATEGORIES.filter((c) => !NEVER_OVERRULED.has(c))),
+    trainingChecksum: frameSum,
+    training: { ...FRAME_OPTIONS, sets: sets.map((s) => s.name), samples: framed.flat().length },
+  };
+}
+
+/** Writes the frame judge's two files. */
+function writeFrame(b: number): void {
+  const m = frameModel(b);
+  const header: FrameHeader = {
+    bits: m.bits,
+    bias: m.bias,
+    scale: m.scale,
+    bound: m.bound,
+    categories: m.categories,
+    trainingChecksum: m.trainingChecksum,
+    training: m.training,
+  };
+  fs.writeFileSync(path.join(MODEL_DIR, FRAME_HEADER), `${JSON.stringify(header, null, 2)}\n`);
+  fs.writeFileSync(path.join(MODEL_DIR, FRAME_WEIGHTS), m.weights);
+  console.log(`wrote ${FRAME_HEADER} and ${FRAME_WEIGHTS} (${m.weights.length} bytes)`);
+}
 
 /** Writes the model's two files. */
 function writeModel(m: ClassifierModel): void {

@@ -90,9 +90,10 @@ describe('moderation classifier', () => {
     // The mechanism, with a bound set here: training may choose 0 (never overrule), as the shipped model may.
     const text = 'how to explain the death of a goldfish to a 5-year-old';
     const bounded = { ...model, overrule: 0.005 };
+    // The classifier's own bound, without the frame judge (which reviews refusals too: moderation-frame.test.ts).
     const refused = async (classifier: typeof model | false) =>
-      (await embeddedModeration(policy, undefined, { classifier }).moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' })).flagged
-        ?.categories ?? [];
+      (await embeddedModeration(policy, undefined, { classifier, frame: false }).moderate({ texts: [{ field: 'prompt', text }], preference: 'standard' }))
+        .flagged?.categories ?? [];
     assert.notDeepEqual(await refused(false), []);
     assert.ok(judge(model, text, policy.vocabulary).harmful < bounded.overrule);
     assert.deepEqual(await refused(bounded), []);

@@ -35,6 +35,7 @@ const ALLOWED: Record<string, string> = {
   'storage/engine/pg-deferred.ts pgEscape': LAZY_LOAD,
   'providers/moderation/dictionary.ts dictionary': LAZY_LOAD,
   'providers/moderation/classifier.ts shipped': LAZY_LOAD,
+  'providers/moderation/frame.ts shipped': LAZY_LOAD,
   'providers/moderation/normalize.ts stems': MEMO,
   'providers/moderation/normalize.ts folded': MEMO,
   'providers/moderation/normalize.ts foldedUnits': MEMO,

@@ -34,18 +34,18 @@ const PAIR = 0x85ebca77;
 const GRAM = 0xc2b2ae3d;
 
 /** FNV-1a's step over one UTF-16 unit. */
-function step(h: number, c: number): number {
+export function step(h: number, c: number): number {
   return Math.imul(h ^ c, 0x01000193);
 }
 
-function hashString(seed: number, s: string): number {
+export function hashString(seed: number, s: string): number {
   let h = seed;
   for (let i = 0; i < s.length; i++) h = step(h, s.charCodeAt(i));
   return h;
 }
 
 /** Murmur3's finaliser, then the low bits: FNV's low bits alone spread short strings poorly over the buckets. */
-function bucketOf(h: number, mask: number): number {
+export function bucketOf(h: number, mask: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;

@@ -8,13 +8,15 @@ import { setImmediate } from 'node:timers/promises';
 import type { ModerationCategory, ModerationPolicy } from './policy-file.ts';
 import { inDictionary, tokenize, type Token } from './normalize.ts';
 import { stopWordDetector, type LanguageDetector } from './language.ts';
-import { carries, maskedWords, occurrences, phrasesAt, START, type Intent } from './intents.ts';
+import { carries, maskedWords, occurrences, phrasesAt, START, type Intent, type Occurrence } from './intents.ts';
 import { gloss } from './gloss.ts';
 import { dropReflexives, HARMED_NOUN, maskNamedObjects, NAMED_OBJECT, readCare, readPurposes, THING } from './context.ts';
 import { maskSenses } from './senses.ts';
 import { secondReading } from './confusables.ts';
 import { disarmFrames } from './frames.ts';
 import { judge, learnedCategories, mayJudge, overrules, shippedModel, type ClassifierModel, type Judgement } from './classifier.ts';
+import { frameFeatures, frameHarm, frameOverrules, shippedFrameModel, type FrameModel, type FrameReading } from './frame.ts';
+import { MAX_FEATURE_CHARS } from './features.ts';
 import type { ContentPreference, ModerationProvider, ModerationVerdict } from './types.ts';
 
 /** Characters read between two turns of the event loop (one prompt's worth at most). */
@@ -110,9 +112,18 @@ function termsHeld(tokens: Token[], masked: boolean[], index: Map<string, Indexe
   return held;
 }
 
-/** The ids of the categories that apply to `preference` and that `text` breaks (a term, a pattern or an intent of theirs). */
-export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference, tokens = tokenize(text, policy.vocabulary)): string[] {
-  const index = indexOf(policy);
+/** What the rules read of a text: where each concept occurs once masks, senses and frames are read, and which words are masked. */
+export interface Reading {
+  found: Map<string, Occurrence[]>;
+  masked: boolean[];
+}
+
+/**
+ * The concepts of `tokens` as the rules read them: masks, named objects, senses, reflexives,
+ * purposes, frames of care and the frames a text disarms, in that order (what `categoriesOf`
+ * matches intents against, and what the frame judge reads of a refused text).
+ */
+export function readConcepts(policy: ModerationPolicy, tokens: Token[]): Reading {
   const phrases = phrasesAt(tokens, policy.phrases);
   const masked = maskedWords(tokens, policy.phrases, phrases);
   let found = occurrences(tokens, policy.phrases, masked, phrases);
@@ -129,6 +140,13 @@ export function categoriesOf(policy: ModerationPolicy, text: string, preference:
   readCare(tokens, found);
   // A made-up world cancels nothing when the text demands that its content be real.
   disarmFrames(found);
+  return { found, masked };
+}
+
+/** The ids of the categories that apply to `preference` and that `text` breaks (a term, a pattern or an intent of theirs). */
+export function categoriesOf(policy: ModerationPolicy, text: string, preference: ContentPreference, tokens = tokenize(text, policy.vocabulary)): string[] {
+  const index = indexOf(policy);
+  const { found, masked } = readConcepts(policy, tokens);
   const broken = termsHeld(tokens, masked, index.terms);
   for (const concept of found.keys()) {
     for (const { category, intent } of index.intents.get(concept) ?? NO_INTENTS) {
@@ -168,6 +186,55 @@ function stands(found: string[], model: ClassifierModel | undefined, judged: Jud
 }
 
 /**
+ * Whether the frame judge overrules a refusal for `found` of `text` (read only on this path: an
+ * everyday prompt, which nothing refuses, never reaches it). Never one that `read`, the words the
+ * refusal was read from, makes by a term or pattern. `judged` is the classifier's reading, made
+ * for every refusal when `model` is.
+ */
+function framed(
+  policy: ModerationPolicy,
+  option: FrameModel | false | undefined,
+  model: ClassifierModel | undefined,
+  judged: Judgement | undefined,
+  text: string,
+  language: string | undefined,
+  found: string[],
+  read?: Token[],
+): boolean {
+  if (option === false || model === undefined || judged === undefined || (read !== undefined && holdsTerm(policy, read))) return false;
+  // The shipped judge is read at the first refusal it reviews, not at start.
+  const frame = option ?? shippedFrameModel();
+  const harm = frameHarm(frame, frameFeatures(frameReadings(policy, text, language), frame.bits));
+  return frameOverrules(frame, harm, judged.harmful, found);
+}
+
+/**
+ * Whether `tokens` hold one of the policy's terms or patterns, which name what is harmful in any
+ * frame ("sieg heil", a slur): a refusal they make is never the frame judge's to overrule.
+ */
+export function holdsTerm(policy: ModerationPolicy, tokens: Token[]): boolean {
+  const index = indexOf(policy);
+  if (termsHeld(tokens, readConcepts(policy, tokens).masked, index.terms).size > 0) return true;
+  const spaced = tokens.map((t) => t.word).join(' ');
+  return policy.categories.some((c) => c.patterns.some((p) => p.test(spaced)));
+}
+
+/**
+ * What the frame judge reads of `text` (frame.ts): its words (as many as the classifier reads) with
+ * the rules' concepts of them, and its gloss's when `language` (or the look of its words) has one.
+ */
+export function frameReadings(policy: ModerationPolicy, text: string, language: string | undefined): FrameReading[] {
+  const tokens = tokenize(text.length > MAX_FEATURE_CHARS ? text.slice(0, MAX_FEATURE_CHARS) : text, policy.vocabulary);
+  const readings: FrameReading[] = [{ tokens, ...readConcepts(policy, tokens) }];
+  const english = gloss(text, language, (w) => policy.vocabulary.isWord(w));
+  if (english !== undefined) {
+    const glossed = tokenize(english.length > MAX_FEATURE_CHARS ? english.slice(0, MAX_FEATURE_CHARS) : english, policy.vocabulary);
+    readings.push({ tokens: glossed, ...readConcepts(policy, glossed) });
+  }
+  return readings;
+}
+
+/**
  * The embedded provider. Its concepts are English: a text that `languages` reads as another
  * language and that breaks nothing is returned as unjudged (policies.md, "Other languages").
  * What the rules pass, the learned classifier judges too, and what they refuse it may overrule
@@ -177,9 +244,11 @@ function stands(found: string[], model: ClassifierModel | undefined, judged: Jud
 export function embeddedModeration(
   policy: ModerationPolicy,
   languages: LanguageDetector = stopWordDetector(inDictionary),
-  options: { classifier?: ClassifierModel | false } = {},
+  options: { classifier?: ClassifierModel | false; frame?: FrameModel | false } = {},
 ): ModerationProvider {
   const classifier = options.classifier;
+  // The frame judge reviews refusals beside the classifier: rules alone (`classifier: false`) are reviewed by nothing.
+  const frameOption = classifier === false ? false : options.frame;
   // Made once per provider, not per text (every submission is moderated here).
   const isEnglish = (word: string) => policy.vocabulary.isWord(word); // knows() or the dictionary, remembered
   return {
@@ -217,12 +286,21 @@ export function embeddedModeration(
             );
         }
         if (categories.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
-        if (stands(categories, model, judged)) return { provider: 'embedded', flagged: { field, categories } };
+        if (
+          stands(categories, model, judged) &&
+          !framed(policy, frameOption, model, judged, text, placed ? language : languages.detect(text), categories, tokens)
+        )
+          return { provider: 'embedded', flagged: { field, categories } };
         // A look-alike with two readings ("smуggling"): the second is judged too.
         const second = secondReading(text);
-        const reread = second === undefined ? [] : categoriesOf(policy, second, preference);
+        const secondTokens = second === undefined ? [] : tokenize(second, policy.vocabulary);
+        const reread = second === undefined ? [] : categoriesOf(policy, second, preference, secondTokens);
         if (reread.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
-        if (stands(reread, model, judged)) return { provider: 'embedded', flagged: { field, categories: reread } };
+        if (
+          stands(reread, model, judged) &&
+          !framed(policy, frameOption, model, judged, text, placed ? language : languages.detect(text), reread, secondTokens)
+        )
+          return { provider: 'embedded', flagged: { field, categories: reread } };
         if (!placed) language = languages.detect(text);
         // Another language is read through its glossary: what that finds is refused; what it
         // does not stays unjudged, since a word-for-word reading is no judgment of the whole.
@@ -230,11 +308,13 @@ export function embeddedModeration(
         const englishTokens = english === undefined ? [] : tokenize(english, policy.vocabulary);
         const glossed = english === undefined ? [] : categoriesOf(policy, english, preference, englishTokens);
         if (glossed.length > 0 && model !== undefined) judged ??= judge(model, text, policy.vocabulary, tokens);
-        if (stands(glossed, model, judged)) return { provider: 'embedded', flagged: { field, categories: glossed } };
+        if (stands(glossed, model, judged) && !framed(policy, frameOption, model, judged, text, language, glossed, englishTokens))
+          return { provider: 'embedded', flagged: { field, categories: glossed } };
         const opens = model !== undefined && mayJudge(model, tokens, language !== undefined || english !== undefined, englishTokens);
         if (opens) judged ??= judge(model, text, policy.vocabulary, tokens);
         const learned = opens ? learnedCategories(policy, model, judged!, preference) : [];
-        if (learned.length > 0) return { provider: 'embedded', flagged: { field, categories: learned } };
+        if (learned.length > 0 && !framed(policy, frameOption, model, judged, text, language, learned))
+          return { provider: 'embedded', flagged: { field, categories: learned } };
         if (unjudged === undefined && language !== undefined) unjudged = { field, language };
       }
       return { provider: 'embedded', flagged: undefined, unjudged };
