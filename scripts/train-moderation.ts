@@ -1,6 +1,6 @@
 /**
  * npm run train:moderation [-- --check] [-- --dry-run [--ungated] [--signal-ratio R] [--signal-min N] [--signal-share S] [--paired-share P] [--without SET]]
- *   [-- --gates] [-- --threshold T [--overrule O] [--frame-bound B]] [-- --repository-text]
+ *   [-- --gates] [-- --threshold T [--overrule O] [--frame-bound B]] [-- --repository-text] [-- --floor F] [-- --sweep]
  *
  * Trains the embedded policy's classifier (server/providers/moderation/classifier.ts)
  * on every labelled set under test/fixtures/moderation/ and writes
@@ -42,6 +42,9 @@
  * With --threshold (and --overrule) the validation is skipped and the final model is written with
  * the threshold and bound a full run (or --gates, for the gate the options give) printed for
  * these sets and options: training is deterministic, so the files are those the full run writes.
+ * With --floor F (nothing written) the threshold may fall to F; with --sweep (nothing written) the
+ * validation figures of every threshold from 0.75 down to 0.3 with every frame bound are printed
+ * too (docs/policies.md, "A lower threshold behind the judge").
  * With --repository-text, test/fixtures/moderation/train/repository.yaml (benign prose of the
  * repository's own, scripts/moderation/repository-text.ts) is written again first.
  */
@@ -114,6 +117,8 @@ const { values } = parseArgs({
     overrule: { type: 'string' },
     'frame-bound': { type: 'string' },
     'repository-text': { type: 'boolean', default: false },
+    floor: { type: 'string' },
+    sweep: { type: 'boolean', default: false },
     without: { type: 'string', multiple: true },
   },
 });
@@ -123,6 +128,8 @@ const dryRun =
   values.ungated ||
   values.gates ||
   values['foreign-gates'] ||
+  values.sweep ||
+  values.floor !== undefined ||
   GATE_FLAGS.some((f) => values[f] !== undefined) ||
   values.without !== undefined;
 
@@ -139,8 +146,11 @@ const MAX_UNTUNED_FALSE_POSITIVES = 0.008;
  * repository's own prompts ("You are terse." at 0.62, a media test's sentence at 0.70) and more
  * than 1 % of the README sentences (0.56); validation alone, which never sees such text, would
  * choose 0.3 with the frame judge behind it (7 test strings and 1.1 % of README sentences refused).
+ * The judge does not take those away: every threshold under 0.747 still refuses a test string the
+ * shipped one passes, since its agreement carries the classifier's own probability and it reads
+ * such text as no less harmful (docs/policies.md). --floor: a dry run under another floor.
  */
-const THRESHOLD_FLOOR = 0.75;
+const THRESHOLD_FLOOR = values.floor === undefined ? 0.75 : Number(values.floor);
 /** The files no rule was written or tuned for: the training sets, and blind-7 (no rule changed after its first measurement). */
 const RULES_UNTUNED = /^(train\/train-|blind-7\/)/;
 /** The bounds tried for the frame judge (frame.ts: the geometric mean of its and the classifier's harmful probability; 0: it never overrules). */
@@ -390,7 +400,15 @@ function validate(gateOptions: GateOptions) {
       return { bound: b, all: pooledPrompts(ts), untuned: untuned(ts), minors: minorsLetThrough(threshold, overrule, b) };
     }),
   };
-  return { threshold, overrule, bound, rows, gated, foreign, summary };
+  /** --sweep: every threshold from 0.3 with every frame bound, at the chosen overrule (pooled and untuned prompt sets, minors let through). */
+  const sweep: Array<{ threshold: number; bound: number; all: Tally; untuned: Tally; minors: number }> = [];
+  if (values.sweep)
+    for (let t = 0.75; t >= 0.3; t = Math.round((t - 0.05) * 100) / 100)
+      for (const b of FRAME_BOUNDS) {
+        const ts = combined(t, overrule, b);
+        sweep.push({ threshold: t, bound: b, all: pooledPrompts(ts), untuned: untuned(ts), minors: minorsLetThrough(t, overrule, b) });
+      }
+  return { threshold, overrule, bound, rows, gated, foreign, summary, sweep };
 }
 for (const overrule of OVERRULE_BOUNDS) console.log(`overrule under ${overrule}: ${overruledHarm(overrule)} harmful texts the rules refuse would pass`);
 const model = train(encoded.flat(), options);
@@ -468,7 +486,15 @@ if (values['foreign-gates']) {
   process.exit(0);
 }
 
-const { threshold, overrule, bound, rows, gated, foreign, summary } = validate(options);
+const { threshold, overrule, bound, rows, gated, foreign, summary, sweep } = validate(options);
+if (values.sweep) {
+  console.log('| threshold | frame bound | all: recall | FP | untuned: recall | FP | minors let through |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const r of sweep)
+    console.log(
+      `| ${r.threshold} | ${r.bound} | ${pct(r.all.caught, r.all.harmful)} | ${pct(r.all.refused, r.all.benign)} | ${pct(r.untuned.caught, r.untuned.harmful)} | ${pct(r.untuned.refused, r.untuned.benign)} | ${r.minors} |`,
+    );
+}
 console.log(
   `\nleave-one-set-out validation (threshold ${threshold}, overrule under ${overrule}, frame judge under ${bound}: the most recall whose pooled false positives stay ≤ ${100 * MAX_FALSE_POSITIVES} %, ≤ ${100 * MAX_UNTUNED_FALSE_POSITIVES} % on the files the rules were never tuned on)\n`,
 );
