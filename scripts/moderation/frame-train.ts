@@ -6,8 +6,6 @@
  * and an L2 penalty in an order a seeded generator shuffles: the same sets and options give the
  * same bytes. Shared by `npm run train:moderation` and the test that checks the shipped model.
  */
-import crypto from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import type { Features } from '../../server/providers/moderation/features.ts';
 import { frameFeatures, type FrameModel } from '../../server/providers/moderation/frame.ts';
@@ -17,7 +15,7 @@ import { inDictionary } from '../../server/providers/moderation/normalize.ts';
 import type { ModerationPolicy } from '../../server/providers/moderation/policy-file.ts';
 import { rng } from '../../server/providers/random.ts';
 import { SETS_DIR, type LabelledSet } from './eval-set.ts';
-import { trainingFiles } from './train.ts';
+import { setsChecksum } from './train.ts';
 
 export interface FrameOptions {
   bits: number;
@@ -49,15 +47,7 @@ const FRAME_SOURCE = path.join(import.meta.dirname, '../../server/providers/mode
 
 /** SHA-256 over the training files, the options and the frame judge's feature reader: what frame-model.json records. */
 export function frameChecksum(options: FrameOptions, dir = SETS_DIR): string {
-  const hash = crypto.createHash('sha256');
-  for (const f of trainingFiles(dir))
-    hash
-      .update(`${f}\n`)
-      .update(fs.readFileSync(path.join(dir, f)))
-      .update('\n');
-  hash.update(JSON.stringify(options));
-  hash.update(fs.readFileSync(FRAME_SOURCE));
-  return hash.digest('hex');
+  return setsChecksum(options, FRAME_SOURCE, dir);
 }
 
 /** Fits the weights and bias of one logistic regression, then stores each weight as a signed byte. */

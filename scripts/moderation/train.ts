@@ -102,6 +102,11 @@ export function readTrainingSets(dir = SETS_DIR): LabelledSet[] {
 const FEATURES_SOURCE = path.join(import.meta.dirname, '../../server/providers/moderation/features.ts');
 
 export function trainingChecksum(options: TrainingOptions, dir = SETS_DIR): string {
+  return setsChecksum(options, FEATURES_SOURCE, dir);
+}
+
+/** SHA-256 over the training files of `dir`, a model's `options` and the `source` module that reads its features. */
+export function setsChecksum(options: object, source: string, dir = SETS_DIR): string {
   const hash = crypto.createHash('sha256');
   for (const f of trainingFiles(dir))
     hash
@@ -109,7 +114,7 @@ export function trainingChecksum(options: TrainingOptions, dir = SETS_DIR): stri
       .update(fs.readFileSync(path.join(dir, f)))
       .update('\n');
   hash.update(JSON.stringify(options));
-  hash.update(fs.readFileSync(FEATURES_SOURCE));
+  hash.update(fs.readFileSync(source));
   return hash.digest('hex');
 }
 
