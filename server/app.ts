@@ -99,30 +99,30 @@ export function createApp(deps: AppDeps): express.Express {
   // And it bundles the contract it is given: not one the build bundled and found unchanged.
   skipIdleBundling();
   const contract = readYamlFile(config.openapiPath) as Parameters<typeof OpenApiValidator.middleware>[0]['apiSpec'] & object;
+  // The validator and the API behind it as one router layer too (http/one-layer.ts).
   app.use(
-    // The library's middleware, without its deep copy of the contract: this read is the validator's alone.
-    validatorMiddleware(OpenApiValidator.middleware, {
-      // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
-      apiSpec: contractBundledByBuild(config.openapiPath) ? asBundled(contract) : contract,
-      // Checked against the OpenAPI schema by the build, when this very text was built (the start's self-check still proves it loads).
-      validateApiSpec: !checkedByBuild,
-      validateRequests: { allowUnknownQueryParameters: false },
-      validateResponses: config.validateResponses,
-      validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },
-      ...VALIDATOR_FORMATS,
-      // Voice uploads: multer inside the validator, files on disk (never 50 MiB in memory).
-      fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
-    }),
+    inOneLayer(
+      // The library's middleware, without its deep copy of the contract: this read is the validator's alone.
+      ...validatorMiddleware(OpenApiValidator.middleware, {
+        // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
+        apiSpec: contractBundledByBuild(config.openapiPath) ? asBundled(contract) : contract,
+        // Checked against the OpenAPI schema by the build, when this very text was built (the start's self-check still proves it loads).
+        validateApiSpec: !checkedByBuild,
+        validateRequests: { allowUnknownQueryParameters: false },
+        validateResponses: config.validateResponses,
+        validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },
+        ...VALIDATOR_FORMATS,
+        // Voice uploads: multer inside the validator, files on disk (never 50 MiB in memory).
+        fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
+      }),
+      rejectUnrepresentable,
+      // Account policies on the request's text, before any router claims an identity or reserves Gems.
+      policyStep(moderationDeps(deps), config.openapiPath),
+      // Each router is entered only for paths its routes can match, in this order (http/route-prefix.ts).
+      byPrefixes(modelsRouter(deps), textRouter(deps), extractRouter(deps), mediaRouter(deps), tasksRouter(deps), assetsRouter(deps), voicesRouter(deps)),
+      notFoundHandler,
+    ),
   );
-  app.use(rejectUnrepresentable);
-
-  // Account policies on the request's text, before any router claims an identity or reserves Gems.
-  app.use(policyStep(moderationDeps(deps), config.openapiPath));
-
-  // Each router is entered only for paths its routes can match, in this order, all from one layer (http/route-prefix.ts).
-  app.use(byPrefixes(modelsRouter(deps), textRouter(deps), extractRouter(deps), mediaRouter(deps), tasksRouter(deps), assetsRouter(deps), voicesRouter(deps)));
-
-  app.use(notFoundHandler);
   app.use(voiceUploadErrors);
   app.use(errorMiddleware(config.openapiPath));
   return app;

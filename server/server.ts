@@ -317,11 +317,13 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // Responses in flight, so a shutdown can wait for them (and not for idle keep-alive connections).
   let active = 0;
   let onIdle: (() => void) | undefined;
+  // One listener for all responses ('close' comes once per response): no closure and `once` wrapper per request.
+  const ended = () => {
+    if (--active === 0) onIdle?.();
+  };
   server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
     active++;
-    res.once('close', () => {
-      if (--active === 0) onIdle?.();
-    });
+    res.on('close', ended);
   });
   // Longer than common client and proxy idle timeouts, so a pooled connection is
   // not closed by the server just as a client reuses it.

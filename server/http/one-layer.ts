@@ -29,7 +29,8 @@ export function inOneLayer(...handlers: Middleware[]): Middleware {
       const handler = handlers[i++]!;
       try {
         const result = handler(req, res, step);
-        if (typeof (result as Promise<unknown> | undefined)?.then === 'function') (result as Promise<unknown>).then(undefined, (reason: unknown) => next(reason || new Error('Rejected promise')));
+        if (typeof (result as Promise<unknown> | undefined)?.then === 'function')
+          (result as Promise<unknown>).then(undefined, (reason: unknown) => next(reason || new Error('Rejected promise')));
       } catch (thrown) {
         next(thrown);
       }
