@@ -29,6 +29,7 @@ import {
   validatorMiddleware,
 } from './http/validator-routes.ts';
 import { byPrefix, byPrefixes } from './http/route-prefix.ts';
+import { inOneLayer, underPath } from './http/one-layer.ts';
 import { modelsRouter } from './routes/models.ts';
 import { textRouter } from './routes/text.ts';
 import { extractRouter } from './routes/extract.ts';
@@ -59,34 +60,36 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('etag', false);
   // Client addresses (req.ip) from X-Forwarded-For only through the proxies TRUST_PROXY names.
   app.set('trust proxy', config.trustProxy.length > 0 ? config.trustProxy : false);
-  app.use(requestId);
-  app.use(accessLog(logger, app.request, deps.metrics));
-  if (deps.metrics && config.metricsToken) app.use(deps.metrics.endpoint(config.metricsToken));
   const lifecycle = deps.lifecycle ?? { draining: false };
-  // Draining: every answer closes its connection, and new work is sent to another instance (reads are still answered).
-  app.use(whileDraining(lifecycle));
-  // Cross-origin browser calls to the API paths, for the operator's CORS_ORIGINS only (http/cors.ts).
-  if (config.corsOrigins.length > 0) app.use('/api', apiCors(config.corsOrigins));
-  // Liveness and readiness for balancers and orchestrators: outside the public contract.
-  app.use(byPrefix(healthRouter({ db, blobs: deps.blobs, lifecycle, logger })));
-
-  // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
-  app.use(byPrefix(filesRouter(deps)));
-  // The contract (/openapi.yaml) and the API reference page (/docs): public, outside the API paths.
-  app.use(byPrefix(docsRouter(deps)));
-  // The account console (/console, its own contract openapi/console.yaml and session cookie): never the bearer API's stack.
-  app.use(consoleStack(deps, { page: consolePageRouter(deps.consolePage, config.publicBaseUrl), api: () => consoleRouter(deps) }));
-
-  for (const [path, limit] of JSON_LIMITS) app.use(path, jsonBody(limit));
-  // Raw and multipart uploads are never JSON, whatever Content-Type a client claims.
   const defaultJson = jsonBody(DEFAULT_JSON_LIMIT);
-  app.use((req, res, next) => (req.path === ASSETS_PATH || req.path === VOICES_PATH ? next() : defaultJson(req, res, next)));
-  // Raw uploads are streamed by their handler, never parsed (see routes/assets.ts).
-  app.use(ASSETS_PATH, rawUploadPlaceholder);
-  app.use(VOICES_PATH, voiceUploadCleanup);
-
-  // No Authorization header on a documented operation: the validator's own 401, without its detour.
-  app.use(missingKey(config.openapiPath));
+  // Everything before the validator as one router layer (http/one-layer.ts): most of it passes a request on at once.
+  app.use(
+    inOneLayer(
+      requestId,
+      accessLog(logger, app.request, deps.metrics),
+      ...(deps.metrics && config.metricsToken ? [deps.metrics.endpoint(config.metricsToken)] : []),
+      // Draining: every answer closes its connection, and new work is sent to another instance (reads are still answered).
+      whileDraining(lifecycle),
+      // Cross-origin browser calls to the API paths, for the operator's CORS_ORIGINS only (http/cors.ts).
+      ...(config.corsOrigins.length > 0 ? [underPath('/api', apiCors(config.corsOrigins))] : []),
+      // Liveness and readiness for balancers and orchestrators: outside the public contract.
+      byPrefix(healthRouter({ db, blobs: deps.blobs, lifecycle, logger })),
+      // Signed output downloads: not an API operation, no bearer key (see routes/files.ts).
+      byPrefix(filesRouter(deps)),
+      // The contract (/openapi.yaml) and the API reference page (/docs): public, outside the API paths.
+      byPrefix(docsRouter(deps)),
+      // The account console (/console, its own contract openapi/console.yaml and session cookie): never the bearer API's stack.
+      consoleStack(deps, { page: consolePageRouter(deps.consolePage, config.publicBaseUrl), api: () => consoleRouter(deps) }),
+      ...JSON_LIMITS.map(([path, limit]) => underPath(path, jsonBody(limit))),
+      // Raw and multipart uploads are never JSON, whatever Content-Type a client claims.
+      (req, res, next) => (req.path === ASSETS_PATH || req.path === VOICES_PATH ? next() : defaultJson(req, res, next)),
+      // Raw uploads are streamed by their handler, never parsed (see routes/assets.ts).
+      underPath(ASSETS_PATH, rawUploadPlaceholder),
+      underPath(VOICES_PATH, voiceUploadCleanup),
+      // No Authorization header on a documented operation: the validator's own 401, without its detour.
+      missingKey(config.openapiPath),
+    ),
+  );
   cacheValidatorRoutePatterns(); // the validator's route lookup compiles each documented path once, not per request
   skipIdleParameterMutation(); // and its parameter reshaping runs only where there is something to reshape
   skipUnusedSchemaValidator(); // and it compiles the OpenAPI schema only to check a contract the build did not
@@ -96,30 +99,30 @@ export function createApp(deps: AppDeps): express.Express {
   // And it bundles the contract it is given: not one the build bundled and found unchanged.
   skipIdleBundling();
   const contract = readYamlFile(config.openapiPath) as Parameters<typeof OpenApiValidator.middleware>[0]['apiSpec'] & object;
+  // The validator and the API behind it as one router layer too (http/one-layer.ts).
   app.use(
-    // The library's middleware, without its deep copy of the contract: this read is the validator's alone.
-    validatorMiddleware(OpenApiValidator.middleware, {
-      // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
-      apiSpec: contractBundledByBuild(config.openapiPath) ? asBundled(contract) : contract,
-      // Checked against the OpenAPI schema by the build, when this very text was built (the start's self-check still proves it loads).
-      validateApiSpec: !checkedByBuild,
-      validateRequests: { allowUnknownQueryParameters: false },
-      validateResponses: config.validateResponses,
-      validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },
-      ...VALIDATOR_FORMATS,
-      // Voice uploads: multer inside the validator, files on disk (never 50 MiB in memory).
-      fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
-    }),
+    inOneLayer(
+      // The library's middleware, without its deep copy of the contract: this read is the validator's alone.
+      ...validatorMiddleware(OpenApiValidator.middleware, {
+        // Parsed by us (server/yaml-file.ts: kept parsed by the build), not by the validator's own YAML reader.
+        apiSpec: contractBundledByBuild(config.openapiPath) ? asBundled(contract) : contract,
+        // Checked against the OpenAPI schema by the build, when this very text was built (the start's self-check still proves it loads).
+        validateApiSpec: !checkedByBuild,
+        validateRequests: { allowUnknownQueryParameters: false },
+        validateResponses: config.validateResponses,
+        validateSecurity: { handlers: { bearerAuth: bearerHandler(db, clock, config.keyPrefix, deps.policies.regions) } },
+        ...VALIDATOR_FORMATS,
+        // Voice uploads: multer inside the validator, files on disk (never 50 MiB in memory).
+        fileUploader: { dest: nodePath.join(config.dataDir, 'tmp', 'multipart'), limits: VOICE_UPLOAD_LIMITS },
+      }),
+      rejectUnrepresentable,
+      // Account policies on the request's text, before any router claims an identity or reserves Gems.
+      policyStep(moderationDeps(deps), config.openapiPath),
+      // Each router is entered only for paths its routes can match, in this order (http/route-prefix.ts).
+      byPrefixes(modelsRouter(deps), textRouter(deps), extractRouter(deps), mediaRouter(deps), tasksRouter(deps), assetsRouter(deps), voicesRouter(deps)),
+      notFoundHandler,
+    ),
   );
-  app.use(rejectUnrepresentable);
-
-  // Account policies on the request's text, before any router claims an identity or reserves Gems.
-  app.use(policyStep(moderationDeps(deps), config.openapiPath));
-
-  // Each router is entered only for paths its routes can match, in this order, all from one layer (http/route-prefix.ts).
-  app.use(byPrefixes(modelsRouter(deps), textRouter(deps), extractRouter(deps), mediaRouter(deps), tasksRouter(deps), assetsRouter(deps), voicesRouter(deps)));
-
-  app.use(notFoundHandler);
   app.use(voiceUploadErrors);
   app.use(errorMiddleware(config.openapiPath));
   return app;

@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config.ts';
 import { createApp } from './app.ts';
+import { appServer } from './http/app-server.ts';
 import { InflightWork } from './lifecycle.ts';
 import { openDb, type Db } from './storage/db.ts';
 import { createLogger, type Logger } from './logger.ts';
@@ -308,7 +309,7 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
     passwords,
   });
   const metricsServer = metrics && config.metricsPort !== undefined ? await listenMetrics(metrics, config.metricsHost, config.metricsPort) : undefined;
-  const server = http.createServer(app);
+  const server = appServer(app);
   // Malformed HTTP, oversized headers, slow clients, unknown Expect: the envelope, never Node's bare answer.
   answerClientErrors(server, logger);
   // An answer that leaves its request's body unread, or any answer while draining, closes its connection.
@@ -316,11 +317,13 @@ export async function startServer(config: Config, options: { clock?: Clock; prov
   // Responses in flight, so a shutdown can wait for them (and not for idle keep-alive connections).
   let active = 0;
   let onIdle: (() => void) | undefined;
+  // One listener for all responses ('close' comes once per response): no closure and `once` wrapper per request.
+  const ended = () => {
+    if (--active === 0) onIdle?.();
+  };
   server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
     active++;
-    res.once('close', () => {
-      if (--active === 0) onIdle?.();
-    });
+    res.on('close', ended);
   });
   // Longer than common client and proxy idle timeouts, so a pooled connection is
   // not closed by the server just as a client reuses it.

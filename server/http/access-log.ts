@@ -12,6 +12,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { accessWriter, type Logger } from '../logger.ts';
 
 const CHILD = Symbol('request logger');
+const STARTED = Symbol('request started');
 type WithChild = Request & { [CHILD]?: Logger };
 
 /** Gives the requests of one app (`proto` is its request prototype) a `log` made on first use. */
@@ -31,23 +32,27 @@ function lazyRequestLogger(proto: object, logger: Logger): void {
 export function accessLog(logger: Logger, requestPrototype: object, metrics?: { observe(req: Request, status: number, seconds: number): void }) {
   const write = accessWriter(logger);
   lazyRequestLogger(requestPrototype, logger);
-  return (req: Request, res: Response, next: NextFunction): void => {
-    const started = process.hrtime.bigint();
-    // 'close' comes for every response, also one the client abandoned (a stream
-    // cut mid-way never emits 'finish'); `complete` says which it was.
-    res.on('close', () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      metrics?.observe(req, res.statusCode, ms / 1000);
-      write({
-        requestId: req.id,
-        method: req.method,
-        path: req.path,
-        status: res.statusCode,
-        ms: Math.round(ms * 10) / 10,
-        key: req.principal?.key.id,
-        ...(res.writableFinished ? {} : { complete: false }),
-      });
+  // One 'close' listener for every response (not a closure per request); it finds the
+  // request through `res.req` and the start on the response. 'close' comes for every
+  // response, also one the client abandoned (a stream cut mid-way never emits
+  // 'finish'); `complete` says which it was.
+  function logged(this: Response & { [STARTED]?: bigint }): void {
+    const req = this.req;
+    const ms = Number(process.hrtime.bigint() - this[STARTED]!) / 1e6;
+    metrics?.observe(req, this.statusCode, ms / 1000);
+    write({
+      requestId: req.id,
+      method: req.method,
+      path: req.path,
+      status: this.statusCode,
+      ms: Math.round(ms * 10) / 10,
+      key: req.principal?.key.id,
+      ...(this.writableFinished ? {} : { complete: false }),
     });
+  }
+  return (_req: Request, res: Response & { [STARTED]?: bigint }, next: NextFunction): void => {
+    res[STARTED] = process.hrtime.bigint();
+    res.on('close', logged);
     next();
   };
 }
