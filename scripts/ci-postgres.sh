@@ -49,9 +49,18 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 130" INT TERM
 
+# Room for the connections of the files the tests run at once (scripts/run-tests.mjs runs as
+# many as there are cores, at least 2; each file's servers and workers hold pools of up to 10):
+# 200 for the 2 of a 2-core machine, 100 more per file beyond, up to 1000 (each slot takes
+# shared memory at start).
+FILES_AT_ONCE="${TEST_CONCURRENCY:-$(nproc)}"
+MAX_CONNECTIONS=$(( FILES_AT_ONCE * 100 ))
+if (( MAX_CONNECTIONS < 200 )); then MAX_CONNECTIONS=200; fi
+if (( MAX_CONNECTIONS > 1000 )); then MAX_CONNECTIONS=1000; fi
+
 "${RUN_AS[@]}" "$PGBIN/initdb" -D "$WORK/data" -U gemforge -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
 "${RUN_AS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/data/server.log" -w \
-  -o "-c listen_addresses=127.0.0.1 -p $PORT -k $WORK/data -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" start >/dev/null
+  -o "-c listen_addresses=127.0.0.1 -p $PORT -k $WORK/data -c max_connections=$MAX_CONNECTIONS -c fsync=off -c synchronous_commit=off -c full_page_writes=off" start >/dev/null
 echo "ci-postgres: PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$PORT"
 
 export TEST_DATABASE_URL="postgres://gemforge@127.0.0.1:$PORT/postgres"

@@ -97,7 +97,8 @@ async function main(): Promise<number> {
   const files = argv.filter((a) => a !== '--storage');
   const chosen = files.length ? files : storageOnly ? storageTestFiles() : allTestFiles();
   if (storageOnly) console.error(`test:postgres --storage: ${chosen.length} of ${allTestFiles().length} test files`);
-  const args = ['--import', 'tsx', '--test', '--test-concurrency=2', ...chosen];
+  // As many files at a time as the machine has cores, at least 2 (scripts/run-tests.mjs).
+  const args = [path.join(ROOT, 'scripts/run-tests.mjs'), ...chosen];
   process.on('SIGINT', () => {}); // Ctrl-C stops the tests (same process group); this runner still cleans up
   const child = spawn(process.execPath, args, { cwd: ROOT, stdio: 'inherit', env: { ...process.env, DATABASE_URL: '' } });
   const code = await new Promise<number>((resolve) =>
