@@ -50,10 +50,11 @@ trap cleanup EXIT
 trap "exit 130" INT TERM
 
 # Room for the connections of the files the tests run at once (scripts/run-tests.mjs runs as
-# many as there are cores, at least 2; each file's servers and workers hold pools of up to 10):
-# 200 for the 2 of a 2-core machine, 100 more per file beyond, up to 1000 (each slot takes
-# shared memory at start).
+# many as there are cores, 2 to 4, unless TEST_CONCURRENCY says; each file's servers and workers
+# hold pools of up to 10): 200 for the 2 of a 2-core machine, 100 more per file beyond, up to
+# 1000 (each slot takes shared memory at start).
 FILES_AT_ONCE="${TEST_CONCURRENCY:-$(nproc)}"
+if [[ -z "${TEST_CONCURRENCY:-}" ]] && (( FILES_AT_ONCE > 4 )); then FILES_AT_ONCE=4; fi
 MAX_CONNECTIONS=$(( FILES_AT_ONCE * 100 ))
 if (( MAX_CONNECTIONS < 200 )); then MAX_CONNECTIONS=200; fi
 if (( MAX_CONNECTIONS > 1000 )); then MAX_CONNECTIONS=1000; fi

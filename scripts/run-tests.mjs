@@ -2,13 +2,15 @@
 /**
  * `node scripts/run-tests.mjs <test files…>`: node's test runner over TypeScript test files
  * (`node --import tsx --test`), as many files at a time as the machine has cores
- * (`os.availableParallelism()`, never fewer than 2). `npm test`, `npm run test:postgres` and
- * CI run the suite through it, so a bigger CI machine runs more files at once instead of
- * the two a literal `--test-concurrency=2` allowed. Each file keeps its own process.
+ * (`os.availableParallelism()`, never fewer than 2 and by default never more than 4). `npm test`,
+ * `npm run test:postgres` and CI run the suite through it, so a bigger CI machine runs more files
+ * at once instead of the two a literal `--test-concurrency=2` allowed. Each file keeps its own
+ * process. Four is the bound because the suite has been run with at most that many files beside
+ * each other (two per suite, and more under other sessions' load): more at once would be a
+ * combination nobody has run, in CI, where a flaky file means nothing lands.
  *
- * TEST_CONCURRENCY=<n> sets the number of files at a time instead (.ci/run gives each of
- * the two suites it runs side by side the whole machine; see docs/development.md, "How
- * long the whole suite takes").
+ * TEST_CONCURRENCY=<n> sets the number of files at a time instead (see docs/development.md,
+ * "How long the whole suite takes").
  *
  * TEST_TIMES=<file>: every test file's wall time, exit code and CPU seconds (its own and
  * its children's) are appended to <file> (scripts/test-times.mjs), and when the run ends
@@ -20,14 +22,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-/** Files at a time: TEST_CONCURRENCY, else the cores the process may use, at least 2 (a file often waits on a timer or a child). */
+/** The default's bound (see the head of this file). */
+export const MAX_DEFAULT = 4;
+
+/** Files at a time: TEST_CONCURRENCY, else the cores the process may use, at least 2 (a file often waits on a timer or a child), at most MAX_DEFAULT. */
 export function testConcurrency(env = process.env, cores = os.availableParallelism()) {
   if (env.TEST_CONCURRENCY !== undefined && env.TEST_CONCURRENCY !== '') {
     const n = Number(env.TEST_CONCURRENCY);
     if (!Number.isInteger(n) || n < 1) throw new Error(`TEST_CONCURRENCY must be a whole number of files, at least 1; got "${env.TEST_CONCURRENCY}"`);
     return n;
   }
-  return Math.max(2, cores);
+  return Math.min(MAX_DEFAULT, Math.max(2, cores));
 }
 
 /** The slowest `count` lines of a TEST_TIMES file, as a table. */

@@ -14,11 +14,12 @@ import { slowest, testConcurrency } from '../../scripts/run-tests.mjs';
 
 const SCRIPT = path.resolve(import.meta.dirname, '../../scripts/run-tests.mjs');
 
-it('when no TEST_CONCURRENCY is set, then as many files run at once as there are cores, never fewer than 2', () => {
+it('when no TEST_CONCURRENCY is set, then as many files run at once as there are cores, never fewer than 2 nor more than 4', () => {
   assert.equal(testConcurrency({}, 1), 2);
   assert.equal(testConcurrency({}, 2), 2);
-  assert.equal(testConcurrency({}, 6), 6);
-  assert.equal(testConcurrency({ TEST_CONCURRENCY: '' }, 8), 8);
+  assert.equal(testConcurrency({}, 3), 3);
+  assert.equal(testConcurrency({}, 6), 4);
+  assert.equal(testConcurrency({ TEST_CONCURRENCY: '' }, 8), 4);
 });
 
 it('when TEST_CONCURRENCY is set, then it is the number of files at once, and anything but a whole number from 1 is refused', () => {
