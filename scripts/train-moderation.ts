@@ -1,6 +1,7 @@
 /**
  * npm run train:moderation [-- --check] [-- --dry-run [--ungated] [--signal-ratio R] [--signal-min N] [--signal-share S] [--paired-share P] [--without SET]]
  *   [-- --gates] [-- --threshold T [--overrule O] [--frame-bound B]] [-- --repository-text] [-- --floor F] [-- --sweep]
+ *   [-- --misses] [-- --dump FILE]
  *
  * Trains the embedded policy's classifier (server/providers/moderation/classifier.ts)
  * on every labelled set under test/fixtures/moderation/ and writes
@@ -45,6 +46,10 @@
  * With --floor F (nothing written) the threshold may fall to F; with --sweep (nothing written) the
  * validation figures of every threshold from 0.75 down to 0.3 with every frame bound are printed
  * too (docs/policies.md, "A lower threshold behind the judge").
+ * With --misses (nothing written) the harmful texts of the files the rules were never tuned on that
+ * the chosen point lets through are listed with why (gate closed, under the threshold, overruled by
+ * the judge, too few words); with --dump FILE (nothing written) every sample's leave-one-set-out
+ * readings (rules, classifier, judge, stems) are written to FILE as JSON, for analysis without retraining.
  * With --repository-text, test/fixtures/moderation/train/repository.yaml (benign prose of the
  * repository's own, scripts/moderation/repository-text.ts) is written again first.
  */
@@ -157,7 +162,7 @@ const MAX_UNTUNED_FALSE_POSITIVES = 0.008;
 const THRESHOLD_FLOOR = values.floor === undefined ? 0.75 : Number(values.floor);
 /**
  * The files no rule was written or tuned for: the training sets, blind-7 (no rule changed after its
- * first measurement), and blind-8 to blind-10 (first measured, then trained on with no rule changed).
+ * first measurement), and blind-8 to blind-10 should they join the training (no rule was tuned on them).
  */
 const RULES_UNTUNED = /^(train\/train-|blind-(7|8|9|10)\/)/;
 /** The bounds tried for the frame judge (frame.ts: the geometric mean of its and the classifier's harmful probability; 0: it never overrules). */
