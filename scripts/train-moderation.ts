@@ -1,6 +1,7 @@
 /**
  * npm run train:moderation [-- --check] [-- --dry-run [--ungated] [--signal-ratio R] [--signal-min N] [--signal-share S] [--paired-share P] [--without SET]]
  *   [-- --gates] [-- --threshold T [--overrule O] [--frame-bound B]] [-- --repository-text] [-- --floor F] [-- --sweep]
+ *   [-- --misses] [-- --dump FILE]
  *
  * Trains the embedded policy's classifier (server/providers/moderation/classifier.ts)
  * on every labelled set under test/fixtures/moderation/ and writes
@@ -45,6 +46,10 @@
  * With --floor F (nothing written) the threshold may fall to F; with --sweep (nothing written) the
  * validation figures of every threshold from 0.75 down to 0.3 with every frame bound are printed
  * too (docs/policies.md, "A lower threshold behind the judge").
+ * With --misses (nothing written) the harmful texts of the files the rules were never tuned on that
+ * the chosen point lets through are listed with why (gate closed, under the threshold, overruled by
+ * the judge, too few words); with --dump FILE (nothing written) every sample's leave-one-set-out
+ * readings (rules, classifier, judge, stems) are written to FILE as JSON, for analysis without retraining.
  * With --repository-text, test/fixtures/moderation/train/repository.yaml (benign prose of the
  * repository's own, scripts/moderation/repository-text.ts) is written again first.
  */
@@ -120,6 +125,8 @@ const { values } = parseArgs({
     floor: { type: 'string' },
     sweep: { type: 'boolean', default: false },
     without: { type: 'string', multiple: true },
+    misses: { type: 'boolean', default: false },
+    dump: { type: 'string' },
   },
 });
 const GATE_FLAGS = ['signal-ratio', 'signal-min', 'signal-share', 'paired-share', 'foreign-share'] as const;
@@ -129,6 +136,8 @@ const dryRun =
   values.gates ||
   values['foreign-gates'] ||
   values.sweep ||
+  values.misses ||
+  values.dump !== undefined ||
   values.floor !== undefined ||
   GATE_FLAGS.some((f) => values[f] !== undefined) ||
   values.without !== undefined;
@@ -151,8 +160,11 @@ const MAX_UNTUNED_FALSE_POSITIVES = 0.008;
  * such text as no less harmful (docs/policies.md). --floor: a dry run under another floor.
  */
 const THRESHOLD_FLOOR = values.floor === undefined ? 0.75 : Number(values.floor);
-/** The files no rule was written or tuned for: the training sets, and blind-7 (no rule changed after its first measurement). */
-const RULES_UNTUNED = /^(train\/train-|blind-7\/)/;
+/**
+ * The files no rule was written or tuned for: the training sets, blind-7 (no rule changed after its
+ * first measurement), and blind-8 to blind-10 should they join the training (no rule was tuned on them).
+ */
+const RULES_UNTUNED = /^(train\/train-|blind-(7|8|9|10)\/)/;
 /** The bounds tried for the frame judge (frame.ts: the geometric mean of its and the classifier's harmful probability; 0: it never overrules). */
 const FRAME_BOUNDS = [0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3];
 /** The harmful probabilities tried as "confidently benign" (0: the classifier never overrules a rule). */
@@ -293,6 +305,29 @@ const { categories: ruleCategories, terms: ruleTerms } = await rulesVerdicts();
 const rules = ruleCategories.map((set) => set.map((c) => c.length > 0));
 const { scores, categories: learnedCategory } = leftOutScores();
 const frameScores = leftOutFrame();
+// --dump FILE: every sample's leave-one-set-out readings, for analysis without retraining.
+if (values.dump !== undefined)
+  fs.writeFileSync(
+    values.dump,
+    JSON.stringify(
+      sets.map((set, f) => ({
+        name: set.name,
+        samples: set.samples.map((s, i) => ({
+          text: s.text,
+          group: s.group,
+          harmful: s.harmful,
+          rules: ruleCategories[f]![i]!,
+          term: ruleTerms[f]![i]!,
+          score: scores[f]![i]!,
+          category: learnedCategory[f]![i]!,
+          frame: frameScores[f]![i]!,
+          words: encoded[f]![i]!.features.words,
+          foreign: encoded[f]![i]!.foreign,
+          stems: encoded[f]![i]!.stems,
+        })),
+      })),
+    ),
+  );
 const setCounts = encoded.map(stemCounts);
 const allCounts = stemCounts(encoded.flat());
 const pooled = (ts: Tally[]) => ts.reduce(add);
@@ -408,7 +443,27 @@ function validate(gateOptions: GateOptions) {
         const ts = combined(t, overrule, b);
         sweep.push({ threshold: t, bound: b, all: pooledPrompts(ts), untuned: untuned(ts), minors: minorsLetThrough(t, overrule, b) });
       }
-  return { threshold, overrule, bound, rows, gated, foreign, summary, sweep };
+  /**
+   * --misses: the harmful texts of the files the rules were never tuned on that the chosen point
+   * lets through, and why: the gate closed (the model never read it), too few words, under the
+   * threshold (with its probability), or refused and then overruled by the frame judge.
+   */
+  const misses: string[] = [];
+  sets.forEach((set, f) => {
+    if (!RULES_UNTUNED.test(set.name)) return;
+    set.samples.forEach((s, i) => {
+      if (!s.harmful || refusedBy(threshold, overrule, bound)(f, i)) return;
+      const why = refusedBefore(f, i, threshold, overrule)
+        ? `judge overruled (frame ${frameScores[f]![i]!.toFixed(2)}, classifier ${scores[f]![i]!.toFixed(2)})`
+        : !gates[f]![i]!
+          ? `gate closed (classifier ${scores[f]![i]!.toFixed(2)})`
+          : encoded[f]![i]!.features.words < MIN_JUDGED_WORDS
+            ? 'too few words'
+            : `under the threshold (${scores[f]![i]!.toFixed(2)})`;
+      misses.push(`${set.name}\t${s.group}\t${why}\t${JSON.stringify(s.text.slice(0, 200))}`);
+    });
+  });
+  return { threshold, overrule, bound, rows, gated, foreign, summary, sweep, misses };
 }
 for (const overrule of OVERRULE_BOUNDS) console.log(`overrule under ${overrule}: ${overruledHarm(overrule)} harmful texts the rules refuse would pass`);
 const model = train(encoded.flat(), options);
@@ -486,7 +541,8 @@ if (values['foreign-gates']) {
   process.exit(0);
 }
 
-const { threshold, overrule, bound, rows, gated, foreign, summary, sweep } = validate(options);
+const { threshold, overrule, bound, rows, gated, foreign, summary, sweep, misses } = validate(options);
+if (values.misses) console.log(`\nharmful texts missed in the files the rules were never tuned on (${misses.length}):\n${misses.join('\n')}`);
 if (values.sweep) {
   console.log('| threshold | frame bound | all: recall | FP | untuned: recall | FP | minors let through |');
   console.log('|---|---|---|---|---|---|---|');
