@@ -17,10 +17,7 @@
  *   submitMediaAtOnce   a new media submission (SQLite migration 021, Postgres
  *                       024): the claim of its identity, the hold with its guards,
  *                       the reservation and its entry, the task, its outputs and
- *                       its job; on Postgres also the admission's tokens, and one
- *                       account's calls arriving while its call is in flight go
- *                       together as one call of migration 025's batch, one item a
- *                       subtransaction (procedure-batches.ts), each answering as alone
+ *                       its job; on Postgres also the admission's tokens
  *   settleCompletionAtOnce  a completion's settlement (SQLite, migration 022): the
  *                       record completed with its response, the reservation closed
  *                       (each with its guard), its entries and the balances' movement
@@ -32,7 +29,6 @@
  */
 import { query, rowOf, statement, type Conn, type Value } from './engine/query.ts';
 import { isSqlite } from './db.ts';
-import { coalesced, type Runner } from './procedure-batches.ts';
 import type { TokensAtOnce } from './rate-buckets.ts';
 import type { IdempotencyRow } from './idempotency.ts';
 import { findReservation, type EntryRow, type ReservationRow } from './ledger.ts';
@@ -161,27 +157,8 @@ export async function submitMediaAtOnce(db: Conn, rows: MediaSubmissionRows, tok
     if (tokens) throw new Error("submitMediaAtOnce: SQLite takes the admission's tokens apart");
     return query(db, submitMedia, params);
   }
-  // One account's calls in flight together go as one transaction (procedure-batches.ts): each answers as alone.
-  await coalesced(db, mediaRunner, String(values.account_id), [...params, tokens?.buckets ?? '[]', tokens?.capAccountId ?? null, tokens?.cap ?? null]);
-  return true;
+  return query(db, submitMedia, [...params, tokens?.buckets ?? '[]', tokens?.capAccountId ?? null, tokens?.cap ?? null]);
 }
-
-/** Several submissions' values (PG_COLUMNS each) in one call (migration 025): each item's outcome, in their order. */
-const submitMediaBatch = statement.procedureRows<{ states: Array<string | null>; messages: Array<string | null> }>('submit-media-batch', (c, items) =>
-  c.raw('SELECT states, messages FROM gemforge_submit_media_batch(?::jsonb)', [items]),
-);
-
-const mediaRunner: Runner<Value[]> = {
-  name: 'submit-media',
-  async one(db, params) {
-    await query(db, submitMedia, params);
-  },
-  async many(db, items) {
-    const [row] = (await query(db, submitMediaBatch, [JSON.stringify(items)])) ?? [];
-    if (!row) throw new Error('submit-media-batch: no outcome row');
-    return row.states.map((state, i) => ({ state, message: row.messages[i] ?? null }));
-  },
-};
 
 /** What a completion's settlement writes: the rows and moves its step-by-step path writes (spend.ts `billAndRetain`). */
 export interface CompletionSettlementRows {
@@ -333,7 +310,6 @@ const submitText = statement.procedureRows<Split>('submit-text', (c, ...v) =>
  * hold", "key cap") for a bucket without a token or a hold a rule refuses; nothing is written then.
  */
 export async function submitTextAtOnce(db: Conn, rows: TextSubmissionRows): Promise<{ hold_allowance: number; hold_paid: number } | undefined> {
-  if (!isSqlite(db)) return undefined; // no such statement there (Postgres's reservation goes with its transaction's COMMIT)
   const { buckets, record, reservation: r, entry, amount } = rows;
   if (r.purpose !== 'llm' || entry.id !== undefined) throw new Error('submitTextAtOnce: an LLM hold, its entry without an id');
   const values: Record<(typeof TEXT_COLUMNS)[number], Value> = {

@@ -330,8 +330,9 @@ export async function executeProcedure(conn: Conn, name: string, build: Build, p
   // Inside a transaction it would not be atomic on its own, and its failure would leave the transaction's choice to the caller.
   if (isTransaction(conn)) throw new Error(`${name}: a procedure runs alone, outside any transaction`);
   if (!onSqlite(conn)) {
-    const result = (await runNamedPg(conn, planOf(conn, name, build, params.length), params)) as { rows?: Row[] };
-    return { rows: returning ? (result.rows ?? []) : [], changes: 0 };
+    if (returning) return undefined;
+    await runNamedPg(conn, planOf(conn, name, build, params.length), params);
+    return { rows: [], changes: 0 };
   }
   const plan = planOf(conn, name, build, params.length);
   if (plan.method !== (returning ? 'all' : 'run')) {

@@ -40,7 +40,7 @@
  *   later    knex, at once                     waits for the next statement (7)  waits for the next statement (7)  knex, at once
  *   guarded  at once, then its check          waits, then its guard (10)     at once, then its check (10)      at once, then its check
  *   procedure  writer's, prepared (11)         refused (an error)             refused (an error)                named, prepared (11)
- *   procedureRows  as procedure; its RETURNING rows   refused (an error)        refused (an error)                named, prepared; its rows (11)
+ *   procedureRows  as procedure; its RETURNING rows   refused (an error)        not run: undefined                not run: undefined
  *   dynamic  knex, built each time, everywhere (8)
  *
  * 1. reads.ts: read-only connections beside the single writer (WAL: they see the
@@ -196,8 +196,8 @@ export const statement = {
    */
   procedure: (name: string, build: Build): Statement<'procedure', never> => ({ name, kind: 'procedure', build }),
   /**
-   * A procedure that says what it decided: on SQLite its INSERT's `RETURNING` (whose subqueries see the trigger's
-   * writes), on Postgres the rows of its function's SELECT.
+   * A procedure whose INSERT says what its trigger decided (`RETURNING`, whose subqueries see the trigger's writes):
+   * its rows where it ran, undefined where there is none (Postgres: nothing ran).
    */
   procedureRows: <R = Row>(name: string, build: Build): Statement<'procedureRows', R> => ({ name, kind: 'procedureRows', build }),
   /** A statement built and run through knex at every call (nothing compiled once). */

@@ -27,7 +27,6 @@ import * as m021 from './021_submit_media.ts';
 import * as m022 from './022_settle_completion.ts';
 import * as m023 from './023_submit_text.ts';
 import * as m024 from './024_pg_submit_media.ts';
-import * as m025 from './025_pg_submit_media_batch.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -58,7 +57,6 @@ const migrations: Array<[string, Migration]> = [
   ['022_settle_completion', m022],
   ['023_submit_text', m023],
   ['024_pg_submit_media', m024],
-  ['025_pg_submit_media_batch', m025],
 ];
 
 export const migrationSource: Knex.MigrationSource<string> = {
